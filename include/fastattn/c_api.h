@@ -1,0 +1,62 @@
+/* fastattn C ABI: the C++ API behind plain C types, for bindings and other languages.
+ * Every function returns 0 on success or a fastattn_code; fastattn_last_error() then gives the
+ * message (thread-local, valid until the next call on the same thread). */
+#ifndef FASTATTN_C_API_H
+#define FASTATTN_C_API_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum fastattn_dtype { FASTATTN_F16 = 0, FASTATTN_BF16 = 1, FASTATTN_F32 = 2 };
+enum fastattn_device { FASTATTN_CPU = 0, FASTATTN_CUDA = 1 };
+enum fastattn_backend { FASTATTN_AUTO = 0, FASTATTN_BACKEND_CPU = 1, FASTATTN_BACKEND_CUDA = 2,
+                        FASTATTN_BACKEND_REFERENCE = 3 };
+enum fastattn_code { FASTATTN_OK = 0, FASTATTN_INVALID_ARGUMENT = 1, FASTATTN_NOT_SUPPORTED = 2,
+                     FASTATTN_CUDA_ERROR = 3, FASTATTN_INTERNAL = 4 };
+
+typedef struct fastattn_tensor {
+  void* data;
+  int32_t ndim;
+  int64_t shape[4];
+  int64_t stride[4]; /* in elements */
+  int32_t dtype;     /* enum fastattn_dtype */
+  int32_t device;    /* enum fastattn_device */
+  int32_t device_index;
+} fastattn_tensor;
+
+typedef struct fastattn_args {
+  fastattn_tensor q, k, v, out, lse; /* lse.data may be NULL in forward */
+  const int32_t* cu_seqlens_q;       /* NULL unless varlen */
+  const int32_t* cu_seqlens_k;
+  int64_t cu_seqlens_size;           /* batch + 1 */
+  const int32_t* seqused_q;          /* optional, batch entries */
+  const int32_t* seqused_k;
+  int32_t max_seqlen_q, max_seqlen_k;
+  int32_t check_index_arrays;        /* nonzero: validate cu_seqlens (a sync on CUDA) */
+  float softmax_scale;               /* NaN = 1/sqrt(d); fastattn_args_init sets it */
+  int32_t causal;
+  int32_t window_left, window_right;
+  float softcap;
+  int32_t backend;                   /* enum fastattn_backend */
+  int32_t num_threads;
+} fastattn_args;
+
+/* Fills defaults: scale = NaN (meaning 1/sqrt(d)), windows -1, no varlen, backend auto. */
+void fastattn_args_init(fastattn_args* args);
+
+int fastattn_forward(const fastattn_args* args, void* stream);
+int fastattn_backward(const fastattn_args* args, const fastattn_tensor* dout,
+                      const fastattn_tensor* dq, const fastattn_tensor* dk,
+                      const fastattn_tensor* dv, void* stream);
+const char* fastattn_last_error(void);
+int fastattn_cuda_available(void);
+const char* fastattn_version(void);
+const char* fastattn_build_info(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FASTATTN_C_API_H */

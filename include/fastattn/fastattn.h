@@ -1,0 +1,35 @@
+// fastattn: fused attention kernels (Hopper, Ampere, CPU). Public C++ API.
+//
+//   fastattn::AttnArgs a;  a.q = ...; a.k = ...; a.v = ...; a.out = ...; a.lse = ...;
+//   a.causal = true;
+//   fastattn::Status st = fastattn::forward(a, stream);
+//   if (!st.ok()) std::cerr << st.message;
+//
+// See types.h for layouts and the mask conventions.
+#pragma once
+
+#include "fastattn/types.h"
+
+namespace fastattn {
+
+// Checks every argument (shapes, dtypes, strides, head dims of the chosen backend, GQA ratio,
+// cu_seqlens, windows, scale, pointers) without touching any output.
+Status validate_forward(const AttnArgs& args);
+Status validate_backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq,
+                         const Tensor& dk, const Tensor& dv);
+
+// out = softmax(mask(scale * q k^T)) v, lse = logsumexp of the masked scaled scores (natural log).
+// `stream` is a cudaStream_t for the CUDA backend (nullptr = default stream); ignored on the CPU.
+Status forward(const AttnArgs& args, void* stream = nullptr);
+
+// Gradients of forward. Reads args.q/k/v/out/lse (lse as written by forward); writes dq, dk, dv
+// (same shapes and dtypes as q, k, v).
+Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,
+                const Tensor& dv, void* stream = nullptr);
+
+// What this build and machine can run.
+bool cuda_available();               // CUDA kernels compiled in and a device present
+const char* version();
+const char* build_info();            // archs, dtypes, head dims, kernel count
+
+}  // namespace fastattn

@@ -1,0 +1,113 @@
+// fastattn public types: tensors, arguments, masks and status. No CUDA headers here.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <utility>
+
+namespace fastattn {
+
+enum class DType : int32_t { F16 = 0, BF16 = 1, F32 = 2 };
+enum class Device : int32_t { CPU = 0, CUDA = 1 };
+
+// Which implementation runs a call. Auto: the GPU kernels when the tensors live on a CUDA device,
+// the CPU backend when they live in host memory. Reference: the float64 naive oracle (slow; tests).
+enum class Backend : int32_t { Auto = 0, CPU = 1, CUDA = 2, Reference = 3 };
+
+const char* dtype_name(DType dt);
+int dtype_size(DType dt);
+
+// A strided view of memory, as (pointer, shape, int64 strides in elements, dtype, device).
+// The last dimension must have unit stride (like FlashAttention); other strides are free.
+struct Tensor {
+  void* data = nullptr;
+  int32_t ndim = 0;
+  int64_t shape[4] = {0, 0, 0, 0};
+  int64_t stride[4] = {0, 0, 0, 0};
+  DType dtype = DType::F32;
+  Device device = Device::CPU;
+  int32_t device_index = 0;
+
+  bool defined() const { return data != nullptr; }
+  int64_t numel() const;
+};
+
+// Contiguous tensor over `data` with the given shape (row-major).
+Tensor make_tensor(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                   Device device = Device::CPU, int32_t device_index = 0);
+
+// A 1-D int32 array (cu_seqlens, seqused); lives where the attention tensors live.
+struct IndexArray {
+  const int32_t* data = nullptr;
+  int64_t size = 0;
+  bool defined() const { return data != nullptr; }
+};
+
+// Masks beyond seqlen/causal/local. Later issues fill this with dense bitmask, block-sparse
+// and additive bias; today only None is accepted and anything else is rejected by validation.
+enum class MaskKind : int32_t { None = 0, DenseBitmask = 1, BlockSparse = 2, Bias = 3 };
+struct MaskSpec {
+  MaskKind kind = MaskKind::None;
+  Tensor data;  // layout defined by the kind (reserved)
+};
+
+// Everything one attention call needs.
+//
+// Fixed-length layout: q (b, s_q, h_q, d), k (b, s_k, h_kv, d), v (b, s_k, h_kv, d_v),
+// out (b, s_q, h_q, d_v), lse (b, h_q, s_q) float32.
+// Varlen layout (cu_seqlens_q/k given): q (total_q, h_q, d), k/v (total_k, h_kv, d|d_v),
+// out (total_q, h_q, d_v), lse (h_q, total_q) float32; cu_seqlens_* hold batch+1 non-decreasing
+// offsets starting at 0; seqused_* (optional, batch entries) cap the tokens used per sequence.
+//
+// Masks, for query row i and key column j of one sequence with lengths (s_q, s_k):
+//   the diagonal offset is s_k - s_q ("bottom-right aligned", as FlashAttention 2/3), so
+//   causal keeps   j <= i + s_k - s_q;
+//   local keeps    i + s_k - s_q - window_left <= j <= i + s_k - s_q + window_right
+//                  (a window side of -1 is unbounded; causal is local with window_right = 0).
+// A query row that keeps no key gets out = 0 and lse = -inf.
+struct AttnArgs {
+  Tensor q, k, v, out;
+  Tensor lse;  // optional for forward (not written if undefined); required for backward
+
+  IndexArray cu_seqlens_q, cu_seqlens_k;  // varlen when defined (both or neither)
+  IndexArray seqused_q, seqused_k;        // optional
+  int32_t max_seqlen_q = 0;               // varlen only: upper bound of the sequence lengths
+  int32_t max_seqlen_k = 0;
+  // Varlen on CUDA: copy cu_seqlens/seqused to the host to validate them (one sync).
+  // Turn off under CUDA graphs; the caller then vouches for them.
+  bool check_index_arrays = true;
+
+  float softmax_scale = std::numeric_limits<float>::quiet_NaN();  // NaN -> 1/sqrt(d)
+  bool causal = false;
+  int32_t window_left = -1;
+  int32_t window_right = -1;
+  float softcap = 0.0f;  // 0 = off; else scores become softcap * tanh(scores / softcap)
+  MaskSpec mask;
+
+  Backend backend = Backend::Auto;
+  int32_t num_threads = 0;  // CPU backend: 0 = all hardware threads
+};
+
+enum class Code : int32_t {
+  Ok = 0,
+  InvalidArgument = 1,
+  NotSupported = 2,
+  CudaError = 3,
+  Internal = 4,
+};
+
+// Result of every call. On failure, `message` names the argument and the rule it broke,
+// and no output has been touched.
+struct Status {
+  Code code = Code::Ok;
+  std::string message;
+
+  bool ok() const { return code == Code::Ok; }
+  static Status Ok() { return {}; }
+  static Status Invalid(std::string msg) { return {Code::InvalidArgument, std::move(msg)}; }
+  static Status Unsupported(std::string msg) { return {Code::NotSupported, std::move(msg)}; }
+};
+
+}  // namespace fastattn
