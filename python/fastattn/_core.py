@@ -1,0 +1,97 @@
+"""Array-agnostic calls into the extension: check ranks, allocate outputs, pass the stream.
+
+Everything else (dtypes, shapes, strides, GQA ratio, cu_seqlens, windows, head dims a backend
+supports) is validated by the C++ API, whose errors arrive as ValueError (invalid argument),
+NotImplementedError (not supported by this build or backend) or RuntimeError.
+"""
+from __future__ import annotations
+
+import math
+
+from . import _C
+from ._arrays import arrays_for, same_kind
+
+BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "reference": 3}
+
+
+def _window(window_size):
+    """(left, right) as two ints; -1 means unbounded on that side."""
+    try:
+        left, right = window_size
+        return int(left), int(right)
+    except (TypeError, ValueError):
+        raise ValueError(f"window_size: expected a pair (left, right) of ints, got {window_size!r}") from None
+
+
+def _check_rank(x, name, varlen):
+    want = 3 if varlen else 4
+    layout = "(total_tokens, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)"
+    if len(x.shape) != want:
+        raise ValueError(f"{name}: expected {want} dimensions {layout}, got shape {tuple(x.shape)}")
+
+
+def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,
+                 max_seqlen_q=0, max_seqlen_k=0, softmax_scale=None, causal=False,
+                 window_size=(-1, -1), softcap=0.0, check_index_arrays=True, backend="auto",
+                 num_threads=0):
+    """The extension's Options for one call (scale defaults to 1/sqrt(head_dim))."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {backend!r}")
+    scale = head_dim ** -0.5 if softmax_scale is None else float(softmax_scale)
+    if not math.isfinite(scale):
+        raise ValueError(f"softmax_scale: expected a finite number, got {softmax_scale!r}")
+    left, right = _window(window_size)
+    return _C.Options(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
+                      seqused_k=seqused_k, max_seqlen_q=int(max_seqlen_q),
+                      max_seqlen_k=int(max_seqlen_k), softmax_scale=scale, causal=bool(causal),
+                      window_left=left, window_right=right, softcap=float(softcap),
+                      check_index_arrays=bool(check_index_arrays), backend=BACKENDS[backend],
+                      num_threads=int(num_threads))
+
+
+def _index_arrays(xs, kw):
+    """Index arrays among `kw`, stride-fixed by adapter `xs`, None where absent."""
+    names = ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")
+    return {n: (None if kw.get(n) is None else xs.unit_last(kw[n])) for n in names if n in kw}
+
+
+def forward(q, k, v, **kw):
+    """(out, lse) of attention for any supported array kind; keyword arguments as make_options.
+
+    Fixed length: q (b, s_q, h, d), k/v (b, s_k, h_kv, d|d_v) -> out (b, s_q, h, d_v),
+    lse (b, h, s_q) float32. Varlen (cu_seqlens_q/k given): q (total_q, h, d) ->
+    out (total_q, h, d_v), lse (h, total_q).
+    """
+    xs = arrays_for(q, "q")
+    same_kind(xs, [("k", k), ("v", v)] + [(n, kw.get(n)) for n in
+                                          ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")])
+    varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _check_rank(x, name, varlen)
+    q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
+    kw.update(_index_arrays(xs, kw))
+    opts = make_options(head_dim=q.shape[-1], **kw)
+    out = xs.empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
+    if varlen:
+        lse_shape = (q.shape[1], q.shape[0])
+    else:
+        lse_shape = (q.shape[0], q.shape[2], q.shape[1])
+    lse = xs.empty(q, lse_shape, float32=True)
+    _C.forward(q, k, v, out, lse, opts, xs.stream(q))
+    return xs.wrap(out), xs.wrap(lse)
+
+
+def backward(dout, q, k, v, out, lse, **kw):
+    """(dq, dk, dv) of forward's out given its gradient dout; same keywords as forward."""
+    xs = arrays_for(q, "q")
+    same_kind(xs, [("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)])
+    varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
+    for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout)):
+        _check_rank(x, name, varlen)
+    dout, q, k, v, out = (xs.unit_last(x) for x in (dout, q, k, v, out))
+    lse = xs.unit_last(lse)
+    kw.update(_index_arrays(xs, kw))
+    opts = make_options(head_dim=q.shape[-1], **kw)
+    dq, dk, dv = xs.empty(q, tuple(q.shape)), xs.empty(k, tuple(k.shape)), xs.empty(v, tuple(v.shape))
+    _C.backward(dout, q, k, v, out, lse, dq, dk, dv, opts, xs.stream(q))
+    return xs.wrap(dq), xs.wrap(dk), xs.wrap(dv)

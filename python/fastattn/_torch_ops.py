@@ -1,0 +1,96 @@
+"""torch.library custom ops fastattn::fwd and fastattn::bwd, their fake kernels and autograd.
+
+Registered on import when torch is importable. The ops allocate only their outputs and pass the
+current CUDA stream, so they run under torch.compile(fullgraph=True) and inside CUDA graphs.
+Varlen index arrays on CUDA are not validated inside the ops (validation would copy them to the
+host, a sync); the caller vouches for cu_seqlens/seqused there. On the CPU they are validated.
+"""
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _core
+
+
+def _options(q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
+             softmax_scale, causal, window_left, window_right, softcap):
+    return dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
+                seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                softmax_scale=softmax_scale, causal=causal, window_size=(window_left, window_right),
+                softcap=softcap, check_index_arrays=q.device.type != "cuda")
+
+
+@torch.library.custom_op("fastattn::fwd", mutates_args=())
+def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
+        seqused_q: Optional[Tensor], seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
+        softmax_scale: float, causal: bool, window_left: int, window_right: int,
+        softcap: float) -> Tuple[Tensor, Tensor]:
+    """Attention forward: (out, lse); see fastattn.forward for layouts."""
+    with _device_of(q):
+        return _core.forward(q, k, v, **_options(
+            q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
+            softmax_scale, causal, window_left, window_right, softcap))
+
+
+@fwd.register_fake
+def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
+              softmax_scale, causal, window_left, window_right, softcap):
+    out = q.new_empty((*q.shape[:-1], v.shape[-1]))
+    if cu_seqlens_q is not None:
+        lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+    else:
+        lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+    return out, lse
+
+
+@torch.library.custom_op("fastattn::bwd", mutates_args=())
+def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+        cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqused_q: Optional[Tensor],
+        seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
+        causal: bool, window_left: int, window_right: int,
+        softcap: float) -> Tuple[Tensor, Tensor, Tensor]:
+    """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse)."""
+    with _device_of(q):
+        return _core.backward(dout, q, k, v, out, lse, **_options(
+            q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
+            softmax_scale, causal, window_left, window_right, softcap))
+
+
+@bwd.register_fake
+def _bwd_fake(dout, q, k, v, out, lse, *args):
+    return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _device_of(t):
+    """A guard making t's CUDA device current (a no-op on the CPU or when it already is)."""
+    if t.device.type == "cuda" and t.device.index != torch.cuda.current_device():
+        return torch.cuda.device(t.device)
+    return _NoGuard()
+
+
+class _NoGuard:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _setup_context(ctx, inputs, output):
+    q, k, v, cu_q, cu_k, used_q, used_k = inputs[:7]
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, used_q, used_k)
+    ctx.scalars = inputs[7:]
+    ctx.mark_non_differentiable(lse)
+
+
+def _backward(ctx, dout, _dlse):
+    q, k, v, out, lse, cu_q, cu_k, used_q, used_k = ctx.saved_tensors
+    dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
+    return (dq, dk, dv) + (None,) * 11
+
+
+fwd.register_autograd(_backward, setup_context=_setup_context)

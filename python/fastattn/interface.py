@@ -1,0 +1,93 @@
+"""FlashAttention-3-compatible entry points (flash_attn_interface): (batch, seqlen, heads, dim).
+
+Masks are bottom-right aligned when seqlen_q != seqlen_k, as in FlashAttention 2/3: query row i
+of a sequence keeps key j when i + s_k - s_q - window_left <= j <= i + s_k - s_q + window_right
+(a side of -1 is unbounded; causal=True is window_right = 0).
+"""
+from __future__ import annotations
+
+import operator
+
+from . import _core
+from ._arrays import arrays_for, same_kind
+
+
+def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap):
+    """(out, lse) through the fastattn::fwd custom op (autograd, torch.compile)."""
+    import torch
+
+    max_seqlens = [m if isinstance(m, (int, torch.SymInt)) else operator.index(m) for m in max_seqlens]
+    left, right = _core._window(window_size)
+    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal),
+                                  left, right, float(softcap))
+
+
+def _check_deterministic(q, deterministic):
+    if deterministic and getattr(getattr(q, "device", None), "type", "cpu") != "cpu":
+        raise NotImplementedError(
+            "deterministic=True: the GPU backward has no deterministic mode yet "
+            "(the CPU backward is always deterministic)")
+
+
+def attention(q, k, v, index_arrays=(None, None, None, None), max_seqlens=(0, 0), *,
+              softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0):
+    """(out, lse) for any array kind; torch tensors go through the custom op (differentiable)."""
+    xs = arrays_for(q, "q")
+    if xs.name == "torch":
+        same_kind(xs, [("k", k), ("v", v)])
+        torch = xs.torch
+        for name, x in zip(("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k"), index_arrays):
+            if x is not None and not isinstance(x, torch.Tensor):
+                raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
+        varlen = index_arrays[0] is not None or index_arrays[1] is not None
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            _core._check_rank(x, name, varlen)
+        return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
+                          softcap)
+    cu_q, cu_k, used_q, used_k = index_arrays
+    return _core.forward(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, seqused_q=used_q,
+                         seqused_k=used_k, max_seqlen_q=max_seqlens[0], max_seqlen_k=max_seqlens[1],
+                         softmax_scale=softmax_scale, causal=causal, window_size=window_size,
+                         softcap=softcap)
+
+
+def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-1, -1), softcap=0.0,
+                    deterministic=False, return_attn_probs=False):
+    """Attention over (batch, seqlen, heads, head_dim) arrays, as FA3's flash_attn_func.
+
+    q: (b, s_q, h, d); k: (b, s_k, h_kv, d); v: (b, s_k, h_kv, d_v) with h % h_kv == 0 (GQA/MQA).
+    softmax_scale defaults to 1/sqrt(d). causal and window_size are bottom-right aligned.
+    softcap > 0 replaces scores s by softcap * tanh(s / softcap).
+    Returns out (b, s_q, h, d_v); with return_attn_probs=True returns (out, softmax_lse) with
+    softmax_lse (b, h, s_q) float32 (FA3's convention: it never returns the probability matrix).
+    Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
+    """
+    _check_deterministic(q, deterministic)
+    out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
+                         window_size=window_size, softcap=softcap)
+    return (out, lse) if return_attn_probs else out
+
+
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           seqused_q=None, seqused_k=None, softmax_scale=None, causal=False, *,
+                           window_size=(-1, -1), softcap=0.0, deterministic=False,
+                           return_attn_probs=False):
+    """Attention over packed variable-length sequences, as FA3's flash_attn_varlen_func.
+
+    q: (total_q, h, d); k/v: (total_k, h_kv, d|d_v); cu_seqlens_q/k: int32 (batch + 1,) offsets
+    starting at 0; max_seqlen_q/k: ints bounding the sequence lengths; seqused_q/k: optional int32
+    (batch,) caps on the tokens used per sequence. Returns out (total_q, h, d_v), or
+    (out, softmax_lse) with softmax_lse (h, total_q) when return_attn_probs=True.
+    On CUDA torch tensors the index arrays are not validated (that would sync with the host).
+    """
+    _check_deterministic(q, deterministic)
+    if cu_seqlens_q is None or cu_seqlens_k is None:
+        raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
+            raise ValueError(f"{name}: expected an int, got {type(value).__name__}")
+    out, lse = attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
+                         (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
+                         window_size=window_size, softcap=softcap)
+    return (out, lse) if return_attn_probs else out

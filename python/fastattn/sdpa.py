@@ -1,0 +1,60 @@
+"""A drop-in for torch.nn.functional.scaled_dot_product_attention: (batch, heads, seqlen, dim).
+
+is_causal follows PyTorch, whose causal mask is TOP-LEFT aligned (query i keeps keys j <= i),
+while fastattn's causal is bottom-right aligned. The two agree when s_q == s_k; for s_q > s_k the
+top-left mask is mapped exactly onto fastattn's window (left unbounded, right = s_q - s_k); for
+s_q < s_k it has no exact fastattn equivalent and raises NotImplementedError.
+"""
+from __future__ import annotations
+
+import math
+
+from ._arrays import arrays_for
+from .interface import attention
+
+
+def _causal_window(s_q, s_k):
+    """fastattn (causal, window_size) equal to PyTorch's top-left causal mask for (s_q, s_k)."""
+    if s_q == s_k:
+        return True, (-1, -1)
+    if s_q > s_k:
+        return False, (-1, s_q - s_k)
+    raise NotImplementedError(
+        f"is_causal=True with seqlen_q={s_q} < seqlen_k={s_k}: PyTorch's causal mask is top-left "
+        "aligned, fastattn's is bottom-right aligned (as FlashAttention), and the top-left mask "
+        "has no exact fastattn equivalent here; use fastattn.flash_attn_func(causal=True) for the "
+        "bottom-right mask")
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
+                                 scale=None, enable_gqa=False):
+    """softmax(query @ key^T * scale [+ causal mask]) @ value over (b, h, s, d) arrays.
+
+    query (b, h_q, s_q, d), key (b, h_kv, s_k, d), value (b, h_kv, s_k, d_v); h_kv != h_q needs
+    enable_gqa=True and h_q % h_kv == 0. Returns (b, h_q, s_q, d_v) (a transposed view of a
+    (b, s_q, h_q, d_v) buffer, as PyTorch's flash backend does). Differentiable for torch tensors.
+    Not supported: attn_mask (NotImplementedError), dropout_p > 0 (NotImplementedError).
+    """
+    if attn_mask is not None:
+        raise NotImplementedError("attn_mask: arbitrary masks are not supported yet; "
+                                  "use is_causal, or fastattn.flash_attn_func(window_size=...)")
+    if not 0.0 <= float(dropout_p) <= 1.0:
+        raise ValueError(f"dropout_p: expected a probability in [0, 1], got {dropout_p}")
+    if dropout_p != 0.0:
+        raise NotImplementedError(f"dropout_p={dropout_p}: fastattn has no attention dropout; "
+                                  "pass dropout_p=0.0")
+    if scale is not None and not math.isfinite(float(scale)):
+        raise ValueError(f"scale: expected a finite number, got {scale!r}")
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        if len(x.shape) != 4:
+            raise ValueError(f"{name}: expected 4 dimensions (batch, heads, seqlen, head_dim), "
+                             f"got shape {tuple(x.shape)}")
+    h_q, h_kv = query.shape[1], key.shape[1]
+    if h_q != h_kv and not enable_gqa:
+        raise ValueError(f"enable_gqa: query has {h_q} heads and key {h_kv}; "
+                         "pass enable_gqa=True for grouped-query attention")
+    causal, window = _causal_window(query.shape[2], key.shape[2]) if is_causal else (False, (-1, -1))
+    xs = arrays_for(query, "query")
+    q, k, v = (xs.swap12(x) for x in (query, key, value))
+    out, _ = attention(q, k, v, softmax_scale=scale, causal=causal, window_size=window)
+    return xs.swap12(out)

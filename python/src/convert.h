@@ -1,0 +1,26 @@
+// DLPack arrays (nanobind ndarrays) -> fastattn::Tensor / IndexArray, and Status -> Python errors.
+#pragma once
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include "fastattn/types.h"
+
+namespace fastattn_py {
+
+namespace nb = nanobind;
+
+using InArray = nb::ndarray<nb::ro>;  // read-only input (q, k, v, dout, ...)
+using OutArray = nb::ndarray<>;       // written output (out, lse, dq, ...)
+
+// A strided view of `a`; raises ValueError naming `name` for an unsupported dtype, device or rank.
+fastattn::Tensor to_tensor(const InArray& a, const char* name);
+fastattn::Tensor to_tensor(const OutArray& a, const char* name);
+
+// A 1-D contiguous int32 array living on `where`'s device; raises ValueError naming `name`.
+fastattn::IndexArray to_index(const InArray& a, const char* name, const fastattn::Tensor& where);
+
+// Raises ValueError (InvalidArgument), NotImplementedError (NotSupported) or RuntimeError.
+void raise_if_error(const fastattn::Status& st);
+
+}  // namespace fastattn_py

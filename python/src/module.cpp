@@ -1,0 +1,122 @@
+// fastattn._C: the C++ API behind DLPack arrays. Callers allocate every output; nothing here
+// allocates device memory, synchronizes or copies, so calls are safe inside CUDA graph capture.
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <utility>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+
+#include "convert.h"
+#include "fastattn/fastattn.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+using fastattn_py::InArray;
+using fastattn_py::OutArray;
+
+namespace {
+
+using OptIn = std::optional<InArray>;
+
+// Everything in AttnArgs except the tensors, as the Python side passes it.
+struct Options {
+  OptIn cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k;
+  int32_t max_seqlen_q = 0, max_seqlen_k = 0;
+  float softmax_scale = 0.0f;
+  bool causal = false;
+  int32_t window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  bool check_index_arrays = true;
+  int32_t backend = 0, num_threads = 0;
+};
+
+void init_options(Options* self, OptIn cu_seqlens_q, OptIn cu_seqlens_k, OptIn seqused_q,
+                  OptIn seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
+                  bool causal, int32_t window_left, int32_t window_right, float softcap,
+                  bool check_index_arrays, int32_t backend, int32_t num_threads) {
+  new (self) Options{std::move(cu_seqlens_q), std::move(cu_seqlens_k), std::move(seqused_q),
+                     std::move(seqused_k), max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                     window_left, window_right, softcap, check_index_arrays, backend, num_threads};
+}
+
+fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& v, const Options& o) {
+  fastattn::AttnArgs a;
+  a.q = fastattn_py::to_tensor(q, "q");
+  a.k = fastattn_py::to_tensor(k, "k");
+  a.v = fastattn_py::to_tensor(v, "v");
+  if (o.cu_seqlens_q) a.cu_seqlens_q = fastattn_py::to_index(*o.cu_seqlens_q, "cu_seqlens_q", a.q);
+  if (o.cu_seqlens_k) a.cu_seqlens_k = fastattn_py::to_index(*o.cu_seqlens_k, "cu_seqlens_k", a.q);
+  if (o.seqused_q) a.seqused_q = fastattn_py::to_index(*o.seqused_q, "seqused_q", a.q);
+  if (o.seqused_k) a.seqused_k = fastattn_py::to_index(*o.seqused_k, "seqused_k", a.q);
+  a.max_seqlen_q = o.max_seqlen_q;
+  a.max_seqlen_k = o.max_seqlen_k;
+  a.check_index_arrays = o.check_index_arrays;
+  a.softmax_scale = o.softmax_scale;
+  a.causal = o.causal;
+  a.window_left = o.window_left;
+  a.window_right = o.window_right;
+  a.softcap = o.softcap;
+  if (o.backend < 0 || o.backend > static_cast<int32_t>(fastattn::Backend::Reference))
+    throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
+  a.backend = static_cast<fastattn::Backend>(o.backend);
+  a.num_threads = o.num_threads;
+  return a;
+}
+
+void* as_stream(uintptr_t stream) { return reinterpret_cast<void*>(stream); }
+
+void forward(const InArray& q, const InArray& k, const InArray& v, const OutArray& out,
+             const std::optional<OutArray>& lse, const Options& o, uintptr_t stream) {
+  fastattn::AttnArgs a = make_args(q, k, v, o);
+  a.out = fastattn_py::to_tensor(out, "out");
+  if (lse) a.lse = fastattn_py::to_tensor(*lse, "lse");
+  fastattn::Status st;
+  {
+    nb::gil_scoped_release nogil;
+    st = fastattn::forward(a, as_stream(stream));
+  }
+  fastattn_py::raise_if_error(st);
+}
+
+void backward(const InArray& dout, const InArray& q, const InArray& k, const InArray& v,
+              const InArray& out, const InArray& lse, const OutArray& dq, const OutArray& dk,
+              const OutArray& dv, const Options& o, uintptr_t stream) {
+  fastattn::AttnArgs a = make_args(q, k, v, o);
+  a.out = fastattn_py::to_tensor(out, "out");
+  a.lse = fastattn_py::to_tensor(lse, "lse");
+  fastattn::Tensor tdout = fastattn_py::to_tensor(dout, "dout");
+  fastattn::Tensor tdq = fastattn_py::to_tensor(dq, "dq");
+  fastattn::Tensor tdk = fastattn_py::to_tensor(dk, "dk");
+  fastattn::Tensor tdv = fastattn_py::to_tensor(dv, "dv");
+  fastattn::Status st;
+  {
+    nb::gil_scoped_release nogil;
+    st = fastattn::backward(a, tdout, tdq, tdk, tdv, as_stream(stream));
+  }
+  fastattn_py::raise_if_error(st);
+}
+
+}  // namespace
+
+NB_MODULE(_C, m) {
+  m.doc() = "fastattn C++ API over DLPack arrays (outputs are caller-allocated).";
+
+  nb::class_<Options>(m, "Options", "Scalar and index-array arguments of one attention call.")
+      .def("__init__", &init_options, "cu_seqlens_q"_a.none() = nb::none(),
+           "cu_seqlens_k"_a.none() = nb::none(), "seqused_q"_a.none() = nb::none(),
+           "seqused_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
+           "softmax_scale"_a = std::numeric_limits<float>::quiet_NaN(), "causal"_a = false, "window_left"_a = -1, "window_right"_a = -1,
+           "softcap"_a = 0.0f, "check_index_arrays"_a = true, "backend"_a = 0,
+           "num_threads"_a = 0);
+
+  m.def("forward", &forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "options"_a, "stream"_a,
+        "Writes out (and lse when given) for softmax(mask(scale*q k^T)) v.");
+  m.def("backward", &backward, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a, "dk"_a,
+        "dv"_a, "options"_a, "stream"_a, "Writes dq, dk, dv, the gradients of forward.");
+  m.def("cuda_available", &fastattn::cuda_available, "CUDA kernels compiled in and a device present.");
+  m.def("version", &fastattn::version);
+  m.def("build_info", &fastattn::build_info, "Archs, dtypes, head dims and kernel count of this build.");
+}
