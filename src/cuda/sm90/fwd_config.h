@@ -1,0 +1,22 @@
+// Tile shapes of the Hopper forward, per head dim. Only these change the kernel's layout; masks,
+// seqlens, GQA ratio, scale and softcap are run-time arguments.
+#pragma once
+
+namespace fastattn::sm90 {
+
+template <int D>
+struct FwdConfig {
+  static constexpr int kHeadDim = D;
+  static constexpr int kBlockM = 128;                // two consumer warpgroups x 64 rows
+  static constexpr int kBlockN = D <= 128 ? 128 : 64;  // keeps S + O + P within 240 registers
+  static constexpr int kStages = 2;                  // K/V smem ring depth
+  static constexpr int kAtoms = (D + 63) / 64;       // 64-column swizzle atoms per row
+  static constexpr int kQAtomBytes = kBlockM * 128;
+  static constexpr int kKVAtomBytes = kBlockN * 128;
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+};
+
+}  // namespace fastattn::sm90

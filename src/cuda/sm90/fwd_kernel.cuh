@@ -1,0 +1,257 @@
+// Warp-specialized Hopper forward: one producer warp streams Q once and K/V tiles through a
+// 2-stage smem ring with TMA; two consumer warpgroups each own 64 query rows and run
+//   S = Q K^T (SS-wgmma) -> keep-bit mask on partial tiles -> online softmax -> O += P V (RS-wgmma)
+// with IntraWG overlap: the QK^T of tile n and the PV of tile n-1 are in flight together, and the
+// softmax of tile n runs while PV(n-1) is still on the tensor cores.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda/ptx>
+
+#include "cuda/common/fwd_params.h"
+#include "cuda/common/online_softmax.cuh"
+#include "cuda/common/seqlen.cuh"
+#include "cuda/mask/keep_bits.cuh"
+#include "cuda/mask/window_mask.cuh"
+#include "cuda/sm90/fwd_config.h"
+#include "cuda/sm90/prim/mbarrier.cuh"
+#include "cuda/sm90/prim/regs.cuh"
+#include "cuda/sm90/prim/tma.cuh"
+#include "cuda/sm90/prim/wgmma.cuh"
+
+namespace fastattn::sm90 {
+
+using cuda_backend::FwdParams;
+
+template <class Cfg>
+struct FwdSmem {
+  alignas(1024) uint8_t q[Cfg::kAtoms * Cfg::kQAtomBytes];
+  alignas(1024) uint8_t k[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
+  alignas(1024) uint8_t v[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
+  uint64_t q_full;
+  uint64_t k_full[Cfg::kStages], v_full[Cfg::kStages];
+  uint64_t k_empty[Cfg::kStages], v_empty[Cfg::kStages];
+};
+
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// The tile being worked on: which sequence, head and query rows, and which KV tiles it sees.
+struct FwdTile {
+  cuda_backend::SeqInfo seq;
+  cuda_backend::WindowMask mask;
+  int head, kv_head, m0, m1, n_begin, n_end;
+};
+
+template <class Cfg>
+__device__ __forceinline__ FwdTile make_tile(const FwdParams& p) {
+  const int b = blockIdx.z, head = blockIdx.y;
+  const int m_block = p.m_blocks - 1 - blockIdx.x;  // longest causal rows first
+  cuda_backend::SeqInfo seq(p, b);
+  cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.window_left, p.window_right};
+  FwdTile t{seq, mask, head, head / p.q_per_kv, m_block * Cfg::kBlockM, 0, 0, 0};
+  t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
+  if (t.m0 < t.m1) mask.tile_range(t.m0, t.m1, Cfg::kBlockN, t.n_begin, t.n_end);
+  return t;
+}
+
+// Producer: Q once, then K and V of each visible tile, last tile first (the partial ones come
+// first, so masking work overlaps with the later full tiles).
+template <class Cfg>
+__device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, const CUtensorMap* tq,
+                                        const CUtensorMap* tk, const CUtensorMap* tv) {
+  mbar_expect_tx(&sm.q_full, Cfg::kAtoms * Cfg::kQAtomBytes);
+#pragma unroll
+  for (int a = 0; a < Cfg::kAtoms; ++a)
+    tma_load_4d(sm.q + a * Cfg::kQAtomBytes, tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head,
+                t.seq.batch_coord, &sm.q_full);
+  PipeState<Cfg::kStages> ps;
+  for (int n = t.n_end - 1; n >= t.n_begin; --n, ps.advance()) {
+    const int row = t.seq.k_offset + n * Cfg::kBlockN;
+    mbar_wait(&sm.k_empty[ps.stage], ps.phase ^ 1);
+    mbar_expect_tx(&sm.k_full[ps.stage], Cfg::kAtoms * Cfg::kKVAtomBytes);
+#pragma unroll
+    for (int a = 0; a < Cfg::kAtoms; ++a)
+      tma_load_4d(sm.k[ps.stage] + a * Cfg::kKVAtomBytes, tk, a * kAtomCols, row, t.kv_head,
+                  t.seq.batch_coord, &sm.k_full[ps.stage]);
+    mbar_wait(&sm.v_empty[ps.stage], ps.phase ^ 1);
+    mbar_expect_tx(&sm.v_full[ps.stage], Cfg::kAtoms * Cfg::kKVAtomBytes);
+#pragma unroll
+    for (int a = 0; a < Cfg::kAtoms; ++a)
+      tma_load_4d(sm.v[ps.stage] + a * Cfg::kKVAtomBytes, tv, a * kAtomCols, row, t.kv_head,
+                  t.seq.batch_coord, &sm.v_full[ps.stage]);
+  }
+}
+
+// One consumer warpgroup: 64 query rows against every visible KV tile, then the epilogue.
+template <class T, class Cfg>
+__device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, const FwdParams& p,
+                                        int wg) {
+  constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
+  const int quad_col = lane % 4;
+  const int row0 = t.m0 + wg * 64 + warp_in_wg * 16 + lane / 4;  // rows row0 and row0 + 8
+  const uint8_t* q_rows = sm.q + wg * 64 * kAtomRowBytes;
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float s[N / 2];
+  uint32_t pf[N / 16][4];
+  cuda_backend::OnlineSoftmax<N> softmax;
+  float alpha[2];
+
+  auto issue_qk = [&](int stage) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+      WgmmaSS<T, N>::run(s, desc_k_major(q_rows, Cfg::kQAtomBytes, kk),
+                         desc_k_major(sm.k[stage], Cfg::kKVAtomBytes, kk), kk > 0);
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int stage) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk)
+      WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(sm.v[stage], Cfg::kKVAtomBytes, kk), 1);
+    wgmma_commit();
+  };
+  // Warp-granular release: each of the 8 consumer warps arrives once its wgmma reads are done.
+  auto release = [&](uint64_t* bar) {
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
+  // Softcap, then the keep-bit mask on partial tiles only.
+  auto shape_scores = [&](int n) {
+    if (p.softcap != 0.f) {
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) s[i] = p.softcap * tanhf(s[i] * p.softcap_in);
+    }
+    const int n0 = n * N;
+    if (!t.mask.tile_full(t.m0, t.m1, n0, N)) {
+      cuda_backend::apply_keep_bits<N, 0>(
+          s, cuda_backend::keep_bits(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
+      cuda_backend::apply_keep_bits<N, 1>(
+          s, cuda_backend::keep_bits(t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col));
+    }
+  };
+  auto scores_to_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  };
+
+  const int n_tiles = t.n_end - t.n_begin;
+  if (n_tiles > 0) {
+    mbar_wait(&sm.q_full, 0);
+    PipeState<Cfg::kStages> ps;
+    mbar_wait(&sm.k_full[0], 0);
+    issue_qk(0);
+    wgmma_wait<0>();
+    fence_operands(s);
+    release(&sm.k_empty[0]);
+    shape_scores(t.n_end - 1);
+    softmax.step(s, p.scale_log2, alpha);
+    scores_to_p();
+
+    for (int n = t.n_end - 2; n >= t.n_begin; --n) {
+      PipeState<Cfg::kStages> prev = ps;
+      ps.advance();
+      mbar_wait(&sm.k_full[ps.stage], ps.phase);
+      issue_qk(ps.stage);
+      mbar_wait(&sm.v_full[prev.stage], prev.phase);
+      issue_pv(prev.stage);
+      wgmma_wait<1>();  // S ready; PV(n+1) may still run
+      fence_operands(s);
+      release(&sm.k_empty[ps.stage]);
+      shape_scores(n);
+      softmax.step(s, p.scale_log2, alpha);
+      wgmma_wait<0>();
+      fence_operands(o);
+      release(&sm.v_empty[prev.stage]);
+      cuda_backend::scale_rows<D>(o, alpha);
+      scores_to_p();
+    }
+    mbar_wait(&sm.v_full[ps.stage], ps.phase);
+    issue_pv(ps.stage);
+    wgmma_wait<0>();
+    fence_operands(o);
+    release(&sm.v_empty[ps.stage]);
+  }
+
+  // Epilogue: normalise, store O (rows past the sequence end are dropped) and LSE.
+  float inv[2], lse[2];
+  softmax.finish(p.scale_log2, inv, lse);
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+    if (row0 + 8 * h >= t.seq.len_q) {  // past seqused: out 0, lse -inf (reference convention)
+      inv[h] = 0.f;
+      lse[h] = -INFINITY;
+    }
+  cuda_backend::scale_rows<D>(o, inv);
+  const int64_t b_off = t.seq.batch_coord;  // 0 for varlen
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + 8 * h;
+    if (r >= t.seq.rows_q) continue;
+    T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (t.seq.q_offset + r) * p.out_stride_s +
+             int64_t(t.head) * p.out_stride_h;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) = pack2<T>(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+    if (p.lse != nullptr && quad_col == 0)
+      p.lse[b_off * p.lse_stride_b + int64_t(t.head) * p.lse_stride_h + (t.seq.q_offset + r) * p.lse_stride_s] = lse[h];
+  }
+}
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+               const __grid_constant__ CUtensorMap tv, const __grid_constant__ FwdParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = *reinterpret_cast<FwdSmem<Cfg>*>(
+      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+
+  const FwdTile t = make_tile<Cfg>(p);
+  if (t.m0 >= t.seq.rows_q) return;  // whole CTA: this q tile is past the sequence end
+
+  const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+  if (threadIdx.x == 0) {
+    prefetch_tma_map(&tq);
+    prefetch_tma_map(&tk);
+    prefetch_tma_map(&tv);
+    mbar_init(&sm.q_full, 1);
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbar_init(&sm.k_full[s], 1);
+      mbar_init(&sm.v_full[s], 1);
+      mbar_init(&sm.k_empty[s], 4 * Cfg::kConsumerWarpgroups);
+      mbar_init(&sm.v_empty[s], 4 * Cfg::kConsumerWarpgroups);
+    }
+    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  }
+  __syncthreads();
+
+  if (warp < 4) {
+    regs_release<Cfg::kProducerRegs>();
+    if (warp == 0 && threadIdx.x == 0 && t.n_end > t.n_begin) produce<Cfg>(sm, t, &tq, &tk, &tv);
+  } else {
+    regs_claim<Cfg::kConsumerRegs>();
+    consume<T, Cfg>(sm, t, p, warp / 4 - 1);
+  }
+}
+
+}  // namespace fastattn::sm90

@@ -1,0 +1,39 @@
+// Host launch of the Hopper forward for one (dtype, head dim): tensor maps, smem size, grid.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/common/fwd_params.h"
+#include "cuda/sm90/fwd_kernel.cuh"
+#include "cuda/sm90/fwd_api.h"
+#include "cuda/tma_map.h"
+
+namespace fastattn::sm90 {
+
+template <class T, int D>
+Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
+  using Cfg = FwdConfig<D>;
+  CUtensorMap tq, tk, tv;
+  Status st = cuda_backend::make_tma_map(args.q, Cfg::kBlockM, &tq);
+  if (st.ok()) st = cuda_backend::make_tma_map(args.k, Cfg::kBlockN, &tk);
+  if (st.ok()) st = cuda_backend::make_tma_map(args.v, Cfg::kBlockN, &tv);
+  if (!st.ok()) return st;
+  auto kernel = fwd_kernel<T, Cfg>;
+  const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+  static bool attr_set = false;  // per instantiation; racing first calls set the same value
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
+    attr_set = true;
+  }
+  dim3 grid(p.m_blocks, p.heads_q, p.batch);
+  if (p.m_blocks == 0 || p.batch == 0) return Status::Ok();
+  kernel<<<grid, Cfg::kThreads, smem, stream>>>(tq, tk, tv, p);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
+  return Status::Ok();
+}
+
+}  // namespace fastattn::sm90

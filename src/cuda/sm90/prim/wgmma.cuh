@@ -1,0 +1,65 @@
+// Warpgroup MMA (wgmma) on sm_90a: shared-memory matrix descriptors for 128-byte-swizzled tiles,
+// and the fence / commit / wait that order the asynchronous MMAs.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cstdint>
+
+namespace fastattn::sm90 {
+
+// Tiles live in smem as "atoms" of R rows x 64 16-bit columns (128 bytes a row), swizzled with
+// the 128-byte pattern (what TMA writes with CU_TENSOR_MAP_SWIZZLE_128B). A head dim of d spans
+// ceil(d / 64) atoms, stored one after another.
+constexpr int kAtomCols = 64;
+constexpr int kAtomRowBytes = 128;
+
+// Descriptor bits: [0,14) start address >> 4, [16,30) leading byte offset >> 4,
+// [32,46) stride byte offset >> 4, [62,64) layout (1 = 128-byte swizzle).
+__device__ __forceinline__ uint64_t smem_desc(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  return (uint64_t((addr & 0x3FFFF) >> 4)) | (uint64_t(lbo_bytes >> 4) << 16) |
+         (uint64_t(sbo_bytes >> 4) << 32) | (uint64_t(1) << 62);
+}
+
+// K-major operand (rows = M or N, the contraction dim contiguous): 8-row groups 1024 bytes apart;
+// the leading offset is unused with swizzling. Step k (16 columns) of the contraction starts
+// 32 bytes further inside the atom, and at the next atom after 4 steps.
+__device__ __forceinline__ uint64_t desc_k_major(const void* atom0, int atom_bytes, int k_step) {
+  const char* p = static_cast<const char*>(atom0) + (k_step / 4) * atom_bytes + (k_step % 4) * 32;
+  return smem_desc(p, 16, 1024);
+}
+
+// N-major B operand (V: keys are the contraction dim, head-dim columns contiguous): step k covers
+// 16 key rows (2048 bytes into each atom); the leading offset jumps between 64-column atoms, the
+// stride offset between 8-row groups.
+__device__ __forceinline__ uint64_t desc_n_major(const void* atom0, int atom_bytes, int k_step) {
+  const char* p = static_cast<const char*>(atom0) + k_step * 16 * kAtomRowBytes;
+  return smem_desc(p, static_cast<uint32_t>(atom_bytes), 1024);
+}
+
+// Orders register accesses before the next wgmma (needed whenever the accumulators or A fragments
+// were touched by ordinary instructions).
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+// Waits until at most N committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+// Keeps the compiler from moving reads/writes of accumulator registers across an in-flight wgmma.
+template <int N>
+__device__ __forceinline__ void fence_operands(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+template <int N>
+__device__ __forceinline__ void fence_operands(uint32_t (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+r"(r[i])::"memory");
+}
+
+#include "cuda/sm90/prim/wgmma_ops.inc"
+
+}  // namespace fastattn::sm90

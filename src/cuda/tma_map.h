@@ -1,0 +1,15 @@
+// Host side of TMA: encodes a CUtensorMap for a (batch, seq, heads, dim) tensor, tiled into
+// 64-column x `box_rows` boxes with the 128-byte swizzle that wgmma descriptors expect.
+#pragma once
+
+#include <cuda.h>
+
+#include "fastattn/types.h"
+
+namespace fastattn::cuda_backend {
+
+// `t` is (b, s, h, d) or, for varlen, (total, h, d). Strides must be multiples of 16 bytes
+// (checked before, in check_forward).
+Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out);
+
+}  // namespace fastattn::cuda_backend

@@ -1,0 +1,216 @@
+// One forward test case on the GPU: random inputs, poisoned outputs, the CUDA forward, and every
+// element checked against the float64 reference with FA3's tolerance rule
+//   max|out - ref| <= 2 * max|baseline - ref| + rounding step of the output dtype,
+// where the baseline is the same math in the input precision (P rounded to the dtype before P.V,
+// output rounded). LSE is checked against the reference within 1e-4 relative.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cpu/half.h"
+#include "fastattn/fastattn.h"
+#include "gpu_buffers.h"
+#include "reference/reference.h"
+
+namespace fastattn::gputest {
+
+struct FwdCase {
+  DType dtype = DType::BF16;
+  int batch = 1, sq = 128, sk = 128, hq = 2, hkv = 2, d = 128;
+  bool causal = false;
+  int wl = -1, wr = -1;
+  float softcap = 0.f;
+  int row_pad = 0;                       // extra elements per token row of q/k/v (strided inputs)
+  std::vector<int> lens_q, lens_k;       // varlen when non-empty (batch = lens_q.size())
+  std::vector<int> used_q, used_k;       // optional seqused
+
+  std::string str() const {
+    std::ostringstream o;
+    o << dtype_name(dtype) << " b" << batch << " sq" << sq << " sk" << sk << " h" << hq << "/" << hkv << " d" << d
+      << (causal ? " causal" : "") << " win(" << wl << "," << wr << ")" << " softcap" << softcap << " pad" << row_pad
+      << (lens_q.empty() ? "" : " varlen");
+    return o.str();
+  }
+};
+
+inline uint16_t to_bits(float x, DType dt) { return dt == DType::BF16 ? cpu::float_to_bf16(x) : cpu::float_to_half(x); }
+inline float from_bits(uint16_t b, DType dt) { return dt == DType::BF16 ? cpu::bf16_to_float(b) : cpu::half_to_float(b); }
+inline double round_to(double x, DType dt) { return from_bits(to_bits(float(x), dt), dt); }
+
+// A (tokens, heads, dim) or (batch, seq, heads, dim) tensor in host memory plus its device twin.
+struct TestTensor {
+  std::vector<int64_t> shape;
+  int64_t row_stride = 0;  // elements between tokens' head rows
+  std::vector<uint16_t> host;
+  std::unique_ptr<DeviceBuffer> dev;
+
+  TestTensor(std::vector<int64_t> shp, int pad) : shape(std::move(shp)) {
+    const int64_t h = shape[shape.size() - 2], d = shape.back();
+    row_stride = h * (d + pad);
+    int64_t tokens = 1;
+    for (size_t i = 0; i + 2 < shape.size(); ++i) tokens *= shape[i];
+    host.assign(size_t(std::max<int64_t>(tokens * row_stride, 1)), 0xFFFF);
+    dev = std::make_unique<DeviceBuffer>(host.size() * 2);
+  }
+  Tensor view(void* data, DType dt, Device dv) const {
+    Tensor t;
+    t.data = data;
+    t.ndim = int(shape.size());
+    t.dtype = dt;
+    t.device = dv;
+    const int64_t d = shape.back(), hs = row_stride / shape[shape.size() - 2];
+    for (int i = 0; i < t.ndim; ++i) t.shape[i] = shape[i];
+    t.stride[t.ndim - 1] = 1;
+    t.stride[t.ndim - 2] = hs;
+    t.stride[t.ndim - 3] = row_stride;
+    if (t.ndim == 4) t.stride[0] = row_stride * shape[1];
+    (void)d;
+    return t;
+  }
+};
+
+struct FwdOutputs {
+  std::vector<uint16_t> out;
+  std::vector<float> lse;
+};
+
+inline void run_fwd_case(const FwdCase& c) {
+  const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  SCOPED_TRACE("case " + c.str() + " seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const bool varlen = !c.lens_q.empty();
+  const int batch = varlen ? int(c.lens_q.size()) : c.batch;
+
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  int max_q = 0, max_k = 0;
+  if (varlen) {
+    for (int b = 0; b < batch; ++b) {
+      cu_q.push_back(cu_q.back() + c.lens_q[b]);
+      cu_k.push_back(cu_k.back() + c.lens_k[b]);
+      max_q = std::max(max_q, c.lens_q[b]);
+      max_k = std::max(max_k, c.lens_k[b]);
+    }
+  }
+  auto shape_of = [&](int64_t s, int64_t total, int64_t h, int64_t d) {
+    return varlen ? std::vector<int64_t>{total, h, d} : std::vector<int64_t>{batch, s, h, d};
+  };
+  TestTensor q(shape_of(c.sq, cu_q.back(), c.hq, c.d), c.row_pad);
+  TestTensor k(shape_of(c.sk, cu_k.back(), c.hkv, c.d), c.row_pad);
+  TestTensor v(shape_of(c.sk, cu_k.back(), c.hkv, c.d), c.row_pad);
+  TestTensor out(shape_of(c.sq, cu_q.back(), c.hq, c.d), 0);
+  for (TestTensor* t : {&q, &k, &v}) {
+    for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
+    t->dev->upload(t->host.data());
+  }
+  const int64_t total_q = varlen ? cu_q.back() : int64_t(batch) * c.sq;
+  const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * total_q, 1));
+  DeviceBuffer lse_dev(lse_n * 4);
+  auto idx_buf = [](const std::vector<int32_t>& h) {
+    auto b = std::make_unique<DeviceBuffer>(std::max<size_t>(h.size(), 1) * 4);
+    if (!h.empty()) b->upload(h.data());
+    return b;
+  };
+  std::vector<int32_t> used_q(c.used_q.begin(), c.used_q.end()), used_k(c.used_k.begin(), c.used_k.end());
+  auto cu_q_dev = idx_buf(cu_q), cu_k_dev = idx_buf(cu_k), uq_dev = idx_buf(used_q), uk_dev = idx_buf(used_k);
+
+  auto make_args = [&](bool on_gpu, void* qd, void* kd, void* vd, void* od, void* ld) {
+    const Device dv = on_gpu ? Device::CUDA : Device::CPU;
+    AttnArgs a;
+    a.q = q.view(qd, c.dtype, dv);
+    a.k = k.view(kd, c.dtype, dv);
+    a.v = v.view(vd, c.dtype, dv);
+    a.out = out.view(od, c.dtype, dv);
+    a.lse = varlen ? make_tensor(ld, DType::F32, {c.hq, total_q}, dv) : make_tensor(ld, DType::F32, {batch, c.hq, c.sq}, dv);
+    if (varlen) {
+      a.cu_seqlens_q = {on_gpu ? static_cast<const int32_t*>(cu_q_dev->get()) : cu_q.data(), int64_t(cu_q.size())};
+      a.cu_seqlens_k = {on_gpu ? static_cast<const int32_t*>(cu_k_dev->get()) : cu_k.data(), int64_t(cu_k.size())};
+      a.max_seqlen_q = max_q;
+      a.max_seqlen_k = max_k;
+    }
+    if (!used_q.empty()) a.seqused_q = {on_gpu ? static_cast<const int32_t*>(uq_dev->get()) : used_q.data(), batch};
+    if (!used_k.empty()) a.seqused_k = {on_gpu ? static_cast<const int32_t*>(uk_dev->get()) : used_k.data(), batch};
+    a.causal = c.causal;
+    a.window_left = c.wl;
+    a.window_right = c.wr;
+    a.softcap = c.softcap;
+    a.backend = on_gpu ? Backend::CUDA : Backend::Reference;
+    return a;
+  };
+
+  // Two GPU runs into freshly poisoned outputs: the second must match the first bit for bit.
+  FwdOutputs runs[2];
+  for (auto& r : runs) {
+    out.dev->poison();
+    lse_dev.poison();
+    AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
+    Status st = forward(a, nullptr);
+    ASSERT_TRUE(st.ok()) << st.message;
+    FA_CUDA_OK(cudaDeviceSynchronize());
+    r.out.resize(out.host.size());
+    r.lse.resize(lse_n);
+    out.dev->download(r.out.data());
+    lse_dev.download(r.lse.data());
+  }
+  ASSERT_EQ(std::memcmp(runs[0].out.data(), runs[1].out.data(), runs[0].out.size() * 2), 0) << "out differs between runs (race?)";
+  ASSERT_EQ(std::memcmp(runs[0].lse.data(), runs[1].lse.data(), runs[0].lse.size() * 4), 0) << "lse differs between runs";
+
+  // Reference (float64) and baseline (P rounded to the input dtype) on host copies.
+  std::vector<uint16_t> out_host(out.host.size());
+  std::vector<float> lse_host(lse_n);
+  AttnArgs ha = make_args(false, q.host.data(), k.host.data(), v.host.data(), out_host.data(), lse_host.data());
+  reference::ForwardF64 ref, base;
+  Status st = reference::forward_f64(ha, &ref);
+  ASSERT_TRUE(st.ok()) << st.message;
+  reference::Options low;
+  low.round_p_to_input_dtype = true;
+  ASSERT_TRUE(reference::forward_f64(ha, &base, low).ok());
+
+  // Compare: ref/base are contiguous in out's logical shape; ours has out's (contiguous) layout.
+  const std::vector<uint16_t>& got = runs[0].out;
+  ASSERT_EQ(ref.out.size(), got.size());
+  double err = 0, base_err = 0, ref_max = 0;
+  size_t bad_nan = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = from_bits(got[i], c.dtype);
+    if (!std::isfinite(g)) {
+      ++bad_nan;
+      continue;
+    }
+    err = std::max(err, std::abs(g - ref.out[i]));
+    base_err = std::max(base_err, std::abs(round_to(base.out[i], c.dtype) - ref.out[i]));
+    ref_max = std::max(ref_max, std::abs(ref.out[i]));
+  }
+  EXPECT_EQ(bad_nan, 0u) << "elements of out not written or not finite";
+  const double step = ref_max * (c.dtype == DType::BF16 ? 1.0 / 256 : 1.0 / 2048);  // one ulp at the max
+  EXPECT_LE(err, 2 * base_err + step) << "out error " << err << " baseline error " << base_err;
+
+  ASSERT_EQ(ref.lse.size(), runs[0].lse.size());
+  double lse_err = 0;
+  size_t lse_bad = 0;
+  for (size_t i = 0; i < ref.lse.size(); ++i) {
+    const double g = runs[0].lse[i], r = ref.lse[i];
+    if (std::isinf(r) && r < 0) {
+      lse_bad += !(std::isinf(g) && g < 0);
+      continue;
+    }
+    if (!std::isfinite(g)) {
+      ++lse_bad;
+      continue;
+    }
+    lse_err = std::max(lse_err, std::abs(g - r) / std::max(1.0, std::abs(r)));
+  }
+  EXPECT_EQ(lse_bad, 0u) << "lse elements wrong in kind (unwritten, NaN, or -inf mismatch)";
+  EXPECT_LE(lse_err, 1e-4) << "lse relative error";
+}
+
+}  // namespace fastattn::gputest
