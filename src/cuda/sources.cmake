@@ -13,6 +13,9 @@ set(_cuda_common_flags --expt-relaxed-constexpr -lineinfo -Xptxas=--warn-on-spil
     -Xcompiler=-Wall,-Wno-unused-parameter)
 
 foreach(src ${FASTATTN_CUDA_SOURCES})
+  if(NOT src MATCHES "\\.cu$")
+    continue()  # host-only .cpp files here are compiled by the C++ compiler
+  endif()
   set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${_cuda_common_flags};${_all_gencode}")
 endforeach()
 if("90a" IN_LIST FASTATTN_CUDA_ARCHS)
