@@ -70,17 +70,13 @@ struct BatchView {
   }
 };
 
-// Reference of query row i alone, as a problem with one query row and the key prefix [0, end).
-// Row i keeps keys [diag - L, diag + R] with diag = i + s_k - s_q. The sub-problem's single row
-// has diag' = end - 1, so its window becomes (L + delta, R - delta) with delta = end - 1 - diag:
-// the same keys. `end` stops right after the last key the row can keep.
-struct RowReference {
-  reference::ForwardF64 fwd;   // out (h, d_v), lse (h)
-  reference::BackwardF64 bwd;  // dq (h, d)
-};
+}  // namespace
 
-RowReference reference_row(BatchView& view, int64_t i) {
-  const RunOptions& o = view.o;
+// Row i alone, as a problem with one query row and the key prefix [0, end). Row i keeps keys
+// [diag - L, diag + R] with diag = i + s_k - s_q. The sub-problem's single row has
+// diag' = end - 1, so its window becomes (L + delta, R - delta) with delta = end - 1 - diag: the
+// same keys. `end` stops right after the last key the row can keep (R >= 0 whenever bounded).
+RowReference reference_row(const RunOptions& o, HostInputs& in, int64_t batch, int64_t i) {
   const reference::MaskRule rule =
       mask_rule(o.seqlen, o.seqlen_k, *o.causal, o.window_left, o.window_right);
   const int64_t diag = i + o.seqlen_k - o.seqlen;
@@ -89,22 +85,28 @@ RowReference reference_row(BatchView& view, int64_t i) {
 
   RowReference r;
   if (end <= 0) {  // keeps no key: out 0, lse -inf, dq 0 (the contract in types.h)
-    r.fwd.out.assign(size_t(o.heads * o.dim_v), 0.0);
-    r.fwd.lse.assign(size_t(o.heads), -INFINITY);
-    r.bwd.dq.assign(size_t(o.heads * o.dim), 0.0);
+    r.out.assign(size_t(o.heads * o.dim_v), 0.0);
+    r.lse.assign(size_t(o.heads), -INFINITY);
+    r.dq.assign(size_t(o.heads * o.dim), 0.0);
     return r;
   }
   const int64_t delta = end - 1 - diag;
+  BatchView view{o, in, batch, {}, {}};
   AttnArgs a = view.args(i, 1, end);
   a.causal = false;
   a.window_left = int32_t(L < 0 ? -1 : L + delta);
   a.window_right = int32_t(R < 0 ? -1 : R - delta);
-  require(reference::forward_f64(a, &r.fwd), "forward");
-  if (o.backward) require(reference::backward_f64(a, view.dout(i, 1), &r.bwd), "backward");
+  reference::ForwardF64 fwd;
+  require(reference::forward_f64(a, &fwd), "forward");
+  r.out = std::move(fwd.out);
+  r.lse = std::move(fwd.lse);
+  if (o.backward) {
+    reference::BackwardF64 bwd;
+    require(reference::backward_f64(a, view.dout(i, 1), &bwd), "backward");
+    r.dq = std::move(bwd.dq);
+  }
   return r;
 }
-
-}  // namespace
 
 void ErrorStats::add(float got, double ref) {
   if (std::isinf(ref) && got == ref) return;  // -inf lse of an empty row
@@ -134,16 +136,16 @@ CheckReport check_against_reference(const RunOptions& o, HostInputs& in,
   const int64_t es = dtype_size(o.dtype);
   const float* got_lse = reinterpret_cast<const float*>(got.lse.data());
   for (int64_t i : rep.rows) {
-    const RowReference r = reference_row(view, i);
+    const RowReference r = reference_row(o, in, b, i);
     const std::byte* go = got.out.data() + ((b * o.seqlen + i) * o.heads * o.dim_v) * es;
     for (int64_t x = 0; x < o.heads * o.dim_v; ++x)
-      out_err.add(cpu::load_as_float(go + x * es, o.dtype), r.fwd.out[x]);
+      out_err.add(cpu::load_as_float(go + x * es, o.dtype), r.out[x]);
     for (int64_t h = 0; h < o.heads; ++h)
-      lse_err.add(got_lse[(b * o.heads + h) * o.seqlen + i], r.fwd.lse[h]);
+      lse_err.add(got_lse[(b * o.heads + h) * o.seqlen + i], r.lse[h]);
     if (o.backward) {
       const std::byte* gq = got.dq.data() + ((b * o.seqlen + i) * o.heads * o.dim) * es;
       for (int64_t x = 0; x < o.heads * o.dim; ++x)
-        dq_err.add(cpu::load_as_float(gq + x * es, o.dtype), r.bwd.dq[x]);
+        dq_err.add(cpu::load_as_float(gq + x * es, o.dtype), r.dq[x]);
     }
   }
   rep.stats = {out_err, lse_err};

@@ -37,6 +37,13 @@ struct CheckReport {
   bool ok() const;
 };
 
+// Float64 reference of query row `row` of batch entry `batch` (all heads): out (h, d_v), lse (h)
+// and, with --backward, dq (h, d). Exposed for the CLI's tests.
+struct RowReference {
+  std::vector<double> out, lse, dq;
+};
+RowReference reference_row(const RunOptions& o, HostInputs& in, int64_t batch, int64_t row);
+
 // `in` is only read (the reference takes mutable tensor views).
 CheckReport check_against_reference(const RunOptions& o, HostInputs& in, const HostOutputs& got);
 

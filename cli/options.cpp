@@ -118,7 +118,7 @@ Error parse_run_options(const std::vector<std::string>& args, RunOptions& o) {
       s->second();
     } else if (auto v = valued.find(flag); v != valued.end()) {
       if (!inline_value) {
-        if (i + 1 >= args.size()) return flag + ": missing value";
+        if (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0) return flag + ": missing value";
         value = args[++i];
       }
       if (auto e = v->second(flag, value)) return e;
