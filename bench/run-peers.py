@@ -146,12 +146,14 @@ def peers_for(c, fa):
     causal, window = c["causal"], c["window"]
     fns = {"fastattn": fa.forward_fn(q, k, v, causal, window)}
     gqa = h != hkv
+    if gqa:  # cuDNN takes no enable_gqa: every SDPA peer gets K/V expanded to h_q heads (more bytes)
+        kt, vt = (x.repeat_interleave(h // hkv, dim=1) for x in (kt, vt))
     if window == (-1, -1):
         for name, be in (("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION), ("sdpa-flash", SDPBackend.FLASH_ATTENTION),
                          ("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION)):
             def run(be=be):
                 with sdpa_kernel(be):
-                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal, enable_gqa=gqa)
+                    return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
             fns[name] = run
     if FLEX is not None and (d == 128 or window != (-1, -1)):
         wl = window[0]
@@ -165,7 +167,8 @@ def peers_for(c, fa):
             bm = create_block_mask(mask_mod, None, None, s, s, device="cuda")
         else:
             bm = None
-        fns["flex"] = lambda: FLEX(qt, kt, vt, block_mask=bm, enable_gqa=gqa)
+        kf, vf = (x[:, ::h // hkv] for x in (kt, vt)) if gqa else (kt, vt)
+        fns["flex"] = lambda: FLEX(qt, kf, vf, block_mask=bm, enable_gqa=gqa)
     return fns, (q, k, v, qt)
 
 
@@ -179,13 +182,18 @@ def main():
     fa = FastAttn(args.lib)
     dev = torch.cuda.get_device_name()
     rows = []
+    broken = None
     for c in cases(args.preset):
+        if broken:
+            break
         fns, (q, _, _, _) = peers_for(c, fa)
         pairs = kept_pairs(c["s"], c["s"], c["causal"], c["window"])
         flops = 4.0 * c["b"] * c["h"] * c["d"] * pairs
         results = {}
         ours = None
         for peer, fn in fns.items():
+            if broken:
+                break
             t0 = time.time()
             try:
                 o = fn()
@@ -199,14 +207,19 @@ def main():
                 results[peer] = dict(ms=ms, tflops=flops / ms / 1e9)
             except Exception as e:  # noqa: BLE001 - a failing peer is reported, not fatal
                 results[peer] = dict(error=str(e).splitlines()[0][:160])
+                if "CUDA error" in str(e):  # sticky: the context is gone, later timings would lie
+                    broken = f"{c['name']} / {peer}: {results[peer]['error']}"
             print(f"{c['name']:34s} {peer:15s} " + (f"{results[peer]['ms']:8.3f} ms {results[peer]['tflops']:6.1f} TFLOPS"
                   if "ms" in results[peer] else results[peer]["error"]) + f"  ({time.time() - t0:.1f}s)", flush=True)
         rows.append(dict(case=c["name"], flops=flops, results=results))
         del fns
-        torch.cuda.empty_cache()
+        if not broken:
+            torch.cuda.empty_cache()
+    if broken:
+        print(f"stopped early, CUDA context lost at {broken}", flush=True)
     meta = dict(device=dev, date=time.strftime("%Y-%m-%d %H:%M:%S"), torch=torch.__version__,
                 commit=os.popen("git rev-parse --short HEAD 2>/dev/null").read().strip(),
-                flops_rule="4*b*h_q*d*kept_pairs (dense: s_q*s_k; causal: s(s+1)/2)", timing="median of 30 CUDA-event timings after 5 warm-ups")
+                stopped_early=broken, flops_rule="4*b*h_q*d*kept_pairs (dense: s_q*s_k; causal: s(s+1)/2)", timing="median of 30 CUDA-event timings after 5 warm-ups")
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     peers = ["fastattn", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex"]
