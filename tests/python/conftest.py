@@ -1,0 +1,11 @@
+"""Shared fixtures: fresh random inputs each run, with the seed printed for replay."""
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng():
+    """A generator seeded freshly each run; the seed is printed so a failure can be replayed."""
+    seed = int(np.random.SeedSequence().entropy % (2**32))
+    print(f"rng seed {seed}")
+    return np.random.default_rng(seed)

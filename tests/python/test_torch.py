@@ -1,0 +1,214 @@
+"""torch integration on the CPU backend: values, gradients, custom ops, torch.compile."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: torch integration tests skipped")
+
+import attn_reference as ref  # noqa: E402
+import fastattn  # noqa: E402
+import torch_reference  # noqa: E402
+from checks import FLOAT32_FLOOR, assert_close  # noqa: E402
+
+DTYPES = {"f32": (torch.float32, np.float32), "bf16": (torch.bfloat16, "bfloat16"),
+          "f16": (torch.float16, np.float16)}
+
+
+def _floor(name):
+    return FLOAT32_FLOOR if name == "f32" else 0.0
+
+
+def rand(rng, shape, dtype, requires_grad=False):
+    x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(dtype)
+    return x.requires_grad_(requires_grad)
+
+
+def np64(x):
+    return x.detach().to(torch.float64).numpy()
+
+
+# (b, s_q, s_k, h, h_kv, d, causal, window, softcap)
+CASES = {
+    "gqa": (2, 19, 33, 6, 2, 64, False, (-1, -1), 0.0),
+    "causal_sq_lt_sk": (1, 7, 29, 2, 2, 32, True, (-1, -1), 0.0),
+    "causal_sq_gt_sk": (1, 29, 7, 4, 1, 32, True, (-1, -1), 0.0),
+    "local": (2, 40, 40, 2, 2, 64, False, (5, 1), 0.0),
+    "softcap": (1, 23, 23, 2, 2, 128, True, (-1, -1), 3.0),
+}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", list(CASES))
+def test_values_and_grads(rng, case, dtype):
+    b, s_q, s_k, h, h_kv, d, causal, window, softcap = CASES[case]
+    tdt, rdt = DTYPES[dtype]
+    q = rand(rng, (b, s_q, h, d), tdt, True)
+    k = rand(rng, (b, s_k, h_kv, d), tdt, True)
+    v = rand(rng, (b, s_k, h_kv, d), tdt, True)
+    dout = rand(rng, (b, s_q, h, d), tdt)
+    out = fastattn.flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap)
+    assert out.dtype == tdt and out.requires_grad
+    out.backward(dout)
+    kw = dict(causal=causal, window=window, softcap=softcap)
+    arrays = [np64(x) for x in (q, k, v)]
+    ref64, _ = ref.forward(*arrays, **kw)
+    lowp, _ = ref.forward(*arrays, dtype=rdt, **kw)
+    assert_close("out", np64(out), ref64, lowp, rdt, _floor(dtype))
+    # gradients: float64 torch autograd is the truth, the numpy estimate gives the precision term
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    torch_reference.attention(*leaves, **kw).backward(dout.double())
+    lowp_grads = ref.backward(*arrays, np64(dout), dtype=rdt, **kw)
+    for name, got, leaf, rlp in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), leaves, lowp_grads):
+        assert got.dtype == tdt
+        assert_close(name, np64(got), leaf.grad.numpy(), rlp, rdt, _floor(dtype))
+
+
+def test_numpy_reference_matches_torch_autograd(rng):
+    """The two references agree in float64 (values and gradients)."""
+    kw = dict(causal=True, window=(4, -1), softcap=2.0)
+    q, k, v = (rng.standard_normal(s) for s in [(2, 9, 4, 16), (2, 12, 2, 16), (2, 12, 2, 16)])
+    dout = rng.standard_normal((2, 9, 4, 16))
+    leaves = [torch.from_numpy(x).requires_grad_() for x in (q, k, v)]
+    out = torch_reference.attention(*leaves, **kw)
+    out.backward(torch.from_numpy(dout))
+    np.testing.assert_allclose(out.detach().numpy(), ref.forward(q, k, v, **kw)[0], rtol=1e-12, atol=1e-12)
+    for leaf, g in zip(leaves, ref.backward(q, k, v, dout, **kw)):
+        np.testing.assert_allclose(leaf.grad.numpy(), g, rtol=1e-10, atol=1e-12)
+
+
+def test_varlen_grads(rng):
+    lens_q, lens_k = [0, 11, 4, 9], [6, 13, 0, 9]
+    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lens_q)]), dtype=torch.int32)
+    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lens_k)]), dtype=torch.int32)
+    q = rand(rng, (int(cu_q[-1]), 4, 64), torch.float32, True)
+    k = rand(rng, (int(cu_k[-1]), 2, 64), torch.float32, True)
+    v = rand(rng, (int(cu_k[-1]), 2, 64), torch.float32, True)
+    dout = rand(rng, q.shape, torch.float32)
+    out, lse = fastattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 11, 13, causal=True,
+                                               return_attn_probs=True)
+    assert lse.shape == (4, q.shape[0]) and not lse.requires_grad
+    out.backward(dout)
+    arrays = [np64(x) for x in (q, k, v)]
+    ref64, _ = ref.varlen_forward(*arrays, cu_q.numpy(), cu_k.numpy(), causal=True)
+    assert_close("out", np64(out), ref64, ref.round_to(ref64, np.float32), np.float32, FLOAT32_FLOOR)
+    grads64 = ref.varlen_backward(*arrays, np64(dout), cu_q.numpy(), cu_k.numpy(), causal=True)
+    for name, got, g in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), grads64):
+        assert_close(name, np64(got), g, ref.round_to(g, np.float32), np.float32, FLOAT32_FLOOR)
+
+
+def test_lse_is_not_differentiable(rng):
+    q, k, v = (rand(rng, (1, 8, 2, 32), torch.float32, True) for _ in range(3))
+    out, lse = fastattn.flash_attn_func(q, k, v, return_attn_probs=True)
+    assert out.requires_grad and not lse.requires_grad
+    with pytest.raises(RuntimeError):
+        lse.sum().backward()
+
+
+def test_expanded_grad_output(rng):
+    """out.sum().backward() hands backward a stride-0 gradient: it must be handled."""
+    q, k, v = (rand(rng, (1, 12, 2, 32), torch.float32, True) for _ in range(3))
+    fastattn.flash_attn_func(q, k, v, causal=True).sum().backward()
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    torch_reference.attention(*leaves, causal=True).sum().backward()
+    for got, leaf in zip((q.grad, k.grad, v.grad), leaves):
+        torch.testing.assert_close(got.double(), leaf.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("s_q, s_k", [(16, 16), (24, 9)])
+@pytest.mark.parametrize("gqa", [False, True])
+def test_sdpa_matches_torch(rng, s_q, s_k, gqa):
+    """Against torch's own SDPA, including its top-left causal mask when s_q > s_k."""
+    h_kv = 2 if gqa else 4
+    q = rand(rng, (2, 4, s_q, 64), torch.float32, True)
+    k = rand(rng, (2, h_kv, s_k, 64), torch.float32, True)
+    v = rand(rng, (2, h_kv, s_k, 64), torch.float32, True)
+    ours = fastattn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa, scale=0.2)
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    theirs = torch.nn.functional.scaled_dot_product_attention(*leaves, is_causal=True,
+                                                              enable_gqa=gqa, scale=0.2)
+    torch.testing.assert_close(ours.double(), theirs, rtol=1e-5, atol=1e-5)
+    dout = torch.randn_like(ours)
+    ours.backward(dout)
+    theirs.backward(dout.double())
+    for got, leaf in zip((q.grad, k.grad, v.grad), leaves):
+        torch.testing.assert_close(got.double(), leaf.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_mixed_array_kinds(rng):
+    q = rand(rng, (1, 8, 2, 32), torch.float32)
+    with pytest.raises(TypeError, match="^k: expected a torch array"):
+        fastattn.flash_attn_func(q, q.numpy(), q)
+    with pytest.raises(TypeError, match="^cu_seqlens_q: expected a torch tensor"):
+        fastattn.flash_attn_varlen_func(q[0], q[0], q[0], np.array([0, 8], np.int32),
+                                        torch.tensor([0, 8], dtype=torch.int32), 8, 8)
+
+
+def test_errors_through_custom_op(rng):
+    q = rand(rng, (1, 8, 3, 32), torch.float32)
+    k = rand(rng, (1, 8, 2, 32), torch.float32)
+    with pytest.raises(ValueError, match="head"):
+        fastattn.flash_attn_func(q, k, k)
+
+
+def _sample_args(rng, varlen):
+    if varlen:
+        cu = torch.tensor([0, 5, 5, 12], dtype=torch.int32)
+        q, k, v = (rand(rng, (12, 4, 32), torch.float32, True) for _ in range(3))
+        return (q, k, v, cu, cu, None, None, 7, 7, 0.25, True, -1, -1, 0.0)
+    q = rand(rng, (2, 9, 4, 32), torch.float32, True)
+    k, v = (rand(rng, (2, 11, 2, 32), torch.float32, True) for _ in range(2))
+    return (q, k, v, None, None, None, None, 0, 0, 0.25, False, 3, 2, 1.5)
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["fixed", "varlen"])
+def test_opcheck_fwd(rng, varlen):
+    torch.library.opcheck(torch.ops.fastattn.fwd.default, _sample_args(rng, varlen))
+
+
+@pytest.mark.parametrize("varlen", [False, True], ids=["fixed", "varlen"])
+def test_opcheck_bwd(rng, varlen):
+    args = _sample_args(rng, varlen)
+    q, k, v = (x.detach() for x in args[:3])
+    out, lse = torch.ops.fastattn.fwd(q, k, v, *args[3:])
+    dout = torch.randn_like(out)
+    torch.library.opcheck(torch.ops.fastattn.bwd.default, (dout, q, k, v, out, lse) + args[3:])
+
+
+def _model(q, k, v, cu_q, cu_k):
+    a = fastattn.flash_attn_func(q, k, v, causal=True, softcap=2.0)
+    b = fastattn.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                              v.transpose(1, 2), enable_gqa=True).transpose(1, 2)
+    c = fastattn.flash_attn_varlen_func(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu_q,
+                                        cu_k, 16, 16, window_size=(4, 4))
+    return (a * b).sum() + c.square().sum()
+
+
+def _compile_inputs(rng):
+    q = rand(rng, (2, 16, 4, 32), torch.float32, True)
+    k, v = (rand(rng, (2, 16, 2, 32), torch.float32, True) for _ in range(2))
+    cu = torch.tensor([0, 16, 32], dtype=torch.int32)
+    return q, k, v, cu, cu
+
+
+def test_compile_has_no_graph_breaks(rng):
+    args = _compile_inputs(rng)
+    explanation = torch._dynamo.explain(_model)(*args)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+    assert explanation.graph_count == 1
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph_matches_eager(rng, backend):
+    """fullgraph=True raises on any graph break; values and gradients equal the eager run."""
+    torch._dynamo.reset()
+    args = _compile_inputs(rng)
+    compiled = torch.compile(_model, fullgraph=True, backend=backend)
+    loss = compiled(*args)
+    loss.backward()
+    grads = [x.grad.clone() for x in args[:3]]
+    for x in args[:3]:
+        x.grad = None
+    eager = _model(*args)
+    eager.backward()
+    torch.testing.assert_close(loss, eager)
+    for g, x in zip(grads, args[:3]):
+        torch.testing.assert_close(g, x.grad)
