@@ -1,0 +1,45 @@
+// forward()/backward(): validate, resolve, then hand the Problem to the chosen backend.
+#include "api/validate.h"
+#include "cpu/cpu_backend.h"
+#include "fastattn/fastattn.h"
+#include "reference/reference.h"
+
+#ifdef FASTATTN_WITH_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+namespace fastattn {
+
+Status forward(const AttnArgs& args, void* stream) {
+  detail::Prepared p;
+  Status st = detail::prepare_forward(args, &p);
+  if (!st.ok()) return st;
+  switch (p.backend) {
+    case Backend::CPU: return cpu::forward(p.problem);
+    case Backend::Reference: return reference::forward(p.problem);
+    case Backend::CUDA:
+#ifdef FASTATTN_WITH_CUDA
+      return cuda_backend::forward(args, p.problem.scale, stream);
+#else
+      break;
+#endif
+    case Backend::Auto: break;
+  }
+  return {Code::Internal, "forward: no backend resolved"};
+}
+
+Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,
+                const Tensor& dv, void* stream) {
+  detail::Prepared p;
+  Status st = detail::prepare_backward(args, dout, dq, dk, dv, &p);
+  if (!st.ok()) return st;
+  switch (p.backend) {
+    case Backend::CPU: return cpu::backward(p.problem, p.grads);
+    case Backend::Reference: return reference::backward(p.problem, p.grads);
+    case Backend::CUDA:  // rejected by validation until the CUDA backward exists
+    case Backend::Auto: break;
+  }
+  return {Code::Internal, "backward: no backend resolved"};
+}
+
+}  // namespace fastattn

@@ -1,0 +1,20 @@
+// Host copies of the varlen index arrays (cu_seqlens, seqused), wherever they live.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fastattn/types.h"
+
+namespace fastattn::detail {
+
+struct HostIndexArrays {
+  bool read = false;  // false: on a device and check_index_arrays was off; contents unknown
+  std::vector<int32_t> cu_q, cu_k, used_q, used_k;
+};
+
+// Reads the arrays of `args` (sizes already checked). Host tensors are read directly; device
+// tensors are copied (one synchronisation) only when args.check_index_arrays is set.
+Status read_index_arrays(const AttnArgs& args, HostIndexArrays* out);
+
+}  // namespace fastattn::detail

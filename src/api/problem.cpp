@@ -1,0 +1,99 @@
+// Turns validated AttnArgs into the Problem that backends consume.
+#include "api/problem.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fastattn::detail {
+
+Operand make_operand(const Tensor& t, bool varlen, bool is_lse) {
+  Operand o;
+  o.data = t.data;
+  o.dtype = t.dtype;
+  if (is_lse) {
+    // (b, h, s) or (h, total): tokens are the last axis.
+    o.token_stride = 1;
+    o.batch_stride = varlen ? 0 : t.stride[0];
+    o.head_stride = varlen ? t.stride[0] : t.stride[1];
+  } else if (varlen) {
+    // (total, h, d)
+    o.token_stride = t.stride[0];
+    o.head_stride = t.stride[1];
+  } else {
+    // (b, s, h, d)
+    o.batch_stride = t.stride[0];
+    o.token_stride = t.stride[1];
+    o.head_stride = t.stride[2];
+  }
+  return o;
+}
+
+ProblemShape resolve_shape(const AttnArgs& args) {
+  ProblemShape s;
+  s.varlen = args.cu_seqlens_q.defined();
+  const int hd = s.varlen ? 1 : 2;  // axis of heads
+  s.heads_q = int32_t(args.q.shape[hd]);
+  s.heads_kv = int32_t(args.k.shape[hd]);
+  s.group = s.heads_kv > 0 ? s.heads_q / s.heads_kv : 1;
+  s.head_dim = int32_t(args.q.shape[hd + 1]);
+  s.head_dim_v = int32_t(args.v.shape[hd + 1]);
+  if (s.varlen) {
+    s.batch = int32_t(args.cu_seqlens_q.size - 1);
+    s.total_q = args.q.shape[0];
+    s.total_k = args.k.shape[0];
+    s.max_rows_q = args.max_seqlen_q;
+    s.max_rows_k = args.max_seqlen_k;
+  } else {
+    s.batch = int32_t(args.q.shape[0]);
+    s.max_rows_q = int32_t(args.q.shape[1]);
+    s.max_rows_k = int32_t(args.k.shape[1]);
+    s.total_q = int64_t(s.batch) * s.max_rows_q;
+    s.total_k = int64_t(s.batch) * s.max_rows_k;
+  }
+  s.scale = std::isnan(args.softmax_scale) ? float(1.0 / std::sqrt(double(s.head_dim)))
+                                           : args.softmax_scale;
+  s.softcap = args.softcap;
+  s.window_left = args.window_left;
+  s.window_right = args.causal ? 0 : args.window_right;
+  s.dtype = args.q.dtype;
+  return s;
+}
+
+Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
+                        const std::vector<int32_t>& cu_k, const std::vector<int32_t>& used_q,
+                        const std::vector<int32_t>& used_k) {
+  Problem p;
+  static_cast<ProblemShape&>(p) = resolve_shape(args);
+  p.q = make_operand(args.q, p.varlen);
+  p.k = make_operand(args.k, p.varlen);
+  p.v = make_operand(args.v, p.varlen);
+  p.out = make_operand(args.out, p.varlen);
+  if (args.lse.defined()) p.lse = make_operand(args.lse, p.varlen, /*is_lse=*/true);
+  p.num_threads = args.num_threads;
+
+  p.seqs.resize(size_t(p.batch));
+  int32_t max_q = 0, max_k = 0;
+  for (int32_t b = 0; b < p.batch; ++b) {
+    Sequence& s = p.seqs[size_t(b)];
+    if (p.varlen) {
+      s.q_start = cu_q[size_t(b)];
+      s.k_start = cu_k[size_t(b)];
+      s.rows_q = cu_q[size_t(b) + 1] - cu_q[size_t(b)];
+      s.rows_k = cu_k[size_t(b) + 1] - cu_k[size_t(b)];
+    } else {
+      s.rows_q = int32_t(args.q.shape[1]);
+      s.rows_k = int32_t(args.k.shape[1]);
+    }
+    s.len_q = used_q.empty() ? s.rows_q : used_q[size_t(b)];
+    s.len_k = used_k.empty() ? s.rows_k : used_k[size_t(b)];
+    max_q = std::max(max_q, s.rows_q);
+    max_k = std::max(max_k, s.rows_k);
+  }
+  if (p.varlen) {
+    p.max_rows_q = max_q;
+    p.max_rows_k = max_k;
+  }
+  return p;
+}
+
+}  // namespace fastattn::detail

@@ -1,0 +1,88 @@
+// The resolved description of one attention call, shared by every backend (CPU, reference,
+// CUDA). Validation produces it; backends never re-derive shapes, offsets, scale or windows.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "fastattn/types.h"
+
+namespace fastattn::detail {
+
+// Where an operand's elements live. Element (sequence b, token t of the packed/batched token
+// axis, head h, column x) is at element offset
+//   b * batch_stride + t * token_stride + h * head_stride + x.
+// Fixed-length layout: batch_stride = stride[0] and t counts from 0 in every sequence.
+// Varlen layout: batch_stride = 0 and t is the packed token index (Sequence::q_start + row).
+// lse uses the same scheme with token_stride = 1 (its layout is (b, h, s) or (h, total)).
+struct Operand {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t batch_stride = 0;
+  int64_t token_stride = 0;
+  int64_t head_stride = 0;
+
+  bool defined() const { return data != nullptr; }
+  int64_t offset(int64_t b, int64_t t, int64_t h) const {
+    return b * batch_stride + t * token_stride + h * head_stride;
+  }
+  char* row(int64_t b, int64_t t, int64_t h) const {
+    return static_cast<char*>(data) + offset(b, t, h) * dtype_size(dtype);
+  }
+};
+
+// One sequence of the batch.
+struct Sequence {
+  int64_t q_start = 0;  // first packed token (varlen) or 0 (fixed length)
+  int64_t k_start = 0;
+  int32_t rows_q = 0;   // tokens present in the tensors for this sequence
+  int32_t rows_k = 0;
+  int32_t len_q = 0;    // tokens used (seqused caps rows): the lengths the masks see
+  int32_t len_k = 0;
+};
+
+// Scalar part of a call: what a kernel needs besides pointers and index arrays.
+struct ProblemShape {
+  int32_t batch = 0;
+  int32_t heads_q = 0;
+  int32_t heads_kv = 0;
+  int32_t group = 1;          // heads_q / heads_kv (GQA ratio)
+  int32_t head_dim = 0;       // d
+  int32_t head_dim_v = 0;     // d_v
+  bool varlen = false;
+  int64_t total_q = 0;        // varlen: packed q tokens; fixed: batch * seqlen_q
+  int64_t total_k = 0;
+  int32_t max_rows_q = 0;     // largest rows_q / rows_k over sequences (fixed: seqlen)
+  int32_t max_rows_k = 0;
+  float scale = 0.0f;         // resolved: NaN in the args became 1/sqrt(d)
+  float softcap = 0.0f;       // 0 = off
+  int32_t window_left = -1;   // -1 = unbounded
+  int32_t window_right = -1;  // causal is folded in here as window_right = 0
+  DType dtype = DType::F32;   // of q, k, v, out (and dout, dq, dk, dv in backward)
+};
+
+struct Problem : ProblemShape {
+  Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
+  std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays
+  int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
+};
+
+// Backward's extra operands.
+struct GradOperands {
+  Operand dout, dq, dk, dv;
+};
+
+// Scalars only: needs no index array contents (usable by the CUDA path under CUDA graphs).
+// Assumes args passed validation.
+ProblemShape resolve_shape(const AttnArgs& args);
+
+// The full problem. `cu_q`, `cu_k`, `used_q`, `used_k` are host copies of the index arrays
+// (empty vectors when absent). Assumes args passed validation.
+Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
+                        const std::vector<int32_t>& cu_k, const std::vector<int32_t>& used_q,
+                        const std::vector<int32_t>& used_k);
+
+// Operand view of a q/k/v/out-like tensor (lse-like when `is_lse`).
+Operand make_operand(const Tensor& t, bool varlen, bool is_lse = false);
+
+}  // namespace fastattn::detail

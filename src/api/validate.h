@@ -1,0 +1,25 @@
+// Validation + resolution in one step: the checks behind validate_forward/validate_backward,
+// and the Problem every backend runs on. Nothing here writes to an output tensor.
+#pragma once
+
+#include "api/index_arrays.h"
+#include "api/problem.h"
+#include "fastattn/types.h"
+
+namespace fastattn::detail {
+
+struct Prepared {
+  Backend backend = Backend::CPU;  // resolved: never Auto
+  Problem problem;                 // seqs empty when the index arrays could not be read
+  GradOperands grads;              // backward only
+  HostIndexArrays index;
+};
+
+// Auto -> CUDA for tensors on a CUDA device, else CPU.
+Backend resolve_backend(const AttnArgs& args);
+
+Status prepare_forward(const AttnArgs& args, Prepared* out);
+Status prepare_backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq,
+                        const Tensor& dk, const Tensor& dv, Prepared* out);
+
+}  // namespace fastattn::detail

@@ -1,0 +1,68 @@
+#include "cpu/tile_io.h"
+
+#include <cstring>
+
+#include "cpu/half.h"
+
+namespace fastattn::cpu {
+namespace {
+
+// One row of `n` elements to float; the dtype switch sits outside the element loop.
+void row_to_float(const char* src, DType dt, int n, float scale, float* dst, int dst_step) {
+  switch (dt) {
+    case DType::F32: {
+      const float* s = reinterpret_cast<const float*>(src);
+      for (int c = 0; c < n; ++c) dst[c * dst_step] = s[c] * scale;
+      return;
+    }
+    case DType::F16: {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+      for (int c = 0; c < n; ++c) dst[c * dst_step] = half_to_float(s[c]) * scale;
+      return;
+    }
+    case DType::BF16: {
+      const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
+      for (int c = 0; c < n; ++c) dst[c * dst_step] = bf16_to_float(s[c]) * scale;
+      return;
+    }
+  }
+}
+
+void row_from_float(const float* src, int n, DType dt, char* dst) {
+  switch (dt) {
+    case DType::F32: std::memcpy(dst, src, size_t(n) * sizeof(float)); return;
+    case DType::F16: {
+      uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+      for (int c = 0; c < n; ++c) d[c] = float_to_half(src[c]);
+      return;
+    }
+    case DType::BF16: {
+      uint16_t* d = reinterpret_cast<uint16_t*>(dst);
+      for (int c = 0; c < n; ++c) d[c] = float_to_bf16(src[c]);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void load_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows, int cols,
+               float scale, float* dst, int ld) {
+  for (int r = 0; r < rows; ++r) row_to_float(o.row(b, t0 + r, h), o.dtype, cols, scale, dst + r * ld, 1);
+}
+
+void load_rows_transposed(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows,
+                          int cols, float* dst, int ld) {
+  for (int r = 0; r < rows; ++r) row_to_float(o.row(b, t0 + r, h), o.dtype, cols, 1.0f, dst + r, ld);
+}
+
+void store_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows, int cols,
+                const float* src, int ld) {
+  for (int r = 0; r < rows; ++r) row_from_float(src + r * ld, cols, o.dtype, o.row(b, t0 + r, h));
+}
+
+void zero_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows, int cols) {
+  for (int r = 0; r < rows; ++r) std::memset(o.row(b, t0 + r, h), 0, size_t(cols) * size_t(dtype_size(o.dtype)));
+}
+
+}  // namespace fastattn::cpu

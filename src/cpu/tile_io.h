@@ -1,0 +1,26 @@
+// Moving tiles between strided fp16/bf16/fp32 tensors and contiguous fp32 scratch.
+#pragma once
+
+#include <cstdint>
+
+#include "api/problem.h"
+
+namespace fastattn::cpu {
+
+// Rows t0 .. t0+rows-1 of head h of sequence b (t counts along the operand's token axis),
+// first `cols` columns, times `scale`, into dst[r * ld + c].
+void load_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows, int cols,
+               float scale, float* dst, int ld);
+
+// The same rows transposed: dst[c * ld + r].
+void load_rows_transposed(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows,
+                          int cols, float* dst, int ld);
+
+// src[r * ld + c] rounded to the operand's dtype into rows t0 .. t0+rows-1.
+void store_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows, int cols,
+                const float* src, int ld);
+
+// Zeros rows t0 .. t0+rows-1 (first `cols` columns).
+void zero_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows, int cols);
+
+}  // namespace fastattn::cpu

@@ -1,0 +1,44 @@
+// Tile shapes of the CPU backend and the masking of a Partial tile, shared by forward and
+// backward so both walk exactly the same (q-block, k-block) grid.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "reference/mask_oracle.h"
+
+namespace fastattn::cpu {
+
+struct Tiling {
+  int block_q = 64;
+  int block_k = 64;
+};
+
+// Smaller tiles for very wide heads keep a tile's operands near L2 size.
+inline Tiling choose_tiling(int head_dim, int head_dim_v) {
+  const int widest = head_dim > head_dim_v ? head_dim : head_dim_v;
+  return widest > 256 ? Tiling{32, 32} : Tiling{64, 64};
+}
+
+// s[r * ld + c] = -inf for every (row i0 + r, key j0 + c) the oracle does not keep.
+inline void mask_partial_tile(const reference::MaskRule& m, int64_t i0, int rows, int64_t j0,
+                              int cols, float* s, int ld) {
+  for (int r = 0; r < rows; ++r) {
+    const reference::KeyRange kr = reference::key_range(m, i0 + r);
+    float* row = s + r * ld;
+    for (int c = 0; c < cols; ++c) {
+      const int64_t j = j0 + c;
+      if (j < kr.begin || j >= kr.end) row[c] = -INFINITY;
+    }
+  }
+}
+
+// Scores x -> softcap * tanh(x / softcap) (only called when softcap > 0).
+inline void apply_softcap(float cap, int rows, int cols, float* s, int ld) {
+  const float inv = 1.0f / cap;
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) s[r * ld + c] = cap * std::tanh(s[r * ld + c] * inv);
+  }
+}
+
+}  // namespace fastattn::cpu

@@ -1,0 +1,94 @@
+// Float64 backward straight from the definition. Per kept (i, j), with P = softmax row i:
+//   dv_j += P_ij dO_i;  dP_ij = dO_i . v_j;  D_i = sum_j P_ij dP_ij;  dS_ij = P_ij (dP_ij - D_i)
+//   softcap: s = c tanh(x / c)  =>  ds/dx = 1 - (s / c)^2;  dX = dS * ds/dx
+//   dq_i += scale dX_ij k_j;  dk_j += scale dX_ij q_i.
+// Work is split by (batch, kv head) so dk/dv of a GQA group are summed without races.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "cpu/half.h"
+#include "cpu/parallel_for.h"
+#include "reference/canonical_layout.h"
+#include "reference/mask_oracle.h"
+#include "reference/reference.h"
+
+namespace fastattn::reference {
+
+void backward_f64(const detail::Problem& p, const detail::Operand& dout, BackwardF64* r,
+                  const Options& opt) {
+  const int64_t d = p.head_dim, dv = p.head_dim_v;
+  const double scale = p.scale, cap = p.softcap;
+  r->dq.assign(size_t(p.total_q * p.heads_q * d), 0.0);
+  r->dk.assign(size_t(p.total_k * p.heads_kv * d), 0.0);
+  r->dv.assign(size_t(p.total_k * p.heads_kv * dv), 0.0);
+  const MaskOracle oracle(p);
+  auto rounded = [&](double x) {
+    return opt.round_p_to_input_dtype ? double(cpu::round_to(p.dtype, float(x))) : x;
+  };
+
+  const int64_t items = int64_t(p.batch) * p.heads_kv;
+  cpu::parallel_for(items, cpu::worker_count(p.num_threads, items), [&](int64_t item, int) {
+    const int64_t b = item / p.heads_kv, hk = item % p.heads_kv;
+    const detail::Sequence& seq = p.seqs[size_t(b)];
+    const int64_t nk = seq.rows_k;
+    std::vector<double> kmat(size_t(nk * d)), vmat(size_t(nk * dv));
+    for (int64_t j = 0; j < nk; ++j) {
+      read_row(p.k, b, seq.k_start + j, hk, d, &kmat[size_t(j * d)]);
+      read_row(p.v, b, seq.k_start + j, hk, dv, &vmat[size_t(j * dv)]);
+    }
+    std::vector<double> q(static_cast<size_t>(d)), dO(static_cast<size_t>(dv)), s(static_cast<size_t>(nk)),
+        prob(static_cast<size_t>(nk)), dp(static_cast<size_t>(nk));
+    std::vector<char> kept(static_cast<size_t>(nk));
+    for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
+      for (int64_t i = 0; i < seq.rows_q; ++i) {
+        read_row(p.q, b, seq.q_start + i, h, d, q.data());
+        read_row(dout, b, seq.q_start + i, h, dv, dO.data());
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < nk; ++j) {
+          kept[size_t(j)] = oracle.keep(b, h, i, j);
+          if (!kept[size_t(j)]) continue;
+          double x = 0;
+          for (int64_t c = 0; c < d; ++c) x += q[size_t(c)] * kmat[size_t(j * d + c)];
+          x *= scale;
+          s[size_t(j)] = cap > 0 ? cap * std::tanh(x / cap) : x;
+          m = std::max(m, s[size_t(j)]);
+        }
+        if (m == -std::numeric_limits<double>::infinity()) continue;  // no kept key: no gradient
+        double sum = 0;
+        for (int64_t j = 0; j < nk; ++j) {
+          if (kept[size_t(j)]) sum += std::exp(s[size_t(j)] - m);
+        }
+        double D = 0;
+        for (int64_t j = 0; j < nk; ++j) {
+          if (!kept[size_t(j)]) continue;
+          prob[size_t(j)] = std::exp(s[size_t(j)] - m) / sum;
+          double acc = 0;
+          for (int64_t c = 0; c < dv; ++c) acc += dO[size_t(c)] * vmat[size_t(j * dv + c)];
+          dp[size_t(j)] = acc;
+          D += prob[size_t(j)] * acc;
+        }
+        double* dq = &r->dq[size_t((q_token(p, b, i) * p.heads_q + h) * d)];
+        for (int64_t j = 0; j < nk; ++j) {
+          if (!kept[size_t(j)]) continue;
+          const double pj = prob[size_t(j)];
+          double dx = pj * (dp[size_t(j)] - D);
+          if (cap > 0) dx *= 1.0 - (s[size_t(j)] / cap) * (s[size_t(j)] / cap);
+          dx = rounded(dx) * scale;
+          const double pr = rounded(pj);
+          const int64_t kt = k_token(p, b, j);
+          double* dk = &r->dk[size_t((kt * p.heads_kv + hk) * d)];
+          double* dvv = &r->dv[size_t((kt * p.heads_kv + hk) * dv)];
+          for (int64_t c = 0; c < d; ++c) {
+            dq[c] += dx * kmat[size_t(j * d + c)];
+            dk[c] += dx * q[size_t(c)];
+          }
+          for (int64_t c = 0; c < dv; ++c) dvv[c] += pr * dO[size_t(c)];
+        }
+      }
+    }
+  });
+}
+
+}  // namespace fastattn::reference

@@ -1,0 +1,107 @@
+#include "support/attn_case.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace fastattn::testing {
+
+std::string CaseSpec::describe() const {
+  std::ostringstream os;
+  os << dtype_name(dtype) << " b=" << batch << " s_q=" << seqlen_q << " s_k=" << seqlen_k
+     << " h_q=" << heads_q << " h_kv=" << heads_kv << " d=" << head_dim << " d_v=" << head_dim_v;
+  if (causal) os << " causal";
+  if (window_left != -1 || window_right != -1) os << " window=(" << window_left << "," << window_right << ")";
+  if (softcap > 0) os << " softcap=" << softcap;
+  if (scale == scale) os << " scale=" << scale;
+  if (pad) os << " pad=" << pad;
+  auto list = [&](const char* name, const std::vector<int>& v) {
+    if (v.empty()) return;
+    os << ' ' << name << "=[";
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? "," : "") << v[i];
+    os << ']';
+  };
+  list("lens_q", lens_q);
+  list("lens_k", lens_k);
+  list("used_q", used_q);
+  list("used_k", used_k);
+  return os.str();
+}
+
+AttnCase make_case(const CaseSpec& spec, Rng& rng) {
+  AttnCase c;
+  c.spec = spec;
+  const DType dt = spec.dtype;
+  const int pad = spec.pad;
+  if (spec.varlen()) {
+    c.spec.batch = int(spec.lens_q.size());
+    c.cu_q.assign(1, 0);
+    c.cu_k.assign(1, 0);
+    for (int n : spec.lens_q) c.cu_q.push_back(c.cu_q.back() + n);
+    for (int n : spec.lens_k) c.cu_k.push_back(c.cu_k.back() + n);
+    const int64_t tq = c.cu_q.back(), tk = c.cu_k.back();
+    c.q = HostTensor(dt, {tq, spec.heads_q, spec.head_dim}, pad);
+    c.k = HostTensor(dt, {tk, spec.heads_kv, spec.head_dim}, pad);
+    c.v = HostTensor(dt, {tk, spec.heads_kv, spec.head_dim_v}, pad);
+    c.out = HostTensor(dt, {tq, spec.heads_q, spec.head_dim_v}, pad);
+    c.dout = HostTensor(dt, {tq, spec.heads_q, spec.head_dim_v}, pad);
+    c.lse = HostTensor(DType::F32, {spec.heads_q, tq}, pad);
+  } else {
+    const int64_t b = spec.batch, sq = spec.seqlen_q, sk = spec.seqlen_k;
+    c.q = HostTensor(dt, {b, sq, spec.heads_q, spec.head_dim}, pad);
+    c.k = HostTensor(dt, {b, sk, spec.heads_kv, spec.head_dim}, pad);
+    c.v = HostTensor(dt, {b, sk, spec.heads_kv, spec.head_dim_v}, pad);
+    c.out = HostTensor(dt, {b, sq, spec.heads_q, spec.head_dim_v}, pad);
+    c.dout = HostTensor(dt, {b, sq, spec.heads_q, spec.head_dim_v}, pad);
+    c.lse = HostTensor(DType::F32, {b, spec.heads_q, sq}, pad);
+  }
+  // Gradients share the shapes (and padding) of their inputs.
+  auto like = [&](const HostTensor& t) {
+    std::vector<int64_t> shape(t.view().shape, t.view().shape + t.view().ndim);
+    return HostTensor(dt, shape, pad);
+  };
+  c.dq = like(c.q);
+  c.dk = like(c.k);
+  c.dv = like(c.v);
+  c.used_q.assign(spec.used_q.begin(), spec.used_q.end());
+  c.used_k.assign(spec.used_k.begin(), spec.used_k.end());
+
+  const float r = spec.input_range;
+  c.q.fill_uniform(rng, -r, r);
+  c.k.fill_uniform(rng, -r, r);
+  c.v.fill_uniform(rng, -r, r);
+  c.dout.fill_uniform(rng, -r, r);
+  c.poison_outputs();
+  return c;
+}
+
+void AttnCase::poison_outputs() {
+  for (HostTensor* t : {&out, &lse, &dq, &dk, &dv}) t->poison();
+}
+
+AttnArgs AttnCase::args(Backend backend) const {
+  AttnArgs a;
+  a.q = q.view();
+  a.k = k.view();
+  a.v = v.view();
+  a.out = out.view();
+  a.lse = lse.view();
+  if (spec.varlen()) {
+    a.cu_seqlens_q = {cu_q.data(), int64_t(cu_q.size())};
+    a.cu_seqlens_k = {cu_k.data(), int64_t(cu_k.size())};
+    for (size_t i = 0; i + 1 < cu_q.size(); ++i) {
+      a.max_seqlen_q = std::max(a.max_seqlen_q, cu_q[i + 1] - cu_q[i]);
+      a.max_seqlen_k = std::max(a.max_seqlen_k, cu_k[i + 1] - cu_k[i]);
+    }
+  }
+  if (!used_q.empty()) a.seqused_q = {used_q.data(), int64_t(used_q.size())};
+  if (!used_k.empty()) a.seqused_k = {used_k.data(), int64_t(used_k.size())};
+  a.softmax_scale = spec.scale;
+  a.causal = spec.causal;
+  a.window_left = spec.window_left;
+  a.window_right = spec.window_right;
+  a.softcap = spec.softcap;
+  a.backend = backend;
+  return a;
+}
+
+}  // namespace fastattn::testing

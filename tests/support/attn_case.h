@@ -1,0 +1,51 @@
+// One attention test problem on the host: a spec (shapes, masks, dtype, varlen lengths), fresh
+// random inputs, poisoned outputs and gradients, and the AttnArgs that point at them.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "fastattn/types.h"
+#include "support/host_tensor.h"
+#include "support/test_rng.h"
+
+namespace fastattn::testing {
+
+struct CaseSpec {
+  int batch = 1;
+  int seqlen_q = 16, seqlen_k = 16;  // fixed layout; ignored when lens_q is given
+  int heads_q = 1, heads_kv = 1;
+  int head_dim = 32, head_dim_v = 32;
+  DType dtype = DType::F32;
+  bool causal = false;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.0f;
+  float scale = std::numeric_limits<float>::quiet_NaN();
+  // Varlen when non-empty: per-sequence token counts (batch = lens_q.size()).
+  std::vector<int> lens_q, lens_k;
+  // Optional seqused (batch entries), in either layout.
+  std::vector<int> used_q, used_k;
+  int pad = 0;  // extra elements per row: non-contiguous token strides
+  float input_range = 1.0f;  // inputs uniform in [-range, range)
+
+  bool varlen() const { return !lens_q.empty(); }
+  std::string describe() const;
+};
+
+struct AttnCase {
+  CaseSpec spec;
+  HostTensor q, k, v, out, lse, dout, dq, dk, dv;
+  std::vector<int32_t> cu_q, cu_k, used_q, used_k;
+
+  // Args over this case's tensors for `backend` (index arrays and scalars from the spec).
+  AttnArgs args(Backend backend = Backend::CPU) const;
+  // NaN into out, lse, dq, dk, dv (inputs and dout untouched).
+  void poison_outputs();
+};
+
+// Allocates and fills a case: q, k, v, dout uniform in [-range, range) rounded to the dtype.
+AttnCase make_case(const CaseSpec& spec, Rng& rng);
+
+}  // namespace fastattn::testing
