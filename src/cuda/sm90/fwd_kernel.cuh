@@ -2,7 +2,8 @@
 // 2-stage smem ring with TMA; two consumer warpgroups each own 64 query rows and run
 //   S = Q K^T (SS-wgmma) -> keep-bit mask on partial tiles -> online softmax -> O += P V (RS-wgmma)
 // with IntraWG overlap: the QK^T of tile n and the PV of tile n-1 are in flight together, and the
-// softmax of tile n runs while PV(n-1) is still on the tensor cores.
+// softmax of tile n runs while PV(n-1) is still on the tensor cores; and InterWG ping-pong: the two
+// warpgroups take turns issuing their MMAs (named barriers), so one's softmax hides the other's GEMMs.
 #pragma once
 
 #include <cuda.h>
@@ -24,6 +25,8 @@
 namespace fastattn::sm90 {
 
 using cuda_backend::FwdParams;
+
+constexpr int kPingPongBar = 1;  // named barriers 1 and 2 (0 is __syncthreads)
 
 template <class Cfg>
 struct FwdSmem {
@@ -154,12 +157,23 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
   };
 
+  // Ping-pong: warpgroup w issues only after bar(w) opened, then opens the other's. Both run
+  // n_tiles + 1 issue phases; warpgroup 1 opens bar(0) once up front and skips its last opening,
+  // so every barrier sees as many arrivals as syncs.
   const int n_tiles = t.n_end - t.n_begin;
+  int phases_left = n_tiles + 1;
+  auto my_turn = [&]() { named_bar_sync(kPingPongBar + wg, 256); };
+  auto your_turn = [&]() {
+    if (--phases_left > 0 || wg == 0) named_bar_arrive(kPingPongBar + (1 - wg), 256);
+  };
   if (n_tiles > 0) {
+    if (wg == 1) named_bar_arrive(kPingPongBar, 256);
     mbar_wait(&sm.q_full, 0);
     PipeState<Cfg::kStages> ps;
     mbar_wait(&sm.k_full[0], 0);
+    my_turn();
     issue_qk(0);
+    your_turn();
     wgmma_wait<0>();
     fence_operands(s);
     release(&sm.k_empty[0]);
@@ -171,9 +185,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
       mbar_wait(&sm.k_full[ps.stage], ps.phase);
-      issue_qk(ps.stage);
       mbar_wait(&sm.v_full[prev.stage], prev.phase);
+      my_turn();
+      issue_qk(ps.stage);
       issue_pv(prev.stage);
+      your_turn();
       wgmma_wait<1>();  // S ready; PV(n+1) may still run
       fence_operands(s);
       release(&sm.k_empty[ps.stage]);
@@ -186,7 +202,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       scores_to_p();
     }
     mbar_wait(&sm.v_full[ps.stage], ps.phase);
+    my_turn();
     issue_pv(ps.stage);
+    your_turn();
     wgmma_wait<0>();
     fence_operands(o);
     release(&sm.v_empty[ps.stage]);
