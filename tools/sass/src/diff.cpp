@@ -49,7 +49,7 @@ std::vector<Row> opcode_rows(const Kernel& o, const Kernel& n, const DiffOptions
 }
 
 bool same_sass(const Kernel& o, const Kernel& n) {
-  if (o.code.size() != n.code.size()) return false;
+  if (o.histogram.by_opcode != n.histogram.by_opcode || o.code.size() != n.code.size()) return false;
   for (std::size_t i = 0; i < o.code.size(); ++i)
     if (o.code[i].low != n.code[i].low || o.code[i].high != n.code[i].high) return false;
   return true;

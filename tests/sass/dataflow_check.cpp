@@ -1,0 +1,92 @@
+#include "dataflow_check.h"
+
+#include <cctype>
+#include <cstdio>
+#include <set>
+
+namespace fastattn::sass {
+
+namespace {
+
+// Loads whose latency the hardware cannot fix, so ptxas must track them with a scoreboard.
+bool variable_latency_producer(const std::string& op) {
+  return op == "LDG" || op == "LDS" || op == "LDL" || op == "LDSM" || op == "MUFU" || op == "S2R" ||
+         op == "LDC";
+}
+
+bool ends_block(const Instruction& ins) {
+  const auto op = ins.opcode();
+  return op == "BRA" || op == "BRX" || op == "JMP" || op == "JMX" || op == "CALL" || op == "RET" ||
+         op == "EXIT" || op == "BSYNC" || op == "WARPSYNC";
+}
+
+int destination_width(const Instruction& ins) {
+  const auto& m = ins.mnemonic;
+  if (ins.opcode() == "LDSM") return m.find(".4") != std::string::npos ? 4 : m.find(".2") != std::string::npos ? 2 : 1;
+  if (m.find(".128") != std::string::npos) return 4;
+  if (m.find(".64") != std::string::npos) return 2;
+  return 1;
+}
+
+std::string describe(const Instruction& ins) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%04x ", ins.offset);
+  return b + ins.mnemonic;
+}
+
+}  // namespace
+
+std::vector<int> registers_named(const std::string& s) {
+  std::vector<int> regs;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const bool boundary = i == 0 || !(std::isalnum(static_cast<unsigned char>(s[i - 1])) || s[i - 1] == '_');
+    if (s[i] != 'R' || !boundary || i + 1 >= s.size() || !std::isdigit(static_cast<unsigned char>(s[i + 1])))
+      continue;
+    std::size_t j = i + 1;
+    int r = 0;
+    while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) r = r * 10 + (s[j++] - '0');
+    const int width = s.compare(j, 4, ".128") == 0 ? 4 : s.compare(j, 3, ".64") == 0 ? 2 : 1;
+    for (int w = 0; w < width; ++w) regs.push_back(r + w);
+    i = j - 1;
+  }
+  return regs;
+}
+
+DataflowReport check_load_waits(const std::vector<Instruction>& code, const Decoder& decode) {
+  std::set<std::uint32_t> targets;
+  for (const auto& ins : code)
+    if (const auto t = ins.branch_target()) targets.insert(*t);
+
+  DataflowReport rep;
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    const auto& p = code[i];
+    const int sb = decode(p.high).write_sb;
+    if (!variable_latency_producer(p.opcode()) || sb == kNoScoreboard) continue;
+    const auto first = registers_named(p.operands.substr(0, p.operands.find(',')));
+    if (first.size() != 1) continue;  // RZ or an address-only form: nothing to follow
+    std::set<int> dest;
+    for (int w = 0; w < destination_width(p); ++w) dest.insert(first[0] + w);
+
+    bool waited = false;
+    for (std::size_t j = i + 1; j < code.size(); ++j) {
+      const auto& c = code[j];
+      if (targets.count(c.offset)) break;
+      const auto cc = decode(c.high);
+      waited = waited || cc.waits_on(sb) ||
+               (c.opcode() == "DEPBAR" && c.operands.find("SB" + std::to_string(sb)) != std::string::npos);
+      bool touches = false;
+      for (int r : registers_named(c.operands)) touches = touches || dest.count(r);
+      if (touches) {
+        ++rep.checked;
+        if (!waited)
+          rep.violations.push_back(describe(p) + " W" + std::to_string(sb) + " -> " + describe(c) +
+                                   ": no wait on SB" + std::to_string(sb));
+        break;
+      }
+      if (ends_block(c)) break;
+    }
+  }
+  return rep;
+}
+
+}  // namespace fastattn::sass

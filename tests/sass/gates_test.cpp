@@ -1,0 +1,144 @@
+// Rules parsing, gate evaluation and the diff table on synthetic kernels.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "diff.h"
+#include "gates.h"
+#include "rules.h"
+
+namespace fastattn::sass {
+namespace {
+
+Kernel make(const std::string& demangled, const std::string& arch,
+            std::map<std::string, int> opcodes, int regs = 64) {
+  Kernel k;
+  k.name = "_Z_" + demangled;
+  k.demangled = demangled;
+  k.arch = arch;
+  k.resources.registers = regs;
+  for (const auto& [op, n] : opcodes) {
+    k.histogram.by_opcode[op] = n;
+    k.histogram.total += n;
+  }
+  return k;
+}
+
+const GateResult* find(const std::vector<GateResult>& rs, const std::string& kernel, int line) {
+  for (const auto& r : rs)
+    if (r.kernel->demangled == kernel && r.rule->line == line) return &r;
+  return nullptr;
+}
+
+constexpr const char* kRules =
+    "# comment\n"
+    "*       .                 no-local\n"
+    "sm_90a  (^|[^A-Za-z])attn require HGMMA except=combine\n"
+    "*       \\b(Causal|Local) max ISETP 10   # trailing comment\n"
+    "sm_80,sm_86 .             max-regs 128\n";
+
+TEST(Rules, ParsesEveryForm) {
+  const auto rules = parse_rules(kRules);
+  ASSERT_EQ(rules.size(), 4u);
+  EXPECT_EQ(rules[0].kind, CheckKind::NoLocal);
+  EXPECT_TRUE(rules[0].archs.empty());
+  EXPECT_EQ(rules[1].kind, CheckKind::Require);
+  EXPECT_EQ(rules[1].opcode, "HGMMA");
+  EXPECT_EQ(rules[1].except_pattern, "combine");
+  EXPECT_EQ(rules[2].kind, CheckKind::MaxCount);
+  EXPECT_EQ(rules[2].limit, 10);
+  EXPECT_EQ(rules[2].line, 4);
+  EXPECT_EQ(rules[3].archs, (std::vector<std::string>{"sm_80", "sm_86"}));
+}
+
+TEST(Rules, MalformedLinesNameTheLine) {
+  EXPECT_THROW(parse_rules("* . require\n"), RuleError);
+  EXPECT_THROW(parse_rules("* . max ISETP lots\n"), RuleError);
+  EXPECT_THROW(parse_rules("* ( no-local\n"), RuleError);
+  try {
+    parse_rules("\n\n* . frobnicate\n");
+    FAIL() << "expected RuleError";
+  } catch (const RuleError& e) {
+    EXPECT_NE(std::string(e.what()).find("line 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Rules, ArchKernelAndExceptMatching) {
+  const auto rules = parse_rules(kRules);
+  EXPECT_TRUE(rules[1].applies_to("sm_90a", "attn_fwd<Causal>"));
+  EXPECT_FALSE(rules[1].applies_to("sm_80", "attn_fwd<Causal>"));
+  EXPECT_FALSE(rules[1].applies_to("sm_90a", "fastattn::helper()"));  // 'attn' inside a word
+  EXPECT_FALSE(rules[1].applies_to("sm_90a", "attn_combine()"));
+  EXPECT_TRUE(rules[2].applies_to("sm_80", "fwd<fastattn::mask::Local>"));
+  EXPECT_FALSE(rules[2].applies_to("sm_80", "fwd<fastattn::mask::None>"));
+}
+
+TEST(Gates, PassAndFailWithNumbers) {
+  const auto rules = parse_rules(kRules);
+  std::vector<Kernel> ks = {
+      make("attn_fwd<Causal>", "sm_90a", {{"HGMMA", 64}, {"ISETP", 12}, {"R2P", 4}}),
+      make("attn_fwd_nomma", "sm_90a", {{"FFMA", 100}, {"LDL", 3}, {"STL", 2}}),
+      make("attn_fwd<None>", "sm_80", {{"HMMA", 32}}, 200),
+  };
+  ks[1].resources.spill_store_bytes = 8;
+  const auto rs = evaluate_gates(rules, ks);
+
+  const auto* isetp = find(rs, "attn_fwd<Causal>", 4);
+  ASSERT_NE(isetp, nullptr);
+  EXPECT_FALSE(isetp->passed);
+  EXPECT_EQ(isetp->detail, "ISETP=12 (allowed: <= 10)");
+
+  EXPECT_TRUE(find(rs, "attn_fwd<Causal>", 3)->passed);
+  EXPECT_TRUE(find(rs, "attn_fwd<Causal>", 2)->passed);
+  EXPECT_FALSE(find(rs, "attn_fwd_nomma", 3)->passed);
+  const auto* local = find(rs, "attn_fwd_nomma", 2);
+  EXPECT_FALSE(local->passed);
+  EXPECT_NE(local->detail.find("LDL=3 STL=2 spill stores=8 B"), std::string::npos) << local->detail;
+  EXPECT_EQ(find(rs, "attn_fwd<None>", 3), nullptr);  // HGMMA rule is sm_90a only
+  EXPECT_FALSE(find(rs, "attn_fwd<None>", 5)->passed);
+  EXPECT_EQ(find(rs, "attn_fwd<None>", 5)->detail, "registers=200 (budget: 128)");
+
+  std::ostringstream os;
+  EXPECT_EQ(print_gate_results(os, rs, ks.size(), false), 4);
+  EXPECT_NE(os.str().find("FAIL sm_90a attn_fwd_nomma"), std::string::npos);
+  EXPECT_EQ(os.str().find("PASS"), std::string::npos);
+  EXPECT_NE(os.str().find("3 kernels, 7 checks, 4 failed"), std::string::npos) << os.str();
+}
+
+TEST(Gates, NoKernelsPassesVacuously) {
+  std::ostringstream os;
+  EXPECT_EQ(print_gate_results(os, evaluate_gates(parse_rules(kRules), {}), 0, false), 0);
+}
+
+TEST(Diff, DeltaFormatsLikeSeed000) {
+  EXPECT_EQ(format_delta(3104, 3072, true), "-32 (-1%)");
+  EXPECT_EQ(format_delta(7296, 6217, true), "-1079 (-15%)");
+  EXPECT_EQ(format_delta(0, 24, false), "+24");
+  EXPECT_EQ(format_delta(70, 70, false), "0");
+  EXPECT_EQ(format_delta(0, 5, true), "+5");
+}
+
+TEST(Diff, TablePerKernelWithPinnedAndChangedOpcodes) {
+  const std::vector<Kernel> old_b = {
+      make("fwd<Causal>", "sm_90a", {{"R2P", 0}, {"FSEL", 200}, {"ISETP", 225}, {"SHF", 104}}),
+      make("gone", "sm_80", {{"FFMA", 1}})};
+  const std::vector<Kernel> new_b = {
+      make("fwd<Causal>", "sm_90a", {{"R2P", 24}, {"FSEL", 200}, {"ISETP", 22}, {"SHF", 105}}),
+      make("fresh", "sm_80", {{"FFMA", 1}})};
+  std::ostringstream os;
+  const int changed = print_diff(os, old_b, new_b, {{"R2P", "FSEL", "ISETP"}, false});
+  const std::string s = os.str();
+  EXPECT_EQ(changed, 3);
+  EXPECT_NE(s.find("| Metric | Old | New | Delta |"), std::string::npos);
+  EXPECT_NE(s.find("| Total instructions | 529 | 351 | -178 (-34%) |"), std::string::npos) << s;
+  EXPECT_NE(s.find("| R2P | 0 | 24 | +24 |"), std::string::npos);
+  EXPECT_NE(s.find("| FSEL | 200 | 200 | 0 |"), std::string::npos);  // pinned, unchanged
+  EXPECT_NE(s.find("| ISETP | 225 | 22 | -203 |"), std::string::npos);
+  EXPECT_NE(s.find("| SHF | 104 | 105 | +1 |"), std::string::npos);
+  EXPECT_LT(s.find("| R2P |"), s.find("| SHF |"));
+  EXPECT_NE(s.find("### removed: sm_80 gone"), std::string::npos);
+  EXPECT_NE(s.find("### added: sm_80 fresh"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace fastattn::sass
