@@ -1,0 +1,95 @@
+"""Benchmark outputs: results.json, results.md (TFLOPS per peer, ratio to the baseline) and
+results.png (TFLOPS vs seqlen, one panel per series, one line per peer)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+
+
+def write_json(path, meta, rows):
+    with open(path, "w") as f:
+        json.dump({"meta": meta, "results": rows}, f, indent=2)
+
+
+def _scale(meta):
+    """Unit and multiplier from TFLOPS: GFLOPS reads better for CPU runs."""
+    return ("GFLOPS", 1e3) if meta.get("unit") == "GFLOPS" else ("TFLOPS", 1.0)
+
+
+def _cell(result, mult):
+    if result.get("tflops") is not None:
+        value = result["tflops"] * mult
+        return f"{value:.1f}" if value >= 10 else f"{value:.3g}"
+    return "n/a"
+
+
+def markdown(meta, rows, peers, baseline):
+    """A table: one row per case, TFLOPS per peer, fastattn / baseline ratio; failures below."""
+    unit, mult = _scale(meta)
+    head = ["case"] + [f"{p} {unit}" for p in peers] + [f"fastattn / {baseline}"]
+    lines = [f"# fastattn forward benchmark ({meta['device']})", "",
+             f"{meta['date']} · torch {meta.get('torch') or 'absent'} · {meta['timing']} · "
+             f"{unit} = 4·b·h·d·(kept query-key pairs) / time", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    notes = []
+    for row in rows:
+        res = row["peers"]
+        ours, base = res.get("fastattn", {}).get("tflops"), res.get(baseline, {}).get("tflops")
+        ratio = f"{ours / base:.2f}" if ours and base else "n/a"
+        lines.append("| " + " | ".join([row["case"]["label"]] + [_cell(res.get(p, {}), mult) for p in peers]
+                                       + [ratio]) + " |")
+        for p in peers:
+            if res.get(p, {}).get("error"):
+                notes.append(f"- {row['case']['label']} · {p}: {res[p]['error']}")
+    if notes:
+        lines += ["", "Not measured (each peer's failure, as it reported it):", ""] + notes
+    return "\n".join(lines) + "\n"
+
+
+def plot(path, meta, rows, peers):
+    """TFLOPS vs seqlen per peer, one panel per series; returns False without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    unit, mult = _scale(meta)
+    series = {}
+    for row in rows:
+        series.setdefault(row["series"], []).append(row)
+    n = len(series)
+    cols = min(3, n)
+    nrows = math.ceil(n / cols)
+    fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.6 * nrows), squeeze=False)
+    for ax, (name, group) in zip(axes.flat, series.items()):
+        for peer in peers:
+            pts = [(r["case"]["s_k"], r["peers"].get(peer, {}).get("tflops")) for r in group]
+            pts = [(s, t * mult) for s, t in pts if t is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=peer)
+        ax.set_title(name, fontsize=9)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("seqlen")
+        ax.set_ylabel(unit)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_all(out_dir, meta, rows, peers, baseline):
+    """Writes the three files; returns their paths (the PNG only when matplotlib is present)."""
+    os.makedirs(out_dir, exist_ok=True)
+    paths = [os.path.join(out_dir, n) for n in ("results.json", "results.md", "results.png")]
+    write_json(paths[0], meta, rows)
+    with open(paths[1], "w") as f:
+        f.write(markdown(meta, rows, peers, baseline))
+    if not plot(paths[2], meta, rows, peers):
+        paths.pop()
+    return paths

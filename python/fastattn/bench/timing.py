@@ -1,0 +1,38 @@
+"""Median run time of a callable: CUDA events with an L2 flush before each run, or wall clock."""
+from __future__ import annotations
+
+import statistics
+import time
+
+
+def time_cuda(fn, torch, warmup=3, reps=20, flush_bytes=256 << 20):
+    """Median milliseconds of fn() by CUDA events; the L2 cache is flushed (a 256 MiB memset,
+    outside the timed interval) before every run so each run reads its inputs from HBM."""
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for start, end in zip(starts, ends):
+        flush.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def time_cpu(fn, warmup=1, reps=5, budget_s=2.0):
+    """Median milliseconds of fn() by wall clock; fewer reps when one run is slow."""
+    for _ in range(warmup):
+        t0 = time.perf_counter()
+        fn()
+        first = time.perf_counter() - t0
+    reps = max(1, min(reps, int(budget_s / max(first, 1e-9))))
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)

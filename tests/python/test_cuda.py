@@ -1,0 +1,164 @@
+"""GPU kernels through torch CUDA tensors. Skipped with the reason when there is no GPU, and
+per test when the build has no kernel for a case (NotImplementedError names what is missing)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: CUDA tests skipped")
+import fastattn  # noqa: E402
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device visible to torch: CUDA tests skipped", allow_module_level=True)
+if not fastattn.cuda_available():
+    pytest.skip("fastattn was built without CUDA kernels (or sees no device): CUDA tests skipped",
+                allow_module_level=True)
+
+import attn_reference as ref  # noqa: E402
+from checks import assert_close, assert_lse_close  # noqa: E402
+
+DTYPES = {"bf16": (torch.bfloat16, "bfloat16"), "f16": (torch.float16, np.float16)}
+
+
+def kernel_or_skip(fn, *args, **kw):
+    """fn(*args, **kw), or skip the test naming the kernel this build lacks."""
+    try:
+        return fn(*args, **kw)
+    except NotImplementedError as e:
+        pytest.skip(f"no GPU kernel for this case: {e}")
+
+
+def rand(rng, shape, dtype, requires_grad=False):
+    x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to("cuda", dtype)
+    return x.requires_grad_(requires_grad)
+
+
+def np64(x):
+    return x.detach().to("cpu", torch.float64).numpy()
+
+
+# (b, s_q, s_k, h, h_kv, d, causal, window, softcap)
+CASES = {
+    "dense_d64": (2, 256, 256, 4, 4, 64, False, (-1, -1), 0.0),
+    "causal_d128_odd": (1, 113, 113, 4, 4, 128, True, (-1, -1), 0.0),
+    "gqa_d128": (2, 300, 300, 8, 2, 128, False, (-1, -1), 0.0),
+    "causal_sq_lt_sk": (2, 77, 333, 4, 1, 128, True, (-1, -1), 0.0),
+    "causal_sq_gt_sk": (1, 257, 129, 2, 2, 64, True, (-1, -1), 0.0),
+    "local_d64": (2, 512, 512, 2, 2, 64, False, (64, 0), 0.0),
+    "local_two_sided": (1, 200, 260, 2, 1, 128, False, (17, 33), 0.0),
+    "softcap_d256": (1, 150, 150, 2, 2, 256, True, (-1, -1), 30.0),
+    "d96": (1, 129, 129, 2, 2, 96, False, (-1, -1), 0.0),
+    "d192": (1, 129, 200, 2, 2, 192, True, (-1, -1), 0.0),
+    "one_row": (4, 1, 1000, 4, 2, 128, True, (-1, -1), 0.0),
+}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", list(CASES))
+def test_forward(rng, case, dtype):
+    b, s_q, s_k, h, h_kv, d, causal, window, softcap = CASES[case]
+    tdt, rdt = DTYPES[dtype]
+    q, k, v = (rand(rng, (b, s, hh, d), tdt) for s, hh in ((s_q, h), (s_k, h_kv), (s_k, h_kv)))
+    out, lse = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=causal, window_size=window,
+                              softcap=softcap, return_attn_probs=True)
+    torch.cuda.synchronize()
+    kw = dict(causal=causal, window=window, softcap=softcap)
+    arrays = [np64(x) for x in (q, k, v)]
+    ref64, lse64 = ref.forward(*arrays, **kw)
+    lowp, _ = ref.forward(*arrays, dtype=rdt, **kw)
+    assert_close("out", np64(out), ref64, lowp, rdt)
+    assert_lse_close(np64(lse), lse64, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_varlen_forward(rng, dtype):
+    tdt, rdt = DTYPES[dtype]
+    lens_q, lens_k = [0, 130, 1, 257, 64], [10, 130, 0, 300, 64]
+    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lens_q)]), dtype=torch.int32, device="cuda")
+    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lens_k)]), dtype=torch.int32, device="cuda")
+    q = rand(rng, (sum(lens_q), 8, 128), tdt)
+    k, v = (rand(rng, (sum(lens_k), 2, 128), tdt) for _ in range(2))
+    out, lse = kernel_or_skip(fastattn.flash_attn_varlen_func, q, k, v, cu_q, cu_k, max(lens_q),
+                              max(lens_k), causal=True, return_attn_probs=True)
+    arrays = [np64(x) for x in (q, k, v)]
+    ref64, lse64 = ref.varlen_forward(*arrays, cu_q.cpu().numpy(), cu_k.cpu().numpy(), causal=True)
+    lowp, _ = ref.varlen_forward(*arrays, cu_q.cpu().numpy(), cu_k.cpu().numpy(), causal=True, dtype=rdt)
+    assert_close("out", np64(out), ref64, lowp, rdt)
+    assert_lse_close(np64(lse), lse64, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", ["gqa_d128", "causal_sq_lt_sk", "local_d64", "softcap_d256"])
+def test_backward(rng, case, dtype):
+    b, s_q, s_k, h, h_kv, d, causal, window, softcap = CASES[case]
+    tdt, rdt = DTYPES[dtype]
+    q, k, v = (rand(rng, (b, s, hh, d), tdt, True) for s, hh in ((s_q, h), (s_k, h_kv), (s_k, h_kv)))
+    dout = rand(rng, (b, s_q, h, d), tdt)
+    out = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=causal, window_size=window,
+                         softcap=softcap)
+    kernel_or_skip(out.backward, dout)
+    kw = dict(causal=causal, window=window, softcap=softcap)
+    arrays = [np64(x) for x in (q, k, v)]
+    exact = ref.backward(*arrays, np64(dout), **kw)
+    lowp = ref.backward(*arrays, np64(dout), dtype=rdt, **kw)
+    for name, got, r64, rlp in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), exact, lowp):
+        assert_close(name, np64(got), r64, rlp, rdt)
+
+
+def test_side_stream_and_cuda_graph(rng):
+    """Runs on the caller's stream, and replays inside a CUDA graph (no sync, no allocation)."""
+    q, k, v = (rand(rng, (2, 256, 4, 128), torch.bfloat16) for _ in range(3))
+    expect = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):  # warm-up on a side stream, as graph capture requires
+            got = fastattn.flash_attn_func(q, k, v, causal=True)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.testing.assert_close(got, expect, rtol=0, atol=0)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = fastattn.flash_attn_func(q, k, v, causal=True)
+    for _ in range(2):
+        for x in (q, k, v):
+            x.copy_(torch.randn_like(x))
+        graph.replay()
+        torch.testing.assert_close(static_out, fastattn.flash_attn_func(q, k, v, causal=True),
+                                   rtol=0, atol=0)
+
+
+def test_opcheck_cuda(rng):
+    q = rand(rng, (2, 128, 4, 128), torch.bfloat16)
+    k, v = (rand(rng, (2, 128, 2, 128), torch.bfloat16) for _ in range(2))
+    args = (q, k, v, None, None, None, None, 0, 0, 128 ** -0.5, True, -1, -1, 0.0)
+    kernel_or_skip(torch.ops.fastattn.fwd, *args)
+    torch.library.opcheck(torch.ops.fastattn.fwd.default, args,
+                          test_utils=("test_schema", "test_faketensor"))
+
+
+def test_compile_cuda(rng):
+    q = rand(rng, (2, 256, 8, 128), torch.bfloat16)
+    k, v = (rand(rng, (2, 256, 2, 128), torch.bfloat16) for _ in range(2))
+    expect = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=True)
+
+    def fn(q, k, v):
+        return fastattn.flash_attn_func(q * 2, k, v, causal=True) + 1
+
+    torch._dynamo.reset()
+    got = torch.compile(fn, fullgraph=True)(q, k, v)
+    torch.testing.assert_close(got, fastattn.flash_attn_func(q * 2, k, v, causal=True) + 1)
+    assert expect.shape == got.shape
+
+
+def test_sdpa_matches_torch_cuda(rng):
+    q = rand(rng, (2, 8, 256, 128), torch.float16)
+    k, v = (rand(rng, (2, 2, 256, 128), torch.float16) for _ in range(2))
+    ours = kernel_or_skip(fastattn.scaled_dot_product_attention, q, k, v, is_causal=True,
+                          enable_gqa=True)
+    theirs = torch.nn.functional.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), is_causal=True, enable_gqa=True)
+    torch.testing.assert_close(ours.double(), theirs, rtol=2e-3, atol=2e-3)
+
+
+def test_deterministic_is_refused_on_gpu(rng):
+    q = rand(rng, (1, 64, 2, 128), torch.bfloat16)
+    with pytest.raises(NotImplementedError, match="deterministic"):
+        fastattn.flash_attn_func(q, q, q, deterministic=True)
