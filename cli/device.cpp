@@ -116,10 +116,10 @@ std::vector<std::string> describe_cuda_devices() {
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
     cudaGetDeviceProperties(&p, i);
-    char line[256];
-    std::snprintf(line, sizeof line, "%d: %s, sm_%d%d, %d SMs, %.1f GiB", i, p.name, p.major,
-                  p.minor, p.multiProcessorCount, double(p.totalGlobalMem) / (1 << 30));
-    lines.push_back(line);
+    char rest[96];
+    std::snprintf(rest, sizeof rest, ", sm_%d%d, %d SMs, %.1f GiB", p.major, p.minor,
+                  p.multiProcessorCount, double(p.totalGlobalMem) / (1 << 30));
+    lines.push_back(std::to_string(i) + ": " + p.name + rest);
   }
   if (lines.empty()) lines.push_back("no CUDA device");
   return lines;
