@@ -232,7 +232,9 @@ def main():
         cells = []
         for p in peers:
             x = r["results"].get(p)
-            cells.append("-" if x is None else (f"{x['tflops']:.0f} ({x['ms']:.3f})" if "ms" in x else "err"))
+            wrong = r["results"].get("_maxdiff", {}).get(p, 0) > 0.1  # disagrees with ours and cuDNN
+            cells.append("-" if x is None else ("wrong output" if wrong else
+                         f"{x['tflops']:.0f} ({x['ms']:.3f})" if "ms" in x else "err"))
         ours, cud = r["results"].get("fastattn", {}), r["results"].get("sdpa-cudnn", {})
         ratio = f"{cud['ms'] / ours['ms']:.2f}" if "ms" in ours and "ms" in cud else "-"
         md = r["results"].get("_maxdiff", {})

@@ -14,6 +14,9 @@ struct FwdConfig {
   static constexpr int kQAtomBytes = kBlockM * 128;
   static constexpr int kKVAtomBytes = kBlockN * 128;
   static constexpr int kConsumerWarpgroups = 2;
+  // InterWG ping-pong pays where softmax is a large share of the loop (d <= 128: +5..20% on H100,
+  // 2026-11-21); at d = 256 with 64-wide KV tiles it cost up to 25% (docs/notes/fwd-sm90.md).
+  static constexpr bool kPingPong = D <= 128;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;

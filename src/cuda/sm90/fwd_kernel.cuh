@@ -162,12 +162,15 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   // so every barrier sees as many arrivals as syncs.
   const int n_tiles = t.n_end - t.n_begin;
   int phases_left = n_tiles + 1;
-  auto my_turn = [&]() { named_bar_sync(kPingPongBar + wg, 256); };
+  auto my_turn = [&]() {
+    if constexpr (Cfg::kPingPong) named_bar_sync(kPingPongBar + wg, 256);
+  };
   auto your_turn = [&]() {
-    if (--phases_left > 0 || wg == 0) named_bar_arrive(kPingPongBar + (1 - wg), 256);
+    if constexpr (Cfg::kPingPong)
+      if (--phases_left > 0 || wg == 0) named_bar_arrive(kPingPongBar + (1 - wg), 256);
   };
   if (n_tiles > 0) {
-    if (wg == 1) named_bar_arrive(kPingPongBar, 256);
+    if (Cfg::kPingPong && wg == 1) named_bar_arrive(kPingPongBar, 256);
     mbar_wait(&sm.q_full, 0);
     PipeState<Cfg::kStages> ps;
     mbar_wait(&sm.k_full[0], 0);
