@@ -144,10 +144,15 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     }
     const int n0 = n * N;
     if (!t.mask.tile_full(t.m0, t.m1, n0, N)) {
+#ifdef FASTATTN_MASK_PLAIN
+      cuda_backend::apply_window_plain<N, 0>(s, t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
+      cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col);
+#else
       cuda_backend::apply_keep_bits<N, 0>(
           s, cuda_backend::keep_bits(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
       cuda_backend::apply_keep_bits<N, 1>(
           s, cuda_backend::keep_bits(t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col));
+#endif
     }
   };
   auto scores_to_p = [&]() {
