@@ -21,6 +21,17 @@ HostTensor::HostTensor(DType dtype, std::vector<int64_t> shape, int64_t pad) {
   view_.data = storage_.data();
 }
 
+HostTensor::HostTensor(const HostTensor& other) : storage_(other.storage_), view_(other.view_) {
+  view_.data = storage_.data();
+}
+
+HostTensor& HostTensor::operator=(const HostTensor& other) {
+  storage_ = other.storage_;
+  view_ = other.view_;
+  view_.data = storage_.data();
+  return *this;
+}
+
 int64_t HostTensor::offset_of(int64_t flat) const {
   int64_t off = 0;
   for (int d = view_.ndim - 1; d >= 0; --d) {

@@ -20,6 +20,11 @@ class HostTensor {
   // Row-major shape; `pad` extra elements after every last-dim row make stride[ndim-2] larger
   // than the row (the last dim keeps unit stride).
   HostTensor(DType dtype, std::vector<int64_t> shape, int64_t pad = 0);
+  // Copies own their storage (the view points at the copy); moves keep the buffer.
+  HostTensor(const HostTensor& other);
+  HostTensor& operator=(const HostTensor& other);
+  HostTensor(HostTensor&&) noexcept = default;
+  HostTensor& operator=(HostTensor&&) noexcept = default;
 
   const Tensor& view() const { return view_; }
   int64_t numel() const { return view_.numel(); }
