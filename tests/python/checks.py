@@ -16,7 +16,8 @@ def assert_close(name, got, ref64, ref_lowp, dtype, floor=0.0):
     """FA3's rule, every element: max|got - ref| <= 2 max|lowp - ref| + one rounding step.
 
     NaN in ref64 marks elements that are not compared (e.g. varlen rows outside every sequence).
-    `floor` lifts the bound for float32, where the same-precision estimate can be exact.
+    `floor` (relative to max|ref|) lifts the bound for float32, where the numpy estimate sums
+    pairwise and so is more accurate than any kernel's sequential float32 accumulation.
     """
     got = np.asarray(got, dtype=np.float64)
     assert got.shape == ref64.shape, f"{name}: shape {got.shape} != {ref64.shape}"
@@ -25,7 +26,8 @@ def assert_close(name, got, ref64, ref_lowp, dtype, floor=0.0):
         return
     assert np.isfinite(got[valid]).all(), f"{name}: non-finite values where the reference is finite"
     lowp_err = float(np.max(np.abs(ref_lowp[valid] - ref64[valid])))
-    bound = 2 * lowp_err + rounding_step(dtype, ref64[valid]) + floor
+    magnitude = max(1.0, float(np.max(np.abs(ref64[valid]))))
+    bound = 2 * lowp_err + rounding_step(dtype, ref64[valid]) + floor * magnitude
     err = np.where(valid, np.abs(got - ref64), 0)
     worst = np.unravel_index(np.argmax(err), err.shape)
     assert err[worst] <= bound, (f"{name}: max error {err[worst]:.3g} at {worst} "
@@ -45,5 +47,5 @@ def assert_lse_close(got, ref64, rtol=1e-5):
     assert (err <= bound).all(), f"lse: max error {err.max():.3g}"
 
 
-FLOAT32_FLOOR = 2e-6
+FLOAT32_FLOOR = 1e-5  # ~80 float32 rounding steps; a wrong mask or scale errs by >1e-2
 
