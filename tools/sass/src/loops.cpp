@@ -1,10 +1,12 @@
 #include "loops.h"
 
+#include "opcode_family.h"
+
 namespace fastattn::sass {
 
 namespace {
 
-constexpr int kSpinWaitMaxInstructions = 8;
+constexpr int kPollingMaxInstructions = 8;
 
 bool polls(const Instruction& ins) {
   const auto op = ins.opcode();
@@ -24,9 +26,11 @@ std::vector<Loop> find_loops(const std::vector<Instruction>& code) {
       if (ins.offset < l.head || ins.offset > l.latch) continue;
       ++l.instructions;
       l.stall_cycles += ins.control.stall;
+      l.tensor_ops += opcode_family(ins.opcode()) == "tensor";
       has_poll = has_poll || polls(ins);
     }
-    l.spin_wait = has_poll && l.instructions <= kSpinWaitMaxInstructions;
+    if (br.mnemonic.find(".ANY") != std::string::npos) l.kind = LoopKind::Convergence;
+    else if (has_poll && l.instructions <= kPollingMaxInstructions) l.kind = LoopKind::Polling;
     loops.push_back(l);
   }
   // Two branches to the same head with the same latch are one loop seen twice: neither holds
@@ -38,7 +42,7 @@ std::vector<Loop> find_loops(const std::vector<Instruction>& code) {
   for (auto& a : loops) {
     for (const auto& b : loops) {
       if (holds(b, a)) ++a.depth;
-      if (holds(a, b)) a.innermost = false;
+      if (holds(a, b) && b.kind == LoopKind::Regular) a.innermost = false;
     }
   }
   return loops;
@@ -47,9 +51,9 @@ std::vector<Loop> find_loops(const std::vector<Instruction>& code) {
 std::optional<Loop> hottest_loop(const std::vector<Instruction>& code) {
   std::optional<Loop> best;
   for (const auto& l : find_loops(code)) {
-    if (!l.innermost || l.spin_wait) continue;
-    if (!best || l.depth > best->depth ||
-        (l.depth == best->depth && l.instructions > best->instructions))
+    if (!l.innermost || l.kind != LoopKind::Regular) continue;
+    if (!best || l.tensor_ops > best->tensor_ops ||
+        (l.tensor_ops == best->tensor_ops && l.instructions > best->instructions))
       best = l;
   }
   return best;

@@ -43,7 +43,7 @@ void print_report(std::ostream& os, const Kernel& k, const ReportOptions& opt) {
   if (const auto loop = hottest_loop(k.code)) {
     os << "   hot loop      /*" << hex_offset(loop->head) << "*/../*" << hex_offset(loop->latch)
        << "*/ " << loop->instructions << " instructions, " << loop->stall_cycles
-       << " stall cycles, depth " << loop->depth << "\n";
+       << " stall cycles, " << loop->tensor_ops << " tensor ops\n";
   } else {
     os << "   hot loop      none\n";
   }
