@@ -107,6 +107,14 @@ double time_ms(Device device, const std::function<Status()>& fn) {
 #endif
 }
 
+bool cuda_compiled_in() {
+#ifdef FASTATTN_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
 std::vector<std::string> describe_cuda_devices() {
 #ifdef FASTATTN_WITH_CUDA
   int n = 0;

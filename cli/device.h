@@ -39,6 +39,9 @@ class DeviceBuffer {
 // Throws std::runtime_error when fn fails, carrying its message.
 double time_ms(Device device, const std::function<Status()>& fn);
 
+// Whether this build has the CUDA runtime (FASTATTN_WITH_CUDA).
+bool cuda_compiled_in();
+
 // One line per CUDA device ("0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB"), or a reason.
 std::vector<std::string> describe_cuda_devices();
 std::string device_name(Device device);

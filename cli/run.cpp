@@ -102,10 +102,9 @@ std::optional<std::string> choose_device(const RunOptions& o, Device& device) {
   if (o.device) {
     device = *o.device;
     if (device == Device::CUDA && !cuda_available())
-      return std::string("--device cuda: ") +
-             (describe_cuda_devices().front().rfind("CUDA not compiled", 0) == 0
-                  ? "this build has no CUDA support"
-                  : "no usable CUDA device, or no kernels built for it");
+      return std::string("--device cuda: ") + (cuda_compiled_in()
+                                                   ? "no usable CUDA device, or no kernels built for it"
+                                                   : "this build has no CUDA support");
     return {};
   }
   device = Device::CPU;
