@@ -66,7 +66,8 @@ struct MaskSpec {
 //   causal keeps   j <= i + s_k - s_q;
 //   local keeps    i + s_k - s_q - window_left <= j <= i + s_k - s_q + window_right
 //                  (a window side of -1 is unbounded; causal is local with window_right = 0).
-// A query row that keeps no key gets out = 0 and lse = -inf.
+// A query row that keeps no key gets out = 0 and lse = -inf; rows past seqused_q are such rows
+// (and get dq = 0), keys past seqused_k get dk = dv = 0: every output element is written.
 struct AttnArgs {
   Tensor q, k, v, out;
   Tensor lse;  // optional for forward (not written if undefined); required for backward

@@ -34,7 +34,8 @@ struct BackwardF64 {
   std::vector<double> dq, dk, dv;
 };
 
-// Validates `args` (as the reference backend) and computes in float64.
+// Validates `args` (as the reference backend) and computes in float64. backward_f64 validates
+// like backward, so args.out and args.lse must be given (they are not read).
 Status forward_f64(const AttnArgs& args, ForwardF64* result, const Options& opt = {});
 Status backward_f64(const AttnArgs& args, const Tensor& dout, BackwardF64* result,
                     const Options& opt = {});
