@@ -108,6 +108,13 @@ class ForeignCpuArrays(NumpyArrays):
 
 
 _NUMPY = NumpyArrays()
+_TORCH = []  # the TorchArrays adapter, made on first use
+
+
+def _torch_arrays(torch):
+    if not _TORCH:
+        _TORCH.append(TorchArrays(torch))
+    return _TORCH[0]
 
 
 def torch_module():
@@ -121,7 +128,7 @@ def arrays_for(x, name="q"):
         return _NUMPY
     torch = torch_module()
     if torch is not None and isinstance(x, torch.Tensor):
-        return TorchArrays(torch)
+        return _torch_arrays(torch)
     module = type(x).__module__.split(".")[0]
     if module == "cupy":
         return CupyArrays(sys.modules["cupy"])
