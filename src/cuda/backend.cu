@@ -80,6 +80,10 @@ Status check_forward(const AttnArgs& a) {
   for (int i = 0; i + 1 < a.out.ndim; ++i)
     if (a.out.stride[i] % 2 != 0) return Status::Unsupported("out: the CUDA forward needs even strides");
   if (a.mask.kind != MaskKind::None) return Status::Unsupported("mask: the CUDA forward takes no MaskSpec yet");
+  // The grid is sized from max_seqlen_q; it cannot be derived without a device-to-host copy.
+  if (a.cu_seqlens_q.defined() && (a.max_seqlen_q <= 0 || a.max_seqlen_k <= 0))
+    return Status::Invalid(std::string(a.max_seqlen_q <= 0 ? "max_seqlen_q" : "max_seqlen_k") +
+                           ": the CUDA forward needs it > 0 for varlen (an upper bound of the sequence lengths)");
   return Status::Ok();
 }
 
