@@ -49,6 +49,9 @@ def test_quick_run_writes_table_json_and_plot(tmp_path):
     assert len(data["results"]) == len(cases)
     for row in data["results"]:
         assert row["peers"]["fastattn"]["tflops"] > 0
+        for name, result in row["peers"].items():  # every other peer computed the same attention
+            if name != "fastattn":
+                assert result["compared_to"] == "fastattn" and result["max_abs_diff"] < 1e-4
     table = (tmp_path / "results.md").read_text()
     assert "fastattn / " in table and table.count("\n| b1 ") == len(cases)
     png = tmp_path / "results.png"
@@ -70,6 +73,7 @@ def test_numpy_peer_and_failure_is_reported(tmp_path):
     rows = run_all(cases, table, "cpu", None, reps=1, log=lambda *_: None)
     assert rows[0]["peers"]["broken"] == {"error": "NotImplementedError: this peer cannot run"}
     assert rows[0]["peers"]["numpy"]["tflops"] > 0
+    assert rows[0]["peers"]["numpy"]["max_abs_diff"] < 1e-4
     meta = {"device": "cpu", "date": "today", "timing": "wall", "unit": "GFLOPS"}
     write_all(str(tmp_path), meta, rows, list(table), "numpy")
     md = (tmp_path / "results.md").read_text()

@@ -2,7 +2,7 @@
 
 A peer is a name and a `prepare(case, inputs)` that returns a no-argument callable running one
 forward, or raises (NotImplementedError for cases it cannot express); the runner records the
-failure and carries on.
+failure and carries on. Callables whose output is (b, h, s, d) carry `layout = "bhsd"`.
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def _sdpa_with(backend_name):
                 return sdpa(q, k, v, is_causal=case.causal, enable_gqa=gqa)
 
         run()  # raises here when the backend refuses the case
+        run.layout = "bhsd"
         return run
     return prepare
 
@@ -62,7 +63,11 @@ def _flex(case, x):
         block_mask = create_block_mask(keep, None, None, case.s_q, case.s_k, device=q.device)
     compiled = torch.compile(flex_attention, dynamic=False)
     gqa = case.h != case.h_kv
-    return lambda: compiled(q, k, v, block_mask=block_mask, enable_gqa=gqa)
+
+    def run():
+        return compiled(q, k, v, block_mask=block_mask, enable_gqa=gqa)
+    run.layout = "bhsd"
+    return run
 
 
 def _torch_cpu_sdpa(case, x):
@@ -72,7 +77,11 @@ def _torch_cpu_sdpa(case, x):
         raise NotImplementedError("torch SDPA cannot express this mask without attn_mask")
     q, k, v = x["bhsd"]
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    return lambda: sdpa(q, k, v, is_causal=case.causal, enable_gqa=case.h != case.h_kv)
+
+    def run():
+        return sdpa(q, k, v, is_causal=case.causal, enable_gqa=case.h != case.h_kv)
+    run.layout = "bhsd"
+    return run
 
 
 def _numpy(case, x):
@@ -89,6 +98,15 @@ def _numpy(case, x):
         p /= p.sum(axis=-1, keepdims=True)
         return np.einsum("bhij,bjhd->bihd", p, vv)
     return run
+
+
+def output_bshd(fn, out):
+    """fn's output as a float64 numpy (b, s, h, d) array, for comparing peers."""
+    if getattr(fn, "layout", "bshd") == "bhsd":
+        out = out.transpose(1, 2) if hasattr(out, "detach") else np.swapaxes(out, 1, 2)
+    if hasattr(out, "detach"):
+        out = out.detach().float().cpu().numpy()
+    return np.asarray(out, dtype=np.float64)
 
 
 def _keep_mask(case):

@@ -7,6 +7,9 @@ import math
 import os
 
 
+DISAGREE = 0.05  # max |out - first peer's out| above which a row is flagged (bf16 ~ 0.01)
+
+
 def write_json(path, meta, rows):
     with open(path, "w") as f:
         json.dump({"meta": meta, "results": rows}, f, indent=2)
@@ -40,10 +43,15 @@ def markdown(meta, rows, peers, baseline):
         lines.append("| " + " | ".join([row["case"]["label"]] + [_cell(res.get(p, {}), mult) for p in peers]
                                        + [ratio]) + " |")
         for p in peers:
-            if res.get(p, {}).get("error"):
-                notes.append(f"- {row['case']['label']} · {p}: {res[p]['error']}")
+            r = res.get(p, {})
+            if r.get("error"):
+                notes.append(f"- {row['case']['label']} · {p}: {r['error']}")
+            elif r.get("max_abs_diff", 0) > DISAGREE:
+                notes.append(f"- {row['case']['label']} · {p}: max |out - {r['compared_to']}| = "
+                             f"{r['max_abs_diff']:.3g}")
     if notes:
-        lines += ["", "Not measured (each peer's failure, as it reported it):", ""] + notes
+        lines += ["", f"Failures, and outputs that differ by more than {DISAGREE} "
+                  "(the max |difference| to the first peer is in results.json):", ""] + notes
     return "\n".join(lines) + "\n"
 
 
