@@ -21,11 +21,15 @@ const std::vector<std::string> kFixtures = {"spill_fixture.o", "attn_no_hgmma_sm
 
 std::vector<Kernel> load(const std::string& file) { return load_kernels(kDir + "/" + file); }
 
-std::vector<Kernel> all_kernels() {
-  std::vector<Kernel> all;
-  for (const auto& f : kFixtures)
-    for (auto& k : load(f)) all.push_back(std::move(k));
-  for (auto& k : load_kernels(FASTATTN_SASS_LIBRARY)) all.push_back(std::move(k));
+// Loaded once per process: disassembling the library takes seconds.
+const std::vector<Kernel>& all_kernels() {
+  static const std::vector<Kernel> all = [] {
+    std::vector<Kernel> ks;
+    for (const auto& f : kFixtures)
+      for (auto& k : load(f)) ks.push_back(std::move(k));
+    for (auto& k : load_kernels(FASTATTN_SASS_LIBRARY)) ks.push_back(std::move(k));
+    return ks;
+  }();
   return all;
 }
 
@@ -159,7 +163,7 @@ TEST(Decoder, PaddingNopsAreTheDocumentedWord) {
 }
 
 TEST(Library, EveryKernelHasCodeForABuiltArch) {
-  for (const auto& k : load_kernels(FASTATTN_SASS_LIBRARY)) {
+  for (const auto& k : all_kernels()) {
     EXPECT_FALSE(k.code.empty()) << k.key();
     EXPECT_TRUE(k.arch == "sm_80" || k.arch == "sm_90a") << k.key();
   }
