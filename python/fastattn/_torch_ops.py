@@ -5,7 +5,6 @@ current CUDA stream, so they run under torch.compile(fullgraph=True) and inside 
 Varlen index arrays on CUDA are not validated inside the ops (validation would copy them to the
 host, a sync); the caller vouches for cu_seqlens/seqused there. On the CPU they are validated.
 """
-from __future__ import annotations
 
 from typing import Optional, Tuple
 
