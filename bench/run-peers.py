@@ -139,6 +139,17 @@ def cases(preset):
     return out
 
 
+def causal_mod(b, h, qi, kj):
+    return qi >= kj
+
+
+def window_mod(left):
+    """Sliding window (left, 0): keys in [i - left, i]."""
+    def mod(b, h, qi, kj):
+        return (qi >= kj) & (qi - kj <= left)
+    return mod
+
+
 def peers_for(c, fa):
     b, s, h, hkv, d, dt = c["b"], c["s"], c["h"], c["hkv"], c["d"], c["dtype"]
     q = torch.randn(b, s, h, d, device="cuda", dtype=dt)
@@ -158,15 +169,10 @@ def peers_for(c, fa):
                     return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
             fns[name] = run
     if FLEX is not None and (d == 128 or window != (-1, -1)):
-        wl = window[0]
-
-        def mask_mod(bb, hh, qi, kj):
-            keep = kj <= qi if (causal or window[1] == 0) else kj >= 0
-            if wl >= 0:
-                keep = keep & (qi - kj <= wl)
-            return keep
-        if causal or window != (-1, -1):
-            bm = create_block_mask(mask_mod, None, None, s, s, device="cuda")
+        if causal and window == (-1, -1):
+            bm = create_block_mask(causal_mod, None, None, s, s, device="cuda")
+        elif window != (-1, -1):
+            bm = create_block_mask(window_mod(window[0]), None, None, s, s, device="cuda")
         else:
             bm = None
         kf, vf = (x[:, ::h // hkv] for x in (kt, vt)) if gqa else (kt, vt)
