@@ -14,7 +14,7 @@ from ._arrays import arrays_for, same_kind
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "reference": 3}
 
 
-def _window(window_size):
+def window_pair(window_size):
     """(left, right) as two ints; -1 means unbounded on that side."""
     try:
         left, right = window_size
@@ -23,11 +23,19 @@ def _window(window_size):
         raise ValueError(f"window_size: expected a pair (left, right) of ints, got {window_size!r}") from None
 
 
-def _check_rank(x, name, varlen):
+def check_rank(x, name, varlen):
     want = 3 if varlen else 4
     layout = "(total_tokens, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)"
     if len(x.shape) != want:
         raise ValueError(f"{name}: expected {want} dimensions {layout}, got shape {tuple(x.shape)}")
+
+
+def resolve_scale(softmax_scale, head_dim):
+    """softmax_scale as a float, 1/sqrt(head_dim) when None; ValueError unless finite."""
+    scale = head_dim ** -0.5 if softmax_scale is None else float(softmax_scale)
+    if not math.isfinite(scale):
+        raise ValueError(f"softmax_scale: expected a finite number, got {softmax_scale!r}")
+    return scale
 
 
 def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,
@@ -37,10 +45,8 @@ def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
     """The extension's Options for one call (scale defaults to 1/sqrt(head_dim))."""
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {backend!r}")
-    scale = head_dim ** -0.5 if softmax_scale is None else float(softmax_scale)
-    if not math.isfinite(scale):
-        raise ValueError(f"softmax_scale: expected a finite number, got {softmax_scale!r}")
-    left, right = _window(window_size)
+    scale = resolve_scale(softmax_scale, head_dim)
+    left, right = window_pair(window_size)
     return _C.Options(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
                       seqused_k=seqused_k, max_seqlen_q=int(max_seqlen_q),
                       max_seqlen_k=int(max_seqlen_k), softmax_scale=scale, causal=bool(causal),
@@ -67,7 +73,7 @@ def forward(q, k, v, **kw):
                                           ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
     for name, x in (("q", q), ("k", k), ("v", v)):
-        _check_rank(x, name, varlen)
+        check_rank(x, name, varlen)
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
     kw.update(_index_arrays(xs, kw))
     opts = make_options(head_dim=q.shape[-1], **kw)
@@ -87,7 +93,7 @@ def backward(dout, q, k, v, out, lse, **kw):
     same_kind(xs, [("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
     for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout)):
-        _check_rank(x, name, varlen)
+        check_rank(x, name, varlen)
     dout, q, k, v, out = (xs.unit_last(x) for x in (dout, q, k, v, out))
     lse = xs.unit_last(lse)
     kw.update(_index_arrays(xs, kw))

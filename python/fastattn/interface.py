@@ -17,8 +17,8 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
     import torch
 
     max_seqlens = [m if isinstance(m, (int, torch.SymInt)) else operator.index(m) for m in max_seqlens]
-    left, right = _core._window(window_size)
-    scale = q.shape[-1] ** -0.5 if softmax_scale is None else float(softmax_scale)
+    left, right = _core.window_pair(window_size)
+    scale = _core.resolve_scale(softmax_scale, q.shape[-1])
     return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal),
                                   left, right, float(softcap))
 
@@ -42,7 +42,7 @@ def attention(q, k, v, index_arrays=(None, None, None, None), max_seqlens=(0, 0)
                 raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
         varlen = index_arrays[0] is not None or index_arrays[1] is not None
         for name, x in (("q", q), ("k", k), ("v", v)):
-            _core._check_rank(x, name, varlen)
+            _core.check_rank(x, name, varlen)
         return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
                           softcap)
     cu_q, cu_k, used_q, used_k = index_arrays

@@ -212,3 +212,13 @@ def test_compile_fullgraph_matches_eager(rng, backend):
     torch.testing.assert_close(loss, eager)
     for g, x in zip(grads, args[:3]):
         torch.testing.assert_close(g, x.grad)
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf")])
+def test_non_finite_scale_is_refused(rng, scale):
+    """NaN means "default scale" inside the C ABI: it must never get there from a user value."""
+    q = rand(rng, (1, 8, 2, 32), torch.float32)
+    with pytest.raises(ValueError, match="^softmax_scale"):
+        fastattn.flash_attn_func(q, q, q, softmax_scale=scale)
+    with pytest.raises(ValueError, match="^scale"):
+        fastattn.scaled_dot_product_attention(q, q, q, scale=scale)
