@@ -61,6 +61,7 @@ def _flex(case, x):
     block_mask = None
     if case.mask != "full":
         block_mask = create_block_mask(keep, None, None, case.s_q, case.s_k, device=q.device)
+    _allow_recompiles(torch)
     compiled = torch.compile(flex_attention, dynamic=False)
     gqa = case.h != case.h_kv
 
@@ -68,6 +69,15 @@ def _flex(case, x):
         return compiled(q, k, v, block_mask=block_mask, enable_gqa=gqa)
     run.layout = "bhsd"
     return run
+
+
+def _allow_recompiles(torch, limit=256):
+    """Each case recompiles flex_attention (new shapes and mask); past dynamo's default limit (8)
+    it would silently run uncompiled, so raise the limit for the benchmark."""
+    config = torch._dynamo.config
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(config, name):
+            setattr(config, name, max(getattr(config, name), limit))
 
 
 def _torch_cpu_sdpa(case, x):
