@@ -3,6 +3,9 @@
 # The repository root, whatever the caller's working directory.
 FASTATTN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
+# pip: a distribution's Python (PEP 668) may be installed into here; no nagging in logs.
+export PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
+
 log() { printf '==> %s\n' "$*"; }
 
 # nvcc is often installed without being on PATH.
