@@ -7,7 +7,6 @@
 #include <stdexcept>
 
 #include "cpu/half.h"
-#include "fastattn/fastattn.h"
 #include "flops.h"
 #include "reference/reference.h"
 
