@@ -48,13 +48,15 @@ def rs(n, ptx_t):
 '''
 
 
-def dispatch(kind, ns, args, call):
+def dispatch(kind, ns, call_args):
+    """Wgmma<kind><T, N>::run, one specialisation per (dtype, N), forwarding to the wrapper."""
     out = []
     for ptx_t, ctype in DTYPES.items():
         for n in ns:
+            args = call_args.format(n // 2)
             out.append(f"template <> struct Wgmma{kind}<{ctype}, {n}> {{\n"
                        f"  static __device__ __forceinline__ void run({args}) {{\n"
-                       f"    wgmma_{kind.lower()}_m64n{n}k16_{ptx_t}({call});\n  }}\n}};\n")
+                       f"    wgmma_{kind.lower()}_m64n{n}k16_{ptx_t}(d, a, b, acc);\n  }}\n}};\n")
     return "".join(out)
 
 
@@ -66,26 +68,10 @@ def main():
         parts += [ss(n, ptx_t) for n in SS_N]
         parts += [rs(n, ptx_t) for n in RS_N]
     parts.append("\ntemplate <class T, int N> struct WgmmaSS;\ntemplate <class T, int N> struct WgmmaRS;\n\n")
-    parts.append(dispatch("SS", SS_N, "float (&d)[N / 2], uint64_t a, uint64_t b, int acc", "d, a, b, acc")
-                 .replace("[N / 2]", "[{}]").replace("N / 2", ""))
-    text = "".join(parts)
-    # fill the per-N array extent in the dispatch specialisations
-    fixed = []
-    for line in text.splitlines(keepends=True):
-        fixed.append(line)
-    text = "".join(fixed)
-    rs_disp = dispatch("RS", RS_N, "float (&d)[{}], const uint32_t (&a)[4], uint64_t b, int acc", "d, a, b, acc")
-    text += rs_disp
-    # replace the {} extent placeholders with N/2 of each specialisation
-    out_lines, cur_n = [], None
-    for line in text.splitlines(keepends=True):
-        if line.startswith("template <> struct Wgmma"):
-            cur_n = int(line.split(",")[1].split(">")[0])
-        if "[{}]" in line and cur_n is not None:
-            line = line.replace("[{}]", f"[{cur_n // 2}]")
-        out_lines.append(line)
+    parts.append(dispatch("SS", SS_N, "float (&d)[{}], uint64_t a, uint64_t b, int acc"))
+    parts.append(dispatch("RS", RS_N, "float (&d)[{}], const uint32_t (&a)[4], uint64_t b, int acc"))
     dst = pathlib.Path(__file__).resolve().parents[2] / "src/cuda/sm90/prim/wgmma_ops.inc"
-    dst.write_text("".join(out_lines))
+    dst.write_text("".join(parts))
     print("wrote", dst)
 
 

@@ -13,6 +13,7 @@
 #include "reference/canonical_layout.h"
 #include "reference/mask_oracle.h"
 #include "reference/reference.h"
+#include "reference/score_row.h"
 
 namespace fastattn::reference {
 
@@ -45,16 +46,7 @@ void backward_f64(const detail::Problem& p, const detail::Operand& dout, Backwar
       for (int64_t i = 0; i < seq.rows_q; ++i) {
         read_row(p.q, b, seq.q_start + i, h, d, q.data());
         read_row(dout, b, seq.q_start + i, h, dv, dO.data());
-        double m = -std::numeric_limits<double>::infinity();
-        for (int64_t j = 0; j < nk; ++j) {
-          kept[size_t(j)] = oracle.keep(b, h, i, j);
-          if (!kept[size_t(j)]) continue;
-          double x = 0;
-          for (int64_t c = 0; c < d; ++c) x += q[size_t(c)] * kmat[size_t(j * d + c)];
-          x *= scale;
-          s[size_t(j)] = cap > 0 ? cap * std::tanh(x / cap) : x;
-          m = std::max(m, s[size_t(j)]);
-        }
+        const double m = score_row(oracle, b, h, i, nk, d, q.data(), kmat, scale, cap, s, kept);
         if (m == -std::numeric_limits<double>::infinity()) continue;  // no kept key: no gradient
         double sum = 0;
         for (int64_t j = 0; j < nk; ++j) {

@@ -9,6 +9,7 @@
 #include "reference/canonical_layout.h"
 #include "reference/mask_oracle.h"
 #include "reference/reference.h"
+#include "reference/score_row.h"
 
 namespace fastattn::reference {
 
@@ -32,16 +33,7 @@ void forward_f64(const detail::Problem& p, ForwardF64* r, const Options& opt) {
     std::vector<char> kept(size_t(seq.rows_k));
     for (int64_t i = 0; i < seq.rows_q; ++i) {
       read_row(p.q, b, seq.q_start + i, h, d, q.data());
-      double m = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < seq.rows_k; ++j) {
-        kept[size_t(j)] = oracle.keep(b, h, i, j);
-        if (!kept[size_t(j)]) continue;
-        double x = 0;
-        for (int64_t c = 0; c < d; ++c) x += q[size_t(c)] * kmat[size_t(j * d + c)];
-        x *= scale;
-        s[size_t(j)] = cap > 0 ? cap * std::tanh(x / cap) : x;
-        m = std::max(m, s[size_t(j)]);
-      }
+      const double m = score_row(oracle, b, h, i, seq.rows_k, d, q.data(), kmat, scale, cap, s, kept);
       if (m == -std::numeric_limits<double>::infinity()) continue;  // no kept key: 0 / -inf
       double sum = 0;
       double* o = &r->out[size_t((q_token(p, b, i) * p.heads_q + h) * dv)];

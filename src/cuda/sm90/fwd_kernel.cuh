@@ -80,21 +80,20 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   for (int a = 0; a < Cfg::kAtoms; ++a)
     tma_load_4d(sm.q + a * Cfg::kQAtomBytes, tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head,
                 t.seq.batch_coord, &sm.q_full);
+  // One K or V tile into ring slot `stage`, once the consumers have released that slot.
+  auto load_tile = [&](const CUtensorMap* map, uint8_t* dst, uint64_t* empty, uint64_t* full, uint32_t phase,
+                       int row) {
+    mbar_wait(empty, phase ^ 1);
+    mbar_expect_tx(full, Cfg::kAtoms * Cfg::kKVAtomBytes);
+#pragma unroll
+    for (int a = 0; a < Cfg::kAtoms; ++a)
+      tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, row, t.kv_head, t.seq.batch_coord, full);
+  };
   PipeState<Cfg::kStages> ps;
   for (int n = t.n_end - 1; n >= t.n_begin; --n, ps.advance()) {
     const int row = t.seq.k_offset + n * Cfg::kBlockN;
-    mbar_wait(&sm.k_empty[ps.stage], ps.phase ^ 1);
-    mbar_expect_tx(&sm.k_full[ps.stage], Cfg::kAtoms * Cfg::kKVAtomBytes);
-#pragma unroll
-    for (int a = 0; a < Cfg::kAtoms; ++a)
-      tma_load_4d(sm.k[ps.stage] + a * Cfg::kKVAtomBytes, tk, a * kAtomCols, row, t.kv_head,
-                  t.seq.batch_coord, &sm.k_full[ps.stage]);
-    mbar_wait(&sm.v_empty[ps.stage], ps.phase ^ 1);
-    mbar_expect_tx(&sm.v_full[ps.stage], Cfg::kAtoms * Cfg::kKVAtomBytes);
-#pragma unroll
-    for (int a = 0; a < Cfg::kAtoms; ++a)
-      tma_load_4d(sm.v[ps.stage] + a * Cfg::kKVAtomBytes, tv, a * kAtomCols, row, t.kv_head,
-                  t.seq.batch_coord, &sm.v_full[ps.stage]);
+    load_tile(tk, sm.k[ps.stage], &sm.k_empty[ps.stage], &sm.k_full[ps.stage], ps.phase, row);
+    load_tile(tv, sm.v[ps.stage], &sm.v_empty[ps.stage], &sm.v_full[ps.stage], ps.phase, row);
   }
 }
 

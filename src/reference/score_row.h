@@ -1,0 +1,33 @@
+// The scores of one query row, shared by the float64 forward and backward: for every key j,
+// kept[j] = keep(b, h, i, j) and, where kept, s[j] = softcap(scale * q . k_j).
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "reference/mask_oracle.h"
+
+namespace fastattn::reference {
+
+// `kmat` holds the sequence's keys row-major (nk, d). Returns the row max over kept keys, -inf
+// when the row keeps none.
+inline double score_row(const MaskOracle& oracle, int64_t b, int64_t h, int64_t i, int64_t nk, int64_t d,
+                        const double* q, const std::vector<double>& kmat, double scale, double cap,
+                        std::vector<double>& s, std::vector<char>& kept) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < nk; ++j) {
+    kept[size_t(j)] = oracle.keep(b, h, i, j);
+    if (!kept[size_t(j)]) continue;
+    double x = 0;
+    for (int64_t c = 0; c < d; ++c) x += q[c] * kmat[size_t(j * d + c)];
+    x *= scale;
+    s[size_t(j)] = cap > 0 ? cap * std::tanh(x / cap) : x;
+    m = std::max(m, s[size_t(j)]);
+  }
+  return m;
+}
+
+}  // namespace fastattn::reference
