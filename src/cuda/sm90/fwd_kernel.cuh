@@ -16,6 +16,7 @@
 #include "cuda/common/seqlen.cuh"
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/mask/window_mask.cuh"
+#include "cuda/prof/loop_probes.cuh"
 #include "cuda/sm90/fwd_config.h"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
@@ -114,6 +115,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   uint32_t pf[N / 16][4];
   cuda_backend::OnlineSoftmax<N> softmax;
   float alpha[2];
+  prof::LoopProbe probe(p, wg);  // empty unless FASTATTN_LOOP_PROBES (issue #6)
 
   auto issue_qk = [&](int stage) {
     wgmma_fence();
@@ -189,24 +191,33 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     scores_to_p();
 
     for (int n = t.n_end - 2; n >= t.n_begin; --n) {
+      probe.mark(prof::kIterBegin);
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
       mbar_wait(&sm.k_full[ps.stage], ps.phase);
       mbar_wait(&sm.v_full[prev.stage], prev.phase);
+      probe.mark(prof::kTilesReady);
       my_turn();
+      probe.mark(prof::kTurnTaken);
       issue_qk(ps.stage);
       issue_pv(prev.stage);
       your_turn();
+      probe.mark(prof::kIssued);
       wgmma_wait<1>();  // S ready; PV(n+1) may still run
       fence_operands(s);
+      probe.mark(prof::kScoresReady);
       release(&sm.k_empty[ps.stage]);
       shape_scores(n);
+      probe.mark(prof::kMasked);
       softmax.step(s, p.scale_log2, alpha);
+      probe.mark(prof::kSoftmaxDone);
       wgmma_wait<0>();
       fence_operands(o);
+      probe.mark(prof::kPvDone);
       release(&sm.v_empty[prev.stage]);
       cuda_backend::scale_rows<D>(o, alpha);
       scores_to_p();
+      probe.mark(prof::kIterEnd);
     }
     mbar_wait(&sm.v_full[ps.stage], ps.phase);
     my_turn();
@@ -240,6 +251,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     if (p.lse != nullptr && quad_col == 0)
       p.lse[b_off * p.lse_stride_b + int64_t(t.head) * p.lse_stride_h + (t.seq.q_offset + r) * p.lse_stride_s] = lse[h];
   }
+  probe.mark(prof::kEpilogueEnd);
+  probe.finish();
 }
 
 template <class T, class Cfg>
