@@ -132,6 +132,11 @@ Status forward(const AttnArgs& a, float scale, void* stream) {
   p.window_left = a.window_left;
   p.window_right = a.causal ? 0 : a.window_right;
   p.m_blocks = (p.seqlen_q + 127) / 128;
+  const int64_t tiles = int64_t(p.m_blocks) * p.heads_q * p.batch;
+  if (tiles > INT32_MAX) return Status::Unsupported("q: more than 2^31 tiles of 128 rows x heads x batch");
+  p.tiles = int(tiles);
+  p.batch_heads = p.heads_q * p.batch;
+  p.heavy_first = p.window_left < 0 && p.window_right >= 0;  // causal: work grows with the m-block
 
   const int d = int(a.q.shape[qd - 1]);
   auto s = static_cast<cudaStream_t>(stream);

@@ -3,6 +3,8 @@
 // strided inputs. Each case also runs twice and must be bitwise identical.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "fwd_case.h"
 
 namespace fastattn::gputest {
@@ -125,6 +127,40 @@ TEST_F(Sm90Fwd, Varlen) {
   c.wl = 20;
   c.wr = 10;
   run_fwd_case(c);
+}
+
+// The grid is persistent; on a 132-SM H100 the cases above mostly give each CTA one tile. Capping
+// the grid at 3 CTAs makes every CTA walk many tiles of different lengths (causal, windows, empty
+// and short sequences), which checks the Q-buffer and K/V-ring hand-over between tiles.
+TEST_F(Sm90Fwd, PersistentManyTilesPerCta) {
+  struct CapGuard {
+    CapGuard() { setenv("FASTATTN_MAX_CTAS", "3", 1); }
+    ~CapGuard() { unsetenv("FASTATTN_MAX_CTAS"); }
+  } cap;
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      FwdCase c = base(d == 64 ? DType::F16 : DType::BF16, d, 700, 650);
+      c.batch = 2;
+      c.hq = 4;
+      c.hkv = 2;
+      c.causal = causal;
+      run_fwd_case(c);
+    }
+  FwdCase local = base(DType::BF16, 128, 600, 600);
+  local.wl = 64;
+  local.wr = 0;
+  local.hq = 3;
+  local.hkv = 1;
+  run_fwd_case(local);
+  for (bool causal : {false, true}) {
+    FwdCase c = base(DType::BF16, 128, 0, 0);
+    c.lens_q = {17, 0, 300, 1, 128, 0, 513};
+    c.lens_k = {40, 5, 300, 0, 129, 0, 500};
+    c.hq = 4;
+    c.hkv = 2;
+    c.causal = causal;
+    run_fwd_case(c);
+  }
 }
 
 }  // namespace

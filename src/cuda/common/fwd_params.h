@@ -28,6 +28,9 @@ struct FwdParams {
   int window_left = -1;       // -1 = unbounded; causal is window_right = 0
   int window_right = -1;
   int m_blocks = 0;           // q tiles per (batch, head) over seqlen_q
+  int batch_heads = 0;        // batch * heads_q
+  int tiles = 0;              // m_blocks * batch_heads: the persistent grid's work list
+  int heavy_first = 0;        // visit tiles longest first (causal); see sched/tile_order.cuh
 };
 
 }  // namespace fastattn::cuda_backend

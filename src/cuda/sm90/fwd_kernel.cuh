@@ -4,6 +4,8 @@
 // with IntraWG overlap: the QK^T of tile n and the PV of tile n-1 are in flight together, and the
 // softmax of tile n runs while PV(n-1) is still on the tensor cores; and InterWG ping-pong: the two
 // warpgroups take turns issuing their MMAs (named barriers), so one's softmax hides the other's GEMMs.
+// The grid is persistent (one CTA per SM): each CTA walks a static list of tiles (tile_order.cuh),
+// and the producer loads the next tile's Q and K/V while the consumers finish the current one.
 #pragma once
 
 #include <cuda.h>
@@ -14,6 +16,7 @@
 #include "cuda/common/fwd_params.h"
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/seqlen.cuh"
+#include "cuda/sched/tile_order.cuh"
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/mask/window_mask.cuh"
 #include "cuda/prof/loop_probes.cuh"
@@ -34,7 +37,7 @@ struct FwdSmem {
   alignas(1024) uint8_t q[Cfg::kAtoms * Cfg::kQAtomBytes];
   alignas(1024) uint8_t k[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
   alignas(1024) uint8_t v[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
-  uint64_t q_full;
+  uint64_t q_full, q_empty;  // q_empty: both consumer warpgroups issued their last QK of a tile
   uint64_t k_full[Cfg::kStages], v_full[Cfg::kStages];
   uint64_t k_empty[Cfg::kStages], v_empty[Cfg::kStages];
 };
@@ -60,22 +63,24 @@ struct FwdTile {
 };
 
 template <class Cfg>
-__device__ __forceinline__ FwdTile make_tile(const FwdParams& p) {
-  const int b = blockIdx.z, head = blockIdx.y;
-  const int m_block = p.m_blocks - 1 - blockIdx.x;  // longest causal rows first
-  cuda_backend::SeqInfo seq(p, b);
+__device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
+  const cuda_backend::TileCoord c = cuda_backend::tile_coord(p, id);
+  cuda_backend::SeqInfo seq(p, c.batch);
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.window_left, p.window_right};
-  FwdTile t{seq, mask, head, head / p.q_per_kv, m_block * Cfg::kBlockM, 0, 0, 0};
+  FwdTile t{seq, mask, c.head, c.head / p.q_per_kv, c.m_block * Cfg::kBlockM, 0, 0, 0};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
   if (t.m0 < t.m1) mask.tile_range(t.m0, t.m1, Cfg::kBlockN, t.n_begin, t.n_end);
   return t;
 }
 
-// Producer: Q once, then K and V of each visible tile, last tile first (the partial ones come
-// first, so masking work overlaps with the later full tiles).
+// Producer, one tile: Q (once the consumers are done with the previous tile's), then K and V of
+// each visible KV tile, last first (the partial ones come first, so masking work overlaps with the
+// later full tiles). `ps` and `q_phase` carry the ring and Q-buffer state from tile to tile.
 template <class Cfg>
 __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, const CUtensorMap* tq,
-                                        const CUtensorMap* tk, const CUtensorMap* tv) {
+                                        const CUtensorMap* tk, const CUtensorMap* tv,
+                                        PipeState<Cfg::kStages>& ps, uint32_t q_phase) {
+  mbar_wait(&sm.q_empty, q_phase ^ 1);
   mbar_expect_tx(&sm.q_full, Cfg::kAtoms * Cfg::kQAtomBytes);
 #pragma unroll
   for (int a = 0; a < Cfg::kAtoms; ++a)
@@ -90,18 +95,18 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     for (int a = 0; a < Cfg::kAtoms; ++a)
       tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, row, t.kv_head, t.seq.batch_coord, full);
   };
-  PipeState<Cfg::kStages> ps;
   for (int n = t.n_end - 1; n >= t.n_begin; --n, ps.advance()) {
     const int row = t.seq.k_offset + n * Cfg::kBlockN;
-    load_tile(tk, sm.k[ps.stage], &sm.k_empty[ps.stage], &sm.k_full[ps.stage], ps.phase, row);
-    load_tile(tv, sm.v[ps.stage], &sm.v_empty[ps.stage], &sm.v_full[ps.stage], ps.phase, row);
+    load_tile(tk, sm.k[ps.stage()], &sm.k_empty[ps.stage()], &sm.k_full[ps.stage()], ps.phase(), row);
+    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row);
   }
 }
 
-// One consumer warpgroup: 64 query rows against every visible KV tile, then the epilogue.
+// One consumer warpgroup, one tile: 64 query rows against every visible KV tile, then the
+// epilogue. `ps` (ring slot of the tile's first K/V) and `q_phase` match the producer's.
 template <class T, class Cfg>
 __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, const FwdParams& p,
-                                        int wg) {
+                                        int wg, PipeState<Cfg::kStages>& ps, uint32_t q_phase) {
   constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
   const int quad_col = lane % 4;
@@ -177,15 +182,14 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   };
   if (n_tiles > 0) {
     if (Cfg::kPingPong && wg == 1) named_bar_arrive(kPingPongBar, 256);
-    mbar_wait(&sm.q_full, 0);
-    PipeState<Cfg::kStages> ps;
-    mbar_wait(&sm.k_full[0], 0);
+    mbar_wait(&sm.q_full, q_phase);
+    mbar_wait(&sm.k_full[ps.stage()], ps.phase());
     my_turn();
-    issue_qk(0);
+    issue_qk(ps.stage());
     your_turn();
     wgmma_wait<0>();
     fence_operands(s);
-    release(&sm.k_empty[0]);
+    release(&sm.k_empty[ps.stage()]);
     shape_scores(t.n_end - 1);
     softmax.step(s, p.scale_log2, alpha);
     scores_to_p();
@@ -194,19 +198,19 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       probe.mark(prof::kIterBegin);
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
-      mbar_wait(&sm.k_full[ps.stage], ps.phase);
-      mbar_wait(&sm.v_full[prev.stage], prev.phase);
+      mbar_wait(&sm.k_full[ps.stage()], ps.phase());
+      mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       probe.mark(prof::kTilesReady);
       my_turn();
       probe.mark(prof::kTurnTaken);
-      issue_qk(ps.stage);
-      issue_pv(prev.stage);
+      issue_qk(ps.stage());
+      issue_pv(prev.stage());
       your_turn();
       probe.mark(prof::kIssued);
       wgmma_wait<1>();  // S ready; PV(n+1) may still run
       fence_operands(s);
       probe.mark(prof::kScoresReady);
-      release(&sm.k_empty[ps.stage]);
+      release(&sm.k_empty[ps.stage()]);
       shape_scores(n);
       probe.mark(prof::kMasked);
       softmax.step(s, p.scale_log2, alpha);
@@ -214,18 +218,20 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       wgmma_wait<0>();
       fence_operands(o);
       probe.mark(prof::kPvDone);
-      release(&sm.v_empty[prev.stage]);
+      release(&sm.v_empty[prev.stage()]);
       cuda_backend::scale_rows<D>(o, alpha);
       scores_to_p();
       probe.mark(prof::kIterEnd);
     }
-    mbar_wait(&sm.v_full[ps.stage], ps.phase);
+    release(&sm.q_empty);  // every QK of this tile is done: the producer may load the next Q
+    mbar_wait(&sm.v_full[ps.stage()], ps.phase());
     my_turn();
-    issue_pv(ps.stage);
+    issue_pv(ps.stage());
     your_turn();
     wgmma_wait<0>();
     fence_operands(o);
-    release(&sm.v_empty[ps.stage]);
+    release(&sm.v_empty[ps.stage()]);
+    ps.advance();
   }
 
   // Epilogue: normalise, store O (rows past the sequence end are dropped) and LSE.
@@ -263,15 +269,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto& sm = *reinterpret_cast<FwdSmem<Cfg>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
 
-  const FwdTile t = make_tile<Cfg>(p);
-  if (t.m0 >= t.seq.rows_q) return;  // whole CTA: this q tile is past the sequence end
-
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
     mbar_init(&sm.q_full, 1);
+    mbar_init(&sm.q_empty, 4 * Cfg::kConsumerWarpgroups);
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.k_full[s], 1);
@@ -283,12 +287,27 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
 
+  // Both roles walk the same tiles; tiles past a sequence's end are skipped, and tiles that see no
+  // key (empty window, s_k = 0) load nothing: the consumers only write their zero output and -inf LSE.
+  PipeState<Cfg::kStages> ps;
+  uint32_t q_phase = 0;
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
-    if (warp == 0 && threadIdx.x == 0 && t.n_end > t.n_begin) produce<Cfg>(sm, t, &tq, &tk, &tv);
+    if (threadIdx.x != 0) return;
+    for (int id = blockIdx.x; id < p.tiles; id += gridDim.x) {
+      const FwdTile t = make_tile<Cfg>(p, id);
+      if (t.m0 >= t.seq.rows_q || t.n_end <= t.n_begin) continue;
+      produce<Cfg>(sm, t, &tq, &tk, &tv, ps, q_phase);
+      q_phase ^= 1;
+    }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    consume<T, Cfg>(sm, t, p, warp / 4 - 1);
+    for (int id = blockIdx.x; id < p.tiles; id += gridDim.x) {
+      const FwdTile t = make_tile<Cfg>(p, id);
+      if (t.m0 >= t.seq.rows_q) continue;
+      consume<T, Cfg>(sm, t, p, warp / 4 - 1, ps, q_phase);
+      if (t.n_end > t.n_begin) q_phase ^= 1;
+    }
   }
 }
 

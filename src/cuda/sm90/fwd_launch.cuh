@@ -8,6 +8,7 @@
 #include "cuda/common/fwd_params.h"
 #include "cuda/sm90/fwd_kernel.cuh"
 #include "cuda/sm90/fwd_api.h"
+#include "cuda/device_info.h"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
@@ -28,9 +29,12 @@ Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
     if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
     attr_set = true;
   }
-  dim3 grid(p.m_blocks, p.heads_q, p.batch);
-  if (p.m_blocks == 0 || p.batch == 0) return Status::Ok();
-  kernel<<<grid, Cfg::kThreads, smem, stream>>>(tq, tk, tv, p);
+  if (p.tiles == 0) return Status::Ok();
+  // Persistent: one CTA per SM (smem allows no second), each walks its share of the tiles.
+  int ctas = 0;
+  st = cuda_backend::persistent_grid(p.tiles, &ctas);
+  if (!st.ok()) return st;
+  kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();

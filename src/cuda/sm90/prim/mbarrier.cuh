@@ -28,17 +28,15 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// (stage, phase) of a ring of S slots; the phase flips each time the ring wraps.
+// (stage, phase) of a ring of S slots; the phase flips each time the ring wraps. Kept as one
+// counter (stage = count % S, phase = count / S parity): a persistent kernel carries it across
+// tiles, and one register instead of two is what keeps d = 256 free of spills.
 template <int S>
 struct PipeState {
-  int stage = 0;
-  uint32_t phase = 0;
-  __device__ __forceinline__ void advance() {
-    if (++stage == S) {
-      stage = 0;
-      phase ^= 1;
-    }
-  }
+  uint32_t count = 0;
+  __device__ __forceinline__ int stage() const { return int(count % S); }
+  __device__ __forceinline__ uint32_t phase() const { return (count / S) & 1u; }
+  __device__ __forceinline__ void advance() { ++count; }
 };
 
 }  // namespace fastattn::sm90
