@@ -18,22 +18,35 @@ __device__ __forceinline__ int thread_cols_below(int limit, int t) {
   return 2 * (x >> 3) + min(x & 7, 2);
 }
 
-__device__ __forceinline__ uint32_t low_bits(int n) { return n >= 32 ? 0xffffffffu : ((1u << n) - 1u); }
+__device__ __forceinline__ uint32_t low_bits(int n) { return n >= 32 ? 0xffffffffu : ((1u << max(n, 0)) - 1u); }
+
+// This thread's keep-bits of one row of an N-column tile: N/4 columns, one bit each, in 32-bit words
+// (two when N > 128; ptxas still emits R2P per word).
+template <int N>
+struct KeepBits {
+  static constexpr int kWords = (N / 4 + 31) / 32;
+  uint32_t w[kWords];
+};
 
 // Keep-bits of this thread's columns for the tile-local window [lo, hi).
-__device__ __forceinline__ uint32_t keep_bits(int lo, int hi, int t) {
-  return low_bits(thread_cols_below(hi, t)) & ~low_bits(thread_cols_below(lo, t));
+template <int N>
+__device__ __forceinline__ KeepBits<N> keep_bits(int lo, int hi, int t) {
+  const int below_lo = thread_cols_below(lo, t), below_hi = thread_cols_below(hi, t);
+  KeepBits<N> kb;
+#pragma unroll
+  for (int i = 0; i < KeepBits<N>::kWords; ++i)
+    kb.w[i] = low_bits(below_hi - 32 * i) & ~low_bits(below_lo - 32 * i);
+  return kb;
 }
 
 // Sets masked scores of row half `h` (rows g and g + 8) to -inf. Acc has N/2 floats laid out as
 // acc[4*j + 2*h + e]; bit k = 2*j + e of `keep` says whether that element survives.
 template <int N, int H>
-__device__ __forceinline__ void apply_keep_bits(float (&acc)[N / 2], uint32_t keep) {
-  static_assert(N / 4 <= 32, "one keep word covers at most 32 columns per thread");
+__device__ __forceinline__ void apply_keep_bits(float (&acc)[N / 2], const KeepBits<N>& keep) {
 #pragma unroll
   for (int k = 0; k < N / 4; ++k) {
     const int idx = 4 * (k >> 1) + 2 * H + (k & 1);
-    acc[idx] = (keep >> k) & 1u ? acc[idx] : -INFINITY;
+    acc[idx] = (keep.w[k / 32] >> (k % 32)) & 1u ? acc[idx] : -INFINITY;
   }
 }
 

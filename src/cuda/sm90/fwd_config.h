@@ -8,8 +8,10 @@ template <int D>
 struct FwdConfig {
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = 128;                // two consumer warpgroups x 64 rows
-  // d > 128: 80 keys keep S + O + P within 240 registers and K + V (2 stages) + Q within 227 KB.
-  static constexpr int kBlockN = D <= 128 ? 128 : 80;
+  // d = 64: 192 keys per tile (fewer row reductions, O rescales and barrier hand-offs per score;
+  // FA3's choice too). d > 128: 80 keys keep S + O + P within 240 registers and K + V (2 stages)
+  // + Q within 227 KB.
+  static constexpr int kBlockN = D <= 64 ? 192 : D <= 128 ? 128 : 80;
   static constexpr int kStages = 2;                  // K/V smem ring depth
   static constexpr int kAtoms = (D + 63) / 64;       // 64-column swizzle atoms per row
   static constexpr int kQAtomBytes = kBlockM * 128;

@@ -155,9 +155,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col);
 #else
       cuda_backend::apply_keep_bits<N, 0>(
-          s, cuda_backend::keep_bits(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
       cuda_backend::apply_keep_bits<N, 1>(
-          s, cuda_backend::keep_bits(t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col));
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col));
 #endif
     }
   };
@@ -294,7 +294,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x != 0) return;
-    for (int id = blockIdx.x; id < p.tiles; id += gridDim.x) {
+    for (int r = 0; r * cuda_backend::cta_count() < p.tiles; ++r) {
+      const int id = cuda_backend::tile_of_round(r, cuda_backend::cta_index(), cuda_backend::cta_count());
+      if (id >= p.tiles) continue;
       const FwdTile t = make_tile<Cfg>(p, id);
       if (t.m0 >= t.seq.rows_q || t.n_end <= t.n_begin) continue;
       produce<Cfg>(sm, t, &tq, &tk, &tv, ps, q_phase);
@@ -302,7 +304,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    for (int id = blockIdx.x; id < p.tiles; id += gridDim.x) {
+    for (int r = 0; r * cuda_backend::cta_count() < p.tiles; ++r) {
+      const int id = cuda_backend::tile_of_round(r, cuda_backend::cta_index(), cuda_backend::cta_count());
+      if (id >= p.tiles) continue;
       const FwdTile t = make_tile<Cfg>(p, id);
       if (t.m0 >= t.seq.rows_q) continue;
       consume<T, Cfg>(sm, t, p, warp / 4 - 1, ps, q_phase);
