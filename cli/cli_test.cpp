@@ -9,6 +9,8 @@
 #include "flops.h"
 #include "options.h"
 #include "problem.h"
+#include "profile.h"
+#include "profile_report.h"
 #include "reference/reference.h"
 
 namespace fastattn::cli {
@@ -126,6 +128,67 @@ TEST(Options, DefaultProblemIsCausalUnlessAWindowIsGiven) {
   ASSERT_FALSE(parse_run_options({"--window", "8,8"}, w));
   ASSERT_FALSE(resolve_defaults(w, Device::CPU));
   EXPECT_FALSE(*w.causal);
+}
+
+TEST(Profile, TakesItsFlagsAndLeavesTheProblemFlags) {
+  std::vector<std::string> args = {"--seqlen", "512", "--out=d", "--trace-block", "3,1,2", "--no-pv-sync",
+                                   "--trace-skip", "1", "--dtype", "fp16", "--no-plot"};
+  ProfileOptions p;
+  ASSERT_FALSE(take_profile_flags(args, p));
+  EXPECT_EQ(args, (std::vector<std::string>{"--seqlen", "512", "--dtype", "fp16"}));
+  EXPECT_EQ(p.out_dir, "d");
+  EXPECT_EQ(p.request.trace_block[0], 3);
+  EXPECT_EQ(p.request.trace_block[2], 2);
+  EXPECT_EQ(p.request.trace_skip, 1);
+  EXPECT_FALSE(p.request.pv_sync);
+  EXPECT_FALSE(p.plot);
+  std::vector<std::string> bad = {"--trace-block", "1,x,2"};
+  EXPECT_EQ(take_profile_flags(bad, p).value_or(""), "--trace-block: expected X,Y,Z (e.g. 0,0,0), got '1,x,2'");
+  std::vector<std::string> missing = {"--out"};
+  EXPECT_EQ(take_profile_flags(missing, p).value_or(""), "--out: missing value");
+}
+
+// Totals of 10 iterations over 2 tiles: every loop slot's share, the per-tile slots apart.
+TEST(Profile, RegionAveragesAndTable) {
+  prof::ProbeRun run;
+  run.ran = true;
+  run.output_identical = true;
+  for (int wg = 0; wg < 2; ++wg) {
+    run.buffer.totals.iterations[wg] = 10;
+    run.buffer.totals.tiles[wg] = 2;
+    for (int s = prof::kTilesReady; s <= prof::kIterEnd; ++s) run.buffer.totals.cycles[wg][s] = 1000 * (wg + 1);
+    run.buffer.totals.cycles[wg][prof::kSoftmaxDone] = 12000;  // softmax: 1200 per iteration
+    run.buffer.totals.cycles[wg][prof::kSlotPrologue] = 5000;  // 2500 per tile
+  }
+  const WarpgroupRegions w = warpgroup_regions(run.buffer.totals, 0);
+  EXPECT_DOUBLE_EQ(w.per_slot[prof::kSoftmaxDone], 1200);
+  EXPECT_DOUBLE_EQ(w.per_slot[prof::kSlotPrologue], 2500);
+  EXPECT_DOUBLE_EQ(w.iteration, 7 * 100 + 1200);
+  const std::string t = region_table(run, "pipeline");
+  EXPECT_NE(t.find("online softmax"), std::string::npos) << t;
+  EXPECT_NE(t.find("63.2%"), std::string::npos) << t;  // 1200 / 1900
+  EXPECT_NE(t.find("iteration total"), std::string::npos);
+  EXPECT_EQ(t.find("moved up"), std::string::npos);  // no PV-sync row without PV-sync cycles
+  EXPECT_NE(t.find("bitwise identical"), std::string::npos);
+  const std::string md = region_table_markdown(run, "pipeline");
+  EXPECT_NE(md.find("| online softmax | 1200 | 63.2% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| **iteration total** | **1900** | 100% |"), std::string::npos) << md;
+}
+
+// Without a GPU (or without probed kernels) profile must stop with exit 3 and say why.
+TEST(Profile, SaysWhyItCannotRun) {
+#ifdef FASTATTN_WITH_PROFILE
+  if (cuda_available() && prof::probed_kernel_built(DType::BF16, 128)) GTEST_SKIP() << "this machine can profile";
+#endif
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(profile_command({"--seqlen", "256", "--no-plot", "--out", testing::TempDir() + "/fa-profile"}), 3);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(err.find("no usable CUDA device") != std::string::npos ||
+              err.find("this build has no probed kernels") != std::string::npos)
+      << err;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(profile_command({"--device", "cpu"}), 2);
+  EXPECT_NE(testing::internal::GetCapturedStderr().find("profile runs the CUDA kernels only"), std::string::npos);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <thread>
 
 #include "cpu/half.h"
@@ -84,6 +85,19 @@ AttnArgs make_args(const RunOptions& o, Device device, void* q, void* k, void* v
   if (o.scale) a.softmax_scale = *o.scale;
   a.num_threads = o.threads;
   return a;
+}
+
+std::string describe_problem(const RunOptions& o) {
+  char buf[256];
+  int n = std::snprintf(buf, sizeof buf, "b=%lld s_q=%lld s_k=%lld h=%lld h_kv=%lld d=%lld d_v=%lld %s%s",
+                        (long long)o.batch, (long long)o.seqlen, (long long)o.seqlen_k, (long long)o.heads,
+                        (long long)o.kv_heads, (long long)o.dim, (long long)o.dim_v, dtype_name(o.dtype),
+                        o.causal.value_or(false) ? " causal" : "");
+  if (o.window_set && n > 0 && size_t(n) < sizeof buf)
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), " window=%lld,%lld", (long long)o.window_left,
+                       (long long)o.window_right);
+  if (o.softcap > 0 && n > 0 && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), " softcap=%g", o.softcap);
+  return buf;
 }
 
 DeviceProblem upload(const RunOptions& o, Device device, const HostInputs& in) {

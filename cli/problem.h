@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "device.h"
@@ -30,6 +31,9 @@ struct DeviceProblem {
   Tensor dout_t, dq_t, dk_t, dv_t;
 };
 DeviceProblem upload(const RunOptions& o, Device device, const HostInputs& in);
+
+// "b=4 s_q=4096 s_k=4096 h=32 h_kv=8 d=128 d_v=128 bf16 causal" (+ window, softcap when set).
+std::string describe_problem(const RunOptions& o);
 
 // Contiguous (batch, rows, heads, dim) tensors over `data`: q-like ones have the query heads
 // (q, out, dout, dq), kv-like ones the key/value heads (k, v, dk, dv).

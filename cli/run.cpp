@@ -161,13 +161,7 @@ int run_command(const std::vector<std::string>& args) {
   const double fwd_flops = forward_flops(o.batch, o.heads, o.dim, o.dim_v, rule);
   const double kept = double(kept_pairs(rule)) / (double(o.seqlen) * double(o.seqlen_k));
   std::printf("fastattn %s | %s\n", version(), device_name(device).c_str());
-  std::printf("problem   b=%lld s_q=%lld s_k=%lld h=%lld h_kv=%lld d=%lld d_v=%lld %s%s",
-              (long long)o.batch, (long long)o.seqlen, (long long)o.seqlen_k, (long long)o.heads,
-              (long long)o.kv_heads, (long long)o.dim, (long long)o.dim_v, dtype_flag(o.dtype),
-              *o.causal ? " causal" : "");
-  if (o.window_set) std::printf(" window=%lld,%lld", (long long)o.window_left, (long long)o.window_right);
-  if (o.softcap > 0) std::printf(" softcap=%g", o.softcap);
-  std::printf(" (%.1f%% of pairs kept)\n", 100 * kept);
+  std::printf("problem   %s (%.1f%% of pairs kept)\n", describe_problem(o).c_str(), 100 * kept);
   std::fflush(stdout);
 
   Progress progress(o.quiet);

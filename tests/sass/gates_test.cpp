@@ -105,6 +105,44 @@ TEST(Gates, PassAndFailWithNumbers) {
   EXPECT_NE(os.str().find("3 kernels, 7 checks, 4 failed"), std::string::npos) << os.str();
 }
 
+// The clock-read rules of the profiling build (issue #6): operands, not opcodes, tell a clock read
+// (CS2R R8, SR_CLOCKLO) from a register zeroing (CS2R R4, SRZ).
+TEST(Gates, OperandRules) {
+  const auto rules = parse_rules(
+      "* . forbid-operand SR_CLOCK\n"
+      "* probed require-operand SR_CLOCK\n");
+  ASSERT_EQ(rules.size(), 2u);
+  EXPECT_EQ(rules[0].kind, CheckKind::ForbidOperand);
+  EXPECT_EQ(rules[1].kind, CheckKind::RequireOperand);
+  EXPECT_EQ(rules[1].operand_pattern, "SR_CLOCK");
+  EXPECT_THROW(parse_rules("* . forbid-operand\n"), RuleError);
+  EXPECT_THROW(parse_rules("* . require-operand (\n"), RuleError);
+
+  auto with_code = [](const std::string& name, std::vector<std::pair<std::string, std::string>> code) {
+    Kernel k = make(name, "sm_90a", {});
+    for (size_t i = 0; i < code.size(); ++i) {
+      Instruction ins;
+      ins.offset = uint32_t(16 * i);
+      ins.mnemonic = code[i].first;
+      ins.operands = code[i].second;
+      k.code.push_back(ins);
+    }
+    return k;
+  };
+  const std::vector<Kernel> ks = {
+      with_code("fwd_default", {{"CS2R", "R4, SRZ"}, {"FFMA", "R1, R2, R3, R4"}}),
+      with_code("fwd_probed", {{"CS2R", "R4, SRZ"}, {"CS2R", "R8, SR_CLOCKLO"}, {"S2UR", "UR4, SR_CLOCKLO"}}),
+  };
+  const auto rs = evaluate_gates(rules, ks);
+  EXPECT_TRUE(find(rs, "fwd_default", 1)->passed);
+  EXPECT_EQ(find(rs, "fwd_default", 2), nullptr);
+  const auto* forbid = find(rs, "fwd_probed", 1);
+  EXPECT_FALSE(forbid->passed);
+  EXPECT_EQ(forbid->detail,
+            "instructions with operands matching /SR_CLOCK/: 2 (allowed: 0), first at /*0010*/ CS2R R8, SR_CLOCKLO");
+  EXPECT_TRUE(find(rs, "fwd_probed", 2)->passed);
+}
+
 TEST(Gates, NoKernelsPassesVacuously) {
   std::ostringstream os;
   EXPECT_EQ(print_gate_results(os, evaluate_gates(parse_rules(kRules), {}), 0, false), 0);

@@ -1,5 +1,8 @@
 #include "gates.h"
 
+#include <cstdio>
+#include <regex>
+
 namespace fastattn::sass {
 
 namespace {
@@ -28,6 +31,26 @@ GateResult check(const Rule& rule, const Kernel& k) {
       g.passed = n <= rule.limit;
       g.detail = rule.opcode + "=" + std::to_string(n) + " (allowed: <= " +
                  std::to_string(rule.limit) + ")";
+      break;
+    }
+    case CheckKind::RequireOperand:
+    case CheckKind::ForbidOperand: {
+      int n = 0;
+      const Instruction* first = nullptr;
+      for (const auto& ins : k.code)
+        if (std::regex_search(ins.operands, rule.operand)) {
+          if (!first) first = &ins;
+          ++n;
+        }
+      const bool require = rule.kind == CheckKind::RequireOperand;
+      g.passed = require ? n > 0 : n == 0;
+      g.detail = "instructions with operands matching /" + rule.operand_pattern + "/: " + std::to_string(n) +
+                 (require ? " (required: >= 1)" : " (allowed: 0)");
+      if (first) {
+        char at[16];
+        std::snprintf(at, sizeof at, "%04x", first->offset);
+        g.detail += std::string(", first at /*") + at + "*/ " + first->mnemonic + " " + first->operands;
+      }
       break;
     }
     case CheckKind::MaxRegs: {

@@ -63,6 +63,10 @@ Rule parse_line(std::vector<std::string> w, int line, std::string text) {
   } else if (check == "max-regs" && nargs == 1) {
     r.kind = CheckKind::MaxRegs;
     r.limit = parse_limit(w[3], line);
+  } else if ((check == "require-operand" || check == "forbid-operand") && nargs == 1) {
+    r.kind = check == "require-operand" ? CheckKind::RequireOperand : CheckKind::ForbidOperand;
+    r.operand_pattern = w[3];
+    r.operand = compile(w[3], line);
   } else {
     fail("unknown check or wrong argument count");
   }

@@ -8,6 +8,8 @@
 //            require OP         at least one OP instruction (OP without modifiers)
 //            max OP N           at most N OP instructions
 //            max-regs N         at most N registers per thread
+//            require-operand RE at least one instruction whose operands match RE (e.g. SR_CLOCK)
+//            forbid-operand RE  no instruction whose operands match RE
 //   except   kernels whose demangled name matches are skipped
 //
 // '#' starts a comment.
@@ -24,7 +26,7 @@ struct RuleError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class CheckKind { NoLocal, Require, MaxCount, MaxRegs };
+enum class CheckKind { NoLocal, Require, MaxCount, MaxRegs, RequireOperand, ForbidOperand };
 
 struct Rule {
   int line = 0;
@@ -37,6 +39,8 @@ struct Rule {
   CheckKind kind = CheckKind::NoLocal;
   std::string opcode;
   int limit = 0;
+  std::string operand_pattern;      // the operand checks: searched in each instruction's operands
+  std::regex operand;
 
   bool applies_to(const std::string& arch, const std::string& demangled) const;
 };
