@@ -86,3 +86,125 @@ def test_numpy_peer_computes_attention():
     got = P.CPU_NUMPY_PEERS["numpy"](case, inputs)()
     want, _ = ref.forward(*inputs["bshd"], causal=True)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_rounds_rotate_peers_and_report_ratio_spread(tmp_path):
+    """rounds=3: every peer timed once per round (ms = median over rounds), the ratio per round
+    with its min-max spread in the table."""
+    from fastattn.bench.report import markdown, ratio_stats
+    from fastattn.bench.run import rotation
+
+    assert rotation(["a", "b", "c"], 0) == ["a", "b", "c"]
+    assert rotation(["a", "b", "c"], 1) == ["b", "c", "a"]
+    assert rotation(["a", "b", "c"], 5) == ["c", "a", "b"]
+    assert rotation([], 2) == []
+    table = {"fastattn": P.CPU_NUMPY_PEERS["fastattn"], "numpy": P.CPU_NUMPY_PEERS["numpy"]}
+    cases = [Case("t", 1, 48, 48, 2, 2, 32, True, dtype="float32")]
+    rows = run_all(cases, table, "cpu", None, reps=1, log=lambda *_: None, rounds=3)
+    for name in table:
+        r = rows[0]["peers"][name]
+        assert len(r["ms_rounds"]) == 3 and r["ms"] == sorted(r["ms_rounds"])[1]
+    row = {"case": {"label": "x"}, "peers": {"fastattn": {"tflops": 2.0, "ms_rounds": [1.0, 2.0, 4.0]},
+                                              "base": {"tflops": 1.0, "ms_rounds": [1.5, 2.0, 2.0]}}}
+    q = ratio_stats(row, "base")
+    assert q["rounds"] == [1.5, 1.0, 0.5] and q["median"] == 1.0 and (q["min"], q["max"]) == (0.5, 1.5)
+    meta = {"device": "cpu", "date": "today", "timing": "wall", "unit": "GFLOPS", "rounds": 3}
+    md = markdown(meta, [row], ["fastattn", "base"], "base")
+    assert "| 1.00 | 0.50-1.50 |" in md and "3 round(s)" in md
+
+
+# --- bench/run-peers.py: its GPU-free parts (plan, statistics, tables) -------------------------
+
+def _run_peers():
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "run-peers.py"
+    spec = importlib.util.spec_from_file_location("run_peers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # imports no torch at module level
+    return module
+
+
+@pytest.mark.parametrize("s, causal, window", [
+    (256, False, (-1, -1)), (256, True, (-1, -1)), (300, False, (64, 0)), (300, False, (5, 9)),
+    (257, False, (-1, 3)), (130, False, (7, -1)),
+])
+def test_run_peers_pairs_and_block_classes(s, causal, window):
+    rp = _run_peers()
+    keep = ref.keep_mask(s, s, causal, window)
+    assert rp.kept_pairs(s, s, causal, window) == int(keep.sum())
+    for bq, bk in ((128, 128), (128, 64), (64, 32)):
+        partial = full = 0
+        for i in range(0, s, bq):
+            for j in range(0, s, bk):
+                blk = keep[i:i + bq, j:j + bk]
+                if blk.all() and blk.shape == (bq, bk):
+                    full += 1
+                elif blk.any():
+                    partial += 1
+        assert rp.block_classes(s, s, causal, window, bq, bk) == (partial, full)
+
+
+def test_run_peers_keep_mod_is_bottom_right():
+    torch = pytest.importorskip("torch")
+    rp = _run_peers()
+    for s_q, s_k, causal, window in ((40, 40, True, (-1, -1)), (17, 50, True, (-1, -1)), (50, 17, False, (3, 2)),
+                                     (64, 64, False, (64, 0)), (33, 70, False, (-1, 4))):
+        keep = rp.keep_mod(s_q, s_k, causal, window)
+        got = keep(0, 0, torch.arange(s_q)[:, None], torch.arange(s_k)[None, :]).numpy()
+        np.testing.assert_array_equal(got, ref.keep_mask(s_q, s_k, causal, window))
+    assert rp.keep_mod(8, 8, False, (-1, -1)) is None
+
+
+def test_run_peers_statistics_and_plan():
+    rp = _run_peers()
+    assert rp.rotation(list(rp.PEERS), 1)[0] == rp.PEERS[1] and rp.rotation(list(rp.PEERS), 6) == list(rp.PEERS)
+    assert rp.over_rounds([2.0, None, 1.0, 3.0]) == 2.0 and rp.over_rounds([None]) is None
+    q = rp.ratio_stats([1.0, 1.0, 2.0], [1.1, 0.9, None])  # rounds where both ran
+    assert q["rounds"] == [1.1, 0.9] and abs(q["median"] - 1.0) < 1e-12 and (q["min"], q["max"]) == (0.9, 1.1)
+    assert rp.ratio_stats([None], [1.0]) is None
+    assert rp.ranges([0, 1, 2, 5, 7, 8]) == "0-2, 5, 7-8"
+    assert rp.ranges(list(range(0, 40, 2)), limit=2).endswith("(20 ranges)")
+    plan = rp.cases("full")
+    assert len(plan) == 27 and len({c["name"] for c in plan}) == 27
+    local = [c for c in plan if rp.is_local(c)]
+    assert [(c["d"], c["b"], c["s"], c["h"]) for c in local] == [(64, 2, 8192, 32), (128, 2, 8192, 16)]
+    # the issue's floor: q, k, v, o of local d128 = 4 * 2*8192*16*128 * 2 bytes
+    assert rp.case_bytes(local[1]) == 4 * 2 * 8192 * 16 * 128 * 2
+    gqa = [c for c in plan if c["h"] != c["hkv"]][0]
+    assert rp.case_bytes(gqa) == 2 * 4 * 4096 * 128 * (2 * 64 + 2 * 8)
+    assert not rp.applicable(local[0], "sdpa-cudnn") and rp.applicable(local[0], "flex")
+    assert rp.applicable(plan[0], "sdpa-efficient") and not rp.applicable(plan[0], "flex")  # d64 dense
+    assert rp.main(["--list"]) == 0
+
+
+def test_run_peers_markdown_rows_ratio_floor_and_notes():
+    rp = _run_peers()
+    meta = {"device": "GPU", "date": "today", "commit": "abc", "rounds": 3, "reps": 20, "warmup": 3,
+            "timing": "flushed", "copy": {"gbps": 3000.0, "ms": 0.7, "reps": 10}}
+
+    def timed(ms_rounds, flops=1e12, **extra):
+        ms = rp.over_rounds(ms_rounds)
+        return dict(ms=ms, tflops=flops / ms / 1e9, ms_rounds=ms_rounds, **extra)
+    dense = {"case": "dense d128 s8192 causal", "local": False, "bytes": 1, "floor_ms": 1.0,
+             "results": {"fastattn": timed([1.0, 1.1, 0.9]), "sdpa-cudnn": timed([1.1, 1.0, 1.0], maxdiff=0.004),
+                         "sdpa-flash": {"error": "boom", "excluded": True},
+                         "flex": {"maxdiff": 4.5, "wrong": "max |diff| 4.5 at (b=0, i=0, h=0)"},
+                         "cudnn-bhsd": timed([1.2, 1.2, 1.2], maxdiff=0.004)},
+             "ratio": rp.ratio_stats([1.0, 1.1, 0.9], [1.1, 1.0, 1.0]),
+             "ratio_bhsd": rp.ratio_stats([1.0, 1.1, 0.9], [1.2, 1.2, 1.2])}
+    nbytes = 4 * 2 * 8192 * 16 * 128 * 2
+    floor = nbytes / 3000.0 / 1e6
+    local = {"case": "local(64,0) d128 s8192", "local": True, "bytes": nbytes, "floor_ms": floor,
+             "results": {"fastattn": timed([0.11, 0.1, 0.12], flops=9e9),
+                         "flex": timed([0.2, 0.2, 0.2], flops=9e9, maxdiff=0.008, variant="contiguous copies")}}
+    md = rp.markdown(meta, [dense, local, {"case": "gqa", "missing": "not run (worker stopped)"}])
+    assert "| ratio | spread | ratio bhsd | maxdiff |" in md and "4*b*h_q*d*kept_pairs" in md
+    row = next(line for line in md.splitlines() if line.startswith("| dense d128 s8192 causal"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "1000 (1.000)" and cells[3] == "crashed" and cells[5] == "wrong output"
+    assert cells[7:10] == ["1.10", "0.91-1.11", "1.20"]  # per round 1.1/1.0, 1.0/1.1, 1.0/0.9
+    assert "Copy bandwidth: 3000 GB/s" in md and f"| {floor:.4f} | 0.1100 | {0.11 / floor:.2f} |" in md
+    assert "wrong output: max |diff| 4.5" in md and "sdpa-flash: boom" in md and "timed on contiguous copies" in md
+    assert "not run (worker stopped)" in md

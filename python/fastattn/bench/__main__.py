@@ -22,6 +22,8 @@ def _parse(argv):
     ap.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
     ap.add_argument("--peers", help="comma-separated subset of peers to run")
     ap.add_argument("--reps", type=int, default=None, help="timed runs per measurement")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="rounds per case, peers in a rotated order each round (default 3 on a GPU, 1 on the CPU)")
     ap.add_argument("--out", default="bench-out", help="directory for results.{json,md,png}")
     ap.add_argument("--list", action="store_true", help="print presets and cases, then exit")
     return ap.parse_args(argv)
@@ -74,12 +76,13 @@ def main(argv=None):
     meta = {"device": name, "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "fastattn": fastattn.__version__, "build": fastattn.build_info(),
             "torch": getattr(torch, "__version__", None), "presets": list(presets),
-            "timing": ("median of CUDA-event times, L2 flushed before each run" if device == "cuda"
-                       else "median of wall-clock times"),
+            "timing": ("median of CUDA-event times, L2 flushed before each run, host work hidden behind a GPU spin"
+                       if device == "cuda" else "median of wall-clock times"),
             "flops": "4*b*h*d*(kept query-key pairs); dense = 4*b*h*s_q*s_k*d",
             "unit": "TFLOPS" if device == "cuda" else "GFLOPS"}
     reps = args.reps or (20 if device == "cuda" else 5)
-    rows = run_all(cases, table, device, torch, reps)
+    meta["rounds"] = args.rounds or (3 if device == "cuda" else 1)
+    rows = run_all(cases, table, device, torch, reps, rounds=meta["rounds"])
     paths = write_all(args.out, meta, rows, list(table), baseline)
     print("wrote " + ", ".join(paths))
     return 0

@@ -27,21 +27,47 @@ def _cell(result, mult):
     return "n/a"
 
 
+def ratio_stats(row, baseline):
+    """fastattn / baseline speed (baseline ms / fastattn ms) per round, where both were timed in
+    the same rounds: {"median", "min", "max", "rounds"}; from the medians when rounds are absent."""
+    res = row["peers"]
+    ours, base = res.get("fastattn", {}), res.get(baseline, {})
+    a, b = ours.get("ms_rounds"), base.get("ms_rounds")
+    if a and b and len(a) == len(b):
+        rs = [y / x for x, y in zip(a, b) if x and y]
+    elif ours.get("tflops") and base.get("tflops"):
+        rs = [ours["tflops"] / base["tflops"]]
+    else:
+        return None
+    if not rs:
+        return None
+    rs_sorted = sorted(rs)
+    mid = len(rs_sorted) // 2
+    median = rs_sorted[mid] if len(rs_sorted) % 2 else (rs_sorted[mid - 1] + rs_sorted[mid]) / 2
+    return {"median": median, "min": rs_sorted[0], "max": rs_sorted[-1], "rounds": rs}
+
+
 def markdown(meta, rows, peers, baseline):
-    """A table: one row per case, TFLOPS per peer, fastattn / baseline ratio; failures below."""
+    """A table: one row per case, TFLOPS per peer, fastattn / baseline ratio and its spread over
+    rounds; failures below."""
     unit, mult = _scale(meta)
-    head = ["case"] + [f"{p} {unit}" for p in peers] + [f"fastattn / {baseline}"]
+    head = ["case"] + [f"{p} {unit}" for p in peers] + [f"fastattn / {baseline}", "spread"]
+    rounds = meta.get("rounds", 1)
     lines = [f"# fastattn forward benchmark ({meta['device']})", "",
              f"{meta['date']} · torch {meta.get('torch') or 'absent'} · {meta['timing']} · "
              f"{unit} = 4·b·h·d·(kept query-key pairs) / time", "",
+             f"{rounds} round(s) per case, peers in a rotated order each round; a time is the median over "
+             f"rounds. fastattn / {baseline} = {baseline} time / fastattn time in each round, median over "
+             "rounds; spread = its min-max over rounds.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     notes = []
     for row in rows:
         res = row["peers"]
-        ours, base = res.get("fastattn", {}).get("tflops"), res.get(baseline, {}).get("tflops")
-        ratio = f"{ours / base:.2f}" if ours and base else "n/a"
+        q = ratio_stats(row, baseline)
+        ratio = f"{q['median']:.2f}" if q else "n/a"
+        spread = f"{q['min']:.2f}-{q['max']:.2f}" if q and len(q["rounds"]) > 1 else "-"
         lines.append("| " + " | ".join([row["case"]["label"]] + [_cell(res.get(p, {}), mult) for p in peers]
-                                       + [ratio]) + " |")
+                                       + [ratio, spread]) + " |")
         for p in peers:
             r = res.get(p, {})
             if r.get("error"):
