@@ -96,7 +96,8 @@ Status forward(const AttnArgs& a, float scale, void* stream) {
   p.out_stride_h = a.out.stride[qd - 2];
   p.out_stride_b = varlen ? 0 : a.out.stride[0];
   p.heads_q = int(a.q.shape[qd - 2]);
-  p.q_per_kv = p.heads_q / int(a.k.shape[qd - 2]);
+  p.heads_kv = int(a.k.shape[qd - 2]);
+  p.q_per_kv = p.heads_q / p.heads_kv;
   if (varlen) {
     p.batch = int(a.cu_seqlens_q.size - 1);
     p.seqlen_q = a.max_seqlen_q;

@@ -14,6 +14,7 @@ struct FwdParams {
 
   int batch = 0;
   int heads_q = 0;
+  int heads_kv = 0;
   int q_per_kv = 1;     // GQA ratio h_q / h_kv
   int seqlen_q = 0;     // fixed-length sizes, or the max seqlens when varlen
   int seqlen_k = 0;

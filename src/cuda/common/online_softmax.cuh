@@ -13,6 +13,19 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// 1/x and log2(x) in one MUFU op each (about 1 ulp; x is a row sum >= 1 here): the IEEE division's
+// and logf's slow paths need registers that the d = 256 epilogue does not have (they spilled).
+__device__ __forceinline__ float fast_rcp(float x) {
+  float y;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+__device__ __forceinline__ float fast_log2(float x) {
+  float y;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ __forceinline__ float quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -60,8 +73,8 @@ struct OnlineSoftmax {
     for (int h = 0; h < 2; ++h) {
       const float sum = quad_sum(row_sum[h]);
       const bool any = sum > 0.f;
-      inv[h] = any ? 1.f / sum : 0.f;
-      lse[h] = any ? row_max[h] * scale_log2 * 0.69314718055994531f + logf(sum) : -INFINITY;
+      inv[h] = any ? fast_rcp(sum) : 0.f;
+      lse[h] = any ? (row_max[h] * scale_log2 + fast_log2(sum)) * 0.69314718055994531f : -INFINITY;
     }
   }
 };

@@ -11,6 +11,14 @@ struct TileCoord {
   int batch, head, m_block;
 };
 
+// Head of head slot `slot`: slots cycle through the KV heads first (GQA), so the CTAs running at
+// once read several KV heads' K/V instead of all hammering one KV head's lines in the same L2
+// slices, while each KV head's q heads still follow within a few rounds (its K/V stays in L2).
+__device__ __forceinline__ unsigned head_of_slot(const FwdParams& p, unsigned slot) {
+  const unsigned kv_heads = unsigned(p.heads_kv);
+  return (slot % kv_heads) * unsigned(p.q_per_kv) + slot / kv_heads;
+}
+
 __device__ __forceinline__ TileCoord tile_coord(const FwdParams& p, int tile) {
   // Unsigned division, operands straight from the parameter bank: nothing here stays live across
   // a tile (at d = 256 the consumer has no register to spare).
@@ -19,12 +27,12 @@ __device__ __forceinline__ TileCoord tile_coord(const FwdParams& p, int tile) {
     // Causal: a tile's work grows with its m-block. m-block outermost, highest first, so each
     // round of gridDim.x tiles holds like-sized tiles and the longest run first (LPT).
     const unsigned bh = unsigned(p.batch_heads), r = id % bh;
-    return {int(r / heads), int(r % heads), int(m_blocks - 1 - id / bh)};
+    return {int(r / heads), int(head_of_slot(p, r % heads)), int(m_blocks - 1 - id / bh)};
   }
-  // Tiles of equal work: m-block innermost, so the CTAs running at once share few heads' K/V
-  // (GQA: consecutive heads share a KV head) and L2 serves most K/V reads.
+  // Tiles of equal work: m-block innermost, so the CTAs running at once share few heads' K/V and
+  // L2 serves most K/V reads.
   const unsigned r = id / m_blocks;
-  return {int(r / heads), int(r % heads), int(m_blocks - 1 - id % m_blocks)};
+  return {int(r / heads), int(head_of_slot(p, r % heads)), int(m_blocks - 1 - id % m_blocks)};
 }
 
 // The tile of CTA `cta` (of `ctas`) in round `round`. Rounds alternate direction: with tiles sorted

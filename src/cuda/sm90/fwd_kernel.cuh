@@ -106,7 +106,7 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
 // epilogue. `ps` (ring slot of the tile's first K/V) and `q_phase` match the producer's.
 template <class T, class Cfg>
 __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, const FwdParams& p,
-                                        int wg, PipeState<Cfg::kStages>& ps, uint32_t q_phase) {
+                                        int wg, int id, PipeState<Cfg::kStages>& ps, uint32_t q_phase) {
   constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
   const int quad_col = lane % 4;
@@ -234,28 +234,32 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     ps.advance();
   }
 
-  // Epilogue: normalise, store O (rows past the sequence end are dropped) and LSE.
+  // Epilogue: normalise, store O (rows past the sequence end are dropped) and LSE. The tile's
+  // sequence and head are derived again from `id` rather than kept through the loop: at d = 256
+  // those registers were what the consumer lacked (a 4-byte spill).
+  const FwdTile e = make_tile<Cfg>(p, id);
+  const int erow0 = e.m0 + wg * 64 + warp_in_wg * 16 + lane / 4;
   float inv[2], lse[2];
   softmax.finish(p.scale_log2, inv, lse);
 #pragma unroll
   for (int h = 0; h < 2; ++h)
-    if (row0 + 8 * h >= t.seq.len_q) {  // past seqused: out 0, lse -inf (reference convention)
+    if (erow0 + 8 * h >= e.seq.len_q) {  // past seqused: out 0, lse -inf (reference convention)
       inv[h] = 0.f;
       lse[h] = -INFINITY;
     }
   cuda_backend::scale_rows<D>(o, inv);
-  const int64_t b_off = t.seq.batch_coord;  // 0 for varlen
+  const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int r = row0 + 8 * h;
-    if (r >= t.seq.rows_q) continue;
-    T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (t.seq.q_offset + r) * p.out_stride_s +
-             int64_t(t.head) * p.out_stride_h;
+    const int r = erow0 + 8 * h;
+    if (r >= e.seq.rows_q) continue;
+    T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (e.seq.q_offset + r) * p.out_stride_s +
+             int64_t(e.head) * p.out_stride_h;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
       *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) = pack2<T>(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
     if (p.lse != nullptr && quad_col == 0)
-      p.lse[b_off * p.lse_stride_b + int64_t(t.head) * p.lse_stride_h + (t.seq.q_offset + r) * p.lse_stride_s] = lse[h];
+      p.lse[b_off * p.lse_stride_b + int64_t(e.head) * p.lse_stride_h + (e.seq.q_offset + r) * p.lse_stride_s] = lse[h];
   }
   probe.mark(prof::kEpilogueEnd);
   probe.finish();
@@ -309,7 +313,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (id >= p.tiles) continue;
       const FwdTile t = make_tile<Cfg>(p, id);
       if (t.m0 >= t.seq.rows_q) continue;
-      consume<T, Cfg>(sm, t, p, warp / 4 - 1, ps, q_phase);
+      consume<T, Cfg>(sm, t, p, warp / 4 - 1, id, ps, q_phase);
       if (t.n_end > t.n_begin) q_phase ^= 1;
     }
   }
