@@ -2,7 +2,7 @@
 """A stand-in for Nsight Compute's `ncu`, enough for scripts/ncu-metrics' tests on a machine
 without a GPU: --version, --query-metrics, a profiling run that exports a report (the target is
 not run), and --import --csv --page raw of that report. FAKE_NCU_MODE=noperm makes profiling fail
-like a machine where counters are restricted."""
+like a machine where counters are restricted, =badmetric rejects any list longer than the core one."""
 
 import json
 import os
@@ -43,6 +43,9 @@ def main(argv):
         return 1
     rep = argv[argv.index("--export") + 1] + ".ncu-rep"
     metrics = argv[argv.index("--metrics") + 1].split(",")
+    if os.environ.get("FAKE_NCU_MODE") == "badmetric" and len(metrics) > 5:
+        print("==ERROR== Failed to find metric smsp__average_warps_issue_stalled_misc_per_issue_active.ratio")
+        return 1
     target = " ".join(argv)
     if "cudnn_sdpa.py" in target:  # two kernels in the range: a small one and the attention kernel
         kernels = [["cudnn_small_helper_kernel", 0.01], ["cudnn_generated_sm90_flash_fprop_wgmma_f16", 2.0]]

@@ -65,6 +65,14 @@ def test_counters_not_readable_is_a_note_not_a_failure(fake, monkeypatch):
     assert "| kernel | `not profiled` | `not profiled` |" in md
 
 
+def test_rejected_metric_list_falls_back_to_the_core_metrics(fake, monkeypatch):
+    monkeypatch.setenv("FAKE_NCU_MODE", "badmetric")
+    md, report = run(fake, ("gqa", GQA))
+    assert "fastattn: only the core metrics (the full list failed: ==ERROR== Failed to find metric" in md
+    assert "| duration (us) | 1.50 | 2 |" in md
+    assert "stall `" not in md
+
+
 def test_no_ncu(fake, monkeypatch):
     monkeypatch.setattr(ncu_metrics, "find_ncu", lambda: None)
     md, report = run(fake, ("gqa", GQA))

@@ -87,11 +87,21 @@ def available_metrics(ncu, log):
 
 
 def wanted_metrics(known):
+    """The metrics to ask for, and those left out because this ncu does not know them. A family the
+    query does not list at all (derived ratios may be missing from it) is kept, not dropped."""
     metrics = [m for _, m in HEADLINE] + [STALL_METRIC.format(s) for s in STALLS]
     if known is None:
         return metrics, []
-    keep = [m for m in metrics if m.split(".")[0] in known]
-    return keep, [m for m in metrics if m not in keep]
+    stall_family = any(k.startswith("smsp__average_warps_issue_stalled_") for k in known)
+    def keep(m):
+        return m.split(".")[0] in known or (m.startswith("smsp__average_warps_issue_stalled_") and not stall_family)
+    return [m for m in metrics if keep(m)], [m for m in metrics if not keep(m)]
+
+
+# Asked for alone when ncu rejects the full list (names that every sm90 ncu since 2023 has).
+CORE = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg",
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+        "sm__warps_active.avg.pct_of_peak_sustained_active", "sm__inst_issued.avg.pct_of_peak_sustained_active"]
 
 
 TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
@@ -129,18 +139,30 @@ def number(v):
 
 
 def profile(ncu, metrics, target, name, out_dir, filters, timeout):
-    """One ncu run on `target` (a command) with `filters`; returns (row or None, note or None)."""
+    """One ncu run on `target` (a command) with `filters`; returns (row or None, note or None).
+    When ncu rejects the metric list, once more with the CORE metrics only."""
     rep = os.path.join(out_dir, name)
-    cmd = [ncu, "--clock-control", "none", "--metrics", ",".join(metrics), "--export", rep, "--force-overwrite",
-           *filters, *target]
-    rc, out = run(cmd, rep + ".log", timeout)
-    rows = read_report(ncu, rep + ".ncu-rep", rep + "-import.log") if os.path.exists(rep + ".ncu-rep") else []
-    if not rows:
-        return None, ncu_error(out) or (f"ncu exit {rc}, no kernel profiled (see {name}.log)")
-    # Several kernels in the range: the longest is the attention kernel.
-    row = max(rows, key=lambda r: number(r.get("gpu__time_duration.sum")) or 0)
-    note = ncu_error(out) if rc != 0 else None
-    return row, note
+    note = None
+    for attempt, ms in enumerate((metrics, [m for m in CORE if m in metrics] or CORE)):
+        if os.path.exists(rep + ".ncu-rep"):
+            os.remove(rep + ".ncu-rep")
+        cmd = [ncu, "--clock-control", "none", "--metrics", ",".join(ms), "--export", rep, "--force-overwrite",
+               *filters, *target]
+        rc, out = run(cmd, rep + (".log" if attempt == 0 else "-core.log"), timeout)
+        rows = read_report(ncu, rep + ".ncu-rep", rep + "-import.log") if os.path.exists(rep + ".ncu-rep") else []
+        if rows:
+            # Several kernels in the range: the longest is the attention kernel.
+            row = max(rows, key=lambda r: number(r.get("gpu__time_duration.sum")) or 0)
+            if attempt:
+                note = f"only the core metrics (the full list failed: {note})"
+            elif rc != 0:
+                note = ncu_error(out)
+            return row, note
+        note = (f"ncu timed out after {timeout} s" if rc == 124 else
+                ncu_error(out) or f"ncu exit {rc}, no kernel profiled (see {name}.log)")
+        if "ERR_NVGPUCTRPERM" in out or "metric" not in out.lower() or rc == 124:
+            break  # not a metric-list problem: a second try would fail the same way
+    return None, note
 
 
 # ---- the two sides ---------------------------------------------------------------------------
@@ -211,7 +233,7 @@ def profile_case(ncu, metrics, name, flags, a):
               "1" if c["causal"] else "0", c["dtype"], str(a.warmup)]
     row, note = profile(ncu, metrics, target, f"{name}-cudnn", a.out, ["--nvtx", "--nvtx-include", "cudnn_sdpa/"],
                         a.timeout)
-    if row is None and not (note or "").startswith("ncu cannot read"):
+    if row is None and not (note or "").startswith(("ncu cannot read", "ncu timed out")):
         # No kernel inside the NVTX range (no NVTX in this torch?): the first attention-like kernel
         # after the warm-ups.
         row, note2 = profile(ncu, metrics, target, f"{name}-cudnn", a.out,

@@ -40,13 +40,28 @@ Status run_probed(const CapturedLaunch& launch, const ProfileRequest& request, P
   using Cfg = ProbedConfig<D, PvSync>;
   using detail::cuda_status;
   const void* kernel = reinterpret_cast<const void*>(&sm90::fwd_kernel<T, Cfg>);
-  Status st = cuda_status(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(launch.smem)),
-      "cudaFuncSetAttribute (probed kernel)");
+  Status st = cuda_status(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               int(launch.params.sharedMemBytes)),
+                          "cudaFuncSetAttribute (probed kernel)");
   if (!st.ok()) return st;
-  CapturedLaunch a = launch;  // cudaLaunchKernel reads the argument values through these pointers
-  void* args[] = {&a.tq, &a.tk, &a.tv, &a.p};
-  auto launch_once = [&] { return cudaLaunchKernel(kernel, a.grid, a.block, args, a.smem, stream); };
+  // A copy of the captured graph whose fwd_kernel node runs the probed kernel, same arguments.
+  struct Owned {
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ~Owned() {
+      if (exec) cudaGraphExecDestroy(exec);
+      if (graph) cudaGraphDestroy(graph);
+    }
+  } own;
+  cudaGraphNode_t node = nullptr;
+  cudaKernelNodeParams params = launch.params;
+  params.func = const_cast<void*>(kernel);
+  st = cuda_status(cudaGraphClone(&own.graph, launch.graph), "cudaGraphClone");
+  if (st.ok()) st = cuda_status(cudaGraphNodeFindInClone(&node, launch.node, own.graph), "cudaGraphNodeFindInClone");
+  if (st.ok()) st = cuda_status(cudaGraphKernelNodeSetParams(node, &params), "swapping in the probed kernel");
+  if (st.ok()) st = cuda_status(cudaGraphInstantiate(&own.exec, own.graph, 0), "cudaGraphInstantiate (probed)");
+  if (!st.ok()) return st;
+  auto launch_once = [&] { return cudaGraphLaunch(own.exec, stream); };
 
   for (int i = 0; i < request.warmup && st.ok(); ++i) st = cuda_status(launch_once(), "probed launch");
   if (!st.ok()) return st;

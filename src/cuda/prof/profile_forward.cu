@@ -1,6 +1,7 @@
-// profile_forward: the library's forward runs once as it is (reference output, and its launch is
-// captured in a CUDA graph), then the probed kernel replays that exact launch -- same grid, tensor
-// maps and FwdParams -- so the profiling build never re-derives what the backend computes.
+// profile_forward: the library's forward runs once as it is (the reference output), then once more
+// under a stream capture; the probed kernel replays the captured graph in place of the library's
+// kernel -- same grid, tensor maps and FwdParams -- so the profiling build never re-derives what the
+// backend computes.
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -8,10 +9,10 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "cuda/common/fwd_params.h"
 #include "cuda/prof/probed_run.h"
 #include "fastattn/fastattn.h"
 
@@ -54,72 +55,58 @@ Status download(const Tensor& t, std::vector<std::byte>& host, cudaStream_t stre
   return st.ok() ? cuda_status(cudaStreamSynchronize(stream), "copying an output back") : st;
 }
 
-// The launch the library makes for `args`, taken from a stream capture of forward(). Checks that
-// it is one fwd_kernel launch whose parameter list is the one CapturedLaunch holds.
+// The launch the library makes for `args`, from a stream capture of forward(): the graph (kept in
+// out->graph, the caller destroys it) and its one fwd_kernel node, whose parameter list must be the
+// one the probed kernel has. Also instantiates the graph for timing the default kernel.
 Status capture_launch(const AttnArgs& args, cudaStream_t stream, CapturedLaunch* out, std::string* kernel,
                       cudaGraphExec_t* exec) {
-  cudaGraph_t graph = nullptr;
   // Relaxed: the backend's device queries during the call are not stream work and may run.
   Status st = cuda_status(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
   if (!st.ok()) return st;
   const Status fwd = forward(args, stream);
-  st = cuda_status(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+  st = cuda_status(cudaStreamEndCapture(stream, &out->graph), "cudaStreamEndCapture");
   if (!fwd.ok()) st = fwd;
-  struct GraphGuard {
-    cudaGraph_t g;
-    ~GraphGuard() {
-      if (g) cudaGraphDestroy(g);
-    }
-  } guard{graph};
   if (!st.ok()) return st;
 
   size_t n = 0;
-  st = cuda_status(cudaGraphGetNodes(graph, nullptr, &n), "cudaGraphGetNodes");
+  st = cuda_status(cudaGraphGetNodes(out->graph, nullptr, &n), "cudaGraphGetNodes");
   std::vector<cudaGraphNode_t> nodes(n);
-  if (st.ok() && n > 0) st = cuda_status(cudaGraphGetNodes(graph, nodes.data(), &n), "cudaGraphGetNodes");
+  if (st.ok() && n > 0) st = cuda_status(cudaGraphGetNodes(out->graph, nodes.data(), &n), "cudaGraphGetNodes");
   if (!st.ok()) return st;
-  cudaGraphNode_t node = nullptr;
   int kernels = 0;
   for (cudaGraphNode_t nd : nodes) {
     cudaGraphNodeType type;
     if (cudaGraphNodeGetType(nd, &type) == cudaSuccess && type == cudaGraphNodeTypeKernel) {
-      node = nd;
+      out->node = nd;
       ++kernels;
     }
   }
   if (kernels != 1)
     return {Code::Internal, "profile: the captured forward made " + std::to_string(kernels) +
                                 " kernel launches; the probed replay expects exactly one"};
-  cudaKernelNodeParams kp{};
-  st = cuda_status(cudaGraphKernelNodeGetParams(node, &kp), "cudaGraphKernelNodeGetParams");
+  cudaKernelNodeParams& kp = out->params;
+  st = cuda_status(cudaGraphKernelNodeGetParams(out->node, &kp), "cudaGraphKernelNodeGetParams");
   if (!st.ok()) return st;
   const char* name = nullptr;
   *kernel = cudaFuncGetName(&name, kp.func) == cudaSuccess && name ? name : "?";
   if (kernel->find("fwd_kernel") == std::string::npos)
     return {Code::Internal, "profile: the captured launch is " + *kernel + ", not the sm90 fwd_kernel"};
-  // The probed kernel takes (tq, tk, tv, p) by value: the captured one must take exactly that.
+  // The probed kernel is fwd_kernel(tq, tk, tv, p) by value: the captured one must take exactly that.
   const size_t sizes[] = {sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap),
                           sizeof(cuda_backend::FwdParams)};
   for (size_t i = 0; i <= 4; ++i) {
     size_t offset = 0, size = 0;
     const bool has = cudaFuncGetParamInfo(kp.func, i, &offset, &size) == cudaSuccess;
     if (i < 4 && (!has || size != sizes[i]))
-      return {Code::Internal, "profile: fwd_kernel parameter " + std::to_string(i) + " is not what the probed "
-                              "replay passes (kernel signature changed? update src/cuda/prof/probed_run.h)"};
+      return {Code::Internal, "profile: fwd_kernel parameter " + std::to_string(i) + " is not the probed "
+                              "kernel's (signature changed? see src/cuda/prof/probed_run.h)"};
     if (i == 4 && has)
-      return {Code::Internal, "profile: fwd_kernel takes more than 4 parameters; update src/cuda/prof/probed_run.h"};
+      return {Code::Internal, "profile: fwd_kernel takes more than 4 parameters (see src/cuda/prof/probed_run.h)"};
   }
-  cudaGetLastError();  // the probe for a 5th parameter leaves an error behind
+  cudaGetLastError();  // the query for a 5th parameter leaves its error behind
   if (kp.kernelParams == nullptr)
     return {Code::Internal, "profile: the captured launch carries its arguments in 'extra' form, not kernelParams"};
-  std::memcpy(&out->tq, kp.kernelParams[0], sizeof(CUtensorMap));
-  std::memcpy(&out->tk, kp.kernelParams[1], sizeof(CUtensorMap));
-  std::memcpy(&out->tv, kp.kernelParams[2], sizeof(CUtensorMap));
-  std::memcpy(&out->p, kp.kernelParams[3], sizeof(cuda_backend::FwdParams));
-  out->grid = kp.gridDim;
-  out->block = kp.blockDim;
-  out->smem = kp.sharedMemBytes;
-  return cuda_status(cudaGraphInstantiate(exec, graph, 0), "cudaGraphInstantiate");
+  return cuda_status(cudaGraphInstantiate(exec, out->graph, 0), "cudaGraphInstantiate");
 }
 
 // Mean time of the default kernel over `n` replays of its captured graph.
@@ -186,9 +173,10 @@ Status profile_forward(const AttnArgs& args, const ProfileRequest& request, Prof
   CapturedLaunch launch{};
   if (st.ok()) st = capture_launch(args, stream, &launch, &result->default_kernel, &exec);
   if (st.ok()) {
-    result->grid[0] = int(launch.grid.x), result->grid[1] = int(launch.grid.y), result->grid[2] = int(launch.grid.z);
-    result->block[0] = int(launch.block.x), result->block[1] = int(launch.block.y), result->block[2] = int(launch.block.z);
-    result->smem_bytes = launch.smem;
+    const cudaKernelNodeParams& kp = launch.params;
+    result->grid[0] = int(kp.gridDim.x), result->grid[1] = int(kp.gridDim.y), result->grid[2] = int(kp.gridDim.z);
+    result->block[0] = int(kp.blockDim.x), result->block[1] = int(kp.blockDim.y), result->block[2] = int(kp.blockDim.z);
+    result->smem_bytes = kp.sharedMemBytes;
     st = time_default(exec, std::max(1, request.launches), stream, &result->default_ms);
   }
   // Each variant must reproduce the default output bit for bit: the probes change no arithmetic.
@@ -203,6 +191,7 @@ Status profile_forward(const AttnArgs& args, const ProfileRequest& request, Prof
   if (st.ok()) st = run(false, &result->pipeline);
   if (st.ok() && request.pv_sync) st = run(true, &result->pv_sync);
   if (exec) cudaGraphExecDestroy(exec);
+  if (launch.graph) cudaGraphDestroy(launch.graph);
   if (own) cudaStreamDestroy(own);
   return st;
 }
