@@ -1,5 +1,7 @@
 #include "profile.h"
 
+#include <cxxabi.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +41,15 @@ Error parse_block(const std::string& flag, const std::string& s, int (&b)[3]) {
     from = comma + 1;
   }
   return {};
+}
+
+// Readable kernel name for the terminal and profile.md (the JSON keeps the mangled one).
+std::string demangled(const std::string& name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && d ? d : name;
+  std::free(d);
+  return out;
 }
 
 std::string shell_quote(const std::string& s) {
@@ -166,7 +177,7 @@ int profile_command(const std::vector<std::string>& argv) {
   }
 
   std::printf("kernel    %s\n          grid %dx%dx%d, %d threads, %u B smem, tile %dx%d, d=%d%s; default %.3f ms\n",
-              r.default_kernel.c_str(), r.grid[0], r.grid[1], r.grid[2], r.block[0], r.smem_bytes, r.block_m,
+              demangled(r.default_kernel).c_str(), r.grid[0], r.grid[1], r.grid[2], r.block[0], r.smem_bytes, r.block_m,
               r.block_n, r.head_dim, r.ping_pong ? ", ping-pong" : "", r.default_ms);
   std::printf("probes    thread 0 of each consumer warpgroup; %d counted launches after %d warm-up\n\n",
               p.request.launches, p.request.warmup);
@@ -184,7 +195,7 @@ int profile_command(const std::vector<std::string>& argv) {
     std::ofstream f(json);
     write_profile_json(f, o, device, r, p.request);
     std::ofstream m(md);
-    m << "## fastattn profile: " << describe_problem(o) << "\n\n" << device << ", `" << r.default_kernel << "`, grid "
+    m << "## fastattn profile: " << describe_problem(o) << "\n\n" << device << ", `" << demangled(r.default_kernel) << "`, grid "
       << r.grid[0] << "x" << r.grid[1] << "x" << r.grid[2] << ", default kernel " << r.default_ms << " ms\n\n"
       << region_table_markdown(r.pipeline, "pipeline (the kernel as it is)");
     if (r.pv_sync.ran) m << "\n" << region_table_markdown(r.pv_sync, "PV-sync (wait<0> moved before the softmax)");
