@@ -100,13 +100,20 @@ def applicable(c, peer, smoke=False):
     return True
 
 
+def window_of(causal, window):
+    """(left, right) of the mask, -1 = unbounded; causal is right = 0; None when nothing is masked."""
+    left, right = window
+    if causal:
+        right = 0
+    return None if left < 0 and right < 0 else (left, right)
+
+
 def kept_pairs(sq, sk, causal, window):
     """Exact (i, j) pairs kept per (batch, head), bottom-right aligned as fastattn."""
-    wl, wr = window
-    if causal:
-        wr = 0
-    if wl < 0 and wr < 0:
+    w = window_of(causal, window)
+    if w is None:
         return sq * sk
+    wl, wr = w
     total = 0
     for i in range(sq):
         diag = i + sk - sq
@@ -326,11 +333,10 @@ class FastAttn:
 
 def keep_mod(sq, sk, causal, window):
     """Flex mask_mod of the case, bottom-right aligned like fastattn; None for dense."""
-    left, right = window
-    if causal:
-        right = 0
-    if left < 0 and right < 0:
+    w = window_of(causal, window)
+    if w is None:
         return None
+    left, right = w
     offset = sk - sq
 
     def keep(b, h, q_idx, kv_idx):
