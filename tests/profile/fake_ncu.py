@@ -27,12 +27,15 @@ def main(argv):
         rep = json.load(open(argv[argv.index("--import") + 1]))
         metrics = rep["metrics"]
         cols = ["ID", "Process ID", "Kernel Name"] + metrics
-        units = ["", "", ""] + ["nsecond" if m.startswith("gpu__time") else "%" for m in metrics]
+        # ncu 2025.3 (the device's) writes "ms"; older versions "nsecond". FAKE_NCU_UNITS picks.
+        old_units = os.environ.get("FAKE_NCU_UNITS") == "nsecond"
+        time_unit, time_scale = ("nsecond", 1000.0) if old_units else ("ms", 1e-3)
+        units = ["", "", ""] + [time_unit if m.startswith("gpu__time") else "%" for m in metrics]
         print("==PROF== Connected (fake)")
         print(",".join(f'"{c}"' for c in cols))
         print(",".join(f'"{u}"' for u in units))
         for i, (name, scale) in enumerate(rep["kernels"]):
-            vals = [str(1000 * scale if m.startswith("gpu__time") else round(scale * (1 + k % 7) / 3, 2))
+            vals = [str(time_scale * scale if m.startswith("gpu__time") else round(scale * (1 + k % 7) / 3, 2))
                     for k, m in enumerate(metrics)]
             print(",".join(f'"{v}"' for v in [str(i), "42", name] + vals))
         return 0

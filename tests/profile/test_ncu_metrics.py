@@ -48,12 +48,19 @@ def test_side_by_side_table(fake):
     assert "### causal: b=2 s=8192 h=16/4 d=128 bfloat16 causal" in md
     assert "| kernel | `fastattn::sm90::fwd_kernel<__half, fastattn::sm90::FwdConfig<128> >` |" \
            " `cudnn_generated_sm90_flash_fprop_wgmma_f16` |" in md  # the longer of the two cuDNN kernels
-    assert "| duration (us) | 1.50 | 2 |" in md  # ns in the report, us in the table
+    assert "| duration (us) | 1.50 | 2 |" in md  # ms in the report (ncu 2025.3), us in the table
     assert "| achieved occupancy, % of peak warps |" in md
     assert md.count("| stall `") >= ncu_metrics.TOP_STALLS
     assert "Not in this ncu's metric list, left out: sm__pipe_tensor_cycles_active" in md
     assert len(report["cases"]) == 2 and report["cases"][0]["fastattn"]["Kernel Name"].startswith("void fastattn")
     assert os.path.exists(os.path.join(fake["out"], "gqa-fastattn.ncu-rep"))
+
+
+def test_old_time_units_are_converted_too(fake, monkeypatch):
+    """ncu before 2025.3 wrote nsecond/usecond/msecond, 2025.3 writes ns/us/ms: both end in us."""
+    monkeypatch.setenv("FAKE_NCU_UNITS", "nsecond")
+    md, _ = run(fake, ("gqa", GQA))
+    assert "| duration (us) | 1.50 | 2 |" in md
 
 
 def test_counters_not_readable_is_a_note_not_a_failure(fake, monkeypatch):

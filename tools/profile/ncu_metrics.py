@@ -104,7 +104,9 @@ CORE = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg",
         "sm__warps_active.avg.pct_of_peak_sustained_active", "sm__inst_issued.avg.pct_of_peak_sustained_active"]
 
 
-TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+# ncu 2025.3 writes ms/us/ns in the raw CSV's unit row (older versions msecond/usecond/nsecond).
+TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
+              "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
 
 
 def read_report(ncu, rep, log):

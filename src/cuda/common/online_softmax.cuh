@@ -40,46 +40,29 @@ struct OnlineSoftmax {
   float row_max[2] = {-INFINITY, -INFINITY};  // raw (unscaled) scores
   float row_sum[2] = {0.f, 0.f};              // this thread's share
 
-  // Max and sum run over kChains independent partials: one serial chain over the N/4 columns
-  // per row was latency-bound (softmax took 1000-1300 of a 2700-cycle iteration at d = 128, H200
-  // profile 2026-11-21); four chains cut the dependent FADD depth of a row sum at N = 128 from
-  // 32 to 8 (+3 to combine), and the FMNMX depth of its max from 16 to 4 (+3).
-  static constexpr int kChains = N / 8 >= 4 ? 4 : 1;
-
   // Replaces scores s by p = exp2(scale_log2 * (s - max)) with the running max updated, and
   // returns in alpha the factor by which earlier sums and outputs must be rescaled.
   __device__ __forceinline__ void step(float (&s)[N / 2], float scale_log2, float (&alpha)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float mc[kChains];
+      float m = row_max[h];
 #pragma unroll
-      for (int c = 0; c < kChains; ++c) mc[c] = row_max[h];
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j)
-        mc[j % kChains] = fmaxf(mc[j % kChains], fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      float m = mc[0];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) m = fmaxf(m, mc[c]);
+      for (int j = 0; j < N / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
       m = quad_max(m);
       // A row that has kept nothing yet has m = -inf: use 0 so exp2 gives 0, not NaN.
       const float m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
       alpha[h] = fast_exp2(row_max[h] * scale_log2 - m_scaled);
       row_max[h] = m;
-      float sc[kChains];
-#pragma unroll
-      for (int c = 0; c < kChains; ++c) sc[c] = 0.f;
+      float sum = 0.f;
 #pragma unroll
       for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& x = s[4 * j + 2 * h + e];
           x = fast_exp2(fmaf(x, scale_log2, -m_scaled));
-          sc[j % kChains] += x;
+          sum += x;
         }
       }
-      float sum = sc[0];
-#pragma unroll
-      for (int c = 1; c < kChains; ++c) sum += sc[c];
       row_sum[h] = row_sum[h] * alpha[h] + sum;
     }
   }
