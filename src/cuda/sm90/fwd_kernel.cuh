@@ -60,6 +60,7 @@ struct FwdTile {
   cuda_backend::SeqInfo seq;
   cuda_backend::WindowMask mask;
   int head, kv_head, m0, m1, n_begin, n_end;
+  __device__ __forceinline__ bool sees_keys() const { return n_end > n_begin; }
 };
 
 template <class Cfg>
@@ -71,6 +72,18 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
   if (t.m0 < t.m1) mask.tile_range(t.m0, t.m1, Cfg::kBlockN, t.n_begin, t.n_end);
   return t;
+}
+
+// This CTA's tiles of the persistent schedule (sched/tile_order.cuh), in order, skipping those
+// past their sequence's end: f(tile, id) for each. Producer and consumers call it alike.
+template <class Cfg, class F>
+__device__ __forceinline__ void for_each_tile(const FwdParams& p, F&& f) {
+  for (int r = 0; r * cuda_backend::cta_count() < p.tiles; ++r) {
+    const int id = cuda_backend::tile_of_round(r, cuda_backend::cta_index(), cuda_backend::cta_count());
+    if (id >= p.tiles) continue;
+    const FwdTile t = make_tile<Cfg>(p, id);
+    if (t.m0 < t.seq.rows_q) f(t, id);
+  }
 }
 
 // Producer, one tile: Q (once the consumers are done with the previous tile's), then K and V of
@@ -291,31 +304,24 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
 
-  // Both roles walk the same tiles; tiles past a sequence's end are skipped, and tiles that see no
-  // key (empty window, s_k = 0) load nothing: the consumers only write their zero output and -inf LSE.
+  // Both roles walk the same tiles; tiles that see no key (empty window, s_k = 0) load nothing:
+  // the consumers only write their zero output and -inf LSE.
   PipeState<Cfg::kStages> ps;
   uint32_t q_phase = 0;
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x != 0) return;
-    for (int r = 0; r * cuda_backend::cta_count() < p.tiles; ++r) {
-      const int id = cuda_backend::tile_of_round(r, cuda_backend::cta_index(), cuda_backend::cta_count());
-      if (id >= p.tiles) continue;
-      const FwdTile t = make_tile<Cfg>(p, id);
-      if (t.m0 >= t.seq.rows_q || t.n_end <= t.n_begin) continue;
+    for_each_tile<Cfg>(p, [&](const FwdTile& t, int) {
+      if (!t.sees_keys()) return;
       produce<Cfg>(sm, t, &tq, &tk, &tv, ps, q_phase);
       q_phase ^= 1;
-    }
+    });
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    for (int r = 0; r * cuda_backend::cta_count() < p.tiles; ++r) {
-      const int id = cuda_backend::tile_of_round(r, cuda_backend::cta_index(), cuda_backend::cta_count());
-      if (id >= p.tiles) continue;
-      const FwdTile t = make_tile<Cfg>(p, id);
-      if (t.m0 >= t.seq.rows_q) continue;
+    for_each_tile<Cfg>(p, [&](const FwdTile& t, int id) {
       consume<T, Cfg>(sm, t, p, warp / 4 - 1, id, ps, q_phase);
-      if (t.n_end > t.n_begin) q_phase ^= 1;
-    }
+      if (t.sees_keys()) q_phase ^= 1;
+    });
   }
 }
 
