@@ -11,6 +11,7 @@ struct SeqInfo {
   int len_q, len_k;        // tokens used: the lengths the mask sees
   int batch_coord;         // TMA batch coordinate: b for fixed-length, 0 for varlen
 
+  SeqInfo() = default;
   __device__ __forceinline__ SeqInfo(const FwdParams& p, int b) {
     if (p.cu_seqlens_q != nullptr) {
       q_offset = p.cu_seqlens_q[b];

@@ -16,6 +16,12 @@ struct FwdConfig {
   static constexpr int kAtoms = (D + 63) / 64;       // 64-column swizzle atoms per row
   static constexpr int kQAtomBytes = kBlockM * 128;
   static constexpr int kKVAtomBytes = kBlockN * 128;
+  // Two Q buffers let a consumer issue the next tile's first QK beside the current tile's last PV
+  // (no per-tile prologue or epilogue bubble); d = 256 has no room for the second (Q 64 KB + the
+  // K/V ring 160 KB), so there a tile ends before the next begins.
+  static constexpr int kQBytes = kAtoms * kQAtomBytes;
+  static constexpr int kRingBytes = 2 * kStages * kAtoms * kKVAtomBytes;
+  static constexpr int kQBuffers = 2 * kQBytes + kRingBytes <= 220 * 1024 ? 2 : 1;
   static constexpr int kConsumerWarpgroups = 2;
   // InterWG ping-pong pays where softmax is a large share of the loop (d <= 128: +5..20% on H100,
   // 2026-11-21); at d = 256 with 64-wide KV tiles it cost up to 25% (docs/notes/fwd-sm90.md).

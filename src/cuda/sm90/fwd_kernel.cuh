@@ -4,8 +4,10 @@
 // with IntraWG overlap: the QK^T of tile n and the PV of tile n-1 are in flight together, and the
 // softmax of tile n runs while PV(n-1) is still on the tensor cores; and InterWG ping-pong: the two
 // warpgroups take turns issuing their MMAs (named barriers), so one's softmax hides the other's GEMMs.
-// The grid is persistent (one CTA per SM): each CTA walks a static list of tiles (tile_order.cuh),
-// and the producer loads the next tile's Q and K/V while the consumers finish the current one.
+// The grid is persistent (one CTA per SM): each CTA walks a static list of tiles (tile_order.cuh)
+// as one stream of KV blocks. With two Q buffers (d <= 192) a tile boundary is an ordinary loop
+// iteration: the next tile's first QK is issued beside the current tile's last PV, and the
+// current tile's output is stored while the other warpgroup's GEMMs run.
 #pragma once
 
 #include <cuda.h>
@@ -34,10 +36,11 @@ constexpr int kPingPongBar = 1;  // named barriers 1 and 2 (0 is __syncthreads)
 
 template <class Cfg>
 struct FwdSmem {
-  alignas(1024) uint8_t q[Cfg::kAtoms * Cfg::kQAtomBytes];
+  alignas(1024) uint8_t q[Cfg::kQBuffers][Cfg::kQBytes];
   alignas(1024) uint8_t k[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
   alignas(1024) uint8_t v[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
-  uint64_t q_full, q_empty;  // q_empty: both consumer warpgroups issued their last QK of a tile
+  // q_empty: both consumer warpgroups issued (and waited for) their last QK of that buffer's tile
+  uint64_t q_full[Cfg::kQBuffers], q_empty[Cfg::kQBuffers];
   uint64_t k_full[Cfg::kStages], v_full[Cfg::kStages];
   uint64_t k_empty[Cfg::kStages], v_empty[Cfg::kStages];
 };
@@ -75,30 +78,37 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
 }
 
 // This CTA's tiles of the persistent schedule (sched/tile_order.cuh), in order, skipping those
-// past their sequence's end: f(tile, id) for each. Producer and consumers call it alike.
-template <class Cfg, class F>
-__device__ __forceinline__ void for_each_tile(const FwdParams& p, F&& f) {
-  for (int r = 0; r * cuda_backend::cta_count() < p.tiles; ++r) {
-    const int id = cuda_backend::tile_of_round(r, cuda_backend::cta_index(), cuda_backend::cta_count());
-    if (id >= p.tiles) continue;
-    const FwdTile t = make_tile<Cfg>(p, id);
-    if (t.m0 < t.seq.rows_q) f(t, id);
-  }
-}
+// past their sequence's end. Producer and consumers walk it alike.
+struct TileWalk {
+  int round = 0, id = 0;
+  FwdTile t;
 
-// Producer, one tile: Q (once the consumers are done with the previous tile's), then K and V of
-// each visible KV tile, last first (the partial ones come first, so masking work overlaps with the
-// later full tiles). `ps` and `q_phase` carry the ring and Q-buffer state from tile to tile.
+  template <class Cfg>
+  __device__ __forceinline__ bool next(const FwdParams& p) {
+    for (; round * cuda_backend::cta_count() < p.tiles;) {
+      id = cuda_backend::tile_of_round(round++, cuda_backend::cta_index(), cuda_backend::cta_count());
+      if (id >= p.tiles) continue;
+      t = make_tile<Cfg>(p, id);
+      if (t.m0 < t.seq.rows_q) return true;
+    }
+    return false;
+  }
+};
+
+// Producer, one tile: Q into its buffer (once the consumers are done with the tile that used it
+// before), then K and V of each visible KV tile, last first (the partial ones come first, so
+// masking work overlaps with the later full tiles). `ps` and `qs` carry the ring and Q-buffer
+// state from tile to tile.
 template <class Cfg>
 __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, const CUtensorMap* tq,
                                         const CUtensorMap* tk, const CUtensorMap* tv,
-                                        PipeState<Cfg::kStages>& ps, uint32_t q_phase) {
-  mbar_wait(&sm.q_empty, q_phase ^ 1);
-  mbar_expect_tx(&sm.q_full, Cfg::kAtoms * Cfg::kQAtomBytes);
+                                        PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs) {
+  mbar_wait(&sm.q_empty[qs.stage()], qs.phase() ^ 1);
+  mbar_expect_tx(&sm.q_full[qs.stage()], Cfg::kQBytes);
 #pragma unroll
   for (int a = 0; a < Cfg::kAtoms; ++a)
-    tma_load_4d(sm.q + a * Cfg::kQAtomBytes, tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head,
-                t.seq.batch_coord, &sm.q_full);
+    tma_load_4d(sm.q[qs.stage()] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head,
+                t.seq.batch_coord, &sm.q_full[qs.stage()]);
   // One K or V tile into ring slot `stage`, once the consumers have released that slot.
   auto load_tile = [&](const CUtensorMap* map, uint8_t* dst, uint64_t* empty, uint64_t* full, uint32_t phase,
                        int row) {
@@ -115,27 +125,58 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   }
 }
 
-// One consumer warpgroup, one tile: 64 query rows against every visible KV tile, then the
-// epilogue. `ps` (ring slot of the tile's first K/V) and `q_phase` match the producer's.
+// One warpgroup's 64 rows of tile `e`: O normalised by inv (rows past rows_q are dropped) and LSE
+// (rows past seqused get out 0 and lse -inf, the reference's convention).
 template <class T, class Cfg>
-__device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, const FwdParams& p,
-                                        int wg, int id, PipeState<Cfg::kStages>& ps, uint32_t q_phase) {
+__device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
+                                           const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
+                                           float (&lse)[2]) {
+  constexpr int D = Cfg::kHeadDim;
+  const int row0 = e.m0 + row_in_tile;
+  const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = row0 + 8 * h;
+    if (r >= e.seq.len_q) {
+      inv[h] = 0.f;
+      lse[h] = -INFINITY;
+    }
+    if (r >= e.seq.rows_q) continue;
+    T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (e.seq.q_offset + r) * p.out_stride_s +
+             int64_t(e.head) * p.out_stride_h;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) =
+          pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+    if (p.lse != nullptr && quad_col == 0)
+      p.lse[b_off * p.lse_stride_b + int64_t(e.head) * p.lse_stride_h + (e.seq.q_offset + r) * p.lse_stride_s] = lse[h];
+  }
+}
+
+// One consumer warpgroup: 64 query rows of every tile of this CTA's walk, as one stream of KV
+// blocks. Each iteration issues QK of block n and PV of the block before it (IntraWG overlap), the
+// two warpgroups taking turns to issue (InterWG ping-pong). Where block n is the first of a new
+// tile, that iteration also closes the previous tile: its softmax state is finished before the
+// new tile's first softmax step, and its O is stored once its last PV has retired.
+template <class T, class Cfg>
+__device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, int wg) {
   constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
   const int quad_col = lane % 4;
-  const int row0 = t.m0 + wg * 64 + warp_in_wg * 16 + lane / 4;  // rows row0 and row0 + 8
-  const uint8_t* q_rows = sm.q + wg * 64 * kAtomRowBytes;
+  const int row_in_tile = wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's rows: +0 and +8
+  const int q_row_bytes = wg * 64 * kAtomRowBytes;
 
   float o[D / 2];
-#pragma unroll
-  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
   float s[N / 2];
   uint32_t pf[N / 16][4];
   cuda_backend::OnlineSoftmax<N> softmax;
   float alpha[2];
-  prof::LoopProbe probe(p, wg);  // empty unless FASTATTN_LOOP_PROBES (issue #6)
+  PipeState<Cfg::kStages> ps;      // K/V ring slot of the next block to consume
+  PipeState<Cfg::kQBuffers> qs;    // Q buffer of the current tile
+  TileWalk walk;
 
   auto issue_qk = [&](int stage) {
+    const uint8_t* q_rows = sm.q[qs.stage()] + q_row_bytes;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
@@ -155,8 +196,15 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
   };
+  // After block n's QK: free its K slot, and the tile's Q buffer if n was the tile's last block.
+  auto release_qk_operands = [&](int n) {
+    release(&sm.k_empty[ps.stage()]);
+    if (n == walk.t.n_begin) release(&sm.q_empty[qs.stage()]);
+  };
   // Softcap, then the keep-bit mask on partial tiles only.
   auto shape_scores = [&](int n) {
+    const FwdTile& t = walk.t;
+    const int row0 = t.m0 + row_in_tile;
     if (p.softcap != 0.f) {
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = p.softcap * tanhf(s[i] * p.softcap_in);
@@ -180,37 +228,70 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
 #pragma unroll
       for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
   };
+  // The tile `id`'s output from o and the finished softmax state. Its sequence and head are derived
+  // again from the id rather than kept through the loop: at d = 256 those registers were what the
+  // consumer lacked (a 4-byte spill).
+  auto store_output = [&](int id, float (&inv)[2], float (&lse)[2]) {
+    store_rows<T, Cfg>(p, make_tile<Cfg>(p, id), row_in_tile, quad_col, o, inv, lse);
+  };
+  // The next tile that sees keys; tiles that see none (empty window, s_k = 0) get their zero rows
+  // and -inf LSE here, with no load and no MMA.
+  auto next_keyed_tile = [&]() {
+    while (walk.next<Cfg>(p)) {
+      if (walk.t.sees_keys()) return true;
+      float zero[D / 2] = {}, inv[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
+      store_rows<T, Cfg>(p, walk.t, row_in_tile, quad_col, zero, inv, lse);
+    }
+    return false;
+  };
 
-  // Ping-pong: warpgroup w issues only after bar(w) opened, then opens the other's. Both run
-  // n_tiles + 1 issue phases; warpgroup 1 opens bar(0) once up front and skips its last opening,
-  // so every barrier sees as many arrivals as syncs.
-  const int n_tiles = t.n_end - t.n_begin;
-  int phases_left = n_tiles + 1;
+  // Ping-pong: warpgroup w issues only after bar(w) opened, then opens the other's. In each run of
+  // blocks both warpgroups have as many issue phases; warpgroup 1 opens bar(0) once up front and
+  // skips its opening in the run's last phase, so every barrier sees as many arrivals as syncs.
   auto my_turn = [&]() {
     if constexpr (Cfg::kPingPong) named_bar_sync(kPingPongBar + wg, 256);
   };
-  auto your_turn = [&]() {
+  auto your_turn = [&](bool last_phase) {
     if constexpr (Cfg::kPingPong)
-      if (--phases_left > 0 || wg == 0) named_bar_arrive(kPingPongBar + (1 - wg), 256);
+      if (!last_phase || wg == 0) named_bar_arrive(kPingPongBar + (1 - wg), 256);
   };
-  if (n_tiles > 0) {
+
+  bool more = next_keyed_tile();
+  while (more) {  // one run of blocks: the whole walk with two Q buffers, else one tile
+    prof::LoopProbe probe(p, wg);  // empty unless FASTATTN_LOOP_PROBES (issue #6)
+#pragma unroll
+    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    softmax = cuda_backend::OnlineSoftmax<N>{};
+    int out_id = walk.id;  // the tile that o accumulates
+    int n = walk.t.n_end - 1;
+
     if (Cfg::kPingPong && wg == 1) named_bar_arrive(kPingPongBar, 256);
-    mbar_wait(&sm.q_full, q_phase);
+    mbar_wait(&sm.q_full[qs.stage()], qs.phase());
     mbar_wait(&sm.k_full[ps.stage()], ps.phase());
     my_turn();
     issue_qk(ps.stage());
-    your_turn();
+    your_turn(false);
     wgmma_wait<0>();
     fence_operands(s);
-    release(&sm.k_empty[ps.stage()]);
-    shape_scores(t.n_end - 1);
+    release_qk_operands(n);
+    shape_scores(n);
     softmax.step(s, p.scale_log2, alpha);
     scores_to_p();
 
-    for (int n = t.n_end - 2; n >= t.n_begin; --n) {
+    for (;;) {
+      bool new_tile = false;
+      if (--n < walk.t.n_begin) {  // the tile's blocks are all issued: move on to the next tile
+        if constexpr (Cfg::kQBuffers == 1) break;
+        more = next_keyed_tile();
+        if (!more) break;
+        new_tile = true;
+        n = walk.t.n_end - 1;
+        qs.advance();
+      }
       probe.mark(prof::kIterBegin);
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
+      if (new_tile) mbar_wait(&sm.q_full[qs.stage()], qs.phase());
       mbar_wait(&sm.k_full[ps.stage()], ps.phase());
       mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       probe.mark(prof::kTilesReady);
@@ -218,12 +299,17 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       probe.mark(prof::kTurnTaken);
       issue_qk(ps.stage());
       issue_pv(prev.stage());
-      your_turn();
+      your_turn(false);
       probe.mark(prof::kIssued);
-      wgmma_wait<1>();  // S ready; PV(n+1) may still run
+      wgmma_wait<1>();  // S ready; PV of the block before may still run
       fence_operands(s);
       probe.mark(prof::kScoresReady);
-      release(&sm.k_empty[ps.stage()]);
+      release_qk_operands(n);
+      float inv[2], lse[2];
+      if (new_tile) {  // the previous tile's softmax is complete: keep its normaliser, start afresh
+        softmax.finish(p.scale_log2, inv, lse);
+        softmax = cuda_backend::OnlineSoftmax<N>{};
+      }
       shape_scores(n);
       probe.mark(prof::kMasked);
       softmax.step(s, p.scale_log2, alpha);
@@ -232,50 +318,36 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       fence_operands(o);
       probe.mark(prof::kPvDone);
       release(&sm.v_empty[prev.stage()]);
+      if (new_tile) {
+        store_output(out_id, inv, lse);
+        out_id = walk.id;
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+      }
       cuda_backend::scale_rows<D>(o, alpha);
       scores_to_p();
       probe.mark(prof::kIterEnd);
     }
-    release(&sm.q_empty);  // every QK of this tile is done: the producer may load the next Q
+
+    // The run's last PV, then its last tile's output.
     mbar_wait(&sm.v_full[ps.stage()], ps.phase());
     my_turn();
     issue_pv(ps.stage());
-    your_turn();
+    your_turn(true);
     wgmma_wait<0>();
     fence_operands(o);
     release(&sm.v_empty[ps.stage()]);
     ps.advance();
-  }
-
-  // Epilogue: normalise, store O (rows past the sequence end are dropped) and LSE. The tile's
-  // sequence and head are derived again from `id` rather than kept through the loop: at d = 256
-  // those registers were what the consumer lacked (a 4-byte spill).
-  const FwdTile e = make_tile<Cfg>(p, id);
-  const int erow0 = e.m0 + wg * 64 + warp_in_wg * 16 + lane / 4;
-  float inv[2], lse[2];
-  softmax.finish(p.scale_log2, inv, lse);
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-    if (erow0 + 8 * h >= e.seq.len_q) {  // past seqused: out 0, lse -inf (reference convention)
-      inv[h] = 0.f;
-      lse[h] = -INFINITY;
+    float inv[2], lse[2];
+    softmax.finish(p.scale_log2, inv, lse);
+    store_output(out_id, inv, lse);
+    probe.mark(prof::kEpilogueEnd);
+    probe.finish();
+    if constexpr (Cfg::kQBuffers == 1) {
+      qs.advance();
+      more = next_keyed_tile();
     }
-  cuda_backend::scale_rows<D>(o, inv);
-  const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = erow0 + 8 * h;
-    if (r >= e.seq.rows_q) continue;
-    T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (e.seq.q_offset + r) * p.out_stride_s +
-             int64_t(e.head) * p.out_stride_h;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-      *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) = pack2<T>(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
-    if (p.lse != nullptr && quad_col == 0)
-      p.lse[b_off * p.lse_stride_b + int64_t(e.head) * p.lse_stride_h + (e.seq.q_offset + r) * p.lse_stride_s] = lse[h];
   }
-  probe.mark(prof::kEpilogueEnd);
-  probe.finish();
 }
 
 template <class T, class Cfg>
@@ -291,8 +363,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
-    mbar_init(&sm.q_full, 1);
-    mbar_init(&sm.q_empty, 4 * Cfg::kConsumerWarpgroups);
+#pragma unroll
+    for (int b = 0; b < Cfg::kQBuffers; ++b) {
+      mbar_init(&sm.q_full[b], 1);
+      mbar_init(&sm.q_empty[b], 4 * Cfg::kConsumerWarpgroups);
+    }
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.k_full[s], 1);
@@ -304,24 +379,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
 
-  // Both roles walk the same tiles; tiles that see no key (empty window, s_k = 0) load nothing:
-  // the consumers only write their zero output and -inf LSE.
-  PipeState<Cfg::kStages> ps;
-  uint32_t q_phase = 0;
+  // Both roles walk the same tiles; tiles that see no key load nothing.
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x != 0) return;
-    for_each_tile<Cfg>(p, [&](const FwdTile& t, int) {
-      if (!t.sees_keys()) return;
-      produce<Cfg>(sm, t, &tq, &tk, &tv, ps, q_phase);
-      q_phase ^= 1;
-    });
+    PipeState<Cfg::kStages> ps;
+    PipeState<Cfg::kQBuffers> qs;
+    TileWalk walk;
+    while (walk.next<Cfg>(p)) {
+      if (!walk.t.sees_keys()) continue;
+      produce<Cfg>(sm, walk.t, &tq, &tk, &tv, ps, qs);
+      qs.advance();
+    }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    for_each_tile<Cfg>(p, [&](const FwdTile& t, int id) {
-      consume<T, Cfg>(sm, t, p, warp / 4 - 1, id, ps, q_phase);
-      if (t.sees_keys()) q_phase ^= 1;
-    });
+    consume<T, Cfg>(sm, p, warp / 4 - 1);
   }
 }
 
