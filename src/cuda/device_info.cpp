@@ -9,8 +9,12 @@
 
 namespace fastattn::cuda_backend {
 
-Status sm_count(int* out) {
-  // Queried once per device; no synchronisation, so launches stay capturable in CUDA graphs.
+namespace {
+
+// A device attribute, queried once per device; no synchronisation, so launches stay capturable
+// in CUDA graphs.
+template <cudaDeviceAttr Attr>
+Status cached_attribute(const char* what, int* out) {
   constexpr int kMaxDevices = 64;
   static std::atomic<int> cache[kMaxDevices] = {};
   int dev = 0;
@@ -19,13 +23,20 @@ Status sm_count(int* out) {
   if (dev >= 0 && dev < kMaxDevices && (*out = cache[dev].load(std::memory_order_relaxed)) > 0)
     return Status::Ok();
   int n = 0;
-  e = cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-  if (e != cudaSuccess || n <= 0)
-    return {Code::CudaError, std::string("multiprocessor count: ") + cudaGetErrorString(e)};
+  e = cudaDeviceGetAttribute(&n, Attr, dev);
+  if (e != cudaSuccess || n <= 0) return {Code::CudaError, std::string(what) + ": " + cudaGetErrorString(e)};
   if (dev >= 0 && dev < kMaxDevices) cache[dev].store(n, std::memory_order_relaxed);
   *out = n;
   return Status::Ok();
 }
+
+}  // namespace
+
+Status sm_count(int* out) {
+  return cached_attribute<cudaDevAttrMultiProcessorCount>("multiprocessor count", out);
+}
+
+Status l2_bytes(int* out) { return cached_attribute<cudaDevAttrL2CacheSize>("L2 cache size", out); }
 
 Status persistent_grid(int tiles, int* ctas) {
   int sms = 0;

@@ -32,6 +32,7 @@ struct FwdParams {
   int batch_heads = 0;        // batch * heads_q
   int tiles = 0;              // m_blocks * batch_heads: the persistent grid's work list
   int heavy_first = 0;        // visit tiles longest first (causal); see sched/tile_order.cuh
+  int section_slots = 1;      // heavy_first: (batch, head) slots per L2 section (sched/causal_sections.h)
 };
 
 }  // namespace fastattn::cuda_backend

@@ -8,6 +8,7 @@
 #include "cuda/common/fwd_params.h"
 #include "cuda/sm90/fwd_kernel.cuh"
 #include "cuda/sm90/fwd_api.h"
+#include "cuda/causal_sections.h"
 #include "cuda/device_info.h"
 #include "cuda/tma_map.h"
 
@@ -34,7 +35,12 @@ Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   int ctas = 0;
   st = cuda_backend::persistent_grid(p.tiles, &ctas);
   if (!st.ok()) return st;
-  kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, p);
+  cuda_backend::FwdParams params = p;
+  const int64_t kv_bytes_per_slot = int64_t(p.seqlen_k) * (args.k.shape[args.k.ndim - 1] + args.v.shape[args.v.ndim - 1]) *
+                                    int64_t(sizeof(T));
+  st = cuda_backend::set_section_slots(params, ctas, Cfg::kBlockM, kv_bytes_per_slot);
+  if (!st.ok()) return st;
+  kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, params);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();

@@ -1,0 +1,41 @@
+// Cached choice of the causal section width per launch shape (sched/causal_sections.h): the
+// simulation costs up to 32 passes over the tiles, the cache makes repeated shapes free.
+#include "cuda/causal_sections.h"
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "cuda/device_info.h"
+#include "cuda/sched/causal_sections.h"
+
+namespace fastattn::cuda_backend {
+
+Status set_section_slots(FwdParams& p, int ctas, int block_rows, int64_t kv_bytes_per_slot) {
+  p.section_slots = p.batch_heads;
+  if (!p.heavy_first) return Status::Ok();
+  int l2 = 0;
+  Status st = l2_bytes(&l2);
+  if (!st.ok()) return st;
+  using Key = std::tuple<int, int, int, int, int, int, int, int64_t, int>;
+  const Key key{p.tiles, p.m_blocks, p.batch_heads, p.heads_q, p.seqlen_k - p.seqlen_q, ctas, block_rows,
+                kv_bytes_per_slot, l2};
+  static std::mutex mu;
+  static std::map<Key, int> cache;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      p.section_slots = it->second;
+      return Status::Ok();
+    }
+  }
+  const int w = choose_section_slots(p, ctas, block_rows, kv_bytes_per_slot, l2);
+  std::lock_guard<std::mutex> lock(mu);
+  if (cache.size() > 4096) cache.clear();  // bounded: shapes seen by one process
+  cache.emplace(key, w);
+  p.section_slots = w;
+  return Status::Ok();
+}
+
+}  // namespace fastattn::cuda_backend
