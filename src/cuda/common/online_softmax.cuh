@@ -3,6 +3,7 @@
 // FFMA; the row sum stays per-thread until the end (one quad reduction in the epilogue).
 #pragma once
 
+#include <cfloat>
 #include <cstdint>
 
 namespace fastattn::cuda_backend {
@@ -35,46 +36,77 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
+// exp2 on the FMA pipe, for a share of the scores (FlashAttention-4's trick): MUFU.EX2 paces the
+// softmax (one per 8 cycles per warp) while issue slots stay free. x = j + f with j = floor(x) (the
+// add in round-down mode leaves j in the low mantissa bits of t), 2^f by a minimax polynomial on
+// [0, 1) with p(0) = 1, and j added to the exponent field. Relative error 2.9e-6 (degree 4; degree 3
+// gives 8.6e-5, too close to the tests' 1e-4 LSE bound); x <= -127 (masked -inf) gives exactly 0.
+__device__ __forceinline__ float exp2_fma(float x) {
+  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
+  x = fmaxf(x, -127.f);
+  const float t = __fadd_rd(x, kRound);
+  const float f = x - (t - kRound);  // both subtractions exact
+  const float p = fmaf(fmaf(fmaf(fmaf(0.013426707f, f, 0.052242439f), f, 0.24128023f), f, 0.69304484f), f, 1.f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
+// -inf or NaN (fmaxf ignores both) computed from v: a data dependency that costs one LOP3.
+__device__ __forceinline__ float neutral_for_max(float v) {
+  uint32_t r;
+  asm("or.b32 %0, %1, 0xff800000;" : "=r"(r) : "r"(__float_as_uint(v)));
+  return __uint_as_float(r);
+}
+
+// Column k of a row (k = 0 .. N/4 - 1) takes exp2_fma when k % FASTATTN_EXP2_FMA_EVERY is the last
+// residue (0: never).
+#ifndef FASTATTN_EXP2_FMA_EVERY
+#define FASTATTN_EXP2_FMA_EVERY 0
+#endif
+
 template <int N>
 struct OnlineSoftmax {
-  float row_max[2] = {-INFINITY, -INFINITY};  // raw (unscaled) scores
-  float row_sum[2] = {0.f, 0.f};              // this thread's share
+  static constexpr int kFmaEvery = FASTATTN_EXP2_FMA_EVERY;
+  // Running max, already scaled by scale_log2; -FLT_MAX, not -inf, while a row has kept nothing,
+  // so masked scores give exp2(-inf + FLT_MAX) = 0 with no -inf check (was FSETP + FSEL).
+  float max_scaled[2] = {-FLT_MAX, -FLT_MAX};
+  float row_sum[2] = {0.f, 0.f};  // this thread's share
 
-  // Replaces scores s by p = exp2(scale_log2 * (s - max)) with the running max updated, and
-  // returns in alpha the factor by which earlier sums and outputs must be rescaled.
+  // Replaces scores s by p = exp2(scale_log2 * s - max) with the running max updated, and returns
+  // in alpha the factor by which earlier sums and outputs must be rescaled: exactly 1 when the max
+  // did not change (both maxima are the same rounded product), which lets the caller skip O *= alpha.
   __device__ __forceinline__ void step(float (&s)[N / 2], float scale_log2, float (&alpha)[2]) {
+    // Row 1's max reduction starts from a value derived from row 0's first exp, so it runs under
+    // row 0's exps; without it ptxas reduces both rows before the first exp (+~65 cycles).
+    float after_row0 = -INFINITY;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float m = row_max[h];
+      float m = after_row0;
 #pragma unroll
       for (int j = 0; j < N / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      m = quad_max(m);
-      // A row that has kept nothing yet has m = -inf: use 0 so exp2 gives 0, not NaN.
-      const float m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
-      alpha[h] = fast_exp2(row_max[h] * scale_log2 - m_scaled);
-      row_max[h] = m;
-      float sum = 0.f;
+      const float m_scaled = fmaxf(max_scaled[h], quad_max(m) * scale_log2);
+      alpha[h] = fast_exp2(max_scaled[h] - m_scaled);
+      max_scaled[h] = m_scaled;
+      float sum;
 #pragma unroll
-      for (int j = 0; j < N / 8; ++j) {
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          float& x = s[4 * j + 2 * h + e];
-          x = fast_exp2(fmaf(x, scale_log2, -m_scaled));
-          sum += x;
-        }
+      for (int k = 0; k < N / 4; ++k) {
+        float& x = s[4 * (k / 2) + 2 * h + k % 2];
+        const float y = fmaf(x, scale_log2, -m_scaled);
+        x = kFmaEvery > 0 && k % (kFmaEvery > 0 ? kFmaEvery : 1) == kFmaEvery - 1 ? exp2_fma(y) : fast_exp2(y);
+        sum = k == 0 ? x : sum + x;
+        if (h == 0 && k == 0) after_row0 = neutral_for_max(x);
       }
       row_sum[h] = row_sum[h] * alpha[h] + sum;
     }
   }
 
   // Final per-row normaliser (0 for rows that kept no key) and natural-log LSE (-inf for those).
-  __device__ __forceinline__ void finish(float scale_log2, float (&inv)[2], float (&lse)[2]) {
+  __device__ __forceinline__ void finish(float (&inv)[2], float (&lse)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float sum = quad_sum(row_sum[h]);
       const bool any = sum > 0.f;
       inv[h] = any ? fast_rcp(sum) : 0.f;
-      lse[h] = any ? (row_max[h] * scale_log2 + fast_log2(sum)) * 0.69314718055994531f : -INFINITY;
+      lse[h] = any ? (max_scaled[h] + fast_log2(sum)) * 0.69314718055994531f : -INFINITY;
     }
   }
 };

@@ -48,6 +48,13 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
 
+// The same wait spelled differently, for the second arm of a branch: two identical asm statements
+// at the head of both arms would be merged into one above the branch (see consume()).
+template <int N>
+__device__ __forceinline__ void wgmma_wait_alt() {
+  asm volatile("wgmma.wait_group.sync.aligned %0; // alt\n" ::"n"(N) : "memory");
+}
+
 // Keeps the compiler from moving reads/writes of accumulator registers across an in-flight wgmma.
 template <int N>
 __device__ __forceinline__ void fence_operands(float (&r)[N]) {
