@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -56,6 +57,14 @@ Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out) {
   if (r != CUDA_SUCCESS)
     return {Code::CudaError, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")"};
   return Status::Ok();
+}
+
+bool tma_storable(const Tensor& t) {
+  if (t.ndim != 4 || t.stride[3] != 1 || reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  const int esz = dtype_size(t.dtype);
+  for (int i = 0; i < 3; ++i)
+    if (t.shape[i] > 1 && (t.stride[i] * esz) % 16 != 0) return false;
+  return true;
 }
 
 }  // namespace fastattn::cuda_backend

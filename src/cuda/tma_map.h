@@ -12,4 +12,8 @@ namespace fastattn::cuda_backend {
 // (checked before, in check_forward).
 Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out);
 
+// Whether TMA can store into `t` tile by tile: fixed-length (b, s, h, d), unit last stride, base and
+// every stride of a dim longer than 1 a multiple of 16 bytes.
+bool tma_storable(const Tensor& t);
+
 }  // namespace fastattn::cuda_backend

@@ -8,6 +8,7 @@ namespace fastattn::cuda_backend {
 
 struct FwdParams {
   void* out = nullptr;
+  int out_tma = 0;       // store O through smem with TMA (fixed-length, TMA-compatible out layout)
   float* lse = nullptr;  // may be null: not written
   int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;
   int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;

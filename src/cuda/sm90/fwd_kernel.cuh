@@ -33,6 +33,7 @@ namespace fastattn::sm90 {
 using cuda_backend::FwdParams;
 
 constexpr int kPingPongBar = 1;  // named barriers 1 and 2 (0 is __syncthreads)
+constexpr int kStoreBar = 3;     // 3 and 4: a warpgroup's O rows are in smem, ready for the TMA store
 
 template <class Cfg>
 struct FwdSmem {
@@ -159,7 +160,7 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
 // tile, that iteration also closes the previous tile: its softmax state is finished before the
 // new tile's first softmax step, and its O is stored once its last PV has retired.
 template <class T, class Cfg>
-__device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, int wg) {
+__device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, const CUtensorMap* to, int wg) {
   constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
   const int quad_col = lane % 4;
@@ -174,6 +175,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, in
   PipeState<Cfg::kStages> ps;      // K/V ring slot of the next block to consume
   PipeState<Cfg::kQBuffers> qs;    // Q buffer of the current tile
   TileWalk walk;
+  // O leaves through its tile's Q buffer and a TMA store (two Q buffers, fixed-length batches):
+  // that buffer is released once the store has read it, not after the tile's last QK.
+  const bool tma_out = Cfg::kQBuffers == 2 && p.out_tma != 0;
+  const bool store_thread = warp_in_wg == 0 && lane == 0;
+  int q_pending = -1;  // Q buffer whose O store is in flight, to be released
 
   auto issue_qk = [&](int stage) {
     const uint8_t* q_rows = sm.q[qs.stage()] + q_row_bytes;
@@ -203,7 +209,17 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, in
   // After block n's QK: free its K slot, and the tile's Q buffer if n was the tile's last block.
   auto release_qk_operands = [&](int n) {
     release(&sm.k_empty[ps.stage()]);
-    if (n == walk.t.n_begin) release(&sm.q_empty[qs.stage()]);
+    if (!tma_out && n == walk.t.n_begin) release(&sm.q_empty[qs.stage()]);
+  };
+  // TMA-store mode: the Q buffer of the last stored tile goes back to the producer once the store
+  // has read it (one arrival per warpgroup; checked an iteration later, so nobody waits for it).
+  auto release_stored_q = [&]() {
+    if (q_pending < 0) return;
+    if (store_thread) {
+      tma_store_wait_read();
+      mbar_arrive(&sm.q_empty[q_pending]);
+    }
+    q_pending = -1;
   };
   // Softcap, then the keep-bit mask on partial tiles only.
   auto shape_scores = [&](int n) {
@@ -235,8 +251,41 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, in
   // The tile `id`'s output from o and the finished softmax state. Its sequence and head are derived
   // again from the id rather than kept through the loop: at d = 256 those registers were what the
   // consumer lacked (a 4-byte spill).
-  auto store_output = [&](int id, float (&inv)[2], float (&lse)[2]) {
-    store_rows<T, Cfg>(p, make_tile<Cfg>(p, id), row_in_tile, quad_col, o, inv, lse);
+  auto store_output = [&](int id, int q_buf, float (&inv)[2], float (&lse)[2]) {
+    const FwdTile e = make_tile<Cfg>(p, id);
+    if (!tma_out) {
+      store_rows<T, Cfg>(p, e, row_in_tile, quad_col, o, inv, lse);
+      return;
+    }
+    // This warpgroup's 64 rows, normalised, into the Q buffer in the 128-byte-swizzled layout
+    // that TMA reads (16-byte chunk c of row r at chunk c ^ (r % 8): the 8 rows of a warp's store
+    // hit 8 different chunks, no bank conflict), then one thread stores them.
+    uint8_t* rows = sm.q[q_buf] + wg * 64 * kAtomRowBytes;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = warp_in_wg * 16 + lane / 4 + 8 * h, row = e.m0 + wg * 64 + r;
+      if (row >= e.seq.len_q) {  // past seqused: out 0, lse -inf (reference convention)
+        inv[h] = 0.f;
+        lse[h] = -INFINITY;
+      }
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<uint32_t*>(rows + (j / 8) * Cfg::kQAtomBytes + r * kAtomRowBytes +
+                                     ((j % 8) ^ (r % 8)) * 16 + quad_col * 4) =
+            pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+      if (p.lse != nullptr && quad_col == 0 && row < e.seq.rows_q)
+        p.lse[int64_t(e.seq.batch_coord) * p.lse_stride_b + int64_t(e.head) * p.lse_stride_h +
+              int64_t(e.seq.q_offset + row) * p.lse_stride_s] = lse[h];
+    }
+    fence_smem_for_tma();
+    named_bar_sync(kStoreBar + wg, 128);
+    if (store_thread) {
+#pragma unroll
+      for (int a = 0; a < Cfg::kAtoms; ++a)
+        tma_store_4d(to, rows + a * Cfg::kQAtomBytes, a * kAtomCols, e.m0 + wg * 64, e.head, e.seq.batch_coord);
+      tma_store_commit();
+    }
+    q_pending = q_buf;
   };
   // The next tile that sees keys; tiles that see none (empty window, s_k = 0) get their zero rows
   // and -inf LSE here, with no load and no MMA.
@@ -320,6 +369,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, in
       probe.mark(prof::kMasked);
       softmax.step(s, p.scale_log2, alpha);
       probe.mark(prof::kSoftmaxDone);
+      release_stored_q();
       // A plain wgmma_wait<0>() here was hoisted by ptxas above the whole softmax (which then ran
       // after PV(n+1) instead of under it); a wait in the arms of a branch stays below it. The
       // branch is on the warpgroup, so each warpgroup executes one wait instruction (.aligned), and
@@ -333,7 +383,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, in
       probe.mark(prof::kPvDone);
       release(&sm.v_empty[prev.stage()]);
       if (new_tile) {
-        store_output(out_id, inv, lse);
+        store_output(out_id, qs.stage() ^ 1, inv, lse);  // the previous tile's Q buffer
         out_id = walk.id;
       }
       // O *= alpha only where a row of this warp has a new max (alpha is exactly 1 otherwise). A
@@ -354,7 +404,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, in
     ps.advance();
     float inv[2], lse[2];
     softmax.finish(inv, lse);
-    store_output(out_id, inv, lse);
+    release_stored_q();
+    store_output(out_id, qs.stage(), inv, lse);
+    release_stored_q();
     probe.mark(prof::kEpilogueEnd);
     probe.finish();
     if constexpr (Cfg::kQBuffers == 1) {
@@ -367,7 +419,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, in
 template <class T, class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-               const __grid_constant__ CUtensorMap tv, const __grid_constant__ FwdParams p) {
+               const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
+               const __grid_constant__ FwdParams p) {
   extern __shared__ uint8_t smem_raw[];
   auto& sm = *reinterpret_cast<FwdSmem<Cfg>*>(
       (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -377,10 +430,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
+    // q_empty: per consumer warp after the tile's last QK, or per warpgroup after its O store
+    const bool tma_out = Cfg::kQBuffers == 2 && p.out_tma != 0;
+    if (tma_out) prefetch_tma_map(&to);
 #pragma unroll
     for (int b = 0; b < Cfg::kQBuffers; ++b) {
       mbar_init(&sm.q_full[b], 1);
-      mbar_init(&sm.q_empty[b], 4 * Cfg::kConsumerWarpgroups);
+      mbar_init(&sm.q_empty[b], tma_out ? Cfg::kConsumerWarpgroups : 4 * Cfg::kConsumerWarpgroups);
     }
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
@@ -407,7 +463,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    consume<T, Cfg>(sm, p, warp / 4 - 1);
+    consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
+    if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
   }
 }
 

@@ -17,11 +17,18 @@ namespace fastattn::sm90 {
 template <class T, int D>
 Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
   using Cfg = FwdConfig<D>;
-  CUtensorMap tq, tk, tv;
+  CUtensorMap tq, tk, tv, to;
   Status st = cuda_backend::make_tma_map(args.q, Cfg::kBlockM, &tq);
   if (st.ok()) st = cuda_backend::make_tma_map(args.k, Cfg::kBlockN, &tk);
   if (st.ok()) st = cuda_backend::make_tma_map(args.v, Cfg::kBlockN, &tv);
   if (!st.ok()) return st;
+  // O goes out by TMA (64-row boxes, one per consumer warpgroup) where the kernel can stage it in
+  // a spare Q buffer and TMA can address it: fixed-length (TMA cannot stop at a varlen sequence's
+  // end) with 16-byte-aligned base and strides; else by plain stores from registers.
+  cuda_backend::FwdParams params = p;
+  params.out_tma = Cfg::kQBuffers == 2 && cuda_backend::tma_storable(args.out) &&
+                   cuda_backend::make_tma_map(args.out, 64, &to).ok();
+  if (!params.out_tma) to = tq;  // unused
   auto kernel = fwd_kernel<T, Cfg>;
   const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
   static bool attr_set = false;  // per instantiation; racing first calls set the same value
@@ -35,12 +42,11 @@ Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   int ctas = 0;
   st = cuda_backend::persistent_grid(p.tiles, &ctas);
   if (!st.ok()) return st;
-  cuda_backend::FwdParams params = p;
   const int64_t kv_bytes_per_slot = int64_t(p.seqlen_k) * (args.k.shape[args.k.ndim - 1] + args.v.shape[args.v.ndim - 1]) *
                                     int64_t(sizeof(T));
   st = cuda_backend::set_section_slots(params, ctas, Cfg::kBlockM, kv_bytes_per_slot);
   if (!st.ok()) return st;
-  kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, params);
+  kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, to, params);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();
