@@ -91,19 +91,21 @@ Status capture_launch(const AttnArgs& args, cudaStream_t stream, CapturedLaunch*
   *kernel = cudaFuncGetName(&name, kp.func) == cudaSuccess && name ? name : "?";
   if (kernel->find("fwd_kernel") == std::string::npos)
     return {Code::Internal, "profile: the captured launch is " + *kernel + ", not the sm90 fwd_kernel"};
-  // The probed kernel is fwd_kernel(tq, tk, tv, p) by value: the captured one must take exactly that.
-  const size_t sizes[] = {sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap),
+  // The probed kernel is fwd_kernel(tq, tk, tv, to, p) by value: the captured one must take exactly that.
+  const size_t sizes[] = {sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap),
                           sizeof(cuda_backend::FwdParams)};
-  for (size_t i = 0; i <= 4; ++i) {
+  constexpr size_t kParams = sizeof(sizes) / sizeof(sizes[0]);
+  for (size_t i = 0; i <= kParams; ++i) {
     size_t offset = 0, size = 0;
     const bool has = cudaFuncGetParamInfo(kp.func, i, &offset, &size) == cudaSuccess;
-    if (i < 4 && (!has || size != sizes[i]))
+    if (i < kParams && (!has || size != sizes[i]))
       return {Code::Internal, "profile: fwd_kernel parameter " + std::to_string(i) + " is not the probed "
                               "kernel's (signature changed? see src/cuda/prof/probed_run.h)"};
-    if (i == 4 && has)
-      return {Code::Internal, "profile: fwd_kernel takes more than 4 parameters (see src/cuda/prof/probed_run.h)"};
+    if (i == kParams && has)
+      return {Code::Internal, "profile: fwd_kernel takes more than " + std::to_string(kParams) +
+                                  " parameters (see src/cuda/prof/probed_run.h)"};
   }
-  cudaGetLastError();  // the query for a 5th parameter leaves its error behind
+  cudaGetLastError();  // the query for one parameter too many leaves its error behind
   if (kp.kernelParams == nullptr)
     return {Code::Internal, "profile: the captured launch carries its arguments in 'extra' form, not kernelParams"};
   return cuda_status(cudaGraphInstantiate(exec, out->graph, 0), "cudaGraphInstantiate");

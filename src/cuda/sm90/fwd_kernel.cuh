@@ -345,7 +345,12 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       probe.mark(prof::kIterBegin);
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
-      if (new_tile) mbar_wait(&sm.q_full[qs.stage()], qs.phase());
+      if (new_tile) {
+        // After a one-block tile the Q buffer wanted now may be the one whose O store is still to
+        // be released (the release normally comes after the softmax): release it first.
+        release_stored_q();
+        mbar_wait(&sm.q_full[qs.stage()], qs.phase());
+      }
       mbar_wait(&sm.k_full[ps.stage()], ps.phase());
       mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       probe.mark(prof::kTilesReady);
