@@ -36,20 +36,6 @@ __device__ __forceinline__ float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
-// exp2 on the FMA pipe, for a share of the scores (FlashAttention-4's trick): MUFU.EX2 paces the
-// softmax (one per 8 cycles per warp) while issue slots stay free. x = j + f with j = floor(x) (the
-// add in round-down mode leaves j in the low mantissa bits of t), 2^f by a minimax polynomial on
-// [0, 1) with p(0) = 1, and j added to the exponent field. Relative error 2.9e-6 (degree 4; degree 3
-// gives 8.6e-5, too close to the tests' 1e-4 LSE bound); x <= -127 (masked -inf) gives exactly 0.
-__device__ __forceinline__ float exp2_fma(float x) {
-  constexpr float kRound = 12582912.f;  // 1.5 * 2^23: adding it rounds to an integer
-  x = fmaxf(x, -127.f);
-  const float t = __fadd_rd(x, kRound);
-  const float f = x - (t - kRound);  // both subtractions exact
-  const float p = fmaf(fmaf(fmaf(fmaf(0.013426707f, f, 0.052242439f), f, 0.24128023f), f, 0.69304484f), f, 1.f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
 // -inf or NaN (fmaxf ignores both) computed from v: a data dependency that costs one LOP3.
 __device__ __forceinline__ float neutral_for_max(float v) {
   uint32_t r;
@@ -57,15 +43,8 @@ __device__ __forceinline__ float neutral_for_max(float v) {
   return __uint_as_float(r);
 }
 
-// Column k of a row (k = 0 .. N/4 - 1) takes exp2_fma when k % FASTATTN_EXP2_FMA_EVERY is the last
-// residue (0: never).
-#ifndef FASTATTN_EXP2_FMA_EVERY
-#define FASTATTN_EXP2_FMA_EVERY 0
-#endif
-
 template <int N>
 struct OnlineSoftmax {
-  static constexpr int kFmaEvery = FASTATTN_EXP2_FMA_EVERY;
   // Running max, already scaled by scale_log2; -FLT_MAX, not -inf, while a row has kept nothing,
   // so masked scores give exp2(-inf + FLT_MAX) = 0 with no -inf check (was FSETP + FSEL).
   float max_scaled[2] = {-FLT_MAX, -FLT_MAX};
@@ -90,8 +69,7 @@ struct OnlineSoftmax {
 #pragma unroll
       for (int k = 0; k < N / 4; ++k) {
         float& x = s[4 * (k / 2) + 2 * h + k % 2];
-        const float y = fmaf(x, scale_log2, -m_scaled);
-        x = kFmaEvery > 0 && k % (kFmaEvery > 0 ? kFmaEvery : 1) == kFmaEvery - 1 ? exp2_fma(y) : fast_exp2(y);
+        x = fast_exp2(fmaf(x, scale_log2, -m_scaled));
         sum = k == 0 ? x : sum + x;
         if (h == 0 && k == 0) after_row0 = neutral_for_max(x);
       }
