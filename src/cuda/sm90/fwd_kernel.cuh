@@ -64,7 +64,9 @@ struct FwdTile {
   cuda_backend::SeqInfo seq;
   cuda_backend::WindowMask mask;
   int head, kv_head, m0, m1, n_begin, n_end;
+  int full_begin, full_end;  // blocks [full_begin, full_end) need no mask
   __device__ __forceinline__ bool sees_keys() const { return n_end > n_begin; }
+  __device__ __forceinline__ bool block_full(int n) const { return n >= full_begin && n < full_end; }
 };
 
 template <class Cfg>
@@ -72,9 +74,12 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   const cuda_backend::TileCoord c = cuda_backend::tile_coord(p, id);
   cuda_backend::SeqInfo seq(p, c.batch);
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.window_left, p.window_right};
-  FwdTile t{seq, mask, c.head, c.head / p.q_per_kv, c.m_block * Cfg::kBlockM, 0, 0, 0};
+  FwdTile t{seq, mask, c.head, c.head / p.q_per_kv, c.m_block * Cfg::kBlockM, 0, 0, 0, 0, 0};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
-  if (t.m0 < t.m1) mask.tile_range(t.m0, t.m1, Cfg::kBlockN, t.n_begin, t.n_end);
+  if (t.m0 < t.m1) {
+    mask.tile_range(t.m0, t.m1, Cfg::kBlockN, t.n_begin, t.n_end);
+    mask.full_range(t.m0, t.m1, Cfg::kBlockN, t.full_begin, t.full_end);
+  }
   return t;
 }
 
@@ -182,22 +187,24 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   int q_pending = -1;  // Q buffer whose O store is in flight, to be released
 
   auto issue_qk = [&](int stage) {
-    const uint8_t* q_rows = sm.q[qs.stage()] + q_row_bytes;
+    const uint32_t q_lo = desc_k_major_lo(sm.q[qs.stage()] + q_row_bytes);
+    const uint32_t k_lo = desc_k_major_lo(sm.k[stage]);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk)
-      WgmmaSS<T, N>::run(s, desc_k_major(q_rows, Cfg::kQAtomBytes, kk),
-                         desc_k_major(sm.k[stage], Cfg::kKVAtomBytes, kk), kk > 0);
+      WgmmaSS<T, N>::run(s, desc_k_major(q_lo, Cfg::kQAtomBytes, kk), desc_k_major(k_lo, Cfg::kKVAtomBytes, kk),
+                         kk > 0);
     wgmma_commit();
   };
   // A tile's first PV overwrites O instead of accumulating (wgmma scale-d = 0): no zeroing of O
   // between tiles, so O has one definition through the loop (zeroing it in the tile-boundary
   // branch made ptxas copy all 64 accumulators every iteration: +3-5% time, H100 2026-11-21).
   auto issue_pv = [&](int stage, bool first_of_tile) {
+    const uint32_t v_lo = desc_n_major_lo(sm.v[stage], Cfg::kKVAtomBytes);
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < N / 16; ++kk)
-      WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(sm.v[stage], Cfg::kKVAtomBytes, kk),
+      WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(v_lo, kk),
                          kk > 0 || !first_of_tile);
     wgmma_commit();
   };
@@ -229,8 +236,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = p.softcap * tanhf(s[i] * p.softcap_in);
     }
-    const int n0 = n * N;
-    if (!t.mask.tile_full(t.m0, t.m1, n0, N)) {
+    if (!t.block_full(n)) {
+      const int n0 = n * N;
 #ifdef FASTATTN_MASK_PLAIN
       cuda_backend::apply_window_plain<N, 0>(s, t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
       cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col);

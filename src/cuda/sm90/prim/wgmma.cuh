@@ -16,26 +16,46 @@ constexpr int kAtomRowBytes = 128;
 
 // Descriptor bits: [0,14) start address >> 4, [16,30) leading byte offset >> 4,
 // [32,46) stride byte offset >> 4, [62,64) layout (1 = 128-byte swizzle).
-__device__ __forceinline__ uint64_t smem_desc(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
-  uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  return (uint64_t((addr & 0x3FFFF) >> 4)) | (uint64_t(lbo_bytes >> 4) << 16) |
-         (uint64_t(sbo_bytes >> 4) << 32) | (uint64_t(1) << 62);
+//
+// Every operand here has the same high word (8-row groups 1024 bytes apart, 128-byte swizzle), so
+// a descriptor is built from a low word computed once per tile buffer: an offset of a 16-byte
+// multiple inside the buffer adds to the low word without carrying into the leading offset, since
+// shared addresses stay below 2^18 (start >> 4 < 2^14). Building each descriptor from its address
+// instead cost ptxas 10 uniform instructions per wgmma (mask, shift, or, two 64-bit halves): 120
+// of the d = 128 loop's ~610 instructions.
+constexpr uint32_t kDescHi = (1024 >> 4) | (1u << 30);
+
+__device__ __forceinline__ uint32_t smem_addr(const void* smem) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 }
 
-// K-major operand (rows = M or N, the contraction dim contiguous): 8-row groups 1024 bytes apart;
-// the leading offset is unused with swizzling. Step k (16 columns) of the contraction starts
-// 32 bytes further inside the atom, and at the next atom after 4 steps.
-__device__ __forceinline__ uint64_t desc_k_major(const void* atom0, int atom_bytes, int k_step) {
-  const char* p = static_cast<const char*>(atom0) + (k_step / 4) * atom_bytes + (k_step % 4) * 32;
-  return smem_desc(p, 16, 1024);
+// The low word of the descriptor of `smem` with the given leading byte offset.
+__device__ __forceinline__ uint32_t desc_lo(const void* smem, uint32_t lbo_bytes) {
+  return (smem_addr(smem) >> 4) | ((lbo_bytes >> 4) << 16);
+}
+
+// The descriptor `byte_offset` bytes past the buffer whose low word is lo (byte_offset % 16 == 0).
+__device__ __forceinline__ uint64_t desc_at(uint32_t lo, uint32_t byte_offset) {
+  uint64_t d;
+  asm("mov.b64 %0, {%1, %2};" : "=l"(d) : "r"(lo + (byte_offset >> 4)), "n"(kDescHi));
+  return d;
+}
+
+// K-major operand (rows = M or N, the contraction dim contiguous): the leading offset is unused
+// with swizzling. Step k (16 columns) of the contraction starts 32 bytes further inside the atom,
+// and at the next atom after 4 steps.
+__device__ __forceinline__ uint32_t desc_k_major_lo(const void* atom0) { return desc_lo(atom0, 16); }
+__device__ __forceinline__ uint64_t desc_k_major(uint32_t lo, int atom_bytes, int k_step) {
+  return desc_at(lo, (k_step / 4) * atom_bytes + (k_step % 4) * 32);
 }
 
 // N-major B operand (V: keys are the contraction dim, head-dim columns contiguous): step k covers
-// 16 key rows (2048 bytes into each atom); the leading offset jumps between 64-column atoms, the
-// stride offset between 8-row groups.
-__device__ __forceinline__ uint64_t desc_n_major(const void* atom0, int atom_bytes, int k_step) {
-  const char* p = static_cast<const char*>(atom0) + k_step * 16 * kAtomRowBytes;
-  return smem_desc(p, static_cast<uint32_t>(atom_bytes), 1024);
+// 16 key rows (2048 bytes into each atom); the leading offset jumps between 64-column atoms.
+__device__ __forceinline__ uint32_t desc_n_major_lo(const void* atom0, int atom_bytes) {
+  return desc_lo(atom0, static_cast<uint32_t>(atom_bytes));
+}
+__device__ __forceinline__ uint64_t desc_n_major(uint32_t lo, int k_step) {
+  return desc_at(lo, k_step * 16 * kAtomRowBytes);
 }
 
 // Orders register accesses before the next wgmma (needed whenever the accumulators or A fragments
