@@ -29,6 +29,12 @@ FwdCase base(DType dt, int d, int sq, int sk) {
   return c;
 }
 
+// Caps the persistent grid at 3 CTAs while in scope, so every CTA walks many tiles.
+struct CtaCap {
+  CtaCap() { setenv("FASTATTN_MAX_CTAS", "3", 1); }
+  ~CtaCap() { unsetenv("FASTATTN_MAX_CTAS"); }
+};
+
 TEST_F(Sm90Fwd, HeadDimsAndDtypes) {
   for (DType dt : {DType::BF16, DType::F16})
     for (int d : {64, 96, 128, 192, 256})
@@ -60,6 +66,31 @@ TEST_F(Sm90Fwd, Long4097) {
   FwdCase c = base(DType::F16, 64, 1000, 4097);
   c.hq = c.hkv = 1;
   run_fwd_case(c);
+}
+
+// d = 128 without a causal or local mask and s_k >= 8192 runs the 176-key tile (fwd_launch.cuh):
+// partial last blocks (8193, 9001), GQA, fp16, varlen whose longest sequence picks it while the
+// others are short or empty, and many tiles per CTA.
+TEST_F(Sm90Fwd, WideTileLongKeys) {
+  FwdCase a = base(DType::BF16, 128, 300, 8193);
+  a.hq = 2;
+  a.hkv = 1;
+  run_fwd_case(a);
+  FwdCase b = base(DType::F16, 128, 129, 9001);
+  b.hq = 4;
+  b.hkv = 1;
+  run_fwd_case(b);
+  FwdCase v = base(DType::BF16, 128, 0, 0);
+  v.lens_q = {17, 200, 0, 64};
+  v.lens_k = {8200, 30, 5, 0};
+  v.hq = 2;
+  v.hkv = 2;
+  run_fwd_case(v);
+  CtaCap cap;
+  FwdCase m = base(DType::BF16, 128, 700, 8192);
+  m.hq = 3;
+  m.hkv = 1;
+  run_fwd_case(m);
 }
 
 TEST_F(Sm90Fwd, Gqa) {
@@ -133,10 +164,7 @@ TEST_F(Sm90Fwd, Varlen) {
 // the grid at 3 CTAs makes every CTA walk many tiles of different lengths (causal, windows, empty
 // and short sequences), which checks the Q-buffer and K/V-ring hand-over between tiles.
 TEST_F(Sm90Fwd, PersistentManyTilesPerCta) {
-  struct CapGuard {
-    CapGuard() { setenv("FASTATTN_MAX_CTAS", "3", 1); }
-    ~CapGuard() { unsetenv("FASTATTN_MAX_CTAS"); }
-  } cap;
+  CtaCap cap;
   for (int d : {64, 128, 256})
     for (bool causal : {false, true}) {
       FwdCase c = base(d == 64 ? DType::F16 : DType::BF16, d, 700, 650);

@@ -4,14 +4,16 @@
 
 namespace fastattn::sm90 {
 
-template <int D>
+// Keys per KV tile. d = 64: 192 (fewer row reductions, O rescales and barrier hand-offs per score;
+// FA3's choice too). d > 128: 80 keep S + O + P within 240 registers and K + V (2 stages) + Q
+// within 227 KB. d = 128: 128, and 176 (kWideBlockN128) for long unmasked rows (fwd_launch.cuh).
+constexpr int default_block_n(int d) { return d <= 64 ? 192 : d <= 128 ? 128 : 80; }
+
+template <int D, int N = default_block_n(D)>
 struct FwdConfig {
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = 128;                // two consumer warpgroups x 64 rows
-  // d = 64: 192 keys per tile (fewer row reductions, O rescales and barrier hand-offs per score;
-  // FA3's choice too). d > 128: 80 keys keep S + O + P within 240 registers and K + V (2 stages)
-  // + Q within 227 KB.
-  static constexpr int kBlockN = D <= 64 ? 192 : D <= 128 ? 128 : 80;
+  static constexpr int kBlockN = N;
   static constexpr int kStages = 2;                  // K/V smem ring depth
   static constexpr int kAtoms = (D + 63) / 64;       // 64-column swizzle atoms per row
   static constexpr int kQAtomBytes = kBlockM * 128;
@@ -21,7 +23,8 @@ struct FwdConfig {
   // K/V ring 160 KB), so there a tile ends before the next begins.
   static constexpr int kQBytes = kAtoms * kQAtomBytes;
   static constexpr int kRingBytes = 2 * kStages * kAtoms * kKVAtomBytes;
-  static constexpr int kQBuffers = 2 * kQBytes + kRingBytes <= 220 * 1024 ? 2 : 1;
+  // 227 KB of dynamic smem per block; 1 KB of it aligns the base, 1 KB holds the barriers.
+  static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
   static constexpr int kConsumerWarpgroups = 2;
   // InterWG ping-pong pays where softmax is a large share of the loop (d <= 128: +5..20% on H100,
   // 2026-11-21); at d = 256 with 64-wide KV tiles it cost up to 25% (docs/notes/fwd-sm90.md).

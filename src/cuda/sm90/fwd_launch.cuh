@@ -14,9 +14,9 @@
 
 namespace fastattn::sm90 {
 
-template <class T, int D>
-Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
-  using Cfg = FwdConfig<D>;
+template <class T, class Cfg>
+Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
+  constexpr int D = Cfg::kHeadDim;
   CUtensorMap tq, tk, tv, to;
   Status st = cuda_backend::make_tma_map(args.q, Cfg::kBlockM, &tq);
   if (st.ok()) st = cuda_backend::make_tma_map(args.k, Cfg::kBlockN, &tk);
@@ -52,6 +52,25 @@ Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();
+}
+
+// d = 128 rows with long key ranges and no causal or local mask take a wider KV tile (FA3 uses
+// 128 x 176 there): the per-block fixed work (row max reductions, barrier hand-offs, O rescale,
+// wgmma issue) spreads over more keys. It has room for one Q buffer only (no block stream across
+// tiles), so it pays only where tiles are long: H100 A/B, 2026-11-21 (docs/notes/fwd-sm90.md,
+// pass 13), time 128-wide / 176-wide: s_k 16k 1.05-1.07, 8k 1.04, 4k 1.01 (GQA s4k 0.93-1.00),
+// 2k 0.98, 1k 0.95-0.96; causal unchanged. 160 keys with two Q buffers gained less (8k: 1.00).
+constexpr int kWideBlockN128 = 176;
+constexpr int kWideMinKeys = 8192;
+inline bool use_wide_tile(const cuda_backend::FwdParams& p) {
+  return p.window_left < 0 && p.window_right < 0 && p.seqlen_k >= kWideMinKeys;
+}
+
+template <class T, int D>
+Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
+  if constexpr (D == 128)
+    if (use_wide_tile(p)) return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
+  return launch_cfg<T, FwdConfig<D>>(args, p, stream);
 }
 
 }  // namespace fastattn::sm90
