@@ -10,15 +10,7 @@
 namespace fastattn::gputest {
 namespace {
 
-class Sm90Fwd : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!gpu_present()) GTEST_FAIL() << "no GPU: these tests are registered only on GPU machines";
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    if (major != 9) GTEST_FAIL() << "the sm90 forward tests need a Hopper GPU";
-  }
-};
+class Sm90Fwd : public HopperTest {};
 
 FwdCase base(DType dt, int d, int sq, int sk) {
   FwdCase c;

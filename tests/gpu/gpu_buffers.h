@@ -1,4 +1,4 @@
-// Device buffers for GPU tests: RAII allocation, host <-> device copies, NaN poisoning.
+// Device buffers for GPU tests: RAII allocation, host <-> device copies, NaN poisoning; the Hopper fixture.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,5 +42,17 @@ inline bool gpu_present() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
+
+// Fixture of the sm_90a tests: they fail, not skip, without a Hopper GPU (they are registered only
+// on GPU machines, where a skip would hide a wrong device).
+class HopperTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!gpu_present()) GTEST_FAIL() << "no GPU: these tests are registered only on GPU machines";
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    if (major != 9) GTEST_FAIL() << "these tests need a Hopper GPU (sm_90a)";
+  }
+};
 
 }  // namespace fastattn::gputest
