@@ -80,6 +80,19 @@ TEST(CausalSections, NarrowSectionWhenKvOverflowsL2AndBalanced) {
   EXPECT_LE(schedule_imbalance(chosen, 132, 128), schedule_imbalance(plain, 132, 128) + 0.02);
 }
 
+TEST(CausalSections, UpToTheWholeL2WhenNoHalfL2WidthBalances) {
+  // b2 h16 d128 s8192: 4 MB of K/V per slot, 6 fit half of 50 MB and none of widths 1-6 balances.
+  const FwdParams p = shape(2, 16, 16, 64, true, 0);
+  const int64_t kv = 8192 * 256 * 2, l2 = 50 << 20;
+  const int w = choose_section_slots(p, 132, 128, kv, l2);
+  EXPECT_GT(w * kv, l2 / 2);
+  EXPECT_LE(w * kv, l2);
+  FwdParams plain = p, chosen = p;
+  plain.section_slots = p.batch_heads;
+  chosen.section_slots = w;
+  EXPECT_LE(schedule_imbalance(chosen, 132, 128), schedule_imbalance(plain, 132, 128) + 0.02);
+}
+
 TEST(CausalSections, PlainOrderWhenAllFitsOrNotCausal) {
   FwdParams p = shape(2, 16, 16, 64, true, 0);
   EXPECT_EQ(choose_section_slots(p, 132, 128, 1 << 20, 64 << 20), p.batch_heads);  // 32 MB fits

@@ -60,10 +60,23 @@ TEST_F(Sm90Fwd, Long4097) {
   run_fwd_case(c);
 }
 
-// d = 128 without a causal or local mask and s_k >= 8192 runs the 176-key tile (fwd_launch.cuh):
-// partial last blocks (8193, 9001), GQA, fp16, varlen whose longest sequence picks it while the
-// others are short or empty, and many tiles per CTA.
-TEST_F(Sm90Fwd, WideTileLongKeys) {
+// d = 128 without a causal or local mask runs the 3-stage ring at s_k >= 4096 and the 176-key tile
+// at s_k >= 8192 (fwd_launch.cuh): partial last blocks (5001, 8193, 9001), GQA, fp16, varlen whose
+// longest sequence picks the config while the others are short or empty, many tiles per CTA.
+TEST_F(Sm90Fwd, LongUnmaskedKeyConfigs) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    FwdCase deep = base(dt, 128, 77, 5001);
+    deep.hq = 8;
+    deep.hkv = 2;
+    run_fwd_case(deep);
+  }
+  {
+    CtaCap cap;
+    FwdCase deep = base(DType::BF16, 128, 400, 4096);
+    deep.hq = 3;
+    deep.hkv = 3;
+    run_fwd_case(deep);
+  }
   FwdCase a = base(DType::BF16, 128, 300, 8193);
   a.hq = 2;
   a.hkv = 1;

@@ -6,15 +6,15 @@ namespace fastattn::sm90 {
 
 // Keys per KV tile. d = 64: 192 (fewer row reductions, O rescales and barrier hand-offs per score;
 // FA3's choice too). d > 128: 80 keep S + O + P within 240 registers and K + V (2 stages) + Q
-// within 227 KB. d = 128: 128, and 176 (kWideBlockN128) for long unmasked rows (fwd_launch.cuh).
+// within 227 KB. d = 128: 128, and for long unmasked rows 128 with a 3-deep ring or 176 (fwd_launch.cuh).
 constexpr int default_block_n(int d) { return d <= 64 ? 192 : d <= 128 ? 128 : 80; }
 
-template <int D, int N = default_block_n(D)>
+template <int D, int N = default_block_n(D), int Stages = 2>
 struct FwdConfig {
   static constexpr int kHeadDim = D;
   static constexpr int kBlockM = 128;                // two consumer warpgroups x 64 rows
   static constexpr int kBlockN = N;
-  static constexpr int kStages = 2;                  // K/V smem ring depth
+  static constexpr int kStages = Stages;             // K/V smem ring depth
   static constexpr int kAtoms = (D + 63) / 64;       // 64-column swizzle atoms per row
   static constexpr int kQAtomBytes = kBlockM * 128;
   static constexpr int kKVAtomBytes = kBlockN * 128;
