@@ -54,23 +54,29 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   return Status::Ok();
 }
 
-// d = 128 rows with long key ranges and no causal or local mask trade the block stream (two Q
-// buffers) for a deeper K/V prefetch or a wider KV tile; both fill the smem that the second Q
-// buffer took. H100 A/B, 2026-11-21 (docs/notes/fwd-sm90.md, pass 13), time of the default
-// config over the alternative:
-// - s_k >= 8192: 128 x 176 (FA3's choice there), the per-block fixed work (row max reductions,
-//   barrier hand-offs, O rescale, wgmma issue) spread over more keys: s_k 16k 1.05-1.07, 8k 1.04;
-//   at 4k 1.01 (GQA 0.93-1.00), 2k 0.98, 1k 0.95. (160 keys with two Q buffers: 8k 1.00.)
-// - 4096 <= s_k < 8192: 128 keys with a 3-stage ring: GQA (s 4k, h 64/8) 1.07 and steady where
-//   the 2-stage kernel's time wandered by 8% between rounds; dense s4k 1.00; at s 1k 0.92-0.97.
-// Masked rows keep the default: causal gained nothing (0.99-1.02).
+// Alternative configs per problem, each chosen by an H100 A/B (2026-11-21, docs/notes/fwd-sm90.md,
+// passes 13-14; numbers are the default config's time over the alternative's). The alternatives
+// give up the block stream (two Q buffers) for a deeper K/V prefetch or a wider KV tile, or fit
+// the tile to short keys.
+// - d = 128, no causal/local mask, s_k >= 8192: 128 x 176 (FA3's choice there); the per-block
+//   fixed work (row max reductions, barrier hand-offs, O rescale, wgmma issue) spreads over more
+//   keys: s_k 16k 1.05-1.07, 8k 1.04; at 4k 1.01 (GQA 0.93-1.00), 2k 0.98, 1k 0.95. (160 keys
+//   with two Q buffers: 8k 1.00.)
+// - d = 128, no mask, 4096 <= s_k < 8192: 128 keys with a 3-stage ring: GQA (s 4k, h 64/8) 1.07,
+//   and steady where the 2-stage kernel's time wandered by 8% between rounds; dense s4k 1.00;
+//   at s 1k 0.92-0.97. Causal gained nothing from either (0.99-1.02) and keeps the default.
+// - d = 64, s_k <= 1024: 128 keys with a 3-stage ring instead of 192 keys (whose last block is a
+//   third empty at s_k = 1024): s 1k 1.05 full / 1.08 causal; at s_k >= 2048 0.90-0.94.
 constexpr int kWideBlockN128 = 176;
 constexpr int kWideMinKeys = 8192;
 constexpr int kDeepMinKeys = 4096;
+constexpr int kShortMaxKeys64 = 1024;
 inline bool unmasked(const cuda_backend::FwdParams& p) { return p.window_left < 0 && p.window_right < 0; }
 
 template <class T, int D>
 Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
+  if constexpr (D == 64)
+    if (p.seqlen_k <= kShortMaxKeys64) return launch_cfg<T, FwdConfig<64, 128, 3>>(args, p, stream);
   if constexpr (D == 128) {
     if (unmasked(p) && p.seqlen_k >= kWideMinKeys)
       return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
