@@ -120,6 +120,12 @@ TEST_F(Sm90Fwd, LocalWindows) {
   c.causal = true;
   c.wl = 50;
   run_fwd_case(c);
+  FwdCase narrow = base(DType::F16, 128, 1000, 1100);  // the 64-key d128 config, fp16, GQA
+  narrow.hq = 4;
+  narrow.hkv = 2;
+  narrow.wl = 40;
+  narrow.wr = 24;
+  run_fwd_case(narrow);
 }
 
 TEST_F(Sm90Fwd, Softcap) {

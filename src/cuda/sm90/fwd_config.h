@@ -7,7 +7,7 @@ namespace fastattn::sm90 {
 // Keys per KV tile. d = 64: 192 (fewer row reductions, O rescales and barrier hand-offs per score;
 // FA3's choice too). d > 128: 80 keep S + O + P within 240 registers and K + V (2 stages) + Q
 // within 227 KB. Launch-time alternatives (fwd_launch.cuh): d = 64 short keys 128 with a 3-deep ring;
-// d = 128 long unmasked rows 128 with a 3-deep ring or 176.
+// d = 128 long unmasked rows 128 with a 3-deep ring or 176; d = 128 narrow windows 64 with 4 stages.
 constexpr int default_block_n(int d) { return d <= 64 ? 192 : d <= 128 ? 128 : 80; }
 
 template <int D, int N = default_block_n(D), int Stages = 2>

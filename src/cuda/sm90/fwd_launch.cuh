@@ -65,19 +65,28 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
 // - d = 128, no mask, 4096 <= s_k < 8192: 128 keys with a 3-stage ring: GQA (s 4k, h 64/8) 1.07,
 //   and steady where the 2-stage kernel's time wandered by 8% between rounds; dense s4k 1.00;
 //   at s 1k 0.92-0.97. Causal gained nothing from either (0.99-1.02) and keeps the default.
+// - d = 128, narrow local window (left + right <= 64, both bounded): 64 keys, two Q buffers and a
+//   4-stage ring: an m-block sees 3 blocks of 64 (192 keys) instead of 2 of 128, and the producer
+//   runs further ahead: window (64, 0) s 8k 1.06, s 1k 1.11; wider windows lose ((256, 0) and
+//   (128, 128): 0.91).
 // - d = 64, s_k <= 1024: 128 keys with a 3-stage ring instead of 192 keys (whose last block is a
 //   third empty at s_k = 1024): s 1k 1.05 full / 1.08 causal; at s_k >= 2048 0.90-0.94.
 constexpr int kWideBlockN128 = 176;
 constexpr int kWideMinKeys = 8192;
 constexpr int kDeepMinKeys = 4096;
 constexpr int kShortMaxKeys64 = 1024;
+constexpr int kNarrowWindow128 = 64;
 inline bool unmasked(const cuda_backend::FwdParams& p) { return p.window_left < 0 && p.window_right < 0; }
+inline bool narrow_window(const cuda_backend::FwdParams& p) {
+  return p.window_left >= 0 && p.window_right >= 0 && p.window_left + p.window_right <= kNarrowWindow128;
+}
 
 template <class T, int D>
 Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
   if constexpr (D == 64)
     if (p.seqlen_k <= kShortMaxKeys64) return launch_cfg<T, FwdConfig<64, 128, 3>>(args, p, stream);
   if constexpr (D == 128) {
+    if (narrow_window(p)) return launch_cfg<T, FwdConfig<128, 64, 4>>(args, p, stream);
     if (unmasked(p) && p.seqlen_k >= kWideMinKeys)
       return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
     if (unmasked(p) && p.seqlen_k >= kDeepMinKeys) return launch_cfg<T, FwdConfig<128, 128, 3>>(args, p, stream);
