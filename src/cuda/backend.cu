@@ -9,6 +9,7 @@
 
 #include "cuda/common/fwd_params.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/sched/gqa_pack.h"
 #include "cuda/sm90/fwd_api.h"
 
 namespace fastattn::cuda_backend {
@@ -132,12 +133,10 @@ Status forward(const AttnArgs& a, float scale, void* stream) {
   }
   p.window_left = a.window_left;
   p.window_right = a.causal ? 0 : a.window_right;
-  p.m_blocks = (p.seqlen_q + 127) / 128;
-  const int64_t tiles = int64_t(p.m_blocks) * p.heads_q * p.batch;
+  // 128-row m-blocks per (batch, q head), or GQA head packing for short queries (sched/gqa_pack.h).
+  const int64_t tiles = set_tile_space(p, varlen);
   if (tiles > INT32_MAX) return Status::Unsupported("q: more than 2^31 tiles of 128 rows x heads x batch");
   p.tiles = int(tiles);
-  p.batch_heads = p.heads_q * p.batch;
-  p.heavy_first = p.window_left < 0 && p.window_right >= 0;  // causal: work grows with the m-block
 
   const int d = int(a.q.shape[qd - 1]);
   auto s = static_cast<cudaStream_t>(stream);

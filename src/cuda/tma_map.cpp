@@ -31,7 +31,7 @@ EncodeFn encode_fn() {
 
 }  // namespace
 
-Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out) {
+Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out, int box_heads) {
   EncodeFn encode = encode_fn();
   if (encode == nullptr) return {Code::CudaError, "cuTensorMapEncodeTiled is not available from the driver"};
   const bool varlen = t.ndim == 3;
@@ -47,7 +47,7 @@ Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out) {
   auto stride_bytes = [&](int64_t st) { return cuuint64_t((st > 0 ? st : 1) * esz); };
   cuuint64_t strides[3] = {stride_bytes(st_s), stride_bytes(st_h), stride_bytes(st_b)};
   for (auto& st : strides) st = (st + 15) / 16 * 16;  // only size-1 dims can be unaligned here
-  cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  cuuint32_t box[4] = {64, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
   cuuint32_t elem_strides[4] = {1, 1, 1, 1};
   const CUtensorMapDataType dt =
       t.dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;

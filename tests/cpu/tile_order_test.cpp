@@ -1,11 +1,16 @@
 // The persistent forward's tile order (sched/tile_order.cuh) and the host's choice of causal
 // section width (sched/causal_sections.h), on the host: every order visits every tile once, the
 // causal order runs longest first inside each section, and the chosen width balances the CTAs.
+// GQA head packing (sched/gqa_pack.h): the rule, and that the packed tiles and their row maps
+// cover every (batch, q head, query position) once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "cuda/sched/causal_sections.h"
+#include "cuda/sched/gqa_pack.h"
 #include "support/test_rng.h"
 
 namespace fastattn::cuda_backend {
@@ -18,6 +23,7 @@ FwdParams shape(int batch, int heads_q, int heads_kv, int m_blocks, bool causal,
   p.heads_kv = heads_kv;
   p.q_per_kv = heads_q / heads_kv;
   p.m_blocks = m_blocks;
+  p.head_slots = heads_q;
   p.batch_heads = batch * heads_q;
   p.tiles = m_blocks * p.batch_heads;
   p.heavy_first = causal ? 1 : 0;
@@ -115,6 +121,85 @@ TEST(CausalSections, ChosenWidthNeverWorseThanPlainByMoreThanTwoPercent) {
     p.section_slots = w;
     EXPECT_LE(schedule_imbalance(p, ctas, 128), schedule_imbalance(plain, ctas, 128) + 0.02 + 1e-12)
         << "trial " << trial;
+  }
+}
+
+TEST(GqaPack, Rule) {
+  for (bool varlen : {false, true})
+    for (int q_per_kv = 1; q_per_kv <= 40; ++q_per_kv)
+      for (int sq = 0; sq <= 130; ++sq) {
+        const GqaPack g = choose_gqa_pack(q_per_kv, sq, varlen);
+        const bool want = !varlen && q_per_kv > 1 && sq >= 1 && sq <= 64;
+        ASSERT_EQ(g.rows > 0, want) << q_per_kv << " " << sq << " " << varlen;
+        if (!want) continue;
+        const int r = g.rows;
+        EXPECT_EQ(r & (r - 1), 0) << "R a power of two";
+        EXPECT_GE(r, sq);
+        EXPECT_LT(r / 2, sq) << "the smallest such power";
+        EXPECT_GE(g.heads, 2);
+        EXPECT_LE(g.heads * r, kTileRows);
+        EXPECT_GE(g.groups * g.heads, q_per_kv);
+        EXPECT_LT((g.groups - 1) * g.heads, q_per_kv) << "no empty group";
+        EXPECT_EQ(g.groups, (q_per_kv + kTileRows / r - 1) / (kTileRows / r)) << "fewest groups";
+      }
+  auto rule = [](int q_per_kv, int sq) {
+    const GqaPack g = choose_gqa_pack(q_per_kv, sq, false);
+    return std::vector<int>{g.rows, g.heads, g.groups};
+  };
+  EXPECT_EQ(rule(8, 1), (std::vector<int>{1, 8, 1}));
+  EXPECT_EQ(rule(6, 17), (std::vector<int>{32, 3, 2}));  // balanced 3 + 3, not 4 + 2
+  EXPECT_EQ(rule(5, 20), (std::vector<int>{32, 3, 2}));  // 3 + 2
+  EXPECT_EQ(rule(8, 64), (std::vector<int>{64, 2, 4}));
+  EXPECT_EQ(rule(7, 3), (std::vector<int>{4, 7, 1}));
+  EXPECT_EQ(rule(8, 65)[0], 0);
+}
+
+// Unpacked launches keep the old tile space; packed ones walk (batch, kv head, group) slots of one
+// m-block, and rows g * R + i of a tile cover every (batch, q head, position < s_q) exactly once.
+TEST(GqaPack, TilesAndRowMapsCoverEveryRowOnce) {
+  fastattn::testing::Rng rng(fastattn::testing::test_seed());
+  for (int trial = 0; trial < 300; ++trial) {
+    FwdParams p;
+    p.batch = rng.uniform_int(1, 4);
+    p.heads_kv = rng.uniform_int(1, 4);
+    p.q_per_kv = rng.uniform_int(1, 12);
+    p.heads_q = p.heads_kv * p.q_per_kv;
+    p.seqlen_q = rng.uniform_int(1, rng.uniform_int(0, 2) > 0 ? 64 : 200);  // mostly packed
+    p.seqlen_k = rng.uniform_int(1, 300);
+    const bool causal = rng.uniform_int(0, 1) == 1;
+    p.window_right = causal ? 0 : -1;
+    const int64_t tiles = set_tile_space(p, false);
+    p.tiles = int(tiles);
+    p.section_slots = p.batch_heads;
+    const std::string at = "trial " + std::to_string(trial) + " sq " + std::to_string(p.seqlen_q) + " q_per_kv " +
+                           std::to_string(p.q_per_kv);
+    if (p.pack_rows == 0) {
+      ASSERT_EQ(p.m_blocks, (p.seqlen_q + 127) / 128) << at;
+      ASSERT_EQ(tiles, int64_t(p.m_blocks) * p.heads_q * p.batch) << at;
+      ASSERT_EQ(p.heavy_first, causal ? 1 : 0) << at;
+      continue;
+    }
+    ASSERT_EQ(p.heavy_first, 0) << at;
+    const int r = p.pack_rows;
+    std::vector<int> seen(size_t(p.batch * p.heads_q * p.seqlen_q), 0);
+    for (int id = 0; id < p.tiles; ++id) {
+      const TileCoord c = tile_coord(p, id);
+      ASSERT_EQ(c.m_block, 0) << at;
+      ASSERT_EQ(c.kv_head, c.head / p.q_per_kv) << at;
+      const int heads = std::min(p.pack_heads, (c.kv_head + 1) * p.q_per_kv - c.head);  // as store_rows
+      ASSERT_GE(heads, 1) << at;
+      for (int t = 0; t < kTileRows; ++t) {
+        const int pos = t & p.row_pos_mask, g = t >> p.row_head_shift;
+        ASSERT_EQ(g * r + pos, t) << at;
+        // The mask's second row of a thread (tile rows t and t + 8 with t % 16 < 8).
+        if (t % 16 < 8) {
+          ASSERT_EQ((t + 8) & p.row_pos_mask, pos + p.row8_step) << at << " row " << t;
+        }
+        if (pos >= p.seqlen_q || g >= heads) continue;
+        ++seen[size_t((c.batch * p.heads_q + c.head + g) * p.seqlen_q + pos)];
+      }
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << at << " row " << i;
   }
 }
 

@@ -1,6 +1,7 @@
 // Hopper forward vs the float64 reference: every head dim and dtype, odd lengths (1, 17, 113,
-// 4097), s_q != s_k, GQA 1/4/8, varlen with empty sequences and seqused, causal, local, softcap,
-// strided inputs. Each case also runs twice and must be bitwise identical.
+// 4097), s_q != s_k, GQA 1/4/8, GQA head packing for s_q <= 64, varlen with empty sequences and
+// seqused, causal, local, softcap, strided inputs. Each case also runs twice and must be bitwise
+// identical.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -108,6 +109,73 @@ TEST_F(Sm90Fwd, Gqa) {
   }
 }
 
+// GQA head packing (fixed length, s_q <= 64, q_per_kv > 1; sched/gqa_pack.h): G q heads of one KV
+// head share a tile, R rows each. Every s_q x s_k x ratio, with dtype, head dim and causal spread
+// so that each s_q meets all twelve of their combinations; R <= 8 (a thread's two rows are two heads
+// at one position), ratio 6 (G = 3 at R = 32), 5 and 7 (a KV head's last group holds fewer heads),
+// MQA, local windows, seqused, softcap, strided inputs, d = 96 / 192, the 176-key d = 128 tile, and
+// s_q = 65, which stays unpacked. PersistentManyTilesPerCta has packed cases under the CTA cap.
+TEST_F(Sm90Fwd, GqaPackedSmallSq) {
+  const int dims[] = {64, 128, 256};
+  int i = 0;
+  for (int sq : {1, 3, 17, 64})
+    for (int sk : {1, 100, 1000})
+      for (int ratio : {2, 4, 6, 8}) {
+        FwdCase c = base(i % 2 ? DType::F16 : DType::BF16, dims[i % 3], sq, sk);
+        c.batch = 2;
+        c.hkv = 2;
+        c.hq = 2 * ratio;
+        c.causal = (i / 6) % 2 == 1;
+        ++i;
+        run_fwd_case(c);
+      }
+  auto gqa = [](DType dt, int d, int sq, int sk, int hq, int hkv) {
+    FwdCase c = base(dt, d, sq, sk);
+    c.batch = 2;
+    c.hq = hq;
+    c.hkv = hkv;
+    return c;
+  };
+  for (bool causal : {false, true}) {
+    FwdCase partial = gqa(DType::BF16, 128, 20, 300, 10, 2);  // ratio 5 at R = 32: groups of 3 + 2
+    partial.causal = causal;
+    run_fwd_case(partial);
+    FwdCase seven = gqa(DType::F16, 64, 3, 500, 14, 2);  // R = 4, G = 7
+    seven.causal = causal;
+    run_fwd_case(seven);
+    FwdCase unpacked = gqa(DType::BF16, 128, 65, 1000, 8, 2);  // s_q = 65: one head per tile
+    unpacked.causal = causal;
+    run_fwd_case(unpacked);
+  }
+  run_fwd_case(gqa(DType::BF16, 128, 2, 500, 32, 1));  // MQA: R = 2, G = 32
+  FwdCase mqa = gqa(DType::F16, 256, 1, 1000, 16, 1);  // R = 1, G = 16
+  mqa.causal = true;
+  run_fwd_case(mqa);
+  FwdCase local = gqa(DType::BF16, 128, 17, 1000, 8, 2);
+  local.wl = 64;
+  local.wr = 0;
+  run_fwd_case(local);
+  FwdCase local2 = gqa(DType::F16, 64, 64, 100, 12, 2);
+  local2.wl = 5;
+  local2.wr = 3;
+  run_fwd_case(local2);
+  FwdCase used = gqa(DType::BF16, 128, 17, 100, 8, 2);  // seqused: rows past it get 0 and -inf
+  used.used_q = {10, 17};
+  used.used_k = {50, 0};
+  used.causal = true;
+  run_fwd_case(used);
+  FwdCase cap = gqa(DType::BF16, 128, 3, 200, 8, 2);
+  cap.softcap = 5.f;
+  run_fwd_case(cap);
+  FwdCase pad = gqa(DType::F16, 128, 17, 300, 12, 3);
+  pad.row_pad = 8;
+  pad.causal = true;
+  run_fwd_case(pad);
+  run_fwd_case(gqa(DType::BF16, 96, 9, 200, 8, 2));
+  run_fwd_case(gqa(DType::F16, 192, 33, 200, 4, 2));
+  run_fwd_case(gqa(DType::BF16, 128, 64, 8193, 8, 2));  // no mask, s_k >= 8192: the 176-key tile
+}
+
 TEST_F(Sm90Fwd, LocalWindows) {
   for (auto [wl, wr] : {std::pair{64, 0}, std::pair{17, 33}, std::pair{-1, 5}, std::pair{100, -1}, std::pair{0, 0}})
     for (int d : {64, 128, 256}) {
@@ -191,6 +259,16 @@ TEST_F(Sm90Fwd, PersistentManyTilesPerCta) {
   local.hq = 3;
   local.hkv = 1;
   run_fwd_case(local);
+  // GQA head packing: many packed tiles per CTA (the Q-buffer hand-over with one-tile runs).
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      FwdCase c = base(d == 128 ? DType::F16 : DType::BF16, d, causal ? 17 : 1, 700);
+      c.batch = 3;
+      c.hq = 18;
+      c.hkv = 3;
+      c.causal = causal;
+      run_fwd_case(c);
+    }
   for (bool causal : {false, true}) {
     FwdCase c = base(DType::BF16, 128, 0, 0);
     c.lens_q = {17, 0, 300, 1, 128, 0, 513};

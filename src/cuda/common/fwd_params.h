@@ -29,9 +29,20 @@ struct FwdParams {
   float softcap = 0.f;        // 0 = off
   int window_left = -1;       // -1 = unbounded; causal is window_right = 0
   int window_right = -1;
-  int m_blocks = 0;           // q tiles per (batch, head) over seqlen_q
-  int batch_heads = 0;        // batch * heads_q
+  int m_blocks = 0;           // q tiles per (batch, head slot) over seqlen_q
+  int head_slots = 0;         // head slots per batch: heads_q, or heads_kv * groups when packed
+  int batch_heads = 0;        // batch * head_slots
   int tiles = 0;              // m_blocks * batch_heads: the persistent grid's work list
+
+  // GQA head packing (sched/gqa_pack.h): a tile holds pack_heads q heads of one KV head, pack_rows
+  // rows each. Row r of a tile is q head `head + (r >> row_head_shift)` at query position
+  // `m0 + (r & row_pos_mask)`; unpacked these reduce to head + 0 and m0 + r (r < 128).
+  int pack_rows = 0;          // R (a power of two >= seqlen_q); 0 = off
+  int pack_heads = 1;         // G: q heads per tile, heads of a slot: kv * q_per_kv + group * G + g
+  int row_pos_mask = 127;     // R - 1 when packed
+  int row_head_shift = 7;     // log2(R) when packed
+  int row8_step = 8;          // position of a thread's second row (tile row + 8) minus its first's:
+                              // 0 when R <= 8 (row + 8 is another head at the same position)
   int heavy_first = 0;        // visit tiles longest first (causal); see sched/tile_order.cuh
   int section_slots = 1;      // heavy_first: (batch, head) slots per L2 section (sched/causal_sections.h)
 };

@@ -1,4 +1,4 @@
-// The order in which a persistent forward kernel visits its (batch, head, m-block) tiles: a static
+// The order in which a persistent forward kernel visits its (batch, head slot, m-block) tiles: a static
 // schedule over one linear order, which the producer and consumer warps of a CTA derive alike
 // without talking. Round r hands tiles [r G, (r + 1) G) to the G CTAs, in alternating direction.
 // The order arithmetic is plain C++ (host and device): the host simulates the schedule to choose
@@ -16,23 +16,27 @@
 namespace fastattn::cuda_backend {
 
 struct TileCoord {
-  int batch, head, m_block;
+  int batch, head, kv_head, m_block;  // head: the slot's first q head (packed: of pack_heads)
 };
 
 FASTATTN_HD unsigned min_u(unsigned a, unsigned b) { return a < b ? a : b; }
 
-// Head of head slot `slot`: slots cycle through the KV heads first (GQA), so the CTAs running at
-// once read several KV heads' K/V instead of all hammering one KV head's lines in the same L2
-// slices, while each KV head's q heads still follow within a few rounds (its K/V stays in L2).
-FASTATTN_HD unsigned head_of_slot(const FwdParams& p, unsigned slot) {
-  const unsigned kv_heads = unsigned(p.heads_kv);
-  return (slot % kv_heads) * unsigned(p.q_per_kv) + slot / kv_heads;
+// The tile of (batch, head slot) `batch_slot` and m-block `m_block`. Slots cycle through the KV
+// heads first (GQA), so the CTAs running at once read several KV heads' K/V instead of all
+// hammering one KV head's lines in the same L2 slices, while each KV head's q heads still follow
+// within a few rounds (its K/V stays in L2). A slot is one q head, or with GQA packing a group of
+// p.pack_heads q heads of one KV head (sched/gqa_pack.h).
+FASTATTN_HD TileCoord slot_tile(const FwdParams& p, unsigned batch_slot, unsigned m_block) {
+  const unsigned heads = unsigned(p.head_slots), kv_heads = unsigned(p.heads_kv);
+  const unsigned slot = batch_slot % heads, kv = slot % kv_heads;
+  return {int(batch_slot / heads), int(kv * unsigned(p.q_per_kv) + slot / kv_heads * unsigned(p.pack_heads)), int(kv),
+          int(m_block)};
 }
 
 FASTATTN_HD TileCoord tile_coord(const FwdParams& p, int tile) {
   // Unsigned division, operands straight from the parameter bank: nothing here stays live across
   // a tile (at d = 256 the consumer has no register to spare).
-  const unsigned id = unsigned(tile), heads = unsigned(p.heads_q), m_blocks = unsigned(p.m_blocks);
+  const unsigned id = unsigned(tile), m_blocks = unsigned(p.m_blocks);
   if (p.heavy_first) {
     // Causal: a tile's work grows with its m-block. Within a section of `section_slots`
     // (batch, head) slots the m-block is outermost, highest first, so each round holds like-sized
@@ -41,13 +45,11 @@ FASTATTN_HD TileCoord tile_coord(const FwdParams& p, int tile) {
     const unsigned width = unsigned(p.section_slots), per_section = width * m_blocks;
     const unsigned section = id / per_section, first = section * width, w = id - section * per_section;
     const unsigned n = min_u(width, unsigned(p.batch_heads) - first);  // the last may be narrower
-    const unsigned slot = first + w % n;
-    return {int(slot / heads), int(head_of_slot(p, slot % heads)), int(m_blocks - 1 - w / n)};
+    return slot_tile(p, first + w % n, m_blocks - 1 - w / n);
   }
   // Tiles of equal work: m-block innermost, so the CTAs running at once share few heads' K/V and
   // L2 serves most K/V reads.
-  const unsigned r = id / m_blocks;
-  return {int(r / heads), int(head_of_slot(p, r % heads)), int(m_blocks - 1 - id % m_blocks)};
+  return slot_tile(p, id / m_blocks, m_blocks - 1 - id % m_blocks);
 }
 
 // The tile of CTA `cta` (of `ctas`) in round `round`. Rounds alternate direction: with tiles sorted

@@ -8,6 +8,9 @@
 // as one stream of KV blocks. With two Q buffers (d <= 192) a tile boundary is an ordinary loop
 // iteration: the next tile's first QK is issued beside the current tile's last PV, and the
 // current tile's output is stored while the other warpgroup's GEMMs run.
+// GQA head packing (short queries, sched/gqa_pack.h) is a run-time mode of the same kernel: a tile
+// then holds several q heads of one KV head (tile row -> head and position through FwdParams'
+// row maps); only the mask's row positions and the register store of O look at it.
 #pragma once
 
 #include <cuda.h>
@@ -60,6 +63,8 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
 }
 
 // The tile being worked on: which sequence, head and query rows, and which KV tiles it sees.
+// Packed (GQA, sched/gqa_pack.h): `head` is the first of the tile's q heads, m0 = 0 and [m0, m1)
+// the query positions that all its heads share.
 struct FwdTile {
   cuda_backend::SeqInfo seq;
   cuda_backend::WindowMask mask;
@@ -74,7 +79,7 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   const cuda_backend::TileCoord c = cuda_backend::tile_coord(p, id);
   cuda_backend::SeqInfo seq(p, c.batch);
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.window_left, p.window_right};
-  FwdTile t{seq, mask, c.head, c.head / p.q_per_kv, c.m_block * Cfg::kBlockM, 0, 0, 0, 0, 0};
+  FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM, 0, 0, 0, 0, 0};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
   if (t.m0 < t.m1) {
     mask.tile_range(t.m0, t.m1, Cfg::kBlockN, t.n_begin, t.n_end);
@@ -131,31 +136,36 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   }
 }
 
-// One warpgroup's 64 rows of tile `e`: O normalised by inv (rows past rows_q are dropped) and LSE
-// (rows past seqused get out 0 and lse -inf, the reference's convention).
+// One warpgroup's 64 rows of tile `e`: O normalised by inv and LSE, by plain stores from registers.
+// Tile row t is q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask) (GQA
+// packing; unpacked: e.head, e.m0 + t). Rows past rows_q, and packed rows past the tile's heads
+// (zero or other heads' rows of the Q box), are dropped; rows past seqused get out 0 and lse -inf
+// (the reference's convention).
 template <class T, class Cfg>
 __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
                                            const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
                                            float (&lse)[2]) {
   constexpr int D = Cfg::kHeadDim;
-  const int row0 = e.m0 + row_in_tile;
   const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
+  // The tile's q heads: pack_heads (1 unpacked), fewer in a KV head's last group.
+  const int heads = min(p.pack_heads, (e.kv_head + 1) * p.q_per_kv - e.head);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int r = row0 + 8 * h;
+    const int t = row_in_tile + 8 * h, r = e.m0 + (t & p.row_pos_mask), g = t >> p.row_head_shift;
     if (r >= e.seq.len_q) {
       inv[h] = 0.f;
       lse[h] = -INFINITY;
     }
-    if (r >= e.seq.rows_q) continue;
+    if (r >= e.seq.rows_q || g >= heads) continue;
+    const int64_t head = e.head + g;
     T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (e.seq.q_offset + r) * p.out_stride_s +
-             int64_t(e.head) * p.out_stride_h;
+             head * p.out_stride_h;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
       *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) =
           pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
     if (p.lse != nullptr && quad_col == 0)
-      p.lse[b_off * p.lse_stride_b + int64_t(e.head) * p.lse_stride_h + (e.seq.q_offset + r) * p.lse_stride_s] = lse[h];
+      p.lse[b_off * p.lse_stride_b + head * p.lse_stride_h + (e.seq.q_offset + r) * p.lse_stride_s] = lse[h];
   }
 }
 
@@ -228,10 +238,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     }
     q_pending = -1;
   };
-  // Softcap, then the keep-bit mask on partial tiles only.
+  // Softcap, then the keep-bit mask on partial tiles only. The mask sees this thread's rows' query
+  // positions: m0 + row and + 8, or packed, the rows' positions within their heads.
   auto shape_scores = [&](int n) {
     const FwdTile& t = walk.t;
-    const int row0 = t.m0 + row_in_tile;
+    const int row0 = t.m0 + (row_in_tile & p.row_pos_mask), row1 = row0 + p.row8_step;
     if (p.softcap != 0.f) {
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = p.softcap * tanhf(s[i] * p.softcap_in);
@@ -240,12 +251,12 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       const int n0 = n * N;
 #ifdef FASTATTN_MASK_PLAIN
       cuda_backend::apply_window_plain<N, 0>(s, t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
-      cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col);
+      cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col);
 #else
       cuda_backend::apply_keep_bits<N, 0>(
           s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
       cuda_backend::apply_keep_bits<N, 1>(
-          s, cuda_backend::keep_bits<N>(t.mask.lo(row0 + 8) - n0, t.mask.hi(row0 + 8) - n0, quad_col));
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
 #endif
     }
   };
@@ -266,7 +277,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     }
     // This warpgroup's 64 rows, normalised, into the Q buffer in the 128-byte-swizzled layout
     // that TMA reads (16-byte chunk c of row r at chunk c ^ (r % 8): the 8 rows of a warp's store
-    // hit 8 different chunks, no bank conflict), then one thread stores them.
+    // hit 8 different chunks, no bank conflict), then one thread stores them. Unpacked tiles only:
+    // the host turns out_tma off under GQA packing (a warpgroup's rows are several heads' rows).
     uint8_t* rows = sm.q[q_buf] + wg * 64 * kAtomRowBytes;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

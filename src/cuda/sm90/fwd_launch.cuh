@@ -10,6 +10,7 @@
 #include "cuda/sm90/fwd_api.h"
 #include "cuda/causal_sections.h"
 #include "cuda/device_info.h"
+#include "cuda/sched/gqa_pack.h"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
@@ -18,7 +19,12 @@ template <class T, class Cfg>
 Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
   constexpr int D = Cfg::kHeadDim;
   CUtensorMap tq, tk, tv, to;
-  Status st = cuda_backend::make_tma_map(args.q, Cfg::kBlockM, &tq);
+  // GQA packing (sched/gqa_pack.h): the Q box is R rows x 128 / R heads from the tile's first head,
+  // landing as rows g * R + i of the 128-row buffer in the same 128-byte-swizzled row layout (the
+  // swizzle follows the smem row), and as many bytes as the unpacked box (the producer's expect_tx).
+  static_assert(Cfg::kBlockM == cuda_backend::kTileRows, "the packing rule assumes 128-row tiles");
+  const int q_box_rows = p.pack_rows > 0 ? p.pack_rows : Cfg::kBlockM;
+  Status st = cuda_backend::make_tma_map(args.q, q_box_rows, &tq, Cfg::kBlockM / q_box_rows);
   if (st.ok()) st = cuda_backend::make_tma_map(args.k, Cfg::kBlockN, &tk);
   if (st.ok()) st = cuda_backend::make_tma_map(args.v, Cfg::kBlockN, &tv);
   if (!st.ok()) return st;
@@ -26,9 +32,10 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   // a spare Q buffer and TMA can address it: fixed-length (TMA cannot stop at a varlen sequence's
   // end) with 16-byte-aligned base and strides; else by plain stores from registers. Not at d = 64:
   // there the register stores measured 2-3% faster (H100 A/B, 2026-11-21: s1k and s8k full), while
-  // d = 128 gained 4-8% from TMA (s = 1k, GQA).
+  // d = 128 gained 4-8% from TMA (s = 1k, GQA). Not under GQA packing: a warpgroup's 64 rows are
+  // then several heads' rows (register stores, which drop the padding rows).
   cuda_backend::FwdParams params = p;
-  params.out_tma = Cfg::kQBuffers == 2 && D > 64 && cuda_backend::tma_storable(args.out) &&
+  params.out_tma = Cfg::kQBuffers == 2 && D > 64 && p.pack_rows == 0 && cuda_backend::tma_storable(args.out) &&
                    cuda_backend::make_tma_map(args.out, 64, &to).ok();
   if (!params.out_tma) to = tq;  // unused
   auto kernel = fwd_kernel<T, Cfg>;
