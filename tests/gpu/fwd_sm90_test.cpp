@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 
 #include "fwd_case.h"
 
@@ -65,38 +66,27 @@ TEST_F(Sm90Fwd, Long4097) {
 // at s_k >= 8192 (fwd_launch.cuh): partial last blocks (5001, 8193, 9001), GQA, fp16, varlen whose
 // longest sequence picks the config while the others are short or empty, many tiles per CTA.
 TEST_F(Sm90Fwd, LongUnmaskedKeyConfigs) {
-  for (DType dt : {DType::BF16, DType::F16}) {
-    FwdCase deep = base(dt, 128, 77, 5001);
-    deep.hq = 8;
-    deep.hkv = 2;
-    run_fwd_case(deep);
+  struct Shape {
+    DType dt;
+    int sq, sk, hq, hkv;
+    bool capped;  // 3-CTA grid: many tiles per CTA
+  };
+  for (const Shape& sh : {Shape{DType::BF16, 77, 5001, 8, 2, false}, Shape{DType::F16, 77, 5001, 8, 2, false},
+                          Shape{DType::BF16, 400, 4096, 3, 3, true}, Shape{DType::BF16, 300, 8193, 2, 1, false},
+                          Shape{DType::F16, 129, 9001, 4, 1, false}, Shape{DType::BF16, 700, 8192, 3, 1, true}}) {
+    std::optional<CtaCap> cap;
+    if (sh.capped) cap.emplace();
+    FwdCase c = base(sh.dt, 128, sh.sq, sh.sk);
+    c.hq = sh.hq;
+    c.hkv = sh.hkv;
+    run_fwd_case(c);
   }
-  {
-    CtaCap cap;
-    FwdCase deep = base(DType::BF16, 128, 400, 4096);
-    deep.hq = 3;
-    deep.hkv = 3;
-    run_fwd_case(deep);
-  }
-  FwdCase a = base(DType::BF16, 128, 300, 8193);
-  a.hq = 2;
-  a.hkv = 1;
-  run_fwd_case(a);
-  FwdCase b = base(DType::F16, 128, 129, 9001);
-  b.hq = 4;
-  b.hkv = 1;
-  run_fwd_case(b);
   FwdCase v = base(DType::BF16, 128, 0, 0);
   v.lens_q = {17, 200, 0, 64};
   v.lens_k = {8200, 30, 5, 0};
   v.hq = 2;
   v.hkv = 2;
   run_fwd_case(v);
-  CtaCap cap;
-  FwdCase m = base(DType::BF16, 128, 700, 8192);
-  m.hq = 3;
-  m.hkv = 1;
-  run_fwd_case(m);
 }
 
 TEST_F(Sm90Fwd, Gqa) {

@@ -94,8 +94,7 @@ Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
     if (p.seqlen_k <= kShortMaxKeys64) return launch_cfg<T, FwdConfig<64, 128, 3>>(args, p, stream);
   if constexpr (D == 128) {
     if (narrow_window(p)) return launch_cfg<T, FwdConfig<128, 64, 4>>(args, p, stream);
-    if (unmasked(p) && p.seqlen_k >= kWideMinKeys)
-      return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
+    if (unmasked(p) && p.seqlen_k >= kWideMinKeys) return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
     if (unmasked(p) && p.seqlen_k >= kDeepMinKeys) return launch_cfg<T, FwdConfig<128, 128, 3>>(args, p, stream);
   }
   return launch_cfg<T, FwdConfig<D>>(args, p, stream);
