@@ -89,6 +89,36 @@ TEST_F(Sm90Fwd, LongUnmaskedKeyConfigs) {
   run_fwd_case(v);
 }
 
+// d = 64 runs three consumer warpgroups on 192-row tiles, except GQA packing and causal/local with
+// s_k <= 1024 (fwd_launch.cuh): masks on 192-row tiles (bottom-right causal with s_q != s_k, a
+// two-sided window, seqused), partial last m-blocks (193, 1000), GQA, fp16, varlen with a sequence
+// long enough to pick the config, and many tiles per CTA.
+TEST_F(Sm90Fwd, ThreeConsumerWarpgroupsD64) {
+  FwdCase causal = base(DType::BF16, 64, 1000, 1500);
+  causal.causal = true;
+  causal.hq = 4;
+  causal.hkv = 1;
+  run_fwd_case(causal);
+  FwdCase window = base(DType::F16, 64, 1300, 1200);
+  window.wl = 100;
+  window.wr = 50;
+  window.used_q = {1250};
+  window.used_k = {1111};
+  run_fwd_case(window);
+  {
+    CtaCap cap;
+    FwdCase many = base(DType::BF16, 64, 193, 1100);
+    many.batch = 3;
+    many.causal = true;
+    run_fwd_case(many);
+  }
+  FwdCase v = base(DType::F16, 64, 0, 0);
+  v.lens_q = {1, 400, 0, 1100};
+  v.lens_k = {3, 1030, 7, 1100};
+  v.causal = true;
+  run_fwd_case(v);
+}
+
 TEST_F(Sm90Fwd, Gqa) {
   for (int ratio : {1, 4, 8}) {
     FwdCase c = base(DType::F16, 128, 257, 257);

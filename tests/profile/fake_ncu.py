@@ -30,7 +30,8 @@ def main(argv):
         # ncu 2025.3 (the device's) writes "ms"; older versions "nsecond". FAKE_NCU_UNITS picks.
         old_units = os.environ.get("FAKE_NCU_UNITS") == "nsecond"
         time_unit, time_scale = ("nsecond", 1000.0) if old_units else ("ms", 1e-3)
-        units = ["", "", ""] + [time_unit if m.startswith("gpu__time") else "%" for m in metrics]
+        units = ["", "", ""] + [time_unit if m.startswith("gpu__time") else "Gbyte" if "_bytes" in m else "%"
+                                for m in metrics]
         print("==PROF== Connected (fake)")
         print(",".join(f'"{c}"' for c in cols))
         print(",".join(f'"{u}"' for u in units))

@@ -40,6 +40,12 @@ HEADLINE = [
     ("issue active (scheduler), %", "smsp__issue_active.avg.pct_of_peak_sustained_active"),
     ("SM throughput, % of peak", "sm__throughput.avg.pct_of_peak_sustained_elapsed"),
     ("DRAM throughput, % of peak", "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
+    # K/V reach every CTA through L2: with 128-row tiles that is 1/128 byte per FLOP, near the
+    # L2's bandwidth at ~700 TFLOPS (docs/notes/fwd-sm90.md, pass 16).
+    ("L2 throughput, % of peak", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+    ("L2 sectors read, % of peak", "lts__t_sectors_op_read.avg.pct_of_peak_sustained_elapsed"),
+    ("L2 hit rate, %", "lts__t_sector_hit_rate.pct"),
+    ("L2 bytes read (MB)", "lts__t_bytes_op_read.sum"),
     ("warp cycles per issued instruction", "smsp__average_warps_active_per_issue_active.ratio"),
 ]
 STALLS = ["long_scoreboard", "wait", "short_scoreboard", "math_pipe_throttle", "barrier", "gmma", "membar",
@@ -107,11 +113,13 @@ CORE = ["gpu__time_duration.sum", "sm__cycles_elapsed.avg",
 # ncu 2025.3 writes ms/us/ns in the raw CSV's unit row (older versions msecond/usecond/nsecond).
 TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
               "ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+# Byte counts likewise, to megabytes.
+BYTE_UNITS = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "B": 1e-6, "KB": 1e-3, "MB": 1.0, "GB": 1e3}
 
 
 def read_report(ncu, rep, log):
     """Rows of the raw page of an exported report: one dict per profiled kernel. Durations are
-    converted to microseconds (ncu scales their unit to the value)."""
+    converted to microseconds and byte counts to megabytes (ncu scales their unit to the value)."""
     rc, out = run([ncu, "--import", rep, "--csv", "--page", "raw"], log, 120)
     lines = out.splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
@@ -129,6 +137,8 @@ def read_report(ncu, rep, log):
         for col, unit in zip(header, units):
             if unit in TIME_UNITS and number(row[col]) is not None:
                 row[col] = number(row[col]) * TIME_UNITS[unit]
+            elif unit in BYTE_UNITS and number(row[col]) is not None:
+                row[col] = number(row[col]) * BYTE_UNITS[unit]
         out_rows.append(row)
     return out_rows
 

@@ -36,11 +36,12 @@ struct FwdParams {
 
   // GQA head packing (sched/gqa_pack.h): a tile holds pack_heads q heads of one KV head, pack_rows
   // rows each. Row r of a tile is q head `head + (r >> row_head_shift)` at query position
-  // `m0 + (r & row_pos_mask)`; unpacked these reduce to head + 0 and m0 + r (r < 128).
+  // `m0 + (r & row_pos_mask)`; unpacked these reduce to head + 0 and m0 + r (r < 256: 128- and
+  // 192-row tiles).
   int pack_rows = 0;          // R (a power of two >= seqlen_q); 0 = off
   int pack_heads = 1;         // G: q heads per tile, heads of a slot: kv * q_per_kv + group * G + g
-  int row_pos_mask = 127;     // R - 1 when packed
-  int row_head_shift = 7;     // log2(R) when packed
+  int row_pos_mask = 255;     // R - 1 when packed
+  int row_head_shift = 8;     // log2(R) when packed
   int row8_step = 8;          // position of a thread's second row (tile row + 8) minus its first's:
                               // 0 when R <= 8 (row + 8 is another head at the same position)
   int heavy_first = 0;        // visit tiles longest first (causal); see sched/tile_order.cuh

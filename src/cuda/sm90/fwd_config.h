@@ -10,10 +10,16 @@ namespace fastattn::sm90 {
 // d = 128 long unmasked rows 128 with a 3-deep ring or 176; d = 128 narrow windows 64 with 4 stages.
 constexpr int default_block_n(int d) { return d <= 64 ? 192 : d <= 128 ? 128 : 80; }
 
-template <int D, int N = default_block_n(D), int Stages = 2>
+// Consumer warpgroups, 64 query rows each: 2 (a 128-row tile), or 3 (192 rows) where the softmax
+// is as long as a warpgroup's GEMMs (d = 64: exp count and MMA cycles per score are equal) and
+// needs two other warpgroups' GEMMs to hide under (FA3's choice at d = 64). Three warpgroups leave
+// 160 registers each: S + P + O of a 64 x 128 x 64 tile fit, 192 keys do not.
+template <int D, int N = default_block_n(D), int Stages = 2, int ConsumerWGs = 2>
 struct FwdConfig {
+  static_assert(ConsumerWGs == 2 || ConsumerWGs == 3, "two or three consumer warpgroups");
   static constexpr int kHeadDim = D;
-  static constexpr int kBlockM = 128;                // two consumer warpgroups x 64 rows
+  static constexpr int kConsumerWarpgroups = ConsumerWGs;
+  static constexpr int kBlockM = 64 * ConsumerWGs;
   static constexpr int kBlockN = N;
   static constexpr int kStages = Stages;             // K/V smem ring depth
   static constexpr int kAtoms = (D + 63) / 64;       // 64-column swizzle atoms per row
@@ -26,13 +32,14 @@ struct FwdConfig {
   static constexpr int kRingBytes = 2 * kStages * kAtoms * kKVAtomBytes;
   // 227 KB of dynamic smem per block; 1 KB of it aligns the base, 1 KB holds the barriers.
   static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
-  static constexpr int kConsumerWarpgroups = 2;
   // InterWG ping-pong pays where softmax is a large share of the loop (d <= 128: +5..20% on H100,
   // 2026-11-21); at d = 256 with 64-wide KV tiles it cost up to 25% (docs/notes/fwd-sm90.md).
   static constexpr bool kPingPong = D <= 128;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  // setmaxnreg budgets: 24 x 128 + 240 x 256 = 64512 of the SM's 65536 registers (2 consumers),
+  // 24 x 128 + 160 x 384 = 64512 (3 consumers).
   static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kConsumerRegs = ConsumerWGs == 2 ? 240 : 160;
 };
 
 }  // namespace fastattn::sm90

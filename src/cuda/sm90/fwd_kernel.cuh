@@ -1,9 +1,9 @@
 // Warp-specialized Hopper forward: one producer warp streams Q once and K/V tiles through a
-// 2-stage smem ring with TMA; two consumer warpgroups each own 64 query rows and run
+// 2-stage smem ring with TMA; two (or three) consumer warpgroups each own 64 query rows and run
 //   S = Q K^T (SS-wgmma) -> keep-bit mask on partial tiles -> online softmax -> O += P V (RS-wgmma)
 // with IntraWG overlap: the QK^T of tile n and the PV of tile n-1 are in flight together, and the
-// softmax of tile n runs while PV(n-1) is still on the tensor cores; and InterWG ping-pong: the two
-// warpgroups take turns issuing their MMAs (named barriers), so one's softmax hides the other's GEMMs.
+// softmax of tile n runs while PV(n-1) is still on the tensor cores; and InterWG ping-pong: the
+// warpgroups take turns issuing their MMAs (named barriers), so one's softmax hides the others' GEMMs.
 // The grid is persistent (one CTA per SM): each CTA walks a static list of tiles (tile_order.cuh)
 // as one stream of KV blocks. With two Q buffers (d <= 192) a tile boundary is an ordinary loop
 // iteration: the next tile's first QK is issued beside the current tile's last PV, and the
@@ -35,8 +35,8 @@ namespace fastattn::sm90 {
 
 using cuda_backend::FwdParams;
 
-constexpr int kPingPongBar = 1;  // named barriers 1 and 2 (0 is __syncthreads)
-constexpr int kStoreBar = 3;     // 3 and 4: a warpgroup's O rows are in smem, ready for the TMA store
+constexpr int kPingPongBar = 1;  // named barriers 1..3, one per consumer warpgroup (0 is __syncthreads)
+constexpr int kStoreBar = 4;     // 4..6: a warpgroup's O rows are in smem, ready for the TMA store
 
 template <class Cfg>
 struct FwdSmem {
@@ -171,7 +171,7 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
 
 // One consumer warpgroup: 64 query rows of every tile of this CTA's walk, as one stream of KV
 // blocks. Each iteration issues QK of block n and PV of the block before it (IntraWG overlap), the
-// two warpgroups taking turns to issue (InterWG ping-pong). Where block n is the first of a new
+// warpgroups taking turns to issue (InterWG ping-pong). Where block n is the first of a new
 // tile, that iteration also closes the previous tile: its softmax state is finished before the
 // new tile's first softmax step, and its O is stored once its last PV has retired.
 template <class T, class Cfg>
@@ -218,7 +218,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
                          kk > 0 || !first_of_tile);
     wgmma_commit();
   };
-  // Warp-granular release: each of the 8 consumer warps arrives once its wgmma reads are done.
+  // Warp-granular release: each consumer warp arrives once its wgmma reads are done.
   auto release = [&](uint64_t* bar) {
     __syncwarp();
     if (lane == 0) mbar_arrive(bar);
@@ -317,15 +317,17 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     return false;
   };
 
-  // Ping-pong: warpgroup w issues only after bar(w) opened, then opens the other's. In each run of
-  // blocks both warpgroups have as many issue phases; warpgroup 1 opens bar(0) once up front and
-  // skips its opening in the run's last phase, so every barrier sees as many arrivals as syncs.
+  // Ping-pong: the consumer warpgroups issue in a ring, 0, 1, (2,) 0, ...: warpgroup w issues only
+  // after bar(w) opened, then opens the next one's. In each run of blocks every warpgroup has as
+  // many issue phases; the last warpgroup opens bar(0) once up front and skips its opening in the
+  // run's last phase, so every barrier sees as many arrivals as syncs.
+  constexpr int kWGs = Cfg::kConsumerWarpgroups;
   auto my_turn = [&]() {
     if constexpr (Cfg::kPingPong) named_bar_sync(kPingPongBar + wg, 256);
   };
   auto your_turn = [&](bool last_phase) {
     if constexpr (Cfg::kPingPong)
-      if (!last_phase || wg == 0) named_bar_arrive(kPingPongBar + (1 - wg), 256);
+      if (!last_phase || wg != kWGs - 1) named_bar_arrive(kPingPongBar + (wg + 1) % kWGs, 256);
   };
 
   bool more = next_keyed_tile();
@@ -338,7 +340,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     int n = walk.t.n_end - 1;  // the block whose scores are in s
     bool pv_first = true;      // the pending PV (of block n) is its tile's first
 
-    if (Cfg::kPingPong && wg == 1) named_bar_arrive(kPingPongBar, 256);
+    if (Cfg::kPingPong && wg == kWGs - 1) named_bar_arrive(kPingPongBar, 256);
     mbar_wait(&sm.q_full[qs.stage()], qs.phase());
     mbar_wait(&sm.k_full[ps.stage()], ps.phase());
     my_turn();

@@ -22,7 +22,8 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   // GQA packing (sched/gqa_pack.h): the Q box is R rows x 128 / R heads from the tile's first head,
   // landing as rows g * R + i of the 128-row buffer in the same 128-byte-swizzled row layout (the
   // swizzle follows the smem row), and as many bytes as the unpacked box (the producer's expect_tx).
-  static_assert(Cfg::kBlockM == cuda_backend::kTileRows, "the packing rule assumes 128-row tiles");
+  if (Cfg::kBlockM != cuda_backend::kTileRows && p.pack_rows > 0)
+    return Status::Unsupported("internal: GQA packing needs 128-row tiles");  // launch_fwd routes it
   const int q_box_rows = p.pack_rows > 0 ? p.pack_rows : Cfg::kBlockM;
   Status st = cuda_backend::make_tma_map(args.q, q_box_rows, &tq, Cfg::kBlockM / q_box_rows);
   if (st.ok()) st = cuda_backend::make_tma_map(args.k, Cfg::kBlockN, &tk);
@@ -35,6 +36,12 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   // d = 128 gained 4-8% from TMA (s = 1k, GQA). Not under GQA packing: a warpgroup's 64 rows are
   // then several heads' rows (register stores, which drop the padding rows).
   cuda_backend::FwdParams params = p;
+  // The host's tile space counts 128-row m-blocks; a 192-row config (three consumer warpgroups)
+  // has fewer, and as many per (batch, head) slot as the host's tile check bounded or fewer.
+  if (Cfg::kBlockM != cuda_backend::kTileRows) {
+    params.m_blocks = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
+    params.tiles = int(int64_t(params.m_blocks) * params.batch_heads);
+  }
   params.out_tma = Cfg::kQBuffers == 2 && D > 64 && p.pack_rows == 0 && cuda_backend::tma_storable(args.out) &&
                    cuda_backend::make_tma_map(args.out, 64, &to).ok();
   if (!params.out_tma) to = tq;  // unused
@@ -46,10 +53,10 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
     if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
     attr_set = true;
   }
-  if (p.tiles == 0) return Status::Ok();
+  if (params.tiles == 0) return Status::Ok();
   // Persistent: one CTA per SM (smem allows no second), each walks its share of the tiles.
   int ctas = 0;
-  st = cuda_backend::persistent_grid(p.tiles, &ctas);
+  st = cuda_backend::persistent_grid(params.tiles, &ctas);
   if (!st.ok()) return st;
   const int64_t kv_bytes_per_slot = int64_t(p.seqlen_k) * (args.k.shape[args.k.ndim - 1] + args.v.shape[args.v.ndim - 1]) *
                                     int64_t(sizeof(T));
@@ -76,8 +83,14 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
 //   4-stage ring: an m-block sees 3 blocks of 64 (192 keys) instead of 2 of 128, and the producer
 //   runs further ahead: window (64, 0) s 8k 1.06, s 1k 1.11; wider windows lose ((256, 0) and
 //   (128, 128): 0.91).
-// - d = 64, s_k <= 1024: 128 keys with a 3-stage ring instead of 192 keys (whose last block is a
-//   third empty at s_k = 1024): s 1k 1.05 full / 1.08 causal; at s_k >= 2048 0.90-0.94.
+// - d = 64, unpacked: three consumer warpgroups, 192 x 128 tiles, 3-stage ring (pass 16, H100
+//   and H200 A/B 2026-11-22 against the two-warpgroup configs): full s 1k 1.06-1.09, 4k 1.08,
+//   8k 1.11-1.12, 16k 1.07-1.13; causal 4k 1.02-1.04, 8k 1.04-1.05; window (64, 0) 1.06-1.10.
+//   Not for causal/local with s_k <= 1024 (causal s 1k 0.87-0.90: a 192-row diagonal wastes more
+//   of its tile than a 128-row one), which keep 128 x 128 with 3 stages (against 192 keys, whose
+//   last block is a third empty at s_k = 1024: 1.08). 3 stages beat 2 by 0-4% except s 16k (-1.5%).
+// - d = 64, GQA-packed (128-row tiles only): 128 keys, 3 stages for s_k <= 1024; longer keys keep
+//   192 (decode b8 h32/8 s_k 8k: 128 keys 0.92, b16 s_k 16k 0.98).
 constexpr int kWideBlockN128 = 176;
 constexpr int kWideMinKeys = 8192;
 constexpr int kDeepMinKeys = 4096;
@@ -90,8 +103,11 @@ inline bool narrow_window(const cuda_backend::FwdParams& p) {
 
 template <class T, int D>
 Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
-  if constexpr (D == 64)
-    if (p.seqlen_k <= kShortMaxKeys64) return launch_cfg<T, FwdConfig<64, 128, 3>>(args, p, stream);
+  if constexpr (D == 64) {
+    const bool short_keys = p.seqlen_k <= kShortMaxKeys64;
+    if (p.pack_rows == 0 && !(short_keys && !unmasked(p))) return launch_cfg<T, FwdConfig<64, 128, 3, 3>>(args, p, stream);
+    if (short_keys) return launch_cfg<T, FwdConfig<64, 128, 3>>(args, p, stream);
+  }
   if constexpr (D == 128) {
     if (narrow_window(p)) return launch_cfg<T, FwdConfig<128, 64, 4>>(args, p, stream);
     if (unmasked(p) && p.seqlen_k >= kWideMinKeys) return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
