@@ -1,7 +1,7 @@
 // The sm_90a primitives (src/cuda/sm90/prim/) on the GPU against host references, one at a time, used
 // the way fwd_kernel.cuh uses them: TMA tensor maps (tma_map.h) and 4-D loads / stores, the mbarrier
-// ring with PipeState, SS and RS wgmma with their smem descriptors, named-barrier ping-pong and
-// setmaxnreg. Inputs are random (the seed is printed on failure), outputs poisoned beforehand.
+// ring with PipeState, SS and RS wgmma with their smem descriptors, stmatrix, named-barrier
+// ping-pong and setmaxnreg. Inputs are random (the seed is printed on failure), outputs poisoned beforehand.
 #include <cuda.h>
 #include <cuda/ptx>
 #include <cuda_bf16.h>
@@ -14,6 +14,7 @@
 #include "cuda/sm90/fwd_kernel.cuh"  // pack2, kPingPongBar: the kernel's own, not copies
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
+#include "cuda/sm90/prim/stmatrix.cuh"
 #include "cuda/sm90/prim/tma.cuh"
 #include "cuda/sm90/prim/wgmma.cuh"
 #include "cuda/tma_map.h"
@@ -178,6 +179,18 @@ __global__ void ring_kernel(const __grid_constant__ CUtensorMap src, uint8_t* ou
     if (lane == 0) mbar_arrive(&empty[ps.stage()]);
   }
 #endif
+}
+
+// stmatrix_x4 by one warp: lane l holds in[l][0..3] and gives the address of 16-byte row slot
+// slot[l] (of 32) for row l % 8 of matrix l / 8; the poisoned smem is copied out afterwards.
+__global__ void stmatrix_kernel(const uint32_t* in, const int* slot, uint32_t* out) {
+  __shared__ alignas(16) uint32_t rows[32 * 4];
+  const int l = threadIdx.x;
+  for (int i = l; i < 32 * 4; i += 32) rows[i] = 0xFFFFFFFFu;
+  __syncwarp();
+  stmatrix_x4(smem_addr(rows) + slot[l] * 16, in[4 * l], in[4 * l + 1], in[4 * l + 2], in[4 * l + 3]);
+  __syncwarp();
+  for (int i = l; i < 32 * 4; i += 32) out[i] = rows[i];
 }
 
 // PipeState<S> after i advances, for i = thread index.
@@ -456,6 +469,36 @@ void check_pipe_state() {
   out_dev.download(out.data());
   for (int i = 0; i < n; ++i)  // stage = advances mod S; the phase flips each time the ring wraps
     ASSERT_EQ(out[i], uint32_t(i % S) | uint32_t((i / S) % 2) << 8) << "PipeState<" << S << "> after " << i << " advances";
+}
+
+// Matrix m's row i (8 16-bit elements) is the 32-bit register m of lanes 4 i .. 4 i + 3, in lane
+// order (the MMA accumulator layout), written to the slot that lane 8 m + i addressed.
+TEST_F(PrimSm90, StmatrixX4) {
+  testing::Rng rng(testing::test_seed());
+  SCOPED_TRACE(testing::seed_note(rng.seed()));
+  std::vector<uint32_t> in(32 * 4);
+  for (uint32_t& v : in) v = uint32_t(rng.uniform_int(0, 0x7FFFFFFF)) * 2u + uint32_t(rng.uniform_int(0, 1));
+  std::vector<int> slot(32);
+  for (int i = 0; i < 32; ++i) slot[i] = i;
+  for (int i = 31; i > 0; --i) std::swap(slot[i], slot[rng.uniform_int(0, i)]);  // a random permutation
+  DeviceBuffer in_dev(in.size() * 4), slot_dev(slot.size() * 4), out_dev(32 * 16);
+  in_dev.upload(in.data());
+  slot_dev.upload(slot.data());
+  out_dev.poison();
+  stmatrix_kernel<<<1, 32>>>(static_cast<const uint32_t*>(in_dev.get()), static_cast<const int*>(slot_dev.get()),
+                             static_cast<uint32_t*>(out_dev.get()));
+  ASSERT_NO_FATAL_FAILURE(check_launch());
+  std::vector<uint32_t> out(32 * 4);
+  out_dev.download(out.data());
+  int bad = 0;
+  for (int m = 0; m < 4; ++m)
+    for (int i = 0; i < 8; ++i)
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t got = out[slot[8 * m + i] * 4 + q], want = in[(4 * i + q) * 4 + m];
+        if (got != want && ++bad <= 5)
+          ADD_FAILURE() << "matrix " << m << " row " << i << " word " << q << ": 0x" << std::hex << got << " want 0x" << want;
+      }
+  EXPECT_EQ(bad, 0) << "stmatrix.x4 layout";
 }
 
 TEST_F(PrimSm90, PipeStateArithmetic) {

@@ -28,6 +28,7 @@
 #include "cuda/sm90/fwd_config.h"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
+#include "cuda/sm90/prim/stmatrix.cuh"
 #include "cuda/sm90/prim/tma.cuh"
 #include "cuda/sm90/prim/wgmma.cuh"
 
@@ -266,45 +267,54 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
       for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
   };
-  // The tile `id`'s output from o and the finished softmax state. Its sequence and head are derived
-  // again from the id rather than kept through the loop: at d = 256 those registers were what the
-  // consumer lacked (a 4-byte spill).
-  auto store_output = [&](int id, int q_buf, float (&inv)[2], float (&lse)[2]) {
-    const FwdTile e = make_tile<Cfg>(p, id);
-    if (!tma_out) {
-      store_rows<T, Cfg>(p, e, row_in_tile, quad_col, o, inv, lse);
-      return;
-    }
-    // This warpgroup's 64 rows, normalised, into the Q buffer in the 128-byte-swizzled layout
-    // that TMA reads (16-byte chunk c of row r at chunk c ^ (r % 8): the 8 rows of a warp's store
-    // hit 8 different chunks, no bank conflict), then one thread stores them. Unpacked tiles only:
-    // the host turns out_tma off under GQA packing (a warpgroup's rows are several heads' rows).
-    uint8_t* rows = sm.q[q_buf] + wg * 64 * kAtomRowBytes;
+  // The TMA-store path of store_output below (two Q buffers only).
+  auto stage_and_store = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = warp_in_wg * 16 + lane / 4 + 8 * h, row = e.m0 + wg * 64 + r;
+      const int row = e.m0 + row_in_tile + 8 * h;
       if (row >= e.seq.len_q) {  // past seqused: out 0, lse -inf (reference convention)
         inv[h] = 0.f;
         lse[h] = -INFINITY;
       }
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(rows + (j / 8) * Cfg::kQAtomBytes + r * kAtomRowBytes +
-                                     ((j % 8) ^ (r % 8)) * 16 + quad_col * 4) =
-            pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
       if (p.lse != nullptr && quad_col == 0 && row < e.seq.rows_q)
         p.lse[int64_t(e.seq.batch_coord) * p.lse_stride_b + int64_t(e.head) * p.lse_stride_h +
               int64_t(e.seq.q_offset + row) * p.lse_stride_s] = lse[h];
     }
+    // This warpgroup's 64 rows, normalised, into the Q buffer in the 128-byte-swizzled layout that
+    // TMA reads (16-byte chunk c of row r at chunk c ^ (r % 8)), by stmatrix: per instruction the
+    // 8 x 8 blocks (rows +0, +8) x (column groups j, j + 1) of this warp's 16 rows. Lane l gives
+    // row l % 8 of block l / 8; its chunk j + (l / 16) lands at ((j % 8) ^ (l / 16) ^ (l % 8)),
+    // j even. Unpacked tiles only: the host turns out_tma off under GQA packing.
+    const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
+    const uint32_t row_base = smem_addr(sm.q[q_buf]) + (wg * 64 + r) * kAtomRowBytes;
+    const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
+#pragma unroll
+    for (int j = 0; j < D / 8; j += 2)
+      stmatrix_x4(row_base + (j / 8) * Cfg::kQAtomBytes + (((j % 8) * 16) ^ chunk_xor),
+                  pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
+                  pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
+                  pack2<T>(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
+                  pack2<T>(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
     fence_smem_for_tma();
     named_bar_sync(kStoreBar + wg, 128);
     if (store_thread) {
+      uint8_t* rows = sm.q[q_buf] + wg * 64 * kAtomRowBytes;
 #pragma unroll
       for (int a = 0; a < Cfg::kAtoms; ++a)
         tma_store_4d(to, rows + a * Cfg::kQAtomBytes, a * kAtomCols, e.m0 + wg * 64, e.head, e.seq.batch_coord);
       tma_store_commit();
     }
     q_pending = q_buf;
+  };
+  // Tile e's output from o and the finished softmax state. The caller keeps e from when the tile
+  // was current (re-deriving it from the tile id cost ~100 instructions of integer division, and
+  // for varlen two global loads, at every tile boundary).
+  auto store_output = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
+    if (Cfg::kQBuffers == 1 || !tma_out) {
+      store_rows<T, Cfg>(p, e, row_in_tile, quad_col, o, inv, lse);
+      return;
+    }
+    if constexpr (Cfg::kQBuffers == 2) stage_and_store(e, q_buf, inv, lse);
   };
   // The next tile that sees keys; tiles that see none (empty window, s_k = 0) get their zero rows
   // and -inf LSE here, with no load and no MMA.
@@ -336,7 +346,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;  // overwritten by the first PV; keeps it defined
     softmax = cuda_backend::OnlineSoftmax<N>{};
-    int out_id = walk.id;      // the tile that o accumulates
+    FwdTile done;              // the tile whose blocks are all issued, until its output is stored
     int n = walk.t.n_end - 1;  // the block whose scores are in s
     bool pv_first = true;      // the pending PV (of block n) is its tile's first
 
@@ -356,6 +366,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     for (;;) {
       bool new_tile = false;
       if (--n < walk.t.n_begin) {  // the tile's blocks are all issued: move on to the next tile
+        done = walk.t;
         if constexpr (Cfg::kQBuffers == 1) break;
         more = next_keyed_tile();
         if (!more) break;
@@ -409,8 +420,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       probe.mark(prof::kPvDone);
       release(&sm.v_empty[prev.stage()]);
       if (new_tile) {
-        store_output(out_id, qs.stage() ^ 1, inv, lse);  // the previous tile's Q buffer
-        out_id = walk.id;
+        store_output(done, qs.stage() ^ 1, inv, lse);  // the previous tile's Q buffer
       }
       // O *= alpha only where a row of this warp has a new max (alpha is exactly 1 otherwise). A
       // fresh tile's alpha is 0 (harmless: its first PV overwrites O).
@@ -431,7 +441,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     float inv[2], lse[2];
     softmax.finish(inv, lse);
     release_stored_q();
-    store_output(out_id, qs.stage(), inv, lse);
+    store_output(done, qs.stage(), inv, lse);
     release_stored_q();
     probe.mark(prof::kEpilogueEnd);
     probe.finish();
