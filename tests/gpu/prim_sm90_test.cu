@@ -184,6 +184,7 @@ __global__ void ring_kernel(const __grid_constant__ CUtensorMap src, uint8_t* ou
 // stmatrix_x4 by one warp: lane l holds in[l][0..3] and gives the address of 16-byte row slot
 // slot[l] (of 32) for row l % 8 of matrix l / 8; the poisoned smem is copied out afterwards.
 __global__ void stmatrix_kernel(const uint32_t* in, const int* slot, uint32_t* out) {
+#if FA_PRIM_SM90
   __shared__ alignas(16) uint32_t rows[32 * 4];
   const int l = threadIdx.x;
   for (int i = l; i < 32 * 4; i += 32) rows[i] = 0xFFFFFFFFu;
@@ -191,6 +192,7 @@ __global__ void stmatrix_kernel(const uint32_t* in, const int* slot, uint32_t* o
   stmatrix_x4(smem_addr(rows) + slot[l] * 16, in[4 * l], in[4 * l + 1], in[4 * l + 2], in[4 * l + 3]);
   __syncwarp();
   for (int i = l; i < 32 * 4; i += 32) out[i] = rows[i];
+#endif
 }
 
 // PipeState<S> after i advances, for i = thread index.
