@@ -68,9 +68,9 @@ def test_byte_counts_are_megabytes(fake):
     _, report = run(fake, ("gqa", GQA))
     row = report["cases"][0]["fastattn"]
     asked = [m for _, m in ncu_metrics.HEADLINE if m not in report["missing_metrics"]]
-    k = asked.index("lts__t_bytes_op_read.sum")
+    k = asked.index("lts__t_bytes.sum")
     raw_gb = round(1.5 * (1 + k % 7) / 3, 2)  # fake_ncu's value for the kernel of scale 1.5
-    assert abs(float(row["lts__t_bytes_op_read.sum"]) - 1000 * raw_gb) < 1e-6
+    assert abs(float(row["lts__t_bytes.sum"]) - 1000 * raw_gb) < 1e-6
 
 
 def test_counters_not_readable_is_a_note_not_a_failure(fake, monkeypatch):

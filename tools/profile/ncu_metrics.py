@@ -45,7 +45,7 @@ HEADLINE = [
     ("L2 throughput, % of peak", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
     ("L2 sectors read, % of peak", "lts__t_sectors_op_read.avg.pct_of_peak_sustained_elapsed"),
     ("L2 hit rate, %", "lts__t_sector_hit_rate.pct"),
-    ("L2 bytes read (MB)", "lts__t_bytes_op_read.sum"),
+    ("L2 bytes, all operations (MB)", "lts__t_bytes.sum"),
     ("warp cycles per issued instruction", "smsp__average_warps_active_per_issue_active.ratio"),
 ]
 STALLS = ["long_scoreboard", "wait", "short_scoreboard", "math_pipe_throttle", "barrier", "gmma", "membar",
