@@ -46,10 +46,12 @@ inline GqaPack choose_gqa_pack(int q_per_kv, int seqlen_q, bool varlen) {
   return g;
 }
 
-// The tile space of a launch (p's sizes, GQA ratio and window already set): m-blocks, head slots,
-// the packing fields and the causal longest-first switch. Returns the tile count, which the
-// caller checks against INT32_MAX before storing it in p.tiles.
-inline int64_t set_tile_space(FwdParams& p, bool varlen) {
+// The tile space of a launch (p's sizes, GQA ratio and window already set): m-blocks of
+// `tile_rows` query rows (the sm90 config's kBlockM: 128, or 192 with three consumer warpgroups;
+// packed tiles are always 128 rows), head slots, the packing fields and the causal longest-first
+// switch. Returns the tile count, which the caller checks against INT32_MAX before storing it in
+// p.tiles.
+inline int64_t set_tile_space(FwdParams& p, bool varlen, int tile_rows = kTileRows) {
   const GqaPack pack = choose_gqa_pack(p.q_per_kv, p.seqlen_q, varlen);
   if (pack.rows > 0) {
     int shift = 0;
@@ -62,7 +64,7 @@ inline int64_t set_tile_space(FwdParams& p, bool varlen) {
     p.m_blocks = 1;
     p.head_slots = p.heads_kv * pack.groups;
   } else {
-    p.m_blocks = (p.seqlen_q + kTileRows - 1) / kTileRows;
+    p.m_blocks = (p.seqlen_q + tile_rows - 1) / tile_rows;
     p.head_slots = p.heads_q;
   }
   p.batch_heads = int(int64_t(p.head_slots) * p.batch);  // the caller's tile check bounds it

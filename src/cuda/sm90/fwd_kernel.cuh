@@ -310,11 +310,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // was current (re-deriving it from the tile id cost ~100 instructions of integer division, and
   // for varlen two global loads, at every tile boundary).
   auto store_output = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
-    if (Cfg::kQBuffers == 1 || !tma_out) {
+    if (!tma_out) {
       store_rows<T, Cfg>(p, e, row_in_tile, quad_col, o, inv, lse);
       return;
     }
-    if constexpr (Cfg::kQBuffers == 2) stage_and_store(e, q_buf, inv, lse);
+    if constexpr (Cfg::kQBuffers == 2) stage_and_store(e, q_buf, inv, lse);  // tma_out implies it
   };
   // The next tile that sees keys; tiles that see none (empty window, s_k = 0) get their zero rows
   // and -inf LSE here, with no load and no MMA.

@@ -37,11 +37,9 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   // then several heads' rows (register stores, which drop the padding rows).
   cuda_backend::FwdParams params = p;
   // The host's tile space counts 128-row m-blocks; a 192-row config (three consumer warpgroups)
-  // has fewer, and as many per (batch, head) slot as the host's tile check bounded or fewer.
-  if (Cfg::kBlockM != cuda_backend::kTileRows) {
-    params.m_blocks = (p.seqlen_q + Cfg::kBlockM - 1) / Cfg::kBlockM;
-    params.tiles = int(int64_t(params.m_blocks) * params.batch_heads);
-  }
+  // has fewer tiles than the host's tile check bounded.
+  if (Cfg::kBlockM != cuda_backend::kTileRows)
+    params.tiles = int(cuda_backend::set_tile_space(params, args.cu_seqlens_q.defined(), Cfg::kBlockM));
   params.out_tma = Cfg::kQBuffers == 2 && D > 64 && p.pack_rows == 0 && cuda_backend::tma_storable(args.out) &&
                    cuda_backend::make_tma_map(args.out, 64, &to).ok();
   if (!params.out_tma) to = tq;  // unused
