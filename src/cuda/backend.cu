@@ -96,6 +96,7 @@ Status forward(const AttnArgs& a, float scale, void* stream) {
   p.out_stride_s = a.out.stride[qd - 3];
   p.out_stride_h = a.out.stride[qd - 2];
   p.out_stride_b = varlen ? 0 : a.out.stride[0];
+  p.out_vec16 = aligned16(a.out) ? 1 : 0;
   p.heads_q = int(a.q.shape[qd - 2]);
   p.heads_kv = int(a.k.shape[qd - 2]);
   p.q_per_kv = p.heads_q / p.heads_kv;

@@ -30,13 +30,14 @@ struct FwdCase {
   int wl = -1, wr = -1;
   float softcap = 0.f;
   int row_pad = 0;                       // extra elements per token row of q/k/v (strided inputs)
+  int out_pad = 0;                       // extra elements per (token, head) row of out; must stay poisoned
   std::vector<int> lens_q, lens_k;       // varlen when non-empty (batch = lens_q.size())
   std::vector<int> used_q, used_k;       // optional seqused
 
   std::string str() const {
     std::ostringstream o;
     o << dtype_name(dtype) << " b" << batch << " sq" << sq << " sk" << sk << " h" << hq << "/" << hkv << " d" << d
-      << (causal ? " causal" : "") << " win(" << wl << "," << wr << ")" << " softcap" << softcap << " pad" << row_pad
+      << (causal ? " causal" : "") << " win(" << wl << "," << wr << ")" << " softcap" << softcap << " pad" << row_pad << " out_pad" << out_pad
       << (lens_q.empty() ? "" : " varlen");
     return o.str();
   }
@@ -53,6 +54,7 @@ struct TestTensor {
   std::vector<uint16_t> host;
   std::unique_ptr<DeviceBuffer> dev;
 
+  // pad: extra elements after each (token, head) row of d.
   TestTensor(std::vector<int64_t> shp, int pad) : shape(std::move(shp)) {
     const int64_t h = shape[shape.size() - 2], d = shape.back();
     row_stride = h * (d + pad);
@@ -107,7 +109,7 @@ inline void run_fwd_case(const FwdCase& c) {
   TestTensor q(shape_of(c.sq, cu_q.back(), c.hq, c.d), c.row_pad);
   TestTensor k(shape_of(c.sk, cu_k.back(), c.hkv, c.d), c.row_pad);
   TestTensor v(shape_of(c.sk, cu_k.back(), c.hkv, c.d), c.row_pad);
-  TestTensor out(shape_of(c.sq, cu_q.back(), c.hq, c.d), 0);
+  TestTensor out(shape_of(c.sq, cu_q.back(), c.hq, c.d), c.out_pad);
   for (TestTensor* t : {&q, &k, &v}) {
     for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
     t->dev->upload(t->host.data());
@@ -175,21 +177,32 @@ inline void run_fwd_case(const FwdCase& c) {
   low.round_p_to_input_dtype = true;
   ASSERT_TRUE(reference::forward_f64(ha, &base, low).ok());
 
-  // Compare: ref/base are contiguous in out's logical shape; ours has out's (contiguous) layout.
+  // Compare: ref/base are contiguous in out's logical shape; ours has out's (row-padded) layout,
+  // whose padding must still hold the poison.
   const std::vector<uint16_t>& got = runs[0].out;
-  ASSERT_EQ(ref.out.size(), got.size());
+  const int64_t rows = int64_t(got.size()) / (c.d + c.out_pad);
+  ASSERT_EQ(int64_t(ref.out.size()), rows * c.d);
   double err = 0, base_err = 0, ref_max = 0;
-  size_t bad_nan = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = from_bits(got[i], c.dtype);
-    if (!std::isfinite(g)) {
-      ++bad_nan;
-      continue;
+  size_t bad_nan = 0, pad_written = 0;
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int col = 0; col < c.d + c.out_pad; ++col) {
+      const uint16_t bits = got[size_t(row * (c.d + c.out_pad) + col)];
+      if (col >= c.d) {
+        pad_written += bits != 0xFFFF;
+        continue;
+      }
+      const size_t i = size_t(row * c.d + col);
+      const double g = from_bits(bits, c.dtype);
+      if (!std::isfinite(g)) {
+        ++bad_nan;
+        continue;
+      }
+      err = std::max(err, std::abs(g - ref.out[i]));
+      base_err = std::max(base_err, std::abs(round_to(base.out[i], c.dtype) - ref.out[i]));
+      ref_max = std::max(ref_max, std::abs(ref.out[i]));
     }
-    err = std::max(err, std::abs(g - ref.out[i]));
-    base_err = std::max(base_err, std::abs(round_to(base.out[i], c.dtype) - ref.out[i]));
-    ref_max = std::max(ref_max, std::abs(ref.out[i]));
   }
+  EXPECT_EQ(pad_written, 0u) << "elements of out's row padding were written";
   EXPECT_EQ(bad_nan, 0u) << "elements of out not written or not finite";
   const double step = ref_max * (c.dtype == DType::BF16 ? 1.0 / 256 : 1.0 / 2048);  // one ulp at the max
   EXPECT_LE(err, 2 * base_err + step) << "out error " << err << " baseline error " << base_err;

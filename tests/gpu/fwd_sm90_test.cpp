@@ -231,6 +231,21 @@ TEST_F(Sm90Fwd, SqLongerThanSkCausal) {  // bottom-right: the first rows see not
   run_fwd_case(c);
 }
 
+// Padded output rows: 2 extra elements leave out only 4-byte aligned (4-byte register stores; d128
+// then cannot use its TMA store either), 8 keep 16-byte strides (16-byte register stores at
+// d = 64 and 256, TMA at 128). The padding must keep its poison.
+TEST_F(Sm90Fwd, PaddedOutput) {
+  for (int d : {64, 128, 256})
+    for (int pad : {2, 8}) {
+      FwdCase c = base(DType::BF16, d, 113, 300);
+      c.out_pad = pad;
+      c.hq = 4;
+      c.hkv = 2;
+      c.causal = d == 64;
+      run_fwd_case(c);
+    }
+}
+
 TEST_F(Sm90Fwd, StridedInputs) {
   FwdCase c = base(DType::F16, 128, 150, 170);
   c.row_pad = 8;

@@ -15,6 +15,7 @@
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
+#include "cuda/common/quad_transpose.cuh"
 #include "cuda/sm90/prim/tma.cuh"
 #include "cuda/sm90/prim/wgmma.cuh"
 #include "cuda/tma_map.h"
@@ -193,6 +194,17 @@ __global__ void stmatrix_kernel(const uint32_t* in, const int* slot, uint32_t* o
   __syncwarp();
   for (int i = l; i < 32 * 4; i += 32) out[i] = rows[i];
 #endif
+}
+
+// quad_transpose by one warp: lane l gives in[l][0..3] and writes what it gets to out[l][0..3].
+__global__ void quad_transpose_kernel(const uint32_t* in, uint32_t* out) {
+  const int l = threadIdx.x;
+  const uint32_t m[4] = {in[4 * l], in[4 * l + 1], in[4 * l + 2], in[4 * l + 3]};
+  const uint4 v = cuda_backend::quad_transpose(m, l % 4);
+  out[4 * l] = v.x;
+  out[4 * l + 1] = v.y;
+  out[4 * l + 2] = v.z;
+  out[4 * l + 3] = v.w;
 }
 
 // PipeState<S> after i advances, for i = thread index.
@@ -501,6 +513,24 @@ TEST_F(PrimSm90, StmatrixX4) {
           ADD_FAILURE() << "matrix " << m << " row " << i << " word " << q << ": 0x" << std::hex << got << " want 0x" << want;
       }
   EXPECT_EQ(bad, 0) << "stmatrix.x4 layout";
+}
+
+// Lane 4 i + c ends with word k of lane 4 i + k's group c: the quad's 4 x 4 blocks transposed.
+TEST_F(PrimSm90, QuadTranspose) {
+  testing::Rng rng(testing::test_seed());
+  SCOPED_TRACE(testing::seed_note(rng.seed()));
+  std::vector<uint32_t> in(32 * 4);
+  for (uint32_t& v : in) v = uint32_t(rng.uniform_int(0, 0x7FFFFFFF)) * 2u + uint32_t(rng.uniform_int(0, 1));
+  DeviceBuffer in_dev(in.size() * 4), out_dev(in.size() * 4);
+  in_dev.upload(in.data());
+  out_dev.poison();
+  quad_transpose_kernel<<<1, 32>>>(static_cast<const uint32_t*>(in_dev.get()), static_cast<uint32_t*>(out_dev.get()));
+  ASSERT_NO_FATAL_FAILURE(check_launch());
+  std::vector<uint32_t> out(in.size());
+  out_dev.download(out.data());
+  for (int l = 0; l < 32; ++l)
+    for (int k = 0; k < 4; ++k)
+      ASSERT_EQ(out[4 * l + k], in[4 * (l / 4 * 4 + k) + l % 4]) << "lane " << l << " word " << k;
 }
 
 TEST_F(PrimSm90, PipeStateArithmetic) {

@@ -4,11 +4,21 @@
 
 #include <cstdint>
 
+#include "cuda/common/fast_div.h"
+
 namespace fastattn::cuda_backend {
+
+// The divisors of the tile order (sched/tile_order.cuh), set by the launch from the fields below
+// (tile_divisors) once the tile space and the section width are final.
+struct TileDivisors {
+  FastDiv m_blocks, head_slots, heads_kv;
+  FastDiv section_tiles, section_slots, last_section_slots;  // causal: a section's tiles and width
+};
 
 struct FwdParams {
   void* out = nullptr;
   int out_tma = 0;       // store O through smem with TMA (fixed-length, TMA-compatible out layout)
+  int out_vec16 = 0;     // out's base and row strides are 16-byte aligned: 16-byte register stores
   float* lse = nullptr;  // may be null: not written
   int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;
   int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
@@ -46,6 +56,7 @@ struct FwdParams {
                               // 0 when R <= 8 (row + 8 is another head at the same position)
   int heavy_first = 0;        // visit tiles longest first (causal); see sched/tile_order.cuh
   int section_slots = 1;      // heavy_first: (batch, head) slots per L2 section (sched/causal_sections.h)
+  TileDivisors div;           // the kernel's tile-order divisors (tile_divisors(), at launch)
 };
 
 }  // namespace fastattn::cuda_backend

@@ -23,11 +23,12 @@ namespace fastattn::cuda_backend {
 inline double schedule_imbalance(const FwdParams& p, int ctas, int block_rows) {
   std::vector<int64_t> load(size_t(ctas), 0);
   int64_t total = 0;
+  const TileDivisors div = tile_divisors(p);
   for (int64_t r = 0; r * ctas < p.tiles; ++r) {
     for (int c = 0; c < ctas; ++c) {
       const int id = tile_of_round(int(r), c, ctas);
       if (id >= p.tiles) continue;
-      const int64_t last_key = int64_t(tile_coord(p, id).m_block + 1) * block_rows + (p.seqlen_k - p.seqlen_q);
+      const int64_t last_key = int64_t(tile_coord(p, div, id).m_block + 1) * block_rows + (p.seqlen_k - p.seqlen_q);
       const int64_t keys = std::clamp<int64_t>(last_key, 0, p.seqlen_k);
       load[size_t(c)] += keys;
       total += keys;

@@ -20,6 +20,7 @@
 
 #include "cuda/common/fwd_params.h"
 #include "cuda/common/online_softmax.cuh"
+#include "cuda/common/quad_transpose.cuh"
 #include "cuda/common/seqlen.cuh"
 #include "cuda/sched/tile_order.cuh"
 #include "cuda/mask/keep_bits.cuh"
@@ -77,7 +78,7 @@ struct FwdTile {
 
 template <class Cfg>
 __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
-  const cuda_backend::TileCoord c = cuda_backend::tile_coord(p, id);
+  const cuda_backend::TileCoord c = cuda_backend::tile_coord(p, p.div, id);
   cuda_backend::SeqInfo seq(p, c.batch);
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.window_left, p.window_right};
   FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM, 0, 0, 0, 0, 0};
@@ -141,12 +142,19 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
 // Tile row t is q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask) (GQA
 // packing; unpacked: e.head, e.m0 + t). Rows past rows_q, and packed rows past the tile's heads
 // (zero or other heads' rows of the Q box), are dropped; rows past seqused get out 0 and lse -inf
-// (the reference's convention).
+// (the reference's convention). With one Q buffer (d256, the long-row d128 configs) a quad
+// transposes its column pairs so that each lane holds 8 consecutive columns: one 16-byte store
+// where out's rows are 16-byte aligned (p.out_vec16; d256: 16 stores per thread instead of 64, and
+// a warp writes 64 contiguous bytes per row instead of 16), else four 4-byte ones (out needs only
+// 4-byte alignment and even strides). Not in the block stream (two Q buffers), where the store
+// runs with the next tile's scores live: there the shuffles' temporaries made ptxas spill (d64 on
+// three warpgroups, 160 registers) and plain pairs are stored.
 template <class T, class Cfg>
 __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
                                            const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
                                            float (&lse)[2]) {
   constexpr int D = Cfg::kHeadDim;
+  static_assert(D % 32 == 0, "16-byte stores take 4 column groups of 8 at a time");
   const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
   // The tile's q heads: pack_heads (1 unpacked), fewer in a KV head's last group.
   const int heads = min(p.pack_heads, (e.kv_head + 1) * p.q_per_kv - e.head);
@@ -157,15 +165,35 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
       inv[h] = 0.f;
       lse[h] = -INFINITY;
     }
-    if (r >= e.seq.rows_q || g >= heads) continue;
+    const bool keep = r < e.seq.rows_q && g < heads;
     const int64_t head = e.head + g;
     T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (e.seq.q_offset + r) * p.out_stride_s +
              head * p.out_stride_h;
+    if constexpr (Cfg::kQBuffers == 1) {
 #pragma unroll
-    for (int j = 0; j < D / 8; ++j)
-      *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) =
-          pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
-    if (p.lse != nullptr && quad_col == 0)
+      for (int j = 0; j < D / 8; j += 4) {  // the quad's shuffles need every lane: only the store is predicated
+        uint32_t m[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          m[k] = pack2<T>(o[4 * (j + k) + 2 * h] * inv[h], o[4 * (j + k) + 2 * h + 1] * inv[h]);
+        const uint4 v = cuda_backend::quad_transpose(m, quad_col);
+        T* dst = out + 8 * (j + quad_col);
+        if (keep && p.out_vec16) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else if (keep) {
+          reinterpret_cast<uint32_t*>(dst)[0] = v.x;
+          reinterpret_cast<uint32_t*>(dst)[1] = v.y;
+          reinterpret_cast<uint32_t*>(dst)[2] = v.z;
+          reinterpret_cast<uint32_t*>(dst)[3] = v.w;
+        }
+      }
+    } else if (keep) {
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) =
+            pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+    }
+    if (keep && p.lse != nullptr && quad_col == 0)
       p.lse[b_off * p.lse_stride_b + head * p.lse_stride_h + (e.seq.q_offset + r) * p.lse_stride_s] = lse[h];
   }
 }

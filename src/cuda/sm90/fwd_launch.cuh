@@ -60,6 +60,7 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
                                     int64_t(sizeof(T));
   st = cuda_backend::set_section_slots(params, ctas, Cfg::kBlockM, kv_bytes_per_slot);
   if (!st.ok()) return st;
+  params.div = cuda_backend::tile_divisors(params);  // the tile space and section width are final
   kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, to, params);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
