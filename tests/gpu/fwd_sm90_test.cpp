@@ -63,22 +63,26 @@ TEST_F(Sm90Fwd, Long4097) {
 }
 
 // d = 128 without a causal or local mask runs the 3-stage ring at s_k >= 4096 and the 176-key tile
-// at s_k >= 8192 (fwd_launch.cuh): partial last blocks (5001, 8193, 9001), GQA, fp16, varlen whose
-// longest sequence picks the config while the others are short or empty, many tiles per CTA.
+// at s_k >= 8192, causal the 3-stage ring from s_k = 4096 (fwd_launch.cuh): partial last blocks
+// (5001, 8193, 9001), GQA, fp16, bottom-right causal with s_q != s_k, varlen whose longest sequence
+// picks the config while the others are short or empty, many tiles per CTA.
 TEST_F(Sm90Fwd, LongUnmaskedKeyConfigs) {
   struct Shape {
     DType dt;
     int sq, sk, hq, hkv;
     bool capped;  // 3-CTA grid: many tiles per CTA
+    bool causal = false;
   };
   for (const Shape& sh : {Shape{DType::BF16, 77, 5001, 8, 2, false}, Shape{DType::F16, 77, 5001, 8, 2, false},
                           Shape{DType::BF16, 400, 4096, 3, 3, true}, Shape{DType::BF16, 300, 8193, 2, 1, false},
-                          Shape{DType::F16, 129, 9001, 4, 1, false}, Shape{DType::BF16, 700, 8192, 3, 1, true}}) {
+                          Shape{DType::F16, 129, 9001, 4, 1, false}, Shape{DType::BF16, 700, 8192, 3, 1, true},
+                          Shape{DType::BF16, 300, 5000, 4, 2, true, true}, Shape{DType::F16, 1000, 4500, 2, 1, false, true}}) {
     std::optional<CtaCap> cap;
     if (sh.capped) cap.emplace();
     FwdCase c = base(sh.dt, 128, sh.sq, sh.sk);
     c.hq = sh.hq;
     c.hkv = sh.hkv;
+    c.causal = sh.causal;
     run_fwd_case(c);
   }
   FwdCase v = base(DType::BF16, 128, 0, 0);

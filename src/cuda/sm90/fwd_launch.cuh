@@ -77,7 +77,10 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
 //   with two Q buffers: 8k 1.00.)
 // - d = 128, no mask, 4096 <= s_k < 8192: 128 keys with a 3-stage ring: GQA (s 4k, h 64/8) 1.07,
 //   and steady where the 2-stage kernel's time wandered by 8% between rounds; dense s4k 1.00;
-//   at s 1k 0.92-0.97. Causal gained nothing from either (0.99-1.02) and keeps the default.
+//   at s 1k 0.92-0.97. Causal gained nothing from either then (0.99-1.02); once the one-Q-buffer
+//   tile boundary got cheaper (16-byte O stores, session 6), causal with s_k >= 4096 gained from
+//   the 3-stage ring: s 4k 1.022, 8k 1.026, 16k 1.024 (H100 A/B 2026-11-22, run 3); 176 keys from
+//   s_k = 4096 instead of 8192 lost (s4k 0.980, GQA 0.935).
 // - d = 128, narrow local window (left + right <= 64, both bounded): 64 keys, two Q buffers and a
 //   4-stage ring: an m-block sees 3 blocks of 64 (192 keys) instead of 2 of 128, and the producer
 //   runs further ahead: window (64, 0) s 8k 1.06, s 1k 1.11; wider windows lose ((256, 0) and
@@ -96,6 +99,7 @@ constexpr int kDeepMinKeys = 4096;
 constexpr int kShortMaxKeys64 = 1024;
 constexpr int kNarrowWindow128 = 64;
 inline bool unmasked(const cuda_backend::FwdParams& p) { return p.window_left < 0 && p.window_right < 0; }
+inline bool causal(const cuda_backend::FwdParams& p) { return p.window_left < 0 && p.window_right == 0; }
 inline bool narrow_window(const cuda_backend::FwdParams& p) {
   return p.window_left >= 0 && p.window_right >= 0 && p.window_left + p.window_right <= kNarrowWindow128;
 }
@@ -110,7 +114,7 @@ Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   if constexpr (D == 128) {
     if (narrow_window(p)) return launch_cfg<T, FwdConfig<128, 64, 4>>(args, p, stream);
     if (unmasked(p) && p.seqlen_k >= kWideMinKeys) return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
-    if (unmasked(p) && p.seqlen_k >= kDeepMinKeys) return launch_cfg<T, FwdConfig<128, 128, 3>>(args, p, stream);
+    if ((unmasked(p) || causal(p)) && p.seqlen_k >= kDeepMinKeys) return launch_cfg<T, FwdConfig<128, 128, 3>>(args, p, stream);
   }
   return launch_cfg<T, FwdConfig<D>>(args, p, stream);
 }
