@@ -147,8 +147,9 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
 // where out's rows are 16-byte aligned (p.out_vec16; d256: 16 stores per thread instead of 64, and
 // a warp writes 64 contiguous bytes per row instead of 16), else four 4-byte ones (out needs only
 // 4-byte alignment and even strides). Not in the block stream (two Q buffers), where the store
-// runs with the next tile's scores live: there the shuffles' temporaries made ptxas spill (d64 on
-// three warpgroups, 160 registers) and plain pairs are stored.
+// runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
+// ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
+// cost more than they saved (d64 s1k causal 0.944, H100 A/B 2026-11-22 run 4); plain pairs there.
 template <class T, class Cfg>
 __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
                                            const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
