@@ -140,5 +140,34 @@ TEST(Loops, InnermostOfNestedLoopsIsHottest) {
   EXPECT_EQ(hot->stall_cycles, 13);
 }
 
+// A KV-block loop (HGMMA) with a tile-walk loop inside it (no tensor op): the block loop is hot,
+// not the inner walk loop; with a second HGMMA loop nested inside, that one is.
+TEST(Loops, TensorLoopWinsOverAnInnerScalarLoop) {
+  auto ins = [](std::uint32_t off, const char* m, const char* ops) {
+    Instruction i;
+    i.offset = off;
+    i.mnemonic = m;
+    i.operands = ops;
+    i.control.stall = 1;
+    return i;
+  };
+  std::vector<Instruction> code = {
+      ins(0x00, "HGMMA.64x128x16.F32.BF16", "R24, gdesc[UR4], R24, gsb0"), ins(0x10, "IMAD", "R0, R1, R2, R3"),
+      ins(0x20, "IADD3", "R0, R0, 1, RZ"), ins(0x30, "BRA", "0x10"),  // the walk loop 0x10..0x30
+      ins(0x40, "FFMA", "R4, R4, R5, R6"), ins(0x50, "BRA", "0x0"),   // the block loop 0x00..0x50
+      ins(0x60, "EXIT", "")};
+  auto hot = hottest_loop(code);
+  ASSERT_TRUE(hot.has_value());
+  EXPECT_EQ(hot->head, 0x0u);
+  EXPECT_EQ(hot->latch, 0x50u);
+  EXPECT_EQ(hot->tensor_ops, 1);
+  code[1].mnemonic = "HGMMA.64x128x16.F32.BF16";  // now the inner loop does tensor work too
+  code[1].operands = "R24, gdesc[UR4], R24, gsb0";
+  hot = hottest_loop(code);
+  ASSERT_TRUE(hot.has_value());
+  EXPECT_EQ(hot->head, 0x10u);
+  EXPECT_EQ(hot->latch, 0x30u);
+}
+
 }  // namespace
 }  // namespace fastattn::sass

@@ -17,6 +17,13 @@ bool polls(const Instruction& ins) {
 
 std::vector<Loop> find_loops(const std::vector<Instruction>& code) {
   std::vector<Loop> loops;
+  std::uint32_t last_exit = 0;
+  bool has_exit = false;
+  for (const auto& ins : code)
+    if (ins.opcode() == "EXIT") {
+      last_exit = ins.offset;
+      has_exit = true;
+    }
   for (const auto& br : code) {
     const auto target = br.branch_target();
     if (!target || *target >= br.offset) continue;
@@ -29,6 +36,7 @@ std::vector<Loop> find_loops(const std::vector<Instruction>& code) {
       l.tensor_ops += opcode_family(ins.opcode()) == "tensor";
       has_poll = has_poll || polls(ins);
     }
+    l.out_of_line = has_exit && l.latch > last_exit;
     if (br.mnemonic.find(".ANY") != std::string::npos) l.kind = LoopKind::Convergence;
     else if (has_poll && l.instructions <= kPollingMaxInstructions) l.kind = LoopKind::Polling;
     loops.push_back(l);
@@ -42,20 +50,27 @@ std::vector<Loop> find_loops(const std::vector<Instruction>& code) {
   for (auto& a : loops) {
     for (const auto& b : loops) {
       if (holds(b, a)) ++a.depth;
+      if (b.out_of_line) continue;
       if (holds(a, b) && b.kind == LoopKind::Regular) a.innermost = false;
+      if (holds(a, b) && b.tensor_ops > 0) a.inner_tensor = true;
     }
   }
   return loops;
 }
 
 std::optional<Loop> hottest_loop(const std::vector<Instruction>& code) {
+  const auto loops = find_loops(code);
   std::optional<Loop> best;
-  for (const auto& l : find_loops(code)) {
-    if (!l.innermost || l.kind != LoopKind::Regular) continue;
-    if (!best || l.tensor_ops > best->tensor_ops ||
-        (l.tensor_ops == best->tensor_ops && l.instructions > best->instructions))
+  auto better = [](const Loop& a, const Loop& b) {
+    return a.tensor_ops > b.tensor_ops || (a.tensor_ops == b.tensor_ops && a.instructions > b.instructions);
+  };
+  for (const auto& l : loops)  // loops of tensor-core work: the innermost of them
+    if (l.kind == LoopKind::Regular && !l.out_of_line && l.tensor_ops > 0 && !l.inner_tensor &&
+        (!best || better(l, *best)))
       best = l;
-  }
+  if (best) return best;
+  for (const auto& l : loops)
+    if (l.kind == LoopKind::Regular && !l.out_of_line && l.innermost && (!best || better(l, *best))) best = l;
   return best;
 }
 
