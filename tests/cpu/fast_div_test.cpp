@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cuda/common/fast_div.h"
+#include "cuda/sched/gqa_pack.h"
 #include "cuda/sched/tile_order.cuh"
 #include "support/test_rng.h"
 
@@ -59,18 +60,17 @@ TileCoord plain_tile_coord(const FwdParams& p, int tile) {
 TEST(FastDiv, TileOrderMatchesPlainDivision) {
   fastattn::testing::Rng rng(fastattn::testing::test_seed());
   for (int trial = 0; trial < 500; ++trial) {
+    // A launch's tile space (sched/gqa_pack.h), packed (s_q <= 64, GQA) or not, on 128- or 192-row
+    // tiles, causal or not; causal ones with a random section width.
     FwdParams p;
     p.batch = rng.uniform_int(1, 9);
     p.heads_kv = rng.uniform_int(1, 9);
     p.q_per_kv = rng.uniform_int(1, 8);
     p.heads_q = p.heads_kv * p.q_per_kv;
-    p.pack_heads = rng.uniform_int(0, 1) ? 1 : rng.uniform_int(1, p.q_per_kv);
-    p.head_slots = p.pack_heads > 1 ? p.heads_kv * ((p.q_per_kv + p.pack_heads - 1) / p.pack_heads) : p.heads_q;
-    p.m_blocks = rng.uniform_int(1, 70);
-    p.batch_heads = p.batch * p.head_slots;
-    p.tiles = p.m_blocks * p.batch_heads;
-    p.heavy_first = rng.uniform_int(0, 1);
-    p.section_slots = rng.uniform_int(1, p.batch_heads);
+    p.seqlen_q = p.seqlen_k = rng.uniform_int(1, rng.uniform_int(0, 1) ? 64 : 9000);
+    p.window_right = rng.uniform_int(0, 1) ? 0 : -1;
+    p.tiles = int(set_tile_space(p, false, rng.uniform_int(0, 1) ? 128 : 192));
+    p.section_slots = p.heavy_first ? rng.uniform_int(1, p.batch_heads) : p.batch_heads;
     p.div = tile_divisors(p);  // as the launch sets it
     for (int id = 0; id < p.tiles; ++id) {
       const TileCoord a = tile_coord(p, p.div, id), b = plain_tile_coord(p, id);
