@@ -20,8 +20,16 @@ Method
   before each timed call (--no-flush skips it: the do_bench numbers in ../shared/baselines were
   taken without), and a GPU-side spin lets the host queue the whole batch first, so host launch
   work (SDPA dispatch, Flex's guards) never shows up as idle GPU time inside a timed interval.
+- Power: the H100s this runs on sit at their 700 W cap under attention (NVML reason "SW power
+  cap"); held there for seconds their SM clock falls from ~1.98 GHz to 1.35-1.6 GHz, and a burst
+  that follows another peer's inherits its power state (the same kernel measured 1.57 ms in short
+  bursts and 1.79-1.84 ms held; docs/notes/bench-power.md). So the GPU idles --cooldown-ms (250)
+  before each measurement, and NVML's SM clock is sampled while the timed calls run: each time has
+  its clock, and "cycle ratio" = (cuDNN ms x cuDNN MHz) / (fastattn ms x fastattn MHz) per round
+  tells the kernels' cycles apart from the clock each one ran at.
 - Reported: per peer the median over rounds; ratio = sdpa-cudnn ms / fastattn ms in each round
-  (> 1: fastattn faster), its median over rounds and its min-max spread.
+  (> 1: fastattn faster), its median over rounds and its min-max spread; the median SM clock of
+  fastattn's and cuDNN's timed calls, and the cycle ratio (median over rounds).
 - FLOPs: 4 * b * h_q * d * kept (i, j) pairs per head: dense 4*b*h*s_q*s_k*d, causal s(s+1)/2
   pairs, windows their exact pair count.
 - HBM floor: bytes of q, k, v, o over the copy bandwidth measured in the same run (1 GiB
@@ -51,6 +59,43 @@ MAX_WORKERS = 4      # first worker + restarts
 FLOOR_TARGET = 1.25  # local rows: fastattn within 1.25x of the HBM floor
 SPIN_HZ = 2.0e9      # cycles/s for the GPU spin; above H100's boost clock, so spins run long, not short
 FLOPS_RULE = "4*b*h_q*d*kept_pairs (dense: s_q*s_k; causal: s(s+1)/2; windows: exact pair count)"
+
+
+class Nvml:
+    """The SM clock through NVML (libnvidia-ml.so.1 by ctypes: no Python package needed); every
+    reading is None where NVML is missing or fails."""
+    CLOCK_SM = 1
+    SW_POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
+
+    def __init__(self, pci_bus_id=None):
+        self.lib = self.handle = None
+        try:
+            lib = ctypes.CDLL("libnvidia-ml.so.1")
+            if lib.nvmlInit_v2() != 0:
+                return
+            handle = ctypes.c_void_p()
+            found = pci_bus_id is not None and lib.nvmlDeviceGetHandleByPciBusId_v2(
+                pci_bus_id.encode(), ctypes.byref(handle)) == 0
+            if not found:  # no bus id: NVML's device 0, which is CUDA's device 0 without CUDA_VISIBLE_DEVICES
+                found = lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(handle)) == 0
+            if found:
+                self.lib, self.handle = lib, handle
+        except (OSError, AttributeError):
+            pass
+
+    def sm_mhz(self):
+        if self.handle is None:
+            return None
+        v = ctypes.c_uint()
+        return v.value if self.lib.nvmlDeviceGetClockInfo(self.handle, self.CLOCK_SM, ctypes.byref(v)) == 0 else None
+
+    def power_capped(self):
+        if self.handle is None:
+            return None
+        fn = (getattr(self.lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
+              or getattr(self.lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+        v = ctypes.c_ulonglong()
+        return bool(v.value & self.SW_POWER_CAP) if fn and fn(self.handle, ctypes.byref(v)) == 0 else None
 
 
 class NotApplicable(Exception):
@@ -152,6 +197,14 @@ def ratio_stats(ours, base):
     return dict(median=statistics.median(rs), min=min(rs), max=max(rs), rounds=rs)
 
 
+def cycle_ratio(ours, base):
+    """Per-round (base ms x base MHz) / (ours ms x ours MHz): the ratio at equal clocks, over rounds
+    where both times have a clock."""
+    def cycles(x):
+        return [t * m if t and m else None for t, m in zip(x.get("ms_rounds", []), x.get("mhz_rounds", []))]
+    return ratio_stats(cycles(ours), cycles(base))
+
+
 def ranges(idx, limit=6):
     """'0-127, 256, ...' for sorted ints: where the wrong query rows are, compactly."""
     spans = []
@@ -209,6 +262,9 @@ def markdown(meta, rows):
              f"FLOPs = {FLOPS_RULE}.",
              "ratio = sdpa-cudnn ms / fastattn ms per round (> 1: fastattn faster), median over rounds; "
              "spread = its min-max over rounds; ratio bhsd = the same against cudnn-bhsd.",
+             "MHz = median SM clock (NVML) during fastattn's / cuDNN's timed calls; cycle ratio = (cuDNN ms x MHz) / "
+             "(fastattn ms x MHz) per round, median: the ratio at equal clocks (the chip is power-capped, "
+             "so a kernel's clock is part of its speed; docs/notes/bench-power.md).",
              "Inputs: every peer reads fastattn's (b, s, h, d) memory (torch peers through transposed views); "
              "cudnn-bhsd = cuDNN on contiguous (b, h, s, d) copies, the layout of the runs up to 5ebca72. "
              "GQA: SDPA peers get K/V expanded to h_q heads.",
@@ -216,12 +272,12 @@ def markdown(meta, rows):
              "(details below). * = Flex on contiguous copies (its first try was wrong).",
              f"Copy bandwidth: {copy.get('gbps', float('nan')):.0f} GB/s (1 GiB device-to-device copy, bytes read + "
              f"written / time, median of {copy.get('reps', '?')})." if copy else "Copy bandwidth: not measured.",
-             "", "| case | " + " | ".join(PEERS) + " | ratio | spread | ratio bhsd | maxdiff |",
-             "|---" * (len(PEERS) + 5) + "|"]
+             "", "| case | " + " | ".join(PEERS) + " | ratio | spread | ratio bhsd | MHz | cycle ratio | maxdiff |",
+             "|---" * (len(PEERS) + 7) + "|"]
     notes = []
     for r in rows:
         if "results" not in r:
-            dashes = " | ".join("-" for _ in range(len(PEERS) + 3))
+            dashes = " | ".join("-" for _ in range(len(PEERS) + 5))
             lines.append(f"| {r['case']} | {dashes} | {r.get('missing', '')} |")
             continue
         res = r["results"]
@@ -232,6 +288,10 @@ def markdown(meta, rows):
         cells.append(f"{q['median']:.2f}" if q else "-")
         cells.append(f"{q['min']:.2f}-{q['max']:.2f}" if q else "-")
         cells.append(f"{qb['median']:.2f}" if qb else "-")
+        mhz = [res.get(p, {}).get("mhz") for p in ("fastattn", BASELINE)]
+        cells.append(" / ".join(f"{m:.0f}" if m else "-" for m in mhz) if any(mhz) else "-")
+        cyc = r.get("cycle_ratio")
+        cells.append(f"{cyc['median']:.2f}" if cyc else "-")
         lines.append(f"| {r['case']} | " + " | ".join(cells) + f" | {md} |")
         for p, x in res.items():
             if "error" in x:
@@ -360,6 +420,8 @@ class Worker:
         self.flush = (torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
                       if self.cuda and not args.no_flush else None)
         self.spin = self.cuda and hasattr(torch.cuda, "_sleep")
+        self.nvml = Nvml(self.pci_bus_id()) if self.cuda else None
+        self.clock = {}  # SM clock of the last measurement: {"mhz": median, "capped": any reading capped}
         config = torch._dynamo.config
         for name in ("recompile_limit", "cache_size_limit"):  # Flex: a compile per case and variant
             if hasattr(config, name):
@@ -385,9 +447,16 @@ class Worker:
         self.events.close()
         os._exit(EXIT_LOST)
 
+    def pci_bus_id(self):
+        p = self.torch.cuda.get_device_properties(self.torch.cuda.current_device())
+        if not hasattr(p, "pci_bus_id"):
+            return None
+        return f"{getattr(p, 'pci_domain_id', 0):08x}:{p.pci_bus_id:02x}:{getattr(p, 'pci_device_id', 0):02x}.0"
+
     # -- timing --
     def time_ms(self, fn):
         torch, reps, warmup = self.torch, self.args.reps, self.args.warmup
+        self.clock = {}
         if not self.cuda:
             for _ in range(warmup):
                 fn()
@@ -397,6 +466,9 @@ class Worker:
                 fn()
                 times.append((time.perf_counter() - t0) * 1e3)
             return statistics.median(times)
+        if self.args.cooldown_ms > 0:
+            torch.cuda.synchronize()
+            time.sleep(self.args.cooldown_ms / 1e3)  # every peer starts from the same power state
         host = []
         for _ in range(warmup):
             t0 = time.perf_counter()
@@ -415,8 +487,27 @@ class Worker:
             s.record()
             fn()
             e.record()
+        self.clock = self.sample_clock(ev[0][0], ev[-1][1])
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in ev)
+
+    def sample_clock(self, first, last):
+        """NVML's SM clock every ~0.5 ms from the first timed call's start to the last one's end."""
+        if self.nvml is None or self.nvml.handle is None:
+            return {}
+        while not first.query():  # the spin and the queue ahead of it are not sampled
+            time.sleep(0.0002)
+        mhz, capped = [], False
+        while True:
+            done = last.query()
+            m = self.nvml.sm_mhz()
+            if m:
+                mhz.append(m)
+            capped = capped or bool(self.nvml.power_capped())
+            if done:
+                break
+            time.sleep(0.0005)
+        return dict(mhz=statistics.median(mhz), capped=capped) if mhz else {}
 
     def copy_bandwidth(self, reps=10):
         torch = self.torch
@@ -584,6 +675,7 @@ class Worker:
                     self.lost(i, peer, err)
         ours = out = None  # free the float32 copies before timing
         times = {p: [None] * rounds for p in fns}
+        clocks = {p: [None] * rounds for p in fns}
         for r in range(rounds):
             for peer in rotation(list(fns), r):
                 if "error" in res[peer] or (r and res[peer].get("slow")):
@@ -599,18 +691,27 @@ class Worker:
                         self.lost(i, peer, err)
                     continue
                 times[peer][r] = ms
+                clocks[peer][r] = self.clock.get("mhz")
+                if self.clock.get("capped"):
+                    res[peer]["power_capped"] = True
                 if r == 0 and ms > args.slow_ms:
                     res[peer]["slow"] = True
-                print(f"  round {r + 1}/{rounds} {peer:15s} {ms:9.4f} ms {flops / ms / 1e9:8.1f} TFLOPS", flush=True)
+                mhz = f" {self.clock['mhz']:5.0f} MHz" if self.clock.get("mhz") else ""
+                print(f"  round {r + 1}/{rounds} {peer:15s} {ms:9.4f} ms {flops / ms / 1e9:8.1f} TFLOPS{mhz}", flush=True)
         for peer, ts in times.items():
             ms = over_rounds(ts)
             if ms is not None:
                 res[peer].update(ms=ms, tflops=flops / ms / 1e9, ms_rounds=ts)
+                if any(clocks[peer]):
+                    res[peer].update(mhz=over_rounds(clocks[peer]), mhz_rounds=clocks[peer])
         row = dict(case=c["name"], params=c, flops=flops, bytes=nbytes, local=is_local(c), results=res)
         if "ms_rounds" in res.get("fastattn", {}):
             for name, base in (("ratio", BASELINE), ("ratio_bhsd", "cudnn-bhsd")):
                 if "ms_rounds" in res.get(base, {}):
                     row[name] = ratio_stats(res["fastattn"]["ms_rounds"], res[base]["ms_rounds"])
+            cyc = cycle_ratio(res["fastattn"], res.get(BASELINE, {}))
+            if cyc:
+                row["cycle_ratio"] = cyc
             q = row.get("ratio")
             if q:
                 print(f"  ratio fastattn/cuDNN {q['median']:.3f} (rounds {' '.join(f'{z:.3f}' for z in q['rounds'])})",
@@ -679,7 +780,8 @@ def commit():
 
 def worker_args(args):
     out = ["--lib", args.lib, "--preset", args.preset, "--rounds", str(args.rounds), "--reps", str(args.reps),
-           "--warmup", str(args.warmup), "--slow-ms", str(args.slow_ms), "--budget-s", str(args.budget_s)]
+           "--warmup", str(args.warmup), "--slow-ms", str(args.slow_ms), "--budget-s", str(args.budget_s),
+           "--cooldown-ms", str(args.cooldown_ms)]
     if args.no_flush:
         out.append("--no-flush")
     if args.filter:
@@ -739,7 +841,8 @@ def drive(args, plan):
                 seconds=round(time.time() - t_start),
                 timing="wall clock (CPU smoke run)" if args.smoke_cpu else
                 ("L2 flushed by a 256 MiB memset before each timed call" if not args.no_flush else "no L2 flush")
-                + "; host launch work hidden behind a GPU-side spin")
+                + "; host launch work hidden behind a GPU-side spin"
+                + (f"; {args.cooldown_ms:.0f} ms idle before each measurement" if args.cooldown_ms > 0 else ""))
     with open(os.path.join(args.out, "peers.json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
     text = markdown(meta, rows)
@@ -762,7 +865,9 @@ def main(argv=None):
     ap.add_argument("--no-flush", action="store_true", help="no L2 flush between timed calls")
     ap.add_argument("--slow-ms", type=float, default=25.0,
                     help="a peer slower than this in round 1 is timed in round 1 only (default 25)")
-    ap.add_argument("--budget-s", type=float, default=210.0,
+    ap.add_argument("--cooldown-ms", type=float, default=250.0,
+                    help="idle time before each measurement, so each starts from the same power state (default 250)")
+    ap.add_argument("--budget-s", type=float, default=330.0,
                     help="time budget: past 3/4 of it one round per case, past it the rest is skipped (default 210)")
     ap.add_argument("--filter", help="only cases whose name matches this regex")
     ap.add_argument("--list", action="store_true", help="print the cases and peers, then exit (no GPU needed)")

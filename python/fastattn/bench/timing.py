@@ -7,15 +7,22 @@ import time
 SPIN_HZ = 2.0e9  # cycles/s for the GPU spin; above H100's boost clock, so a spin runs long, not short
 
 
-def time_cuda(fn, torch, warmup=3, reps=20, flush_bytes=256 << 20):
+def time_cuda(fn, torch, warmup=3, reps=20, flush_bytes=256 << 20, cooldown_s=0.25):
     """Median milliseconds of fn() by CUDA events; the L2 cache is flushed (a 256 MiB memset,
     outside the timed interval) before every run so each run reads its inputs from HBM.
 
     A GPU-side spin (torch.cuda._sleep) sized from the warm-up calls' host time keeps the GPU busy
     while the host queues all runs, so a peer's host work (SDPA dispatch, torch.compile guards,
     Python wrappers) is never idle GPU time inside a timed interval: kernels are compared, not
-    launch paths."""
+    launch paths.
+
+    The GPU first idles for cooldown_s: an H100 at its power cap runs 15-30% below its boost clock,
+    and without the pause each measurement would inherit the power state the previous peer left
+    (docs/notes/bench-power.md)."""
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+    if cooldown_s > 0:
+        torch.cuda.synchronize()
+        time.sleep(cooldown_s)
     host = []
     for _ in range(warmup):
         t0 = time.perf_counter()
