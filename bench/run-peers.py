@@ -65,7 +65,6 @@ class Nvml:
     """The SM clock through NVML (libnvidia-ml.so.1 by ctypes: no Python package needed); every
     reading is None where NVML is missing or fails."""
     CLOCK_SM = 1
-    SW_POWER_CAP = 0x4  # nvmlClocksEventReasonSwPowerCap
 
     def __init__(self, pci_bus_id=None):
         self.lib = self.handle = None
@@ -88,14 +87,6 @@ class Nvml:
             return None
         v = ctypes.c_uint()
         return v.value if self.lib.nvmlDeviceGetClockInfo(self.handle, self.CLOCK_SM, ctypes.byref(v)) == 0 else None
-
-    def power_capped(self):
-        if self.handle is None:
-            return None
-        fn = (getattr(self.lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
-              or getattr(self.lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
-        v = ctypes.c_ulonglong()
-        return bool(v.value & self.SW_POWER_CAP) if fn and fn(self.handle, ctypes.byref(v)) == 0 else None
 
 
 class NotApplicable(Exception):
@@ -421,7 +412,7 @@ class Worker:
                       if self.cuda and not args.no_flush else None)
         self.spin = self.cuda and hasattr(torch.cuda, "_sleep")
         self.nvml = Nvml(self.pci_bus_id()) if self.cuda else None
-        self.clock = {}  # SM clock of the last measurement: {"mhz": median, "capped": any reading capped}
+        self.mhz = None  # median SM clock of the last measurement
         config = torch._dynamo.config
         for name in ("recompile_limit", "cache_size_limit"):  # Flex: a compile per case and variant
             if hasattr(config, name):
@@ -456,7 +447,7 @@ class Worker:
     # -- timing --
     def time_ms(self, fn):
         torch, reps, warmup = self.torch, self.args.reps, self.args.warmup
-        self.clock = {}
+        self.mhz = None
         if not self.cuda:
             for _ in range(warmup):
                 fn()
@@ -487,27 +478,27 @@ class Worker:
             s.record()
             fn()
             e.record()
-        self.clock = self.sample_clock(ev[0][0], ev[-1][1])
+        self.mhz = self.sample_clock(ev[0][0], ev[-1][1])
         torch.cuda.synchronize()
         return statistics.median(s.elapsed_time(e) for s, e in ev)
 
     def sample_clock(self, first, last):
-        """NVML's SM clock every ~0.5 ms from the first timed call's start to the last one's end."""
+        """Median of NVML's SM clock read every ~0.5 ms from the first timed call's start to the last
+        one's end; None without NVML."""
         if self.nvml is None or self.nvml.handle is None:
-            return {}
+            return None
         while not first.query():  # the spin and the queue ahead of it are not sampled
             time.sleep(0.0002)
-        mhz, capped = [], False
+        mhz = []
         while True:
             done = last.query()
             m = self.nvml.sm_mhz()
             if m:
                 mhz.append(m)
-            capped = capped or bool(self.nvml.power_capped())
             if done:
                 break
             time.sleep(0.0005)
-        return dict(mhz=statistics.median(mhz), capped=capped) if mhz else {}
+        return statistics.median(mhz) if mhz else None
 
     def copy_bandwidth(self, reps=10):
         torch = self.torch
@@ -691,12 +682,10 @@ class Worker:
                         self.lost(i, peer, err)
                     continue
                 times[peer][r] = ms
-                clocks[peer][r] = self.clock.get("mhz")
-                if self.clock.get("capped"):
-                    res[peer]["power_capped"] = True
+                clocks[peer][r] = self.mhz
                 if r == 0 and ms > args.slow_ms:
                     res[peer]["slow"] = True
-                mhz = f" {self.clock['mhz']:5.0f} MHz" if self.clock.get("mhz") else ""
+                mhz = f" {self.mhz:5.0f} MHz" if self.mhz else ""
                 print(f"  round {r + 1}/{rounds} {peer:15s} {ms:9.4f} ms {flops / ms / 1e9:8.1f} TFLOPS{mhz}", flush=True)
         for peer, ts in times.items():
             ms = over_rounds(ts)
@@ -868,7 +857,7 @@ def main(argv=None):
     ap.add_argument("--cooldown-ms", type=float, default=250.0,
                     help="idle time before each measurement, so each starts from the same power state (default 250)")
     ap.add_argument("--budget-s", type=float, default=330.0,
-                    help="time budget: past 3/4 of it one round per case, past it the rest is skipped (default 210)")
+                    help="time budget: past 3/4 of it one round per case, past it the rest is skipped (default 330)")
     ap.add_argument("--filter", help="only cases whose name matches this regex")
     ap.add_argument("--list", action="store_true", help="print the cases and peers, then exit (no GPU needed)")
     ap.add_argument("--smoke-cpu", action="store_true", help=argparse.SUPPRESS)  # tiny CPU run of the pipeline

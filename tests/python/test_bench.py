@@ -216,3 +216,32 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
     assert "Copy bandwidth: 3000 GB/s" in md and f"| {floor:.4f} | 0.1100 | {0.11 / floor:.2f} |" in md
     assert "wrong output: max |diff| 4.5" in md and "sdpa-flash: boom" in md and "timed on contiguous copies" in md
     assert "not run (worker stopped)" in md
+
+
+def test_run_peers_clock_sampling_from_first_start_to_last_end():
+    rp = _run_peers()
+
+    class Event:  # completes after `after` queries
+        def __init__(self, after):
+            self.left = after
+
+        def query(self):
+            self.left -= 1
+            return self.left < 0
+
+    class FakeNvml:
+        handle = object()
+
+        def __init__(self, readings):
+            self.readings = iter(readings)
+
+        def sm_mhz(self):
+            return next(self.readings)
+
+    worker = rp.Worker.__new__(rp.Worker)  # no torch, no CUDA: only the sampling loop
+    worker.nvml = FakeNvml([1980, None, 1500, 1600, 1700])
+    # the last call ends on its 4th query: 4 readings, one of them failed (None)
+    assert worker.sample_clock(Event(2), Event(3)) == 1600
+    worker.nvml = rp.Nvml.__new__(rp.Nvml)
+    worker.nvml.handle = None
+    assert worker.sample_clock(Event(0), Event(0)) is None
