@@ -49,7 +49,7 @@ import subprocess
 import sys
 import time
 
-PEERS = ("fastattn", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex", "cudnn-bhsd")
+PEERS = ("fastattn", "fa3", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex", "cudnn-bhsd")
 BASELINE = "sdpa-cudnn"
 TOL = 0.05           # max |out - fastattn's out| above which a peer is wrong (bf16 noise ~0.01)
 FLUSH_BYTES = 256 << 20
@@ -133,6 +133,8 @@ def applicable(c, peer, smoke=False):
         return not is_local(c)  # SDPA: no sliding window; every case here has s_q == s_k
     if peer == "flex":
         return smoke or c["d"] == 128 or is_local(c)  # d=128 and the windows: few compiles
+    if peer == "fa3":
+        return not smoke  # FA3 is Hopper-only; whether its library was built is the worker's to say
     return True
 
 
@@ -263,12 +265,16 @@ def markdown(meta, rows):
              "(details below). * = Flex on contiguous copies (its first try was wrong).",
              f"Copy bandwidth: {copy.get('gbps', float('nan')):.0f} GB/s (1 GiB device-to-device copy, bytes read + "
              f"written / time, median of {copy.get('reps', '?')})." if copy else "Copy bandwidth: not measured.",
-             "", "| case | " + " | ".join(PEERS) + " | ratio | spread | ratio bhsd | MHz | cycle ratio | maxdiff |",
-             "|---" * (len(PEERS) + 7) + "|"]
+             "fa3 ratio = sdpa-cudnn ms / fa3 ms per round, median (FlashAttention-3 built from its public source "
+             "by bench/fa3/build.sh: the bar of issue #3); vs fa3 = fa3 ms / fastattn ms per round, median "
+             "(> 1: fastattn faster).",
+             "", "| case | " + " | ".join(PEERS) + " | ratio | spread | ratio bhsd | fa3 ratio | vs fa3 | MHz | "
+             "cycle ratio | maxdiff |",
+             "|---" * (len(PEERS) + 9) + "|"]
     notes = []
     for r in rows:
         if "results" not in r:
-            dashes = " | ".join("-" for _ in range(len(PEERS) + 5))
+            dashes = " | ".join("-" for _ in range(len(PEERS) + 7))
             lines.append(f"| {r['case']} | {dashes} | {r.get('missing', '')} |")
             continue
         res = r["results"]
@@ -279,6 +285,8 @@ def markdown(meta, rows):
         cells.append(f"{q['median']:.2f}" if q else "-")
         cells.append(f"{q['min']:.2f}-{q['max']:.2f}" if q else "-")
         cells.append(f"{qb['median']:.2f}" if qb else "-")
+        for name in ("ratio_fa3", "vs_fa3"):
+            cells.append(f"{r[name]['median']:.2f}" if r.get(name) else "-")
         mhz = [res.get(p, {}).get("mhz") for p in ("fastattn", BASELINE)]
         cells.append(" / ".join(f"{m:.0f}" if m else "-" for m in mhz) if any(mhz) else "-")
         cyc = r.get("cycle_ratio")
@@ -382,6 +390,50 @@ class FastAttn:
         return run
 
 
+class Fa3Args(ctypes.Structure):
+    """bench/fa3/fa3_peer.cu's Fa3Args."""
+    _fields_ = [("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p), ("out", ctypes.c_void_p),
+                ("lse", ctypes.c_void_p), ("semaphore", ctypes.c_void_p), ("q_stride", ctypes.c_int64 * 3),
+                ("k_stride", ctypes.c_int64 * 3), ("v_stride", ctypes.c_int64 * 3), ("o_stride", ctypes.c_int64 * 3)] + [
+                (n, ctypes.c_int32) for n in ("b", "s_q", "s_k", "h", "h_k", "d", "bf16", "causal", "window_left",
+                                              "window_right", "num_sm")] + [("scale", ctypes.c_float)]
+
+
+class Fa3:
+    """FlashAttention-3's forward through bench/fa3/libfa3peer.so (bench/fa3/build.sh builds it from
+    FA3's public source), on the same (b, s, h, d) memory as fastattn."""
+
+    def __init__(self, lib_path):
+        self.lib = ctypes.CDLL(lib_path)
+        self.lib.fa3_forward.argtypes = [ctypes.POINTER(Fa3Args), ctypes.c_void_p]
+        self.lib.fa3_last_error.restype = ctypes.c_char_p
+
+    def forward_fn(self, torch, q, k, v, causal, window):
+        b, s_q, h, d = q.shape
+        out = torch.empty_like(q)
+        lse = torch.empty(b, h, s_q, device=q.device, dtype=torch.float32)
+        sem = torch.zeros(1, device=q.device, dtype=torch.int32)
+        a = Fa3Args()
+        a.q, a.k, a.v, a.out, a.lse, a.semaphore = (t.data_ptr() for t in (q, k, v, out, lse, sem))
+        for name, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", out)):
+            getattr(a, name)[:] = [t.stride(0), t.stride(1), t.stride(2)]
+        a.b, a.s_q, a.s_k, a.h, a.h_k, a.d = b, s_q, k.shape[1], h, k.shape[2], d
+        a.bf16 = int(q.dtype == torch.bfloat16)
+        a.causal = int(causal)
+        a.window_left, a.window_right = window
+        a.num_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
+        a.scale = d ** -0.5
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        ref = ctypes.byref(a)
+
+        def run():
+            if self.lib.fa3_forward(ref, stream) != 0:
+                raise RuntimeError(self.lib.fa3_last_error().decode())
+            return out
+        run.tensors = (q, k, v, out, lse, sem)  # the struct's raw pointers must stay valid
+        return run
+
+
 def keep_mod(sq, sk, causal, window):
     """Flex mask_mod of the case, bottom-right aligned like fastattn; None for dense."""
     w = window_of(causal, window)
@@ -406,6 +458,7 @@ class Worker:
         self.cuda = not args.smoke_cpu
         self.dev = "cuda" if self.cuda else "cpu"
         self.fa = FastAttn(args.lib)
+        self.fa3 = Fa3(args.fa3_lib) if args.fa3_lib and os.path.exists(args.fa3_lib) and self.cuda else None
         self.events = open(args.events, "a")
         self.excluded = dict(e.split("=", 1) for e in args.exclude)  # "case:peer" -> reason
         self.flush = (torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
@@ -526,8 +579,10 @@ class Worker:
         q, k, v = x["bshd"]
         if peer == "fastattn":
             return self.fa.forward_fn(torch, q, k, v, c["causal"], tuple(c["window"]))
-        if not applicable(c, peer, self.args.smoke_cpu):
+        if not applicable(c, peer, self.args.smoke_cpu) or (peer == "fa3" and self.fa3 is None):
             raise NotApplicable()
+        if peer == "fa3":
+            return self.fa3.forward_fn(torch, q, k, v, c["causal"], tuple(c["window"]))
         if peer == "flex":
             return self.flex_fn(c, *x["bhsd"])
         backend = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
@@ -695,7 +750,7 @@ class Worker:
                     res[peer].update(mhz=over_rounds(clocks[peer]), mhz_rounds=clocks[peer])
         row = dict(case=c["name"], params=c, flops=flops, bytes=nbytes, local=is_local(c), results=res)
         if "ms_rounds" in res.get("fastattn", {}):
-            for name, base in (("ratio", BASELINE), ("ratio_bhsd", "cudnn-bhsd")):
+            for name, base in (("ratio", BASELINE), ("ratio_bhsd", "cudnn-bhsd"), ("vs_fa3", "fa3")):
                 if "ms_rounds" in res.get(base, {}):
                     row[name] = ratio_stats(res["fastattn"]["ms_rounds"], res[base]["ms_rounds"])
             cyc = cycle_ratio(res["fastattn"], res.get(BASELINE, {}))
@@ -705,6 +760,10 @@ class Worker:
             if q:
                 print(f"  ratio fastattn/cuDNN {q['median']:.3f} (rounds {' '.join(f'{z:.3f}' for z in q['rounds'])})",
                       flush=True)
+        if "ms_rounds" in res.get("fa3", {}) and "ms_rounds" in res.get(BASELINE, {}):
+            # FA3's own ratio to cuDNN in this run: the bar issue #3's targets were taken from
+            row["ratio_fa3"] = ratio_stats(res["fa3"]["ms_rounds"], res[BASELINE]["ms_rounds"])
+            print(f"  ratio fa3/cuDNN {row['ratio_fa3']['median']:.3f}", flush=True)
         return row
 
     def as_bshd(self, fn, out):
@@ -771,6 +830,8 @@ def worker_args(args):
     out = ["--lib", args.lib, "--preset", args.preset, "--rounds", str(args.rounds), "--reps", str(args.reps),
            "--warmup", str(args.warmup), "--slow-ms", str(args.slow_ms), "--budget-s", str(args.budget_s),
            "--cooldown-ms", str(args.cooldown_ms)]
+    if args.fa3_lib:
+        out += ["--fa3-lib", args.fa3_lib]
     if args.no_flush:
         out.append("--no-flush")
     if args.filter:
@@ -846,6 +907,9 @@ def drive(args, plan):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", default="build/src/libfastattn.so")
+    ap.add_argument("--fa3-lib", default=os.environ.get("FASTATTN_FA3_LIB", ""),
+                    help="FlashAttention-3 as a peer: bench/fa3/libfa3peer.so from bench/fa3/build.sh "
+                         "(default $FASTATTN_FA3_LIB; without it the fa3 column is '-')")
     ap.add_argument("--preset", choices=["quick", "full"], default="full")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--rounds", type=int, default=3, help="rounds per case (default 3)")

@@ -159,7 +159,7 @@ def test_run_peers_keep_mod_is_bottom_right():
 
 def test_run_peers_statistics_and_plan():
     rp = _run_peers()
-    assert rp.rotation(list(rp.PEERS), 1)[0] == rp.PEERS[1] and rp.rotation(list(rp.PEERS), 6) == list(rp.PEERS)
+    assert rp.rotation(list(rp.PEERS), 1)[0] == rp.PEERS[1] and rp.rotation(list(rp.PEERS), len(rp.PEERS)) == list(rp.PEERS)
     assert rp.over_rounds([2.0, None, 1.0, 3.0]) == 2.0 and rp.over_rounds([None]) is None
     q = rp.ratio_stats([1.0, 1.0, 2.0], [1.1, 0.9, None])  # rounds where both ran
     assert q["rounds"] == [1.1, 0.9] and abs(q["median"] - 1.0) < 1e-12 and (q["min"], q["max"]) == (0.9, 1.1)
@@ -192,12 +192,15 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
         return x
     dense = {"case": "dense d128 s8192 causal", "local": False, "bytes": 1, "floor_ms": 1.0,
              "results": {"fastattn": timed([1.0, 1.1, 0.9], mhz_rounds=[1500, 1600, 1400]),
+                         "fa3": timed([1.2, 1.2, 1.0], maxdiff=0.003),
                          "sdpa-cudnn": timed([1.1, 1.0, 1.0], mhz_rounds=[1500, 1760, None], maxdiff=0.004),
                          "sdpa-flash": {"error": "boom", "excluded": True},
                          "flex": {"maxdiff": 4.5, "wrong": "max |diff| 4.5 at (b=0, i=0, h=0)"},
                          "cudnn-bhsd": timed([1.2, 1.2, 1.2], maxdiff=0.004)},
              "ratio": rp.ratio_stats([1.0, 1.1, 0.9], [1.1, 1.0, 1.0]),
-             "ratio_bhsd": rp.ratio_stats([1.0, 1.1, 0.9], [1.2, 1.2, 1.2])}
+             "ratio_bhsd": rp.ratio_stats([1.0, 1.1, 0.9], [1.2, 1.2, 1.2]),
+             "ratio_fa3": rp.ratio_stats([1.2, 1.2, 1.0], [1.1, 1.0, 1.0]),
+             "vs_fa3": rp.ratio_stats([1.0, 1.1, 0.9], [1.2, 1.2, 1.0])}
     dense["cycle_ratio"] = rp.cycle_ratio(dense["results"]["fastattn"], dense["results"]["sdpa-cudnn"])
     # rounds with both clocks: 1.1*1500 / (1.0*1500) = 1.1, 1.0*1760 / (1.1*1600) = 1.0; round 3 has no cuDNN clock
     assert [round(x, 9) for x in dense["cycle_ratio"]["rounds"]] == [1.1, 1.0]
@@ -207,12 +210,15 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
              "results": {"fastattn": timed([0.11, 0.1, 0.12], flops=9e9),
                          "flex": timed([0.2, 0.2, 0.2], flops=9e9, maxdiff=0.008, variant="contiguous copies")}}
     md = rp.markdown(meta, [dense, local, {"case": "gqa", "missing": "not run (worker stopped)"}])
-    assert "| ratio | spread | ratio bhsd | MHz | cycle ratio | maxdiff |" in md and "4*b*h_q*d*kept_pairs" in md
+    assert "| ratio | spread | ratio bhsd | fa3 ratio | vs fa3 | MHz | cycle ratio | maxdiff |" in md and "4*b*h_q*d*kept_pairs" in md
     row = next(line for line in md.splitlines() if line.startswith("| dense d128 s8192 causal"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[1] == "1000 (1.000)" and cells[3] == "crashed" and cells[5] == "wrong output"
-    assert cells[7:10] == ["1.10", "0.91-1.11", "1.20"]  # per round 1.1/1.0, 1.0/1.1, 1.0/0.9
-    assert cells[10:12] == ["1500 / 1630", "1.05"]  # median clocks; median of the cycle ratios 1.1, 1.0
+    assert cells[1] == "1000 (1.000)" and cells[2] == "833 (1.200)"
+    assert cells[4] == "crashed" and cells[5] == "-" and cells[6] == "wrong output"
+    assert cells[8:11] == ["1.10", "0.91-1.11", "1.20"]  # per round 1.1/1.0, 1.0/1.1, 1.0/0.9
+    # fa3 ratio: cuDNN/fa3 per round 1.1/1.2, 1.0/1.2, 1.0; vs fa3: fa3/ours 1.2, 1.2/1.1, 1.0/0.9
+    assert cells[11:13] == ["0.92", "1.11"]
+    assert cells[13:15] == ["1500 / 1630", "1.05"]  # median clocks; median of the cycle ratios 1.1, 1.0
     assert "Copy bandwidth: 3000 GB/s" in md and f"| {floor:.4f} | 0.1100 | {0.11 / floor:.2f} |" in md
     assert "wrong output: max |diff| 4.5" in md and "sdpa-flash: boom" in md and "timed on contiguous copies" in md
     assert "not run (worker stopped)" in md

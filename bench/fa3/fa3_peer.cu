@@ -1,0 +1,151 @@
+// A C entry point to FlashAttention-3's Hopper forward, so that bench/run-peers.py can time FA3 in
+// the same run, the same way and on the same memory as every other peer (issue #3 sets its targets
+// from FA3's ratio to cuDNN). Built only by bench/fa3/build.sh against a checkout of FA3's public
+// source given by path; no FA3 file is part of this repository or of fastattn's build.
+//
+// Compiled once per (head dim, dtype, mask) with FA3_D, FA3_BF16, FA3_CAUSAL, FA3_LOCAL and
+// FA3_CLUSTER defined: each such object holds one FA3 kernel (FA3's own build instantiates ~16
+// variants per head dim behind run-time switches; here only the ones the bench's cases take) and
+// one entry, fa3_fwd_<D>_<dtype>_<mask>_c<cluster>. Compiled with FA3_DISPATCH it is the dispatcher,
+// fa3_forward, that fills FA3's parameter struct the way FA3's flash_api.cpp does for a fixed-length
+// batch and picks the entry.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "flash.h"
+
+extern "C" {
+// (b, s, h, d) tensors with contiguous last dims, as fastattn and FA3 take them; strides in elements.
+struct Fa3Args {
+  const void *q, *k, *v;
+  void* out;
+  float* lse;        // (b, h, s_q), FA3 always writes it
+  int* semaphore;    // one int of device memory, zeroed here before each call (FA3 does the same)
+  int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];  // batch, row, head
+  int b, s_q, s_k, h, h_k, d, bf16, causal, window_left, window_right, num_sm;
+  float scale;
+};
+int fa3_forward(const Fa3Args* a, cudaStream_t stream);
+const char* fa3_last_error();
+}
+
+#define FA3_NAME2(d, t, m, c) fa3_fwd_##d##_##t##_##m##_c##c
+#define FA3_NAME(d, t, m, c) FA3_NAME2(d, t, m, c)
+
+#ifndef FA3_DISPATCH
+#include "flash_fwd_launch_template.h"
+
+#if FA3_BF16
+using Fa3Elem = cutlass::bfloat16_t;
+#define FA3_T bf16
+#else
+using Fa3Elem = cutlass::half_t;
+#define FA3_T fp16
+#endif
+#if FA3_CAUSAL
+#define FA3_M causal
+#elif FA3_LOCAL
+#define FA3_M local
+#else
+#define FA3_M full
+#endif
+
+extern "C" void FA3_NAME(FA3_D, FA3_T, FA3_M, FA3_CLUSTER)(Flash_fwd_params& params, cudaStream_t stream) {
+  // Template arguments as FA3's run_mha_fwd_ picks them for a fixed-length, unpaged, unsplit batch
+  // with no softcap, no appended KV, no Qv and no GQA packing (the bench's cases).
+  run_flash_fwd<90, FA3_D, FA3_D, FA3_CLUSTER, Fa3Elem, Fa3Elem, bool(FA3_CAUSAL), bool(FA3_LOCAL),
+                /*Has_softcap=*/false, /*Varlen=*/false, /*PagedKVNonTMA=*/false, /*AppendKV=*/false,
+                /*HasQv=*/false, /*PackGQA=*/false, /*Split=*/false, /*V_colmajor=*/false>(params, stream);
+}
+
+#else  // the dispatcher
+
+#include <string>
+
+// The varlen scheduler's preparation, referenced (not called) by the fixed-length launch path.
+void prepare_varlen_num_blocks(Flash_fwd_params&, cudaStream_t, bool, int, int, bool) {}
+
+using Fa3Entry = void (*)(Flash_fwd_params&, cudaStream_t);
+extern "C" {
+#define FA3_DECLARE(d, t, m, c) void FA3_NAME(d, t, m, c)(Flash_fwd_params&, cudaStream_t);
+#include "fa3_variants.inc"
+#undef FA3_DECLARE
+}
+
+namespace {
+thread_local std::string g_error;
+
+struct Variant {
+  int d, bf16, mask, cluster;  // mask: 0 full, 1 causal, 2 local
+  Fa3Entry fn;
+};
+constexpr int kFull = 0, kCausal = 1, kLocal = 2;
+constexpr int mask_code(const char* m) { return m[0] == 'f' ? kFull : m[0] == 'c' ? kCausal : kLocal; }
+const Variant kVariants[] = {
+#define FA3_DECLARE(d, t, m, c) {d, #t[0] == 'b', mask_code(#m), c, FA3_NAME(d, t, m, c)},
+#include "fa3_variants.inc"
+#undef FA3_DECLARE
+};
+
+int fail(std::string msg) {
+  g_error = std::move(msg);
+  return 1;
+}
+}  // namespace
+
+extern "C" const char* fa3_last_error() { return g_error.c_str(); }
+
+extern "C" int fa3_forward(const Fa3Args* a, cudaStream_t stream) {
+  const bool causal = a->causal && a->window_left < 0;
+  const bool local = !causal && (a->window_left >= 0 || a->window_right >= 0);
+  const int mask = causal ? kCausal : local ? kLocal : kFull;
+  // FA3 pairs two CTAs as a cluster at d >= 128 without a mask when the m-block count is even.
+  const int block_m = a->d <= 64 ? 192 : 128;
+  const int cluster = a->d >= 128 && mask == kFull && ((a->s_q + block_m - 1) / block_m) % 2 == 0 ? 2 : 1;
+  const Variant* v = nullptr;
+  for (const Variant& x : kVariants)
+    if (x.d == a->d && x.bf16 == a->bf16 && x.mask == mask && x.cluster == cluster) v = &x;
+  if (v == nullptr)
+    return fail("fa3 peer: no kernel built for d=" + std::to_string(a->d) + (a->bf16 ? " bf16" : " fp16") +
+                " mask=" + std::to_string(mask) + " cluster=" + std::to_string(cluster));
+
+  Flash_fwd_params p;
+  std::memset(&p, 0, sizeof(p));
+  p.q_ptr = const_cast<void*>(a->q);
+  p.k_ptr = const_cast<void*>(a->k);
+  p.v_ptr = const_cast<void*>(a->v);
+  p.o_ptr = a->out;
+  p.q_batch_stride = a->q_stride[0], p.q_row_stride = a->q_stride[1], p.q_head_stride = a->q_stride[2];
+  p.k_batch_stride = a->k_stride[0], p.k_row_stride = a->k_stride[1], p.k_head_stride = a->k_stride[2];
+  p.v_batch_stride = a->v_stride[0], p.v_row_stride = a->v_stride[1], p.v_head_stride = a->v_stride[2];
+  p.o_batch_stride = a->o_stride[0], p.o_row_stride = a->o_stride[1], p.o_head_stride = a->o_stride[2];
+  p.v_dim_stride = 1;
+  p.softmax_lse_ptr = a->lse;
+  p.b = p.b_k = a->b;
+  p.h = a->h, p.h_k = a->h_k;
+  p.seqlen_q = a->s_q, p.seqlen_k = a->s_k;
+  p.seqlen_q_rounded = (a->s_q + 127) / 128 * 128, p.seqlen_k_rounded = (a->s_k + 127) / 128 * 128;
+  p.d = p.dv = p.d_rounded = p.dv_rounded = a->d;
+  p.total_q = a->b * a->s_q, p.total_k = a->b * a->s_k;
+  p.scale_softmax = a->scale;
+  p.p_dropout = 1.f, p.rp_dropout = 1.f, p.p_dropout_in_uint8_t = 255;
+  p.is_bf16 = a->bf16 != 0;
+  p.is_causal = causal, p.is_local = local;
+  // FA3's convention (flash_api.cpp): an unbounded side is s_k - 1 (left) or s_q - 1 (right).
+  p.window_size_left = a->window_left >= 0 && !causal ? a->window_left : a->s_k - 1;
+  p.window_size_right = causal ? 0 : a->window_right >= 0 ? a->window_right : a->s_q - 1;
+  p.num_splits = 1;
+  p.tile_count_semaphore = a->semaphore;
+  p.arch = 90;
+  p.num_sm = a->num_sm;
+  if (cudaMemsetAsync(a->semaphore, 0, sizeof(int), stream) != cudaSuccess)
+    return fail(std::string("fa3 peer: ") + cudaGetErrorString(cudaGetLastError()));
+  v->fn(p, stream);
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return fail(std::string("fa3 peer: ") + cudaGetErrorString(e));
+  return 0;
+}
+
+#endif
