@@ -53,6 +53,8 @@ def main(argv):
     target = " ".join(argv)
     if "cudnn_sdpa.py" in target:  # two kernels in the range: a small one and the attention kernel
         kernels = [["cudnn_small_helper_kernel", 0.01], ["cudnn_generated_sm90_flash_fprop_wgmma_f16", 2.0]]
+    elif "fa3_fwd.py" in target:
+        kernels = [["void cutlass::device_kernel<flash::enable_sm90<flash::FlashAttnFwdSm90<...> > >(...)", 1.2]]
     else:
         kernels = [["void fastattn::sm90::fwd_kernel<__half, fastattn::sm90::FwdConfig<128> >(...)", 1.5]]
     json.dump({"metrics": metrics, "kernels": kernels}, open(rep, "w"))

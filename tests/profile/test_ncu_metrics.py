@@ -56,6 +56,21 @@ def test_side_by_side_table(fake):
     assert os.path.exists(os.path.join(fake["out"], "gqa-fastattn.ncu-rep"))
 
 
+def test_fa3_third_column(fake, tmp_path):
+    """--fa3-lib adds FlashAttention-3's kernel between ours and cuDNN's (the library is not loaded
+    here: the fake ncu does not run its target)."""
+    args = ["--out", fake["out"], "--fastattn", fake["fastattn"], "--fa3-lib", str(tmp_path / "libfa3peer.so"),
+            "--case", "gqa", GQA, "--case", "local", "--batch 2 --seqlen 8192 --heads 16 --dim 128 --window 64,0"]
+    assert ncu_metrics.main(args) == 0
+    md = open(os.path.join(fake["out"], "ncu.md")).read()
+    assert "## Nsight Compute: fastattn vs FA3 and cuDNN" in md
+    assert "| metric | fastattn | FA3 | cuDNN (SDPA) |" in md
+    assert "`cutlass::device_kernel<flash::enable_sm90<flash::FlashAttnFwdSm90<...> > >` |" in md
+    assert "| duration (us) | 1.50 | 1.20 | 2 |" in md
+    assert "FA3: not run (bench/fa3 builds no window or softcap kernels)" in md
+    assert os.path.exists(os.path.join(fake["out"], "gqa-fa3.ncu-rep"))
+
+
 def test_old_time_units_are_converted_too(fake, monkeypatch):
     """ncu before 2025.3 wrote nsecond/usecond/msecond, 2025.3 writes ns/us/ms: both end in us."""
     monkeypatch.setenv("FAKE_NCU_UNITS", "nsecond")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Nsight Compute side by side: our forward kernel (through `fastattn run`) and the cuDNN kernel
-that PyTorch SDPA picks for the same shape (issue #6, docs/profiling.md). Driven by
+"""Nsight Compute side by side: our forward kernel (through `fastattn run`), the cuDNN kernel
+that PyTorch SDPA picks for the same shape and, with --fa3-lib, FlashAttention-3's (bench/fa3/) (issue #6, docs/profiling.md). Driven by
 scripts/ncu-metrics:
 
     scripts/ncu-metrics --out DIR [--fastattn build/cli/fastattn] [--warmup 2] [--no-cudnn]
@@ -222,6 +222,42 @@ with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
 '''
 
 
+FA3_SNIPPET = r'''
+import importlib.util, sys, torch
+peers, lib, b, s, sk, h, hkv, d, causal, dt, warmup = sys.argv[1:]
+b, s, sk, h, hkv, d, warmup = map(int, (b, s, sk, h, hkv, d, warmup))
+spec = importlib.util.spec_from_file_location("run_peers", peers)
+run_peers = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(run_peers)
+dt = getattr(torch, dt)
+# FA3 reads fastattn's (b, s, h, d) layout directly, GQA included (bench/run-peers.py, fa3).
+q = torch.randn(b, s, h, d, device="cuda", dtype=dt)
+k = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
+v = torch.randn(b, sk, hkv, d, device="cuda", dtype=dt)
+fn = run_peers.Fa3(lib).forward_fn(torch, q, k, v, causal == "1", (-1, -1))
+for _ in range(warmup):
+    fn()
+torch.cuda.synchronize()
+torch.cuda.nvtx.range_push("fa3")
+fn()
+torch.cuda.synchronize()
+torch.cuda.nvtx.range_pop()
+'''
+
+
+def profile_fa3(ncu, metrics, name, c, a):
+    """FlashAttention-3's kernel for the same problem (bench/fa3/, through run-peers' Fa3 class)."""
+    snippet = os.path.join(a.out, "fa3_fwd.py")
+    with open(snippet, "w") as f:
+        f.write(FA3_SNIPPET)
+    peers = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                         "bench", "run-peers.py")
+    target = [sys.executable, snippet, peers, a.fa3_lib, *map(str, (c["b"], c["s"], c["sk"], c["h"], c["hkv"], c["d"])),
+              "1" if c["causal"] else "0", c["dtype"], str(a.warmup)]
+    return profile(ncu, metrics, target, f"{name}-fa3", a.out,
+                   ["--nvtx", "--nvtx-include", "fa3/", "--kernel-name", "regex:device_kernel"], a.timeout)
+
+
 def profile_case(ncu, metrics, name, flags, a):
     c = parse_case(flags)
     result = {"name": name, "flags": flags, "problem": c, "fastattn": None, "cudnn": None, "notes": []}
@@ -233,6 +269,13 @@ def profile_case(ncu, metrics, name, flags, a):
     result["fastattn"] = row
     if note:
         result["notes"].append(f"fastattn: {note}")
+    if a.fa3_lib:
+        if c["window"] or c["softcap"]:
+            result["notes"].append("FA3: not run (bench/fa3 builds no window or softcap kernels)")
+        else:
+            result["fa3"], note = profile_fa3(ncu, metrics, name, c, a)
+            if note:
+                result["notes"].append(f"FA3: {note}")
     if a.no_cudnn:
         return result
     if c["window"] or c["softcap"]:
@@ -293,21 +336,27 @@ def case_table(r, missing):
     shape = (f"b={p['b']} s={p['s']} h={p['h']}/{p['hkv']} d={p['d']} {p['dtype']}"
              f"{' causal' if p['causal'] else ''}")
     ours, theirs = r["fastattn"] or {}, r["cudnn"] or {}
-    md = [f"### {r['name']}: {shape}", "", "| metric | fastattn | cuDNN (SDPA) |", "|---|---:|---:|",
-          f"| kernel | `{kernel_name(r['fastattn'])}` | `{kernel_name(r['cudnn'])}` |"]
+    fa3 = "fa3" in r  # a third column only when FA3 was asked for
+    fa3_row = r.get("fa3") or {}
+    mid = lambda x: f" {x} |" if fa3 else ""  # noqa: E731
+    md = [f"### {r['name']}: {shape}", "", "| metric | fastattn |" + mid("FA3") + " cuDNN (SDPA) |",
+          "|---|---:|" + mid("---:") + "---:|",
+          f"| kernel | `{kernel_name(r['fastattn'])}` |" + mid(f"`{kernel_name(r.get('fa3'))}`") +
+          f" `{kernel_name(r['cudnn'])}` |"]
     for label, m in HEADLINE:
         if m in missing:
             continue
         v1, v2 = ours.get(m), theirs.get(m)
-        md.append(f"| {label} | {fmt(v1)} | {fmt(v2)} |")
+        md.append(f"| {label} | {fmt(v1)} |" + mid(fmt(fa3_row.get(m))) + f" {fmt(v2)} |")
     # Top stall reasons of either kernel, in warp cycles per issued instruction.
     def stalls(row):
         return {s: number(row.get(STALL_METRIC.format(s))) for s in STALLS if number(row.get(STALL_METRIC.format(s)))}
-    s1, s2 = stalls(ours), stalls(theirs)
-    top = sorted(set(sorted(s1, key=s1.get, reverse=True)[:TOP_STALLS]) | set(sorted(s2, key=s2.get, reverse=True)[:TOP_STALLS]),
+    s1, s2, s3 = stalls(ours), stalls(theirs), stalls(fa3_row)
+    top = sorted(set().union(*(sorted(x, key=x.get, reverse=True)[:TOP_STALLS] for x in (s1, s2, s3))),
                  key=lambda s: -(s1.get(s) or 0))
     for s in top:
-        md.append(f"| stall `{s}` (warp cycles per issue) | {fmt(s1.get(s))} | {fmt(s2.get(s))} |")
+        md.append(f"| stall `{s}` (warp cycles per issue) | {fmt(s1.get(s))} |" + mid(fmt(s3.get(s))) +
+                  f" {fmt(s2.get(s))} |")
     md.append("")
     md += [f"- {n}" for n in r["notes"]]
     return md
@@ -320,12 +369,14 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--timeout", type=int, default=180, help="seconds per ncu run")
     ap.add_argument("--no-cudnn", action="store_true")
+    ap.add_argument("--fa3-lib", default=os.environ.get("FASTATTN_FA3_LIB", ""),
+                    help="FlashAttention-3 as a third column (bench/fa3/libfa3peer.so; default $FASTATTN_FA3_LIB)")
     ap.add_argument("--case", nargs=2, action="append", metavar=("NAME", "FLAGS"), required=True)
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     a.out = os.path.abspath(a.out)
 
-    md = ["## Nsight Compute: fastattn vs cuDNN", ""]
+    md = ["## Nsight Compute: fastattn vs " + ("FA3 and cuDNN" if a.fa3_lib else "cuDNN"), ""]
     report = {"ncu": None, "cases": [], "missing_metrics": []}
     ncu = find_ncu()
     if ncu is None:
