@@ -64,7 +64,7 @@ def test_fa3_third_column(fake, tmp_path):
     assert ncu_metrics.main(args) == 0
     md = open(os.path.join(fake["out"], "ncu.md")).read()
     assert "## Nsight Compute: fastattn vs FA3 and cuDNN" in md
-    assert "| metric | fastattn | FA3 | cuDNN (SDPA) |" in md
+    assert "| metric | fastattn | FA3 | cuDNN (SDPA) |\n|---|---:|---:|---:|\n" in md
     assert "`cutlass::device_kernel<flash::enable_sm90<flash::FlashAttnFwdSm90<...> > >` |" in md
     assert "| duration (us) | 1.50 | 1.20 | 2 |" in md
     assert "FA3: not run (bench/fa3 builds no window or softcap kernels)" in md

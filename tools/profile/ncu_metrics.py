@@ -340,7 +340,7 @@ def case_table(r, missing):
     fa3_row = r.get("fa3") or {}
     mid = lambda x: f" {x} |" if fa3 else ""  # noqa: E731
     md = [f"### {r['name']}: {shape}", "", "| metric | fastattn |" + mid("FA3") + " cuDNN (SDPA) |",
-          "|---|---:|" + mid("---:") + "---:|",
+          "|---|---:|" + ("---:|" if fa3 else "") + "---:|",
           f"| kernel | `{kernel_name(r['fastattn'])}` |" + mid(f"`{kernel_name(r.get('fa3'))}`") +
           f" `{kernel_name(r['cudnn'])}` |"]
     for label, m in HEADLINE:

@@ -9,9 +9,9 @@ namespace fastattn::prof {
 // time between one mark and the next; kEpilogueEnd closes the epilogue after the last iteration.
 enum Mark : int {
   kIterBegin = 0,  // top of the iteration
-  kTilesReady,     // K(n) and V(n+1) mbarrier waits returned
+  kTilesReady,     // K(n) mbarrier wait returned (ping-pong: the first warpgroup waits, the others pass)
   kTurnTaken,      // ping-pong: this warpgroup's turn to issue
-  kIssued,         // QK(n) and PV(n+1) wgmmas issued, turn handed over
+  kIssued,         // QK(n) issued, V(n+1) waited for, PV(n+1) issued, turn handed over
   kScoresReady,    // wgmma_wait<1>: S(n) in registers
   kMasked,         // softcap + keep-bit mask applied
   kSoftmaxDone,    // online softmax step done
@@ -73,9 +73,9 @@ inline const char* slot_key(int slot) {
 inline const char* slot_label(int slot) {
   static const char* const labels[kSlotCount] = {
       "loop back edge",
-      "wait K(n), V(n+1) tiles (mbarrier)",
+      "wait K(n) tile (mbarrier)",
       "wait for the turn (ping-pong barrier)",
-      "issue QK(n) + PV(n+1) wgmma",
+      "issue QK(n), wait V(n+1), issue PV(n+1)",
       "wait QK on the tensor cores (wait<1>)",
       "release K, softcap, keep-bit mask",
       "online softmax",
