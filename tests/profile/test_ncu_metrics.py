@@ -30,6 +30,7 @@ def fake(tmp_path, monkeypatch):
     monkeypatch.setenv("NCU", ncu)
     monkeypatch.setenv("FAKE_NCU_METRICS", json.dumps(metrics))
     monkeypatch.delenv("FAKE_NCU_MODE", raising=False)
+    monkeypatch.delenv("FASTATTN_FA3_LIB", raising=False)  # gpu-check exports it: no FA3 column unless asked
     return {"out": str(tmp_path / "out"), "fastattn": executable(tmp_path / "fastattn", "#!/bin/sh\nexit 0\n")}
 
 
