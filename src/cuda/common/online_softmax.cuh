@@ -43,6 +43,11 @@ __device__ __forceinline__ float neutral_for_max(float v) {
   return __uint_as_float(r);
 }
 
+// The default hook of OnlineSoftmax::step: nothing between the rows.
+struct NoHook {
+  __device__ __forceinline__ void operator()() const {}
+};
+
 template <int N>
 struct OnlineSoftmax {
   // Running max, already scaled by scale_log2; -FLT_MAX, not -inf, while a row has kept nothing,
@@ -53,7 +58,12 @@ struct OnlineSoftmax {
   // Replaces scores s by p = exp2(scale_log2 * s - max) with the running max updated, and returns
   // in alpha the factor by which earlier sums and outputs must be rescaled: exactly 1 when the max
   // did not change (both maxima are the same rounded product), which lets the caller skip O *= alpha.
-  __device__ __forceinline__ void step(float (&s)[N / 2], float scale_log2, float (&alpha)[2]) {
+  // `between_rows` runs once both alphas are known, after row 0's exps and before row 1's: the sm90
+  // loop waits for its PV there, so that row 1's exps, in the same basic block as the caller's
+  // conversion of P that follows, hide it (FA3's SASS shows the same interleave).
+  template <class Hook = NoHook>
+  __device__ __forceinline__ void step(float (&s)[N / 2], float scale_log2, float (&alpha)[2],
+                                       Hook&& between_rows = Hook{}) {
     // Row 1's max reduction starts from a value derived from row 0's first exp, so it runs under
     // row 0's exps; without it ptxas reduces both rows before the first exp (+~65 cycles).
     float after_row0 = -INFINITY;
@@ -65,6 +75,7 @@ struct OnlineSoftmax {
       const float m_scaled = fmaxf(max_scaled[h], quad_max(m) * scale_log2);
       alpha[h] = fast_exp2(max_scaled[h] - m_scaled);
       max_scaled[h] = m_scaled;
+      if (h == 1) between_rows();
       float sum;
 #pragma unroll
       for (int k = 0; k < N / 4; ++k) {

@@ -14,7 +14,7 @@ enum Mark : int {
   kIssued,         // QK(n) issued, V(n+1) waited for, PV(n+1) issued, turn handed over
   kScoresReady,    // wgmma_wait<1>: S(n) in registers
   kMasked,         // softcap + keep-bit mask applied
-  kSoftmaxDone,    // online softmax step done
+  kSoftmaxDone,    // online softmax step done (two warpgroups: row 0's exps; row 1's come after kPvDone)
   kPvDone,         // wgmma_wait<0>: PV(n+1) retired
   kIterEnd,        // O rescaled, P converted
   kEpilogueEnd,    // output and LSE stored

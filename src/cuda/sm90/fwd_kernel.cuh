@@ -420,6 +420,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // With three warpgroups (160 registers) the V wait between the GEMMs spilled 4 bytes: there
       // it stays before the turn.
       constexpr bool kVWaitUnderQK = Cfg::kConsumerWarpgroups == 2;
+      constexpr bool kWaitPvMidSoftmax = Cfg::kConsumerWarpgroups == 2;
       const bool waits_tiles = !Cfg::kPingPong || wg == 0;
       if (waits_tiles) {
         mbar_wait(&sm.k_full[ps.stage()], ps.phase());
@@ -445,28 +446,49 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       }
       shape_scores(n);
       probe.mark(prof::kMasked);
-      softmax.step(s, p.scale_log2, alpha);
-      probe.mark(prof::kSoftmaxDone);
-      release_stored_q();
-      // A plain wgmma_wait<0>() here was hoisted by ptxas above the whole softmax (which then ran
-      // after PV(n+1) instead of under it); a wait in the arms of a branch stays below it. The
-      // branch is on the warpgroup, so each warpgroup executes one wait instruction (.aligned), and
-      // the two are spelled apart so that the compiler does not merge them above the branch.
-      const bool rescale = __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f);
-      if (wg == 0)
-        wgmma_wait<0>();
-      else
-        wgmma_wait_alt<0>();
-      fence_operands(o);
-      probe.mark(prof::kPvDone);
-      release(&sm.v_empty[prev.stage()]);
-      if (new_tile) {
-        store_output(done, qs.stage() ^ 1, inv, lse);  // the previous tile's Q buffer
-      }
+      // PV(n+1) retires: O is complete for block n+1. A plain wgmma_wait<0>() was hoisted by ptxas
+      // above the whole softmax (which then ran after PV(n+1) instead of under it); a wait in the
+      // arms of a branch stays put. The branch is on the warpgroup, so each warpgroup executes one
+      // wait instruction (.aligned), and the two are spelled apart so that the compiler does not
+      // merge them above the branch.
+      auto wait_pv = [&] {
+        if (wg == 0)
+          wgmma_wait<0>();
+        else
+          wgmma_wait_alt<0>();
+        fence_operands(o);
+        probe.mark(prof::kPvDone);
+        release(&sm.v_empty[prev.stage()]);
+      };
+      // After the wait, a finished tile's O is stored (from the previous tile's Q buffer). Not in
+      // a lambda: one that captured inv and lse put them on the stack (d64, three warpgroups).
       // O *= alpha only where a row of this warp has a new max (alpha is exactly 1 otherwise). A
       // fresh tile's alpha is 0 (harmless: its first PV overwrites O).
-      if (rescale) cuda_backend::scale_rows<D>(o, alpha);
-      scores_to_p();
+      auto new_max = [&] { return __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f); };
+      if constexpr (kWaitPvMidSoftmax) {
+        // Two warpgroups wait for the PV in the middle of the softmax, between the rows' exps: row
+        // 1's 32 exps (MUFU-paced, 8 cycles each per warp) then share a basic block with the
+        // conversion of P, which used to run after the wait on its own (64 cycles a turn, static).
+        softmax.step(s, p.scale_log2, alpha, [&] {
+          probe.mark(prof::kSoftmaxDone);
+          release_stored_q();
+          wait_pv();
+          if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse);
+        });
+        scores_to_p();
+        if (new_max()) cuda_backend::scale_rows<D>(o, alpha);
+      } else {
+        // Three warpgroups (160 registers) spilled 28-54 bytes with the wait inside the softmax:
+        // there the order stays softmax, vote, wait, rescale, convert.
+        softmax.step(s, p.scale_log2, alpha);
+        probe.mark(prof::kSoftmaxDone);
+        release_stored_q();
+        const bool rescale = new_max();
+        wait_pv();
+        if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse);
+        if (rescale) cuda_backend::scale_rows<D>(o, alpha);
+        scores_to_p();
+      }
       probe.mark(prof::kIterEnd);
     }
 
