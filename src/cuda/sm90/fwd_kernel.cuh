@@ -460,11 +460,12 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         probe.mark(prof::kPvDone);
         release(&sm.v_empty[prev.stage()]);
       };
-      // After the wait, a finished tile's O is stored (from the previous tile's Q buffer). Not in
-      // a lambda: one that captured inv and lse put them on the stack (d64, three warpgroups).
       // O *= alpha only where a row of this warp has a new max (alpha is exactly 1 otherwise). A
       // fresh tile's alpha is 0 (harmless: its first PV overwrites O).
       auto new_max = [&] { return __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f); };
+      // In both orders a finished tile's O is stored right after the wait (from the previous
+      // tile's Q buffer), spelled out in each: a lambda that captured inv and lse put them on the
+      // stack (d64, three warpgroups).
       if constexpr (kWaitPvMidSoftmax) {
         // Two warpgroups wait for the PV in the middle of the softmax, between the rows' exps: row
         // 1's 32 exps (MUFU-paced, 8 cycles each per warp) then share a basic block with the
