@@ -40,6 +40,10 @@ struct FwdConfig {
   // 24 x 128 + 160 x 384 = 64512 (3 consumers).
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = ConsumerWGs == 2 ? 240 : 160;
+  // Two warpgroups (240 registers) can carry a wait inside another phase: V's wait between the
+  // QK and PV issues, and the PV wait between the softmax rows (fwd_kernel.cuh). Three (160
+  // registers) spilled with either (4 and 28-54 bytes): there each wait keeps its own place.
+  static constexpr bool kWaitsOverlapped = ConsumerWGs == 2;
 };
 
 }  // namespace fastattn::sm90

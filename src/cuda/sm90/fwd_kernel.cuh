@@ -417,20 +417,17 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // their wgmma reads), so the tiles have landed by then. V is waited for between the two
       // GEMMs, so that its wait runs while QK is on the tensor cores. FA3 does both; measured
       // d128 s8k full +2.5%, GQA +1.7%, s1k +1.6%, the rest +-1% (H100 A/B, 2026-11-22).
-      // With three warpgroups (160 registers) the V wait between the GEMMs spilled 4 bytes: there
-      // it stays before the turn.
-      constexpr bool kVWaitUnderQK = Cfg::kConsumerWarpgroups == 2;
-      constexpr bool kWaitPvMidSoftmax = Cfg::kConsumerWarpgroups == 2;
+      // Three warpgroups wait for V before the turn (Cfg::kWaitsOverlapped).
       const bool waits_tiles = !Cfg::kPingPong || wg == 0;
       if (waits_tiles) {
         mbar_wait(&sm.k_full[ps.stage()], ps.phase());
-        if (!kVWaitUnderQK) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
+        if (!Cfg::kWaitsOverlapped) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       }
       probe.mark(prof::kTilesReady);
       my_turn();
       probe.mark(prof::kTurnTaken);
       issue_qk(ps.stage());
-      if (kVWaitUnderQK && waits_tiles) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
+      if (Cfg::kWaitsOverlapped && waits_tiles) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       issue_pv(prev.stage(), pv_first);
       pv_first = new_tile;
       your_turn(false);
@@ -466,7 +463,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // In both orders a finished tile's O is stored right after the wait (from the previous
       // tile's Q buffer), spelled out in each: a lambda that captured inv and lse put them on the
       // stack (d64, three warpgroups).
-      if constexpr (kWaitPvMidSoftmax) {
+      if constexpr (Cfg::kWaitsOverlapped) {
         // Two warpgroups wait for the PV in the middle of the softmax, between the rows' exps: row
         // 1's 32 exps (MUFU-paced, 8 cycles each per warp) then share a basic block with the
         // conversion of P, which used to run after the wait on its own (64 cycles a turn, static).
@@ -479,8 +476,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         scores_to_p();
         if (new_max()) cuda_backend::scale_rows<D>(o, alpha);
       } else {
-        // Three warpgroups (160 registers) spilled 28-54 bytes with the wait inside the softmax:
-        // there the order stays softmax, vote, wait, rescale, convert.
+        // Three warpgroups: softmax, vote, wait, rescale, convert.
         softmax.step(s, p.scale_log2, alpha);
         probe.mark(prof::kSoftmaxDone);
         release_stored_q();
