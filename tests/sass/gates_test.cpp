@@ -105,6 +105,39 @@ TEST(Gates, PassAndFailWithNumbers) {
   EXPECT_NE(os.str().find("3 kernels, 7 checks, 4 failed"), std::string::npos) << os.str();
 }
 
+// A pipelined wgmma chain closes its group (gsb0) on its last HGMMA only; ptxas's serialized
+// fallback closes one on every HGMMA.
+TEST(Gates, PipelinedHgmma) {
+  const auto rules = parse_rules("sm_90a fwd pipelined-hgmma\n");
+  ASSERT_EQ(rules.size(), 1u);
+  EXPECT_EQ(rules[0].kind, CheckKind::PipelinedHgmma);
+  EXPECT_THROW(parse_rules("sm_90a fwd pipelined-hgmma 3\n"), RuleError);
+
+  auto chain = [](const std::string& name, int hgmmas, bool serialized) {
+    Kernel k = make(name, "sm_90a", {});
+    for (int i = 0; i < hgmmas; ++i) {
+      Instruction ins;
+      ins.offset = uint32_t(32 * i);
+      ins.mnemonic = "HGMMA.64x128x16.F32.BF16";
+      ins.operands = std::string("R24, gdesc[UR20], R24") + (serialized || i == hgmmas - 1 ? ", gsb0" : "");
+      k.code.push_back(ins);
+      Instruction other;
+      other.offset = ins.offset + 16;
+      other.mnemonic = "UIADD3";
+      other.operands = "UR22, UR18, 0x2, URZ";
+      k.code.push_back(other);
+    }
+    return k;
+  };
+  const std::vector<Kernel> ks = {chain("fwd_pipelined", 8, false), chain("fwd_serialized", 8, true)};
+  const auto rs = evaluate_gates(rules, ks);
+  ASSERT_EQ(rs.size(), 2u);
+  EXPECT_TRUE(find(rs, "fwd_pipelined", 1)->passed);
+  const auto* bad = find(rs, "fwd_serialized", 1);
+  EXPECT_FALSE(bad->passed);
+  EXPECT_EQ(bad->detail.rfind("HGMMA=8, closing a group (gsb0)=8", 0), 0u) << bad->detail;
+}
+
 // The clock-read rules of the profiling build (issue #6): operands, not opcodes, tell a clock read
 // (CS2R R8, SR_CLOCKLO) from a register zeroing (CS2R R4, SRZ).
 TEST(Gates, OperandRules) {

@@ -40,6 +40,13 @@ using cuda_backend::FwdParams;
 constexpr int kPingPongBar = 1;  // named barriers 1..3, one per consumer warpgroup (0 is __syncthreads)
 constexpr int kStoreBar = 4;     // 4..6: a warpgroup's O rows are in smem, ready for the TMA store
 
+// Which loop body a KV block runs in (consume): the generic one tests for everything, the plain one
+// for nothing.
+template <bool Generic>
+struct BlockBody {
+  static constexpr bool generic = Generic;
+};
+
 template <class Cfg>
 struct FwdSmem {
   alignas(1024) uint8_t q[Cfg::kQBuffers][Cfg::kQBytes];
@@ -290,6 +297,14 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #endif
     }
   };
+  // After block n (scores in s): blocks n - 1 down to the returned one run in the plain loop body
+  // (none when it is n): full blocks (no mask), no softcap, and not the tile's last block where
+  // its QK frees the Q buffer (without a TMA store; with one the store frees it).
+  auto plain_lo = [&](int n) {
+    const FwdTile& t = walk.t;
+    if (!Cfg::kPlainBody || p.softcap != 0.f || n - 1 >= t.full_end) return n;
+    return max(t.full_begin, t.n_begin + (tma_out ? 0 : 1));
+  };
   auto scores_to_p = [&]() {
 #pragma unroll
     for (int kk = 0; kk < N / 16; ++kk)
@@ -392,17 +407,15 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     softmax.step(s, p.scale_log2, alpha);
     scores_to_p();
 
-    for (;;) {
-      bool new_tile = false;
-      if (--n < walk.t.n_begin) {  // the tile's blocks are all issued: move on to the next tile
-        done = walk.t;
-        if constexpr (Cfg::kQBuffers == 1) break;
-        more = next_keyed_tile();
-        if (!more) break;
-        new_tile = true;
-        n = walk.t.n_end - 1;
-        qs.advance();
-      }
+    // One block of the stream: QK of block n, PV of the block before it. The generic body handles
+    // a new tile's first block (new_tile: the previous tile's softmax is finished and its output
+    // stored under this block's softmax), the tile's last (its QK frees the Q buffer), softcap and
+    // the mask. The plain body (BlockBody<false>) runs the blocks between, back to back, with none
+    // of those tests: its loop's only branch on the block is the back edge (FA3 runs masked and
+    // unmasked blocks in separate loops too). d128 causal's second warpgroup: 954 static cycles a
+    // block against 985 in the generic body (pass 22, docs/notes/fwd-sm90.md).
+    auto run_block = [&](auto body, bool new_tile) {
+      constexpr bool kGeneric = decltype(body)::generic;
       probe.mark(prof::kIterBegin);
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
@@ -412,13 +425,15 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         release_stored_q();
         mbar_wait(&sm.q_full[qs.stage()], qs.phase());
       }
-      // With ping-pong only the first warpgroup waits for the K/V tiles: the others issue after it
-      // (their turn opens once it has issued; the named barrier orders its mbarrier acquire before
-      // their wgmma reads), so the tiles have landed by then. V is waited for between the two
-      // GEMMs, so that its wait runs while QK is on the tensor cores. FA3 does both; measured
-      // d128 s8k full +2.5%, GQA +1.7%, s1k +1.6%, the rest +-1% (H100 A/B, 2026-11-22).
-      // Three warpgroups wait for V before the turn (Cfg::kWaitsOverlapped).
-      const bool waits_tiles = !Cfg::kPingPong || wg == 0;
+      // In the generic body with ping-pong only the first warpgroup waits for the K/V tiles: the
+      // others issue after it (their turn opens once it has issued; the named barrier orders its
+      // mbarrier acquire before their wgmma reads), so the tiles have landed by then. In the plain
+      // body every warpgroup waits: a wait on a completed phase costs less than the branch around
+      // it (d128 +0.5% against the first-only wait there, H100 A/B 2026-11-22). V is waited for
+      // between the two GEMMs, so that its wait runs while QK is on the tensor cores. FA3 does
+      // both; measured d128 s8k full +2.5%, GQA +1.7%, s1k +1.6%, the rest +-1% (H100 A/B,
+      // 2026-11-22). Three warpgroups wait for V before the turn (Cfg::kWaitsOverlapped).
+      const bool waits_tiles = !Cfg::kPingPong || wg == 0 || !kGeneric;
       if (waits_tiles) {
         mbar_wait(&sm.k_full[ps.stage()], ps.phase());
         if (!Cfg::kWaitsOverlapped) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
@@ -435,13 +450,16 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       wgmma_wait<1>();  // S ready; PV of the block before may still run
       fence_operands(s);
       probe.mark(prof::kScoresReady);
-      release_qk_operands(n);
+      if constexpr (kGeneric)
+        release_qk_operands(n);
+      else
+        release(&sm.k_empty[ps.stage()]);
       float inv[2], lse[2];
       if (new_tile) {  // the previous tile's softmax is complete: keep its normaliser, start afresh
         softmax.finish(inv, lse);
         softmax = cuda_backend::OnlineSoftmax<N>{};
       }
-      shape_scores(n);
+      if constexpr (kGeneric) shape_scores(n);
       probe.mark(prof::kMasked);
       // PV(n+1) retires: O is complete for block n+1. A plain wgmma_wait<0>() was hoisted by ptxas
       // above the whole softmax (which then ran after PV(n+1) instead of under it); a wait in the
@@ -487,6 +505,32 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         scores_to_p();
       }
       probe.mark(prof::kIterEnd);
+    };
+
+    // One loop with two bodies: a nested plain loop made ptxas serialize the wgmmas of the
+    // one-Q-buffer configs ("insufficient register resources for the wgmma pipeline").
+    int lo = plain_lo(n);
+    bool plain = n > lo;  // block n - 1 runs in the plain body; known a block ahead
+    for (;;) {
+      if (Cfg::kPlainBody && plain) {
+        --n;
+        plain = n > lo;
+        run_block(BlockBody<false>{}, false);
+        continue;
+      }
+      bool new_tile = false;
+      if (--n < walk.t.n_begin) {  // the tile's blocks are all issued: move on to the next tile
+        done = walk.t;
+        if constexpr (Cfg::kQBuffers == 1) break;
+        more = next_keyed_tile();
+        if (!more) break;
+        new_tile = true;
+        n = walk.t.n_end - 1;
+        qs.advance();
+      }
+      run_block(BlockBody<true>{}, new_tile);
+      lo = plain_lo(n);
+      plain = n > lo;
     }
 
     // The run's last PV, then its last tile's output.

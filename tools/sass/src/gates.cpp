@@ -53,6 +53,20 @@ GateResult check(const Rule& rule, const Kernel& k) {
       }
       break;
     }
+    case CheckKind::PipelinedHgmma: {
+      // A pipelined chain of wgmmas closes its group once (gsb0 on its last HGMMA); serialized,
+      // every HGMMA closes one and a WARPGROUP.DEPBAR waits for it before the next.
+      int n = 0, closing = 0;
+      for (const auto& ins : k.code)
+        if (ins.mnemonic.rfind("HGMMA", 0) == 0) {
+          ++n;
+          closing += ins.operands.find("gsb0") != std::string::npos ? 1 : 0;
+        }
+      g.passed = 2 * closing <= n;
+      g.detail = "HGMMA=" + std::to_string(n) + ", closing a group (gsb0)=" + std::to_string(closing) +
+                 " (allowed: <= half; all of them = ptxas serialized the wgmmas)";
+      break;
+    }
     case CheckKind::MaxRegs: {
       const int n = k.resources.registers;
       g.passed = n <= rule.limit;

@@ -67,6 +67,8 @@ Rule parse_line(std::vector<std::string> w, int line, std::string text) {
     r.kind = check == "require-operand" ? CheckKind::RequireOperand : CheckKind::ForbidOperand;
     r.operand_pattern = w[3];
     r.operand = compile(w[3], line);
+  } else if (check == "pipelined-hgmma" && nargs == 0) {
+    r.kind = CheckKind::PipelinedHgmma;
   } else {
     fail("unknown check or wrong argument count");
   }

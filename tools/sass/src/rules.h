@@ -10,6 +10,9 @@
 //            max-regs N         at most N registers per thread
 //            require-operand RE at least one instruction whose operands match RE (e.g. SR_CLOCK)
 //            forbid-operand RE  no instruction whose operands match RE
+//            pipelined-hgmma    at most half of the HGMMAs close a wgmma group (gsb0): ptxas
+//                               serializes every wgmma when it runs short of registers for the
+//                               pipeline (info C7511/C7512, not an error), and each then waits
 //   except   kernels whose demangled name matches are skipped
 //
 // '#' starts a comment.
@@ -26,7 +29,7 @@ struct RuleError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class CheckKind { NoLocal, Require, MaxCount, MaxRegs, RequireOperand, ForbidOperand };
+enum class CheckKind { NoLocal, Require, MaxCount, MaxRegs, RequireOperand, ForbidOperand, PipelinedHgmma };
 
 struct Rule {
   int line = 0;
