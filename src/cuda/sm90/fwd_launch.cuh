@@ -80,7 +80,10 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
 //   at s 1k 0.92-0.97. Causal gained nothing from either then (0.99-1.02); once the one-Q-buffer
 //   tile boundary got cheaper (16-byte O stores, session 6), causal with s_k >= 4096 gained from
 //   the 3-stage ring: s 4k 1.022, 8k 1.026, 16k 1.024 (H100 A/B 2026-11-22, run 3); 176 keys from
-//   s_k = 4096 instead of 8192 lost (s4k 0.980, GQA 0.935).
+//   s_k = 4096 instead of 8192 lost (s4k 0.980, GQA 0.935). Since the plain loop body (pass 22)
+//   causal runs the default 2-stage block stream again: against the 3-stage ring s 4k 1.033, 8k
+//   1.013, 16k 1.006 (H100 A/B 2026-11-22, session 10). Unmasked keeps both alternatives (128 keys
+//   x 3 stages from s_k 8192 instead of 176: 8k 0.986, 16k 0.968, GQA 0.963).
 // - d = 128, narrow local window (left + right <= 64, both bounded): 64 keys, two Q buffers and a
 //   4-stage ring: an m-block sees 3 blocks of 64 (192 keys) instead of 2 of 128, and the producer
 //   runs further ahead: window (64, 0) s 8k 1.06, s 1k 1.11; wider windows lose ((256, 0) and
@@ -99,7 +102,6 @@ constexpr int kDeepMinKeys = 4096;
 constexpr int kShortMaxKeys64 = 1024;
 constexpr int kNarrowWindow128 = 64;
 inline bool unmasked(const cuda_backend::FwdParams& p) { return p.window_left < 0 && p.window_right < 0; }
-inline bool causal(const cuda_backend::FwdParams& p) { return p.window_left < 0 && p.window_right == 0; }
 inline bool narrow_window(const cuda_backend::FwdParams& p) {
   return p.window_left >= 0 && p.window_right >= 0 && p.window_left + p.window_right <= kNarrowWindow128;
 }
@@ -114,7 +116,7 @@ Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   if constexpr (D == 128) {
     if (narrow_window(p)) return launch_cfg<T, FwdConfig<128, 64, 4>>(args, p, stream);
     if (unmasked(p) && p.seqlen_k >= kWideMinKeys) return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
-    if ((unmasked(p) || causal(p)) && p.seqlen_k >= kDeepMinKeys) return launch_cfg<T, FwdConfig<128, 128, 3>>(args, p, stream);
+    if (unmasked(p) && p.seqlen_k >= kDeepMinKeys) return launch_cfg<T, FwdConfig<128, 128, 3>>(args, p, stream);
   }
   return launch_cfg<T, FwdConfig<D>>(args, p, stream);
 }
