@@ -62,8 +62,10 @@ TEST_F(Sm90Fwd, Long4097) {
   run_fwd_case(c);
 }
 
-// d = 128 without a causal or local mask runs the 3-stage ring at s_k >= 4096 and the 176-key tile
-// at s_k >= 8192, causal the 3-stage ring from s_k = 4096 (fwd_launch.cuh): partial last blocks
+// d = 128 without a causal or local mask runs the 176-key tile at s_k >= 8192 (fwd_launch.cuh),
+// the block stream below that and with causal: the plain loop body across tile boundaries, long
+// runs of full blocks, and configs picked by length (up to pass 22 a 3-stage ring ran s_k >= 4096,
+// session 10): partial last blocks
 // (5001, 8193, 9001), GQA, fp16, bottom-right causal with s_q != s_k, varlen whose longest sequence
 // picks the config while the others are short or empty, many tiles per CTA.
 TEST_F(Sm90Fwd, LongUnmaskedKeyConfigs) {
