@@ -17,6 +17,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda/ptx>
+#include <type_traits>
 
 #include "cuda/common/fwd_params.h"
 #include "cuda/common/online_softmax.cuh"
@@ -39,13 +40,6 @@ using cuda_backend::FwdParams;
 
 constexpr int kPingPongBar = 1;  // named barriers 1..3, one per consumer warpgroup (0 is __syncthreads)
 constexpr int kStoreBar = 4;     // 4..6: a warpgroup's O rows are in smem, ready for the TMA store
-
-// Which loop body a KV block runs in (consume): the generic one tests for everything, the plain one
-// for nothing.
-template <bool Generic>
-struct BlockBody {
-  static constexpr bool generic = Generic;
-};
 
 template <class Cfg>
 struct FwdSmem {
@@ -410,12 +404,12 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     // One block of the stream: QK of block n, PV of the block before it. The generic body handles
     // a new tile's first block (new_tile: the previous tile's softmax is finished and its output
     // stored under this block's softmax), the tile's last (its QK frees the Q buffer), softcap and
-    // the mask. The plain body (BlockBody<false>) runs the blocks between, back to back, with none
+    // the mask. The plain body (generic = false) runs the blocks between, back to back, with none
     // of those tests: its loop's only branch on the block is the back edge (FA3 runs masked and
     // unmasked blocks in separate loops too). d128 causal's second warpgroup: 954 static cycles a
     // block against 985 in the generic body (pass 22, docs/notes/fwd-sm90.md).
-    auto run_block = [&](auto body, bool new_tile) {
-      constexpr bool kGeneric = decltype(body)::generic;
+    auto run_block = [&](auto generic, bool new_tile) {
+      constexpr bool kGeneric = decltype(generic)::value;
       probe.mark(prof::kIterBegin);
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
@@ -515,7 +509,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       if (Cfg::kPlainBody && plain) {
         --n;
         plain = n > lo;
-        run_block(BlockBody<false>{}, false);
+        run_block(std::false_type{}, false);
         continue;
       }
       bool new_tile = false;
@@ -528,7 +522,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         n = walk.t.n_end - 1;
         qs.advance();
       }
-      run_block(BlockBody<true>{}, new_tile);
+      run_block(std::true_type{}, new_tile);
       lo = plain_lo(n);
       plain = n > lo;
     }
