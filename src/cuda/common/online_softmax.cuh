@@ -88,6 +88,43 @@ struct OnlineSoftmax {
     }
   }
 
+  // The same step with both rows' maxima reduced before the first exp (FA3's order): the exps of
+  // both rows then run back to back, paced by MUFU alone. For callers with nothing to do between
+  // the rows.
+  template <class Hook = NoHook>
+  __device__ __forceinline__ void step_maxima_first(float (&s)[N / 2], float scale_log2, float (&alpha)[2],
+                                                    Hook&& between_rows = Hook{}) {
+    float m[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float a = s[2 * h], b = s[2 * h + 1];  // two chains per row
+#pragma unroll
+      for (int j = 1; j < N / 8; ++j) {
+        a = fmaxf(a, s[4 * j + 2 * h]);
+        b = fmaxf(b, s[4 * j + 2 * h + 1]);
+      }
+      m[h] = fmaxf(a, b);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float m_scaled = fmaxf(max_scaled[h], quad_max(m[h]) * scale_log2);
+      alpha[h] = fast_exp2(max_scaled[h] - m_scaled);
+      max_scaled[h] = m_scaled;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1) between_rows();
+      float sum;
+#pragma unroll
+      for (int k = 0; k < N / 4; ++k) {
+        float& x = s[4 * (k / 2) + 2 * h + k % 2];
+        x = fast_exp2(fmaf(x, scale_log2, -max_scaled[h]));
+        sum = k == 0 ? x : sum + x;
+      }
+      row_sum[h] = row_sum[h] * alpha[h] + sum;
+    }
+  }
+
   // Final per-row normaliser (0 for rows that kept no key) and natural-log LSE (-inf for those).
   __device__ __forceinline__ void finish(float (&inv)[2], float (&lse)[2]) {
 #pragma unroll

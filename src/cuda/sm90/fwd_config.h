@@ -40,14 +40,15 @@ struct FwdConfig {
   // 24 x 128 + 160 x 384 = 64512 (3 consumers).
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = ConsumerWGs == 2 ? 240 : 160;
-  // Two warpgroups (240 registers) can carry a wait inside another phase: V's wait between the
-  // QK and PV issues, and the PV wait between the softmax rows (fwd_kernel.cuh). Three (160
-  // registers) spilled with either (4 and 28-54 bytes): there each wait keeps its own place.
-  static constexpr bool kWaitsOverlapped = ConsumerWGs == 2;
-  // The blocks that need no mask, softcap or tile bookkeeping run in a loop body of their own
-  // (fwd_kernel.cuh): d128 causal +1%, s4k unmasked +5% (H100 A/B, 2026-11-22). Three warpgroups
-  // (d = 64) measured 1.5-3% slower with it, and keep the one generic body.
-  static constexpr bool kPlainBody = ConsumerWGs == 2;
+  // V's wait between the QK and PV issues (so that it runs while QK is on the tensor cores) fits
+  // in two warpgroups' 240 registers; three (160) spilled 4 bytes with it, and wait before the turn.
+  static constexpr bool kVWaitUnderQK = ConsumerWGs == 2;
+  // Three warpgroups reduce both rows' maxima before the first exp (FA3's order): with the plain
+  // loop body (fwd_kernel.cuh) and the PV wait between the rows' exps, d = 64 ran 2.2-3.6% faster
+  // at s 1k-8k full and causal (H100 A/B 2026-11-22, session 11). The same wait with row 1's max
+  // reduced under row 0's exps (softmax.step) spilled 46 bytes there. Two warpgroups keep
+  // softmax.step: there the overlap saved ~65 static cycles a block (pass 21).
+  static constexpr bool kMaximaFirst = ConsumerWGs == 3;
 };
 
 }  // namespace fastattn::sm90

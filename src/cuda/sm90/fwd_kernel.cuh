@@ -296,7 +296,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // its QK frees the Q buffer (without a TMA store; with one the store frees it).
   auto plain_lo = [&](int n) {
     const FwdTile& t = walk.t;
-    if (!Cfg::kPlainBody || p.softcap != 0.f || n - 1 >= t.full_end) return n;
+    if (p.softcap != 0.f || n - 1 >= t.full_end) return n;
     return max(t.full_begin, t.n_begin + (tma_out ? 0 : 1));
   };
   auto scores_to_p = [&]() {
@@ -426,17 +426,17 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // it (d128 +0.5% against the first-only wait there, H100 A/B 2026-11-22). V is waited for
       // between the two GEMMs, so that its wait runs while QK is on the tensor cores. FA3 does
       // both; measured d128 s8k full +2.5%, GQA +1.7%, s1k +1.6%, the rest +-1% (H100 A/B,
-      // 2026-11-22). Three warpgroups wait for V before the turn (Cfg::kWaitsOverlapped).
+      // 2026-11-22). Three warpgroups wait for V before the turn (Cfg::kVWaitUnderQK).
       const bool waits_tiles = !Cfg::kPingPong || wg == 0 || !kGeneric;
       if (waits_tiles) {
         mbar_wait(&sm.k_full[ps.stage()], ps.phase());
-        if (!Cfg::kWaitsOverlapped) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
+        if (!Cfg::kVWaitUnderQK) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       }
       probe.mark(prof::kTilesReady);
       my_turn();
       probe.mark(prof::kTurnTaken);
       issue_qk(ps.stage());
-      if (Cfg::kWaitsOverlapped && waits_tiles) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
+      if (Cfg::kVWaitUnderQK && waits_tiles) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       issue_pv(prev.stage(), pv_first);
       pv_first = new_tile;
       your_turn(false);
@@ -472,32 +472,22 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // O *= alpha only where a row of this warp has a new max (alpha is exactly 1 otherwise). A
       // fresh tile's alpha is 0 (harmless: its first PV overwrites O).
       auto new_max = [&] { return __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f); };
-      // In both orders a finished tile's O is stored right after the wait (from the previous
-      // tile's Q buffer), spelled out in each: a lambda that captured inv and lse put them on the
-      // stack (d64, three warpgroups).
-      if constexpr (Cfg::kWaitsOverlapped) {
-        // Two warpgroups wait for the PV in the middle of the softmax, between the rows' exps: row
-        // 1's 32 exps (MUFU-paced, 8 cycles each per warp) then share a basic block with the
-        // conversion of P, which used to run after the wait on its own (64 cycles a turn, static).
-        softmax.step(s, p.scale_log2, alpha, [&] {
-          probe.mark(prof::kSoftmaxDone);
-          release_stored_q();
-          wait_pv();
-          if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse);
-        });
-        scores_to_p();
-        if (new_max()) cuda_backend::scale_rows<D>(o, alpha);
-      } else {
-        // Three warpgroups: softmax, vote, wait, rescale, convert.
-        softmax.step(s, p.scale_log2, alpha);
+      // The PV wait sits in the middle of the softmax, between the rows' exps: row 1's 32 exps
+      // (MUFU-paced, 8 cycles each per warp) then share a basic block with the conversion of P,
+      // which used to run after the wait on its own (64 cycles a turn, static). A finished tile's
+      // O is stored right after the wait, from the previous tile's Q buffer.
+      auto between_rows = [&] {
         probe.mark(prof::kSoftmaxDone);
         release_stored_q();
-        const bool rescale = new_max();
         wait_pv();
         if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse);
-        if (rescale) cuda_backend::scale_rows<D>(o, alpha);
-        scores_to_p();
-      }
+      };
+      if constexpr (Cfg::kMaximaFirst)
+        softmax.step_maxima_first(s, p.scale_log2, alpha, between_rows);
+      else
+        softmax.step(s, p.scale_log2, alpha, between_rows);
+      scores_to_p();
+      if (new_max()) cuda_backend::scale_rows<D>(o, alpha);
       probe.mark(prof::kIterEnd);
     };
 
@@ -506,7 +496,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     int lo = plain_lo(n);
     bool plain = n > lo;  // block n - 1 runs in the plain body; known a block ahead
     for (;;) {
-      if (Cfg::kPlainBody && plain) {
+      if (plain) {
         --n;
         plain = n > lo;
         run_block(std::false_type{}, false);
