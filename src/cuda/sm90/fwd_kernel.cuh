@@ -132,10 +132,19 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     for (int a = 0; a < Cfg::kAtoms; ++a)
       tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, row, t.kv_head, t.seq.batch_coord, full);
   };
+  // K runs one block ahead of V (FA3's order): K(n - 1) waits only for QK(n + 1) to free its slot,
+  // not behind V(n), whose slot frees later (after PV(n + 2)). Both rings advance once per block,
+  // so K(n) and V(n) share a stage index, as the consumers expect.
+  auto row_of = [&](int n) { return t.seq.k_offset + n * Cfg::kBlockN; };
+  PipeState<Cfg::kStages> pk = ps;
+  load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(t.n_end - 1));
+  pk.advance();
   for (int n = t.n_end - 1; n >= t.n_begin; --n, ps.advance()) {
-    const int row = t.seq.k_offset + n * Cfg::kBlockN;
-    load_tile(tk, sm.k[ps.stage()], &sm.k_empty[ps.stage()], &sm.k_full[ps.stage()], ps.phase(), row);
-    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row);
+    if (n > t.n_begin) {
+      load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(n - 1));
+      pk.advance();
+    }
+    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(n));
   }
 }
 
