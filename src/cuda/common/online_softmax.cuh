@@ -89,8 +89,9 @@ struct OnlineSoftmax {
   }
 
   // The same step with both rows' maxima reduced before the first exp (FA3's order): the exps of
-  // both rows then run back to back, paced by MUFU alone. For callers with nothing to do between
-  // the rows.
+  // both rows then run back to back, paced by MUFU alone, with `between_rows` between them. The
+  // sm90 forward uses it on three warpgroups (d = 64), whose MUFU is shared by two softmaxes at once
+  // (FwdConfig::kMaximaFirst).
   template <class Hook = NoHook>
   __device__ __forceinline__ void step_maxima_first(float (&s)[N / 2], float scale_log2, float (&alpha)[2],
                                                     Hook&& between_rows = Hook{}) {
