@@ -72,19 +72,10 @@ struct OnlineSoftmax {
       float m = after_row0;
 #pragma unroll
       for (int j = 0; j < N / 8; ++j) m = fmaxf(m, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      const float m_scaled = fmaxf(max_scaled[h], quad_max(m) * scale_log2);
-      alpha[h] = fast_exp2(max_scaled[h] - m_scaled);
-      max_scaled[h] = m_scaled;
+      take_max(h, m, scale_log2, alpha);
       if (h == 1) between_rows();
-      float sum;
-#pragma unroll
-      for (int k = 0; k < N / 4; ++k) {
-        float& x = s[4 * (k / 2) + 2 * h + k % 2];
-        x = fast_exp2(fmaf(x, scale_log2, -m_scaled));
-        sum = k == 0 ? x : sum + x;
-        if (h == 0 && k == 0) after_row0 = neutral_for_max(x);
-      }
-      row_sum[h] = row_sum[h] * alpha[h] + sum;
+      exp_row(s, h, scale_log2, alpha);
+      if (h == 0) after_row0 = neutral_for_max(s[0]);  // row 0's first exp
     }
   }
 
@@ -106,24 +97,30 @@ struct OnlineSoftmax {
       }
       m[h] = fmaxf(a, b);
     }
+    take_max(0, m[0], scale_log2, alpha);
+    take_max(1, m[1], scale_log2, alpha);
+    exp_row(s, 0, scale_log2, alpha);
+    between_rows();
+    exp_row(s, 1, scale_log2, alpha);
+  }
+
+  // Row h's new running max from this thread's max m of its scores: alpha[h] and max_scaled[h].
+  __device__ __forceinline__ void take_max(int h, float m, float scale_log2, float (&alpha)[2]) {
+    const float m_scaled = fmaxf(max_scaled[h], quad_max(m) * scale_log2);
+    alpha[h] = fast_exp2(max_scaled[h] - m_scaled);
+    max_scaled[h] = m_scaled;
+  }
+
+  // Row h's scores to exp2(scale_log2 * s - max), added to its rescaled running sum.
+  __device__ __forceinline__ void exp_row(float (&s)[N / 2], int h, float scale_log2, const float (&alpha)[2]) {
+    float sum;
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float m_scaled = fmaxf(max_scaled[h], quad_max(m[h]) * scale_log2);
-      alpha[h] = fast_exp2(max_scaled[h] - m_scaled);
-      max_scaled[h] = m_scaled;
+    for (int k = 0; k < N / 4; ++k) {
+      float& x = s[4 * (k / 2) + 2 * h + k % 2];
+      x = fast_exp2(fmaf(x, scale_log2, -max_scaled[h]));
+      sum = k == 0 ? x : sum + x;
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (h == 1) between_rows();
-      float sum;
-#pragma unroll
-      for (int k = 0; k < N / 4; ++k) {
-        float& x = s[4 * (k / 2) + 2 * h + k % 2];
-        x = fast_exp2(fmaf(x, scale_log2, -max_scaled[h]));
-        sum = k == 0 ? x : sum + x;
-      }
-      row_sum[h] = row_sum[h] * alpha[h] + sum;
-    }
+    row_sum[h] = row_sum[h] * alpha[h] + sum;
   }
 
   // Final per-row normaliser (0 for rows that kept no key) and natural-log LSE (-inf for those).
