@@ -214,6 +214,13 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
 // warpgroups taking turns to issue (InterWG ping-pong). Where block n is the first of a new
 // tile, that iteration also closes the previous tile: its softmax state is finished before the
 // new tile's first softmax step, and its O is stored once its last PV has retired.
+// This thread's consumer warpgroup (0, 1, 2), read from %tid.x at each use (volatile).
+__device__ __forceinline__ int consumer_warpgroup() {
+  int t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t / 128 - 1;
+}
+
 template <class T, class Cfg>
 __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, const CUtensorMap* to, int wg) {
   constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
@@ -278,34 +285,39 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     }
     q_pending = -1;
   };
-  // Softcap, then the keep-bit mask on partial tiles only. The mask sees this thread's rows' query
-  // positions: m0 + row and + 8, or packed, the rows' positions within their heads.
-  auto shape_scores = [&](int n) {
+  // The keep-bit mask of block n. It sees this thread's rows' query positions: m0 + row and + 8,
+  // or packed, the rows' positions within their heads.
+  auto mask_scores = [&](int n) {
     const FwdTile& t = walk.t;
     const int row0 = t.m0 + (row_in_tile & p.row_pos_mask), row1 = row0 + p.row8_step;
+    const int n0 = n * N;
+#ifdef FASTATTN_MASK_PLAIN
+    cuda_backend::apply_window_plain<N, 0>(s, t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
+    cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col);
+#else
+    cuda_backend::apply_keep_bits<N, 0>(
+        s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
+    cuda_backend::apply_keep_bits<N, 1>(
+        s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
+#endif
+  };
+  // Softcap, then the mask on partial tiles only.
+  auto shape_scores = [&](int n) {
+    const FwdTile& t = walk.t;
     if (p.softcap != 0.f) {
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = p.softcap * tanhf(s[i] * p.softcap_in);
     }
-    if (!t.block_full(n)) {
-      const int n0 = n * N;
-#ifdef FASTATTN_MASK_PLAIN
-      cuda_backend::apply_window_plain<N, 0>(s, t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
-      cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col);
-#else
-      cuda_backend::apply_keep_bits<N, 0>(
-          s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
-      cuda_backend::apply_keep_bits<N, 1>(
-          s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
-#endif
-    }
+    if (!t.block_full(n)) mask_scores(n);
   };
   // After block n (scores in s): blocks n - 1 down to the returned one run in the plain loop body
-  // (none when it is n): full blocks (no mask), no softcap, and not the tile's last block where
-  // its QK frees the Q buffer (without a TMA store; with one the store frees it).
+  // (none when it is n): full blocks (no mask), or with Cfg::kMaskInPlainBody also the partial
+  // blocks above the full ones (the causal diagonal, a window's right edge); no softcap, and not
+  // the tile's last block where its QK frees the Q buffer (without a TMA store; with one the
+  // store frees it).
   auto plain_lo = [&](int n) {
     const FwdTile& t = walk.t;
-    if (p.softcap != 0.f || n - 1 >= t.full_end) return n;
+    if (p.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= t.full_end)) return n;
     return max(t.full_begin, t.n_begin + (tma_out ? 0 : 1));
   };
   auto scores_to_p = [&]() {
@@ -462,7 +474,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         softmax.finish(inv, lse);
         softmax = cuda_backend::OnlineSoftmax<N>{};
       }
-      if constexpr (kGeneric) shape_scores(n);
+      if constexpr (kGeneric)
+        shape_scores(n);
+      else if constexpr (Cfg::kMaskInPlainBody)
+        if (n >= walk.t.full_end) mask_scores(n);
       probe.mark(prof::kMasked);
       // PV(n+1) retires: O is complete for block n+1. A plain wgmma_wait<0>() was hoisted by ptxas
       // above the whole softmax (which then ran after PV(n+1) instead of under it); a wait in the
@@ -527,6 +542,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     }
 
     // The run's last PV, then its last tile's output.
+    if constexpr (Cfg::kMaskInPlainBody)
+      wg = consumer_warpgroup();  // afresh: kept across the loop, a copy spilled 4 bytes (d = 64)
     mbar_wait(&sm.v_full[ps.stage()], ps.phase());
     my_turn();
     issue_pv(ps.stage(), pv_first);
