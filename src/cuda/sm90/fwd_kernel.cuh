@@ -209,18 +209,19 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
   }
 }
 
-// One consumer warpgroup: 64 query rows of every tile of this CTA's walk, as one stream of KV
-// blocks. Each iteration issues QK of block n and PV of the block before it (IntraWG overlap), the
-// warpgroups taking turns to issue (InterWG ping-pong). Where block n is the first of a new
-// tile, that iteration also closes the previous tile: its softmax state is finished before the
-// new tile's first softmax step, and its O is stored once its last PV has retired.
-// This thread's consumer warpgroup (0, 1, 2), read from %tid.x at each use (volatile).
+// This thread's consumer warpgroup (0, 1, 2), read from %tid.x at each use (volatile):
+// the kernel's warp / 4 - 1, which the consumer gets as `wg`.
 __device__ __forceinline__ int consumer_warpgroup() {
   int t;
   asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
   return t / 128 - 1;
 }
 
+// One consumer warpgroup: 64 query rows of every tile of this CTA's walk, as one stream of KV
+// blocks. Each iteration issues QK of block n and PV of the block before it (IntraWG overlap), the
+// warpgroups taking turns to issue (InterWG ping-pong). Where block n is the first of a new
+// tile, that iteration also closes the previous tile: its softmax state is finished before the
+// new tile's first softmax step, and its O is stored once its last PV has retired.
 template <class T, class Cfg>
 __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, const CUtensorMap* to, int wg) {
   constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
@@ -427,7 +428,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     // stored under this block's softmax), the tile's last (its QK frees the Q buffer), softcap and
     // the mask. The plain body (generic = false) runs the blocks between, back to back, with none
     // of those tests: its loop's only branch on the block is the back edge (FA3 runs masked and
-    // unmasked blocks in separate loops too). d128 causal's second warpgroup: 954 static cycles a
+    // unmasked blocks in separate loops too), except that with Cfg::kMaskInPlainBody it also
+    // masks the partial blocks above the full range, after one comparison per block. d128 causal's second warpgroup: 954 static cycles a
     // block against 985 in the generic body (pass 22, docs/notes/fwd-sm90.md).
     auto run_block = [&](auto generic, bool new_tile) {
       constexpr bool kGeneric = decltype(generic)::value;
@@ -476,8 +478,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       }
       if constexpr (kGeneric)
         shape_scores(n);
-      else if constexpr (Cfg::kMaskInPlainBody)
-        if (n >= walk.t.full_end) mask_scores(n);
+      else if constexpr (Cfg::kMaskInPlainBody) {
+        if (n >= walk.t.full_end) mask_scores(n);  // plain blocks are >= full_begin (plain_lo)
+      }
       probe.mark(prof::kMasked);
       // PV(n+1) retires: O is complete for block n+1. A plain wgmma_wait<0>() was hoisted by ptxas
       // above the whole softmax (which then ran after PV(n+1) instead of under it); a wait in the
