@@ -429,8 +429,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     // the mask. The plain body (generic = false) runs the blocks between, back to back, with none
     // of those tests: its loop's only branch on the block is the back edge (FA3 runs masked and
     // unmasked blocks in separate loops too), except that with Cfg::kMaskInPlainBody it also
-    // masks the partial blocks above the full range, after one comparison per block. d128 causal's second warpgroup: 954 static cycles a
-    // block against 985 in the generic body (pass 22, docs/notes/fwd-sm90.md).
+    // masks the partial blocks above the full range, after one comparison per block. d128
+    // causal's second warpgroup: 954 static cycles a block against 985 in the generic body
+    // (pass 22, docs/notes/fwd-sm90.md).
     auto run_block = [&](auto generic, bool new_tile) {
       constexpr bool kGeneric = decltype(generic)::value;
       probe.mark(prof::kIterBegin);
