@@ -177,6 +177,12 @@ TEST(GqaPack, TilesAndRowMapsCoverEveryRowOnce) {
       ASSERT_EQ(p.m_blocks, (p.seqlen_q + 127) / 128) << at;
       ASSERT_EQ(tiles, int64_t(p.m_blocks) * p.heads_q * p.batch) << at;
       ASSERT_EQ(p.heavy_first, causal ? 1 : 0) << at;
+      // Causal: the rows that round s_q up to whole m-blocks pad the first m-block (its m0 is
+      // -pad), so the last ends at row s_q; varlen leaves the count to each sequence (-1).
+      ASSERT_EQ(p.first_block_pad, causal ? p.m_blocks * 128 - p.seqlen_q : 0) << at;
+      ASSERT_LT(p.first_block_pad, 128) << at;
+      set_tile_space(p, true);
+      ASSERT_EQ(p.first_block_pad, causal ? -1 : 0) << at;
       // The same tile space on 192-row tiles (three consumer warpgroups): only the m-blocks change.
       // An unpacked tile row r is position m0 + r, also for r in [128, 192).
       const int64_t tiles192 = set_tile_space(p, false, 192);
@@ -184,10 +190,12 @@ TEST(GqaPack, TilesAndRowMapsCoverEveryRowOnce) {
       ASSERT_EQ(tiles192, int64_t(p.m_blocks) * p.heads_q * p.batch) << at;
       ASSERT_EQ(p.pack_rows, 0) << at;
       ASSERT_EQ(p.heavy_first, causal ? 1 : 0) << at;
+      ASSERT_EQ(p.first_block_pad, causal ? p.m_blocks * 192 - p.seqlen_q : 0) << at;
       for (int t = 0; t < 192; ++t) ASSERT_EQ((t & p.row_pos_mask) + (t >> p.row_head_shift), t) << at;
       continue;
     }
     ASSERT_EQ(p.heavy_first, 0) << at;
+    ASSERT_EQ(p.first_block_pad, 0) << at;
     const int r = p.pack_rows;
     std::vector<int> seen(size_t(p.batch * p.heads_q * p.seqlen_q), 0);
     for (int id = 0; id < p.tiles; ++id) {

@@ -60,6 +60,11 @@ TEST_F(Sm90Fwd, Long4097) {
   FwdCase c = base(DType::F16, 64, 1000, 4097);
   c.hq = c.hkv = 1;
   run_fwd_case(c);
+  // Causal d = 64 on 192-row tiles with the padding in the first m-block (rows -32..159).
+  FwdCase pad = base(DType::BF16, 64, 4000, 4000);
+  pad.hq = pad.hkv = 1;
+  pad.causal = true;
+  run_fwd_case(pad);
 }
 
 // d = 128 without a causal or local mask runs the 176-key tile at s_k >= 8192 (fwd_launch.cuh),
@@ -97,8 +102,9 @@ TEST_F(Sm90Fwd, LongUnmaskedKeyConfigs) {
 
 // d = 64 runs three consumer warpgroups on 192-row tiles, except GQA packing and causal/local with
 // s_k <= 1024 (fwd_launch.cuh): masks on 192-row tiles (bottom-right causal with s_q != s_k, a
-// two-sided window, seqused), partial last m-blocks (193, 1000), GQA, fp16, varlen with a sequence
-// long enough to pick the config, and many tiles per CTA.
+// two-sided window, seqused), partial m-blocks (193, 1000; causal ones pad the first m-block, whose
+// Q rows then start above the sequence: TMA zero fill, or varlen, the previous sequence's rows),
+// GQA, fp16, varlen with a sequence long enough to pick the config, and many tiles per CTA.
 TEST_F(Sm90Fwd, ThreeConsumerWarpgroupsD64) {
   FwdCase causal = base(DType::BF16, 64, 1000, 1500);
   causal.causal = true;

@@ -31,6 +31,11 @@ import tempfile
 HEADLINE = [
     ("duration (us)", "gpu__time_duration.sum"),
     ("SM cycles", "sm__cycles_elapsed.avg"),
+    # The spread of the SMs' busy cycles shows the schedule's tail: a static tile schedule leaves
+    # SMs idle once their share is done (1 - avg / max is the idle fraction of the busiest's time).
+    ("SM active cycles, min over SMs", "sm__cycles_active.min"),
+    ("SM active cycles, mean over SMs", "sm__cycles_active.avg"),
+    ("SM active cycles, max over SMs", "sm__cycles_active.max"),
     ("tensor pipe active, % of peak (hmma pipe, counts wgmma)",
      "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed"),
     ("tensor pipe active, % of peak (all tensor pipes)", "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed"),

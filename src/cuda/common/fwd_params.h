@@ -55,6 +55,14 @@ struct FwdParams {
   int row8_step = 8;          // position of a thread's second row (tile row + 8) minus its first's:
                               // 0 when R <= 8 (row + 8 is another head at the same position)
   int heavy_first = 0;        // visit tiles longest first (causal); see sched/tile_order.cuh
+  // Causal (heavy_first): a sequence's padding rows (rows_q not a multiple of the tile's rows) go
+  // to its first m-block, which sees the fewest keys, instead of its last, which sees them all:
+  // d = 64's 192-row tiles at s = 4096 then run 363 KV blocks per head instead of 384 (H100 A/B
+  // 2026-11-22: s 2k 1.05, s 4k 1.04-1.05, s 8k 1.00-1.01). The padding rows of every sequence, or
+  // -1: each sequence's own, (tile rows - rows_q % tile rows) % tile rows (varlen); 0 = none.
+  // Off with the TMA store of O: a store box starting above row 0 is an illegal instruction
+  // (GPU tests, d = 96 causal s_q = 200). Local windows gain nothing (equal key counts per m-block).
+  int first_block_pad = 0;
   int section_slots = 1;      // heavy_first: (batch, head) slots per L2 section (sched/causal_sections.h)
   TileDivisors div;           // the kernel's tile-order divisors (tile_divisors(), at launch)
 };

@@ -24,11 +24,12 @@ inline double schedule_imbalance(const FwdParams& p, int ctas, int block_rows) {
   std::vector<int64_t> load(size_t(ctas), 0);
   int64_t total = 0;
   const TileDivisors div = tile_divisors(p);
+  const int64_t pad = std::max(p.first_block_pad, 0);  // varlen (-1): the simulation's lengths are nominal anyway
   for (int64_t r = 0; r * ctas < p.tiles; ++r) {
     for (int c = 0; c < ctas; ++c) {
       const int id = tile_of_round(int(r), c, ctas);
       if (id >= p.tiles) continue;
-      const int64_t last_key = int64_t(tile_coord(p, div, id).m_block + 1) * block_rows + (p.seqlen_k - p.seqlen_q);
+      const int64_t last_key = int64_t(tile_coord(p, div, id).m_block + 1) * block_rows - pad + (p.seqlen_k - p.seqlen_q);
       const int64_t keys = std::clamp<int64_t>(last_key, 0, p.seqlen_k);
       load[size_t(c)] += keys;
       total += keys;

@@ -77,12 +77,16 @@ struct FwdTile {
   __device__ __forceinline__ bool block_full(int n) const { return n >= full_begin && n < full_end; }
 };
 
+// With FwdParams::first_block_pad a sequence's padding rows (rows_q not a multiple of kBlockM) sit
+// in its first m-block, whose m0 is then negative: Q rows above the sequence come in as TMA zero
+// fill or another sequence's rows, are masked like any row, and are never stored.
 template <class Cfg>
 __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   const cuda_backend::TileCoord c = cuda_backend::tile_coord(p, p.div, id);
   cuda_backend::SeqInfo seq(p, c.batch);
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.window_left, p.window_right};
-  FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM, 0, 0, 0, 0, 0};
+  const int pad = p.first_block_pad >= 0 ? p.first_block_pad : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
+  FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, 0, 0, 0, 0};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
   if (t.m0 < t.m1) {
     mask.tile_range(t.m0, t.m1, Cfg::kBlockN, t.n_begin, t.n_end);
@@ -176,7 +180,7 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
       inv[h] = 0.f;
       lse[h] = -INFINITY;
     }
-    const bool keep = r < e.seq.rows_q && g < heads;
+    const bool keep = unsigned(r) < unsigned(e.seq.rows_q) && g < heads;  // r < 0: first_block_pad
     const int64_t head = e.head + g;
     T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (e.seq.q_offset + r) * p.out_stride_s +
              head * p.out_stride_h;
@@ -336,7 +340,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         inv[h] = 0.f;
         lse[h] = -INFINITY;
       }
-      if (p.lse != nullptr && quad_col == 0 && row < e.seq.rows_q)
+      if (p.lse != nullptr && quad_col == 0 && unsigned(row) < unsigned(e.seq.rows_q))  // row < 0: first_block_pad
         p.lse[int64_t(e.seq.batch_coord) * p.lse_stride_b + int64_t(e.head) * p.lse_stride_h +
               int64_t(e.seq.q_offset + row) * p.lse_stride_s] = lse[h];
     }
