@@ -29,7 +29,8 @@ inline double schedule_imbalance(const FwdParams& p, int ctas, int block_rows) {
     for (int c = 0; c < ctas; ++c) {
       const int id = tile_of_round(int(r), c, ctas);
       if (id >= p.tiles) continue;
-      const int64_t last_key = int64_t(tile_coord(p, div, id).m_block + 1) * block_rows - pad + (p.seqlen_k - p.seqlen_q);
+      const int64_t last_key =
+          int64_t(tile_coord(p, div, id).m_block + 1) * block_rows - pad + (p.seqlen_k - p.seqlen_q);
       const int64_t keys = std::clamp<int64_t>(last_key, 0, p.seqlen_k);
       load[size_t(c)] += keys;
       total += keys;

@@ -85,7 +85,8 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   const cuda_backend::TileCoord c = cuda_backend::tile_coord(p, p.div, id);
   cuda_backend::SeqInfo seq(p, c.batch);
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.window_left, p.window_right};
-  const int pad = p.first_block_pad >= 0 ? p.first_block_pad : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
+  const int pad =
+      p.first_block_pad >= 0 ? p.first_block_pad : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
   FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, 0, 0, 0, 0};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
   if (t.m0 < t.m1) {
