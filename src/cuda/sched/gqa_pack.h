@@ -68,9 +68,9 @@ inline int64_t set_tile_space(FwdParams& p, bool varlen, int tile_rows = kTileRo
     p.head_slots = p.heads_q;
   }
   p.batch_heads = int(int64_t(p.head_slots) * p.batch);  // the caller's tile check bounds it
-  // Causal: a tile's work grows with its m-block (packed tiles are all one m-block).
+  // Causal: a tile's work grows with its m-block (packed tiles are all one m-block), so the padding
+  // rows go to the first, the lightest (FwdParams::first_block_pad).
   p.heavy_first = pack.rows == 0 && p.window_left < 0 && p.window_right >= 0;
-  // Causal m-blocks grow with their index: the padding rows go to the first (FwdParams).
   p.first_block_pad = !p.heavy_first ? 0 : varlen ? -1 : p.m_blocks * tile_rows - p.seqlen_q;
   return int64_t(p.m_blocks) * p.head_slots * p.batch;
 }
