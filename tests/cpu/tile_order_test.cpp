@@ -27,6 +27,7 @@ FwdParams shape(int batch, int heads_q, int heads_kv, int m_blocks, bool causal,
   p.batch_heads = batch * heads_q;
   p.tiles = m_blocks * p.batch_heads;
   p.heavy_first = causal ? 1 : 0;
+  p.window_right = causal ? 0 : -1;
   p.section_slots = section;
   p.seqlen_q = p.seqlen_k = m_blocks * 128;
   return p;
@@ -124,6 +125,55 @@ TEST(CausalSections, ChosenWidthNeverWorseThanPlainByMoreThanTwoPercent) {
   }
 }
 
+// Unmasked d = 64 (192-row tiles) at b = 16k / s, h = 32, 132 CTAs, 50 MB of L2: the partial
+// m-block leaves warpgroups idle, so its tile is light.
+FwdParams unmasked_d64(int s) {
+  FwdParams p;
+  p.batch = 16384 / s;
+  p.heads_q = p.heads_kv = 32;
+  p.q_per_kv = 1;
+  p.seqlen_q = p.seqlen_k = s;
+  p.tiles = int(set_tile_space(p, false, 192));
+  return p;
+}
+
+TEST(UnmaskedSections, LightTilesLastWhereThatBalancesBetter) {
+  for (int s : {1024, 2048, 4096}) {
+    FwdParams p = unmasked_d64(s);
+    ASSERT_EQ(p.heavy_first, 1) << s;
+    ASSERT_EQ(p.first_block_pad, p.m_blocks * 192 - s) << s;
+    const int64_t kv = int64_t(s) * 128 * 2;
+    const int w = choose_section_slots(p, 132, 192, kv, 50 << 20);
+    ASSERT_GE(w, 1) << s;
+    EXPECT_LE(w * kv, 25 << 20) << s;  // half the L2
+    FwdParams inner = p;
+    inner.heavy_first = 0;
+    inner.first_block_pad = 0;
+    p.section_slots = w;
+    // s = 1k: 1.115 -> 1.027, 4k: 1.053 -> 1.031 (max over mean CTA work)
+    EXPECT_LT(schedule_imbalance(p, 132, 192), schedule_imbalance(inner, 132, 192) - 0.005) << s;
+    // The light (first) m-block of each slot comes after its others.
+    std::vector<int> last_full(size_t(p.batch_heads), -1), light(size_t(p.batch_heads), -1);
+    for (int id = 0; id < p.tiles; ++id) {
+      const TileCoord c = tile_coord(p, id);
+      const size_t slot = size_t(c.batch * p.heads_q + c.head);
+      (c.m_block == 0 ? light[slot] : last_full[slot]) = id;
+    }
+    for (size_t i = 0; i < light.size(); ++i) ASSERT_GT(light[i], last_full[i]) << s << " slot " << i;
+  }
+}
+
+TEST(UnmaskedSections, DefaultOrderWhereSectionsDoNotHelp) {
+  for (int s : {8192, 16384}) {  // the tail is one whole tile either way
+    const FwdParams p = unmasked_d64(s);
+    ASSERT_EQ(p.heavy_first, 1) << s;
+    EXPECT_EQ(choose_section_slots(p, 132, 192, int64_t(s) * 256, 50 << 20), 0) << s;
+  }
+  FwdParams p = unmasked_d64(4032);  // 21 whole m-blocks: no padding, the default order
+  EXPECT_EQ(p.heavy_first, 0);
+  EXPECT_EQ(p.first_block_pad, 0);
+}
+
 TEST(GqaPack, Rule) {
   for (bool varlen : {false, true})
     for (int q_per_kv = 1; q_per_kv <= 40; ++q_per_kv)
@@ -176,12 +226,17 @@ TEST(GqaPack, TilesAndRowMapsCoverEveryRowOnce) {
     if (p.pack_rows == 0) {
       ASSERT_EQ(p.m_blocks, (p.seqlen_q + 127) / 128) << at;
       ASSERT_EQ(tiles, int64_t(p.m_blocks) * p.heads_q * p.batch) << at;
-      ASSERT_EQ(p.heavy_first, causal ? 1 : 0) << at;
-      // Causal: the rows that round s_q up to whole m-blocks pad the first m-block (its m0 is
-      // -pad), so the last ends at row s_q; varlen leaves the count to each sequence (-1).
-      ASSERT_EQ(p.first_block_pad, causal ? p.m_blocks * 128 - p.seqlen_q : 0) << at;
+      // Longest first: causal, or unmasked with a whole idle warpgroup (64 rows) of padding.
+      const int pad128 = p.m_blocks * 128 - p.seqlen_q;
+      const bool heavy128 = causal || pad128 >= 64;
+      ASSERT_EQ(p.heavy_first, heavy128 ? 1 : 0) << at;
+      // The rows that round s_q up to whole m-blocks pad the first m-block (its m0 is -pad), so
+      // the last ends at row s_q; varlen leaves the count to each sequence (-1), and is longest
+      // first only when causal.
+      ASSERT_EQ(p.first_block_pad, heavy128 ? pad128 : 0) << at;
       ASSERT_LT(p.first_block_pad, 128) << at;
       set_tile_space(p, true);
+      ASSERT_EQ(p.heavy_first, causal ? 1 : 0) << at;
       ASSERT_EQ(p.first_block_pad, causal ? -1 : 0) << at;
       // The same tile space on 192-row tiles (three consumer warpgroups): only the m-blocks change.
       // An unpacked tile row r is position m0 + r, also for r in [128, 192).
@@ -189,8 +244,10 @@ TEST(GqaPack, TilesAndRowMapsCoverEveryRowOnce) {
       ASSERT_EQ(p.m_blocks, (p.seqlen_q + 191) / 192) << at;
       ASSERT_EQ(tiles192, int64_t(p.m_blocks) * p.heads_q * p.batch) << at;
       ASSERT_EQ(p.pack_rows, 0) << at;
-      ASSERT_EQ(p.heavy_first, causal ? 1 : 0) << at;
-      ASSERT_EQ(p.first_block_pad, causal ? p.m_blocks * 192 - p.seqlen_q : 0) << at;
+      const int pad192 = p.m_blocks * 192 - p.seqlen_q;
+      const bool heavy192 = causal || pad192 >= 64;
+      ASSERT_EQ(p.heavy_first, heavy192 ? 1 : 0) << at;
+      ASSERT_EQ(p.first_block_pad, heavy192 ? pad192 : 0) << at;
       for (int t = 0; t < 192; ++t) ASSERT_EQ((t & p.row_pos_mask) + (t >> p.row_head_shift), t) << at;
       continue;
     }

@@ -54,8 +54,9 @@ struct FwdParams {
   int row_head_shift = 8;     // log2(R) when packed
   int row8_step = 8;          // position of a thread's second row (tile row + 8) minus its first's:
                               // 0 when R <= 8 (row + 8 is another head at the same position)
-  int heavy_first = 0;        // visit tiles longest first (causal); see sched/tile_order.cuh
-  // Causal (heavy_first): a sequence's padding rows (rows_q not a multiple of the tile's rows) go
+  int heavy_first = 0;        // visit tiles longest first (causal, or unmasked with an idle warpgroup's
+                              // worth of padding); see sched/tile_order.cuh and sched/gqa_pack.h
+  // heavy_first: a sequence's padding rows (rows_q not a multiple of the tile's rows) go
   // to its first m-block, which sees the fewest keys, instead of its last, which sees them all:
   // d = 64's 192-row tiles at s = 4096 then run 363 KV blocks per head instead of 384 (H100 A/B
   // 2026-11-22: s 2k 1.05, s 4k 1.04-1.05, s 8k 1.00-1.03). The padding rows of every sequence, or

@@ -18,36 +18,76 @@
 
 namespace fastattn::cuda_backend {
 
-// Max over mean of the CTAs' work (keys seen by their tiles' rows, for an aligned causal mask)
-// under the static schedule of `p` over `ctas` CTAs.
+// A tile's modeled time relative to a full one when only `live` of its `wgs` 64-row warpgroups
+// have rows: the kernel skips the others' GEMMs (sm90/fwd_kernel.cuh, idle tiles), and a
+// warpgroup alone runs its QK latency plus its softmax per block instead of sharing the tensor
+// cores: about half a full block at d = 64 (QK ~256 + softmax ~550 cycles against 3 x 512).
+constexpr double kLoneWarpgroupShare = 0.55;
+inline double live_share(int live, int wgs) {
+  return std::max(double(live) / double(wgs), live < wgs ? kLoneWarpgroupShare : 1.0);
+}
+
+// Max over mean of the CTAs' work under the static schedule of `p` over `ctas` CTAs: per tile,
+// the keys its last row sees (all of them unless causal; an aligned causal mask) times its share
+// of working warpgroups (live_share; padding rows are first_block_pad's, fixed length).
 inline double schedule_imbalance(const FwdParams& p, int ctas, int block_rows) {
-  std::vector<int64_t> load(size_t(ctas), 0);
-  int64_t total = 0;
+  std::vector<double> load(size_t(ctas), 0.0);
+  double total = 0;
   const TileDivisors div = tile_divisors(p);
   const int64_t pad = std::max(p.first_block_pad, 0);  // varlen (-1): the simulation's lengths are nominal anyway
+  const bool causal = p.window_right >= 0;
+  const int wgs = std::max(1, block_rows / 64);
   for (int64_t r = 0; r * ctas < p.tiles; ++r) {
     for (int c = 0; c < ctas; ++c) {
       const int id = tile_of_round(int(r), c, ctas);
       if (id >= p.tiles) continue;
-      const int64_t last_key =
-          int64_t(tile_coord(p, div, id).m_block + 1) * block_rows - pad + (p.seqlen_k - p.seqlen_q);
-      const int64_t keys = std::clamp<int64_t>(last_key, 0, p.seqlen_k);
-      load[size_t(c)] += keys;
-      total += keys;
+      const int64_t m0 = int64_t(tile_coord(p, div, id).m_block) * block_rows - pad;
+      const int64_t last_key = m0 + block_rows + (p.seqlen_k - p.seqlen_q);
+      const int64_t keys = causal ? std::clamp<int64_t>(last_key, 0, p.seqlen_k) : p.seqlen_k;
+      // warpgroups holding a row of [0, seqlen_q)
+      const int64_t lo = std::max<int64_t>(m0, 0), hi = std::min<int64_t>(m0 + block_rows, p.seqlen_q);
+      const int live = hi > lo ? int((hi - 1 - m0) / 64 - (lo - m0) / 64 + 1) : 0;
+      const double work = double(keys) * live_share(live, wgs);
+      load[size_t(c)] += work;
+      total += work;
     }
   }
   if (total == 0) return 1.0;
-  return double(*std::max_element(load.begin(), load.end())) * ctas / double(total);
+  return *std::max_element(load.begin(), load.end()) * ctas / total;
 }
 
-// p.section_slots for a causal launch over `ctas` CTAs (p.batch_heads when p is not heavy_first,
+// p.section_slots for a longest-first launch over `ctas` CTAs (p.batch_heads when p is not heavy_first,
 // when everything fits, or when no narrower section balances). Costs up to 32 schedule
 // simulations of p.tiles steps each: callers cache it.
+//
+// Unmasked (heavy_first for a light first m-block, sched/gqa_pack.h): the sections must fit half
+// the L2 (every tile of a slot reads all its K/V, and the order without sections reads ~G slots'
+// K/V at once: d = 64 s = 4k, 132 MB); the most balanced width there (the widest of equals), or 0
+// when none beats the default order (m-block innermost, padding last) by 0.5%: the caller then
+// drops the longest-first order (d = 64 s = 8k, 16k: the tail is a whole tile either way).
 inline int choose_section_slots(FwdParams p, int ctas, int block_rows, int64_t kv_bytes_per_slot,
                                 int64_t l2_bytes) {
   const int all = p.batch_heads;
   if (!p.heavy_first || all <= 1 || ctas <= 0) return std::max(all, 1);
   const int64_t fit = std::max<int64_t>(1, (l2_bytes / 2) / std::max<int64_t>(1, kv_bytes_per_slot));
+  if (p.window_right < 0) {
+    FwdParams inner = p;
+    inner.heavy_first = 0;
+    inner.first_block_pad = 0;
+    const double base = schedule_imbalance(inner, ctas, block_rows);
+    int best_w = 0;
+    double best = base - 0.005;
+    const int64_t hi = std::min<int64_t>(fit, all);
+    for (int64_t w = hi; w >= std::max<int64_t>(1, hi - 31); --w) {
+      p.section_slots = int(w);
+      const double imb = schedule_imbalance(p, ctas, block_rows);
+      if (imb < best - 1e-9) {
+        best = imb;
+        best_w = int(w);
+      }
+    }
+    return best_w;
+  }
   if (fit >= all) return all;
   p.section_slots = all;
   const double plain = schedule_imbalance(p, ctas, block_rows);

@@ -48,7 +48,7 @@ inline GqaPack choose_gqa_pack(int q_per_kv, int seqlen_q, bool varlen) {
 
 // The tile space of a launch (p's sizes, GQA ratio and window already set): m-blocks of
 // `tile_rows` query rows (the sm90 config's kBlockM: 128, or 192 with three consumer warpgroups;
-// packed tiles are always 128 rows), head slots, the packing fields and the causal longest-first
+// packed tiles are always 128 rows), head slots, the packing fields and the longest-first
 // switch. Returns the tile count, which the caller checks against INT32_MAX before storing it in
 // p.tiles.
 inline int64_t set_tile_space(FwdParams& p, bool varlen, int tile_rows = kTileRows) {
@@ -68,10 +68,16 @@ inline int64_t set_tile_space(FwdParams& p, bool varlen, int tile_rows = kTileRo
     p.head_slots = p.heads_q;
   }
   p.batch_heads = int(int64_t(p.head_slots) * p.batch);  // the caller's tile check bounds it
-  // Causal: a tile's work grows with its m-block (packed tiles are all one m-block), so the padding
-  // rows go to the first, the lightest (FwdParams::first_block_pad).
-  p.heavy_first = pack.rows == 0 && p.window_left < 0 && p.window_right >= 0;
-  p.first_block_pad = !p.heavy_first ? 0 : varlen ? -1 : p.m_blocks * tile_rows - p.seqlen_q;
+  // Longest first (sched/tile_order.cuh; packed tiles are all one m-block): causal, where a tile's
+  // work grows with its m-block; and unmasked fixed-length launches whose partial m-block leaves a
+  // 64-row warpgroup without rows (the kernel skips its GEMMs: that tile is the lightest, d = 64's
+  // 192-row tiles at s = 1024 or 4096). Either way the padding rows go to the first m-block, the
+  // lightest (FwdParams::first_block_pad), which the order visits last in its section.
+  const int pad = p.m_blocks * tile_rows - p.seqlen_q;  // fixed length
+  const bool causal = p.window_left < 0 && p.window_right >= 0;
+  const bool unmasked = p.window_left < 0 && p.window_right < 0;
+  p.heavy_first = pack.rows == 0 && (causal || (unmasked && !varlen && pad >= 64));
+  p.first_block_pad = !p.heavy_first ? 0 : varlen ? -1 : pad;
   return int64_t(p.m_blocks) * p.head_slots * p.batch;
 }
 

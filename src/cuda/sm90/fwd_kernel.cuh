@@ -96,6 +96,19 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   return t;
 }
 
+// A tile is idle for consumer warpgroup wg when none of its 64 rows is stored: all past the
+// sequence's end or above its start (first_block_pad; d = 64's 192-row tiles at s = 1024 or 4096
+// leave two of three warpgroups so). Unpacked tiles only (a packed tile's rows are several
+// heads'). Such a warpgroup computes the tile's first block of the stream only (consume's
+// first_block) and skips the others (skip_idle_blocks): one QK and one PV instead of a GEMM pair
+// per block, so the tensor cores run the working warpgroups' GEMMs alone (pass 27, H100 A/B
+// 2026-11-22: d = 64 unmasked s 4k 1.024-1.027, 8k 1.030-1.036; docs/notes/fwd-sm90.md).
+template <class Cfg>
+__device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, int wg) {
+  const int r0 = t.m0 + 64 * wg;
+  return p.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
+}
+
 // This CTA's tiles of the persistent schedule (sched/tile_order.cuh), in order, skipping those
 // past their sequence's end. Producer and consumers walk it alike.
 struct TileWalk {
@@ -232,7 +245,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
   const int quad_col = lane % 4;
-  const int row_in_tile = wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's rows: +0 and +8
+  int row_in_tile = wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's rows: +0 and +8
   const int q_row_bytes = wg * 64 * kAtomRowBytes;
 
   float o[D / 2];
@@ -405,6 +418,29 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       if (!last_phase || wg != kWGs - 1) named_bar_arrive(kPingPongBar + (wg + 1) % kWGs, 256);
   };
 
+  // An idle tile (idle_for) for this warpgroup: its scores are never stored, so it takes the
+  // stream's first block of the tile (K of block n_end - 1) as block n_begin, whose QK also frees
+  // the Q buffer, and the tile ends after it; then skip_idle_blocks follows the other n_end - 1 -
+  // n_begin blocks without work: for each, it waits for K and the block before's V as a working
+  // first warpgroup would (the others read them after its turn), takes and passes its turn, and
+  // releases both slots. The tile's last V stays with the iteration that follows, whose PV (of
+  // the first block's P, unused) reads and releases it as the other warpgroups' PV of that block
+  // does. The count is re-derived from the tile (kept across the loop, it spilled 4 bytes, d = 64).
+  auto first_block = [&]() { return idle_for<Cfg>(p, walk.t, wg) ? walk.t.n_begin : walk.t.n_end - 1; };
+  auto skip_idle_blocks = [&](const FwdTile& e) {
+    if (!idle_for<Cfg>(p, e, wg)) return;
+    for (int j = e.n_begin; j < e.n_end - 1; ++j) {
+      PipeState<Cfg::kStages> prev = ps;
+      ps.advance();
+      mbar_wait(&sm.k_full[ps.stage()], ps.phase());
+      mbar_wait(&sm.v_full[prev.stage()], prev.phase());
+      my_turn();
+      your_turn(false);
+      release(&sm.k_empty[ps.stage()]);
+      release(&sm.v_empty[prev.stage()]);
+    }
+  };
+
   bool more = next_keyed_tile();
   while (more) {  // one run of blocks: the whole walk with two Q buffers, else one tile
     prof::LoopProbe probe(p, wg);  // empty unless FASTATTN_LOOP_PROBES (issue #6)
@@ -412,7 +448,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;  // overwritten by the first PV; keeps it defined
     softmax = cuda_backend::OnlineSoftmax<N>{};
     FwdTile done;              // the tile whose blocks are all issued, until its output is stored
-    int n = walk.t.n_end - 1;  // the block whose scores are in s
+    int n = first_block();     // the block whose scores are in s
     bool pv_first = true;      // the pending PV (of block n) is its tile's first
 
     if (Cfg::kPingPong && wg == kWGs - 1) named_bar_arrive(kPingPongBar, 256);
@@ -538,11 +574,12 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       bool new_tile = false;
       if (--n < walk.t.n_begin) {  // the tile's blocks are all issued: move on to the next tile
         done = walk.t;
+        skip_idle_blocks(done);
         if constexpr (Cfg::kQBuffers == 1) break;
         more = next_keyed_tile();
         if (!more) break;
         new_tile = true;
-        n = walk.t.n_end - 1;
+        n = first_block();
         qs.advance();
       }
       run_block(std::true_type{}, new_tile);
@@ -551,8 +588,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     }
 
     // The run's last PV, then its last tile's output.
-    if constexpr (Cfg::kMaskInPlainBody)
-      wg = consumer_warpgroup();  // afresh: kept across the loop, a copy spilled 4 bytes (d = 64)
+    if constexpr (Cfg::kMaskInPlainBody) {  // afresh: kept across the loop, either spilled 4 bytes (d = 64)
+      wg = consumer_warpgroup();
+      row_in_tile = wg * 64 + (threadIdx.x / 32) % 4 * 16 + threadIdx.x % 32 / 4;
+    }
     mbar_wait(&sm.v_full[ps.stage()], ps.phase());
     my_turn();
     issue_pv(ps.stage(), pv_first);

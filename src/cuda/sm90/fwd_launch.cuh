@@ -43,7 +43,10 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   params.out_tma = Cfg::kQBuffers == 2 && D > 64 && p.pack_rows == 0 && cuda_backend::tma_storable(args.out) &&
                    cuda_backend::make_tma_map(args.out, 64, &to).ok();
   if (!params.out_tma) to = tq;  // unused
-  if (params.out_tma) params.first_block_pad = 0;  // a TMA store box cannot start above row 0 (FwdParams)
+  if (params.out_tma) {  // a TMA store box cannot start above row 0 (FwdParams::first_block_pad)
+    params.first_block_pad = 0;
+    if (params.window_right < 0) params.heavy_first = 0;  // unmasked: the light tile would come first
+  }
   auto kernel = fwd_kernel<T, Cfg>;
   const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
   static bool attr_set = false;  // per instantiation; racing first calls set the same value
