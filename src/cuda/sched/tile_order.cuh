@@ -51,10 +51,12 @@ FASTATTN_HD TileCoord slot_tile(const FwdParams& p, const TileDivisors& div, uns
 FASTATTN_HD TileCoord tile_coord(const FwdParams& p, const TileDivisors& div, int tile) {
   const unsigned id = unsigned(tile), m_blocks = div.m_blocks.d;
   if (p.heavy_first) {
-    // Causal: a tile's work grows with its m-block. Within a section of `section_slots`
-    // (batch, head) slots the m-block is outermost, highest first, so each round holds like-sized
-    // tiles and the longest run first (LPT); the sections follow one another, so the K/V that the
-    // CTAs read at once is a section's, which fits in L2 (one section of all slots is plain LPT).
+    // Causal: a tile's work grows with its m-block (unmasked heavy_first: all are equal but the
+    // first, whose padding leaves a warpgroup idle, so it comes last alike). Within a section of
+    // `section_slots` (batch, head) slots the m-block is outermost, highest first, so each round
+    // holds like-sized tiles and the longest run first (LPT); the sections follow one another, so
+    // the K/V that the CTAs read at once is a section's, which fits in L2 (one section of all slots
+    // is plain LPT).
     const unsigned section = div.section_tiles.div(id), width = div.section_slots.d;
     const unsigned first = section * width, w = id - section * div.section_tiles.d;
     // The last section may be narrower.
