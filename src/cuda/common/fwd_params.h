@@ -57,10 +57,12 @@ struct FwdParams {
   int heavy_first = 0;        // visit tiles longest first (causal, or unmasked with an idle warpgroup's
                               // worth of padding); see sched/tile_order.cuh and sched/gqa_pack.h
   // heavy_first: a sequence's padding rows (rows_q not a multiple of the tile's rows) go
-  // to its first m-block, which sees the fewest keys, instead of its last, which sees them all:
-  // d = 64's 192-row tiles at s = 4096 then run 363 KV blocks per head instead of 384 (H100 A/B
-  // 2026-11-22: s 2k 1.05, s 4k 1.04-1.05, s 8k 1.00-1.03). The padding rows of every sequence, or
-  // -1: each sequence's own, (tile rows - rows_q % tile rows) % tile rows (varlen); 0 = none.
+  // to its first m-block. Causal: it sees the fewest keys, the last sees them all: d = 64's
+  // 192-row tiles at s = 4096 then run 363 KV blocks per head instead of 384 (H100 A/B
+  // 2026-11-22: s 2k 1.05, s 4k 1.04-1.05, s 8k 1.00-1.03). Unmasked: its idle warpgroups make
+  // it the light tile, which the order runs last (d = 64 s 1k 1.069, pass 28). The padding rows of
+  // every sequence, or -1: each sequence's own, (tile rows - rows_q % tile rows) % tile rows
+  // (varlen); 0 = none.
   // Off with the TMA store of O: a store box starting above row 0 is an illegal instruction
   // (GPU tests, d = 96 causal s_q = 200). Local windows gain nothing (equal key counts per m-block).
   int first_block_pad = 0;

@@ -8,6 +8,7 @@
 // as one stream of KV blocks. With two Q buffers (d <= 192) a tile boundary is an ordinary loop
 // iteration: the next tile's first QK is issued beside the current tile's last PV, and the
 // current tile's output is stored while the other warpgroup's GEMMs run.
+// A warpgroup whose 64 rows of a tile are all padding skips that tile's GEMMs (idle_for).
 // GQA head packing (short queries, sched/gqa_pack.h) is a run-time mode of the same kernel: a tile
 // then holds several q heads of one KV head (tile row -> head and position through FwdParams'
 // row maps); only the mask's row positions and the register store of O look at it.
