@@ -104,7 +104,6 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
 // first_block) and skips the others (skip_idle_blocks): one QK and one PV instead of a GEMM pair
 // per block, so the tensor cores run the working warpgroups' GEMMs alone (pass 27, H100 A/B
 // 2026-11-22: d = 64 unmasked s 4k 1.024-1.027, 8k 1.030-1.036; docs/notes/fwd-sm90.md).
-template <class Cfg>
 __device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, int wg) {
   const int r0 = t.m0 + 64 * wg;
   return p.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
@@ -427,9 +426,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // releases both slots. The tile's last V stays with the iteration that follows, whose PV (of
   // the first block's P, unused) reads and releases it as the other warpgroups' PV of that block
   // does. The count is re-derived from the tile (kept across the loop, it spilled 4 bytes, d = 64).
-  auto first_block = [&]() { return idle_for<Cfg>(p, walk.t, wg) ? walk.t.n_begin : walk.t.n_end - 1; };
+  auto first_block = [&]() { return idle_for(p, walk.t, wg) ? walk.t.n_begin : walk.t.n_end - 1; };
   auto skip_idle_blocks = [&](const FwdTile& e) {
-    if (!idle_for<Cfg>(p, e, wg)) return;
+    if (!idle_for(p, e, wg)) return;
     for (int j = e.n_begin; j < e.n_end - 1; ++j) {
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
@@ -591,7 +590,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     // The run's last PV, then its last tile's output.
     if constexpr (Cfg::kMaskInPlainBody) {  // afresh: kept across the loop, either spilled 4 bytes (d = 64)
       wg = consumer_warpgroup();
-      row_in_tile = wg * 64 + (threadIdx.x / 32) % 4 * 16 + threadIdx.x % 32 / 4;
+      row_in_tile = wg * 64 + (threadIdx.x / 32) % 4 * 16 + threadIdx.x % 32 / 4;  // as above
     }
     mbar_wait(&sm.v_full[ps.stage()], ps.phase());
     my_turn();
