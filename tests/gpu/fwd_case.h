@@ -33,12 +33,16 @@ struct FwdCase {
   int out_pad = 0;                       // extra elements per (token, head) row of out; must stay poisoned
   std::vector<int> lens_q, lens_k;       // varlen when non-empty (batch = lens_q.size())
   std::vector<int> used_q, used_k;       // optional seqused
+  // Fixed-length only: key j's row of k is scaled by 1 + key_ramp * (1 - j / sk), so scores grow
+  // toward the first keys, which the kernel visits last: a row's running max keeps rising, by more
+  // and by less than OnlineSoftmax::kMaxSlack from block to block (both sides of the rescale rule).
+  float key_ramp = 0.f;
 
   std::string str() const {
     std::ostringstream o;
     o << dtype_name(dtype) << " b" << batch << " sq" << sq << " sk" << sk << " h" << hq << "/" << hkv << " d" << d
       << (causal ? " causal" : "") << " win(" << wl << "," << wr << ")" << " softcap" << softcap << " pad" << row_pad << " out_pad" << out_pad
-      << (lens_q.empty() ? "" : " varlen");
+      << (lens_q.empty() ? "" : " varlen") << (key_ramp != 0.f ? " key_ramp" + std::to_string(key_ramp) : "");
     return o.str();
   }
 };
@@ -113,6 +117,14 @@ inline void run_fwd_case(const FwdCase& c) {
   for (TestTensor* t : {&q, &k, &v}) {
     for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
     t->dev->upload(t->host.data());
+  }
+  if (c.key_ramp != 0.f) {
+    EXPECT_FALSE(varlen) << "key_ramp is for fixed-length cases";
+    for (size_t i = 0; i < k.host.size(); ++i) {
+      const int j = int(int64_t(i) / k.row_stride % c.sk);
+      k.host[i] = to_bits(from_bits(k.host[i], c.dtype) * (1.f + c.key_ramp * (1.f - float(j) / c.sk)), c.dtype);
+    }
+    k.dev->upload(k.host.data());
   }
   const int64_t total_q = varlen ? cu_q.back() : int64_t(batch) * c.sq;
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * total_q, 1));

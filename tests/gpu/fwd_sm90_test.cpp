@@ -1,7 +1,7 @@
 // Hopper forward vs the float64 reference: every head dim and dtype, odd lengths (1, 17, 113,
 // 4097), s_q != s_k, GQA 1/4/8, GQA head packing for s_q <= 64, varlen with empty sequences and
-// seqused, causal, local, softcap, strided inputs. Each case also runs twice and must be bitwise
-// identical.
+// seqused, causal, local, softcap, strided inputs, a running max that keeps rising. Each case also
+// runs twice and must be bitwise identical.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -38,6 +38,23 @@ TEST_F(Sm90Fwd, HeadDimsAndDtypes) {
         c.causal = causal;
         run_fwd_case(c);
       }
+}
+
+// Scores that grow toward the first keys (visited last): the running max rises block after block,
+// sometimes by more than the slack (O and the sum rescaled), sometimes by less (stale max, p up to
+// 2^8). Every config: d 64 (three warpgroups, and 128-key short rows), 128 (block stream, 176 keys
+// at s_k >= 8192, causal), 256; both dtypes.
+TEST_F(Sm90Fwd, RisingRowMax) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true})
+        for (int sk : {1000, 8193}) {
+          FwdCase c = base(dt, d, 300, sk);  // causal is bottom-right: row i sees sk - 300 + i keys
+          c.hq = c.hkv = 1;
+          c.causal = causal;
+          c.key_ramp = 20.f;
+          run_fwd_case(c);
+        }
 }
 
 TEST_F(Sm90Fwd, OddLengths) {

@@ -104,9 +104,17 @@ struct OnlineSoftmax {
     exp_row(s, 1, scale_log2, alpha);
   }
 
+  // The running max moves only when a block's max passes it by more than this (log2 units;
+  // FlashAttention-4's rule). A stale max leaves p = exp2(s - max) at most 2^kMaxSlack = 256, which
+  // the fp32 sum and O and the 16-bit P hold with their full relative precision, and spares the O
+  // rescale of most blocks whose max grew a little.
+  static constexpr float kMaxSlack = 8.f;
+
   // Row h's new running max from this thread's max m of its scores: alpha[h] and max_scaled[h].
+  // A fresh row (-FLT_MAX, which absorbs the slack) takes its first block's max.
   __device__ __forceinline__ void take_max(int h, float m, float scale_log2, float (&alpha)[2]) {
-    const float m_scaled = fmaxf(max_scaled[h], quad_max(m) * scale_log2);
+    const float m_block = quad_max(m) * scale_log2;
+    const float m_scaled = m_block > max_scaled[h] + kMaxSlack ? m_block : max_scaled[h];
     alpha[h] = fast_exp2(max_scaled[h] - m_scaled);
     max_scaled[h] = m_scaled;
   }
