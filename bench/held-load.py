@@ -1,4 +1,5 @@
-# Held load: fastattn vs cuDNN on a few shapes, each back to back for 3 s after 1.5 s idle, twice;
+# Held load: fastattn vs cuDNN (and FA3 with $FASTATTN_FA3_LIB) on a few shapes, each back to back for
+# 3 s after 1.5 s idle, $HELD_REPS times (default 2);
 # run by bench/held-load.sh beside nvidia-smi sampling clocks and power every 50 ms. Prints per-phase
 # ms (median of the last 50 calls) and writes phase wall times to $OUT/phases.json (docs/notes/bench-power.md).
 import importlib.util, sys, time, statistics, json, os
@@ -7,7 +8,10 @@ spec = importlib.util.spec_from_file_location("rp", "bench/run-peers.py"); rp = 
 fa = rp.FastAttn(sys.argv[1])
 out = os.environ.get("OUT", "/tmp")
 from torch.nn.attention import SDPBackend, sdpa_kernel
+fa3 = rp.Fa3(os.environ["FASTATTN_FA3_LIB"]) if os.environ.get("FASTATTN_FA3_LIB") else None
+reps = int(os.environ.get("HELD_REPS", "2"))
 shapes = [("d128 s8k full", 2, 8192, 16, 16, 128, False, torch.bfloat16),
+          ("d128 s8k causal", 2, 8192, 16, 16, 128, True, torch.bfloat16),
           ("d128 s4k full", 4, 4096, 16, 16, 128, False, torch.bfloat16),
           ("gqa fp16", 4, 4096, 64, 8, 128, False, torch.float16)]
 phases = []
@@ -29,7 +33,10 @@ for (nm, b, s, h, hk, d, causal, dt) in shapes:
     def cud():
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-    for rep in range(2):
+    theirs = fa3.forward_fn(torch, q, k, v, causal, (-1, -1)) if fa3 else None
+    for rep in range(reps):
         time.sleep(1.5); timed(f"{nm} fastattn #{rep}", ours, 3.0)
+        if theirs:
+            time.sleep(1.5); timed(f"{nm} fa3 #{rep}", theirs, 3.0)
         time.sleep(1.5); timed(f"{nm} cudnn #{rep}", cud, 3.0)
 json.dump(phases, open(f"{out}/phases.json", "w"), indent=1)
