@@ -18,11 +18,12 @@ for line in open(f"{out}/smi.csv"):
         t = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp(); rows.append((t, float(f[1]), float(f[3]), float(f[4]), f[5]))
     except Exception: pass
 # nvidia-smi timestamps are local time of the machine, as is time.time() via fromtimestamp: compare naive
-print("| phase | ms | calls | SM MHz (median, 2nd half) | power W | temp C | M cycles / call | J / call | reasons |\n|---|---|---|---|---|---|---|---|---|")
+print("| phase | ms | calls | SM MHz (median, 2nd half) | power W | temp C | J / call | reasons |\n|---|---|---|---|---|---|---|---|")
 for p in ph:
     mid = (p["t0"] + p["t1"]) / 2
     sel = [r for r in rows if mid <= r[0] <= p["t1"]]
-    if not sel: print(f"| {p['name']} | {p['ms']:.4f} | {p['calls']} | ? | ? | ? | ? | ? | ? |"); continue
+    if not sel: print(f"| {p['name']} | {p['ms']:.4f} | {p['calls']} | ? | ? | ? | ? | ? |"); continue
+    # J / call, not ms x MHz: at the power cap NVML's clock does not track speed (held-load-session18 results)
     mhz, watts = statistics.median(r[1] for r in sel), statistics.median(r[2] for r in sel)
-    print(f"| {p['name']} | {p['ms']:.4f} | {p['calls']} | {mhz:.0f} | {watts:.0f} | {statistics.median(r[3] for r in sel):.0f} | {p['ms'] * mhz / 1e3:.3f} | {p['ms'] * watts / 1e3:.3f} | {sorted(set(r[4] for r in sel))} |")
+    print(f"| {p['name']} | {p['ms']:.4f} | {p['calls']} | {mhz:.0f} | {watts:.0f} | {statistics.median(r[3] for r in sel):.0f} | {p['ms'] * watts / 1e3:.3f} | {sorted(set(r[4] for r in sel))} |")
 PY
