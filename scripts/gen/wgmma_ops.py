@@ -7,7 +7,7 @@ shape lists, and commit the output (the build does not need Python).
 """
 import pathlib
 
-SS_N = [64, 80, 128, 176, 192]             # S = Q K^T: N = kBlockN
+SS_N = [64, 80, 128, 192]        # S = Q K^T: N = kBlockN
 RS_N = [64, 96, 128, 192, 256]    # O += P V:  N = head dim
 DTYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 

@@ -37,12 +37,17 @@ struct FwdCase {
   // toward the first keys, which the kernel visits last: a row's running max keeps rising, by more
   // and by less than OnlineSoftmax::kMaxSlack from block to block (both sides of the rescale rule).
   float key_ramp = 0.f;
+  // Fixed-length only: keys s_k / 3 and 2 s_k / 3 have their rows of k scaled by key_spike, so the
+  // rows whose scores with them are positive see their max jump far past the running max within
+  // one block (the deferred max's fallback, OnlineSoftmax::step_deferred).
+  float key_spike = 0.f;
 
   std::string str() const {
     std::ostringstream o;
     o << dtype_name(dtype) << " b" << batch << " sq" << sq << " sk" << sk << " h" << hq << "/" << hkv << " d" << d
       << (causal ? " causal" : "") << " win(" << wl << "," << wr << ")" << " softcap" << softcap << " pad" << row_pad << " out_pad" << out_pad
-      << (lens_q.empty() ? "" : " varlen") << (key_ramp != 0.f ? " key_ramp" + std::to_string(key_ramp) : "");
+      << (lens_q.empty() ? "" : " varlen") << (key_ramp != 0.f ? " key_ramp" + std::to_string(key_ramp) : "")
+      << (key_spike != 0.f ? " key_spike" + std::to_string(key_spike) : "");
     return o.str();
   }
 };
@@ -118,14 +123,18 @@ inline void run_fwd_case(const FwdCase& c) {
     for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
     t->dev->upload(t->host.data());
   }
-  if (c.key_ramp != 0.f) {
-    EXPECT_FALSE(varlen) << "key_ramp is for fixed-length cases";
+  // Key j's row of k (every head) times factor(j): fixed-length cases only.
+  auto scale_keys = [&](auto factor) {
+    EXPECT_FALSE(varlen) << "key_ramp and key_spike are for fixed-length cases";
     for (size_t i = 0; i < k.host.size(); ++i) {
       const int j = int(int64_t(i) / k.row_stride % c.sk);
-      k.host[i] = to_bits(from_bits(k.host[i], c.dtype) * (1.f + c.key_ramp * (1.f - float(j) / c.sk)), c.dtype);
+      k.host[i] = to_bits(from_bits(k.host[i], c.dtype) * factor(j), c.dtype);
     }
     k.dev->upload(k.host.data());
-  }
+  };
+  if (c.key_ramp != 0.f) scale_keys([&](int j) { return 1.f + c.key_ramp * (1.f - float(j) / c.sk); });
+  if (c.key_spike != 0.f)
+    scale_keys([&](int j) { return j == c.sk / 3 || j == 2 * c.sk / 3 ? c.key_spike : 1.f; });
   const int64_t total_q = varlen ? cu_q.back() : int64_t(batch) * c.sq;
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * total_q, 1));
   DeviceBuffer lse_dev(lse_n * 4);

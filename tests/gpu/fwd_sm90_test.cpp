@@ -1,7 +1,7 @@
 // Hopper forward vs the float64 reference: every head dim and dtype, odd lengths (1, 17, 113,
 // 4097), s_q != s_k, GQA 1/4/8, GQA head packing for s_q <= 64, varlen with empty sequences and
-// seqused, causal, local, softcap, strided inputs, a running max that keeps rising. Each case also
-// runs twice and must be bitwise identical.
+// seqused, causal, local, softcap, strided inputs, a running max that keeps rising or jumps. Each
+// case also runs twice and must be bitwise identical.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -42,8 +42,8 @@ TEST_F(Sm90Fwd, HeadDimsAndDtypes) {
 
 // Scores that grow toward the first keys (visited last): the running max rises block after block,
 // sometimes by more than the slack (O and the sum rescaled), sometimes by less (stale max, p up to
-// 2^8). Every config: d 64 (three warpgroups, and 128-key short rows), 128 (block stream, 176 keys
-// at s_k >= 8192, causal), 256; both dtypes.
+// 2^8; or in the deferred max's plain blocks, up to its limit). Every config: d 64 (three
+// warpgroups, and 128-key short rows), 128 (block stream, causal and not), 256; both dtypes.
 TEST_F(Sm90Fwd, RisingRowMax) {
   for (DType dt : {DType::BF16, DType::F16})
     for (int d : {64, 128, 256})
@@ -53,6 +53,24 @@ TEST_F(Sm90Fwd, RisingRowMax) {
           c.hq = c.hkv = 1;
           c.causal = causal;
           c.key_ramp = 20.f;
+          run_fwd_case(c);
+        }
+}
+
+// A row's max that jumps within one block of the plain loop body: two keys with k scaled by 12
+// (the jump passes the deferred max's limit, 2^15 = 32768, by far while p stays finite) or by 300
+// (exp2 of the jump is inf in fp32). The deferred step must fall back to the full one for the
+// rows' warps. d 96 / 128 (128-key stream) and 256 (80 keys) take the deferred path; 64 is the
+// control (three warpgroups, no deferred max).
+TEST_F(Sm90Fwd, JumpingRowMax) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int d : {64, 96, 128, 256})
+      for (bool causal : {false, true})
+        for (float spike : {12.f, 300.f}) {
+          FwdCase c = base(dt, d, 300, 2000);
+          c.hq = c.hkv = 2;
+          c.causal = causal;
+          c.key_spike = spike;
           run_fwd_case(c);
         }
 }
@@ -84,12 +102,11 @@ TEST_F(Sm90Fwd, Long4097) {
   run_fwd_case(pad);
 }
 
-// d = 128 without a causal or local mask runs the 176-key tile at s_k >= 8192 (fwd_launch.cuh),
-// the block stream below that and with causal: the plain loop body across tile boundaries, long
-// runs of full blocks, and configs picked by length (up to pass 22 a 3-stage ring ran s_k >= 4096,
-// session 10): partial last blocks
-// (5001, 8193, 9001), GQA, fp16, bottom-right causal with s_q != s_k, varlen whose longest sequence
-// picks the config while the others are short or empty, many tiles per CTA.
+// d = 128 with long keys, masked or not, on the block stream (until session 20 a 176-key tile ran
+// s_k >= 8192 unmasked, and up to pass 22 a 3-stage ring ran s_k >= 4096): the plain loop body with
+// the deferred max across tile boundaries, long runs of full blocks, partial last blocks (5001,
+// 8193, 9001), GQA, fp16, bottom-right causal with s_q != s_k, varlen with short or empty
+// sequences beside a long one, many tiles per CTA.
 TEST_F(Sm90Fwd, LongUnmaskedKeyConfigs) {
   struct Shape {
     DType dt;
@@ -162,7 +179,7 @@ TEST_F(Sm90Fwd, Gqa) {
 // head share a tile, R rows each. Every s_q x s_k x ratio, with dtype, head dim and causal spread
 // so that each s_q meets all twelve of their combinations; R <= 8 (a thread's two rows are two heads
 // at one position), ratio 6 (G = 3 at R = 32), 5 and 7 (a KV head's last group holds fewer heads),
-// MQA, local windows, seqused, softcap, strided inputs, d = 96 / 192, the 176-key d = 128 tile, and
+// MQA, local windows, seqused, softcap, strided inputs, d = 96 / 192, long unmasked keys, and
 // s_q = 65, which stays unpacked. PersistentManyTilesPerCta has packed cases under the CTA cap.
 TEST_F(Sm90Fwd, GqaPackedSmallSq) {
   const int dims[] = {64, 128, 256};
@@ -222,7 +239,7 @@ TEST_F(Sm90Fwd, GqaPackedSmallSq) {
   run_fwd_case(pad);
   run_fwd_case(gqa(DType::BF16, 96, 9, 200, 8, 2));
   run_fwd_case(gqa(DType::F16, 192, 33, 200, 4, 2));
-  run_fwd_case(gqa(DType::BF16, 128, 64, 8193, 8, 2));  // no mask, s_k >= 8192: the 176-key tile
+  run_fwd_case(gqa(DType::BF16, 128, 64, 8193, 8, 2));  // no mask, long keys: deferred max, packed
 }
 
 TEST_F(Sm90Fwd, LocalWindows) {

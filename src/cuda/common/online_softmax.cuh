@@ -110,6 +110,38 @@ struct OnlineSoftmax {
   // rescale of most blocks whose max grew a little.
   static constexpr float kMaxSlack = 8.f;
 
+  // Deferred max: a block's exps are taken against the running max as it stands, with no max
+  // reduction first, into p (s is kept). step_deferred returns this thread's two row sums; when
+  // every thread of the warp has both at most kDeferredLimit (deferred_ok, then a vote), every p is
+  // at most that too, and the caller keeps p and adds the sums (accept_deferred): the max stays
+  // and O needs no rescale. Otherwise (a max that rose past log2 of the limit, a row that has kept
+  // nothing yet, inf or NaN) it drops p and runs step() on the kept s. The limit is what the
+  // 16-bit P holds with full relative precision (fp16's largest finite value is 65504); the fp32
+  // sum and O hold far more. A fresh row (-FLT_MAX) gives inf here, so it always falls back.
+  static constexpr float kDeferredLimit = 32768.f;
+
+  template <class Hook = NoHook>
+  __device__ __forceinline__ void step_deferred(const float (&s)[N / 2], float (&p)[N / 2], float scale_log2,
+                                                float (&sum)[2], Hook&& between_rows = Hook{}) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1) between_rows();
+#pragma unroll
+      for (int k = 0; k < N / 4; ++k) {
+        const int i = 4 * (k / 2) + 2 * h + k % 2;
+        p[i] = fast_exp2(fmaf(s[i], scale_log2, -max_scaled[h]));
+        sum[h] = k == 0 ? p[i] : sum[h] + p[i];
+      }
+    }
+  }
+  __device__ __forceinline__ static bool deferred_ok(const float (&sum)[2]) {
+    return sum[0] <= kDeferredLimit && sum[1] <= kDeferredLimit;  // false for NaN
+  }
+  __device__ __forceinline__ void accept_deferred(const float (&sum)[2]) {
+    row_sum[0] += sum[0];
+    row_sum[1] += sum[1];
+  }
+
   // Row h's new running max from this thread's max m of its scores: alpha[h] and max_scaled[h].
   // A fresh row (-FLT_MAX, which absorbs the slack) takes its first block's max.
   __device__ __forceinline__ void take_max(int h, float m, float scale_log2, float (&alpha)[2]) {

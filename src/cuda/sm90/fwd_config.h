@@ -6,8 +6,8 @@ namespace fastattn::sm90 {
 
 // Keys per KV tile. d = 64: 192 (fewer row reductions, O rescales and barrier hand-offs per score;
 // FA3's choice too). d > 128: 80 keep S + O + P within 240 registers and K + V (2 stages) + Q
-// within 227 KB. Launch-time alternatives (fwd_launch.cuh): d = 64 short keys 128 with a 3-deep ring;
-// d = 128 long unmasked rows 128 with a 3-deep ring or 176; d = 128 narrow windows 64 with 4 stages.
+// within 227 KB. Launch-time alternatives (fwd_launch.cuh): d = 64 three warpgroups, or short keys
+// 128 with a 3-deep ring; d = 128 narrow windows 64 with 4 stages.
 constexpr int default_block_n(int d) { return d <= 64 ? 192 : d <= 128 ? 128 : 80; }
 
 // Consumer warpgroups, 64 query rows each: 2 (a 128-row tile), or 3 (192 rows) where the softmax
@@ -55,6 +55,11 @@ struct FwdConfig {
   // window (64, 0) +3.2%. Two warpgroups keep a test-free plain body: d = 128 causal level,
   // d = 64 s 1k causal -1.4%, GQA -6% (noisy) (H100 A/B 2026-11-22, session 12).
   static constexpr bool kMaskInPlainBody = ConsumerWGs == 3;
+  // Plain blocks take their exps with no row max first (OnlineSoftmax::step_deferred, session 20:
+  // d = 128 +6.6-8.6% causal, +7.5% unmasked s 4k, GQA +6.6%; d = 256 level; d = 64 short causal
+  // +1.7%; H100 A/B 2026-11-25). It keeps the scores beside P: 176 or 192 keys on two warpgroups
+  // spilled (60 and 36 bytes), and three warpgroups have 160 registers.
+  static constexpr bool kDeferredMax = ConsumerWGs == 2 && N <= 128;
 };
 
 }  // namespace fastattn::sm90

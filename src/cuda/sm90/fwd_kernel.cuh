@@ -339,11 +339,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     if (p.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= t.full_end)) return n;
     return max(t.full_begin, t.n_begin + (tma_out ? 0 : 1));
   };
-  auto scores_to_p = [&]() {
+  auto scores_to_p = [&](const float (&x)[N / 2]) {
 #pragma unroll
     for (int kk = 0; kk < N / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
   };
   // The TMA-store path of store_output below (two Q buffers only).
   auto stage_and_store = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
@@ -462,7 +462,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     release_qk_operands(n);
     shape_scores(n);
     softmax.step(s, p.scale_log2, alpha);
-    scores_to_p();
+    scores_to_p(s);
 
     // One block of the stream: QK of block n, PV of the block before it. The generic body handles
     // a new tile's first block (new_tile: the previous tile's softmax is finished and its output
@@ -552,12 +552,29 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         wait_pv();
         if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse);
       };
-      if constexpr (Cfg::kMaximaFirst)
-        softmax.step_maxima_first(s, p.scale_log2, alpha, between_rows);
-      else
-        softmax.step(s, p.scale_log2, alpha, between_rows);
-      scores_to_p();
-      if (new_max()) cuda_backend::scale_rows<D>(o, alpha);
+      // A full step: the row maxima, then the exps; O rescaled where a max moved.
+      auto full_step = [&](auto&& hook) {
+        if constexpr (Cfg::kMaximaFirst)
+          softmax.step_maxima_first(s, p.scale_log2, alpha, hook);
+        else
+          softmax.step(s, p.scale_log2, alpha, hook);
+        scores_to_p(s);
+        if (new_max()) cuda_backend::scale_rows<D>(o, alpha);
+      };
+      // Plain blocks with Cfg::kDeferredMax take their exps against the running max as it stands,
+      // with no max reduction before them (OnlineSoftmax::step_deferred): P is converted beside row
+      // 1's exps, and only a warp whose p passed the limit redoes the block, on the kept scores.
+      if constexpr (!kGeneric && Cfg::kDeferredMax) {
+        float pr[N / 2], sum[2];
+        softmax.step_deferred(s, pr, p.scale_log2, sum, between_rows);
+        scores_to_p(pr);
+        if (__all_sync(0xffffffffu, softmax.deferred_ok(sum)))
+          softmax.accept_deferred(sum);
+        else
+          full_step(cuda_backend::NoHook{});  // PV has retired: nothing between the rows
+      } else {
+        full_step(between_rows);
+      }
       probe.mark(prof::kIterEnd);
     };
 
@@ -589,7 +606,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     }
 
     // The run's last PV, then its last tile's output.
-    if constexpr (Cfg::kMaskInPlainBody) {  // afresh: kept across the loop, either spilled 4 bytes (d = 64)
+    // Afresh: kept across the loop, either spilled 4 bytes (d = 64; d = 128's probed build with the
+    // deferred max).
+    if constexpr (Cfg::kMaskInPlainBody || Cfg::kDeferredMax) {
       wg = consumer_warpgroup();
       row_in_tile = wg * 64 + (threadIdx.x / 32) % 4 * 16 + threadIdx.x % 32 / 4;  // as above
     }

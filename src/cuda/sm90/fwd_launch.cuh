@@ -73,19 +73,16 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
 
 // Alternative configs per problem, each chosen by an H100 A/B (2026-11-21, docs/notes/fwd-sm90.md,
 // passes 13-14; numbers are the default config's time over the alternative's). The alternatives
-// give up the block stream (two Q buffers) for a wider KV tile, or fit the tile to short keys or
-// narrow windows.
-// - d = 128, no causal/local mask, s_k >= 8192: 128 x 176 (FA3's choice there); the per-block
-//   fixed work (row max reductions, barrier hand-offs, O rescale, wgmma issue) spreads over more
-//   keys: s_k 16k 1.05-1.07, 8k 1.04; at 4k 1.01 (GQA 0.93-1.00), 2k 0.98, 1k 0.95. (160 keys
-//   with two Q buffers: 8k 1.00.)
-// - d = 128, 4096 <= s_k < 8192 (and causal at any s_k): the default 2-stage block stream. A
-//   3-stage ring (one Q buffer) ran these until pass 22 (GQA 1.07 then, where the 2-stage time
-//   wandered by 8% between rounds; causal s 4k 1.022, 8k 1.026, 16k 1.024). With the plain loop
-//   body (pass 22) the 2-stage stream won back: causal s 4k 1.033, 8k 1.013, 16k 1.006; unmasked
-//   s 4k 1.003 and GQA 1.09 (3.12 ms in 3 of 3 rounds, the ring 3.13-3.42) (H100 A/B 2026-11-22,
-//   session 10; bench/results/2026-11-22-ab-session10-pass22.md). 176 keys from s_k = 4096
-//   instead of 8192 lost (s4k 0.980, GQA 0.935).
+// fit the tile to d = 64's softmax load, to short keys or to narrow windows.
+// - d = 128, no causal/local mask, s_k >= 8192: 128 x 176 (FA3's choice there) ran these until
+//   session 20 (s_k 16k 1.05-1.07 and 8k 1.04 over the block stream then). The deferred max
+//   (OnlineSoftmax::step_deferred) fits only 128-key tiles, and with it the block stream runs
+//   s 8k and 16k 1.073-1.075 x the 176-key tile (H100 A/B 2026-11-25,
+//   bench/results/2026-11-25-ab-session20.md): the 176-key tile is gone.
+// - d = 128 (any s_k, masked or not): the default 2-stage block stream. A 3-stage ring (one Q
+//   buffer) ran 4096 <= s_k < 8192 and causal until pass 22; with the plain loop body (pass 22)
+//   the 2-stage stream won back: causal s 4k 1.033, 8k 1.013, 16k 1.006; unmasked s 4k 1.003 and
+//   GQA 1.09 (H100 A/B 2026-11-22, session 10; bench/results/2026-11-22-ab-session10-pass22.md).
 // - d = 128, narrow local window (left + right <= 64, both bounded): 64 keys, two Q buffers and a
 //   4-stage ring: an m-block sees 3 blocks of 64 (192 keys) instead of 2 of 128, and the producer
 //   runs further ahead: window (64, 0) s 8k 1.06, s 1k 1.11; wider windows lose ((256, 0) and
@@ -98,8 +95,6 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
 //   last block is a third empty at s_k = 1024: 1.08). 3 stages beat 2 by 0-4% except s 16k (-1.5%).
 // - d = 64, GQA-packed (128-row tiles only): 128 keys, 3 stages for s_k <= 1024; longer keys keep
 //   192 (decode b8 h32/8 s_k 8k: 128 keys 0.92, b16 s_k 16k 0.98).
-constexpr int kWideBlockN128 = 176;
-constexpr int kWideMinKeys = 8192;
 constexpr int kShortMaxKeys64 = 1024;
 constexpr int kNarrowWindow128 = 64;
 inline bool unmasked(const cuda_backend::FwdParams& p) { return p.window_left < 0 && p.window_right < 0; }
@@ -116,7 +111,6 @@ Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
   }
   if constexpr (D == 128) {
     if (narrow_window(p)) return launch_cfg<T, FwdConfig<128, 64, 4>>(args, p, stream);
-    if (unmasked(p) && p.seqlen_k >= kWideMinKeys) return launch_cfg<T, FwdConfig<128, kWideBlockN128>>(args, p, stream);
   }
   return launch_cfg<T, FwdConfig<D>>(args, p, stream);
 }
