@@ -16,9 +16,12 @@ std::vector<double> rounded(const std::vector<double>& v, DType dt) {
   return r;
 }
 
-// FA3 rule against `baseline`, written-everywhere checks, fp32 Frobenius bound.
+// FA3 rule against `baseline`, written-everywhere checks, fp32 Frobenius bound. `fro_floor`: the
+// Frobenius bound is taken relative to ||ref|| but at least fro_floor per element (RMS), for
+// values whose rounding is that of larger terms they are a difference of (the LSE, below).
 void expect_close(const char* name, const HostTensor& got, const std::vector<double>& ref,
-                  const std::vector<double>& baseline, DType input_dtype, const std::string& ctx) {
+                  const std::vector<double>& baseline, DType input_dtype, const std::string& ctx,
+                  double fro_floor = 0) {
   EXPECT_EQ(got.count_nan(), 0) << name << ": elements not written; " << ctx;
   EXPECT_TRUE(got.padding_poisoned()) << name << ": wrote outside its elements; " << ctx;
   // fp16/bf16: one rounding step of the input dtype. fp32: the output's own rounding is far
@@ -29,7 +32,7 @@ void expect_close(const char* name, const HostTensor& got, const std::vector<dou
   const Comparison c = compare(got.to_f64(), ref, baseline, eps);
   EXPECT_TRUE(c.ok) << c.describe(name) << "; " << ctx;
   if (input_dtype == DType::F32) {
-    EXPECT_LT(c.rel_fro, 1e-5) << c.describe(name) << "; " << ctx;
+    EXPECT_LT(rel_frobenius(got.to_f64(), ref, fro_floor), 1e-5) << c.describe(name) << "; " << ctx;
   }
 }
 
@@ -49,7 +52,11 @@ void check_cpu_forward(const CaseSpec& spec, int num_threads) {
   const Status st = forward(a);
   ASSERT_TRUE(st.ok()) << st.message << "; " << ctx;
   expect_close("out", c.out, ref.out, rounded(ref.out, spec.dtype), spec.dtype, ctx);
-  expect_close("lse", c.lse, ref.lse, rounded(ref.lse, DType::F32), spec.dtype, ctx);
+  // An LSE is the score's dot product, the max and the log-sum added up, terms of order 1: their
+  // rounding, not its own value's, bounds its error. At s_k = 1 it is q.k * scale alone, which
+  // cancellation can bring near 0 (1.25e-3 with an fp32 dot product's 1.8e-8 error: relative
+  // 1.4e-5; seed 739021225 on the H100 machine, 2026-11-25), so it is judged against 1 there.
+  expect_close("lse", c.lse, ref.lse, rounded(ref.lse, DType::F32), spec.dtype, ctx, /*fro_floor=*/1.0);
 }
 
 void check_cpu_backward(const CaseSpec& spec, int num_threads) {

@@ -15,13 +15,15 @@ double rounding_step(DType dt, const std::vector<double>& ref) {
   return unit * mx;
 }
 
-double rel_frobenius(const std::vector<double>& out, const std::vector<double>& ref) {
-  double num = 0, den = 0;
+double rel_frobenius(const std::vector<double>& out, const std::vector<double>& ref, double floor) {
+  double num = 0, den = 0, n = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     if (!std::isfinite(ref[i]) || !std::isfinite(out[i])) continue;
     num += (out[i] - ref[i]) * (out[i] - ref[i]);
     den += ref[i] * ref[i];
+    n += 1;
   }
+  den = std::max(den, n * floor * floor);
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 

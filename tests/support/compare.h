@@ -34,6 +34,7 @@ double rounding_step(DType dt, const std::vector<double>& ref);
 Comparison compare(const std::vector<double>& out, const std::vector<double>& ref,
                    const std::vector<double>& baseline, double eps);
 
-double rel_frobenius(const std::vector<double>& out, const std::vector<double>& ref);
+// ||out - ref||_F / max(||ref||_F, floor * sqrt(n)) over the n entries finite in both.
+double rel_frobenius(const std::vector<double>& out, const std::vector<double>& ref, double floor = 0);
 
 }  // namespace fastattn::testing
