@@ -72,9 +72,11 @@ __device__ __forceinline__ int probe_smid() {
 
 class LoopProbe {
  public:
-  __device__ __forceinline__ LoopProbe(const cuda_backend::FwdParams&, int wg) {
+  // The kernel's warpgroup index is wg() here too (derived, not kept).
+  __device__ __forceinline__ LoopProbe(const cuda_backend::FwdParams&, int /*wg*/) {
     if (!leader()) return;
     const long long now = probe_clock();
+    const int wg = LoopProbe::wg();
     ProbeState& st = s_probe[wg];
 #pragma unroll
     for (int s = 0; s < kSlotCount; ++s) st.sums[s] = 0;
