@@ -123,16 +123,9 @@ struct OnlineSoftmax {
   template <class Hook = NoHook>
   __device__ __forceinline__ void step_deferred(const float (&s)[N / 2], float (&p)[N / 2], float scale_log2,
                                                 float (&sum)[2], Hook&& between_rows = Hook{}) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (h == 1) between_rows();
-#pragma unroll
-      for (int k = 0; k < N / 4; ++k) {
-        const int i = 4 * (k / 2) + 2 * h + k % 2;
-        p[i] = fast_exp2(fmaf(s[i], scale_log2, -max_scaled[h]));
-        sum[h] = k == 0 ? p[i] : sum[h] + p[i];
-      }
-    }
+    sum[0] = exps(s, p, 0, scale_log2);
+    between_rows();
+    sum[1] = exps(s, p, 1, scale_log2);
   }
   __device__ __forceinline__ static bool deferred_ok(const float (&sum)[2]) {
     return sum[0] <= kDeferredLimit && sum[1] <= kDeferredLimit;  // false for NaN
@@ -153,14 +146,19 @@ struct OnlineSoftmax {
 
   // Row h's scores to exp2(scale_log2 * s - max), added to its rescaled running sum.
   __device__ __forceinline__ void exp_row(float (&s)[N / 2], int h, float scale_log2, const float (&alpha)[2]) {
+    row_sum[h] = row_sum[h] * alpha[h] + exps(s, s, h, scale_log2);
+  }
+
+  // Row h of p = exp2(scale_log2 * s - max) (p may be s itself); returns this thread's sum of it.
+  __device__ __forceinline__ float exps(const float (&s)[N / 2], float (&p)[N / 2], int h, float scale_log2) const {
     float sum;
 #pragma unroll
     for (int k = 0; k < N / 4; ++k) {
-      float& x = s[4 * (k / 2) + 2 * h + k % 2];
-      x = fast_exp2(fmaf(x, scale_log2, -max_scaled[h]));
-      sum = k == 0 ? x : sum + x;
+      const int i = 4 * (k / 2) + 2 * h + k % 2;
+      p[i] = fast_exp2(fmaf(s[i], scale_log2, -max_scaled[h]));
+      sum = k == 0 ? p[i] : sum + p[i];
     }
-    row_sum[h] = row_sum[h] * alpha[h] + sum;
+    return sum;
   }
 
   // Final per-row normaliser (0 for rows that kept no key) and natural-log LSE (-inf for those).
