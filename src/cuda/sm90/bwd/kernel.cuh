@@ -1,0 +1,338 @@
+// Hopper backward, main kernel. One CTA per (key block of 128, sequence, KV head): K and V are
+// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block of 64 rows that the
+// mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
+// warpgroups, 64 keys each, run per q-block (swap-AB: keys are the MMA rows, so P^T and dS^T land in
+// registers in the A-operand layout):
+//   S^T = K Q^T, dP^T = V dO^T                        (SS, both K-major)
+//   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
+//   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
+//   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
+//   dQ -> smem in fragment order -> one bulk fp32 reduce-add into the q-block's accumulator run
+// Deterministic mode orders each q-block's reduce-adds by key block (a semaphore per q-block).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda/ptx>
+
+#include "cuda/common/bwd_seq.cuh"
+#include "cuda/mask/keep_bits.cuh"
+#include "cuda/mask/window_mask.cuh"
+#include "cuda/sm90/bwd/config.h"
+#include "cuda/sm90/prim/bulk_copy.cuh"
+#include "cuda/sm90/prim/mbarrier.cuh"
+#include "cuda/sm90/prim/regs.cuh"
+#include "cuda/sm90/prim/stmatrix.cuh"
+#include "cuda/sm90/prim/tma.cuh"
+#include "cuda/sm90/prim/wgmma.cuh"
+
+namespace fastattn::sm90 {
+
+using cuda_backend::BwdParams;
+
+constexpr int kBwdDsBar = 1;  // both consumer warpgroups: dS^T of this step is in smem
+constexpr int kBwdDqBar = 2;  // 2, 3: a warpgroup's dQ staging buffer is free / written
+
+template <class Cfg>
+struct BwdSmem {
+  alignas(1024) uint8_t k[Cfg::kKBytes];
+  alignas(1024) uint8_t v[Cfg::kKBytes];
+  alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
+  alignas(1024) uint8_t dout[Cfg::kStages][Cfg::kQBytes];
+  alignas(1024) uint8_t ds[2][Cfg::kBlockN * 128];  // dS^T, keys x 64 q rows: one atom; two steps deep
+  alignas(128) float dq[64 * Cfg::kHeadDim];        // this step's dQ, fragment order
+  alignas(16) float lse[Cfg::kStages][64];
+  alignas(16) float dpsum[Cfg::kStages][64];
+  uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
+};
+
+template <class T>
+__device__ __forceinline__ uint32_t bwd_pack2(float lo, float hi);
+template <>
+__device__ __forceinline__ uint32_t bwd_pack2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+template <>
+__device__ __forceinline__ uint32_t bwd_pack2<__half>(float lo, float hi) {
+  __half2 v = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// What one CTA works on: its key block, and the q-blocks (per q head) that the block sees.
+struct BwdTile {
+  cuda_backend::BwdSeq seq;
+  cuda_backend::WindowMask mask;
+  int n_block, batch, kv_head, n0;
+  int m_begin, m_end;        // q-blocks seen (the same for every q head of the group)
+  int full_begin, full_end;  // q-blocks kept whole: no mask
+  __device__ __forceinline__ int steps(int q_per_kv) const { return m_end > m_begin ? q_per_kv * (m_end - m_begin) : 0; }
+};
+
+__device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
+  BwdTile t;
+  t.n_block = item % p.n_blocks;
+  const int rest = item / p.n_blocks;
+  t.kv_head = rest % p.heads_kv;
+  t.batch = rest / p.heads_kv;
+  t.seq = cuda_backend::bwd_seq(p, t.batch);
+  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.window_left, p.window_right};
+  t.n0 = t.n_block * 128;
+  t.mask.q_tile_range(t.n0, t.n0 + 128, 64, t.m_begin, t.m_end);
+  t.mask.q_full_range(t.n0, t.n0 + 128, 64, t.full_begin, t.full_end);
+  return t;
+}
+
+// Deterministic mode: how many key blocks before this one add into q-block m. The blocks that see m
+// are contiguous (both ends of q_tile_range rise with the key block): the first is found by bisection.
+__device__ __forceinline__ int dq_rank(const BwdTile& t, int m) {
+  int lo = 0, hi = t.n_block;  // the first key block whose range ends past m lies in [lo, hi]
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    int b, e;
+    t.mask.q_tile_range(mid * 128, mid * 128 + 128, 64, b, e);
+    if (e > m) hi = mid;
+    else lo = mid + 1;
+  }
+  return t.n_block - lo;
+}
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t,
+                                            const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
+                                            const CUtensorMap* tdo) {
+  const int kv_row = t.seq.k_offset + t.n0;
+  mbar_expect_tx(&sm.kv_full, 2 * Cfg::kKBytes);
+#pragma unroll
+  for (int a = 0; a < Cfg::kAtoms; ++a) {
+    tma_load_4d(sm.k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
+    tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
+  }
+  PipeState<Cfg::kStages> ps;
+  for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
+    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance()) {
+      const int s = ps.stage();
+      mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
+      mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * 64 * 4);
+      const int q_row = t.seq.q_offset + m * 64;
+#pragma unroll
+      for (int a = 0; a < Cfg::kAtoms; ++a) {
+        tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+        tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+      }
+      const int64_t ws = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
+      bulk_load(sm.lse[s], p.lse_log2 + ws, 64 * 4, &sm.q_full[s]);
+      bulk_load(sm.dpsum[s], p.dpsum + ws, 64 * 4, &sm.q_full[s]);
+    }
+}
+
+// dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
+// K's columns (MN-major B), then staged and reduce-added into the q-block's accumulator run.
+template <class T, class Cfg, int N>
+__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
+                                       int ds_buf, int h, int m, bool issuer) {
+  float dq[N / 2];
+  const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
+  const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+    WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_operands(dq);
+  // The staging buffer is free once the previous step's reduce-add has read it.
+  if (issuer) tma_store_wait_read();
+  named_bar_sync(kBwdDqBar + wg, 128);
+  float* stage = sm.dq + 64 * c0;
+  const int tid = threadIdx.x % 128;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) stage[128 * i + tid] = dq[i];
+  fence_smem_for_tma();
+  named_bar_sync(kBwdDqBar + wg, 128);
+  if (issuer) {
+    float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
+    int* sem = nullptr;
+    int want = 0;
+    if (p.deterministic) {
+      sem = p.dq_sem + (int64_t(t.batch) * p.heads_q + h) * p.m_blocks + m;
+      want = 2 * dq_rank(t, m);
+      int seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+      } while (seen < want);
+    }
+    bulk_reduce_add_f32(dst, stage, 64 * N * 4);
+    tma_store_commit();
+    if (p.deterministic) {
+      tma_store_wait_all();  // the adds have landed before the next key block may add
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
+    }
+  }
+}
+
+template <class T, class Cfg>
+__device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg) {
+  constexpr int D = Cfg::kHeadDim;
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
+  const int key_row = t.n0 + wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
+  const bool issuer = threadIdx.x % 128 == 0;
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+
+  const int steps = t.steps(p.q_per_kv);
+  if (steps > 0) mbar_wait(&sm.kv_full, 0);
+  const uint32_t k_lo = desc_k_major_lo(sm.k + wg * 64 * kAtomRowBytes);
+  const uint32_t v_lo = desc_k_major_lo(sm.v + wg * 64 * kAtomRowBytes);
+  PipeState<Cfg::kStages> ps;
+  int step = 0;
+  for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
+    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance(), ++step) {
+      const int s = ps.stage();
+      mbar_wait(&sm.q_full[s], ps.phase());
+      float st[32], dpt[32];  // S^T and dP^T: 64 keys x 64 q rows
+      {
+        const uint32_t q_lo = desc_k_major_lo(sm.q[s]), do_lo = desc_k_major_lo(sm.dout[s]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          WgmmaSS<T, 64>::run(st, desc_k_major(k_lo, Cfg::kKAtomBytes, kk), desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
+                              kk > 0);
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          WgmmaSS<T, 64>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
+                              desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operands(st);
+        fence_operands(dpt);
+      }
+      // Keep-bits of this thread's two key rows over the q-block's 64 columns (partial blocks).
+      uint32_t keep[2] = {~0u, ~0u};
+      if (m < t.full_begin || m >= t.full_end) {
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int j = key_row + 8 * hh, m0 = m * 64;
+          keep[hh] = cuda_backend::keep_bits<64>(t.mask.row_lo(j) - m0, t.mask.row_hi(j) - m0, quad_col).w[0];
+        }
+      }
+      // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
+      // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e; a pair (e = 0, 1) is packed as soon as it is done, so S^T and dP^T die
+      // into P^T and dS^T (A fragments, 4 k-steps of 16 q rows) as they go.
+      uint32_t pf[4][4], dsf[4][4];
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          float pv[2], ds[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int j = 2 * kk + r / 2, i = 4 * j + 2 * (r % 2) + e, col = 8 * j + 2 * quad_col + e;
+            float sv = st[i], dcap = 1.f;
+            if (p.softcap != 0.f) {
+              const float th = tanhf(sv * p.softcap_in);
+              sv = p.softcap * th;
+              dcap = 1.f - th * th;
+            }
+            pv[e] = exp2f(sv * p.scale_log2 - sm.lse[s][col]);
+            pv[e] = (keep[r % 2] >> (2 * j + e)) & 1u ? pv[e] : 0.f;
+            ds[e] = pv[e] * (dpt[i] - sm.dpsum[s][col]) * dcap;
+          }
+          pf[kk][r] = bwd_pack2<T>(pv[0], pv[1]);
+          dsf[kk][r] = bwd_pack2<T>(ds[0], ds[1]);
+        }
+      {
+        const uint32_t do_lo = desc_n_major_lo(sm.dout[s], Cfg::kQAtomBytes);
+        const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dv, pf[kk], desc_n_major(do_lo, kk), 1);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+        wgmma_commit();
+      }
+      // dS^T into the step's buffer in the 128-byte-swizzled layout (chunk c of row r at c ^ (r % 8)),
+      // by stmatrix: per instruction the 8 x 8 blocks (rows + 0, + 8) x (column groups j, j + 1).
+      {
+        const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
+        const uint32_t row_base = smem_addr(sm.ds[step & 1]) + (wg * 64 + r) * kAtomRowBytes;
+        const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
+#pragma unroll
+        for (int j = 0; j < 8; j += 2)
+          stmatrix_x4(row_base + ((j * 16) ^ chunk_xor), dsf[j / 2][0], dsf[j / 2][1], dsf[j / 2][2], dsf[j / 2][3]);
+        fence_smem_for_tma();  // wgmma reads smem through the async proxy
+      }
+      named_bar_sync(kBwdDsBar, 256);
+      wgmma_wait<0>();  // dV, dK done: Q and dO of this stage are no longer read
+      fence_operands(dv);
+      fence_operands(dk);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.q_empty[s]);
+      if (wg == 0)
+        bwd_dq<T, Cfg, Cfg::kDqCols0>(sm, p, t, 0, 0, step & 1, h, m, issuer);
+      else
+        bwd_dq<T, Cfg, Cfg::kDqCols1>(sm, p, t, Cfg::kDqCols0, 1, step & 1, h, m, issuer);
+    }
+  if (issuer) tma_store_wait_all();  // the staging buffer must outlive the last reduce-add's reads
+
+  // dK (times the softmax scale) and dV of this thread's two keys; keys past len_k hold 0.
+  const int64_t b_off = t.seq.batch_coord;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int j = key_row + 8 * hh;
+    if (j >= t.seq.rows_k) continue;
+    const int64_t tok = t.seq.k_offset + j;
+    T* gk = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + tok * p.dk_stride_s + int64_t(t.kv_head) * p.dk_stride_h;
+    T* gv = static_cast<T*>(p.dv) + b_off * p.dv_stride_b + tok * p.dv_stride_s + int64_t(t.kv_head) * p.dv_stride_h;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {
+      const int col = 8 * c + 2 * quad_col;
+      *reinterpret_cast<uint32_t*>(gk + col) =
+          bwd_pack2<T>(dk[4 * c + 2 * hh] * p.scale, dk[4 * c + 2 * hh + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(gv + col) = bwd_pack2<T>(dv[4 * c + 2 * hh], dv[4 * c + 2 * hh + 1]);
+    }
+  }
+}
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+               const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
+               const __grid_constant__ BwdParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  __shared__ int item_s;
+  const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+  if (threadIdx.x == 0) {
+    // Deterministic mode: the work item is the CTA's start order, so a CTA waits (dq_rank) only on
+    // CTAs that started before it, never on one that may not be resident yet.
+    item_s = p.deterministic ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
+    prefetch_tma_map(&tq);
+    prefetch_tma_map(&tk);
+    prefetch_tma_map(&tv);
+    prefetch_tma_map(&tdo);
+    mbar_init(&sm.kv_full, 1);
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbar_init(&sm.q_full[s], 1);
+      mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
+    }
+    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  }
+  __syncthreads();
+  const BwdTile t = make_bwd_tile(p, item_s);
+  if (t.n0 >= t.seq.rows_k) return;  // past this sequence's keys: nothing to load or store
+
+  if (warp < 4) {
+    regs_release<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0 && t.steps(p.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
+  } else {
+    regs_claim<Cfg::kConsumerRegs>();
+    bwd_consume<T, Cfg>(sm, p, t, warp / 4 - 1);
+  }
+}
+
+}  // namespace fastattn::sm90
