@@ -15,8 +15,10 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda/ptx>
+#include <type_traits>
 
 #include "cuda/common/bwd_seq.cuh"
+#include "cuda/common/online_softmax.cuh"  // fast_exp2
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/mask/window_mask.cuh"
 #include "cuda/sm90/bwd/config.h"
@@ -58,6 +60,17 @@ template <>
 __device__ __forceinline__ uint32_t bwd_pack2<__half>(float lo, float hi) {
   __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// Shared-memory accesses by address: the smem struct is reached through an aligned integer, so
+// the compiler no longer knows the pointers are shared and would emit generic loads and stores.
+__device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
+  float2 v;
+  asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
 }
 
 // What one CTA works on: its key block, and the q-blocks (per q head) that the block sees.
@@ -128,10 +141,13 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
 }
 
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
-// K's columns (MN-major B), then staged and reduce-added into the q-block's accumulator run.
+// K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
+// stage), then staged and reduce-added into the q-block's accumulator run.
 template <class T, class Cfg, int N>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
-                                       int ds_buf, int h, int m, bool issuer) {
+                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kHeadDim / 2],
+                                       float (&dk)[Cfg::kHeadDim / 2], uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4],
+                                       uint64_t* q_empty) {
   float dq[N / 2];
   const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
   const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
@@ -140,15 +156,25 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
     WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
   wgmma_commit();
+  wgmma_wait<1>();  // dV, dK done: this stage's Q and dO are no longer read
+  fence_operands(dv);
+  fence_operands(dk);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {  // their A fragments were read until now: keep them from reuse
+    fence_operands(pf[kk]);
+    fence_operands(dsf[kk]);
+  }
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
   wgmma_wait<0>();
   fence_operands(dq);
   // The staging buffer is free once the previous step's reduce-add has read it.
   if (issuer) tma_store_wait_read();
   named_bar_sync(kBwdDqBar + wg, 128);
   float* stage = sm.dq + 64 * c0;
-  const int tid = threadIdx.x % 128;
+  const uint32_t stage_addr = smem_addr(stage) + 4 * (threadIdx.x % 128);
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) stage[128 * i + tid] = dq[i];
+  for (int i = 0; i < N / 2; ++i) sts_f32(stage_addr + 512 * i, dq[i]);
   fence_smem_for_tma();
   named_bar_sync(kBwdDqBar + wg, 128);
   if (issuer) {
@@ -187,12 +213,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * 64 * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * 64 * kAtomRowBytes);
+  // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
+  static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   PipeState<Cfg::kStages> ps;
-  int step = 0;
   for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
-    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance(), ++step) {
+    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
+      // Four groups in flight at most: S^T, dP^T; then dV behind dP^T, dK behind dV; dQ behind dK.
       float st[32], dpt[32];  // S^T and dP^T: 64 keys x 64 q rows
       {
         const uint32_t q_lo = desc_k_major_lo(sm.q[s]), do_lo = desc_k_major_lo(sm.dout[s]);
@@ -201,16 +229,15 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < D / 16; ++kk)
           WgmmaSS<T, 64>::run(st, desc_k_major(k_lo, Cfg::kKAtomBytes, kk), desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
                               kk > 0);
+        wgmma_commit();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
           WgmmaSS<T, 64>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
                               desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
         wgmma_commit();
-        wgmma_wait<0>();
-        fence_operands(st);
-        fence_operands(dpt);
       }
-      // Keep-bits of this thread's two key rows over the q-block's 64 columns (partial blocks).
+      // Keep-bits of this thread's two key rows over the q-block's 64 columns (partial blocks only),
+      // while the MMAs run.
       uint32_t keep[2] = {~0u, ~0u};
       if (m < t.full_begin || m >= t.full_end) {
 #pragma unroll
@@ -220,36 +247,86 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         }
       }
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
-      // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e; a pair (e = 0, 1) is packed as soon as it is done, so S^T and dP^T die
-      // into P^T and dS^T (A fragments, 4 k-steps of 16 q rows) as they go.
-      uint32_t pf[4][4], dsf[4][4];
+      // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
+      auto kept = [&](int kk, int r, int e) { return (keep[r % 2] >> (2 * (2 * kk + r / 2) + e)) & 1u; };
+      // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, whose tanh st then keeps for
+      // the derivative; P is recomputed from it below), as A fragments for dV += P^T dO.
+      wgmma_wait<1>();
+      fence_operands(st);
+      uint32_t pf[4][4], dsf[4][4];  // P^T and dS^T as A fragments: 4 k-steps of 16 q rows
+      // Softcap or not is decided once per phase (a uniform branch around two unrolled loops):
+      // tested per element, its tanh code ran predicated off inside the plain loop.
+      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
+      const uint32_t lse_addr = smem_addr(sm.lse[s]) + 8 * quad_col, dpsum_addr = smem_addr(sm.dpsum[s]) + 8 * quad_col;
+      const float scale_log2 = p.scale_log2;
+      auto p_phase = [&](auto softcap) {
+        constexpr bool kCap = decltype(softcap)::value;
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          float pv[2], ds[2];
+          for (int r = 0; r < 4; ++r) {
+            const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            float pv[2];
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int j = 2 * kk + r / 2, i = 4 * j + 2 * (r % 2) + e, col = 8 * j + 2 * quad_col + e;
-            float sv = st[i], dcap = 1.f;
-            if (p.softcap != 0.f) {
-              const float th = tanhf(sv * p.softcap_in);
-              sv = p.softcap * th;
-              dcap = 1.f - th * th;
+            for (int e = 0; e < 2; ++e) {
+              float& x = st[8 * kk + 2 * r + e];
+              float sv = x;
+              if constexpr (kCap) {
+                x = tanhf(sv * p.softcap_in);
+                sv = p.softcap * x;
+              }
+              pv[e] = cuda_backend::fast_exp2(sv * scale_log2 - (e ? lse.y : lse.x));
+              pv[e] = kept(kk, r, e) ? pv[e] : 0.f;
+              if constexpr (!kCap) x = pv[e];
             }
-            pv[e] = exp2f(sv * p.scale_log2 - sm.lse[s][col]);
-            pv[e] = (keep[r % 2] >> (2 * j + e)) & 1u ? pv[e] : 0.f;
-            ds[e] = pv[e] * (dpt[i] - sm.dpsum[s][col]) * dcap;
+            pf[kk][r] = bwd_pack2<T>(pv[0], pv[1]);
           }
-          pf[kk][r] = bwd_pack2<T>(pv[0], pv[1]);
-          dsf[kk][r] = bwd_pack2<T>(ds[0], ds[1]);
-        }
+      };
+      if (p.softcap != 0.f)
+        p_phase(std::true_type{});
+      else
+        p_phase(std::false_type{});
       {
         const uint32_t do_lo = desc_n_major_lo(sm.dout[s], Cfg::kQAtomBytes);
-        const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dv, pf[kk], desc_n_major(do_lo, kk), 1);
+        wgmma_commit();
+      }
+      // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q.
+      wgmma_wait<1>();
+      fence_operands(dpt);
+      auto ds_phase = [&](auto softcap) {
+        constexpr bool kCap = decltype(softcap)::value;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const float2 dps = lds_f32x2(dpsum_addr + 32 * (2 * kk + r / 2));
+            float2 lse;
+            if constexpr (kCap) lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            float ds[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int i = 8 * kk + 2 * r + e;
+              float pv = st[i], dcap = 1.f;
+              if constexpr (kCap) {
+                pv = cuda_backend::fast_exp2(p.softcap * st[i] * scale_log2 - (e ? lse.y : lse.x));
+                pv = kept(kk, r, e) ? pv : 0.f;
+                dcap = 1.f - st[i] * st[i];
+              }
+              ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
+            }
+            dsf[kk][r] = bwd_pack2<T>(ds[0], ds[1]);
+          }
+      };
+      if (p.softcap != 0.f)
+        ds_phase(std::true_type{});
+      else
+        ds_phase(std::false_type{});
+      {
+        const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
+        wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
         wgmma_commit();
@@ -258,7 +335,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       // by stmatrix: per instruction the 8 x 8 blocks (rows + 0, + 8) x (column groups j, j + 1).
       {
         const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
-        const uint32_t row_base = smem_addr(sm.ds[step & 1]) + (wg * 64 + r) * kAtomRowBytes;
+        const uint32_t row_base = smem_addr(sm.ds[s]) + (wg * 64 + r) * kAtomRowBytes;
         const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
 #pragma unroll
         for (int j = 0; j < 8; j += 2)
@@ -266,15 +343,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         fence_smem_for_tma();  // wgmma reads smem through the async proxy
       }
       named_bar_sync(kBwdDsBar, 256);
-      wgmma_wait<0>();  // dV, dK done: Q and dO of this stage are no longer read
-      fence_operands(dv);
-      fence_operands(dk);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&sm.q_empty[s]);
       if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0>(sm, p, t, 0, 0, step & 1, h, m, issuer);
+        bwd_dq<T, Cfg, Cfg::kDqCols0>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s]);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1>(sm, p, t, Cfg::kDqCols0, 1, step & 1, h, m, issuer);
+        bwd_dq<T, Cfg, Cfg::kDqCols1>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s]);
     }
   if (issuer) tma_store_wait_all();  // the staging buffer must outlive the last reduce-add's reads
 
