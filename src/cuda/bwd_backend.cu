@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cuda/common/bwd_params.h"
@@ -136,12 +137,14 @@ Status backward(const AttnArgs& a, const Tensor& dout, const Tensor& dq, const T
     p.softcap = a.softcap;
     p.softcap_in = scale / a.softcap;
     p.scale_log2 = kLog2e;
+    p.tanh_of_log2 = 1.f / (a.softcap * kLog2e);
   } else {
     p.scale_log2 = scale * kLog2e;
   }
   p.window_left = a.window_left;
   p.window_right = a.causal ? 0 : a.window_right;
   p.deterministic = a.deterministic ? 1 : 0;
+  if (a.deterministic) p.det_chunk = std::min(p.n_blocks, 16);  // 16 x 128 keys: 8 heads' Q, dO in L2 at d 128 s 8k
 
   // Workspace: dQ accumulator, lse_log2, D (per q head and padded row), semaphores and the ticket.
   auto s = static_cast<cudaStream_t>(stream);

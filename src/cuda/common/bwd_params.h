@@ -44,8 +44,14 @@ struct BwdParams {
   float scale_log2 = 0.f;    // scale * log2(e), or log2(e) when softcap is on
   float softcap_in = 0.f;    // scale / softcap
   float softcap = 0.f;       // 0 = off
+  float tanh_of_log2 = 0.f;  // 1 / (softcap * scale_log2): tanh from a capped score in log2 units
   int window_left = -1, window_right = -1;  // causal is window_right = 0
   int deterministic = 0;
+  // Deterministic mode's CTA order: key blocks in chunks of det_chunk per (sequence, KV head), all
+  // heads' chunk c before chunk c + 1. A q-block's adds are chained through the key blocks, so the
+  // key blocks of a head running at once (the chain a wave waits along) are only det_chunk, while
+  // det_chunk x heads resident CTAs still share their heads' Q and dO in L2.
+  int det_chunk = 0;
 };
 
 }  // namespace fastattn::cuda_backend

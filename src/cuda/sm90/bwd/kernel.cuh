@@ -85,8 +85,15 @@ struct BwdTile {
 
 __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   BwdTile t;
-  t.n_block = item % p.n_blocks;
-  const int rest = item / p.n_blocks;
+  int rest;
+  if (p.det_chunk > 0) {  // BwdParams::det_chunk; a partial last chunk's extra blocks exit at once
+    const int per_chunk = p.det_chunk * p.batch * p.heads_kv;
+    rest = item % per_chunk / p.det_chunk;
+    t.n_block = item / per_chunk * p.det_chunk + item % p.det_chunk;
+  } else {
+    t.n_block = item % p.n_blocks;
+    rest = item / p.n_blocks;
+  }
   t.kv_head = rest % p.heads_kv;
   t.batch = rest / p.heads_kv;
   t.seq = cuda_backend::bwd_seq(p, t.batch);
@@ -140,6 +147,16 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
     }
 }
 
+// Deterministic mode: once this thread's reduce-adds have landed, the next key block may add into
+// their q-block (one count per warpgroup; dq_rank's waiters expect two per key block).
+__device__ __forceinline__ void release_dq_turn(int*& sem) {
+  if (sem == nullptr) return;
+  tma_store_wait_all();
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
+  sem = nullptr;
+}
+
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
 // stage), then staged and reduce-added into the q-block's accumulator run.
@@ -147,7 +164,7 @@ template <class T, class Cfg, int N>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kHeadDim / 2],
                                        float (&dk)[Cfg::kHeadDim / 2], uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4],
-                                       uint64_t* q_empty) {
+                                       uint64_t* q_empty, int*& pending_sem) {
   float dq[N / 2];
   const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
   const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
@@ -179,23 +196,20 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   named_bar_sync(kBwdDqBar + wg, 128);
   if (issuer) {
     float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
-    int* sem = nullptr;
-    int want = 0;
     if (p.deterministic) {
-      sem = p.dq_sem + (int64_t(t.batch) * p.heads_q + h) * p.m_blocks + m;
-      want = 2 * dq_rank(t, m);
+      // The previous step's adds are released now, a step after their issue, so that waiting for
+      // them to land does not stall this warpgroup; then this q-block's turn is awaited.
+      release_dq_turn(pending_sem);
+      int* sem = p.dq_sem + (int64_t(t.batch) * p.heads_q + h) * p.m_blocks + m;
+      const int want = 2 * dq_rank(t, m);
       int seen;
       do {
         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
       } while (seen < want);
+      pending_sem = sem;
     }
     bulk_reduce_add_f32(dst, stage, 64 * N * 4);
     tma_store_commit();
-    if (p.deterministic) {
-      tma_store_wait_all();  // the adds have landed before the next key block may add
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-      asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
-    }
   }
 }
 
@@ -205,6 +219,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
   const int key_row = t.n0 + wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
   const bool issuer = threadIdx.x % 128 == 0;
+  int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
   float dk[D / 2], dv[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
@@ -236,31 +251,33 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                               desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
         wgmma_commit();
       }
-      // Keep-bits of this thread's two key rows over the q-block's 64 columns (partial blocks only),
-      // while the MMAs run.
-      uint32_t keep[2] = {~0u, ~0u};
-      if (m < t.full_begin || m >= t.full_end) {
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) {
-          const int j = key_row + 8 * hh, m0 = m * 64;
-          keep[hh] = cuda_backend::keep_bits<64>(t.mask.row_lo(j) - m0, t.mask.row_hi(j) - m0, quad_col).w[0];
-        }
-      }
-      // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
-      // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
-      auto kept = [&](int kk, int r, int e) { return (keep[r % 2] >> (2 * (2 * kk + r / 2) + e)) & 1u; };
-      // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, whose tanh st then keeps for
-      // the derivative; P is recomputed from it below), as A fragments for dV += P^T dO.
+      // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
+      // P = exp2(-inf) = 0 with no per-element test after the exp.
+      auto mask_scores = [&] {
+        if (m >= t.full_begin && m < t.full_end) return;
+        const int m0 = m * 64;
+        cuda_backend::apply_keep_bits<64, 0>(
+            st, cuda_backend::keep_bits<64>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
+        cuda_backend::apply_keep_bits<64, 1>(
+            st, cuda_backend::keep_bits<64>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
+      };
+      // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
+      // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO.
       wgmma_wait<1>();
       fence_operands(st);
       uint32_t pf[4][4], dsf[4][4];  // P^T and dS^T as A fragments: 4 k-steps of 16 q rows
-      // Softcap or not is decided once per phase (a uniform branch around two unrolled loops):
-      // tested per element, its tanh code ran predicated off inside the plain loop.
       // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
       const uint32_t lse_addr = smem_addr(sm.lse[s]) + 8 * quad_col, dpsum_addr = smem_addr(sm.dpsum[s]) + 8 * quad_col;
       const float scale_log2 = p.scale_log2;
+      // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
+      // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
       auto p_phase = [&](auto softcap) {
         constexpr bool kCap = decltype(softcap)::value;
+        if constexpr (kCap) {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) st[i] = p.softcap * tanhf(st[i] * p.softcap_in) * scale_log2;
+        }
+        mask_scores();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -270,13 +287,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               float& x = st[8 * kk + 2 * r + e];
-              float sv = x;
-              if constexpr (kCap) {
-                x = tanhf(sv * p.softcap_in);
-                sv = p.softcap * x;
-              }
-              pv[e] = cuda_backend::fast_exp2(sv * scale_log2 - (e ? lse.y : lse.x));
-              pv[e] = kept(kk, r, e) ? pv[e] : 0.f;
+              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
               if constexpr (!kCap) x = pv[e];
             }
             pf[kk][r] = bwd_pack2<T>(pv[0], pv[1]);
@@ -310,10 +321,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
             for (int e = 0; e < 2; ++e) {
               const int i = 8 * kk + 2 * r + e;
               float pv = st[i], dcap = 1.f;
-              if constexpr (kCap) {
-                pv = cuda_backend::fast_exp2(p.softcap * st[i] * scale_log2 - (e ? lse.y : lse.x));
-                pv = kept(kk, r, e) ? pv : 0.f;
-                dcap = 1.f - st[i] * st[i];
+              if constexpr (kCap) {  // masked: st = -inf, P = 0, tanh clamped to -1 (no 0 * inf)
+                pv = cuda_backend::fast_exp2(st[i] - (e ? lse.y : lse.x));
+                const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
+                dcap = 1.f - th * th;
               }
               ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
             }
@@ -344,11 +355,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       }
       named_bar_sync(kBwdDsBar, 256);
       if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s]);
+        bwd_dq<T, Cfg, Cfg::kDqCols0>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s]);
+        bwd_dq<T, Cfg, Cfg::kDqCols1>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem);
     }
-  if (issuer) tma_store_wait_all();  // the staging buffer must outlive the last reduce-add's reads
+  if (issuer) {
+    release_dq_turn(pending_sem);
+    tma_store_wait_all();  // the staging buffer must outlive the last reduce-add's reads
+  }
 
   // dK (times the softmax scale) and dV of this thread's two keys; keys past len_k hold 0.
   const int64_t b_off = t.seq.batch_coord;
@@ -396,7 +410,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
   const BwdTile t = make_bwd_tile(p, item_s);
-  if (t.n0 >= t.seq.rows_k) return;  // past this sequence's keys: nothing to load or store
+  if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();

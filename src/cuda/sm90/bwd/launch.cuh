@@ -29,7 +29,8 @@ Status launch_bwd(const AttnArgs& args, const Tensor& dout, const cuda_backend::
     bwd_preprocess_kernel<T, D><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
-  const int64_t items = int64_t(p.n_blocks) * p.heads_kv * p.batch;
+  const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk : p.n_blocks;
+  const int64_t items = n_slots * p.heads_kv * p.batch;
   if (items > 0) {  // also without q rows: it writes dk = dv = 0
     CUtensorMap tq, tk, tv, tdo;
     Status st = cuda_backend::make_tma_map(args.q, Cfg::kBlockM, &tq);
