@@ -69,8 +69,8 @@ __device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
   asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
   return v;
 }
-__device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
-  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+__device__ __forceinline__ void sts_f32x4(uint32_t addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
 }
 
 // What one CTA works on: its key block, and the q-blocks (per q head) that the block sees.
@@ -185,17 +185,28 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
   wgmma_wait<0>();
   fence_operands(dq);
+  // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (preprocess.cuh,
+  // dq_accum_index): coalesced 512-byte rows per warp instruction.
+  const int tid = threadIdx.x % 128;
+  float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
+  if (!p.deterministic) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
+#pragma unroll
+    for (int q = 0; q < N / 8; ++q)
+      atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
+                make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
+    return;
+  }
+  // Deterministic: staged in smem, then one bulk reduce-add in this q-block's turn.
   // The staging buffer is free once the previous step's reduce-add has read it.
   if (issuer) tma_store_wait_read();
   named_bar_sync(kBwdDqBar + wg, 128);
   float* stage = sm.dq + 64 * c0;
-  const uint32_t stage_addr = smem_addr(stage) + 4 * (threadIdx.x % 128);
+  const uint32_t stage_addr = smem_addr(stage) + 16 * tid;
 #pragma unroll
-  for (int i = 0; i < N / 2; ++i) sts_f32(stage_addr + 512 * i, dq[i]);
+  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
   fence_smem_for_tma();
   named_bar_sync(kBwdDqBar + wg, 128);
   if (issuer) {
-    float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
     if (p.deterministic) {
       // The previous step's adds are released now, a step after their issue, so that waiting for
       // them to land does not stall this warpgroup; then this q-block's turn is awaited.

@@ -44,13 +44,14 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
 }
 
 // The dQ accumulator of a q-block holds warpgroup w's columns [c_w, c_w + N_w) at float offset
-// 64 c_w, element (row, c_w + lc) at 128 i + t for the thread t and accumulator index i that the
-// wgmma layout gives it (bwd/kernel.cuh writes it so, bank-conflict free).
+// 64 c_w, element (row, c_w + lc) at 512 (i / 4) + 4 t + i % 4 for the thread t and accumulator
+// index i that the wgmma layout gives it (bwd/kernel.cuh adds it so: a float4 per thread, a warp's
+// 32 of them contiguous).
 __device__ __forceinline__ int dq_accum_index(int row, int col, int cols0) {
   const int c0 = col < cols0 ? 0 : cols0, lc = col - c0;
   const int i = 4 * (lc / 8) + 2 * ((row % 16) / 8) + (lc % 2);
   const int t = 32 * (row / 16) + 4 * (row % 8) + (lc % 8) / 2;
-  return 64 * c0 + 128 * i + t;
+  return 64 * c0 + 512 * (i / 4) + 4 * t + i % 4;
 }
 
 template <class T, int D, int Cols0>
