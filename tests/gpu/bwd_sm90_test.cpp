@@ -56,19 +56,9 @@ void run_bwd_case(const BwdCase& c) {
   SCOPED_TRACE("case " + c.str() + (c.deterministic ? " deterministic" : "") + " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
-  const bool varlen = !c.lens_q.empty();
-  const int batch = varlen ? int(c.lens_q.size()) : c.batch;
-  std::vector<int32_t> cu_q{0}, cu_k{0};
-  int max_q = 0, max_k = 0;
-  for (size_t b = 0; b < c.lens_q.size(); ++b) {
-    cu_q.push_back(cu_q.back() + c.lens_q[b]);
-    cu_k.push_back(cu_k.back() + c.lens_k[b]);
-    max_q = std::max(max_q, c.lens_q[b]);
-    max_k = std::max(max_k, c.lens_k[b]);
-  }
-  auto shape_of = [&](int64_t s, int64_t total, int64_t h) {
-    return varlen ? std::vector<int64_t>{total, h, c.d} : std::vector<int64_t>{batch, s, h, c.d};
-  };
+  const CaseIndex idx(c);
+  const std::vector<int32_t>&cu_q = idx.cu_q, &cu_k = idx.cu_k;
+  auto shape_of = [&](int64_t s, int64_t total, int64_t h) { return idx.shape(s, total, h, c.d); };
   TestTensor q(shape_of(c.sq, cu_q.back(), c.hq), 0), k(shape_of(c.sk, cu_k.back(), c.hkv), 0),
       v(shape_of(c.sk, cu_k.back(), c.hkv), 0), out(shape_of(c.sq, cu_q.back(), c.hq), 0),
       dout(shape_of(c.sq, cu_q.back(), c.hq), 0), dq(shape_of(c.sq, cu_q.back(), c.hq), 0),
@@ -77,16 +67,8 @@ void run_bwd_case(const BwdCase& c) {
     for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
     t->dev->upload(t->host.data());
   }
-  const int64_t total_q = varlen ? cu_q.back() : int64_t(batch) * c.sq;
-  const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * total_q, 1));
+  const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
   DeviceBuffer lse_dev(lse_n * 4);
-  auto idx_buf = [](const std::vector<int32_t>& h) {
-    auto b = std::make_unique<DeviceBuffer>(std::max<size_t>(h.size(), 1) * 4);
-    if (!h.empty()) b->upload(h.data());
-    return b;
-  };
-  std::vector<int32_t> used_q(c.used_q.begin(), c.used_q.end()), used_k(c.used_k.begin(), c.used_k.end());
-  auto cu_q_dev = idx_buf(cu_q), cu_k_dev = idx_buf(cu_k), uq_dev = idx_buf(used_q), uk_dev = idx_buf(used_k);
   std::vector<uint16_t> out_host(out.host.size());
   std::vector<float> lse_host(lse_n);
 
@@ -97,22 +79,9 @@ void run_bwd_case(const BwdCase& c) {
     a.k = k.view(on_gpu ? k.dev->get() : k.host.data(), c.dtype, dv_);
     a.v = v.view(on_gpu ? v.dev->get() : v.host.data(), c.dtype, dv_);
     a.out = out.view(on_gpu ? out.dev->get() : out_host.data(), c.dtype, dv_);
-    void* ld = on_gpu ? lse_dev.get() : static_cast<void*>(lse_host.data());
-    a.lse = varlen ? make_tensor(ld, DType::F32, {c.hq, total_q}, dv_) : make_tensor(ld, DType::F32, {batch, c.hq, c.sq}, dv_);
-    if (varlen) {
-      a.cu_seqlens_q = {on_gpu ? static_cast<const int32_t*>(cu_q_dev->get()) : cu_q.data(), int64_t(cu_q.size())};
-      a.cu_seqlens_k = {on_gpu ? static_cast<const int32_t*>(cu_k_dev->get()) : cu_k.data(), int64_t(cu_k.size())};
-      a.max_seqlen_q = std::max(max_q, 1);
-      a.max_seqlen_k = std::max(max_k, 1);
-    }
-    if (!used_q.empty()) a.seqused_q = {on_gpu ? static_cast<const int32_t*>(uq_dev->get()) : used_q.data(), batch};
-    if (!used_k.empty()) a.seqused_k = {on_gpu ? static_cast<const int32_t*>(uk_dev->get()) : used_k.data(), batch};
-    a.causal = c.causal;
-    a.window_left = c.wl;
-    a.window_right = c.wr;
-    a.softcap = c.softcap;
+    a.lse = idx.lse(c, on_gpu ? lse_dev.get() : static_cast<void*>(lse_host.data()), dv_);
+    idx.apply(a, c, on_gpu);
     a.deterministic = c.deterministic;
-    a.backend = on_gpu ? Backend::CUDA : Backend::Reference;
     return a;
   };
 

@@ -19,6 +19,7 @@
 
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
+#include "cuda/common/pack2.cuh"
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/mask/window_mask.cuh"
 #include "cuda/sm90/bwd/config.h"
@@ -48,19 +49,6 @@ struct BwdSmem {
   alignas(16) float dpsum[Cfg::kStages][64];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
 };
-
-template <class T>
-__device__ __forceinline__ uint32_t bwd_pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t bwd_pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t bwd_pack2<__half>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
 
 // Shared-memory accesses by address: the smem struct is reached through an aligned integer, so
 // the compiler no longer knows the pointers are shared and would emit generic loads and stores.
@@ -301,7 +289,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
               pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
               if constexpr (!kCap) x = pv[e];
             }
-            pf[kk][r] = bwd_pack2<T>(pv[0], pv[1]);
+            pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
           }
       };
       if (p.softcap != 0.f)
@@ -339,7 +327,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
               }
               ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
             }
-            dsf[kk][r] = bwd_pack2<T>(ds[0], ds[1]);
+            dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
           }
       };
       if (p.softcap != 0.f)
@@ -388,8 +376,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     for (int c = 0; c < D / 8; ++c) {
       const int col = 8 * c + 2 * quad_col;
       *reinterpret_cast<uint32_t*>(gk + col) =
-          bwd_pack2<T>(dk[4 * c + 2 * hh] * p.scale, dk[4 * c + 2 * hh + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(gv + col) = bwd_pack2<T>(dv[4 * c + 2 * hh], dv[4 * c + 2 * hh + 1]);
+          cuda_backend::pack2<T>(dk[4 * c + 2 * hh] * p.scale, dk[4 * c + 2 * hh + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(gv + col) = cuda_backend::pack2<T>(dv[4 * c + 2 * hh], dv[4 * c + 2 * hh + 1]);
     }
   }
 }
