@@ -7,8 +7,9 @@
 //   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
-//   dQ -> smem in fragment order -> one bulk fp32 reduce-add into the q-block's accumulator run
-// Deterministic mode orders each q-block's reduce-adds by key block (a semaphore per q-block).
+//   dQ into the q-block's fp32 accumulator run (dq.cuh): vector atomics, or in deterministic mode
+//   one bulk reduce-add per warpgroup in an order fixed by key block (a semaphore per q-block)
+// and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
 #pragma once
 
 #include <cuda.h>
@@ -17,13 +18,15 @@
 #include <cuda/ptx>
 #include <type_traits>
 
-#include "cuda/common/bwd_seq.cuh"
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
 #include "cuda/common/pack2.cuh"
 #include "cuda/mask/keep_bits.cuh"
-#include "cuda/mask/window_mask.cuh"
 #include "cuda/sm90/bwd/config.h"
-#include "cuda/sm90/prim/bulk_copy.cuh"
+#include "cuda/sm90/bwd/dq.cuh"
+#include "cuda/sm90/bwd/epilogue.cuh"
+#include "cuda/sm90/bwd/producer.cuh"
+#include "cuda/sm90/bwd/smem.cuh"
+#include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -31,186 +34,6 @@
 #include "cuda/sm90/prim/wgmma.cuh"
 
 namespace fastattn::sm90 {
-
-using cuda_backend::BwdParams;
-
-constexpr int kBwdDsBar = 1;  // both consumer warpgroups: dS^T of this step is in smem
-constexpr int kBwdDqBar = 2;  // 2, 3: a warpgroup's dQ staging buffer is free / written
-
-template <class Cfg>
-struct BwdSmem {
-  alignas(1024) uint8_t k[Cfg::kKBytes];
-  alignas(1024) uint8_t v[Cfg::kKBytes];
-  alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
-  alignas(1024) uint8_t dout[Cfg::kStages][Cfg::kQBytes];
-  alignas(1024) uint8_t ds[2][Cfg::kBlockN * 128];  // dS^T, keys x 64 q rows: one atom; two steps deep
-  alignas(128) float dq[64 * Cfg::kHeadDim];        // this step's dQ, fragment order
-  alignas(16) float lse[Cfg::kStages][64];
-  alignas(16) float dpsum[Cfg::kStages][64];
-  uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
-};
-
-// Shared-memory accesses by address: the smem struct is reached through an aligned integer, so
-// the compiler no longer knows the pointers are shared and would emit generic loads and stores.
-__device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
-  float2 v;
-  asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-  return v;
-}
-__device__ __forceinline__ void sts_f32x4(uint32_t addr, float a, float b, float c, float d) {
-  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
-}
-
-// What one CTA works on: its key block, and the q-blocks (per q head) that the block sees.
-struct BwdTile {
-  cuda_backend::BwdSeq seq;
-  cuda_backend::WindowMask mask;
-  int n_block, batch, kv_head, n0;
-  int m_begin, m_end;        // q-blocks seen (the same for every q head of the group)
-  int full_begin, full_end;  // q-blocks kept whole: no mask
-  __device__ __forceinline__ int steps(int q_per_kv) const { return m_end > m_begin ? q_per_kv * (m_end - m_begin) : 0; }
-};
-
-__device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
-  BwdTile t;
-  int rest;
-  if (p.det_chunk > 0) {  // BwdParams::det_chunk; a partial last chunk's extra blocks exit at once
-    const int per_chunk = p.det_chunk * p.batch * p.heads_kv;
-    rest = item % per_chunk / p.det_chunk;
-    t.n_block = item / per_chunk * p.det_chunk + item % p.det_chunk;
-  } else {
-    t.n_block = item % p.n_blocks;
-    rest = item / p.n_blocks;
-  }
-  t.kv_head = rest % p.heads_kv;
-  t.batch = rest / p.heads_kv;
-  t.seq = cuda_backend::bwd_seq(p, t.batch);
-  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.window_left, p.window_right};
-  t.n0 = t.n_block * 128;
-  t.mask.q_tile_range(t.n0, t.n0 + 128, 64, t.m_begin, t.m_end);
-  t.mask.q_full_range(t.n0, t.n0 + 128, 64, t.full_begin, t.full_end);
-  return t;
-}
-
-// Deterministic mode: how many key blocks before this one add into q-block m. The blocks that see m
-// are contiguous (both ends of q_tile_range rise with the key block): the first is found by bisection.
-__device__ __forceinline__ int dq_rank(const BwdTile& t, int m) {
-  int lo = 0, hi = t.n_block;  // the first key block whose range ends past m lies in [lo, hi]
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    int b, e;
-    t.mask.q_tile_range(mid * 128, mid * 128 + 128, 64, b, e);
-    if (e > m) hi = mid;
-    else lo = mid + 1;
-  }
-  return t.n_block - lo;
-}
-
-template <class Cfg>
-__device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t,
-                                            const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                                            const CUtensorMap* tdo) {
-  const int kv_row = t.seq.k_offset + t.n0;
-  mbar_expect_tx(&sm.kv_full, 2 * Cfg::kKBytes);
-#pragma unroll
-  for (int a = 0; a < Cfg::kAtoms; ++a) {
-    tma_load_4d(sm.k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
-    tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
-  }
-  PipeState<Cfg::kStages> ps;
-  for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
-    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance()) {
-      const int s = ps.stage();
-      mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
-      mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * 64 * 4);
-      const int q_row = t.seq.q_offset + m * 64;
-#pragma unroll
-      for (int a = 0; a < Cfg::kAtoms; ++a) {
-        tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
-        tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
-      }
-      const int64_t ws = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
-      bulk_load(sm.lse[s], p.lse_log2 + ws, 64 * 4, &sm.q_full[s]);
-      bulk_load(sm.dpsum[s], p.dpsum + ws, 64 * 4, &sm.q_full[s]);
-    }
-}
-
-// Deterministic mode: once this thread's reduce-adds have landed, the next key block may add into
-// their q-block (one count per warpgroup; dq_rank's waiters expect two per key block).
-__device__ __forceinline__ void release_dq_turn(int*& sem) {
-  if (sem == nullptr) return;
-  tma_store_wait_all();
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
-  sem = nullptr;
-}
-
-// dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
-// K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
-// stage), then staged and reduce-added into the q-block's accumulator run.
-template <class T, class Cfg, int N>
-__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
-                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kHeadDim / 2],
-                                       float (&dk)[Cfg::kHeadDim / 2], uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4],
-                                       uint64_t* q_empty, int*& pending_sem) {
-  float dq[N / 2];
-  const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
-  const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
-  wgmma_fence();
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
-    WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
-  wgmma_commit();
-  wgmma_wait<1>();  // dV, dK done: this stage's Q and dO are no longer read
-  fence_operands(dv);
-  fence_operands(dk);
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {  // their A fragments were read until now: keep them from reuse
-    fence_operands(pf[kk]);
-    fence_operands(dsf[kk]);
-  }
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
-  wgmma_wait<0>();
-  fence_operands(dq);
-  // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (preprocess.cuh,
-  // dq_accum_index): coalesced 512-byte rows per warp instruction.
-  const int tid = threadIdx.x % 128;
-  float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
-  if (!p.deterministic) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
-#pragma unroll
-    for (int q = 0; q < N / 8; ++q)
-      atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
-                make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
-    return;
-  }
-  // Deterministic: staged in smem, then one bulk reduce-add in this q-block's turn.
-  // The staging buffer is free once the previous step's reduce-add has read it.
-  if (issuer) tma_store_wait_read();
-  named_bar_sync(kBwdDqBar + wg, 128);
-  float* stage = sm.dq + 64 * c0;
-  const uint32_t stage_addr = smem_addr(stage) + 16 * tid;
-#pragma unroll
-  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-  fence_smem_for_tma();
-  named_bar_sync(kBwdDqBar + wg, 128);
-  if (issuer) {
-    if (p.deterministic) {
-      // The previous step's adds are released now, a step after their issue, so that waiting for
-      // them to land does not stall this warpgroup; then this q-block's turn is awaited.
-      release_dq_turn(pending_sem);
-      int* sem = p.dq_sem + (int64_t(t.batch) * p.heads_q + h) * p.m_blocks + m;
-      const int want = 2 * dq_rank(t, m);
-      int seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
-      } while (seen < want);
-      pending_sem = sem;
-    }
-    bulk_reduce_add_f32(dst, stage, 64 * N * 4);
-    tma_store_commit();
-  }
-}
 
 template <class T, class Cfg>
 __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg) {
@@ -362,24 +185,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     release_dq_turn(pending_sem);
     tma_store_wait_all();  // the staging buffer must outlive the last reduce-add's reads
   }
-
-  // dK (times the softmax scale) and dV of this thread's two keys; keys past len_k hold 0.
-  const int64_t b_off = t.seq.batch_coord;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int j = key_row + 8 * hh;
-    if (j >= t.seq.rows_k) continue;
-    const int64_t tok = t.seq.k_offset + j;
-    T* gk = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + tok * p.dk_stride_s + int64_t(t.kv_head) * p.dk_stride_h;
-    T* gv = static_cast<T*>(p.dv) + b_off * p.dv_stride_b + tok * p.dv_stride_s + int64_t(t.kv_head) * p.dv_stride_h;
-#pragma unroll
-    for (int c = 0; c < D / 8; ++c) {
-      const int col = 8 * c + 2 * quad_col;
-      *reinterpret_cast<uint32_t*>(gk + col) =
-          cuda_backend::pack2<T>(dk[4 * c + 2 * hh] * p.scale, dk[4 * c + 2 * hh + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(gv + col) = cuda_backend::pack2<T>(dv[4 * c + 2 * hh], dv[4 * c + 2 * hh + 1]);
-    }
-  }
+  store_dk_dv<T, D>(p, t, key_row, quad_col, dk, dv);
 }
 
 template <class T, class Cfg>
