@@ -102,6 +102,7 @@ Error parse_run_options(const std::vector<std::string>& args, RunOptions& o) {
       {"--causal", [&] { o.causal = true; }},
       {"--no-causal", [&] { o.causal = false; }},
       {"--backward", [&] { o.backward = true; }},
+      {"--deterministic", [&] { o.deterministic = true; }},
       {"--quiet", [&] { o.quiet = true; }},
   };
 
@@ -175,6 +176,7 @@ problem (unset values take the default problem of the device: CPU b=1 s=1024 h=8
 run
   --device D         cpu | cuda (default cuda when a GPU and kernels are present, else cpu)
   --backward         also run and time the backward pass
+  --deterministic    backward: bitwise reproducible dq (ordered accumulation on CUDA)
   --iters N          timed iterations, the median is reported (default GPU 20, CPU 3)
   --warmup N         untimed iterations before (default GPU 3, CPU 1)
   --threads N        CPU backend threads (default all)

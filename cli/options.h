@@ -23,6 +23,7 @@ struct RunOptions {
   // How to run it.
   std::optional<Device> device;  // unset: CUDA when cuda_available(), else CPU
   bool backward = false;
+  bool deterministic = false;  // backward: ordered dQ accumulation (bitwise reproducible)
   int iters = -1, warmup = -1;
   int check_rows = 16;
   uint64_t seed = 0;

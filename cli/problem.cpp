@@ -82,6 +82,7 @@ AttnArgs make_args(const RunOptions& o, Device device, void* q, void* k, void* v
   a.window_left = int32_t(o.window_left);
   a.window_right = int32_t(o.window_right);
   a.softcap = o.softcap;
+  a.deterministic = o.deterministic;
   if (o.scale) a.softmax_scale = *o.scale;
   a.num_threads = o.threads;
   return a;

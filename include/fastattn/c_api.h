@@ -42,6 +42,7 @@ typedef struct fastattn_args {
   float softcap;
   int32_t backend;                   /* enum fastattn_backend */
   int32_t num_threads;
+  int32_t deterministic;             /* nonzero: backward bitwise reproducible (CUDA: ordered dQ adds) */
 } fastattn_args;
 
 /* Fills defaults: scale = NaN (meaning 1/sqrt(d)), windows -1, no varlen, backend auto. */

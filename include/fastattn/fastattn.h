@@ -23,7 +23,11 @@ Status validate_backward(const AttnArgs& args, const Tensor& dout, const Tensor&
 Status forward(const AttnArgs& args, void* stream = nullptr);
 
 // Gradients of forward. Reads args.q/k/v/out/lse (lse as written by forward); writes dq, dk, dv
-// (same shapes and dtypes as q, k, v).
+// (same shapes and dtypes as q, k, v). CUDA (sm_90a, head dims 64/96/128): the workspace (an fp32
+// dQ accumulator and two fp32 scalars per q row, padded to 64-row blocks) is allocated with
+// cudaMallocAsync and freed with cudaFreeAsync on `stream`: the call is stream-ordered and can be
+// captured in a CUDA graph (with check_index_arrays off for varlen). args.deterministic makes dq
+// bitwise reproducible (dk and dv always are).
 Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,
                 const Tensor& dv, void* stream = nullptr);
 

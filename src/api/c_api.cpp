@@ -58,6 +58,7 @@ bool to_args(const fastattn_args* c, fastattn::AttnArgs* a) {
   a->window_left = c->window_left;
   a->window_right = c->window_right;
   a->softcap = c->softcap;
+  a->deterministic = c->deterministic != 0;
   a->backend = static_cast<fastattn::Backend>(c->backend);
   a->num_threads = c->num_threads;
   return true;

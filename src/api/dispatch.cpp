@@ -36,7 +36,12 @@ Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, cons
   switch (p.backend) {
     case Backend::CPU: return cpu::backward(p.problem, p.grads);
     case Backend::Reference: return reference::backward(p.problem, p.grads);
-    case Backend::CUDA:  // rejected by validation until the CUDA backward exists
+    case Backend::CUDA:
+#ifdef FASTATTN_WITH_CUDA
+      return cuda_backend::backward(args, dout, dq, dk, dv, p.problem.scale, stream);
+#else
+      break;
+#endif
     case Backend::Auto: break;
   }
   return {Code::Internal, "backward: no backend resolved"};

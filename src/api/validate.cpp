@@ -216,7 +216,7 @@ Status check_backend_device(const AttnArgs& a, Backend be) {
 Status check_backend_limits(const AttnArgs& a, Backend be, bool backward, int64_t d, int64_t dv) {
   if (be == Backend::CUDA) {
 #ifdef FASTATTN_WITH_CUDA
-    if (backward) return Status::Unsupported("backend cuda: backward is not implemented yet");
+    if (backward) return cuda_backend::check_backward(a);
     return cuda_backend::check_forward(a);
 #else
     return Status::Unsupported("backend cuda: fastattn was built without CUDA");
@@ -297,6 +297,12 @@ Status prepare_backward(const AttnArgs& args, const Tensor& dout, const Tensor& 
     if (st.ok()) st = check_device(g.name, g.t, args.q);
     if (!st.ok()) return st;
   }
+#ifdef FASTATTN_WITH_CUDA
+  if (out->backend == Backend::CUDA) {
+    st = cuda_backend::check_backward_grads(dout, dq, dk, dv);
+    if (!st.ok()) return st;
+  }
+#endif
   out->grads.dout = make_operand(dout, varlen);
   out->grads.dq = make_operand(dq, varlen);
   out->grads.dk = make_operand(dk, varlen);

@@ -13,6 +13,17 @@ bool available();
 // instantiated in this build, 16-byte alignment of base pointers and strides (TMA), features.
 Status check_forward(const AttnArgs& args);
 
+// The backward's limits on validated args (as check_forward, plus the head dims the backward
+// kernels hold), and on the gradient tensors.
+Status check_backward(const AttnArgs& args);
+Status check_backward_grads(const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv);
+
+// Runs the backward: dq, dk, dv from q, k, v, out, lse and dout. Its workspace (fp32 dQ accumulator,
+// per-row scalars) is allocated with cudaMallocAsync and freed with cudaFreeAsync on `stream`, so
+// the call is stream-ordered and can be captured in a CUDA graph.
+Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                float scale, void* stream);
+
 // Runs the forward. `scale` is the resolved softmax scale. Args are validated.
 Status forward(const AttnArgs& args, float scale, void* stream);
 

@@ -89,6 +89,63 @@ struct TestTensor {
   }
 };
 
+// A case's sequence index arrays (cu_seqlens, seqused) on the host and on the device, and the
+// AttnArgs fields (index arrays, masks, softcap, backend) that point at one copy or the other.
+struct CaseIndex {
+  bool varlen;
+  int batch;
+  std::vector<int32_t> cu_q{0}, cu_k{0}, used_q, used_k;
+  int max_q = 0, max_k = 0;
+  std::unique_ptr<DeviceBuffer> cu_q_dev, cu_k_dev, uq_dev, uk_dev;
+
+  explicit CaseIndex(const FwdCase& c)
+      : varlen(!c.lens_q.empty()), batch(varlen ? int(c.lens_q.size()) : c.batch),
+        used_q(c.used_q.begin(), c.used_q.end()), used_k(c.used_k.begin(), c.used_k.end()) {
+    for (size_t b = 0; b < c.lens_q.size(); ++b) {
+      cu_q.push_back(cu_q.back() + c.lens_q[b]);
+      cu_k.push_back(cu_k.back() + c.lens_k[b]);
+      max_q = std::max(max_q, c.lens_q[b]);
+      max_k = std::max(max_k, c.lens_k[b]);
+    }
+    auto to_device = [](const std::vector<int32_t>& h) {
+      auto b = std::make_unique<DeviceBuffer>(std::max<size_t>(h.size(), 1) * 4);
+      if (!h.empty()) b->upload(h.data());
+      return b;
+    };
+    cu_q_dev = to_device(cu_q);
+    cu_k_dev = to_device(cu_k);
+    uq_dev = to_device(used_q);
+    uk_dev = to_device(used_k);
+  }
+  // (batch, s, h, d), or (tokens, h, d) when varlen.
+  std::vector<int64_t> shape(int64_t s, int64_t total, int64_t h, int64_t d) const {
+    return varlen ? std::vector<int64_t>{total, h, d} : std::vector<int64_t>{batch, s, h, d};
+  }
+  int64_t total_q(const FwdCase& c) const { return varlen ? cu_q.back() : int64_t(batch) * c.sq; }
+  Tensor lse(const FwdCase& c, void* data, Device dv) const {
+    return varlen ? make_tensor(data, DType::F32, {c.hq, total_q(c)}, dv)
+                  : make_tensor(data, DType::F32, {batch, c.hq, c.sq}, dv);
+  }
+  void apply(AttnArgs& a, const FwdCase& c, bool on_gpu) const {
+    auto pick = [&](const std::unique_ptr<DeviceBuffer>& d, const std::vector<int32_t>& h) {
+      return on_gpu ? static_cast<const int32_t*>(d->get()) : h.data();
+    };
+    if (varlen) {
+      a.cu_seqlens_q = {pick(cu_q_dev, cu_q), int64_t(cu_q.size())};
+      a.cu_seqlens_k = {pick(cu_k_dev, cu_k), int64_t(cu_k.size())};
+      a.max_seqlen_q = max_q;
+      a.max_seqlen_k = max_k;
+    }
+    if (!used_q.empty()) a.seqused_q = {pick(uq_dev, used_q), batch};
+    if (!used_k.empty()) a.seqused_k = {pick(uk_dev, used_k), batch};
+    a.causal = c.causal;
+    a.window_left = c.wl;
+    a.window_right = c.wr;
+    a.softcap = c.softcap;
+    a.backend = on_gpu ? Backend::CUDA : Backend::Reference;
+  }
+};
+
 struct FwdOutputs {
   std::vector<uint16_t> out;
   std::vector<float> lse;
@@ -99,22 +156,10 @@ inline void run_fwd_case(const FwdCase& c) {
   SCOPED_TRACE("case " + c.str() + " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.f, 1.f);
-  const bool varlen = !c.lens_q.empty();
-  const int batch = varlen ? int(c.lens_q.size()) : c.batch;
-
-  std::vector<int32_t> cu_q{0}, cu_k{0};
-  int max_q = 0, max_k = 0;
-  if (varlen) {
-    for (int b = 0; b < batch; ++b) {
-      cu_q.push_back(cu_q.back() + c.lens_q[b]);
-      cu_k.push_back(cu_k.back() + c.lens_k[b]);
-      max_q = std::max(max_q, c.lens_q[b]);
-      max_k = std::max(max_k, c.lens_k[b]);
-    }
-  }
-  auto shape_of = [&](int64_t s, int64_t total, int64_t h, int64_t d) {
-    return varlen ? std::vector<int64_t>{total, h, d} : std::vector<int64_t>{batch, s, h, d};
-  };
+  const CaseIndex idx(c);
+  const bool varlen = idx.varlen;
+  const std::vector<int32_t>&cu_q = idx.cu_q, &cu_k = idx.cu_k;
+  auto shape_of = [&](int64_t s, int64_t total, int64_t h, int64_t d) { return idx.shape(s, total, h, d); };
   TestTensor q(shape_of(c.sq, cu_q.back(), c.hq, c.d), c.row_pad);
   TestTensor k(shape_of(c.sk, cu_k.back(), c.hkv, c.d), c.row_pad);
   TestTensor v(shape_of(c.sk, cu_k.back(), c.hkv, c.d), c.row_pad);
@@ -135,16 +180,9 @@ inline void run_fwd_case(const FwdCase& c) {
   if (c.key_ramp != 0.f) scale_keys([&](int j) { return 1.f + c.key_ramp * (1.f - float(j) / c.sk); });
   if (c.key_spike != 0.f)
     scale_keys([&](int j) { return j == c.sk / 3 || j == 2 * c.sk / 3 ? c.key_spike : 1.f; });
-  const int64_t total_q = varlen ? cu_q.back() : int64_t(batch) * c.sq;
+  const int64_t total_q = idx.total_q(c);
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * total_q, 1));
   DeviceBuffer lse_dev(lse_n * 4);
-  auto idx_buf = [](const std::vector<int32_t>& h) {
-    auto b = std::make_unique<DeviceBuffer>(std::max<size_t>(h.size(), 1) * 4);
-    if (!h.empty()) b->upload(h.data());
-    return b;
-  };
-  std::vector<int32_t> used_q(c.used_q.begin(), c.used_q.end()), used_k(c.used_k.begin(), c.used_k.end());
-  auto cu_q_dev = idx_buf(cu_q), cu_k_dev = idx_buf(cu_k), uq_dev = idx_buf(used_q), uk_dev = idx_buf(used_k);
 
   auto make_args = [&](bool on_gpu, void* qd, void* kd, void* vd, void* od, void* ld) {
     const Device dv = on_gpu ? Device::CUDA : Device::CPU;
@@ -153,20 +191,8 @@ inline void run_fwd_case(const FwdCase& c) {
     a.k = k.view(kd, c.dtype, dv);
     a.v = v.view(vd, c.dtype, dv);
     a.out = out.view(od, c.dtype, dv);
-    a.lse = varlen ? make_tensor(ld, DType::F32, {c.hq, total_q}, dv) : make_tensor(ld, DType::F32, {batch, c.hq, c.sq}, dv);
-    if (varlen) {
-      a.cu_seqlens_q = {on_gpu ? static_cast<const int32_t*>(cu_q_dev->get()) : cu_q.data(), int64_t(cu_q.size())};
-      a.cu_seqlens_k = {on_gpu ? static_cast<const int32_t*>(cu_k_dev->get()) : cu_k.data(), int64_t(cu_k.size())};
-      a.max_seqlen_q = max_q;
-      a.max_seqlen_k = max_k;
-    }
-    if (!used_q.empty()) a.seqused_q = {on_gpu ? static_cast<const int32_t*>(uq_dev->get()) : used_q.data(), batch};
-    if (!used_k.empty()) a.seqused_k = {on_gpu ? static_cast<const int32_t*>(uk_dev->get()) : used_k.data(), batch};
-    a.causal = c.causal;
-    a.window_left = c.wl;
-    a.window_right = c.wr;
-    a.softcap = c.softcap;
-    a.backend = on_gpu ? Backend::CUDA : Backend::Reference;
+    a.lse = idx.lse(c, ld, dv);
+    idx.apply(a, c, on_gpu);
     return a;
   };
 

@@ -1,6 +1,7 @@
 // The sm_90a primitives (src/cuda/sm90/prim/) on the GPU against host references, one at a time, used
 // the way fwd_kernel.cuh uses them: TMA tensor maps (tma_map.h) and 4-D loads / stores, the mbarrier
-// ring with PipeState, SS and RS wgmma with their smem descriptors, stmatrix, named-barrier
+// ring with PipeState, SS and RS wgmma with their smem descriptors and both operand majors, the fp32
+// bulk reduce-add, stmatrix, named-barrier
 // ping-pong and setmaxnreg. Inputs are random (the seed is printed on failure), outputs poisoned beforehand.
 #include <cuda.h>
 #include <cuda/ptx>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "cuda/sm90/fwd_kernel.cuh"  // pack2, kPingPongBar: the kernel's own, not copies
+#include "cuda/sm90/prim/bulk_copy.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -132,6 +134,84 @@ __global__ void __launch_bounds__(256, 1)
   wgmma_wait<0>();
   fence_operands(o);
   store_acc(o, o_out, 64 * wg, D);
+#endif
+}
+
+// dQ = dS K as the backward computes it: A = dS^T (K x 64, q rows contiguous: MN-major) in one
+// 64-column atom, B = K (K x D, head-dim columns contiguous: MN-major) in D / 64 atoms. Warpgroup w
+// takes the N = D / 2 columns from c_w = w N (at d = 64 the second starts mid-atom, 64 bytes in).
+template <class T, int N, int D, int K>
+__global__ void __launch_bounds__(256, 1)
+    wgmma_ss_mn_kernel(const uint8_t* at_img, const uint8_t* b_img, const float* c_in, float* out) {
+#if FA_PRIM_SM90
+  constexpr int kAAtomBytes = K * kAtomRowBytes, kBAtomBytes = K * kAtomRowBytes;
+  uint8_t* a = aligned_smem();
+  uint8_t* b = a + kAAtomBytes;
+  copy_to_smem(a, at_img, kAAtomBytes);
+  copy_to_smem(b, b_img, D / kAtomCols * kBAtomBytes);
+  fence_smem_for_tma();
+  __syncthreads();
+  const int wg = threadIdx.x / 128, c0 = wg * N;
+  float acc[N / 2];
+  load_acc(acc, c_in + c0, 0, D);
+  const uint32_t a_lo = desc_mn_major_lo(a, kAAtomBytes);
+  const uint32_t b_lo = desc_mn_major_lo(b + (c0 / kAtomCols) * kBAtomBytes + (c0 % kAtomCols) * 2, kBAtomBytes);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+    WgmmaSS<T, N, Major::MN, Major::MN>::run(acc, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_operands(acc);
+  store_acc(acc, out + c0, 0, D);
+#endif
+}
+
+// O = P B^T with B (N x K) K-major, A (P) from registers: RS with a K-major B.
+template <class T, int N, int K>
+__global__ void __launch_bounds__(128, 1) wgmma_rs_kb_kernel(const float* p, const uint8_t* b_img, float* o_out) {
+#if FA_PRIM_SM90
+  constexpr int kBAtomBytes = N * kAtomRowBytes;
+  uint8_t* b = aligned_smem();
+  copy_to_smem(b, b_img, K / kAtomCols * kBAtomBytes);
+  fence_smem_for_tma();
+  __syncthreads();
+  float s[K / 2];
+  load_acc(s, p, 0, K);
+  uint32_t pf[K / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  float o[N / 2];
+  const uint32_t b_lo = desc_k_major_lo(b);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < K / 16; ++kk) WgmmaRS<T, N, Major::K>::run(o, pf[kk], desc_k_major(b_lo, kBAtomBytes, kk), kk > 0);
+  wgmma_commit();
+  wgmma_wait<0>();
+  fence_operands(o);
+  store_acc(o, o_out, 0, N);
+#endif
+}
+
+// Every CTA loads its run of `n` floats with bulk_load, then reduce-adds it (bulk_reduce_add_f32) into
+// dst[offset, offset + n) in two halves (two operations in one bulk group).
+__global__ void bulk_reduce_kernel(const float* src, float* dst, int n, int offset) {
+#if FA_PRIM_SM90
+  __shared__ uint64_t bar;
+  float* buf = reinterpret_cast<float*>(aligned_smem());
+  if (threadIdx.x == 0) {
+    mbar_init(&bar, 1);
+    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+    mbar_expect_tx(&bar, n * 4);
+    bulk_load(buf, src + size_t(blockIdx.x) * n, n * 4, &bar);
+    mbar_wait(&bar, 0);
+    bulk_reduce_add_f32(dst + offset, buf, n / 2 * 4);
+    bulk_reduce_add_f32(dst + offset + n / 2, buf + n / 2, n / 2 * 4);
+    tma_store_commit();
+    tma_store_wait_all();
+  }
 #endif
 }
 
@@ -429,6 +509,98 @@ void rs_cases() {
 }
 TEST_F(PrimSm90, WgmmaRSBf16) { rs_cases<bf16>(); }
 TEST_F(PrimSm90, WgmmaRSF16) { rs_cases<__half>(); }
+
+// dQ = dS K with both operands MN-major (wgmma imm-trans-a = imm-trans-b = 1), each warpgroup N = D / 2
+// of the columns: d = 64 (32 + 32, the second mid-atom) and d = 128 (64 + 64). Read K-major, the
+// same bytes give A^T / B^T products: every element would be off.
+template <class T, int N, int D>
+void run_wgmma_ss_mn() {
+  constexpr int M = 64, K = 128;
+  testing::Rng rng(testing::test_seed());
+  SCOPED_TRACE("N " + std::to_string(N) + " D " + std::to_string(D) + " " + testing::seed_note(rng.seed()));
+  const std::vector<uint16_t> at = random_bits<T>(rng, K * M), b = random_bits<T>(rng, K * D);  // at: K x M
+  std::vector<float> c(M * D);
+  for (auto& x : c) x = 4 * rng.normal();
+  const std::vector<uint16_t> at_img = swizzled_atoms(at, K, M), b_img = swizzled_atoms(b, K, D);
+  DeviceBuffer a_dev(at_img.size() * 2), b_dev(b_img.size() * 2), c_dev(c.size() * 4), o_dev(M * D * 4);
+  a_dev.upload(at_img.data());
+  b_dev.upload(b_img.data());
+  c_dev.upload(c.data());
+  o_dev.poison();
+  const int smem = int(at_img.size() + b_img.size()) * 2 + 1024;
+  ASSERT_NO_FATAL_FAILURE(allow_smem(wgmma_ss_mn_kernel<T, N, D, K>, smem));
+  wgmma_ss_mn_kernel<T, N, D, K><<<1, 256, smem>>>(static_cast<const uint8_t*>(a_dev.get()),
+                                                   static_cast<const uint8_t*>(b_dev.get()),
+                                                   static_cast<const float*>(c_dev.get()), static_cast<float*>(o_dev.get()));
+  ASSERT_NO_FATAL_FAILURE(check_launch());
+  // The first wgmma overwrites (accumulate 0): C must not show.
+  expect_mma(
+      o_dev, M, D, K, [&](int m, int k) { return to_float<T>(at[k * M + m]); },
+      [&](int k, int n) { return to_float<T>(b[k * D + n]); }, nullptr, "dQ = (dS^T)^T K, MN-major A and B");
+}
+TEST_F(PrimSm90, WgmmaSSMnMajor) {
+  run_wgmma_ss_mn<bf16, 32, 64>();
+  run_wgmma_ss_mn<bf16, 64, 128>();
+  run_wgmma_ss_mn<__half, 32, 64>();
+  run_wgmma_ss_mn<__half, 64, 128>();
+}
+
+// RS with a K-major B (imm-trans-b = 0): O = P B^T, B stored N x K row-major.
+template <class T>
+void run_wgmma_rs_kb() {
+  constexpr int M = 64, N = 64, K = 64;
+  testing::Rng rng(testing::test_seed());
+  SCOPED_TRACE(testing::seed_note(rng.seed()));
+  const std::vector<uint16_t> p = random_bits<T>(rng, M * K), b = random_bits<T>(rng, N * K);
+  std::vector<float> p_f(p.size());
+  for (size_t i = 0; i < p.size(); ++i) p_f[i] = to_float<T>(p[i]);
+  const std::vector<uint16_t> b_img = swizzled_atoms(b, N, K);
+  DeviceBuffer p_dev(p_f.size() * 4), b_dev(b_img.size() * 2), o_dev(M * N * 4);
+  p_dev.upload(p_f.data());
+  b_dev.upload(b_img.data());
+  o_dev.poison();
+  const int smem = int(b_img.size()) * 2 + 1024;
+  ASSERT_NO_FATAL_FAILURE(allow_smem(wgmma_rs_kb_kernel<T, N, K>, smem));
+  wgmma_rs_kb_kernel<T, N, K><<<1, 128, smem>>>(static_cast<const float*>(p_dev.get()), static_cast<const uint8_t*>(b_dev.get()),
+                                                static_cast<float*>(o_dev.get()));
+  ASSERT_NO_FATAL_FAILURE(check_launch());
+  expect_mma(
+      o_dev, M, N, K, [&](int m, int k) { return p_f[m * K + k]; }, [&](int k, int n) { return to_float<T>(b[n * K + k]); },
+      nullptr, "O = P B^T, K-major B");
+}
+TEST_F(PrimSm90, WgmmaRSKMajorB) {
+  run_wgmma_rs_kb<bf16>();
+  run_wgmma_rs_kb<__half>();
+}
+
+// 37 CTAs reduce-add their runs into one buffer that starts non-zero, at an odd 16-byte offset:
+// integer-valued floats, so the sum is exact in any order; a copy instead of an add, a lost add, or
+// a write outside [offset, offset + n) shows.
+TEST_F(PrimSm90, BulkReduceAddF32) {
+  constexpr int kCtas = 37, kN = 2048, kOffset = 12, kTotal = kN + 2 * kOffset;
+  testing::Rng rng(testing::test_seed());
+  SCOPED_TRACE(testing::seed_note(rng.seed()));
+  std::vector<float> src(size_t(kCtas) * kN), dst(kTotal);
+  for (auto& x : src) x = std::round(64 * rng.normal());
+  for (auto& x : dst) x = std::round(64 * rng.normal());
+  DeviceBuffer src_dev(src.size() * 4), dst_dev(dst.size() * 4);
+  src_dev.upload(src.data());
+  dst_dev.upload(dst.data());
+  ASSERT_NO_FATAL_FAILURE(allow_smem(bulk_reduce_kernel, kN * 4 + 1024));
+  bulk_reduce_kernel<<<kCtas, 32, kN * 4 + 1024>>>(static_cast<const float*>(src_dev.get()),
+                                                  static_cast<float*>(dst_dev.get()), kN, kOffset);
+  ASSERT_NO_FATAL_FAILURE(check_launch());
+  std::vector<float> got(kTotal);
+  dst_dev.download(got.data());
+  size_t bad = 0;
+  for (int i = 0; i < kTotal; ++i) {
+    double want = dst[i];
+    if (i >= kOffset && i < kOffset + kN)
+      for (int c = 0; c < kCtas; ++c) want += src[size_t(c) * kN + i - kOffset];
+    if (got[i] != want && ++bad <= 5) ADD_FAILURE() << "element " << i << " is " << got[i] << ", want " << want;
+  }
+  EXPECT_EQ(bad, 0u) << "elements of the reduce-add target that differ";
+}
 
 TEST_F(PrimSm90, MbarrierRing) {
   constexpr int kItems = 1000;

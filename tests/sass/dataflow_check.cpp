@@ -28,6 +28,26 @@ int destination_width(const Instruction& ins) {
   return 1;
 }
 
+// "@!P0" for "@P0" and back; empty when the instruction is unguarded.
+std::string complement(const std::string& guard) {
+  if (guard.size() < 2) return "";
+  std::string out = guard[1] == '!' ? "@" : "@!";
+  out.append(guard, guard[1] == '!' ? 2 : 1, std::string::npos);
+  return out;
+}
+
+// Whether `ins` may write predicate `pred` ("P0"): a predicate named before the first register.
+bool writes_predicate(const Instruction& ins, const std::string& pred) {
+  const std::string head = ins.operands.substr(0, ins.operands.find('R'));
+  for (std::size_t at = head.find(pred); at != std::string::npos; at = head.find(pred, at + 1)) {
+    const std::size_t end = at + pred.size();
+    if ((at == 0 || !std::isalnum(static_cast<unsigned char>(head[at - 1]))) &&
+        (end == head.size() || !std::isdigit(static_cast<unsigned char>(head[end]))))
+      return true;
+  }
+  return ins.opcode() == "R2P";  // writes several predicates from a register
+}
+
 std::string describe(const Instruction& ins) {
   char b[16];
   std::snprintf(b, sizeof b, "0x%04x ", ins.offset);
@@ -68,9 +88,17 @@ DataflowReport check_load_waits(const std::vector<Instruction>& code, const Deco
     for (int w = 0; w < destination_width(p); ++w) dest.insert(first[0] + w);
 
     bool waited = false;
+    // An instruction under the complementary guard (@!P0 after @P0, P0 unchanged) never runs with
+    // the load: its touching the load's registers is no hazard (varlen / fixed-length selects).
+    const std::string other = complement(p.predicate);
+    std::string pred;
+    if (!other.empty()) pred.assign(other, other[1] == '!' ? 2 : 1, std::string::npos);
+    bool guard_holds = !other.empty();
     for (std::size_t j = i + 1; j < code.size(); ++j) {
       const auto& c = code[j];
       if (targets.count(c.offset)) break;
+      if (guard_holds && c.predicate == other) continue;
+      guard_holds = guard_holds && !writes_predicate(c, pred);
       const auto cc = decode(c.high);
       waited = waited || cc.waits_on(sb) ||
                (c.opcode() == "DEPBAR" && c.operands.find("SB" + std::to_string(sb)) != std::string::npos);

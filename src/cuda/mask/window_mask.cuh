@@ -33,6 +33,38 @@ struct WindowMask {
     begin = (lo(m1 - 1) + tile_n - 1) / tile_n;
     end = max(0, hi(m0)) / tile_n;
   }
+
+  // Column view (the backward walks the q-blocks of a key block). Rows kept by key j are
+  // row_lo(j) <= i < row_hi(j): the rows whose [lo(i), hi(i)) holds j, within [0, len_q); none
+  // for j >= len_k. Both ends are non-decreasing in j below len_k, as lo and hi are in i.
+  __device__ __forceinline__ int len_q() const { return len_k - diag; }
+  __device__ __forceinline__ int row_lo(int j) const { return right < 0 ? 0 : max(0, j - diag - right); }
+  __device__ __forceinline__ int row_hi(int j) const {
+    if (j >= len_k) return 0;
+    return left < 0 ? len_q() : min(len_q(), j - diag + left + 1);
+  }
+
+  // Q-blocks [begin, end) of tile_m rows that keys [n0, n1) see; empty when end <= begin.
+  __device__ __forceinline__ void q_tile_range(int n0, int n1, int tile_m, int& begin, int& end) const {
+    const int last = min(n1, len_k) - 1;
+    if (last < n0) {
+      begin = end = 0;
+      return;
+    }
+    begin = row_lo(n0) / tile_m;
+    end = (row_hi(last) + tile_m - 1) / tile_m;
+  }
+
+  // Q-blocks [begin, end) whose every row keeps every key of [n0, n1): block m is full when
+  // m * tile_m >= row_lo(n1 - 1) and (m + 1) * tile_m <= row_hi(n0), all keys below len_k.
+  __device__ __forceinline__ void q_full_range(int n0, int n1, int tile_m, int& begin, int& end) const {
+    if (n1 > len_k) {
+      begin = end = 0;
+      return;
+    }
+    begin = (row_lo(n1 - 1) + tile_m - 1) / tile_m;
+    end = row_hi(n0) / tile_m;
+  }
 };
 
 }  // namespace fastattn::cuda_backend

@@ -1,8 +1,10 @@
-// mbarrier pipeline state for the TMA producer / WGMMA consumer ring (sm_90).
+// mbarrier operations of the TMA producer / WGMMA consumer ring (sm_90).
 #pragma once
 
 #include <cuda/ptx>
 #include <cstdint>
+
+#include "cuda/common/pipe_state.h"
 
 namespace fastattn::sm90 {
 
@@ -28,19 +30,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
-// (stage, phase) of a ring of S slots; the phase flips each time the ring wraps. One register
-// (stage in the low byte, phase in bit 8), because one register instead of two is what keeps
-// d = 256 free of spills; no division (a counter's `% 3` by multiply-high was ~1.5% of the d128
-// loop's samples, ncu source counters, H100 2026-11-22).
-template <int S>
-struct PipeState {
-  static_assert(S >= 1 && S < 256, "the stage fits the low byte");
-  uint32_t bits = 0;
-  __device__ __forceinline__ int stage() const { return int(bits & 0xffu); }
-  __device__ __forceinline__ uint32_t phase() const { return bits >> 8; }
-  __device__ __forceinline__ void advance() {
-    bits = (bits & 0xffu) == S - 1 ? (bits & 0x100u) ^ 0x100u : bits + 1;
-  }
-};
+// The ring state is arch-neutral (common/pipe_state.h); the Hopper kernels name it unqualified.
+using cuda_backend::PipeState;
 
 }  // namespace fastattn::sm90

@@ -58,6 +58,13 @@ __device__ __forceinline__ uint64_t desc_n_major(uint32_t lo, int k_step) {
   return desc_at(lo, k_step * 16 * kAtomRowBytes);
 }
 
+// MN-major A (M contiguous: the backward's dS^T tile, stored key-major, read as dS for dQ = dS K)
+// follows the same rules as N-major B: 64 M-columns per atom, step k = 16 rows further.
+__device__ __forceinline__ uint32_t desc_mn_major_lo(const void* atom0, int atom_bytes) {
+  return desc_n_major_lo(atom0, atom_bytes);
+}
+__device__ __forceinline__ uint64_t desc_mn_major(uint32_t lo, int k_step) { return desc_n_major(lo, k_step); }
+
 // Orders register accesses before the next wgmma (needed whenever the accumulators or A fragments
 // were touched by ordinary instructions).
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }

@@ -1,0 +1,92 @@
+// dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
+// fp32 run (vector atomics, or in deterministic mode an ordered bulk reduce-add).
+#pragma once
+
+#include "cuda/sm90/bwd/smem.cuh"
+#include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/prim/bulk_copy.cuh"
+#include "cuda/sm90/prim/mbarrier.cuh"
+#include "cuda/sm90/prim/regs.cuh"
+#include "cuda/sm90/prim/tma.cuh"
+#include "cuda/sm90/prim/wgmma.cuh"
+
+namespace fastattn::sm90 {
+
+// Deterministic mode: once this thread's reduce-adds have landed, the next key block may add into
+// their q-block (one count per warpgroup; dq_rank's waiters expect two per key block).
+__device__ __forceinline__ void release_dq_turn(int*& sem) {
+  if (sem == nullptr) return;
+  tma_store_wait_all();
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
+  sem = nullptr;
+}
+
+// dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
+// K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
+// stage), then staged and reduce-added into the q-block's accumulator run.
+template <class T, class Cfg, int N>
+__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
+                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kHeadDim / 2],
+                                       float (&dk)[Cfg::kHeadDim / 2], uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4],
+                                       uint64_t* q_empty, int*& pending_sem) {
+  float dq[N / 2];
+  const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
+  const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+    WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+  wgmma_commit();
+  wgmma_wait<1>();  // dV, dK done: this stage's Q and dO are no longer read
+  fence_operands(dv);
+  fence_operands(dk);
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {  // their A fragments were read until now: keep them from reuse
+    fence_operands(pf[kk]);
+    fence_operands(dsf[kk]);
+  }
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
+  wgmma_wait<0>();
+  fence_operands(dq);
+  // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (preprocess.cuh,
+  // dq_accum_index): coalesced 512-byte rows per warp instruction.
+  const int tid = threadIdx.x % 128;
+  float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
+  if (!p.deterministic) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
+#pragma unroll
+    for (int q = 0; q < N / 8; ++q)
+      atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
+                make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
+    return;
+  }
+  // Deterministic: staged in smem, then one bulk reduce-add in this q-block's turn.
+  // The staging buffer is free once the previous step's reduce-add has read it.
+  if (issuer) tma_store_wait_read();
+  named_bar_sync(kBwdDqBar + wg, 128);
+  float* stage = sm.dq + 64 * c0;
+  const uint32_t stage_addr = smem_addr(stage) + 16 * tid;
+#pragma unroll
+  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+  fence_smem_for_tma();
+  named_bar_sync(kBwdDqBar + wg, 128);
+  if (issuer) {
+    if (p.deterministic) {
+      // The previous step's adds are released now, a step after their issue, so that waiting for
+      // them to land does not stall this warpgroup; then this q-block's turn is awaited.
+      release_dq_turn(pending_sem);
+      int* sem = p.dq_sem + (int64_t(t.batch) * p.heads_q + h) * p.m_blocks + m;
+      const int want = 2 * dq_rank(t, m);
+      int seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+      } while (seen < want);
+      pending_sem = sem;
+    }
+    bulk_reduce_add_f32(dst, stage, 64 * N * 4);
+    tma_store_commit();
+  }
+}
+
+}  // namespace fastattn::sm90

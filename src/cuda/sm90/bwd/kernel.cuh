@@ -1,0 +1,229 @@
+// Hopper backward, main kernel. One CTA per (key block of 128, sequence, KV head): K and V are
+// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block of 64 rows that the
+// mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
+// warpgroups, 64 keys each, run per q-block (swap-AB: keys are the MMA rows, so P^T and dS^T land in
+// registers in the A-operand layout):
+//   S^T = K Q^T, dP^T = V dO^T                        (SS, both K-major)
+//   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
+//   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
+//   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
+//   dQ into the q-block's fp32 accumulator run (dq.cuh): vector atomics, or in deterministic mode
+//   one bulk reduce-add per warpgroup in an order fixed by key block (a semaphore per q-block)
+// and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda/ptx>
+#include <type_traits>
+
+#include "cuda/common/online_softmax.cuh"  // fast_exp2
+#include "cuda/common/pack2.cuh"
+#include "cuda/mask/keep_bits.cuh"
+#include "cuda/sm90/bwd/config.h"
+#include "cuda/sm90/bwd/dq.cuh"
+#include "cuda/sm90/bwd/epilogue.cuh"
+#include "cuda/sm90/bwd/producer.cuh"
+#include "cuda/sm90/bwd/smem.cuh"
+#include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/prim/mbarrier.cuh"
+#include "cuda/sm90/prim/regs.cuh"
+#include "cuda/sm90/prim/stmatrix.cuh"
+#include "cuda/sm90/prim/tma.cuh"
+#include "cuda/sm90/prim/wgmma.cuh"
+
+namespace fastattn::sm90 {
+
+template <class T, class Cfg>
+__device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg) {
+  constexpr int D = Cfg::kHeadDim;
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
+  const int key_row = t.n0 + wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
+  const bool issuer = threadIdx.x % 128 == 0;
+  int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
+  float dk[D / 2], dv[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+
+  const int steps = t.steps(p.q_per_kv);
+  if (steps > 0) mbar_wait(&sm.kv_full, 0);
+  const uint32_t k_lo = desc_k_major_lo(sm.k + wg * 64 * kAtomRowBytes);
+  const uint32_t v_lo = desc_k_major_lo(sm.v + wg * 64 * kAtomRowBytes);
+  // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
+  static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
+  PipeState<Cfg::kStages> ps;
+  for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
+    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance()) {
+      const int s = ps.stage();
+      mbar_wait(&sm.q_full[s], ps.phase());
+      // Four groups in flight at most: S^T, dP^T; then dV behind dP^T, dK behind dV; dQ behind dK.
+      float st[32], dpt[32];  // S^T and dP^T: 64 keys x 64 q rows
+      {
+        const uint32_t q_lo = desc_k_major_lo(sm.q[s]), do_lo = desc_k_major_lo(sm.dout[s]);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          WgmmaSS<T, 64>::run(st, desc_k_major(k_lo, Cfg::kKAtomBytes, kk), desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
+                              kk > 0);
+        wgmma_commit();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          WgmmaSS<T, 64>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
+                              desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
+        wgmma_commit();
+      }
+      // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
+      // P = exp2(-inf) = 0 with no per-element test after the exp.
+      auto mask_scores = [&] {
+        if (m >= t.full_begin && m < t.full_end) return;
+        const int m0 = m * 64;
+        cuda_backend::apply_keep_bits<64, 0>(
+            st, cuda_backend::keep_bits<64>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
+        cuda_backend::apply_keep_bits<64, 1>(
+            st, cuda_backend::keep_bits<64>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
+      };
+      // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
+      // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO.
+      wgmma_wait<1>();
+      fence_operands(st);
+      uint32_t pf[4][4], dsf[4][4];  // P^T and dS^T as A fragments: 4 k-steps of 16 q rows
+      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
+      const uint32_t lse_addr = smem_addr(sm.lse[s]) + 8 * quad_col, dpsum_addr = smem_addr(sm.dpsum[s]) + 8 * quad_col;
+      const float scale_log2 = p.scale_log2;
+      // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
+      // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
+      auto p_phase = [&](auto softcap) {
+        constexpr bool kCap = decltype(softcap)::value;
+        if constexpr (kCap) {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) st[i] = p.softcap * tanhf(st[i] * p.softcap_in) * scale_log2;
+        }
+        mask_scores();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            float pv[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float& x = st[8 * kk + 2 * r + e];
+              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
+              if constexpr (!kCap) x = pv[e];
+            }
+            pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
+          }
+      };
+      if (p.softcap != 0.f)
+        p_phase(std::true_type{});
+      else
+        p_phase(std::false_type{});
+      {
+        const uint32_t do_lo = desc_n_major_lo(sm.dout[s], Cfg::kQAtomBytes);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dv, pf[kk], desc_n_major(do_lo, kk), 1);
+        wgmma_commit();
+      }
+      // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q.
+      wgmma_wait<1>();
+      fence_operands(dpt);
+      auto ds_phase = [&](auto softcap) {
+        constexpr bool kCap = decltype(softcap)::value;
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const float2 dps = lds_f32x2(dpsum_addr + 32 * (2 * kk + r / 2));
+            float2 lse;
+            if constexpr (kCap) lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            float ds[2];
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int i = 8 * kk + 2 * r + e;
+              float pv = st[i], dcap = 1.f;
+              if constexpr (kCap) {  // masked: st = -inf, P = 0, tanh clamped to -1 (no 0 * inf)
+                pv = cuda_backend::fast_exp2(st[i] - (e ? lse.y : lse.x));
+                const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
+                dcap = 1.f - th * th;
+              }
+              ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
+            }
+            dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
+          }
+      };
+      if (p.softcap != 0.f)
+        ds_phase(std::true_type{});
+      else
+        ds_phase(std::false_type{});
+      {
+        const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+        wgmma_commit();
+      }
+      // dS^T into the step's buffer in the 128-byte-swizzled layout (chunk c of row r at c ^ (r % 8)),
+      // by stmatrix: per instruction the 8 x 8 blocks (rows + 0, + 8) x (column groups j, j + 1).
+      {
+        const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
+        const uint32_t row_base = smem_addr(sm.ds[s]) + (wg * 64 + r) * kAtomRowBytes;
+        const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
+#pragma unroll
+        for (int j = 0; j < 8; j += 2)
+          stmatrix_x4(row_base + ((j * 16) ^ chunk_xor), dsf[j / 2][0], dsf[j / 2][1], dsf[j / 2][2], dsf[j / 2][3]);
+        fence_smem_for_tma();  // wgmma reads smem through the async proxy
+      }
+      named_bar_sync(kBwdDsBar, 256);
+      if (wg == 0)
+        bwd_dq<T, Cfg, Cfg::kDqCols0>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem);
+      else
+        bwd_dq<T, Cfg, Cfg::kDqCols1>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem);
+    }
+  if (issuer) {
+    release_dq_turn(pending_sem);
+    tma_store_wait_all();  // the staging buffer must outlive the last reduce-add's reads
+  }
+  store_dk_dv<T, D>(p, t, key_row, quad_col, dk, dv);
+}
+
+template <class T, class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+               const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
+               const __grid_constant__ BwdParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  __shared__ int item_s;
+  const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+  if (threadIdx.x == 0) {
+    // Deterministic mode: the work item is the CTA's start order, so a CTA waits (dq_rank) only on
+    // CTAs that started before it, never on one that may not be resident yet.
+    item_s = p.deterministic ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
+    prefetch_tma_map(&tq);
+    prefetch_tma_map(&tk);
+    prefetch_tma_map(&tv);
+    prefetch_tma_map(&tdo);
+    mbar_init(&sm.kv_full, 1);
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbar_init(&sm.q_full[s], 1);
+      mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
+    }
+    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  }
+  __syncthreads();
+  const BwdTile t = make_bwd_tile(p, item_s);
+  if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
+
+  if (warp < 4) {
+    regs_release<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0 && t.steps(p.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
+  } else {
+    regs_claim<Cfg::kConsumerRegs>();
+    bwd_consume<T, Cfg>(sm, p, t, warp / 4 - 1);
+  }
+}
+
+}  // namespace fastattn::sm90

@@ -1,0 +1,60 @@
+// Host launch of the Hopper backward for one (dtype, head dim): preprocess, main kernel,
+// postprocess, on one stream. The workspace in `p` is allocated and cleared by the caller
+// (bwd_backend.cu).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/common/bwd_params.h"
+#include "cuda/sm90/bwd/api.h"
+#include "cuda/sm90/bwd/kernel.cuh"
+#include "cuda/sm90/bwd/preprocess.cuh"
+#include "cuda/tma_map.h"
+
+namespace fastattn::sm90 {
+
+template <class T, int D>
+Status launch_bwd(const AttnArgs& args, const Tensor& dout, const cuda_backend::BwdParams& p, cudaStream_t stream) {
+  using Cfg = BwdConfig<D>;
+  if (p.batch == 0 || p.heads_q == 0) return Status::Ok();
+  auto launched = [](const char* what) -> Status {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return {Code::CudaError, std::string(what) + ": " + cudaGetErrorString(e)};
+    return Status::Ok();
+  };
+  const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.heads_q), unsigned(p.batch));
+  if (p.m_blocks > 0) {
+    bwd_preprocess_kernel<T, D><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+    if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
+  }
+  const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk : p.n_blocks;
+  const int64_t items = n_slots * p.heads_kv * p.batch;
+  if (items > 0) {  // also without q rows: it writes dk = dv = 0
+    CUtensorMap tq, tk, tv, tdo;
+    Status st = cuda_backend::make_tma_map(args.q, Cfg::kBlockM, &tq);
+    if (st.ok()) st = cuda_backend::make_tma_map(args.k, Cfg::kBlockN, &tk);
+    if (st.ok()) st = cuda_backend::make_tma_map(args.v, Cfg::kBlockN, &tv);
+    if (st.ok()) st = cuda_backend::make_tma_map(dout, Cfg::kBlockM, &tdo);
+    if (!st.ok()) return st;
+    auto kernel = bwd_kernel<T, Cfg>;
+    const int smem = int(sizeof(BwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+    static bool attr_set = false;  // per instantiation; racing first calls set the same value
+    if (!attr_set) {
+      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
+      attr_set = true;
+    }
+    if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
+    kernel<<<unsigned(items), Cfg::kThreads, smem, stream>>>(tq, tk, tv, tdo, p);
+    if (st = launched("backward launch"); !st.ok()) return st;
+  }
+  if (p.m_blocks > 0) {
+    bwd_postprocess_kernel<T, D, Cfg::kDqCols0><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+    if (Status st = launched("backward postprocess launch"); !st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+}  // namespace fastattn::sm90

@@ -1,0 +1,44 @@
+// Producer of the Hopper backward: K and V once, then (Q, dO, lse, D) per step through the ring.
+#pragma once
+
+#include <cuda.h>
+
+#include "cuda/sm90/bwd/smem.cuh"
+#include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/prim/bulk_copy.cuh"
+#include "cuda/sm90/prim/mbarrier.cuh"
+#include "cuda/sm90/prim/tma.cuh"
+#include "cuda/sm90/prim/wgmma.cuh"  // kAtomCols
+
+namespace fastattn::sm90 {
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t,
+                                            const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
+                                            const CUtensorMap* tdo) {
+  const int kv_row = t.seq.k_offset + t.n0;
+  mbar_expect_tx(&sm.kv_full, 2 * Cfg::kKBytes);
+#pragma unroll
+  for (int a = 0; a < Cfg::kAtoms; ++a) {
+    tma_load_4d(sm.k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
+    tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
+  }
+  PipeState<Cfg::kStages> ps;
+  for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
+    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance()) {
+      const int s = ps.stage();
+      mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
+      mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * 64 * 4);
+      const int q_row = t.seq.q_offset + m * 64;
+#pragma unroll
+      for (int a = 0; a < Cfg::kAtoms; ++a) {
+        tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+        tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+      }
+      const int64_t ws = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
+      bulk_load(sm.lse[s], p.lse_log2 + ws, 64 * 4, &sm.q_full[s]);
+      bulk_load(sm.dpsum[s], p.dpsum + ws, 64 * 4, &sm.q_full[s]);
+    }
+}
+
+}  // namespace fastattn::sm90

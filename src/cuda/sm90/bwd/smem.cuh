@@ -1,0 +1,38 @@
+// Shared memory of the Hopper backward's main kernel, its named barriers, and shared-memory
+// accesses by address.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/sm90/bwd/config.h"
+
+namespace fastattn::sm90 {
+
+constexpr int kBwdDsBar = 1;  // both consumer warpgroups: dS^T of this step is in smem
+constexpr int kBwdDqBar = 2;  // 2, 3: a warpgroup's dQ staging buffer is free / written
+
+template <class Cfg>
+struct BwdSmem {
+  alignas(1024) uint8_t k[Cfg::kKBytes];
+  alignas(1024) uint8_t v[Cfg::kKBytes];
+  alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
+  alignas(1024) uint8_t dout[Cfg::kStages][Cfg::kQBytes];
+  alignas(1024) uint8_t ds[2][Cfg::kBlockN * 128];  // dS^T, keys x 64 q rows: one atom; two steps deep
+  alignas(128) float dq[64 * Cfg::kHeadDim];        // this step's dQ, fragment order
+  alignas(16) float lse[Cfg::kStages][64];
+  alignas(16) float dpsum[Cfg::kStages][64];
+  uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
+};
+
+// Shared-memory accesses by address: the smem struct is reached through an aligned integer, so
+// the compiler no longer knows the pointers are shared and would emit generic loads and stores.
+__device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
+  float2 v;
+  asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ void sts_f32x4(uint32_t addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+
+}  // namespace fastattn::sm90

@@ -1,0 +1,57 @@
+// The work of one CTA of the Hopper backward: its key block, the q-blocks the mask keeps, and in
+// deterministic mode its turn among the key blocks adding into a q-block.
+#pragma once
+
+#include "cuda/common/bwd_seq.cuh"
+#include "cuda/mask/window_mask.cuh"
+
+namespace fastattn::sm90 {
+
+using cuda_backend::BwdParams;
+
+// What one CTA works on: its key block, and the q-blocks (per q head) that the block sees.
+struct BwdTile {
+  cuda_backend::BwdSeq seq;
+  cuda_backend::WindowMask mask;
+  int n_block, batch, kv_head, n0;
+  int m_begin, m_end;        // q-blocks seen (the same for every q head of the group)
+  int full_begin, full_end;  // q-blocks kept whole: no mask
+  __device__ __forceinline__ int steps(int q_per_kv) const { return m_end > m_begin ? q_per_kv * (m_end - m_begin) : 0; }
+};
+
+__device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
+  BwdTile t;
+  int rest;
+  if (p.det_chunk > 0) {  // BwdParams::det_chunk; a partial last chunk's extra blocks exit at once
+    const int per_chunk = p.det_chunk * p.batch * p.heads_kv;
+    rest = item % per_chunk / p.det_chunk;
+    t.n_block = item / per_chunk * p.det_chunk + item % p.det_chunk;
+  } else {
+    t.n_block = item % p.n_blocks;
+    rest = item / p.n_blocks;
+  }
+  t.kv_head = rest % p.heads_kv;
+  t.batch = rest / p.heads_kv;
+  t.seq = cuda_backend::bwd_seq(p, t.batch);
+  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.window_left, p.window_right};
+  t.n0 = t.n_block * 128;
+  t.mask.q_tile_range(t.n0, t.n0 + 128, 64, t.m_begin, t.m_end);
+  t.mask.q_full_range(t.n0, t.n0 + 128, 64, t.full_begin, t.full_end);
+  return t;
+}
+
+// Deterministic mode: how many key blocks before this one add into q-block m. The blocks that see m
+// are contiguous (both ends of q_tile_range rise with the key block): the first is found by bisection.
+__device__ __forceinline__ int dq_rank(const BwdTile& t, int m) {
+  int lo = 0, hi = t.n_block;  // the first key block whose range ends past m lies in [lo, hi]
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    int b, e;
+    t.mask.q_tile_range(mid * 128, mid * 128 + 128, 64, b, e);
+    if (e > m) hi = mid;
+    else lo = mid + 1;
+  }
+  return t.n_block - lo;
+}
+
+}  // namespace fastattn::sm90

@@ -1,0 +1,257 @@
+// Hopper backward vs the float64 reference: dq, dk, dv of random problems with FA3's rule
+//   max|g - ref| <= 2 * max|baseline - ref| + rounding step of the dtype at 0.3 + max|ref|,
+// where the baseline is the reference with P and dS rounded to the input dtype. Head dims 64 / 96 /
+// 128, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
+// empty sequences, seqused, causal, local windows, softcap. The forward (out, lse) comes from the
+// CUDA forward; gradients are poisoned before every run; each case runs twice: dk and dv must be
+// bitwise equal always, dq too in deterministic mode (three runs there).
+#include <gtest/gtest.h>
+
+#include "fwd_case.h"
+
+namespace fastattn::gputest {
+namespace {
+
+class Sm90Bwd : public HopperTest {};
+
+struct BwdCase : FwdCase {
+  bool deterministic = false;
+};
+
+BwdCase bcase(DType dt, int d, int sq, int sk) {
+  BwdCase c;
+  c.dtype = dt;
+  c.d = d;
+  c.sq = sq;
+  c.sk = sk;
+  return c;
+}
+
+void check_grad(const char* name, const std::vector<uint16_t>& got, const std::vector<double>& ref,
+                const std::vector<double>& base, DType dt) {
+  ASSERT_EQ(got.size(), ref.size()) << name;
+  double err = 0, base_err = 0, ref_max = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = from_bits(got[i], dt);
+    if (!std::isfinite(g)) {
+      ++bad;
+      continue;
+    }
+    err = std::max(err, std::abs(g - ref[i]));
+    base_err = std::max(base_err, std::abs(round_to(base[i], dt) - ref[i]));
+    ref_max = std::max(ref_max, std::abs(ref[i]));
+  }
+  EXPECT_EQ(bad, 0u) << name << ": elements not written or not finite";
+  // FA3's atol for gradients: the dtype's rounding at 0.3 + max|ref| (test_flash_attn.py's
+  // `(dq_ref + 0.3 - 0.3 - dq_ref)`): the kernel's D = rowsum(dO * O) reads the rounded O, so where
+  // the reference's dS is exactly 0 (one kept key per row: P = 1, dP = D) ours is a rounding residue.
+  const double step = (ref_max + 0.3) * (dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048);
+  EXPECT_LE(err, 2 * base_err + step) << name << " error " << err << " baseline error " << base_err << " max|ref| "
+                                      << ref_max;
+}
+
+void run_bwd_case(const BwdCase& c) {
+  const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  SCOPED_TRACE("case " + c.str() + (c.deterministic ? " deterministic" : "") + " seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  const CaseIndex idx(c);
+  const std::vector<int32_t>&cu_q = idx.cu_q, &cu_k = idx.cu_k;
+  auto shape_of = [&](int64_t s, int64_t total, int64_t h) { return idx.shape(s, total, h, c.d); };
+  TestTensor q(shape_of(c.sq, cu_q.back(), c.hq), 0), k(shape_of(c.sk, cu_k.back(), c.hkv), 0),
+      v(shape_of(c.sk, cu_k.back(), c.hkv), 0), out(shape_of(c.sq, cu_q.back(), c.hq), 0),
+      dout(shape_of(c.sq, cu_q.back(), c.hq), 0), dq(shape_of(c.sq, cu_q.back(), c.hq), 0),
+      dk(shape_of(c.sk, cu_k.back(), c.hkv), 0), dv(shape_of(c.sk, cu_k.back(), c.hkv), 0);
+  for (TestTensor* t : {&q, &k, &v, &dout}) {
+    for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
+    t->dev->upload(t->host.data());
+  }
+  const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
+  DeviceBuffer lse_dev(lse_n * 4);
+  std::vector<uint16_t> out_host(out.host.size());
+  std::vector<float> lse_host(lse_n);
+
+  auto make_args = [&](bool on_gpu) {
+    const Device dv_ = on_gpu ? Device::CUDA : Device::CPU;
+    AttnArgs a;
+    a.q = q.view(on_gpu ? q.dev->get() : q.host.data(), c.dtype, dv_);
+    a.k = k.view(on_gpu ? k.dev->get() : k.host.data(), c.dtype, dv_);
+    a.v = v.view(on_gpu ? v.dev->get() : v.host.data(), c.dtype, dv_);
+    a.out = out.view(on_gpu ? out.dev->get() : out_host.data(), c.dtype, dv_);
+    a.lse = idx.lse(c, on_gpu ? lse_dev.get() : static_cast<void*>(lse_host.data()), dv_);
+    idx.apply(a, c, on_gpu);
+    a.deterministic = c.deterministic;
+    return a;
+  };
+
+  AttnArgs ga = make_args(true);
+  Status st = forward(ga, nullptr);
+  ASSERT_TRUE(st.ok()) << "forward: " << st.message;
+  FA_CUDA_OK(cudaDeviceSynchronize());
+  out.dev->download(out_host.data());
+  lse_dev.download(lse_host.data());
+
+  const Device dev = Device::CUDA;
+  const int runs = c.deterministic ? 3 : 2;
+  std::vector<uint16_t> got[3][3];  // run x (dq, dk, dv)
+  for (int r = 0; r < runs; ++r) {
+    for (TestTensor* t : {&dq, &dk, &dv}) t->dev->poison();
+    st = backward(ga, dout.view(dout.dev->get(), c.dtype, dev), dq.view(dq.dev->get(), c.dtype, dev),
+                  dk.view(dk.dev->get(), c.dtype, dev), dv.view(dv.dev->get(), c.dtype, dev), nullptr);
+    ASSERT_TRUE(st.ok()) << "backward: " << st.message;
+    FA_CUDA_OK(cudaDeviceSynchronize());
+    TestTensor* ts[3] = {&dq, &dk, &dv};
+    for (int g = 0; g < 3; ++g) {
+      got[r][g].resize(ts[g]->host.size());
+      ts[g]->dev->download(got[r][g].data());
+    }
+  }
+  const char* names[3] = {"dq", "dk", "dv"};
+  for (int r = 1; r < runs; ++r)
+    for (int g = 0; g < 3; ++g) {
+      if (g == 0 && !c.deterministic) continue;  // dQ's adds come in any order by default
+      EXPECT_EQ(std::memcmp(got[0][g].data(), got[r][g].data(), got[0][g].size() * 2), 0)
+          << names[g] << " differs between runs " << 0 << " and " << r;
+    }
+
+  AttnArgs ha = make_args(false);
+  const Tensor dout_h = dout.view(dout.host.data(), c.dtype, Device::CPU);
+  reference::BackwardF64 ref, base;
+  st = reference::backward_f64(ha, dout_h, &ref);
+  ASSERT_TRUE(st.ok()) << st.message;
+  reference::Options low;
+  low.round_p_to_input_dtype = true;
+  ASSERT_TRUE(reference::backward_f64(ha, dout_h, &base, low).ok());
+  check_grad("dq", got[0][0], ref.dq, base.dq, c.dtype);
+  check_grad("dk", got[0][1], ref.dk, base.dk, c.dtype);
+  check_grad("dv", got[0][2], ref.dv, base.dv, c.dtype);
+}
+
+TEST_F(Sm90Bwd, HeadDimsAndDtypes) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int d : {64, 96, 128})
+      for (bool causal : {false, true}) {
+        BwdCase c = bcase(dt, d, 200, 300);
+        c.batch = 2;
+        c.causal = causal;
+        run_bwd_case(c);
+      }
+}
+
+TEST_F(Sm90Bwd, OddLengths) {
+  for (int sq : {1, 17, 113})
+    for (int sk : {1, 17, 113, 300})
+      for (bool causal : {false, true}) {
+        BwdCase c = bcase(DType::BF16, 128, sq, sk);
+        c.causal = causal;
+        run_bwd_case(c);
+      }
+}
+
+TEST_F(Sm90Bwd, Long) {
+  for (bool causal : {false, true}) {
+    BwdCase c = bcase(DType::BF16, 128, 4097, 4097);
+    c.hq = c.hkv = 1;
+    c.causal = causal;
+    run_bwd_case(c);
+  }
+  BwdCase c = bcase(DType::F16, 64, 1000, 4097);
+  c.hq = c.hkv = 1;
+  c.causal = true;
+  run_bwd_case(c);
+  BwdCase w = bcase(DType::BF16, 96, 1500, 700);  // s_q > s_k, causal: the first 800 rows keep no key
+  w.causal = true;
+  run_bwd_case(w);
+}
+
+TEST_F(Sm90Bwd, Gqa) {
+  for (int ratio : {1, 4, 8}) {
+    BwdCase c = bcase(DType::F16, 128, 257, 300);
+    c.hkv = 2;
+    c.hq = 2 * ratio;
+    c.causal = ratio == 4;
+    run_bwd_case(c);
+  }
+  BwdCase c = bcase(DType::BF16, 64, 130, 129);
+  c.hkv = 1;
+  c.hq = 8;
+  c.wl = 40;
+  c.wr = 7;
+  run_bwd_case(c);
+}
+
+TEST_F(Sm90Bwd, LocalWindows) {
+  struct W {
+    int wl, wr, sq, sk;
+  };
+  for (const W& w : {W{64, 0, 700, 900}, W{100, 50, 900, 700}, W{30, -1, 333, 333}, W{-1, 20, 333, 400},
+                     W{0, 0, 256, 256}}) {
+    BwdCase c = bcase(DType::BF16, 128, w.sq, w.sk);
+    c.wl = w.wl;
+    c.wr = w.wr;
+    run_bwd_case(c);
+  }
+  BwdCase c = bcase(DType::F16, 96, 500, 600);
+  c.wl = 17;
+  c.wr = 3;
+  c.causal = true;
+  run_bwd_case(c);
+}
+
+TEST_F(Sm90Bwd, Softcap) {
+  for (int d : {64, 128}) {
+    BwdCase c = bcase(DType::BF16, d, 300, 333);
+    c.softcap = d == 64 ? 5.f : 30.f;
+    c.causal = d == 128;
+    run_bwd_case(c);
+  }
+}
+
+TEST_F(Sm90Bwd, VarlenSeqused) {
+  for (bool causal : {false, true}) {
+    BwdCase c = bcase(DType::BF16, 128, 0, 0);
+    c.lens_q = {17, 200, 0, 64, 300};
+    c.lens_k = {300, 30, 5, 0, 290};
+    c.hq = 4;
+    c.hkv = 2;
+    c.causal = causal;
+    run_bwd_case(c);
+  }
+  BwdCase u = bcase(DType::F16, 64, 300, 400);
+  u.batch = 3;
+  u.used_q = {300, 0, 129};
+  u.used_k = {1, 400, 200};
+  u.causal = true;
+  run_bwd_case(u);
+  BwdCase v = bcase(DType::BF16, 96, 0, 0);
+  v.lens_q = {130, 1, 70};
+  v.lens_k = {0, 250, 70};
+  v.used_q = {100, 1, 70};
+  v.used_k = {0, 200, 3};
+  run_bwd_case(v);
+}
+
+TEST_F(Sm90Bwd, DeterministicBitwise) {
+  BwdCase c = bcase(DType::BF16, 128, 1000, 1100);
+  c.hq = 4;
+  c.hkv = 1;
+  c.causal = true;
+  c.deterministic = true;
+  run_bwd_case(c);
+  BwdCase u = bcase(DType::F16, 64, 777, 2000);
+  u.batch = 2;
+  u.hq = u.hkv = 2;
+  u.deterministic = true;
+  run_bwd_case(u);
+  BwdCase v = bcase(DType::BF16, 96, 0, 0);
+  v.lens_q = {300, 0, 129};
+  v.lens_k = {500, 7, 129};
+  v.wl = 100;
+  v.wr = 0;
+  v.deterministic = true;
+  run_bwd_case(v);
+}
+
+}  // namespace
+}  // namespace fastattn::gputest
