@@ -89,6 +89,9 @@ struct AttnArgs {
 
   Backend backend = Backend::Auto;
   int32_t num_threads = 0;  // CPU backend: 0 = all hardware threads
+  // Backward: dq, dk, dv bitwise equal from run to run (ordered accumulation; the CPU backend
+  // always is). Off: the GPU may accumulate with atomics, faster.
+  bool deterministic = false;
 };
 
 enum class Code : int32_t {

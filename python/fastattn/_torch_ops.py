@@ -1,5 +1,8 @@
 """torch.library custom ops fastattn::fwd and fastattn::bwd, their fake kernels and autograd.
 
+fwd carries `deterministic` although the forward ignores it: autograd hands the forward's inputs
+to the backward, so this is how flash_attn_func(deterministic=True) reaches fastattn::bwd.
+
 Registered on import when torch is importable. The ops allocate only their outputs and pass the
 current CUDA stream, so they run under torch.compile(fullgraph=True) and inside CUDA graphs.
 Varlen index arrays on CUDA are not validated inside the ops (validation would copy them to the
@@ -15,28 +18,30 @@ from . import _core
 
 
 def _options(q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-             softmax_scale, causal, window_left, window_right, softcap):
+             softmax_scale, causal, window_left, window_right, softcap, deterministic):
     return dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
                 seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                 softmax_scale=softmax_scale, causal=causal, window_size=(window_left, window_right),
-                softcap=softcap, check_index_arrays=q.device.type != "cuda")
+                softcap=softcap, check_index_arrays=q.device.type != "cuda",
+                deterministic=deterministic)
 
 
 @torch.library.custom_op("fastattn::fwd", mutates_args=())
 def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor],
         seqused_q: Optional[Tensor], seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
         softmax_scale: float, causal: bool, window_left: int, window_right: int,
-        softcap: float) -> Tuple[Tensor, Tensor]:
-    """Attention forward: (out, lse); see fastattn.forward for layouts."""
+        softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
+    """Attention forward: (out, lse); see fastattn.forward for layouts. `deterministic` is for
+    the backward autograd derives from this op."""
     with _device_of(q):
         return _core.forward(q, k, v, **_options(
             q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, window_left, window_right, softcap))
+            softmax_scale, causal, window_left, window_right, softcap, False))
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-              softmax_scale, causal, window_left, window_right, softcap):
+              softmax_scale, causal, window_left, window_right, softcap, deterministic=False):
     out = q.new_empty((*q.shape[:-1], v.shape[-1]))
     if cu_seqlens_q is not None:
         lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
@@ -50,12 +55,13 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
         cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqused_q: Optional[Tensor],
         seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
         causal: bool, window_left: int, window_right: int,
-        softcap: float) -> Tuple[Tensor, Tensor, Tensor]:
-    """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse)."""
+        softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
+    """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse); deterministic:
+    bitwise equal from run to run."""
     with _device_of(q):
         return _core.backward(dout, q, k, v, out, lse, **_options(
             q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, window_left, window_right, softcap))
+            softmax_scale, causal, window_left, window_right, softcap, deterministic))
 
 
 @bwd.register_fake
@@ -89,7 +95,7 @@ def _setup_context(ctx, inputs, output):
 def _backward(ctx, dout, _dlse):
     q, k, v, out, lse, cu_q, cu_k, used_q, used_k = ctx.saved_tensors
     dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
-    return (dq, dk, dv) + (None,) * 11
+    return (dq, dk, dv) + (None,) * (4 + len(ctx.scalars))
 
 
 fwd.register_autograd(_backward, setup_context=_setup_context)

@@ -12,7 +12,8 @@ from . import _core
 from ._arrays import arrays_for, same_kind
 
 
-def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap):
+def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
+               deterministic):
     """(out, lse) through the fastattn::fwd custom op (autograd, torch.compile)."""
     import torch
 
@@ -20,19 +21,15 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
     left, right = _core.window_pair(window_size)
     scale = _core.resolve_scale(softmax_scale, q.shape[-1])
     return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal),
-                                  left, right, float(softcap))
-
-
-def _check_deterministic(q, deterministic):
-    if deterministic and getattr(getattr(q, "device", None), "type", "cpu") != "cpu":
-        raise NotImplementedError(
-            "deterministic=True: the GPU backward has no deterministic mode yet "
-            "(the CPU backward is always deterministic)")
+                                  left, right, float(softcap), bool(deterministic))
 
 
 def attention(q, k, v, index_arrays=(None, None, None, None), max_seqlens=(0, 0), *,
-              softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0):
-    """(out, lse) for any array kind; torch tensors go through the custom op (differentiable)."""
+              softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+              deterministic=False):
+    """(out, lse) for any array kind; torch tensors go through the custom op (differentiable,
+    its backward deterministic when asked). Other arrays have no autograd: deterministic is
+    then unused (fastattn.backward takes it)."""
     xs = arrays_for(q, "q")
     if xs.name == "torch":
         same_kind(xs, [("k", k), ("v", v)])
@@ -44,7 +41,7 @@ def attention(q, k, v, index_arrays=(None, None, None, None), max_seqlens=(0, 0)
         for name, x in (("q", q), ("k", k), ("v", v)):
             _core.check_rank(x, name, varlen)
         return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
-                          softcap)
+                          softcap, deterministic)
     cu_q, cu_k, used_q, used_k = index_arrays
     return _core.forward(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, seqused_q=used_q,
                          seqused_k=used_k, max_seqlen_q=max_seqlens[0], max_seqlen_k=max_seqlens[1],
@@ -59,13 +56,15 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     q: (b, s_q, h, d); k: (b, s_k, h_kv, d); v: (b, s_k, h_kv, d_v) with h % h_kv == 0 (GQA/MQA).
     softmax_scale defaults to 1/sqrt(d). causal and window_size are bottom-right aligned.
     softcap > 0 replaces scores s by softcap * tanh(s / softcap).
+    deterministic=True makes the backward (torch autograd) bitwise reproducible: ordered
+    accumulation of dq (and of dk/dv over the query heads of a KV head) on the GPU, at some cost;
+    the CPU backward always is.
     Returns out (b, s_q, h, d_v); with return_attn_probs=True returns (out, softmax_lse) with
     softmax_lse (b, h, s_q) float32 (FA3's convention: it never returns the probability matrix).
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
     """
-    _check_deterministic(q, deterministic)
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
-                         window_size=window_size, softcap=softcap)
+                         window_size=window_size, softcap=softcap, deterministic=deterministic)
     return (out, lse) if return_attn_probs else out
 
 
@@ -80,8 +79,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     (batch,) caps on the tokens used per sequence. Returns out (total_q, h, d_v), or
     (out, softmax_lse) with softmax_lse (h, total_q) when return_attn_probs=True.
     On CUDA torch tensors the index arrays are not validated (that would sync with the host).
+    deterministic: as flash_attn_func.
     """
-    _check_deterministic(q, deterministic)
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
@@ -89,5 +88,5 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             raise ValueError(f"{name}: expected an int, got {type(value).__name__}")
     out, lse = attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                          (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
-                         window_size=window_size, softcap=softcap)
+                         window_size=window_size, softcap=softcap, deterministic=deterministic)
     return (out, lse) if return_attn_probs else out

@@ -31,15 +31,17 @@ struct Options {
   float softcap = 0.0f;
   bool check_index_arrays = true;
   int32_t backend = 0, num_threads = 0;
+  bool deterministic = false;
 };
 
 void init_options(Options* self, OptIn cu_seqlens_q, OptIn cu_seqlens_k, OptIn seqused_q,
                   OptIn seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                   bool causal, int32_t window_left, int32_t window_right, float softcap,
-                  bool check_index_arrays, int32_t backend, int32_t num_threads) {
+                  bool check_index_arrays, int32_t backend, int32_t num_threads, bool deterministic) {
   new (self) Options{std::move(cu_seqlens_q), std::move(cu_seqlens_k), std::move(seqused_q),
                      std::move(seqused_k), max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                     window_left, window_right, softcap, check_index_arrays, backend, num_threads};
+                     window_left, window_right, softcap, check_index_arrays, backend, num_threads,
+                     deterministic};
 }
 
 fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& v, const Options& o) {
@@ -63,6 +65,7 @@ fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& 
     throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
   a.backend = static_cast<fastattn::Backend>(o.backend);
   a.num_threads = o.num_threads;
+  a.deterministic = o.deterministic;
   return a;
 }
 
@@ -110,7 +113,7 @@ NB_MODULE(_C, m) {
            "seqused_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
            "softmax_scale"_a = std::numeric_limits<float>::quiet_NaN(), "causal"_a = false, "window_left"_a = -1, "window_right"_a = -1,
            "softcap"_a = 0.0f, "check_index_arrays"_a = true, "backend"_a = 0,
-           "num_threads"_a = 0);
+           "num_threads"_a = 0, "deterministic"_a = false);
 
   m.def("forward", &forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "options"_a, "stream"_a,
         "Writes out (and lse when given) for softmax(mask(scale*q k^T)) v.");
