@@ -156,9 +156,3 @@ def test_sdpa_matches_torch_cuda(rng):
     theirs = torch.nn.functional.scaled_dot_product_attention(
         q.double(), k.double(), v.double(), is_causal=True, enable_gqa=True)
     torch.testing.assert_close(ours.double(), theirs, rtol=2e-3, atol=2e-3)
-
-
-def test_deterministic_is_refused_on_gpu(rng):
-    q = rand(rng, (1, 64, 2, 128), torch.bfloat16)
-    with pytest.raises(NotImplementedError, match="deterministic"):
-        fastattn.flash_attn_func(q, q, q, deterministic=True)
