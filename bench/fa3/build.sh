@@ -5,7 +5,8 @@
 #   FA3_ROOT         a checkout of github.com/Dao-AILab/flash-attention (its hopper/ is used)
 #   CUTLASS_INCLUDE  CUTLASS's include/ (FA3 pins it as the csrc/cutlass submodule)
 #   OUT_DIR          where the objects and the library go (default: bench/fa3/build)
-#   FA3_PARTS        fwd, bwd or all (default): which entry points the library gets
+#   FA3_PARTS        fwd (default: what the forward bench and scripts/gpu-check use), bwd, or all:
+#                    which entry points the library gets (the backward's 11 kernels take longer)
 # One object per line of fa3_variants.inc (forward) and fa3_bwd_variants.inc (backward), compiled
 # in parallel (one FA3 kernel each: ~100 s of one core with nvcc 13.0 for a forward, more for a
 # backward), then the dispatchers. The flags are FA3's own (hopper/setup.py) for sm_90a.
@@ -14,7 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 fa3=${1:?FA3_ROOT}/hopper
 cutlass=${2:?CUTLASS_INCLUDE}
 out=${3:-$here/build}
-parts=${FA3_PARTS:-all}
+parts=${FA3_PARTS:-fwd}
 case $parts in fwd|bwd|all) ;; *) echo "fa3: FA3_PARTS must be fwd, bwd or all, not '$parts'" >&2; exit 2;; esac
 mkdir -p "$out"
 flags=(-O3 -std=c++17 --use_fast_math -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED -DCUTLASS_ENABLE_GDC_FOR_SM90

@@ -89,8 +89,8 @@ struct AttnArgs {
 
   Backend backend = Backend::Auto;
   int32_t num_threads = 0;  // CPU backend: 0 = all hardware threads
-  // Backward: dq, dk, dv bitwise equal from run to run (ordered accumulation; the CPU backend
-  // always is). Off: the GPU may accumulate with atomics, faster.
+  // Backward: dq, dk, dv bitwise equal from run to run. The CPU backend always is; the CUDA backend
+  // then orders its dQ accumulation (each q-block's adds by key block), at some cost in time.
   bool deterministic = false;
 };
 

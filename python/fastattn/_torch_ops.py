@@ -94,6 +94,10 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dout, _dlse):
     q, k, v, out, lse, cu_q, cu_k, used_q, used_k = ctx.saved_tensors
+    if dout.device.type == "cuda" and not dout.is_contiguous():
+        # autograd hands expanded (stride 0) or strided gradients; the GPU backward reads dout
+        # with TMA (16-byte aligned rows), so give it a dense copy, as FlashAttention does
+        dout = dout.contiguous()
     dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
     return (dq, dk, dv) + (None,) * (4 + len(ctx.scalars))
 

@@ -39,6 +39,24 @@ if _NO_BACKWARD is not None:
     pytest.skip(f"this build has no CUDA backward: {_NO_BACKWARD}", allow_module_level=True)
 
 
+def forward_or_skip(fn, *args, **kw):
+    """The forward, or skip naming the forward kernel this build lacks (not what is tested here)."""
+    try:
+        return fn(*args, **kw)
+    except NotImplementedError as e:
+        pytest.skip(f"no GPU forward kernel for this case in this build: {e}")
+
+
+def backward_or_clear_refusal(out, dout, d):
+    """out.backward(dout); a case the GPU backward does not take (a head dim) must be refused with
+    NotImplementedError naming the head dim, never a crash or a wrong answer: then skip with it."""
+    try:
+        out.backward(dout)
+    except NotImplementedError as e:
+        assert str(d) in str(e) and ("head" in str(e) or "dim" in str(e)), f"unclear refusal: {e}"
+        pytest.skip(f"the GPU backward refuses d={d} clearly: {e}")
+
+
 def rand(shape, dtype, requires_grad=False, gen=None):
     x = torch.randn(shape, device="cuda", dtype=torch.float32, generator=gen).to(dtype)
     return x.requires_grad_(requires_grad)
@@ -91,8 +109,9 @@ def test_grads(case, dtype):
     q = rand((b, s_q, h, d), tdt, True, gen)
     k, v = (rand((b, s_k, h_kv, d), tdt, True, gen) for _ in range(2))
     dout = rand((b, s_q, h, d), tdt, gen=gen)
-    out = fastattn.flash_attn_func(q, k, v, causal=causal, window_size=window, softcap=softcap)
-    out.backward(dout)
+    out = forward_or_skip(fastattn.flash_attn_func, q, k, v, causal=causal, window_size=window,
+                          softcap=softcap)
+    backward_or_clear_refusal(out, dout, d)
     check_grads((q.grad, k.grad, v.grad), q, k, v, dout, rdt, tdt, causal=causal, window=window,
                 softcap=softcap)
 
@@ -111,6 +130,26 @@ def test_outputs_poisoned():
     torch.cuda.synchronize()
     assert (dq[:, :63] == 0).all(), "rows that keep no key must get dq = 0"
     check_grads((dq, dk, dv), q, k, v, dout, "bfloat16", torch.bfloat16, causal=True)
+
+
+@pytest.mark.parametrize("grad_kind", ["expanded", "transposed", "sliced"])
+def test_strided_gradients_and_inputs(grad_kind):
+    """Autograd hands backward whatever layout the next op produced: a stride-0 expanded gradient
+    (out.sum()), a transposed one, or one sliced from a wider buffer; inputs strided too."""
+    gen = seeded()
+    wide = rand((2, 130, 4, 3 * 128), torch.bfloat16, gen=gen)  # q, k, v as views of one qkv buffer
+    q, k, v = (t.detach().requires_grad_() for t in wide.split(128, dim=-1))
+    out = fastattn.flash_attn_func(q, k, v, causal=True)
+    if grad_kind == "expanded":
+        loss, dout = out.float().sum(), torch.ones_like(out)
+    elif grad_kind == "transposed":
+        w = rand((2, 4, 130, 128), torch.bfloat16, gen=gen)
+        loss, dout = (out.float() * w.transpose(1, 2).float()).sum(), w.transpose(1, 2)
+    else:
+        w = rand((2, 130, 4, 256), torch.bfloat16, gen=gen)[..., 64:192]
+        loss, dout = (out.float() * w.float()).sum(), w
+    loss.backward()
+    check_grads((q.grad, k.grad, v.grad), q, k, v, dout.contiguous(), "bfloat16", torch.bfloat16, causal=True)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -145,12 +184,8 @@ def test_large_head_dims_work_or_are_refused_clearly(d):
     q = rand((1, 130, 2, d), torch.bfloat16, True, gen)
     k, v = (rand((1, 150, 2, d), torch.bfloat16, True, gen) for _ in range(2))
     dout = rand(q.shape, torch.bfloat16, gen=gen)
-    out = fastattn.flash_attn_func(q, k, v, causal=True)
-    try:
-        out.backward(dout)
-    except NotImplementedError as e:
-        assert str(d) in str(e) and ("head" in str(e) or "dim" in str(e)), f"unclear error: {e}"
-        pytest.skip(f"d={d}: the GPU backward refuses it clearly: {e}")
+    out = forward_or_skip(fastattn.flash_attn_func, q, k, v, causal=True)
+    backward_or_clear_refusal(out, dout, d)
     check_grads((q.grad, k.grad, v.grad), q, k, v, dout, "bfloat16", torch.bfloat16, causal=True)
 
 
