@@ -283,8 +283,8 @@ def test_compile_traces_forward_and_backward(rng, device, deterministic):
     compiled gradients equal eager ones (bitwise when deterministic)."""
     _cuda_backward_or_skip(device)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    q = rand(rng, (2, 64, 4, 32), dtype).to(device).requires_grad_()
-    k, v = (rand(rng, (2, 64, 2, 32), dtype).to(device).requires_grad_() for _ in range(2))
+    q = rand(rng, (2, 64, 4, 64), dtype).to(device).requires_grad_()  # d 64: a head dim the GPU has
+    k, v = (rand(rng, (2, 64, 2, 64), dtype).to(device).requires_grad_() for _ in range(2))
     cu = torch.tensor([0, 30, 30, 128], dtype=torch.int32, device=device)
 
     def model(q, k, v):
