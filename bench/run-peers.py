@@ -170,6 +170,168 @@ def case_bytes(c):
     return 2 * c["b"] * c["s"] * c["d"] * (2 * c["h"] + 2 * c["hkv"])
 
 
+def rotation(peers, r):
+    """Round r's order: the peer list rotated by r, so each peer leads one round in turn."""
+    n = len(peers)
+    return list(peers[r % n:]) + list(peers[:r % n]) if n else []
+
+
+def over_rounds(times):
+    """Median of the per-round times that exist (None: not timed in that round)."""
+    xs = [t for t in times if t is not None]
+    return statistics.median(xs) if xs else None
+
+
+def ratio_stats(ours, base):
+    """Per-round base/ours (> 1: ours faster) over rounds where both ran: median, min, max."""
+    rs = [b / o for o, b in zip(ours, base) if o and b]
+    if not rs:
+        return None
+    return dict(median=statistics.median(rs), min=min(rs), max=max(rs), rounds=rs)
+
+
+def cycle_ratio(ours, base):
+    """Per-round (base ms x base MHz) / (ours ms x ours MHz): the ratio at equal clocks, over rounds
+    where both times have a clock."""
+    def cycles(x):
+        return [t * m if t and m else None for t, m in zip(x.get("ms_rounds", []), x.get("mhz_rounds", []))]
+    return ratio_stats(cycles(ours), cycles(base))
+
+
+def ranges(idx, limit=6):
+    """'0-127, 256, ...' for sorted ints: where the wrong query rows are, compactly."""
+    spans = []
+    for i in idx:
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans[:limit])
+    return text + (f", ... ({len(spans)} ranges)" if len(spans) > limit else "")
+
+
+def block_classes(sq, sk, causal, window, bq=128, bk=128):
+    """(partial, full) (q-block, kv-block) counts of the mask, as a correct BlockMask has them."""
+    wl, wr = window
+    if causal:
+        wr = 0
+    partial = full = 0
+    for qb in range(0, sq, bq):
+        rows = range(qb, min(sq, qb + bq))
+        for kb in range(0, sk, bk):
+            width = min(sk, kb + bk) - kb
+            kept = 0
+            for i in rows:
+                diag = i + sk - sq
+                lo = 0 if wl < 0 else max(0, diag - wl)
+                hi = sk if wr < 0 else min(sk, diag + wr + 1)
+                kept += max(0, min(hi, kb + width) - max(lo, kb))
+            if kept == bq * bk:  # a block cut by the sequence end is partial for Flex too
+                full += 1
+            elif kept:
+                partial += 1
+    return partial, full
+
+
+def _table_head(peers, extra):
+    """A results table's header and separator: case, one column per peer, then `extra` columns."""
+    cols = ["case", *peers, *extra]
+    return ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
+
+
+def _missing_row(r, n_cells):
+    """A case that has no results: dashes, its reason in the last column."""
+    return f"| {r['case']} | " + " | ".join("-" for _ in range(n_cells)) + f" | {r.get('missing', '')} |"
+
+
+def _cell(x):
+    if x is None:
+        return "-"
+    if "error" in x:
+        return "crashed" if x.get("excluded") else "err"
+    if "wrong" in x:
+        return "wrong output"
+    if x.get("ms") is None:
+        return "-"
+    return f"{x['tflops']:.0f} ({x['ms']:.3f})" + ("*" if x.get("variant") else "")
+
+
+def markdown(meta, rows):
+    copy = meta.get("copy") or {}
+    lines = [f"# Forward, fastattn vs peers ({meta.get('device')}, {meta.get('date')}, "
+             f"commit {meta.get('commit')})", "",
+             f"TFLOPS (ms), ms the median over {meta.get('rounds')} rounds; each round times every peer once in a "
+             f"rotated order, a time being the median of {meta.get('reps')} CUDA-event timings after "
+             f"{meta.get('warmup')} warm-ups ({meta.get('timing')}).",
+             f"FLOPs = {FLOPS_RULE}.",
+             "ratio = sdpa-cudnn ms / fastattn ms per round (> 1: fastattn faster), median over rounds; "
+             "spread = its min-max over rounds; ratio bhsd = the same against cudnn-bhsd.",
+             "MHz = median SM clock (NVML) during fastattn's / cuDNN's timed calls; cycle ratio = (cuDNN ms x MHz) / "
+             "(fastattn ms x MHz) per round, median: the ratio at equal clocks (the chip is power-capped, "
+             "so a kernel's clock is part of its speed; docs/notes/bench-power.md).",
+             "Inputs: every peer reads fastattn's (b, s, h, d) memory (torch peers through transposed views); "
+             "cudnn-bhsd = cuDNN on contiguous (b, h, s, d) copies, the layout of the runs up to 5ebca72. "
+             "GQA: SDPA peers get K/V expanded to h_q heads.",
+             f"maxdiff = max |fastattn - peer| of out; above {TOL} a peer is wrong output and not timed "
+             "(details below). * = Flex on contiguous copies (its first try was wrong).",
+             f"Copy bandwidth: {copy.get('gbps', float('nan')):.0f} GB/s (1 GiB device-to-device copy, bytes read + "
+             f"written / time, median of {copy.get('reps', '?')})." if copy else "Copy bandwidth: not measured.",
+             "fa3 ratio = sdpa-cudnn ms / fa3 ms per round, median (FlashAttention-3 built from its public source "
+             "by bench/fa3/build.sh: the bar of issue #3); vs fa3 = fa3 ms / fastattn ms per round, median "
+             "(> 1: fastattn faster).",
+             ""] + _table_head(PEERS, ["ratio", "spread", "ratio bhsd", "fa3 ratio", "vs fa3", "MHz", "cycle ratio",
+                                       "maxdiff"])
+    notes = []
+    for r in rows:
+        if "results" not in r:
+            lines.append(_missing_row(r, len(PEERS) + 7))
+            continue
+        res = r["results"]
+        q, qb = r.get("ratio"), r.get("ratio_bhsd")
+        md = " ".join(f"{p.replace('sdpa-', '')}:{x['maxdiff']:.1e}" for p, x in res.items()
+                      if x.get("maxdiff") is not None)
+        cells = [_cell(res.get(p)) for p in PEERS]
+        cells.append(f"{q['median']:.2f}" if q else "-")
+        cells.append(f"{q['min']:.2f}-{q['max']:.2f}" if q else "-")
+        cells.append(f"{qb['median']:.2f}" if qb else "-")
+        for name in ("ratio_fa3", "vs_fa3"):
+            cells.append(f"{r[name]['median']:.2f}" if r.get(name) else "-")
+        mhz = [res.get(p, {}).get("mhz") for p in ("fastattn", BASELINE)]
+        cells.append(" / ".join(f"{m:.0f}" if m else "-" for m in mhz) if any(mhz) else "-")
+        cyc = r.get("cycle_ratio")
+        cells.append(f"{cyc['median']:.2f}" if cyc else "-")
+        lines.append(f"| {r['case']} | " + " | ".join(cells) + f" | {md} |")
+        for p, x in res.items():
+            if "error" in x:
+                notes.append(f"- {r['case']} · {p}: {x['error']}")
+            if "wrong" in x:
+                again = f" (also on {x['variant']}; first try: {x['first_try']})" if x.get("variant") else ""
+                notes.append(f"- {r['case']} · {p}: wrong output: {x['wrong']}{again}")
+            elif x.get("variant"):
+                notes.append(f"- {r['case']} · {p}: timed on {x['variant']}; first try: {x.get('first_try', '')}")
+    local = [r for r in rows if r.get("local") and "results" in r]
+    if local and copy:
+        lines += ["", f"Sliding window vs the HBM floor (floor = bytes of q, k, v, o / copy bandwidth; target: "
+                  f"fastattn <= {FLOOR_TARGET} x floor)", "",
+                  "| case | MB (q,k,v,o) | floor ms | fastattn ms | fastattn / floor | spread | flex ms |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in local:
+            ours, fl = r["results"].get("fastattn", {}), r["results"].get("flex", {})
+            floor = r["floor_ms"]
+            cells = [r["case"], f"{r['bytes'] / 1e6:.0f}", f"{floor:.4f}"]
+            if ours.get("ms"):
+                ms_r = [t for t in ours["ms_rounds"] if t]
+                cells += [f"{ours['ms']:.4f}", f"{ours['ms'] / floor:.2f}",
+                          f"{min(ms_r) / floor:.2f}-{max(ms_r) / floor:.2f}"]
+            else:
+                cells += ["-", "-", "-"]
+            cells.append(f"{fl['ms']:.4f}" if fl.get("ms") else _cell(fl or None))
+            lines.append("| " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "Failures, wrong outputs, variants:", ""] + notes
+    return "\n".join(lines) + "\n"
+
+
 # --- backward mode: its plan and table (no torch needed) ----------------------------------------
 
 BWD_PEERS = ("fastattn", "fastattn-det", "fa3", "fa3-det", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex")
@@ -255,14 +417,12 @@ def markdown_bwd(meta, rows):
              "(target <= 1.15); fa3 det cost likewise. GQA: SDPA peers get K/V expanded to h_q heads.",
              f"maxdiff = max over dq, dk, dv of max |peer - fastattn| / max(1, max |fastattn|); above {BWD_TOL} a peer "
              "is wrong grads and not timed. fwd+bwd ms: fastattn = its forward + backward, torch peers timed together.",
-             "", "| case | " + " | ".join(BWD_PEERS) + " | ratio | spread | vs fa3 | fa3 ratio | det cost | "
-             "fa3 det cost | fwd+bwd ms (fastattn / cudnn / fa3) | maxdiff |",
-             "|---" * (len(BWD_PEERS) + 9) + "|"]
+             ""] + _table_head(BWD_PEERS, ["ratio", "spread", "vs fa3", "fa3 ratio", "det cost", "fa3 det cost",
+                                           "fwd+bwd ms (fastattn / cudnn / fa3)", "maxdiff"])
     notes = []
     for r in rows:
         if "results" not in r:
-            lines.append(f"| {r['case']} | " + " | ".join("-" for _ in range(len(BWD_PEERS) + 7)) +
-                         f" | {r.get('missing', '')} |")
+            lines.append(_missing_row(r, len(BWD_PEERS) + 7))
             continue
         res = r["results"]
         cells = [_bwd_cell(res.get(p)) for p in BWD_PEERS]
@@ -296,159 +456,6 @@ def markdown_bwd(meta, rows):
             lines.append("| " + " | ".join(cells) + " |")
     if notes:
         lines += ["", "Failures and wrong gradients:", ""] + notes
-    return "\n".join(lines) + "\n"
-
-
-def rotation(peers, r):
-    """Round r's order: the peer list rotated by r, so each peer leads one round in turn."""
-    n = len(peers)
-    return list(peers[r % n:]) + list(peers[:r % n]) if n else []
-
-
-def over_rounds(times):
-    """Median of the per-round times that exist (None: not timed in that round)."""
-    xs = [t for t in times if t is not None]
-    return statistics.median(xs) if xs else None
-
-
-def ratio_stats(ours, base):
-    """Per-round base/ours (> 1: ours faster) over rounds where both ran: median, min, max."""
-    rs = [b / o for o, b in zip(ours, base) if o and b]
-    if not rs:
-        return None
-    return dict(median=statistics.median(rs), min=min(rs), max=max(rs), rounds=rs)
-
-
-def cycle_ratio(ours, base):
-    """Per-round (base ms x base MHz) / (ours ms x ours MHz): the ratio at equal clocks, over rounds
-    where both times have a clock."""
-    def cycles(x):
-        return [t * m if t and m else None for t, m in zip(x.get("ms_rounds", []), x.get("mhz_rounds", []))]
-    return ratio_stats(cycles(ours), cycles(base))
-
-
-def ranges(idx, limit=6):
-    """'0-127, 256, ...' for sorted ints: where the wrong query rows are, compactly."""
-    spans = []
-    for i in idx:
-        if spans and i == spans[-1][1] + 1:
-            spans[-1][1] = i
-        else:
-            spans.append([i, i])
-    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans[:limit])
-    return text + (f", ... ({len(spans)} ranges)" if len(spans) > limit else "")
-
-
-def block_classes(sq, sk, causal, window, bq=128, bk=128):
-    """(partial, full) (q-block, kv-block) counts of the mask, as a correct BlockMask has them."""
-    wl, wr = window
-    if causal:
-        wr = 0
-    partial = full = 0
-    for qb in range(0, sq, bq):
-        rows = range(qb, min(sq, qb + bq))
-        for kb in range(0, sk, bk):
-            width = min(sk, kb + bk) - kb
-            kept = 0
-            for i in rows:
-                diag = i + sk - sq
-                lo = 0 if wl < 0 else max(0, diag - wl)
-                hi = sk if wr < 0 else min(sk, diag + wr + 1)
-                kept += max(0, min(hi, kb + width) - max(lo, kb))
-            if kept == bq * bk:  # a block cut by the sequence end is partial for Flex too
-                full += 1
-            elif kept:
-                partial += 1
-    return partial, full
-
-
-def _cell(x):
-    if x is None:
-        return "-"
-    if "error" in x:
-        return "crashed" if x.get("excluded") else "err"
-    if "wrong" in x:
-        return "wrong output"
-    if x.get("ms") is None:
-        return "-"
-    return f"{x['tflops']:.0f} ({x['ms']:.3f})" + ("*" if x.get("variant") else "")
-
-
-def markdown(meta, rows):
-    copy = meta.get("copy") or {}
-    lines = [f"# Forward, fastattn vs peers ({meta.get('device')}, {meta.get('date')}, "
-             f"commit {meta.get('commit')})", "",
-             f"TFLOPS (ms), ms the median over {meta.get('rounds')} rounds; each round times every peer once in a "
-             f"rotated order, a time being the median of {meta.get('reps')} CUDA-event timings after "
-             f"{meta.get('warmup')} warm-ups ({meta.get('timing')}).",
-             f"FLOPs = {FLOPS_RULE}.",
-             "ratio = sdpa-cudnn ms / fastattn ms per round (> 1: fastattn faster), median over rounds; "
-             "spread = its min-max over rounds; ratio bhsd = the same against cudnn-bhsd.",
-             "MHz = median SM clock (NVML) during fastattn's / cuDNN's timed calls; cycle ratio = (cuDNN ms x MHz) / "
-             "(fastattn ms x MHz) per round, median: the ratio at equal clocks (the chip is power-capped, "
-             "so a kernel's clock is part of its speed; docs/notes/bench-power.md).",
-             "Inputs: every peer reads fastattn's (b, s, h, d) memory (torch peers through transposed views); "
-             "cudnn-bhsd = cuDNN on contiguous (b, h, s, d) copies, the layout of the runs up to 5ebca72. "
-             "GQA: SDPA peers get K/V expanded to h_q heads.",
-             f"maxdiff = max |fastattn - peer| of out; above {TOL} a peer is wrong output and not timed "
-             "(details below). * = Flex on contiguous copies (its first try was wrong).",
-             f"Copy bandwidth: {copy.get('gbps', float('nan')):.0f} GB/s (1 GiB device-to-device copy, bytes read + "
-             f"written / time, median of {copy.get('reps', '?')})." if copy else "Copy bandwidth: not measured.",
-             "fa3 ratio = sdpa-cudnn ms / fa3 ms per round, median (FlashAttention-3 built from its public source "
-             "by bench/fa3/build.sh: the bar of issue #3); vs fa3 = fa3 ms / fastattn ms per round, median "
-             "(> 1: fastattn faster).",
-             "", "| case | " + " | ".join(PEERS) + " | ratio | spread | ratio bhsd | fa3 ratio | vs fa3 | MHz | "
-             "cycle ratio | maxdiff |",
-             "|---" * (len(PEERS) + 9) + "|"]
-    notes = []
-    for r in rows:
-        if "results" not in r:
-            dashes = " | ".join("-" for _ in range(len(PEERS) + 7))
-            lines.append(f"| {r['case']} | {dashes} | {r.get('missing', '')} |")
-            continue
-        res = r["results"]
-        q, qb = r.get("ratio"), r.get("ratio_bhsd")
-        md = " ".join(f"{p.replace('sdpa-', '')}:{x['maxdiff']:.1e}" for p, x in res.items()
-                      if x.get("maxdiff") is not None)
-        cells = [_cell(res.get(p)) for p in PEERS]
-        cells.append(f"{q['median']:.2f}" if q else "-")
-        cells.append(f"{q['min']:.2f}-{q['max']:.2f}" if q else "-")
-        cells.append(f"{qb['median']:.2f}" if qb else "-")
-        for name in ("ratio_fa3", "vs_fa3"):
-            cells.append(f"{r[name]['median']:.2f}" if r.get(name) else "-")
-        mhz = [res.get(p, {}).get("mhz") for p in ("fastattn", BASELINE)]
-        cells.append(" / ".join(f"{m:.0f}" if m else "-" for m in mhz) if any(mhz) else "-")
-        cyc = r.get("cycle_ratio")
-        cells.append(f"{cyc['median']:.2f}" if cyc else "-")
-        lines.append(f"| {r['case']} | " + " | ".join(cells) + f" | {md} |")
-        for p, x in res.items():
-            if "error" in x:
-                notes.append(f"- {r['case']} · {p}: {x['error']}")
-            if "wrong" in x:
-                again = f" (also on {x['variant']}; first try: {x['first_try']})" if x.get("variant") else ""
-                notes.append(f"- {r['case']} · {p}: wrong output: {x['wrong']}{again}")
-            elif x.get("variant"):
-                notes.append(f"- {r['case']} · {p}: timed on {x['variant']}; first try: {x.get('first_try', '')}")
-    local = [r for r in rows if r.get("local") and "results" in r]
-    if local and copy:
-        lines += ["", f"Sliding window vs the HBM floor (floor = bytes of q, k, v, o / copy bandwidth; target: "
-                  f"fastattn <= {FLOOR_TARGET} x floor)", "",
-                  "| case | MB (q,k,v,o) | floor ms | fastattn ms | fastattn / floor | spread | flex ms |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in local:
-            ours, fl = r["results"].get("fastattn", {}), r["results"].get("flex", {})
-            floor = r["floor_ms"]
-            cells = [r["case"], f"{r['bytes'] / 1e6:.0f}", f"{floor:.4f}"]
-            if ours.get("ms"):
-                ms_r = [t for t in ours["ms_rounds"] if t]
-                cells += [f"{ours['ms']:.4f}", f"{ours['ms'] / floor:.2f}",
-                          f"{min(ms_r) / floor:.2f}-{max(ms_r) / floor:.2f}"]
-            else:
-                cells += ["-", "-", "-"]
-            cells.append(f"{fl['ms']:.4f}" if fl.get("ms") else _cell(fl or None))
-            lines.append("| " + " | ".join(cells) + " |")
-    if notes:
-        lines += ["", "Failures, wrong outputs, variants:", ""] + notes
     return "\n".join(lines) + "\n"
 
 
@@ -871,6 +878,15 @@ class Worker:
         ke, ve = (t.repeat_interleave(h // hkv, dim=2) for t in (k, v)) if h != hkv else (k, v)
         return {"bshd": (q, k, v), "bhsd": bhsd, "sdpa_bhsd": [t.transpose(1, 2) for t in (q, ke, ve)]}
 
+    def failed(self, i, peer, e, label):
+        """A peer's exception: its first line, printed under `label` (and returned for the record);
+        when the CUDA context is lost, the worker leaves for a restart."""
+        err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        print(f"  {label} {peer:15s} error: {err}", flush=True)
+        if self.context_lost():
+            self.lost(i, peer, err)
+        return err
+
     def run_case(self, i, n, c, rounds):
         torch, args = self.torch, self.args
         flops, nbytes = case_flops(c), case_bytes(c)
@@ -917,11 +933,7 @@ class Worker:
             except NotApplicable:
                 continue
             except Exception as e:  # noqa: BLE001 - a failing peer is reported, not fatal
-                err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                res[peer] = dict(error=err)
-                print(f"  check {peer:15s} error: {err}", flush=True)
-                if self.context_lost():
-                    self.lost(i, peer, err)
+                res[peer] = dict(error=self.failed(i, peer, e, "check"))
         ours = out = None  # free the float32 copies before timing
         times = {p: [None] * rounds for p in fns}
         clocks = {p: [None] * rounds for p in fns}
@@ -933,11 +945,7 @@ class Worker:
                 try:
                     ms = self.time_ms(fns[peer])
                 except Exception as e:  # noqa: BLE001
-                    err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                    res[peer]["error"] = err
-                    print(f"  round {r + 1}/{rounds} {peer:15s} error: {err}", flush=True)
-                    if self.context_lost():
-                        self.lost(i, peer, err)
+                    res[peer]["error"] = self.failed(i, peer, e, f"round {r + 1}/{rounds}")
                     continue
                 times[peer][r] = ms
                 clocks[peer][r] = self.mhz
@@ -1052,10 +1060,7 @@ class Worker:
         try:
             x = self.bwd_inputs(i, c)
         except Exception as e:  # noqa: BLE001 - our forward failed: no backward case to run
-            err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-            print(f"  forward error: {err}", flush=True)
-            if self.context_lost():
-                self.lost(i, "fastattn", err)
+            self.failed(i, "fastattn", e, "forward")
             x = None
         for peer in BWD_PEERS:
             key = f"{i}:{peer}"
@@ -1085,11 +1090,7 @@ class Worker:
             except NotApplicable:
                 continue
             except Exception as e:  # noqa: BLE001 - a failing peer is reported, not fatal
-                err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                res[peer] = dict(error=err)
-                print(f"  check {peer:15s} error: {err}", flush=True)
-                if self.context_lost():
-                    self.lost(i, peer, err)
+                res[peer] = dict(error=self.failed(i, peer, e, "check"))
         ours = None
         times = {p: {k: [None] * rounds for k in st if k != "grads"} for p, st in stages.items()}
         for r in range(rounds):
@@ -1101,11 +1102,7 @@ class Worker:
                     try:
                         times[peer][stage][r] = self.time_ms(stages[peer][stage])
                     except Exception as e:  # noqa: BLE001
-                        err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                        res[peer]["error"] = f"{stage}: {err}"
-                        print(f"  round {r + 1}/{rounds} {peer:15s} {stage} error: {err}", flush=True)
-                        if self.context_lost():
-                            self.lost(i, peer, err)
+                        res[peer]["error"] = f"{stage}: " + self.failed(i, peer, e, f"round {r + 1}/{rounds} {stage}")
                 bwd = self.bwd_round(times[peer], r)
                 if bwd is not None:
                     print(f"  round {r + 1}/{rounds} {peer:15s} backward {bwd:9.4f} ms {flops / bwd / 1e9:8.1f} TFLOPS",

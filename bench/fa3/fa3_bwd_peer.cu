@@ -51,21 +51,7 @@ constexpr Fa3BwdTile fa3_bwd_tile(int d, bool masked) {
 
 #ifndef FA3_DISPATCH
 #include "flash_bwd_launch_template.h"
-
-#if FA3_BF16
-using Fa3Elem = cutlass::bfloat16_t;
-#define FA3_T bf16
-#else
-using Fa3Elem = cutlass::half_t;
-#define FA3_T fp16
-#endif
-#if FA3_CAUSAL
-#define FA3_M causal
-#elif FA3_LOCAL
-#define FA3_M local
-#else
-#define FA3_M full
-#endif
+#include "fa3_variant.h"
 
 // The rest of FA3's sm90 configuration per head dim (run_mha_bwd_hdim*, no softcap): pipeline
 // stages of dO and dS, which GEMMs swap A and B, MMA warpgroups, atom layouts, V in registers.
@@ -105,6 +91,8 @@ extern "C" void FA3_BWD_NAME(FA3_D, FA3_T, FA3_M, FA3_GQA, FA3_DET)(Flash_bwd_pa
 
 #include <string>
 
+#include "fa3_dispatch.h"
+
 using Fa3BwdEntry = void (*)(Flash_bwd_params&, cudaStream_t);
 extern "C" {
 #define FA3_BWD_DECLARE(d, t, m, g, det) void FA3_BWD_NAME(d, t, m, g, det)(Flash_bwd_params&, cudaStream_t);
@@ -113,24 +101,15 @@ extern "C" {
 }
 
 namespace {
-thread_local std::string g_error;
-
 struct Variant {
-  int d, bf16, mask, gqa, det;  // mask: 0 full, 1 causal, 2 local
+  int d, bf16, mask, gqa, det;  // mask: kFull, kCausal, kLocal
   Fa3BwdEntry fn;
 };
-constexpr int kFull = 0, kCausal = 1, kLocal = 2;
-constexpr int mask_code(const char* m) { return m[0] == 'f' ? kFull : m[0] == 'c' ? kCausal : kLocal; }
 const Variant kVariants[] = {
 #define FA3_BWD_DECLARE(d, t, m, g, det) {d, #t[0] == 'b', mask_code(#m), g, det, FA3_BWD_NAME(d, t, m, g, det)},
 #include "fa3_bwd_variants.inc"
 #undef FA3_BWD_DECLARE
 };
-
-int fail(std::string msg) {
-  g_error = std::move(msg);
-  return 1;
-}
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -253,10 +232,7 @@ extern "C" int fa3_backward(const Fa3BwdArgs* a, cudaStream_t stream) {
   }
   if (!zero(w.dk_accum, kv_acc) || !zero(w.dv_accum, kv_acc) || !zero(w.dk_sem, kv_sem) || !zero(w.dv_sem, kv_sem))
     return fail(std::string("fa3 peer: ") + cudaGetErrorString(cudaGetLastError()));
-  v->fn(p, stream);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return fail(std::string("fa3 peer: ") + cudaGetErrorString(e));
-  return 0;
+  return launch(v->fn, p, stream);
 }
 
 #endif
