@@ -887,14 +887,12 @@ class Worker:
             self.lost(i, peer, err)
         return err
 
-    def run_case(self, i, n, c, rounds):
-        torch, args = self.torch, self.args
-        flops, nbytes = case_flops(c), case_bytes(c)
-        print(f"[{i + 1}/{n}] {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} d{c['d']} {c['dtype']} "
-              f"({flops / 1e12:.2f} TFLOP, {nbytes / 1e6:.0f} MB), {rounds} round(s)", flush=True)
-        x = self.inputs(i, c)
-        res, fns, ours = {}, {}, None
-        for peer in PEERS:
+    def check_all(self, i, peers, res, check):
+        """check(peer) -> (its result dict, a note, what to time or None) for each peer in order:
+        peers excluded after they broke a worker, and those the case does not apply to, are
+        skipped; a failure is recorded in res. Returns {peer: what to time}."""
+        timed = {}
+        for peer in peers:
             key = f"{i}:{peer}"
             if key in self.excluded:
                 res[peer] = dict(error=self.excluded[key], excluded=True)
@@ -905,36 +903,51 @@ class Worker:
                 os._exit(139)
             t0 = time.time()
             try:
-                fn = self.prepare(peer, c, x)
-                out = self.as_bshd(fn, fn())
-                if peer == "fastattn":
-                    ours, res[peer] = out, {}
-                    note = "reference for the others"
-                else:
-                    maxdiff, wrong = self.compare(ours, out) if ours is not None else (None, None)
-                    res[peer] = dict(maxdiff=maxdiff)
-                    note = "maxdiff " + ("-" if maxdiff is None else f"{maxdiff:.1e}")
-                    if wrong and peer == "flex":
-                        first = f"{wrong}; {self.block_mask_note(c, fn.block_mask)}"
-                        print(f"  check {peer:15s} WRONG {first}", flush=True)
-                        fn = self.flex_fn(c, *x["bhsd"], contiguous=True)
-                        maxdiff, wrong = self.compare(ours, self.as_bshd(fn, fn()))
-                        if wrong:
-                            wrong = f"{wrong}; {self.block_mask_note(c, fn.block_mask)}"
-                        res[peer] = dict(maxdiff=maxdiff, variant="contiguous (b, h, s, d) copies", first_try=first)
-                        note = f"on contiguous copies: maxdiff {maxdiff:.1e}"
-                    if wrong:
-                        res[peer]["wrong"] = wrong
-                        note = f"WRONG {wrong}"
-                        fn = None
-                if fn is not None:
-                    fns[peer] = fn
-                print(f"  check {peer:15s} {note} ({time.time() - t0:.1f}s)", flush=True)
+                res[peer], note, what = check(peer)
             except NotApplicable:
                 continue
             except Exception as e:  # noqa: BLE001 - a failing peer is reported, not fatal
                 res[peer] = dict(error=self.failed(i, peer, e, "check"))
-        ours = out = None  # free the float32 copies before timing
+                continue
+            if what is not None:
+                timed[peer] = what
+            print(f"  check {peer:15s} {note} ({time.time() - t0:.1f}s)", flush=True)
+        return timed
+
+    def run_case(self, i, n, c, rounds):
+        torch, args = self.torch, self.args
+        flops, nbytes = case_flops(c), case_bytes(c)
+        print(f"[{i + 1}/{n}] {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} d{c['d']} {c['dtype']} "
+              f"({flops / 1e12:.2f} TFLOP, {nbytes / 1e6:.0f} MB), {rounds} round(s)", flush=True)
+        x = self.inputs(i, c)
+        ours = None  # fastattn's out (float32), the others' reference
+
+        def check(peer):
+            nonlocal ours
+            fn = self.prepare(peer, c, x)
+            out = self.as_bshd(fn, fn())
+            if peer == "fastattn":
+                ours = out
+                return {}, "reference for the others", fn
+            maxdiff, wrong = self.compare(ours, out) if ours is not None else (None, None)
+            r = dict(maxdiff=maxdiff)
+            note = "maxdiff " + ("-" if maxdiff is None else f"{maxdiff:.1e}")
+            if wrong and peer == "flex":
+                first = f"{wrong}; {self.block_mask_note(c, fn.block_mask)}"
+                print(f"  check {peer:15s} WRONG {first}", flush=True)
+                fn = self.flex_fn(c, *x["bhsd"], contiguous=True)
+                maxdiff, wrong = self.compare(ours, self.as_bshd(fn, fn()))
+                if wrong:
+                    wrong = f"{wrong}; {self.block_mask_note(c, fn.block_mask)}"
+                r = dict(maxdiff=maxdiff, variant="contiguous (b, h, s, d) copies", first_try=first)
+                note = f"on contiguous copies: maxdiff {maxdiff:.1e}"
+            if wrong:
+                r["wrong"] = wrong
+                return r, f"WRONG {wrong}", None
+            return r, note, fn
+        res = {}
+        fns = self.check_all(i, PEERS, res, check)
+        ours = None  # free the float32 copies before timing
         times = {p: [None] * rounds for p in fns}
         clocks = {p: [None] * rounds for p in fns}
         for r in range(rounds):
@@ -1056,41 +1069,30 @@ class Worker:
         flops, nbytes = bwd_flops(c), bwd_bytes(c)
         print(f"[{i + 1}/{n}] backward {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} d{c['d']} {c['dtype']} "
               f"({flops / 1e12:.2f} TFLOP, {nbytes / 1e6:.0f} MB), {rounds} round(s)", flush=True)
-        res, stages, ours = {}, {}, None
+        ours = None  # fastattn's dq, dk, dv (float32), the others' reference
         try:
             x = self.bwd_inputs(i, c)
         except Exception as e:  # noqa: BLE001 - our forward failed: no backward case to run
             self.failed(i, "fastattn", e, "forward")
             x = None
-        for peer in BWD_PEERS:
-            key = f"{i}:{peer}"
-            if key in self.excluded:
-                res[peer] = dict(error=self.excluded[key], excluded=True)
-                continue
-            self.emit(type="start", case=i, peer=peer, stage="check")
-            t0 = time.time()
-            try:
-                if x is None:
-                    raise RuntimeError("fastattn's forward failed: no out/lse for the backward")
-                st = self.prepare_bwd(peer, c, x)
-                got = [t.float() for t in st["grads"]()]
-                if self.cuda:
-                    torch.cuda.synchronize()
-                if peer == "fastattn":
-                    ours, res[peer], note = got, {}, "reference for the others"
-                else:
-                    maxdiff, wrong = self.compare_grads(ours, got) if ours is not None else (None, None)
-                    res[peer] = dict(maxdiff=maxdiff)
-                    note = "maxdiff " + ("-" if maxdiff is None else f"{maxdiff:.1e}")
-                    if wrong:
-                        res[peer]["wrong"], note, st = wrong, f"WRONG {wrong}", None
-                if st is not None:
-                    stages[peer] = st
-                print(f"  check {peer:15s} {note} ({time.time() - t0:.1f}s)", flush=True)
-            except NotApplicable:
-                continue
-            except Exception as e:  # noqa: BLE001 - a failing peer is reported, not fatal
-                res[peer] = dict(error=self.failed(i, peer, e, "check"))
+
+        def check(peer):
+            nonlocal ours
+            if x is None:
+                raise RuntimeError("fastattn's forward failed: no out/lse for the backward")
+            st = self.prepare_bwd(peer, c, x)
+            got = [t.float() for t in st["grads"]()]
+            if self.cuda:
+                torch.cuda.synchronize()
+            if peer == "fastattn":
+                ours = got
+                return {}, "reference for the others", st
+            maxdiff, wrong = self.compare_grads(ours, got) if ours is not None else (None, None)
+            if wrong:
+                return dict(maxdiff=maxdiff, wrong=wrong), f"WRONG {wrong}", None
+            return dict(maxdiff=maxdiff), "maxdiff " + ("-" if maxdiff is None else f"{maxdiff:.1e}"), st
+        res = {}
+        stages = self.check_all(i, BWD_PEERS, res, check)
         ours = None
         times = {p: {k: [None] * rounds for k in st if k != "grads"} for p, st in stages.items()}
         for r in range(rounds):
