@@ -18,7 +18,7 @@ Criterion (printed and in the JSON), over the last quarter of the steps ("window
   <= 0.02 in bf16, 1e-4 in float32), and both runs learned (window mean <= 0.8 x the first loss).
 Writes train_check.json and train_check.png (matplotlib) into --out; exit 1 when it fails.
 
-  python3 bench/train_check.py --out out/train          # GPU: bf16, ~300 steps, well under 90 s on an H100
+  python3 bench/train_check.py --out out/train          # GPU: bf16, 300 steps x 3 runs (meant to take < 90 s on an H100)
   python3 bench/train_check.py --device cpu --steps 20  # CPU backend, tiny config (seconds)
 """
 import argparse
