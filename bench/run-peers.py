@@ -233,6 +233,17 @@ def block_classes(sq, sk, causal, window, bq=128, bk=128):
     return partial, full
 
 
+def _table_head(peers, extra):
+    """A results table's header and separator: case, one column per peer, then `extra` columns."""
+    cols = ["case", *peers, *extra]
+    return ["| " + " | ".join(cols) + " |", "|---" * len(cols) + "|"]
+
+
+def _missing_row(r, n_cells):
+    """A case that has no results: dashes, its reason in the last column."""
+    return f"| {r['case']} | " + " | ".join("-" for _ in range(n_cells)) + f" | {r.get('missing', '')} |"
+
+
 def _cell(x):
     if x is None:
         return "-"
@@ -268,14 +279,12 @@ def markdown(meta, rows):
              "fa3 ratio = sdpa-cudnn ms / fa3 ms per round, median (FlashAttention-3 built from its public source "
              "by bench/fa3/build.sh: the bar of issue #3); vs fa3 = fa3 ms / fastattn ms per round, median "
              "(> 1: fastattn faster).",
-             "", "| case | " + " | ".join(PEERS) + " | ratio | spread | ratio bhsd | fa3 ratio | vs fa3 | MHz | "
-             "cycle ratio | maxdiff |",
-             "|---" * (len(PEERS) + 9) + "|"]
+             ""] + _table_head(PEERS, ["ratio", "spread", "ratio bhsd", "fa3 ratio", "vs fa3", "MHz", "cycle ratio",
+                                       "maxdiff"])
     notes = []
     for r in rows:
         if "results" not in r:
-            dashes = " | ".join("-" for _ in range(len(PEERS) + 7))
-            lines.append(f"| {r['case']} | {dashes} | {r.get('missing', '')} |")
+            lines.append(_missing_row(r, len(PEERS) + 7))
             continue
         res = r["results"]
         q, qb = r.get("ratio"), r.get("ratio_bhsd")
@@ -323,6 +332,133 @@ def markdown(meta, rows):
     return "\n".join(lines) + "\n"
 
 
+# --- backward mode: its plan and table (no torch needed) ----------------------------------------
+
+BWD_PEERS = ("fastattn", "fastattn-det", "fa3", "fa3-det", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex")
+BWD_FLOPS_FACTOR = 2.5  # backward FLOPs = 2.5 x forward (five matmuls against the forward's two)
+BWD_TOL = 0.05          # max |grad - fastattn's| / max(1, max |fastattn's|) above which a peer is wrong
+BWD_FLOOR_TARGET = 1.5  # local rows: fastattn's backward within 1.5x of its HBM floor (issue #29)
+
+
+def bwd_cases(preset="full", smoke=False):
+    """Backward case dicts in run order; det=True adds the deterministic peers to a case."""
+    out = []
+
+    def add(name, b, s, h, hkv, d, causal=False, window=(-1, -1), dtype="bfloat16", det=False):
+        out.append(dict(name=name, b=b, s=s, h=h, hkv=hkv, d=d, causal=causal, window=list(window),
+                        dtype=dtype, det=det))
+    mask = {False: "full", True: "causal"}
+    if smoke:
+        for causal in (False, True):
+            add(f"dense d64 s256 {mask[causal]}", 2, 256, 2, 2, 64, causal, det=True)
+        add("gqa b1 s256 h4/2 d128 fp16", 1, 256, 4, 2, 128, dtype="float16")
+        add("local(64,0) d128 s512", 1, 512, 2, 2, 128, window=(64, 0))
+        return out
+    for causal in (False, True):
+        add(f"dense d128 s8192 {mask[causal]}", 2, 8192, 16, 16, 128, causal, det=True)
+    # (d, s, b, h): b*s = 16k tokens, hidden 2048 (h = 2048 / d), as the forward's presets
+    shapes = [(128, 4096, 4, 16), (64, 4096, 4, 32), (256, 4096, 4, 8)] if preset == "full" else [(64, 4096, 4, 32)]
+    shapes += [(d, 1024, 16, 2048 // d) for d in ((64, 128, 256) if preset == "full" else (128,))]
+    for d, s, b, h in shapes:
+        for causal in (False, True):
+            add(f"dense d{d} s{s} {mask[causal]}", b, s, h, h, d, causal)
+    for causal in (False, True) if preset == "full" else (False,):
+        add(f"gqa b4 s4096 h64/8 d128 fp16 {mask[causal]}", 4, 4096, 64, 8, 128, causal, dtype="float16")
+    add("local(64,0) d128 s8192", 2, 8192, 16, 16, 128, window=(64, 0))
+    return out
+
+
+def applicable_bwd(c, peer, smoke=False):
+    """Whether a backward peer can run the case at all (else a '-' cell)."""
+    if peer.endswith("-det"):
+        return c.get("det", False) and (peer != "fa3-det" or not smoke)
+    if peer == "flex":  # a forward + backward compile per case: the issue's headline shapes only (no CPU backward)
+        return not smoke and ((c["d"] == 128 and c["s"] == 8192) or is_local(c) or (c["h"] != c["hkv"] and not c["causal"]))
+    return applicable(c, peer, smoke)
+
+
+def bwd_flops(c):
+    return BWD_FLOPS_FACTOR * case_flops(c)
+
+
+def bwd_bytes(c):
+    """Bytes the backward must move through HBM (2-byte dtypes): q, k, v, o, dO and the float32
+    lse in; dq, dk, dv out."""
+    b, s, h, hkv, d = c["b"], c["s"], c["h"], c["hkv"], c["d"]
+    return 2 * b * s * d * (4 * h + 4 * hkv) + 4 * b * h * s
+
+
+def _bwd_cell(x, key="ms"):
+    if x is None:
+        return "-"
+    if "error" in x and x.get(key) is None:
+        return "crashed" if x.get("excluded") else "err"
+    if "wrong" in x:
+        return "wrong grads"
+    if x.get(key) is None:
+        return "-"
+    if key == "ms":
+        return f"{x['tflops']:.0f} ({x['ms']:.3f})"
+    return f"{x[key]:.3f}"
+
+
+def markdown_bwd(meta, rows):
+    copy = meta.get("copy") or {}
+    lines = [f"# Backward, fastattn vs peers ({meta.get('device')}, {meta.get('date')}, commit {meta.get('commit')})",
+             "",
+             f"Backward TFLOPS (ms): FLOPs = {BWD_FLOPS_FACTOR} x forward ({FLOPS_RULE}). ms the median over "
+             f"{meta.get('rounds')} rounds of the median of {meta.get('reps')} CUDA-event timings after "
+             f"{meta.get('warmup')} warm-ups ({meta.get('timing')}).",
+             "fastattn (C ABI), fastattn-det (deterministic=1), fa3 and fa3-det (bench/fa3, FA3's own backward "
+             "kernels, fed fastattn's out and lse) time the backward call itself; the torch peers (SDPA backends, "
+             "Flex) expose only autograd: their backward = (forward + backward) - forward, each timed with grad on.",
+             "ratio = sdpa-cudnn ms / fastattn ms per round, median (> 1: fastattn faster); vs fa3 = fa3 ms / "
+             "fastattn ms; fa3 ratio = sdpa-cudnn ms / fa3 ms; det cost = fastattn-det ms / fastattn ms "
+             "(target <= 1.15); fa3 det cost likewise. GQA: SDPA peers get K/V expanded to h_q heads.",
+             f"maxdiff = max over dq, dk, dv of max |peer - fastattn| / max(1, max |fastattn|); above {BWD_TOL} a peer "
+             "is wrong grads and not timed. fwd+bwd ms: fastattn = its forward + backward, torch peers timed together.",
+             ""] + _table_head(BWD_PEERS, ["ratio", "spread", "vs fa3", "fa3 ratio", "det cost", "fa3 det cost",
+                                           "fwd+bwd ms (fastattn / cudnn / fa3)", "maxdiff"])
+    notes = []
+    for r in rows:
+        if "results" not in r:
+            lines.append(_missing_row(r, len(BWD_PEERS) + 7))
+            continue
+        res = r["results"]
+        cells = [_bwd_cell(res.get(p)) for p in BWD_PEERS]
+        q = r.get("ratio")
+        cells += [f"{q['median']:.2f}" if q else "-", f"{q['min']:.2f}-{q['max']:.2f}" if q else "-"]
+        for name in ("vs_fa3", "ratio_fa3", "det_cost", "fa3_det_cost"):
+            cells.append(f"{r[name]['median']:.2f}" if r.get(name) else "-")
+        cells.append(" / ".join(_bwd_cell(res.get(p), "fwdbwd_ms") for p in ("fastattn", BASELINE, "fa3")))
+        cells.append(" ".join(f"{p.replace('sdpa-', '')}:{x['maxdiff']:.1e}" for p, x in res.items()
+                              if x.get("maxdiff") is not None))
+        lines.append(f"| {r['case']} | " + " | ".join(cells) + " |")
+        for p, x in res.items():
+            if "error" in x:
+                notes.append(f"- {r['case']} · {p}: {x['error']}")
+            if "wrong" in x:
+                notes.append(f"- {r['case']} · {p}: wrong gradients: {x['wrong']}")
+    local = [r for r in rows if r.get("local") and "results" in r]
+    if local and copy:
+        lines += ["", f"Sliding window backward vs the HBM floor (floor = bytes of q, k, v, o, dO, lse in and dq, dk, "
+                  f"dv out / copy bandwidth {copy.get('gbps', float('nan')):.0f} GB/s; target: fastattn <= "
+                  f"{BWD_FLOOR_TARGET} x floor)", "",
+                  "| case | MB | floor ms | fastattn ms | fastattn / floor | fa3 ms | flex ms |", "|---|---|---|---|---|---|---|"]
+        for r in local:
+            ours = r["results"].get("fastattn", {})
+            floor = r["floor_ms"]
+            cells = [r["case"], f"{r['bytes'] / 1e6:.0f}", f"{floor:.4f}",
+                     f"{ours['ms']:.4f}" if ours.get("ms") else "-",
+                     f"{ours['ms'] / floor:.2f}" if ours.get("ms") else "-"]
+            cells += [f"{r['results'].get(p, {}).get('ms'):.4f}" if r["results"].get(p, {}).get("ms") else "-"
+                      for p in ("fa3", "flex")]
+            lines.append("| " + " | ".join(cells) + " |")
+    if notes:
+        lines += ["", "Failures and wrong gradients:", ""] + notes
+    return "\n".join(lines) + "\n"
+
+
 # --- the worker: everything that touches torch and the GPU ------------------------------------
 
 class FaTensor(ctypes.Structure):
@@ -339,7 +475,8 @@ class FaArgs(ctypes.Structure):
                 ("max_seqlen_k", ctypes.c_int32), ("check_index_arrays", ctypes.c_int32),
                 ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32), ("window_left", ctypes.c_int32),
                 ("window_right", ctypes.c_int32), ("softcap", ctypes.c_float), ("backend", ctypes.c_int32),
-                ("num_threads", ctypes.c_int32)]
+                ("num_threads", ctypes.c_int32),
+                ("deterministic", ctypes.c_int32)]  # last: a library without it reads the fields before
 
 
 class FastAttn:
@@ -348,6 +485,8 @@ class FastAttn:
     def __init__(self, lib_path):
         self.lib = ctypes.CDLL(lib_path)
         self.lib.fastattn_forward.argtypes = [ctypes.POINTER(FaArgs), ctypes.c_void_p]
+        self.lib.fastattn_backward.argtypes = [ctypes.POINTER(FaArgs)] + [ctypes.POINTER(FaTensor)] * 4 + [
+            ctypes.c_void_p]
         self.lib.fastattn_last_error.restype = ctypes.c_char_p
         self.lib.fastattn_args_init.argtypes = [ctypes.POINTER(FaArgs)]
 
@@ -387,6 +526,28 @@ class FastAttn:
         # LSE as block counts and indices (wrong causal rows, the crash at local d128; local d64,
         # lse 2 MiB in the large pool, was right).
         run.tensors = (q, k, v, out, lse)
+        run.lse = lse
+        return run
+
+    def backward_fn(self, torch, q, k, v, out, lse, dout, causal, window, deterministic=False):
+        """A no-argument callable running our backward; returns (dq, dk, dv)."""
+        dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+        a = FaArgs()
+        self.lib.fastattn_args_init(ctypes.byref(a))
+        a.q, a.k, a.v, a.out, a.lse = (self._tensor(t) for t in (q, k, v, out, lse))
+        a.causal = int(causal)
+        a.window_left, a.window_right = window
+        a.backend = 2 if q.is_cuda else 1
+        a.deterministic = int(deterministic)
+        grads = [self._tensor(t) for t in (dout, dq, dk, dv)]
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream if q.is_cuda else None)
+        refs = [ctypes.byref(a)] + [ctypes.byref(g) for g in grads]
+
+        def run():
+            if self.lib.fastattn_backward(*refs, stream) != 0:
+                raise RuntimeError(self.lib.fastattn_last_error().decode())
+            return dq, dk, dv
+        run.tensors = (q, k, v, out, lse, dout, dq, dk, dv)  # the structs' raw pointers must stay valid
         return run
 
 
@@ -404,11 +565,51 @@ class Fa3:
     FA3's public source), on the same (b, s, h, d) memory as fastattn."""
 
     def __init__(self, lib_path):
-        self.lib = ctypes.CDLL(lib_path)
-        self.lib.fa3_forward.argtypes = [ctypes.POINTER(Fa3Args), ctypes.c_void_p]
-        self.lib.fa3_last_error.restype = ctypes.c_char_p
+        self.lib = ctypes.CDLL(lib_path)  # built with FA3_PARTS=fwd, bwd or all: either entry may be absent
+        self.has_forward, self.has_backward = hasattr(self.lib, "fa3_forward"), hasattr(self.lib, "fa3_backward")
+        if self.has_forward:
+            self.lib.fa3_forward.argtypes = [ctypes.POINTER(Fa3Args), ctypes.c_void_p]
+            self.lib.fa3_last_error.restype = ctypes.c_char_p
+        if self.has_backward:
+            self.lib.fa3_backward.argtypes = [ctypes.POINTER(Fa3BwdArgs), ctypes.c_void_p]
+            self.lib.fa3_backward_workspace_bytes.argtypes = [ctypes.POINTER(Fa3BwdArgs)]
+            self.lib.fa3_backward_workspace_bytes.restype = ctypes.c_int64
+            self.lib.fa3_bwd_last_error.restype = ctypes.c_char_p
+
+    def backward_fn(self, torch, q, k, v, out, lse, dout, causal, window, deterministic=False):
+        """FA3's backward on fastattn's (out, lse) (the same layouts and natural-log LSE)."""
+        if not self.has_backward:
+            raise NotApplicable()
+        b, s_q, h, d = q.shape
+        dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
+        a = Fa3BwdArgs()
+        a.q, a.k, a.v, a.out, a.dout, a.lse, a.dq, a.dk, a.dv = (
+            t.data_ptr() for t in (q, k, v, out, dout, lse, dq, dk, dv))
+        for name, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", out), ("do_stride", dout),
+                        ("dq_stride", dq), ("dk_stride", dk), ("dv_stride", dv)):
+            getattr(a, name)[:] = [t.stride(0), t.stride(1), t.stride(2)]
+        a.b, a.s_q, a.s_k, a.h, a.h_k, a.d = b, s_q, k.shape[1], h, k.shape[2], d
+        a.bf16 = int(q.dtype == torch.bfloat16)
+        a.causal = int(causal)
+        a.window_left, a.window_right = window
+        a.deterministic = int(deterministic)
+        a.num_sm = torch.cuda.get_device_properties(q.device).multi_processor_count
+        a.scale = d ** -0.5
+        ws = torch.empty(self.lib.fa3_backward_workspace_bytes(ctypes.byref(a)), dtype=torch.uint8, device=q.device)
+        a.workspace = ws.data_ptr()
+        stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+        ref = ctypes.byref(a)
+
+        def run():
+            if self.lib.fa3_backward(ref, stream) != 0:
+                raise RuntimeError(self.lib.fa3_bwd_last_error().decode())
+            return dq, dk, dv
+        run.tensors = (q, k, v, out, lse, dout, dq, dk, dv, ws)
+        return run
 
     def forward_fn(self, torch, q, k, v, causal, window):
+        if not self.has_forward:
+            raise NotApplicable()
         b, s_q, h, d = q.shape
         out = torch.empty_like(q)
         lse = torch.empty(b, h, s_q, device=q.device, dtype=torch.float32)
@@ -432,6 +633,15 @@ class Fa3:
             return out
         run.tensors = (q, k, v, out, lse, sem)  # the struct's raw pointers must stay valid
         return run
+
+
+class Fa3BwdArgs(ctypes.Structure):
+    """bench/fa3/fa3_bwd_peer.cu's Fa3BwdArgs."""
+    _fields_ = [(n, ctypes.c_void_p) for n in ("q", "k", "v", "out", "dout", "lse", "dq", "dk", "dv", "workspace")] + [
+                (n, ctypes.c_int64 * 3) for n in ("q_stride", "k_stride", "v_stride", "o_stride", "do_stride",
+                                                  "dq_stride", "dk_stride", "dv_stride")] + [
+                (n, ctypes.c_int32) for n in ("b", "s_q", "s_k", "h", "h_k", "d", "bf16", "causal", "window_left",
+                                              "window_right", "deterministic", "num_sm")] + [("scale", ctypes.c_float)]
 
 
 def keep_mod(sq, sk, causal, window):
@@ -668,14 +878,21 @@ class Worker:
         ke, ve = (t.repeat_interleave(h // hkv, dim=2) for t in (k, v)) if h != hkv else (k, v)
         return {"bshd": (q, k, v), "bhsd": bhsd, "sdpa_bhsd": [t.transpose(1, 2) for t in (q, ke, ve)]}
 
-    def run_case(self, i, n, c, rounds):
-        torch, args = self.torch, self.args
-        flops, nbytes = case_flops(c), case_bytes(c)
-        print(f"[{i + 1}/{n}] {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} d{c['d']} {c['dtype']} "
-              f"({flops / 1e12:.2f} TFLOP, {nbytes / 1e6:.0f} MB), {rounds} round(s)", flush=True)
-        x = self.inputs(i, c)
-        res, fns, ours = {}, {}, None
-        for peer in PEERS:
+    def failed(self, i, peer, e, label):
+        """A peer's exception: its first line, printed under `label` (and returned for the record);
+        when the CUDA context is lost, the worker leaves for a restart."""
+        err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        print(f"  {label} {peer:15s} error: {err}", flush=True)
+        if self.context_lost():
+            self.lost(i, peer, err)
+        return err
+
+    def check_all(self, i, peers, res, check):
+        """check(peer) -> (its result dict, a note, what to time or None) for each peer in order:
+        peers excluded after they broke a worker, and those the case does not apply to, are
+        skipped; a failure is recorded in res. Returns {peer: what to time}."""
+        timed = {}
+        for peer in peers:
             key = f"{i}:{peer}"
             if key in self.excluded:
                 res[peer] = dict(error=self.excluded[key], excluded=True)
@@ -686,40 +903,51 @@ class Worker:
                 os._exit(139)
             t0 = time.time()
             try:
-                fn = self.prepare(peer, c, x)
-                out = self.as_bshd(fn, fn())
-                if peer == "fastattn":
-                    ours, res[peer] = out, {}
-                    note = "reference for the others"
-                else:
-                    maxdiff, wrong = self.compare(ours, out) if ours is not None else (None, None)
-                    res[peer] = dict(maxdiff=maxdiff)
-                    note = "maxdiff " + ("-" if maxdiff is None else f"{maxdiff:.1e}")
-                    if wrong and peer == "flex":
-                        first = f"{wrong}; {self.block_mask_note(c, fn.block_mask)}"
-                        print(f"  check {peer:15s} WRONG {first}", flush=True)
-                        fn = self.flex_fn(c, *x["bhsd"], contiguous=True)
-                        maxdiff, wrong = self.compare(ours, self.as_bshd(fn, fn()))
-                        if wrong:
-                            wrong = f"{wrong}; {self.block_mask_note(c, fn.block_mask)}"
-                        res[peer] = dict(maxdiff=maxdiff, variant="contiguous (b, h, s, d) copies", first_try=first)
-                        note = f"on contiguous copies: maxdiff {maxdiff:.1e}"
-                    if wrong:
-                        res[peer]["wrong"] = wrong
-                        note = f"WRONG {wrong}"
-                        fn = None
-                if fn is not None:
-                    fns[peer] = fn
-                print(f"  check {peer:15s} {note} ({time.time() - t0:.1f}s)", flush=True)
+                res[peer], note, what = check(peer)
             except NotApplicable:
                 continue
             except Exception as e:  # noqa: BLE001 - a failing peer is reported, not fatal
-                err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                res[peer] = dict(error=err)
-                print(f"  check {peer:15s} error: {err}", flush=True)
-                if self.context_lost():
-                    self.lost(i, peer, err)
-        ours = out = None  # free the float32 copies before timing
+                res[peer] = dict(error=self.failed(i, peer, e, "check"))
+                continue
+            if what is not None:
+                timed[peer] = what
+            print(f"  check {peer:15s} {note} ({time.time() - t0:.1f}s)", flush=True)
+        return timed
+
+    def run_case(self, i, n, c, rounds):
+        torch, args = self.torch, self.args
+        flops, nbytes = case_flops(c), case_bytes(c)
+        print(f"[{i + 1}/{n}] {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} d{c['d']} {c['dtype']} "
+              f"({flops / 1e12:.2f} TFLOP, {nbytes / 1e6:.0f} MB), {rounds} round(s)", flush=True)
+        x = self.inputs(i, c)
+        ours = None  # fastattn's out (float32), the others' reference
+
+        def check(peer):
+            nonlocal ours
+            fn = self.prepare(peer, c, x)
+            out = self.as_bshd(fn, fn())
+            if peer == "fastattn":
+                ours = out
+                return {}, "reference for the others", fn
+            maxdiff, wrong = self.compare(ours, out) if ours is not None else (None, None)
+            r = dict(maxdiff=maxdiff)
+            note = "maxdiff " + ("-" if maxdiff is None else f"{maxdiff:.1e}")
+            if wrong and peer == "flex":
+                first = f"{wrong}; {self.block_mask_note(c, fn.block_mask)}"
+                print(f"  check {peer:15s} WRONG {first}", flush=True)
+                fn = self.flex_fn(c, *x["bhsd"], contiguous=True)
+                maxdiff, wrong = self.compare(ours, self.as_bshd(fn, fn()))
+                if wrong:
+                    wrong = f"{wrong}; {self.block_mask_note(c, fn.block_mask)}"
+                r = dict(maxdiff=maxdiff, variant="contiguous (b, h, s, d) copies", first_try=first)
+                note = f"on contiguous copies: maxdiff {maxdiff:.1e}"
+            if wrong:
+                r["wrong"] = wrong
+                return r, f"WRONG {wrong}", None
+            return r, note, fn
+        res = {}
+        fns = self.check_all(i, PEERS, res, check)
+        ours = None  # free the float32 copies before timing
         times = {p: [None] * rounds for p in fns}
         clocks = {p: [None] * rounds for p in fns}
         for r in range(rounds):
@@ -730,11 +958,7 @@ class Worker:
                 try:
                     ms = self.time_ms(fns[peer])
                 except Exception as e:  # noqa: BLE001
-                    err = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-                    res[peer]["error"] = err
-                    print(f"  round {r + 1}/{rounds} {peer:15s} error: {err}", flush=True)
-                    if self.context_lost():
-                        self.lost(i, peer, err)
+                    res[peer]["error"] = self.failed(i, peer, e, f"round {r + 1}/{rounds}")
                     continue
                 times[peer][r] = ms
                 clocks[peer][r] = self.mhz
@@ -766,6 +990,156 @@ class Worker:
             print(f"  ratio fa3/cuDNN {row['ratio_fa3']['median']:.3f}", flush=True)
         return row
 
+    # -- backward mode --
+    def bwd_inputs(self, i, c):
+        """The forward's inputs plus dout, and fastattn's out and lse (every direct backward's input)."""
+        x = self.inputs(i, c)
+        q = x["bshd"][0]
+        x["dout"] = self.torch.randn(q.shape, device=self.dev, dtype=q.dtype)
+        fwd = self.fa.forward_fn(self.torch, *x["bshd"], c["causal"], tuple(c["window"]))
+        x["out"], x["lse"], x["fwd"] = fwd(), fwd.lse, fwd
+        return x
+
+    def prepare_bwd(self, peer, c, x):
+        """{stage: callable}: 'bwd' for peers with a backward entry (their time is the call's), else
+        'fwd' and 'fwdbwd' (autograd: backward = the difference), plus 'grads' -> (dq, dk, dv) in
+        (b, s, h, d) with K/V heads folded to h_kv."""
+        torch = self.torch
+        if not applicable_bwd(c, peer, self.args.smoke_cpu):
+            raise NotApplicable()
+        q, k, v = x["bshd"]
+        causal, window = c["causal"], tuple(c["window"])
+        det = peer.endswith("-det")
+        if peer in ("fastattn", "fastattn-det"):
+            run = self.fa.backward_fn(torch, q, k, v, x["out"], x["lse"], x["dout"], causal, window, det)
+            return {"bwd": run, "grads": run} if det else {"bwd": run, "fwd": x["fwd"], "grads": run}
+        if peer in ("fa3", "fa3-det"):
+            if self.fa3 is None:
+                raise NotApplicable()
+            run = self.fa3.backward_fn(torch, q, k, v, x["out"], x["lse"], x["dout"], causal, window, det)
+            stages = {"bwd": run, "grads": run}
+            if not det:  # FA3's own forward, for its fwd+bwd column, where the library has that variant
+                try:
+                    fwd = self.fa3.forward_fn(torch, q, k, v, causal, window)
+                    fwd()
+                    stages["fwd"] = fwd
+                except (NotApplicable, RuntimeError):
+                    pass
+            return stages
+        group = c["h"] // c["hkv"]
+        if peer == "flex":
+            leaves = [t.detach().requires_grad_() for t in (q, k, v)]
+            fn = self.flex_fn(c, *(t.transpose(1, 2) for t in leaves))
+        else:
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+            name = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
+                    "sdpa-efficient": "EFFICIENT_ATTENTION"}[peer]
+            backend = getattr(SDPBackend, name if self.cuda else "MATH")
+            q4, k4, v4 = x["sdpa_bhsd"]  # K/V expanded to h_q heads for GQA (cuDNN takes no enable_gqa)
+            leaves = [t.transpose(1, 2).detach().requires_grad_() for t in (q4, k4, v4)]
+            sdpa = torch.nn.functional.scaled_dot_product_attention
+
+            def fn():
+                with sdpa_kernel(backend):
+                    return sdpa(*(t.transpose(1, 2) for t in leaves), is_causal=causal)
+        dout4 = x["dout"].transpose(1, 2)
+
+        def fwdbwd():
+            return torch.autograd.grad(fn(), leaves, dout4)
+
+        def grads():
+            dq, dk, dv = fwdbwd()
+            if peer != "flex" and group > 1:  # fold the expanded heads back onto their KV head
+                dk, dv = (t.unflatten(2, (c["hkv"], group)).sum(3) for t in (dk, dv))
+            return dq, dk, dv
+        return {"fwd": fn, "fwdbwd": fwdbwd, "grads": grads}
+
+    def compare_grads(self, ours, theirs):
+        """max over dq, dk, dv of max |diff| / max(1, max |ours|), and a description when over BWD_TOL."""
+        torch, worst, where = self.torch, 0.0, None
+        for name, a, b in zip(("dq", "dk", "dv"), ours, theirs):
+            diff = float(torch.nan_to_num((a - b.float()).abs(), nan=float("inf")).max())
+            rel = diff / max(1.0, float(a.abs().max()))
+            if rel > worst:
+                worst, where = rel, f"{name}: max |diff| {diff:.3g} (max |fastattn| {float(a.abs().max()):.3g})"
+        return worst, (where if worst > BWD_TOL else None)
+
+    def run_case_bwd(self, i, n, c, rounds):
+        torch, args = self.torch, self.args
+        flops, nbytes = bwd_flops(c), bwd_bytes(c)
+        print(f"[{i + 1}/{n}] backward {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} d{c['d']} {c['dtype']} "
+              f"({flops / 1e12:.2f} TFLOP, {nbytes / 1e6:.0f} MB), {rounds} round(s)", flush=True)
+        ours = None  # fastattn's dq, dk, dv (float32), the others' reference
+        try:
+            x = self.bwd_inputs(i, c)
+        except Exception as e:  # noqa: BLE001 - our forward failed: no backward case to run
+            self.failed(i, "fastattn", e, "forward")
+            x = None
+
+        def check(peer):
+            nonlocal ours
+            if x is None:
+                raise RuntimeError("fastattn's forward failed: no out/lse for the backward")
+            st = self.prepare_bwd(peer, c, x)
+            got = [t.float() for t in st["grads"]()]
+            if self.cuda:
+                torch.cuda.synchronize()
+            if peer == "fastattn":
+                ours = got
+                return {}, "reference for the others", st
+            maxdiff, wrong = self.compare_grads(ours, got) if ours is not None else (None, None)
+            if wrong:
+                return dict(maxdiff=maxdiff, wrong=wrong), f"WRONG {wrong}", None
+            return dict(maxdiff=maxdiff), "maxdiff " + ("-" if maxdiff is None else f"{maxdiff:.1e}"), st
+        res = {}
+        stages = self.check_all(i, BWD_PEERS, res, check)
+        ours = None
+        times = {p: {k: [None] * rounds for k in st if k != "grads"} for p, st in stages.items()}
+        for r in range(rounds):
+            for peer in rotation(list(stages), r):
+                for stage in times[peer]:
+                    if "error" in res[peer]:
+                        break
+                    self.emit(type="start", case=i, peer=peer, stage=f"round {r + 1} {stage}")
+                    try:
+                        times[peer][stage][r] = self.time_ms(stages[peer][stage])
+                    except Exception as e:  # noqa: BLE001
+                        res[peer]["error"] = f"{stage}: " + self.failed(i, peer, e, f"round {r + 1}/{rounds} {stage}")
+                bwd = self.bwd_round(times[peer], r)
+                if bwd is not None:
+                    print(f"  round {r + 1}/{rounds} {peer:15s} backward {bwd:9.4f} ms {flops / bwd / 1e9:8.1f} TFLOPS",
+                          flush=True)
+        for peer, t in times.items():
+            bwd_rounds = [self.bwd_round(t, r) for r in range(rounds)]
+            ms = over_rounds(bwd_rounds)
+            if ms is None:
+                continue
+            res[peer].update(ms=ms, tflops=flops / ms / 1e9, ms_rounds=bwd_rounds,
+                             method="direct" if "bwd" in t else "(fwd+bwd) - fwd")
+            fb = [a + b if a and b else None for a, b in zip(t.get("fwd", []), t["bwd"])] if "bwd" in t \
+                else t.get("fwdbwd", [])
+            if over_rounds(fb) is not None:
+                res[peer]["fwdbwd_ms"] = over_rounds(fb)
+        row = dict(case=c["name"], params=c, flops=flops, bytes=nbytes, local=is_local(c), results=res)
+        ours_r = res.get("fastattn", {}).get("ms_rounds")
+        for name, mine, base in (("ratio", "fastattn", BASELINE), ("vs_fa3", "fastattn", "fa3"),
+                                 ("ratio_fa3", "fa3", BASELINE), ("det_cost", "fastattn", "fastattn-det"),
+                                 ("fa3_det_cost", "fa3", "fa3-det")):  # ratio_stats: base ms / mine ms
+            a, b = res.get(mine, {}).get("ms_rounds"), res.get(base, {}).get("ms_rounds")
+            if a and b:
+                row[name] = ratio_stats(a, b)
+        if ours_r and row.get("ratio"):
+            print(f"  ratio fastattn/cuDNN (backward) {row['ratio']['median']:.3f}", flush=True)
+        return row
+
+    @staticmethod
+    def bwd_round(t, r):
+        """Round r's backward ms: the direct time, else (fwd+bwd) - fwd; None when missing."""
+        if "bwd" in t:
+            return t["bwd"][r]
+        fb, f = t.get("fwdbwd", [None] * (r + 1))[r], t.get("fwd", [None] * (r + 1))[r]
+        return fb - f if fb is not None and f is not None and fb > f else None
+
     def as_bshd(self, fn, out):
         out = out.transpose(1, 2) if getattr(fn, "layout", "bshd") == "bhsd" else out
         if self.cuda:
@@ -774,8 +1148,9 @@ class Worker:
 
     def run(self):
         torch, args = self.torch, self.args
-        plan = select(cases(args.preset, args.smoke_cpu), args.filter)
-        meta = dict(device=torch.cuda.get_device_name() if self.cuda else "CPU (smoke run)",
+        backward = args.mode == "backward"
+        plan = select(plan_for(args), args.filter)
+        meta = dict(device=torch.cuda.get_device_name() if self.cuda else "CPU (smoke run)", mode=args.mode,
                     torch=torch.__version__, cudnn=torch.backends.cudnn.version() if self.cuda else None,
                     worker_start=args.start)
         if self.cuda:
@@ -789,7 +1164,8 @@ class Worker:
                 self.emit(type="row", case=i, row=dict(case=plan[i]["name"], missing="skipped: time budget spent"))
                 continue
             rounds = args.rounds if left > 0.25 * args.budget_s else 1  # near the budget: one round
-            row = self.run_case(i, len(plan), plan[i], rounds)
+            run_case = self.run_case_bwd if backward else self.run_case
+            row = run_case(i, len(plan), plan[i], rounds)
             self.emit(type="row", case=i, row=row)
             if self.cuda:
                 torch.cuda.empty_cache()
@@ -798,6 +1174,12 @@ class Worker:
 
 
 # --- the driver ---------------------------------------------------------------------------------
+
+def plan_for(args):
+    if args.mode == "backward":
+        return bwd_cases(args.preset, args.smoke_cpu)
+    return cases(args.preset, args.smoke_cpu)
+
 
 def select(plan, pattern):
     return [c for c in plan if not pattern or re.search(pattern, c["name"])]
@@ -827,7 +1209,7 @@ def commit():
 
 
 def worker_args(args):
-    out = ["--lib", args.lib, "--preset", args.preset, "--rounds", str(args.rounds), "--reps", str(args.reps),
+    out = ["--lib", args.lib, "--mode", args.mode, "--preset", args.preset, "--rounds", str(args.rounds), "--reps", str(args.reps),
            "--warmup", str(args.warmup), "--slow-ms", str(args.slow_ms), "--budget-s", str(args.budget_s),
            "--cooldown-ms", str(args.cooldown_ms)]
     if args.fa3_lib:
@@ -893,10 +1275,13 @@ def drive(args, plan):
                 ("L2 flushed by a 256 MiB memset before each timed call" if not args.no_flush else "no L2 flush")
                 + "; host launch work hidden behind a GPU-side spin"
                 + (f"; {args.cooldown_ms:.0f} ms idle before each measurement" if args.cooldown_ms > 0 else ""))
-    with open(os.path.join(args.out, "peers.json"), "w") as f:
+    stem = "peers-bwd" if args.mode == "backward" else "peers"
+    if args.mode == "backward":
+        meta.update(flops_rule=f"{BWD_FLOPS_FACTOR} x ({FLOPS_RULE})", tol=BWD_TOL)
+    with open(os.path.join(args.out, stem + ".json"), "w") as f:
         json.dump(dict(meta=meta, rows=rows), f, indent=1)
-    text = markdown(meta, rows)
-    with open(os.path.join(args.out, "peers.md"), "w") as f:
+    text = (markdown_bwd if args.mode == "backward" else markdown)(meta, rows)
+    with open(os.path.join(args.out, stem + ".md"), "w") as f:
         f.write(text)
     print(text, flush=True)
     print(f"bench: {meta['seconds']} s, {len(restarts)} restart(s)", flush=True)
@@ -910,6 +1295,8 @@ def main(argv=None):
     ap.add_argument("--fa3-lib", default=os.environ.get("FASTATTN_FA3_LIB", ""),
                     help="FlashAttention-3 as a peer: bench/fa3/libfa3peer.so from bench/fa3/build.sh "
                          "(default $FASTATTN_FA3_LIB; without it the fa3 column is '-')")
+    ap.add_argument("--mode", choices=["forward", "backward"], default="forward",
+                    help="backward: dq, dk, dv beside FA3's backward, the SDPA backends and Flex (writes peers-bwd.*)")
     ap.add_argument("--preset", choices=["quick", "full"], default="full")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--rounds", type=int, default=3, help="rounds per case (default 3)")
@@ -933,12 +1320,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.worker:
         return Worker(args).run()
-    plan = select(cases(args.preset, args.smoke_cpu), args.filter)
+    plan = select(plan_for(args), args.filter)
     if args.list:
+        backward = args.mode == "backward"
         for i, c in enumerate(plan):
-            peers = [p for p in PEERS if applicable(c, p, args.smoke_cpu)]
-            print(f"[{i + 1}/{len(plan)}] {c['name']:30s} {case_flops(c) / 1e12:7.3f} TFLOP "
-                  f"{case_bytes(c) / 1e6:7.0f} MB  " + " ".join(peers))
+            peers = [p for p in (BWD_PEERS if backward else PEERS)
+                     if (applicable_bwd if backward else applicable)(c, p, args.smoke_cpu)]
+            print(f"[{i + 1}/{len(plan)}] {c['name']:36s} {(bwd_flops if backward else case_flops)(c) / 1e12:7.3f} TFLOP "
+                  f"{(bwd_bytes if backward else case_bytes)(c) / 1e6:7.0f} MB  " + " ".join(peers))
         return 0
     os.makedirs(args.out, exist_ok=True)
     return drive(args, plan)

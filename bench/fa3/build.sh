@@ -1,42 +1,65 @@
 #!/usr/bin/env bash
-# Builds bench/fa3/libfa3peer.so: FlashAttention-3's Hopper forward behind a C entry point, for
-# bench/run-peers.py --fa3-lib. Usage: bench/fa3/build.sh FA3_ROOT CUTLASS_INCLUDE [OUT_DIR]
+# Builds bench/fa3/libfa3peer.so: FlashAttention-3's Hopper forward (fa3_forward) and backward
+# (fa3_backward) behind C entry points, for bench/run-peers.py --fa3-lib.
+# Usage: [FA3_PARTS=fwd|bwd|all] bench/fa3/build.sh FA3_ROOT CUTLASS_INCLUDE [OUT_DIR]
 #   FA3_ROOT         a checkout of github.com/Dao-AILab/flash-attention (its hopper/ is used)
 #   CUTLASS_INCLUDE  CUTLASS's include/ (FA3 pins it as the csrc/cutlass submodule)
 #   OUT_DIR          where the objects and the library go (default: bench/fa3/build)
-# One object per line of fa3_variants.inc, compiled in parallel (one FA3 kernel each: ~100 s of one
-# core with nvcc 13.0), then the dispatcher. The flags are FA3's own (hopper/setup.py) for sm_90a.
+#   FA3_PARTS        fwd (default: what the forward bench and scripts/gpu-check use), bwd, or all:
+#                    which entry points the library gets (the backward's 11 kernels take longer)
+# One object per line of fa3_variants.inc (forward) and fa3_bwd_variants.inc (backward), compiled
+# in parallel (one FA3 kernel each: ~100 s of one core with nvcc 13.0 for a forward, more for a
+# backward), then the dispatchers. The flags are FA3's own (hopper/setup.py) for sm_90a.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 fa3=${1:?FA3_ROOT}/hopper
 cutlass=${2:?CUTLASS_INCLUDE}
 out=${3:-$here/build}
+parts=${FA3_PARTS:-fwd}
+case $parts in fwd|bwd|all) ;; *) echo "fa3: FA3_PARTS must be fwd, bwd or all, not '$parts'" >&2; exit 2;; esac
 mkdir -p "$out"
 flags=(-O3 -std=c++17 --use_fast_math -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED -DCUTLASS_ENABLE_GDC_FOR_SM90
        -DCUTLASS_DEBUG_TRACE_LEVEL=0 -DNDEBUG --expt-relaxed-constexpr -Xcompiler -fPIC
        -gencode=arch=compute_90a,code=sm_90a -I"$fa3" -I"$cutlass" -I"$here" -w)
-compile_one() {  # d dtype mask cluster
-  local d=$1 t=$2 m=$3 c=$4 obj="$out/fa3_${1}_${2}_${3}_c${4}.o"
+# compile SRC OBJ NAME-FIELDS...: one variant object (skipped when already built). The fields are
+# d dtype mask [cluster] for the forward, d dtype mask gqa deterministic for the backward.
+compile() {
+  local src=$1 obj=$2 d=$3 t=$4 m=$5
+  shift 5
   [ -s "$obj" ] && return 0
-  local causal=0 local_=0
-  [ "$m" = causal ] && causal=1
-  [ "$m" = local ] && local_=1
-  echo "fa3: compiling d$d $t $m cluster $c"
-  nvcc "${flags[@]}" -DFA3_D="$d" -DFA3_BF16=$([ "$t" = bf16 ] && echo 1 || echo 0) -DFA3_CAUSAL=$causal \
-    -DFA3_LOCAL=$local_ -DFA3_CLUSTER="$c" -c "$here/fa3_peer.cu" -o "$obj.tmp" && mv "$obj.tmp" "$obj"
+  local defs=(-DFA3_D="$d" -DFA3_BF16=$([ "$t" = bf16 ] && echo 1 || echo 0)
+              -DFA3_CAUSAL=$([ "$m" = causal ] && echo 1 || echo 0) -DFA3_LOCAL=$([ "$m" = local ] && echo 1 || echo 0))
+  if [ $# = 1 ]; then defs+=(-DFA3_CLUSTER="$1"); else defs+=(-DFA3_GQA="$1" -DFA3_DET="$2"); fi
+  echo "fa3: compiling $(basename "$obj" .o)"
+  nvcc "${flags[@]}" "${defs[@]}" -c "$here/$src" -o "$obj.tmp" && mv "$obj.tmp" "$obj"
 }
 jobs=${JOBS:-$(nproc)}
-sed -n 's/^FA3_DECLARE(\([0-9]*\), *\([a-z0-9]*\), *\([a-z]*\), *\([0-9]\)).*/\1 \2 \3 \4/p' \
-  "$here/fa3_variants.inc" > "$out/variants.txt"
+: > "$out/variants.txt"
+[ "$parts" = bwd ] || sed -n 's/^FA3_DECLARE(\([0-9]*\), *\([a-z0-9]*\), *\([a-z]*\), *\([0-9]\)).*/fwd \1 \2 \3 \4/p' \
+  "$here/fa3_variants.inc" >> "$out/variants.txt"
+[ "$parts" = fwd ] || sed -n 's/^FA3_BWD_DECLARE(\([0-9]*\), *\([a-z0-9]*\), *\([a-z]*\), *\([0-9]\), *\([0-9]\)).*/bwd \1 \2 \3 \4 \5/p' \
+  "$here/fa3_bwd_variants.inc" >> "$out/variants.txt"
 pids=()
-while read -r d t m c; do
+while read -r kind a b c e f; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
-  compile_one "$d" "$t" "$m" "$c" &
+  if [ "$kind" = fwd ]; then
+    compile fa3_peer.cu "$out/fa3_${a}_${b}_${c}_c${e}.o" "$a" "$b" "$c" "$e" &
+  else
+    compile fa3_bwd_peer.cu "$out/fa3bwd_${a}_${b}_${c}_g${e}_d${f}.o" "$a" "$b" "$c" "$e" "$f" &
+  fi
   pids+=($!)
 done < "$out/variants.txt"
 fail=0
 for p in "${pids[@]}"; do wait "$p" || fail=1; done
 [ $fail = 0 ] || { echo "fa3: a variant failed to compile" >&2; exit 1; }
-nvcc "${flags[@]}" -DFA3_DISPATCH -c "$here/fa3_peer.cu" -o "$out/fa3_dispatch.o"
-nvcc -shared -gencode=arch=compute_90a,code=sm_90a "$out"/fa3_*.o -o "$out/libfa3peer.so" -lcuda
+objs=()
+if [ "$parts" != bwd ]; then
+  nvcc "${flags[@]}" -DFA3_DISPATCH -c "$here/fa3_peer.cu" -o "$out/fa3_dispatch.o"
+  objs+=("$out"/fa3_*.o)
+fi
+if [ "$parts" != fwd ]; then
+  nvcc "${flags[@]}" -DFA3_DISPATCH -c "$here/fa3_bwd_peer.cu" -o "$out/fa3bwd_dispatch.o"
+  objs+=("$out"/fa3bwd_*.o)
+fi
+nvcc -shared -gencode=arch=compute_90a,code=sm_90a "${objs[@]}" -o "$out/libfa3peer.so" -lcuda
 echo "fa3: built $out/libfa3peer.so"

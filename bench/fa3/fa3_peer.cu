@@ -36,21 +36,7 @@ const char* fa3_last_error();
 
 #ifndef FA3_DISPATCH
 #include "flash_fwd_launch_template.h"
-
-#if FA3_BF16
-using Fa3Elem = cutlass::bfloat16_t;
-#define FA3_T bf16
-#else
-using Fa3Elem = cutlass::half_t;
-#define FA3_T fp16
-#endif
-#if FA3_CAUSAL
-#define FA3_M causal
-#elif FA3_LOCAL
-#define FA3_M local
-#else
-#define FA3_M full
-#endif
+#include "fa3_variant.h"
 
 extern "C" void FA3_NAME(FA3_D, FA3_T, FA3_M, FA3_CLUSTER)(Flash_fwd_params& params, cudaStream_t stream) {
   // Template arguments as FA3's run_mha_fwd_ picks them for a fixed-length, unpaged, unsplit batch
@@ -64,6 +50,8 @@ extern "C" void FA3_NAME(FA3_D, FA3_T, FA3_M, FA3_CLUSTER)(Flash_fwd_params& par
 
 #include <string>
 
+#include "fa3_dispatch.h"
+
 // The varlen scheduler's preparation, referenced (not called) by the fixed-length launch path.
 void prepare_varlen_num_blocks(Flash_fwd_params&, cudaStream_t, bool, int, int, bool) {}
 
@@ -75,24 +63,15 @@ extern "C" {
 }
 
 namespace {
-thread_local std::string g_error;
-
 struct Variant {
-  int d, bf16, mask, cluster;  // mask: 0 full, 1 causal, 2 local
+  int d, bf16, mask, cluster;  // mask: kFull, kCausal, kLocal
   Fa3Entry fn;
 };
-constexpr int kFull = 0, kCausal = 1, kLocal = 2;
-constexpr int mask_code(const char* m) { return m[0] == 'f' ? kFull : m[0] == 'c' ? kCausal : kLocal; }
 const Variant kVariants[] = {
 #define FA3_DECLARE(d, t, m, c) {d, #t[0] == 'b', mask_code(#m), c, FA3_NAME(d, t, m, c)},
 #include "fa3_variants.inc"
 #undef FA3_DECLARE
 };
-
-int fail(std::string msg) {
-  g_error = std::move(msg);
-  return 1;
-}
 }  // namespace
 
 extern "C" const char* fa3_last_error() { return g_error.c_str(); }
@@ -142,10 +121,7 @@ extern "C" int fa3_forward(const Fa3Args* a, cudaStream_t stream) {
   p.num_sm = a->num_sm;
   if (cudaMemsetAsync(a->semaphore, 0, sizeof(int), stream) != cudaSuccess)
     return fail(std::string("fa3 peer: ") + cudaGetErrorString(cudaGetLastError()));
-  v->fn(p, stream);
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return fail(std::string("fa3 peer: ") + cudaGetErrorString(e));
-  return 0;
+  return launch(v->fn, p, stream);
 }
 
 #endif

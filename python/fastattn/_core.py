@@ -42,7 +42,10 @@ def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
                  max_seqlen_q=0, max_seqlen_k=0, softmax_scale=None, causal=False,
                  window_size=(-1, -1), softcap=0.0, check_index_arrays=True, backend="auto",
                  num_threads=0, deterministic=False):
-    """The extension's Options for one call (scale defaults to 1/sqrt(head_dim))."""
+    """The extension's Options for one call (scale defaults to 1/sqrt(head_dim)).
+
+    deterministic only affects the backward: dq, dk, dv bitwise equal from run to run.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {backend!r}")
     scale = resolve_scale(softmax_scale, head_dim)
@@ -88,7 +91,8 @@ def forward(q, k, v, **kw):
 
 
 def backward(dout, q, k, v, out, lse, **kw):
-    """(dq, dk, dv) of forward's out given its gradient dout; same keywords as forward."""
+    """(dq, dk, dv) of forward's out given its gradient dout; same keywords as forward, plus
+    deterministic=True for gradients bitwise equal from run to run (GPU: ordered accumulation)."""
     xs = arrays_for(q, "q")
     same_kind(xs, [("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None

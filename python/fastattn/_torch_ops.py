@@ -1,5 +1,8 @@
 """torch.library custom ops fastattn::fwd and fastattn::bwd, their fake kernels and autograd.
 
+fwd carries `deterministic` although the forward ignores it: autograd hands the forward's inputs
+to the backward, so this is how flash_attn_func(deterministic=True) reaches fastattn::bwd.
+
 Registered on import when torch is importable. The ops allocate only their outputs and pass the
 current CUDA stream, so they run under torch.compile(fullgraph=True) and inside CUDA graphs.
 Varlen index arrays on CUDA are not validated inside the ops (validation would copy them to the
@@ -15,7 +18,7 @@ from . import _core
 
 
 def _options(q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-             softmax_scale, causal, window_left, window_right, softcap, deterministic=False):
+             softmax_scale, causal, window_left, window_right, softcap, deterministic):
     return dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
                 seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                 softmax_scale=softmax_scale, causal=causal, window_size=(window_left, window_right),
@@ -28,12 +31,12 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
         seqused_q: Optional[Tensor], seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
         softmax_scale: float, causal: bool, window_left: int, window_right: int,
         softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
-    """Attention forward: (out, lse); see fastattn.forward for layouts. `deterministic` is for the
-    backward (autograd hands the forward's arguments to fastattn::bwd)."""
+    """Attention forward: (out, lse); see fastattn.forward for layouts. `deterministic` is for
+    the backward autograd derives from this op."""
     with _device_of(q):
         return _core.forward(q, k, v, **_options(
             q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, window_left, window_right, softcap))
+            softmax_scale, causal, window_left, window_right, softcap, False))
 
 
 @fwd.register_fake
@@ -53,7 +56,8 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
         seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
         causal: bool, window_left: int, window_right: int,
         softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
-    """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse)."""
+    """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse); deterministic:
+    bitwise equal from run to run."""
     with _device_of(q):
         return _core.backward(dout, q, k, v, out, lse, **_options(
             q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
@@ -90,7 +94,9 @@ def _setup_context(ctx, inputs, output):
 
 def _backward(ctx, dout, _dlse):
     q, k, v, out, lse, cu_q, cu_k, used_q, used_k = ctx.saved_tensors
-    if 0 in dout.stride():  # a broadcast gradient (e.g. of a sum): the GPU loads dout with TMA
+    if dout.device.type == "cuda" and not dout.is_contiguous():
+        # autograd hands expanded (stride 0) or strided gradients; the GPU backward reads dout
+        # with TMA (16-byte aligned rows), so give it a dense copy, as FlashAttention does
         dout = dout.contiguous()
     dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
     return (dq, dk, dv) + (None,) * (4 + len(ctx.scalars))

@@ -13,7 +13,7 @@ from ._arrays import arrays_for, same_kind
 
 
 def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-               deterministic=False):
+               deterministic):
     """(out, lse) through the fastattn::fwd custom op (autograd, torch.compile)."""
     import torch
 
@@ -25,8 +25,11 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
 
 
 def attention(q, k, v, index_arrays=(None, None, None, None), max_seqlens=(0, 0), *,
-              softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False):
-    """(out, lse) for any array kind; torch tensors go through the custom op (differentiable)."""
+              softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
+              deterministic=False):
+    """(out, lse) for any array kind; torch tensors go through the custom op (differentiable,
+    its backward deterministic when asked). Other arrays have no autograd: deterministic is
+    then unused (fastattn.backward takes it)."""
     xs = arrays_for(q, "q")
     if xs.name == "torch":
         same_kind(xs, [("k", k), ("v", v)])
@@ -53,6 +56,9 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     q: (b, s_q, h, d); k: (b, s_k, h_kv, d); v: (b, s_k, h_kv, d_v) with h % h_kv == 0 (GQA/MQA).
     softmax_scale defaults to 1/sqrt(d). causal and window_size are bottom-right aligned.
     softcap > 0 replaces scores s by softcap * tanh(s / softcap).
+    deterministic=True makes the backward (torch autograd) bitwise reproducible: ordered
+    accumulation of dq (and of dk/dv over the query heads of a KV head) on the GPU, at some cost;
+    the CPU backward always is.
     Returns out (b, s_q, h, d_v); with return_attn_probs=True returns (out, softmax_lse) with
     softmax_lse (b, h, s_q) float32 (FA3's convention: it never returns the probability matrix).
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
@@ -73,6 +79,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     (batch,) caps on the tokens used per sequence. Returns out (total_q, h, d_v), or
     (out, softmax_lse) with softmax_lse (h, total_q) when return_attn_probs=True.
     On CUDA torch tensors the index arrays are not validated (that would sync with the host).
+    deterministic: as flash_attn_func.
     """
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")

@@ -56,5 +56,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     causal, window = _causal_window(query.shape[2], key.shape[2]) if is_causal else (False, (-1, -1))
     xs = arrays_for(query, "query")
     q, k, v = (xs.swap12(x) for x in (query, key, value))
-    out, _ = attention(q, k, v, softmax_scale=scale, causal=causal, window_size=window)
+    deterministic = xs.name == "torch" and xs.torch.are_deterministic_algorithms_enabled()
+    out, _ = attention(q, k, v, softmax_scale=scale, causal=causal, window_size=window,
+                       deterministic=deterministic)
     return xs.swap12(out)

@@ -251,3 +251,62 @@ def test_run_peers_clock_sampling_from_first_start_to_last_end():
     worker.nvml = rp.Nvml.__new__(rp.Nvml)
     worker.nvml.handle = None
     assert worker.sample_clock(Event(0), Event(0)) is None
+
+
+def test_run_peers_backward_plan_bytes_and_rounds():
+    rp = _run_peers()
+    plan = rp.bwd_cases("full")
+    names = [c["name"] for c in plan]
+    assert len(set(names)) == len(names) == 17
+    det = [c for c in plan if c["det"]]
+    assert [(c["d"], c["s"], c["b"], c["h"], c["causal"]) for c in det] == [(128, 8192, 2, 16, False),
+                                                                           (128, 8192, 2, 16, True)]
+    assert all(rp.applicable_bwd(c, "fastattn-det") for c in det)
+    assert not rp.applicable_bwd(plan[2], "fastattn-det") and not rp.applicable_bwd(plan[2], "fa3-det", smoke=False)
+    local = [c for c in plan if rp.is_local(c)][0]
+    assert not rp.applicable_bwd(local, "sdpa-cudnn") and rp.applicable_bwd(local, "flex")
+    # the floor: q, k, v, o, dO, dq, dk, dv (bf16) and lse (fp32) of local d128 s8192 b2 h16
+    assert rp.bwd_bytes(local) == 8 * 2 * 8192 * 16 * 128 * 2 + 4 * 2 * 16 * 8192
+    gqa = [c for c in plan if c["h"] != c["hkv"]]
+    assert [c["causal"] for c in gqa] == [False, True] and gqa[0]["dtype"] == "float16"
+    assert rp.bwd_flops(plan[0]) == 2.5 * 4 * 2 * 16 * 128 * 8192 * 8192
+    assert rp.bwd_flops(plan[1]) == 2.5 * 4 * 2 * 16 * 128 * 8192 * 8193 // 2
+    assert {c["d"] for c in plan if c["s"] == 1024} == {64, 128, 256}
+    # a round's backward time: direct, or (fwd+bwd) - fwd; None when a part is missing or not positive
+    assert rp.Worker.bwd_round({"bwd": [1.5, None]}, 0) == 1.5 and rp.Worker.bwd_round({"bwd": [1.5, None]}, 1) is None
+    assert rp.Worker.bwd_round({"fwd": [1.0, 1.0], "fwdbwd": [3.5, None]}, 0) == 2.5
+    assert rp.Worker.bwd_round({"fwd": [1.0], "fwdbwd": [0.9]}, 0) is None
+    assert rp.main(["--mode", "backward", "--list"]) == 0
+
+
+def test_run_peers_backward_markdown():
+    rp = _run_peers()
+    meta = {"device": "GPU", "date": "today", "commit": "abc", "rounds": 3, "reps": 20, "warmup": 3,
+            "timing": "flushed", "copy": {"gbps": 3000.0, "ms": 0.7, "reps": 10}}
+    flops = 1e12
+
+    def timed(ms_rounds, **extra):
+        ms = rp.over_rounds(ms_rounds)
+        return dict(ms=ms, tflops=flops / ms / 1e9, ms_rounds=ms_rounds, **extra)
+    res = {"fastattn": timed([1.0, 1.0, 1.0], fwdbwd_ms=1.4),
+           "fastattn-det": timed([1.1, 1.1, 1.2], maxdiff=0.0),
+           "fa3": timed([1.2, 1.1, 1.3], maxdiff=0.01, fwdbwd_ms=1.6),
+           "sdpa-cudnn": timed([1.3, 1.3, 1.3], maxdiff=0.01, fwdbwd_ms=1.8),
+           "sdpa-flash": {"maxdiff": 0.5, "wrong": "dq: max |diff| 3 (max |fastattn| 6)"},
+           "flex": {"error": "boom"}}
+    row = {"case": "dense d128 s8192 causal", "local": False, "bytes": 1, "floor_ms": 1.0, "results": res,
+           "ratio": rp.ratio_stats(res["fastattn"]["ms_rounds"], res["sdpa-cudnn"]["ms_rounds"]),
+           "vs_fa3": rp.ratio_stats(res["fastattn"]["ms_rounds"], res["fa3"]["ms_rounds"]),
+           "det_cost": rp.ratio_stats(res["fastattn"]["ms_rounds"], res["fastattn-det"]["ms_rounds"])}
+    nbytes = rp.bwd_bytes(dict(b=2, s=8192, h=16, hkv=16, d=128))
+    local = {"case": "local(64,0) d128 s8192", "local": True, "bytes": nbytes, "floor_ms": nbytes / 3000.0 / 1e6,
+             "results": {"fastattn": timed([0.5, 0.5, 0.5])}}
+    md = rp.markdown_bwd(meta, [row, local, {"case": "gqa", "missing": "not run (worker stopped)"}])
+    line = next(x for x in md.splitlines() if x.startswith("| dense d128 s8192 causal"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[1:3] == ["1000 (1.000)", "909 (1.100)"] and cells[3] == "833 (1.200)" and cells[4] == "-"
+    assert cells[6] == "wrong grads" and cells[8] == "err"
+    assert cells[9:12] == ["1.30", "1.30-1.30", "1.20"] and cells[13] == "1.10"  # ratio, spread, vs fa3, det cost
+    assert cells[15] == "1.400 / 1.800 / 1.600"
+    assert f"| {nbytes / 1e6:.0f} | {nbytes / 3000.0 / 1e6:.4f} | 0.5000 |" in md
+    assert "2.5 x forward" in md and "wrong gradients: dq" in md and "flex: boom" in md

@@ -222,3 +222,91 @@ def test_non_finite_scale_is_refused(rng, scale):
         fastattn.flash_attn_func(q, q, q, softmax_scale=scale)
     with pytest.raises(ValueError, match="^scale"):
         fastattn.scaled_dot_product_attention(q, q, q, scale=scale)
+
+
+# --- backward: gradcheck, deterministic, torch.compile of forward + backward -------------------
+
+@pytest.mark.parametrize("case", ["gqa_causal", "local_softcap", "varlen"])
+def test_gradcheck_cpu_backend(rng, case):
+    """torch.autograd.gradcheck on the CPU backend: its analytic dq, dk, dv (fastattn::bwd) against
+    central differences of fastattn::fwd. The CPU backend takes float32 at most (no float64), so
+    eps and the tolerances are float32's: a wrong mask, scale or softcap term errs by far more."""
+    kw, varlen = {}, case == "varlen"
+    if case == "gqa_causal":
+        shapes, kw = [(1, 5, 4, 8), (1, 7, 2, 8), (1, 7, 2, 8)], dict(causal=True)
+    elif case == "local_softcap":
+        shapes, kw = [(2, 6, 2, 8), (2, 6, 1, 8), (2, 6, 1, 8)], dict(window_size=(2, 1), softcap=1.5)
+    else:
+        shapes = [(9, 2, 8), (11, 2, 8), (11, 2, 8)]
+        cu_q, cu_k = (torch.tensor(c, dtype=torch.int32) for c in ([0, 4, 4, 9], [0, 6, 6, 11]))
+    q, k, v = (rand(rng, s, torch.float32, True) for s in shapes)
+
+    def fn(q, k, v):
+        if varlen:
+            return fastattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 5, 6, causal=True)
+        return fastattn.flash_attn_func(q, k, v, **kw)
+    with pytest.warns(UserWarning, match="double precision"):  # float32: gradcheck says so
+        assert torch.autograd.gradcheck(fn, (q, k, v), eps=2e-3, atol=2e-3, rtol=2e-2)
+
+
+def test_deterministic_cpu_is_accepted_and_bitwise_equal(rng):
+    """deterministic=True on the CPU: accepted, the same bits as the default (always ordered)."""
+    q = rand(rng, (2, 33, 6, 32), torch.bfloat16)
+    k, v = (rand(rng, (2, 40, 2, 32), torch.bfloat16) for _ in range(2))
+    dout = rand(rng, q.shape, torch.bfloat16)
+    grads = []
+    for det in (True, True, False):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        fastattn.flash_attn_func(*leaves, causal=True, deterministic=det).backward(dout)
+        grads.append([x.grad for x in leaves])
+    for other in grads[1:]:
+        for a, b in zip(grads[0], other):
+            assert torch.equal(a, b)
+
+
+def _cuda_backward_or_skip(device):
+    if device == "cuda":
+        if not torch.cuda.is_available() or not fastattn.cuda_available():
+            pytest.skip("no CUDA device (or fastattn built without CUDA): CUDA case skipped")
+        q = torch.randn(1, 8, 1, 64, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        try:
+            fastattn.flash_attn_func(q, q, q).sum().backward()
+        except NotImplementedError as e:
+            pytest.skip(f"this build has no CUDA backward: {e}")
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_compile_traces_forward_and_backward(rng, device, deterministic):
+    """torch.compile(fullgraph=True) (a graph break raises): AOTAutograd puts fastattn::fwd in the
+    forward graph and fastattn::bwd, carrying the deterministic flag, in the backward graph; the
+    compiled gradients equal eager ones (bitwise when deterministic)."""
+    _cuda_backward_or_skip(device)
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    q = rand(rng, (2, 64, 4, 64), dtype).to(device).requires_grad_()  # d 64: a head dim the GPU has
+    k, v = (rand(rng, (2, 64, 2, 64), dtype).to(device).requires_grad_() for _ in range(2))
+    cu = torch.tensor([0, 30, 30, 128], dtype=torch.int32, device=device)
+
+    def model(q, k, v):
+        a = fastattn.flash_attn_func(q * 2, k, v, causal=True, deterministic=deterministic)
+        c = fastattn.flash_attn_varlen_func(q.flatten(0, 1), k.flatten(0, 1), v.flatten(0, 1), cu, cu,
+                                            98, 98, window_size=(8, 0), deterministic=deterministic)
+        return a.float().square().sum() + c.float().sum()
+
+    backend, graphs = torch_reference.aot_graphs()
+    torch._dynamo.reset()
+    torch.compile(model, fullgraph=True, backend=backend)(q, k, v).backward()
+    assert len(graphs["fw"]) == 1 and len(graphs["bw"]) == 1
+    fwd_calls = torch_reference.op_calls(graphs["fw"][0], "fastattn.fwd")
+    bwd_calls = torch_reference.op_calls(graphs["bw"][0], "fastattn.bwd")
+    assert len(fwd_calls) == 2 and len(bwd_calls) == 2
+    assert all(torch_reference.deterministic_flag(n, 17) is deterministic for n in bwd_calls)
+    compiled = [x.grad.clone() for x in (q, k, v)]
+    for x in (q, k, v):
+        x.grad = None
+    model(q, k, v).backward()
+    for g, x in zip(compiled, (q, k, v)):
+        if deterministic or device == "cpu":
+            assert torch.equal(g, x.grad)
+        else:  # atomics: the same math summed in another order
+            torch.testing.assert_close(g, x.grad, rtol=2e-2, atol=2e-2)

@@ -31,3 +31,64 @@ def attention(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0):
     s = s.masked_fill(~keep, float("-inf"))
     p = torch.softmax(s, dim=-1).nan_to_num(0.0)
     return torch.einsum("bhij,bjhd->bihd", p, v)
+
+
+def _round(x, dtype):
+    """x (float32) rounded to dtype and back: the operand a tensor-core matmul of dtype reads."""
+    return x.to(dtype).float()
+
+
+def lowp_backward(q, k, v, dout, dtype, scale=None, causal=False, window=(-1, -1), softcap=0.0):
+    """(dq, dk, dv) float64, computed the way a flash backward does in `dtype`: float32 scores,
+    P and dS rounded to dtype before their matmuls (float32 accumulation), results rounded to
+    dtype. The "same math in the input precision" of FA3's tolerance rule."""
+    q, k, v, dout = (x.detach().float() for x in (q, k, v, dout))
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    group = q.shape[2] // k.shape[2]
+    ke, ve = (x.repeat_interleave(group, dim=2) for x in (k, v))
+    s = torch.einsum("bihd,bjhd->bhij", q, ke) * scale
+    t = softcap * torch.tanh(s / softcap) if softcap > 0 else s
+    keep = keep_mask(q.shape[1], k.shape[1], causal, window, q.device)
+    p = torch.softmax(t.masked_fill(~keep, float("-inf")), dim=-1).nan_to_num(0.0)
+    out = torch.einsum("bhij,bjhd->bihd", _round(p, dtype), ve)
+    rowsum = (_round(out, dtype) * dout).sum(-1).transpose(1, 2)[..., None]  # D = rowsum(dO o O)
+    p16 = _round(p, dtype)
+    dv = torch.einsum("bhij,bihd->bjhd", p16, dout)
+    dp = torch.einsum("bihd,bjhd->bhij", dout, ve)
+    ds = p * (dp - rowsum)
+    if softcap > 0:
+        ds = ds * (1 - torch.tanh(s / softcap) ** 2)
+    ds16 = _round(ds, dtype)
+    dq = torch.einsum("bhij,bjhd->bihd", ds16, ke) * scale
+    dk = torch.einsum("bhij,bihd->bjhd", ds16, q) * scale
+
+    def fold(x):  # sum over the query heads of each kv head
+        b, s_, _, d = x.shape
+        return x.reshape(b, s_, k.shape[2], group, d).sum(dim=3)
+    return tuple(_round(g, dtype).double() for g in (dq, fold(dk), fold(dv)))
+
+
+def aot_graphs():
+    """(backend, graphs): a torch.compile backend recording the forward and backward graphs that
+    AOTAutograd hands it (graphs["fw"], graphs["bw"], lists of fx.GraphModule), run eagerly."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    graphs = {"fw": [], "bw": []}
+
+    def keep(kind):
+        def compiler(gm, example_inputs):
+            graphs[kind].append(gm)
+            return make_boxed_func(gm)
+        return compiler
+    return aot_autograd(fw_compiler=keep("fw"), bw_compiler=keep("bw")), graphs
+
+
+def op_calls(gm, name):
+    """The call_function nodes of gm calling the custom op `name` (e.g. "fastattn.bwd")."""
+    return [n for n in gm.graph.nodes if n.op == "call_function" and name in str(n.target)]
+
+
+def deterministic_flag(node, position):
+    """The `deterministic` argument of a traced fastattn op call (FX drops it when default)."""
+    return node.args[position] if len(node.args) > position else node.kwargs.get("deterministic", False)
