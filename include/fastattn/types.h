@@ -74,7 +74,10 @@ struct AttnArgs {
 
   IndexArray cu_seqlens_q, cu_seqlens_k;  // varlen when defined (both or neither)
   IndexArray seqused_q, seqused_k;        // optional
-  int32_t max_seqlen_q = 0;               // varlen only: upper bound of the sequence lengths
+  // Varlen only: upper bounds of the sequence lengths. 0 is valid: on CUDA it says every sequence
+  // of that side is empty (out = 0, lse = -inf, no kernel launched); the CPU and reference
+  // backends read the lengths from cu_seqlens and take 0 as "derive it".
+  int32_t max_seqlen_q = 0;
   int32_t max_seqlen_k = 0;
   // Varlen on CUDA: copy cu_seqlens/seqused to the host to validate them (one sync).
   // Turn off under CUDA graphs; the caller then vouches for them.

@@ -6,6 +6,7 @@
 
 #ifdef FASTATTN_WITH_CUDA
 #include "cuda/cuda_backend.h"
+#include "cuda/empty_forward.h"
 #endif
 
 namespace fastattn {
@@ -19,6 +20,7 @@ Status forward(const AttnArgs& args, void* stream) {
     case Backend::Reference: return reference::forward(p.problem);
     case Backend::CUDA:
 #ifdef FASTATTN_WITH_CUDA
+      if (!detail::has_work(p.problem)) return cuda_backend::forward_empty(args, stream);
       return cuda_backend::forward(args, p.problem.scale, stream);
 #else
       break;

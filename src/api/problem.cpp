@@ -28,6 +28,10 @@ Operand make_operand(const Tensor& t, bool varlen, bool is_lse) {
   return o;
 }
 
+bool has_work(const ProblemShape& s) {
+  return s.total_q > 0 && s.heads_q > 0 && s.total_k > 0 && s.max_rows_q > 0 && s.max_rows_k > 0;
+}
+
 ProblemShape resolve_shape(const AttnArgs& args) {
   ProblemShape s;
   s.varlen = args.cu_seqlens_q.defined();

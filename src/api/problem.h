@@ -72,6 +72,11 @@ struct GradOperands {
   Operand dout, dq, dk, dv;
 };
 
+// False when the call has nothing to compute: no query rows or heads, no keys at all, or a varlen
+// bound of 0 on either side (every sequence empty). Such a call writes out = 0 and lse = -inf
+// (where there are rows) and launches no attention kernel.
+bool has_work(const ProblemShape& s);
+
 // Scalars only: needs no index array contents (usable by the CUDA path under CUDA graphs).
 // Assumes args passed validation.
 ProblemShape resolve_shape(const AttnArgs& args);
