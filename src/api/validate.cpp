@@ -27,6 +27,8 @@ const char* backend_name(Backend b) {
   return "unknown";
 }
 
+}  // namespace
+
 Status check_scalars(const AttnArgs& a) {
   if (a.mask.kind != MaskKind::None) {
     return Status::Unsupported(msg("mask: kind ", int32_t(a.mask.kind),
@@ -55,6 +57,8 @@ Status check_scalars(const AttnArgs& a) {
   }
   return Status::Ok();
 }
+
+namespace {
 
 // q, k, v, out (and lse when `need_lse` or given): forms, dtypes, shapes, GQA ratio, devices.
 Status check_tensors(const AttnArgs& a, bool varlen, bool need_lse) {

@@ -15,6 +15,9 @@ struct Prepared {
   HostIndexArrays index;
 };
 
+// The scalar arguments (mask kind, backend code, num_threads, scale, softcap, windows).
+Status check_scalars(const AttnArgs& args);
+
 // Auto -> CUDA for tensors on a CUDA device, else CPU.
 Backend resolve_backend(const AttnArgs& args);
 

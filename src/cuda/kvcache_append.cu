@@ -1,0 +1,132 @@
+// The KV-cache append and rotary embedding (see kvcache_append.h). One warp per head row: lanes
+// walk the rotated pairs, then copy the columns past rotary_dim. Rotation in fp32, rounded to the
+// dtype, like the host path (src/cpu/cpu_kvcache.cpp) and FlashAttention.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/kvcache_append.h"
+
+namespace fastattn::cuda_backend {
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+__device__ inline float to_f32(__half x) { return __half2float(x); }
+__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ inline float to_f32(float x) { return x; }
+template <typename T>
+__device__ inline T from_f32(float x);
+template <>
+__device__ inline __half from_f32<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <>
+__device__ inline float from_f32<float>(float x) { return x; }
+
+template <typename T>
+__device__ inline T* row_ptr(const RowView& v, int64_t i0, int64_t i1, int64_t i2) {
+  return static_cast<T*>(v.data) + i0 * v.stride0 + i1 * v.stride1 + i2 * v.stride2;
+}
+
+__device__ inline int cached_tokens(const KvAppendParams& p, int b) {
+  return p.seqlens ? p.seqlens[b] : p.capacity;
+}
+
+// One warp: dst = src rotated at `pos` over the first rotary_dim columns (or copied when
+// rotary_dim is 0), columns [rotary_dim, d) copied. All reads of a pair precede its writes.
+template <typename T>
+__device__ void rotate_row(const KvAppendParams& p, int64_t pos, const T* src, T* dst, int d, int lane) {
+  const int half = p.rotary_dim / 2;
+  if (half > 0) {
+    const T* c = row_ptr<T>(p.cos, pos, 0, 0);
+    const T* s = row_ptr<T>(p.sin, pos, 0, 0);
+    for (int j = lane; j < half; j += 32) {
+      const int i0 = p.interleaved ? 2 * j : j;
+      const int i1 = p.interleaved ? 2 * j + 1 : j + half;
+      const float x0 = to_f32(src[i0]), x1 = to_f32(src[i1]);
+      const float cj = to_f32(c[j]), sj = to_f32(s[j]);
+      dst[i0] = from_f32<T>(x0 * cj - x1 * sj);
+      dst[i1] = from_f32<T>(x0 * sj + x1 * cj);
+    }
+  }
+  for (int j = p.rotary_dim + lane; j < d; j += 32) dst[j] = src[j];
+}
+
+// Rows (b, i, h) of k_new / v_new -> their cache slot at position cached + i.
+template <typename T>
+__global__ void append_rows(KvAppendParams p) {
+  const int lane = threadIdx.x % 32;
+  const int64_t rows = int64_t(p.batch) * p.seqlen_new * p.heads_kv;
+  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
+       r += int64_t(gridDim.x) * kWarpsPerBlock) {
+    const int h = int(r % p.heads_kv);
+    const int i = int(r / p.heads_kv % p.seqlen_new);
+    const int b = int(r / (int64_t(p.heads_kv) * p.seqlen_new));
+    const int64_t pos = int64_t(cached_tokens(p, b)) + i;
+    int64_t row = p.batch_idx ? p.batch_idx[b] : b, at = pos;
+    if (p.page_table) {
+      row = p.page_table[int64_t(b) * p.pages_per_seq + pos / p.page_size];
+      at = pos % p.page_size;
+    }
+    rotate_row<T>(p, pos, row_ptr<T>(p.k_new, b, i, h), row_ptr<T>(p.k_cache, row, at, h), p.head_dim, lane);
+    const T* v = row_ptr<T>(p.v_new, b, i, h);
+    T* vc = row_ptr<T>(p.v_cache, row, at, h);
+    for (int j = lane; j < p.head_dim_v; j += 32) vc[j] = v[j];
+  }
+}
+
+// Rows (b, i, h) of q -> the contiguous rotated copy.
+template <typename T>
+__global__ void rotate_q(KvAppendParams p) {
+  const int lane = threadIdx.x % 32;
+  const int64_t rows = int64_t(p.batch) * p.seqlen_q * p.heads_q;
+  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
+       r += int64_t(gridDim.x) * kWarpsPerBlock) {
+    const int h = int(r % p.heads_q);
+    const int i = int(r / p.heads_q % p.seqlen_q);
+    const int b = int(r / (int64_t(p.heads_q) * p.seqlen_q));
+    const int64_t pos = int64_t(cached_tokens(p, b)) + (p.q_rows_advance ? i : 0);
+    rotate_row<T>(p, pos, row_ptr<T>(p.q, b, i, h), static_cast<T*>(p.q_rotated) + r * p.head_dim, p.head_dim, lane);
+  }
+}
+
+__global__ void count_keys(KvAppendParams p) {
+  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < p.batch; b += gridDim.x * blockDim.x) {
+    p.keys[b] = cached_tokens(p, b) + p.seqlen_new - (p.leftpad ? p.leftpad[b] : 0);
+  }
+}
+
+unsigned blocks_for(int64_t rows) {
+  const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  return unsigned(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
+}
+
+template <typename T>
+void launch_all(const KvAppendParams& p, cudaStream_t s) {
+  const int64_t new_rows = int64_t(p.batch) * p.seqlen_new * p.heads_kv;
+  if (new_rows > 0) append_rows<T><<<blocks_for(new_rows), kWarpsPerBlock * 32, 0, s>>>(p);
+  const int64_t q_rows = int64_t(p.batch) * p.seqlen_q * p.heads_q;
+  if (p.rotary_dim > 0 && q_rows > 0) rotate_q<T><<<blocks_for(q_rows), kWarpsPerBlock * 32, 0, s>>>(p);
+  if (p.keys && p.batch > 0) count_keys<<<unsigned((p.batch + 255) / 256), 256, 0, s>>>(p);
+}
+
+}  // namespace
+
+Status kvcache_append(const KvAppendParams& p, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (p.dtype) {
+    case DType::F16: launch_all<__half>(p, s); break;
+    case DType::BF16: launch_all<__nv_bfloat16>(p, s); break;
+    case DType::F32: launch_all<float>(p, s); break;
+  }
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) {
+    return {Code::CudaError, std::string("kvcache append: launch failed: ") + cudaGetErrorString(err)};
+  }
+  return Status::Ok();
+}
+
+}  // namespace fastattn::cuda_backend
