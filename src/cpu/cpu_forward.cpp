@@ -108,12 +108,23 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
   }
 }
 
+// Below this many multiply-adds a call with num_threads = 0 (all) runs on the calling thread:
+// starting a worker thread costs tens of microseconds, the work of a tiny problem less.
+constexpr double kThreadWorthFlops = 1e6;
+
+double forward_flops(const detail::Problem& p) {
+  double f = 0;
+  for (const detail::Sequence& s : p.seqs) f += double(s.rows_q) * s.rows_k;
+  return f * p.heads_q * (p.head_dim + p.head_dim_v);
+}
+
 }  // namespace
 
 Status forward(const detail::Problem& p) {
   const Tiling t = choose_tiling(p.head_dim, p.head_dim_v);
   const std::vector<WorkItem> work = make_work(p, t);
-  const int workers = worker_count(p.num_threads, int64_t(work.size()));
+  const bool tiny = p.num_threads == 0 && forward_flops(p) < kThreadWorthFlops;  // asked-for threads run
+  const int workers = tiny ? 1 : worker_count(p.num_threads, int64_t(work.size()));
   std::vector<ForwardScratch> scratch;
   scratch.reserve(size_t(workers));
   for (int i = 0; i < workers; ++i) scratch.emplace_back(t, p.head_dim, p.head_dim_v);
