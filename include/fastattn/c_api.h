@@ -42,6 +42,7 @@ typedef struct fastattn_args {
   float softcap;
   int32_t backend;                   /* enum fastattn_backend */
   int32_t num_threads;
+  int32_t num_splits;                /* split-KV parts; 0 = chosen per problem */
 } fastattn_args;
 
 /* forward_kvcache's arguments (see fastattn/kvcache.h); optional tensors have data NULL. */

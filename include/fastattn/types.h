@@ -92,6 +92,10 @@ struct AttnArgs {
 
   Backend backend = Backend::Auto;
   int32_t num_threads = 0;  // CPU backend: 0 = all hardware threads
+  // Split-KV: each sequence's keys in this many parts whose partial results are merged (same
+  // result up to rounding). 0 = chosen per problem: no split on the host backends; on CUDA by the
+  // heuristic of docs/notes/inference.md once the split kernel lands (today it runs unsplit).
+  int32_t num_splits = 0;
 };
 
 enum class Code : int32_t {

@@ -60,6 +60,7 @@ bool to_args(const fastattn_args* c, fastattn::AttnArgs* a) {
   a->softcap = c->softcap;
   a->backend = static_cast<fastattn::Backend>(c->backend);
   a->num_threads = c->num_threads;
+  a->num_splits = c->num_splits;
   return true;
 }
 

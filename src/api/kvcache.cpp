@@ -33,6 +33,7 @@ AttnArgs attention_scalars(const KvCacheArgs& a, Backend be) {
   s.softcap = a.softcap;
   s.backend = be;
   s.num_threads = a.num_threads;
+  s.num_splits = a.num_splits;
   return s;
 }
 

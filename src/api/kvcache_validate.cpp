@@ -25,11 +25,8 @@ Status check_kv_scalars(const KvCacheArgs& a) {
   s.softcap = a.softcap;
   s.backend = a.backend;
   s.num_threads = a.num_threads;
-  Status st = check_scalars(s);
-  if (st.ok() && a.num_splits < 0) {
-    st = Status::Invalid(msg("num_splits: must be >= 0 (0 = chosen from the problem) but got ", a.num_splits));
-  }
-  return st;
+  s.num_splits = a.num_splits;
+  return check_scalars(s);
 }
 
 // q, caches, out, lse: forms, dtypes and the sizes they share.

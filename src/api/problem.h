@@ -65,6 +65,7 @@ struct Problem : ProblemShape {
   Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
   std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
+  int32_t num_splits = 1;         // key splits, resolved (>= 1); the reference ignores it
 };
 
 // Backward's extra operands.

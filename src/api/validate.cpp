@@ -42,6 +42,9 @@ Status check_scalars(const AttnArgs& a) {
     return Status::Invalid(msg("num_threads: must be >= 0 (0 = all hardware threads) but got ",
                                a.num_threads));
   }
+  if (a.num_splits < 0) {
+    return Status::Invalid(msg("num_splits: must be >= 0 (0 = chosen from the problem) but got ", a.num_splits));
+  }
   if (!std::isnan(a.softmax_scale) && !(std::isfinite(a.softmax_scale) && a.softmax_scale >= 0)) {
     return Status::Invalid(msg("softmax_scale: must be finite and >= 0 (NaN selects 1/sqrt(head_dim)) but got ",
                                a.softmax_scale));
