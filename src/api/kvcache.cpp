@@ -12,7 +12,6 @@
 namespace fastattn {
 namespace detail {
 
-// Errors of the attention's own checks name its operands k and v: here they are the caches.
 Status as_cache_error(Status st) {
   for (const char* name : {"k", "v"}) {
     const std::string prefix = std::string(name) + ":";
@@ -23,7 +22,6 @@ Status as_cache_error(Status st) {
   return st;
 }
 
-// The attention's scalars, as forward() takes them.
 AttnArgs attention_scalars(const KvCacheArgs& a, Backend be) {
   AttnArgs s;
   s.softmax_scale = a.softmax_scale;

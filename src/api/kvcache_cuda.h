@@ -15,8 +15,4 @@ Status cuda_kvcache(const KvCacheArgs& a, const KvCachePlan& p, void* stream);
 // Bytes of workspace the call needs: the key counts, and the rotated q when rotary is on.
 size_t cuda_kvcache_workspace(const KvCacheArgs& a, const KvCachePlan& p);
 
-// Shared with the host path.
-Status as_cache_error(Status st);
-AttnArgs attention_scalars(const KvCacheArgs& a, Backend be);
-
 }  // namespace fastattn::detail

@@ -40,6 +40,13 @@ struct KvCachePlan {
   }
 };
 
+// The attention's scalars (scale, causal, windows, softcap, splits, threads) as forward() takes
+// them, for backend `be`.
+AttnArgs attention_scalars(const KvCacheArgs& a, Backend be);
+
+// An error of the attention's own checks, its operands k and v renamed to the caches they are.
+Status as_cache_error(Status st);
+
 // Checks every rule of forward_kvcache (rule by rule, like validate.cpp) and resolves the plan.
 // Touches no output and not the cache.
 Status prepare_kvcache(const KvCacheArgs& args, KvCachePlan* plan);

@@ -15,20 +15,6 @@ constexpr int kPageMultiple = 16;
 constexpr int kRotaryMultiple = 16;
 constexpr const char* kQDims = "(batch, seqlen_q, heads, head_dim)";
 
-// The call's scalars through the forward's rules (same names: softmax_scale, softcap, windows...).
-Status check_kv_scalars(const KvCacheArgs& a) {
-  AttnArgs s;
-  s.softmax_scale = a.softmax_scale;
-  s.causal = a.causal;
-  s.window_left = a.window_left;
-  s.window_right = a.window_right;
-  s.softcap = a.softcap;
-  s.backend = a.backend;
-  s.num_threads = a.num_threads;
-  s.num_splits = a.num_splits;
-  return check_scalars(s);
-}
-
 // q, caches, out, lse: forms, dtypes and the sizes they share.
 Status check_main_tensors(const KvCacheArgs& a, bool paged) {
   const char* cache_dims = paged ? "(num_pages, page_size, heads_kv, head_dim)"
@@ -172,17 +158,7 @@ Status check_devices(const KvCacheArgs& a, Backend be) {
     if (!t->defined()) continue;
     if (Status st = check_device(name, *t, a.q); !st.ok()) return st;
   }
-  if (be == Backend::CUDA) {
-#ifndef FASTATTN_WITH_CUDA
-    return Status::Unsupported("backend cuda: fastattn was built without CUDA");
-#endif
-    if (a.q.device != Device::CUDA) {
-      return Status::Invalid(msg("q: on ", device_string(a.q), " but backend cuda needs CUDA device tensors"));
-    }
-  } else if (a.q.device != Device::CPU) {
-    return Status::Invalid(msg("q: on ", device_string(a.q), " but the host backends need host tensors"));
-  }
-  return Status::Ok();
+  return check_backend_device(a.q, be);
 }
 
 Status read_kv_indices(const KvCacheArgs& a, KvCachePlan* p) {
@@ -243,7 +219,7 @@ Status check_cuda_features(const KvCacheArgs& a) {
 
 Status prepare_kvcache(const KvCacheArgs& a, KvCachePlan* p) {
   const bool paged = a.page_table.defined();
-  Status st = check_kv_scalars(a);
+  Status st = check_scalars(attention_scalars(a, a.backend));  // the forward's rules and names
   if (st.ok()) st = check_main_tensors(a, paged);
   if (st.ok()) st = check_cache_layout(a, paged);
   if (st.ok()) st = check_new_tokens(a);

@@ -205,24 +205,26 @@ Status check_index_contents(const AttnArgs& a, bool varlen, Backend be, const Ho
   return st;
 }
 
-// The chosen backend can take tensors where they live (checked before reading index arrays,
-// which may need a copy from the device).
-Status check_backend_device(const AttnArgs& a, Backend be) {
+}  // namespace
+
+Status check_backend_device(const Tensor& q, Backend be) {
   if (be == Backend::CUDA) {
 #ifndef FASTATTN_WITH_CUDA
     return Status::Unsupported("backend cuda: fastattn was built without CUDA");
 #endif
-    if (a.q.device != Device::CUDA) {
-      return Status::Invalid(msg("q: on ", device_string(a.q), " but backend cuda needs CUDA device tensors"));
+    if (q.device != Device::CUDA) {
+      return Status::Invalid(msg("q: on ", device_string(q), " but backend cuda needs CUDA device tensors"));
     }
     return Status::Ok();
   }
-  if (a.q.device != Device::CPU) {
-    return Status::Invalid(msg("q: on ", device_string(a.q), " but backend ", backend_name(be),
+  if (q.device != Device::CPU) {
+    return Status::Invalid(msg("q: on ", device_string(q), " but backend ", backend_name(be),
                                " needs host tensors"));
   }
   return Status::Ok();
 }
+
+namespace {
 
 // The chosen backend supports this problem (head dims, and for CUDA what this build holds).
 // A CUDA call with no work launches no kernel, yet it must be one the kernel would take with data
@@ -262,7 +264,7 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   if (!st.ok()) return st;
   out->backend = resolve_backend(a);
   const int hd = varlen ? 1 : 2;  // heads axis; head dims follow it
-  st = check_backend_device(a, out->backend);
+  st = check_backend_device(a.q, out->backend);
   if (st.ok()) st = read_index_arrays(a, &out->index);
   if (st.ok()) st = check_index_contents(a, varlen, out->backend, out->index);
   if (st.ok()) st = check_backend_limits(a, out->backend, backward, a.q.shape[hd + 1], a.v.shape[hd + 1]);

@@ -18,6 +18,10 @@ struct Prepared {
 // The scalar arguments (mask kind, backend code, num_threads, scale, softcap, windows).
 Status check_scalars(const AttnArgs& args);
 
+// The chosen backend can take tensors where q lives (checked before reading index arrays, which
+// may need a copy from the device).
+Status check_backend_device(const Tensor& q, Backend be);
+
 // Auto -> CUDA for tensors on a CUDA device, else CPU.
 Backend resolve_backend(const AttnArgs& args);
 

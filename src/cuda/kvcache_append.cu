@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "cuda/common/element.cuh"
 #include "cuda/kvcache_append.h"
 
 namespace fastattn::cuda_backend {
@@ -14,21 +15,17 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-__device__ inline float to_f32(__half x) { return __half2float(x); }
-__device__ inline float to_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ inline float to_f32(float x) { return x; }
-template <typename T>
-__device__ inline T from_f32(float x);
-template <>
-__device__ inline __half from_f32<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ inline float from_f32<float>(float x) { return x; }
-
 template <typename T>
 __device__ inline T* row_ptr(const RowView& v, int64_t i0, int64_t i1, int64_t i2) {
   return static_cast<T*>(v.data) + i0 * v.stride0 + i1 * v.stride1 + i2 * v.stride2;
+}
+
+// Row r of a (b, i, h) walk over `seqlen` tokens and `heads` heads.
+struct RowCoord {
+  int b, i, h;
+};
+__device__ inline RowCoord row_coord(int64_t r, int seqlen, int heads) {
+  return {int(r / (int64_t(heads) * seqlen)), int(r / heads % seqlen), int(r % heads)};
 }
 
 __device__ inline int cached_tokens(const KvAppendParams& p, int b) {
@@ -62,9 +59,7 @@ __global__ void append_rows(KvAppendParams p) {
   const int64_t rows = int64_t(p.batch) * p.seqlen_new * p.heads_kv;
   for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
        r += int64_t(gridDim.x) * kWarpsPerBlock) {
-    const int h = int(r % p.heads_kv);
-    const int i = int(r / p.heads_kv % p.seqlen_new);
-    const int b = int(r / (int64_t(p.heads_kv) * p.seqlen_new));
+    const auto [b, i, h] = row_coord(r, p.seqlen_new, p.heads_kv);
     const int64_t pos = int64_t(cached_tokens(p, b)) + i;
     int64_t row = p.batch_idx ? p.batch_idx[b] : b, at = pos;
     if (p.page_table) {
@@ -85,9 +80,7 @@ __global__ void rotate_q(KvAppendParams p) {
   const int64_t rows = int64_t(p.batch) * p.seqlen_q * p.heads_q;
   for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
        r += int64_t(gridDim.x) * kWarpsPerBlock) {
-    const int h = int(r % p.heads_q);
-    const int i = int(r / p.heads_q % p.seqlen_q);
-    const int b = int(r / (int64_t(p.heads_q) * p.seqlen_q));
+    const auto [b, i, h] = row_coord(r, p.seqlen_q, p.heads_q);
     const int64_t pos = int64_t(cached_tokens(p, b)) + (p.q_rows_advance ? i : 0);
     rotate_row<T>(p, pos, row_ptr<T>(p.q, b, i, h), static_cast<T*>(p.q_rotated) + r * p.head_dim, p.head_dim, lane);
   }

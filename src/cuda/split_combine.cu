@@ -8,21 +8,13 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/common/element.cuh"
 #include "cuda/split_combine.h"
 
 namespace fastattn::cuda_backend {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-
-template <typename T>
-__device__ inline T from_f32(float x);
-template <>
-__device__ inline __half from_f32<__half>(float x) { return __float2half_rn(x); }
-template <>
-__device__ inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <>
-__device__ inline float from_f32<float>(float x) { return x; }
 
 template <typename T>
 __global__ void combine_rows(SplitCombineParams p) {

@@ -17,17 +17,7 @@
 namespace fastattn::testing {
 namespace {
 
-std::vector<double> rounded(const std::vector<double>& v, DType dt) {
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = cpu::round_to(dt, float(v[i]));
-  return r;
-}
 
-// One ulp of `dt` at |x| (rotations may round the other way than float64 did).
-double ulp(DType dt, double x) {
-  const int mant = dt == DType::BF16 ? 7 : dt == DType::F16 ? 10 : 23;
-  return std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(x), 1e-30)), -14) - mant);
-}
 
 void expect_cache(const char* name, const HostTensor& got, const std::vector<double>& want,
                   const std::vector<bool>* rotated, DType dt, const std::string& ctx) {

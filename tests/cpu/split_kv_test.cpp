@@ -78,6 +78,9 @@ TEST(SplitHeuristic, KnownShapes) {
   // Decode b1, 8 KV heads (GQA packed: one tile each), 4096 keys in 32 blocks, 132 SMs: 16 splits
   // (128 CTAs, 97 % of one wave); 15 and 14 leave 3 blocks per split like 11..13 do.
   EXPECT_EQ(choose_num_splits({8, 32, 132}), 16);
+  // The same at batch 8 (64 tiles): 2 splits fill 97 % of the wave; batch 14 (112 tiles): none.
+  EXPECT_EQ(choose_num_splits({64, 32, 132}), 2);
+  EXPECT_EQ(choose_num_splits({112, 32, 132}), 1);
   // Enough tiles to fill 80 % of the SMs: no split.
   EXPECT_EQ(choose_num_splits({106, 1000, 132}), 1);
   EXPECT_EQ(choose_num_splits({2000, 1000, 132}), 1);

@@ -72,16 +72,7 @@ KvCacheArgs device_args(const KvCase& c, DeviceKv& d) {
   return a;
 }
 
-double ulp(DType dt, double x) {
-  const int mant = dt == DType::BF16 ? 7 : dt == DType::F16 ? 10 : 23;
-  return std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(x), 1e-30)), -14) - mant);
-}
 
-std::vector<double> rounded(const std::vector<double>& v, DType dt) {
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = cpu::round_to(dt, float(v[i]));
-  return r;
-}
 
 // Runs `c` on the GPU (captured in a CUDA graph and replayed when `graph`) and checks everything.
 void check_gpu_kvcache(const KvSpec& spec, bool graph = false) {
@@ -127,12 +118,12 @@ void check_gpu_kvcache(const KvSpec& spec, bool graph = false) {
 
   const std::vector<double> kc = c.k_cache.to_f64(), vc = c.v_cache.to_f64();
   for (size_t i = 0; i < kc.size(); ++i) {
-    const double tol = e.k_rotated[i] ? ulp(spec.dtype, e.k_cache[i]) : 0.0;
+    const double tol = e.k_rotated[i] ? testing::ulp(spec.dtype, e.k_cache[i]) : 0.0;
     ASSERT_LE(std::fabs(kc[i] - e.k_cache[i]), tol) << "k_cache[" << i << "]; " << ctx;
   }
   for (size_t i = 0; i < vc.size(); ++i) ASSERT_EQ(vc[i], e.v_cache[i]) << "v_cache[" << i << "]; " << ctx;
   EXPECT_EQ(c.out.count_nan(), 0) << ctx;
-  const testing::Comparison co = testing::compare(c.out.to_f64(), e.attn.out, rounded(base.attn.out, spec.dtype),
+  const testing::Comparison co = testing::compare(c.out.to_f64(), e.attn.out, testing::rounded(base.attn.out, spec.dtype),
                                                   testing::rounding_step(spec.dtype, e.attn.out));
   EXPECT_TRUE(co.ok) << co.describe("out") << "; " << ctx;
   const std::vector<double> lse = c.lse.to_f64();
