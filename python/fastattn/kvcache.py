@@ -5,6 +5,8 @@ the exact rules (positions, rotary, paged layout, left padding).
 """
 from __future__ import annotations
 
+import contextlib
+
 from . import _C, _core
 from ._arrays import arrays_for, same_kind
 
@@ -65,16 +67,26 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     scale = _core.resolve_scale(softmax_scale, q.shape[-1])
     out = xs.empty(q, tuple(q.shape[:-1]) + (v_cache.shape[-1],))
     lse = xs.empty(q, (q.shape[0], q.shape[2], q.shape[1]), float32=True)
-    _C.forward_kvcache(
-        q, k_cache, v_cache, k, v, out, lse, rotary_cos, rotary_sin,
-        _as_index(xs, cache_seqlens, batch, q, "cache_seqlens"),
-        _as_index(xs, cache_batch_idx, batch, q, "cache_batch_idx"),
-        _as_index(xs, cache_leftpad, batch, q, "cache_leftpad"),
-        None if pages is None else _contiguous(xs, pages),
-        bool(rotary_interleaved), scale, bool(causal), left, right, float(softcap), int(num_splits),
-        not cuda, 0, 0, xs.stream(q))
+    with _device_guard(xs, q, cuda):
+        _C.forward_kvcache(
+            q, k_cache, v_cache, k, v, out, lse, rotary_cos, rotary_sin,
+            _as_index(xs, cache_seqlens, batch, q, "cache_seqlens"),
+            _as_index(xs, cache_batch_idx, batch, q, "cache_batch_idx"),
+            _as_index(xs, cache_leftpad, batch, q, "cache_leftpad"),
+            None if pages is None else _contiguous(xs, pages),
+            bool(rotary_interleaved), scale, bool(causal), left, right, float(softcap), int(num_splits),
+            not cuda, 0, 0, xs.stream(q))
     out, lse = xs.wrap(out), xs.wrap(lse)
     return (out, lse) if return_softmax_lse else out
+
+
+def _device_guard(xs, q, cuda):
+    """Makes q's CUDA device current for the call (kernels launch on the current device)."""
+    if cuda:
+        from ._torch_ops import _device_of
+
+        return _device_of(q)
+    return contextlib.nullcontext()
 
 
 def _contiguous(xs, x):
