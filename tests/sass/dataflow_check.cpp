@@ -28,6 +28,25 @@ int destination_width(const Instruction& ins) {
   return 1;
 }
 
+// "@P0" and "@!P0" (or "@UP1" and "@!UP1"): guards that never hold together.
+bool complementary(const std::string& a, const std::string& b) {
+  if (a.size() < 2 || b.size() < 2) return false;
+  const std::string ra = a.substr(a[1] == '!' ? 2 : 1), rb = b.substr(b[1] == '!' ? 2 : 1);
+  return ra == rb && (a[1] == '!') != (b[1] == '!');
+}
+
+// Whether `operands` name predicate register `guard` ("@!P0" -> P0), e.g. as an ISETP destination.
+bool names_predicate(const std::string& operands, const std::string& guard) {
+  const std::string reg = guard.substr(guard[1] == '!' ? 2 : 1);
+  for (std::size_t at = operands.find(reg); at != std::string::npos; at = operands.find(reg, at + 1)) {
+    const bool left = at == 0 || !std::isalnum(static_cast<unsigned char>(operands[at - 1]));
+    const std::size_t end = at + reg.size();
+    const bool right = end >= operands.size() || !std::isalnum(static_cast<unsigned char>(operands[end]));
+    if (left && right) return true;
+  }
+  return false;
+}
+
 std::string describe(const Instruction& ins) {
   char b[16];
   std::snprintf(b, sizeof b, "0x%04x ", ins.offset);
@@ -68,12 +87,17 @@ DataflowReport check_load_waits(const std::vector<Instruction>& code, const Deco
     for (int w = 0; w < destination_width(p); ++w) dest.insert(first[0] + w);
 
     bool waited = false;
+    bool guard_rewritten = false;  // the load's predicate named since the load
     for (std::size_t j = i + 1; j < code.size(); ++j) {
       const auto& c = code[j];
       if (targets.count(c.offset)) break;
       const auto cc = decode(c.high);
       waited = waited || cc.waits_on(sb) ||
                (c.opcode() == "DEPBAR" && c.operands.find("SB" + std::to_string(sb)) != std::string::npos);
+      // `@P0 LDG R24` then `@!P0 MOV R24, ...` (a select between a load and a constant): the two
+      // never both run, so the move is no use of the load's result.
+      if (complementary(p.predicate, c.predicate) && !guard_rewritten) continue;
+      if (!p.predicate.empty() && names_predicate(c.operands, p.predicate)) guard_rewritten = true;
       bool touches = false;
       for (int r : registers_named(c.operands)) touches = touches || dest.count(r);
       if (touches) {
