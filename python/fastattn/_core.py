@@ -95,7 +95,9 @@ def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, ca
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
     """
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
-    cu_q, cu_k, used_q, used_k = (None if x is None else xs.unit_last(x) for x in index_arrays)
+    cu_q, cu_k, used_q, used_k = index_arrays
+    if cu_q is not None or cu_k is not None or used_q is not None or used_k is not None:
+        cu_q, cu_k, used_q, used_k = (None if x is None else xs.unit_last(x) for x in index_arrays)
     opts = _C.Options(cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k, scale, causal,
                       window_left, window_right, softcap, check_index_arrays, backend, num_threads)
     shape = q.shape

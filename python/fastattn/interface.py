@@ -80,7 +80,7 @@ def _run_resolved(xs, q, k, v, index_arrays, max_seqlens, softmax_scale, causal,
     """The window and scale resolved once, then the extension (no custom op)."""
     left, right = _core.window_pair(window_size)
     scale = _core.resolve_scale(softmax_scale, q.shape[-1])
-    max_q, max_k = (operator.index(m) for m in max_seqlens)
+    max_q, max_k = operator.index(max_seqlens[0]), operator.index(max_seqlens[1])
     if xs.name == "torch" and q.device.type == "cuda":
         from ._torch_ops import _device_of
 
