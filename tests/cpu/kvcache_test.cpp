@@ -138,6 +138,8 @@ std::vector<NamedKv> kv_cases() {
   s.softcap = 3.0f;
   s.causal = true;
   v.push_back({"odd_sizes_softcap", s});
+  s.num_splits = 3;  // split-KV over the gathered keys: the same result
+  v.push_back({"odd_sizes_split3", s});
   return v;
 }
 

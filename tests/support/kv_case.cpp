@@ -27,7 +27,7 @@ std::string KvSpec::describe() const {
   for (int s : seqlens) o << s << " ";
   o << "] idx" << batch_idx.size() << " leftpad" << leftpad.size() << " rot" << rotary_dim
     << (interleaved ? "i" : "n") << (causal ? " causal" : "") << " win(" << window_left << "," << window_right
-    << ") softcap" << softcap;
+    << ") softcap" << softcap << " splits" << num_splits;
   return o.str();
 }
 
@@ -132,6 +132,7 @@ KvCacheArgs KvCase::args(Backend backend) const {
   a.window_left = spec.window_left;
   a.window_right = spec.window_right;
   a.softcap = spec.softcap;
+  a.num_splits = spec.num_splits;
   a.backend = backend;
   return a;
 }

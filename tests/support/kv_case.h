@@ -29,6 +29,7 @@ struct KvSpec {
   bool causal = false;
   int window_left = -1, window_right = -1;
   float softcap = 0.0f;
+  int num_splits = 0;
   std::string describe() const;
 };
 
