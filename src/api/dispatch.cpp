@@ -10,11 +10,9 @@
 #endif
 
 namespace fastattn {
+namespace detail {
 
-Status forward(const AttnArgs& args, void* stream) {
-  detail::Prepared p;
-  Status st = detail::prepare_forward(args, &p);
-  if (!st.ok()) return st;
+Status run_forward(const AttnArgs& args, const Prepared& p, void* stream) {
   switch (p.backend) {
     case Backend::CPU: return cpu::forward(p.problem);
     case Backend::Reference: return reference::forward(p.problem);
@@ -28,6 +26,14 @@ Status forward(const AttnArgs& args, void* stream) {
     case Backend::Auto: break;
   }
   return {Code::Internal, "forward: no backend resolved"};
+}
+
+}  // namespace detail
+
+Status forward(const AttnArgs& args, void* stream) {
+  detail::Prepared p;
+  Status st = detail::prepare_forward(args, &p);
+  return st.ok() ? detail::run_forward(args, p, stream) : st;
 }
 
 Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,

@@ -5,7 +5,7 @@
 
 #include "api/kvcache_cuda.h"
 #include "api/kvcache_plan.h"
-#include "api/message.h"
+#include "api/validate.h"
 #include "cpu/cpu_kvcache.h"
 #include "fastattn/fastattn.h"
 
@@ -56,12 +56,13 @@ Status host_kvcache(const KvCacheArgs& a, const KvCachePlan& p) {
   att.out = a.out;
   att.lse = a.lse;
   att.seqused_k = {keys.data(), int64_t(keys.size())};
-  if (Status st = validate_forward(att); !st.ok()) return as_cache_error(st);
+  Prepared prep;  // the attention's checks before the cache is written
+  if (Status st = prepare_forward(att, &prep); !st.ok()) return as_cache_error(st);
 
   cpu::kvcache_append(p, a);
   if (p.rotary_dim > 0) cpu::kvcache_rotate_q(p, a, q_rot.data());
   cpu::kvcache_gather(p, a, max_keys, k.data(), v.data());
-  return forward(att);
+  return run_forward(att, prep, nullptr);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include "api/kvcache_cuda.h"
 
 #include "api/message.h"
+#include "api/validate.h"
 #include "fastattn/fastattn.h"
 
 #ifdef FASTATTN_WITH_CUDA
@@ -92,9 +93,10 @@ Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
   att.lse = a.lse;
   att.seqused_k = {k.keys, p.batch};
   att.check_index_arrays = false;  // the key counts are written on the device just before
-  if (Status st = validate_forward(att); !st.ok()) return as_cache_error(st);
+  Prepared prep;  // the attention's checks before the cache is written
+  if (Status st = prepare_forward(att, &prep); !st.ok()) return as_cache_error(st);
   if (Status st = cuda_backend::kvcache_append(k, stream); !st.ok()) return st;
-  return forward(att, stream);
+  return run_forward(att, prep, stream);
 }
 
 }  // namespace

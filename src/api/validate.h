@@ -26,6 +26,10 @@ Status check_backend_device(const Tensor& q, Backend be);
 Backend resolve_backend(const AttnArgs& args);
 
 Status prepare_forward(const AttnArgs& args, Prepared* out);
+
+// The forward of args already prepared by prepare_forward (dispatch.cpp): for callers that must
+// know a call is valid before they write anything else (forward_kvcache's cache append).
+Status run_forward(const AttnArgs& args, const Prepared& prepared, void* stream);
 Status prepare_backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv, Prepared* out);
 
