@@ -1,10 +1,11 @@
-// The KV-cache append and rotary embedding (see kvcache_append.h). One warp per head row: lanes
-// walk the rotated pairs, then copy the columns past rotary_dim. Rotation in fp32, rounded to the
-// dtype, like the host path (src/cpu/cpu_kvcache.cpp) and FlashAttention.
+// The KV-cache append and rotary embedding (see kvcache_append.h), one launch per call. One warp
+// per head row: lanes walk the rotated pairs, then copy the columns past rotary_dim. Rotation in
+// fp32, rounded to the dtype, like the host path (src/cpu/cpu_kvcache.cpp) and FlashAttention.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cuda/common/element.cuh"
@@ -52,58 +53,65 @@ __device__ void rotate_row(const KvAppendParams& p, int64_t pos, const T* src, T
   for (int j = p.rotary_dim + lane; j < d; j += 32) dst[j] = src[j];
 }
 
-// Rows (b, i, h) of k_new / v_new -> their cache slot at position cached + i.
+// Row (b, i, h) of k_new / v_new -> its cache slot at position cached + i.
 template <typename T>
-__global__ void append_rows(KvAppendParams p) {
+__device__ void append_row(const KvAppendParams& p, int64_t r, int lane) {
+  const auto [b, i, h] = row_coord(r, p.seqlen_new, p.heads_kv);
+  const int64_t pos = int64_t(cached_tokens(p, b)) + i;
+  int64_t row = p.batch_idx ? p.batch_idx[b] : b, at = pos;
+  if (p.page_table) {
+    row = p.page_table[int64_t(b) * p.pages_per_seq + pos / p.page_size];
+    at = pos % p.page_size;
+  }
+  rotate_row<T>(p, pos, row_ptr<T>(p.k_new, b, i, h), row_ptr<T>(p.k_cache, row, at, h), p.head_dim, lane);
+  const T* v = row_ptr<T>(p.v_new, b, i, h);
+  T* vc = row_ptr<T>(p.v_cache, row, at, h);
+  for (int j = lane; j < p.head_dim_v; j += 32) vc[j] = v[j];
+}
+
+// Row (b, i, h) of q -> the contiguous rotated copy.
+template <typename T>
+__device__ void rotate_q_row(const KvAppendParams& p, int64_t r, int lane) {
+  const auto [b, i, h] = row_coord(r, p.seqlen_q, p.heads_q);
+  const int64_t pos = int64_t(cached_tokens(p, b)) + (p.q_rows_advance ? i : 0);
+  rotate_row<T>(p, pos, row_ptr<T>(p.q, b, i, h), static_cast<T*>(p.q_rotated) + r * p.head_dim, p.head_dim, lane);
+}
+
+// The three jobs of one call in one launch (a decode step's host cost is mostly launches): warp
+// rows [0, n_new) append, [n_new, n_new + n_q) rotate q, the rest count keys, 32 sequences each.
+struct Jobs {
+  int64_t append, rotate, count;
+  __host__ __device__ int64_t total() const { return append + rotate + count; }
+};
+
+Jobs jobs_of(const KvAppendParams& p) {
+  return {int64_t(p.batch) * p.seqlen_new * p.heads_kv,
+          p.rotary_dim > 0 ? int64_t(p.batch) * p.seqlen_q * p.heads_q : 0,
+          p.keys ? (int64_t(p.batch) + 31) / 32 : 0};
+}
+
+template <typename T>
+__global__ void prepare_cache(KvAppendParams p, Jobs jobs) {
   const int lane = threadIdx.x % 32;
-  const int64_t rows = int64_t(p.batch) * p.seqlen_new * p.heads_kv;
-  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
+  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < jobs.total();
        r += int64_t(gridDim.x) * kWarpsPerBlock) {
-    const auto [b, i, h] = row_coord(r, p.seqlen_new, p.heads_kv);
-    const int64_t pos = int64_t(cached_tokens(p, b)) + i;
-    int64_t row = p.batch_idx ? p.batch_idx[b] : b, at = pos;
-    if (p.page_table) {
-      row = p.page_table[int64_t(b) * p.pages_per_seq + pos / p.page_size];
-      at = pos % p.page_size;
+    if (r < jobs.append) {
+      append_row<T>(p, r, lane);
+    } else if (r < jobs.append + jobs.rotate) {
+      rotate_q_row<T>(p, r - jobs.append, lane);
+    } else {
+      const int64_t b = (r - jobs.append - jobs.rotate) * 32 + lane;
+      if (b < p.batch) p.keys[b] = cached_tokens(p, int(b)) + p.seqlen_new - (p.leftpad ? p.leftpad[b] : 0);
     }
-    rotate_row<T>(p, pos, row_ptr<T>(p.k_new, b, i, h), row_ptr<T>(p.k_cache, row, at, h), p.head_dim, lane);
-    const T* v = row_ptr<T>(p.v_new, b, i, h);
-    T* vc = row_ptr<T>(p.v_cache, row, at, h);
-    for (int j = lane; j < p.head_dim_v; j += 32) vc[j] = v[j];
   }
-}
-
-// Rows (b, i, h) of q -> the contiguous rotated copy.
-template <typename T>
-__global__ void rotate_q(KvAppendParams p) {
-  const int lane = threadIdx.x % 32;
-  const int64_t rows = int64_t(p.batch) * p.seqlen_q * p.heads_q;
-  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
-       r += int64_t(gridDim.x) * kWarpsPerBlock) {
-    const auto [b, i, h] = row_coord(r, p.seqlen_q, p.heads_q);
-    const int64_t pos = int64_t(cached_tokens(p, b)) + (p.q_rows_advance ? i : 0);
-    rotate_row<T>(p, pos, row_ptr<T>(p.q, b, i, h), static_cast<T*>(p.q_rotated) + r * p.head_dim, p.head_dim, lane);
-  }
-}
-
-__global__ void count_keys(KvAppendParams p) {
-  for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < p.batch; b += gridDim.x * blockDim.x) {
-    p.keys[b] = cached_tokens(p, b) + p.seqlen_new - (p.leftpad ? p.leftpad[b] : 0);
-  }
-}
-
-unsigned blocks_for(int64_t rows) {
-  const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  return unsigned(blocks < 65535 ? (blocks > 0 ? blocks : 1) : 65535);
 }
 
 template <typename T>
-void launch_all(const KvAppendParams& p, cudaStream_t s) {
-  const int64_t new_rows = int64_t(p.batch) * p.seqlen_new * p.heads_kv;
-  if (new_rows > 0) append_rows<T><<<blocks_for(new_rows), kWarpsPerBlock * 32, 0, s>>>(p);
-  const int64_t q_rows = int64_t(p.batch) * p.seqlen_q * p.heads_q;
-  if (p.rotary_dim > 0 && q_rows > 0) rotate_q<T><<<blocks_for(q_rows), kWarpsPerBlock * 32, 0, s>>>(p);
-  if (p.keys && p.batch > 0) count_keys<<<unsigned((p.batch + 255) / 256), 256, 0, s>>>(p);
+void launch(const KvAppendParams& p, cudaStream_t s) {
+  const Jobs jobs = jobs_of(p);
+  if (jobs.total() == 0) return;
+  const int64_t blocks = std::min<int64_t>((jobs.total() + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
+  prepare_cache<T><<<unsigned(blocks), kWarpsPerBlock * 32, 0, s>>>(p, jobs);
 }
 
 }  // namespace
@@ -111,9 +119,9 @@ void launch_all(const KvAppendParams& p, cudaStream_t s) {
 Status kvcache_append(const KvAppendParams& p, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   switch (p.dtype) {
-    case DType::F16: launch_all<__half>(p, s); break;
-    case DType::BF16: launch_all<__nv_bfloat16>(p, s); break;
-    case DType::F32: launch_all<float>(p, s); break;
+    case DType::F16: launch<__half>(p, s); break;
+    case DType::BF16: launch<__nv_bfloat16>(p, s); break;
+    case DType::F32: launch<float>(p, s); break;
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) {

@@ -35,7 +35,8 @@ struct KvAppendParams {
   int32_t* keys = nullptr;              // out: keys per sequence, n + s_new - leftpad
 };
 
-// Launches the append (k_new rotated, v_new), q's rotation and the key counts on `stream`.
+// Launches the append (k_new rotated, v_new), q's rotation and the key counts on `stream`, in one
+// kernel.
 Status kvcache_append(const KvAppendParams& p, void* stream);
 
 }  // namespace fastattn::cuda_backend
