@@ -1,5 +1,6 @@
-// forward_kvcache(): validate and plan, then the host path (append, rotate q, gather, attention
-// through the CPU or reference forward) or the CUDA path (kvcache_cuda.cpp).
+// forward_kvcache(): validate and plan, then the host path (append, rotate q, gather what is not
+// a plain contiguous cache, attention through the CPU or reference forward) or the CUDA path
+// (kvcache_cuda.cpp).
 #include <algorithm>
 #include <vector>
 
@@ -37,6 +38,12 @@ AttnArgs attention_scalars(const KvCacheArgs& a, Backend be) {
 
 namespace {
 
+// A contiguous cache read in place (sequence b = row b, keys from position 0) needs no gather.
+bool reads_cache_in_place(const KvCacheArgs& a, const KvCachePlan& p) {
+  return p.page_size == 0 && p.batch_idx.empty() && p.leftpad.empty() && !a.cache_batch_idx.defined() &&
+         !a.cache_leftpad.defined();
+}
+
 Status host_kvcache(const KvCacheArgs& a, const KvCachePlan& p) {
   std::vector<int32_t> keys(size_t(p.batch));
   int64_t max_keys = 0;
@@ -44,15 +51,22 @@ Status host_kvcache(const KvCacheArgs& a, const KvCachePlan& p) {
     keys[size_t(b)] = p.keys(b);
     max_keys = std::max<int64_t>(max_keys, keys[size_t(b)]);
   }
+  const bool in_place = reads_cache_in_place(a, p);
   const int64_t es = dtype_size(a.q.dtype);
+  const int64_t gathered = in_place ? 0 : p.batch * max_keys * p.heads_kv;
   std::vector<char> q_rot(p.rotary_dim > 0 ? size_t(a.q.numel() * es) : 0);
-  std::vector<char> k(size_t(p.batch * max_keys * p.heads_kv * p.head_dim * es));
-  std::vector<char> v(size_t(p.batch * max_keys * p.heads_kv * p.head_dim_v * es));
+  std::vector<char> k(size_t(gathered * p.head_dim * es)), v(size_t(gathered * p.head_dim_v * es));
 
   AttnArgs att = attention_scalars(a, p.backend);
   att.q = p.rotary_dim > 0 ? make_tensor(q_rot.data(), a.q.dtype, {p.batch, p.seqlen_q, p.heads_q, p.head_dim}) : a.q;
-  att.k = make_tensor(k.data(), a.q.dtype, {p.batch, max_keys, p.heads_kv, p.head_dim});
-  att.v = make_tensor(v.data(), a.q.dtype, {p.batch, max_keys, p.heads_kv, p.head_dim_v});
+  if (in_place) {  // the cache's first `batch` rows, seqused_k = the key counts
+    att.k = a.k_cache;
+    att.v = a.v_cache;
+    att.k.shape[0] = att.v.shape[0] = p.batch;
+  } else {
+    att.k = make_tensor(k.data(), a.q.dtype, {p.batch, max_keys, p.heads_kv, p.head_dim});
+    att.v = make_tensor(v.data(), a.q.dtype, {p.batch, max_keys, p.heads_kv, p.head_dim_v});
+  }
   att.out = a.out;
   att.lse = a.lse;
   att.seqused_k = {keys.data(), int64_t(keys.size())};
@@ -61,7 +75,7 @@ Status host_kvcache(const KvCacheArgs& a, const KvCachePlan& p) {
 
   cpu::kvcache_append(p, a);
   if (p.rotary_dim > 0) cpu::kvcache_rotate_q(p, a, q_rot.data());
-  cpu::kvcache_gather(p, a, max_keys, k.data(), v.data());
+  if (!in_place) cpu::kvcache_gather(p, a, max_keys, k.data(), v.data());
   return run_forward(att, prep, nullptr);
 }
 
