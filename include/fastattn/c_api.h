@@ -43,7 +43,36 @@ typedef struct fastattn_args {
   int32_t backend;                   /* enum fastattn_backend */
   int32_t num_threads;
   int32_t deterministic;             /* nonzero: backward bitwise reproducible (CUDA: ordered dQ adds) */
+  int32_t num_splits;                /* split-KV parts; 0 = chosen per problem */
 } fastattn_args;
+
+/* forward_kvcache's arguments (see fastattn/kvcache.h); optional tensors have data NULL. */
+typedef struct fastattn_kvcache_args {
+  fastattn_tensor q, k_cache, v_cache, k_new, v_new, out, lse, rotary_cos, rotary_sin;
+  int64_t batch;                     /* entries of each index array below */
+  const int32_t* cache_seqlens;      /* optional */
+  const int32_t* cache_batch_idx;    /* optional */
+  const int32_t* cache_leftpad;      /* optional */
+  const int32_t* page_table;         /* optional: (batch, pages_per_seq) row-major */
+  int64_t pages_per_seq;
+  int32_t rotary_interleaved;
+  float softmax_scale;               /* NaN = 1/sqrt(d) */
+  int32_t causal;
+  int32_t window_left, window_right;
+  float softcap;
+  int32_t num_splits;                /* 0 = heuristic */
+  void* workspace;                   /* optional (CUDA); see fastattn_kvcache_workspace_bytes */
+  uint64_t workspace_bytes;
+  int32_t check_index_arrays;
+  int32_t backend;
+  int32_t num_threads;
+} fastattn_kvcache_args;
+
+/* Fills defaults: scale = NaN, windows -1, rotary_interleaved 1, index checks on, backend auto. */
+void fastattn_kvcache_args_init(fastattn_kvcache_args* args);
+int fastattn_forward_kvcache(const fastattn_kvcache_args* args, void* stream);
+/* Workspace bytes for args on the CUDA backend (0 on the host or for invalid args). */
+uint64_t fastattn_kvcache_workspace_bytes(const fastattn_kvcache_args* args);
 
 /* Fills defaults: scale = NaN (meaning 1/sqrt(d)), windows -1, no varlen, backend auto. */
 void fastattn_args_init(fastattn_args* args);

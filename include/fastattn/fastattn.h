@@ -8,6 +8,7 @@
 // See types.h for layouts and the mask conventions.
 #pragma once
 
+#include "fastattn/kvcache.h"
 #include "fastattn/types.h"
 
 namespace fastattn {

@@ -74,7 +74,10 @@ struct AttnArgs {
 
   IndexArray cu_seqlens_q, cu_seqlens_k;  // varlen when defined (both or neither)
   IndexArray seqused_q, seqused_k;        // optional
-  int32_t max_seqlen_q = 0;               // varlen only: upper bound of the sequence lengths
+  // Varlen only: upper bounds of the sequence lengths. 0 is valid: on CUDA it says every sequence
+  // of that side is empty (out = 0, lse = -inf, no kernel launched); the CPU and reference
+  // backends read the lengths from cu_seqlens and take 0 as "derive it".
+  int32_t max_seqlen_q = 0;
   int32_t max_seqlen_k = 0;
   // Varlen on CUDA: copy cu_seqlens/seqused to the host to validate them (one sync).
   // Turn off under CUDA graphs; the caller then vouches for them.
@@ -92,6 +95,10 @@ struct AttnArgs {
   // Backward: dq, dk, dv bitwise equal from run to run. The CPU backend always is; the CUDA backend
   // then orders its dQ accumulation (each q-block's adds by key block), at some cost in time.
   bool deterministic = false;
+  // Split-KV: each sequence's keys in this many parts whose partial results are merged (same
+  // result up to rounding). 0 = chosen per problem: no split on the host backends; on CUDA by the
+  // heuristic of docs/notes/inference.md once the split kernel lands (today it runs unsplit).
+  int32_t num_splits = 0;
 };
 
 enum class Code : int32_t {

@@ -52,7 +52,8 @@ class TorchArrays:
         return self.torch.cuda.current_stream(like.device).cuda_stream
 
     def unit_last(self, x):
-        x = x.detach()
+        if x.requires_grad:
+            x = x.detach()
         if x.dim() and x.shape[-1] > 1 and x.stride(-1) != 1:
             return x.contiguous()
         return x

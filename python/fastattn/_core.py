@@ -90,6 +90,29 @@ def forward(q, k, v, **kw):
     return xs.wrap(out), xs.wrap(lse)
 
 
+def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
+                window_right, softcap, check_index_arrays, backend=0, num_threads=0):
+    """forward() with every argument already checked and resolved (ranks, array kinds, scale as a
+    float, the window as two ints): the per-call path of the front ends, which resolve once.
+
+    index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
+    """
+    q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
+    cu_q, cu_k, used_q, used_k = index_arrays
+    if cu_q is not None or cu_k is not None or used_q is not None or used_k is not None:
+        cu_q, cu_k, used_q, used_k = (None if x is None else xs.unit_last(x) for x in index_arrays)
+    opts = _C.Options(cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k, scale, causal,
+                      window_left, window_right, softcap, check_index_arrays, backend, num_threads)
+    shape = q.shape
+    out = xs.empty(q, (*shape[:-1], v.shape[-1]))
+    if cu_q is not None or cu_k is not None:
+        lse = xs.empty(q, (shape[1], shape[0]), float32=True)
+    else:
+        lse = xs.empty(q, (shape[0], shape[2], shape[1]), float32=True)
+    _C.forward(q, k, v, out, lse, opts, xs.stream(q))
+    return xs.wrap(out), xs.wrap(lse)
+
+
 def backward(dout, q, k, v, out, lse, **kw):
     """(dq, dk, dv) of forward's out given its gradient dout; same keywords as forward, plus
     deterministic=True for gradients bitwise equal from run to run (GPU: ordered accumulation)."""

@@ -14,7 +14,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _core
+from . import _arrays, _core
 
 
 def _options(q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
@@ -34,9 +34,9 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
     """Attention forward: (out, lse); see fastattn.forward for layouts. `deterministic` is for
     the backward autograd derives from this op."""
     with _device_of(q):
-        return _core.forward(q, k, v, **_options(
-            q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, window_left, window_right, softcap, False))
+        return _core.run_forward(_arrays_of(q), q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
+                                 max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+                                 window_right, softcap, check_index_arrays=q.device.type != "cuda")
 
 
 @fwd.register_fake
@@ -67,6 +67,10 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
 @bwd.register_fake
 def _bwd_fake(dout, q, k, v, out, lse, *args):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+def _arrays_of(q):
+    return _arrays.arrays_for(q, "q")
 
 
 def _device_of(t):

@@ -40,13 +40,52 @@ def attention(q, k, v, index_arrays=(None, None, None, None), max_seqlens=(0, 0)
         varlen = index_arrays[0] is not None or index_arrays[1] is not None
         for name, x in (("q", q), ("k", k), ("v", v)):
             _core.check_rank(x, name, varlen)
+        if _eager_inference(torch, q, k, v):
+            return _run_resolved(xs, q, k, v, index_arrays, max_seqlens, softmax_scale, causal,
+                                 window_size, softcap, check_index_arrays=q.device.type != "cuda")
         return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
                           softcap, deterministic)
-    cu_q, cu_k, used_q, used_k = index_arrays
-    return _core.forward(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, seqused_q=used_q,
-                         seqused_k=used_k, max_seqlen_q=max_seqlens[0], max_seqlen_k=max_seqlens[1],
-                         softmax_scale=softmax_scale, causal=causal, window_size=window_size,
-                         softcap=softcap)
+    same_kind(xs, [("k", k), ("v", v)] + list(zip(("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k"),
+                                                  index_arrays)))
+    varlen = index_arrays[0] is not None or index_arrays[1] is not None
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _core.check_rank(x, name, varlen)
+    return _run_resolved(xs, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
+                         softcap, check_index_arrays=True)
+
+
+def _eager_inference(torch, q, k, v):
+    """True when a torch call needs neither autograd nor tracing: then it skips the custom op's
+    dispatch (the larger part of a small call's host time) and runs the extension directly.
+    Plain tensors only: subclasses (fake, functional, DTensor) go through the op."""
+    if type(q) is not torch.Tensor or type(k) is not torch.Tensor or type(v) is not torch.Tensor:
+        return False
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return False
+    return not _is_compiling(torch)
+
+
+def _is_compiling(torch):
+    compiler = getattr(torch, "compiler", None)
+    if compiler is not None and hasattr(compiler, "is_compiling"):
+        return compiler.is_compiling()
+    return False
+
+
+def _run_resolved(xs, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
+                  check_index_arrays):
+    """The window and scale resolved once, then the extension (no custom op)."""
+    left, right = _core.window_pair(window_size)
+    scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+    max_q, max_k = operator.index(max_seqlens[0]), operator.index(max_seqlens[1])
+    if xs.name == "torch" and q.device.type == "cuda":
+        from ._torch_ops import _device_of
+
+        with _device_of(q):
+            return _core.run_forward(xs, q, k, v, index_arrays, max_q, max_k, scale, bool(causal), left,
+                                     right, float(softcap), check_index_arrays)
+    return _core.run_forward(xs, q, k, v, index_arrays, max_q, max_k, scale, bool(causal), left, right,
+                             float(softcap), check_index_arrays)
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-1, -1), softcap=0.0,

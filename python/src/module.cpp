@@ -102,6 +102,62 @@ void backward(const InArray& dout, const InArray& q, const InArray& k, const InA
   fastattn_py::raise_if_error(st);
 }
 
+// A (batch, pages_per_seq) int32 page table with contiguous rows, on q's device.
+fastattn::PageTable to_page_table(const InArray& a, const fastattn::Tensor& q) {
+  const nb::dlpack::dtype dt = a.dtype();
+  if (dt.code != (uint8_t)nb::dlpack::dtype_code::Int || dt.bits != 32 || dt.lanes != 1 || a.ndim() != 2)
+    throw nb::value_error("page_table: expected a 2-D int32 array (batch, pages_per_seq)");
+  if (a.shape(1) > 1 && a.stride(1) != 1) throw nb::value_error("page_table: rows must be contiguous");
+  if (a.shape(0) > 1 && a.stride(0) != int64_t(a.shape(1)))
+    throw nb::value_error("page_table: must be C-contiguous (batch, pages_per_seq)");
+  const bool on_cuda = a.device_type() == nb::device::cuda::value;
+  if (on_cuda != (q.device == fastattn::Device::CUDA))
+    throw nb::value_error("page_table: must live on the same device as q");
+  return {static_cast<const int32_t*>(a.data()), int64_t(a.shape(0)), int64_t(a.shape(1))};
+}
+
+// forward_kvcache over DLPack arrays; the caches are written in place.
+void forward_kvcache(const InArray& q, const OutArray& k_cache, const OutArray& v_cache,
+                     const OptIn& k_new, const OptIn& v_new, const OutArray& out,
+                     const std::optional<OutArray>& lse, const OptIn& rotary_cos, const OptIn& rotary_sin,
+                     const OptIn& cache_seqlens, const OptIn& cache_batch_idx, const OptIn& cache_leftpad,
+                     const OptIn& page_table, bool rotary_interleaved, float softmax_scale, bool causal,
+                     int32_t window_left, int32_t window_right, float softcap, int32_t num_splits,
+                     bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream) {
+  fastattn::KvCacheArgs a;
+  a.q = fastattn_py::to_tensor(q, "q");
+  a.k_cache = fastattn_py::to_tensor(k_cache, "k_cache");
+  a.v_cache = fastattn_py::to_tensor(v_cache, "v_cache");
+  if (k_new) a.k_new = fastattn_py::to_tensor(*k_new, "k");
+  if (v_new) a.v_new = fastattn_py::to_tensor(*v_new, "v");
+  a.out = fastattn_py::to_tensor(out, "out");
+  if (lse) a.lse = fastattn_py::to_tensor(*lse, "lse");
+  if (rotary_cos) a.rotary_cos = fastattn_py::to_tensor(*rotary_cos, "rotary_cos");
+  if (rotary_sin) a.rotary_sin = fastattn_py::to_tensor(*rotary_sin, "rotary_sin");
+  if (cache_seqlens) a.cache_seqlens = fastattn_py::to_index(*cache_seqlens, "cache_seqlens", a.q);
+  if (cache_batch_idx) a.cache_batch_idx = fastattn_py::to_index(*cache_batch_idx, "cache_batch_idx", a.q);
+  if (cache_leftpad) a.cache_leftpad = fastattn_py::to_index(*cache_leftpad, "cache_leftpad", a.q);
+  if (page_table) a.page_table = to_page_table(*page_table, a.q);
+  a.rotary_interleaved = rotary_interleaved;
+  a.softmax_scale = softmax_scale;
+  a.causal = causal;
+  a.window_left = window_left;
+  a.window_right = window_right;
+  a.softcap = softcap;
+  a.num_splits = num_splits;
+  a.check_index_arrays = check_index_arrays;
+  if (backend < 0 || backend > static_cast<int32_t>(fastattn::Backend::Reference))
+    throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
+  a.backend = static_cast<fastattn::Backend>(backend);
+  a.num_threads = num_threads;
+  fastattn::Status st;
+  {
+    nb::gil_scoped_release nogil;
+    st = fastattn::forward_kvcache(a, as_stream(stream));
+  }
+  fastattn_py::raise_if_error(st);
+}
+
 }  // namespace
 
 NB_MODULE(_C, m) {
@@ -119,6 +175,13 @@ NB_MODULE(_C, m) {
         "Writes out (and lse when given) for softmax(mask(scale*q k^T)) v.");
   m.def("backward", &backward, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a, "dk"_a,
         "dv"_a, "options"_a, "stream"_a, "Writes dq, dk, dv, the gradients of forward.");
+  m.def("forward_kvcache", &forward_kvcache, "q"_a, "k_cache"_a, "v_cache"_a, "k_new"_a.none(),
+        "v_new"_a.none(), "out"_a, "lse"_a.none(), "rotary_cos"_a.none(), "rotary_sin"_a.none(),
+        "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "cache_leftpad"_a.none(),
+        "page_table"_a.none(), "rotary_interleaved"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
+        "window_right"_a, "softcap"_a, "num_splits"_a, "check_index_arrays"_a, "backend"_a,
+        "num_threads"_a, "stream"_a,
+        "Appends k_new/v_new into the caches (in place), then writes out (and lse) of q against them.");
   m.def("cuda_available", &fastattn::cuda_available, "CUDA kernels compiled in and a device present.");
   m.def("version", &fastattn::version);
   m.def("build_info", &fastattn::build_info, "Archs, dtypes, head dims and kernel count of this build.");

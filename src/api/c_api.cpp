@@ -61,12 +61,80 @@ bool to_args(const fastattn_args* c, fastattn::AttnArgs* a) {
   a->deterministic = c->deterministic != 0;
   a->backend = static_cast<fastattn::Backend>(c->backend);
   a->num_threads = c->num_threads;
+  a->num_splits = c->num_splits;
+  return true;
+}
+
+bool to_kvcache_args(const fastattn_kvcache_args* c, fastattn::KvCacheArgs* a) {
+  if (c == nullptr) {
+    g_last_error = "args: null pointer";
+    return false;
+  }
+  const std::pair<const char*, std::pair<const fastattn_tensor*, fastattn::Tensor*>> tensors[] = {
+      {"q", {&c->q, &a->q}},           {"k_cache", {&c->k_cache, &a->k_cache}},
+      {"v_cache", {&c->v_cache, &a->v_cache}}, {"k_new", {&c->k_new, &a->k_new}},
+      {"v_new", {&c->v_new, &a->v_new}}, {"out", {&c->out, &a->out}},
+      {"lse", {&c->lse, &a->lse}},     {"rotary_cos", {&c->rotary_cos, &a->rotary_cos}},
+      {"rotary_sin", {&c->rotary_sin, &a->rotary_sin}}};
+  for (const auto& [name, pair] : tensors) {
+    const bool required = std::string(name) == "q" || std::string(name) == "k_cache" ||
+                          std::string(name) == "v_cache" || std::string(name) == "out";
+    if ((required || pair.first->data != nullptr) && !to_tensor(name, *pair.first, pair.second)) return false;
+  }
+  auto index = [&](const int32_t* p) { return fastattn::IndexArray{p, p ? c->batch : 0}; };
+  a->cache_seqlens = index(c->cache_seqlens);
+  a->cache_batch_idx = index(c->cache_batch_idx);
+  a->cache_leftpad = index(c->cache_leftpad);
+  a->page_table = {c->page_table, c->page_table ? c->batch : 0, c->page_table ? c->pages_per_seq : 0};
+  a->rotary_interleaved = c->rotary_interleaved != 0;
+  a->softmax_scale = c->softmax_scale;
+  a->causal = c->causal != 0;
+  a->window_left = c->window_left;
+  a->window_right = c->window_right;
+  a->softcap = c->softcap;
+  a->num_splits = c->num_splits;
+  a->workspace = c->workspace;
+  a->workspace_bytes = size_t(c->workspace_bytes);
+  a->check_index_arrays = c->check_index_arrays != 0;
+  a->backend = static_cast<fastattn::Backend>(c->backend);
+  a->num_threads = c->num_threads;
   return true;
 }
 
 }  // namespace
 
 extern "C" {
+
+void fastattn_kvcache_args_init(fastattn_kvcache_args* args) {
+  if (args == nullptr) return;
+  *args = fastattn_kvcache_args{};
+  args->rotary_interleaved = 1;
+  args->softmax_scale = std::nanf("");
+  args->window_left = -1;
+  args->window_right = -1;
+  args->check_index_arrays = 1;
+  args->backend = FASTATTN_AUTO;
+}
+
+int fastattn_forward_kvcache(const fastattn_kvcache_args* args, void* stream) {
+  try {
+    fastattn::KvCacheArgs a;
+    if (!to_kvcache_args(args, &a)) return FASTATTN_INVALID_ARGUMENT;
+    return finish(fastattn::forward_kvcache(a, stream));
+  } catch (const std::exception& e) {
+    g_last_error = std::string("internal error: ") + e.what();
+    return FASTATTN_INTERNAL;
+  }
+}
+
+uint64_t fastattn_kvcache_workspace_bytes(const fastattn_kvcache_args* args) {
+  try {
+    fastattn::KvCacheArgs a;
+    return to_kvcache_args(args, &a) ? uint64_t(fastattn::kvcache_workspace_bytes(a)) : 0;
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
 
 void fastattn_args_init(fastattn_args* args) {
   if (args == nullptr) return;

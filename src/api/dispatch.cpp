@@ -6,19 +6,19 @@
 
 #ifdef FASTATTN_WITH_CUDA
 #include "cuda/cuda_backend.h"
+#include "cuda/empty_forward.h"
 #endif
 
 namespace fastattn {
+namespace detail {
 
-Status forward(const AttnArgs& args, void* stream) {
-  detail::Prepared p;
-  Status st = detail::prepare_forward(args, &p);
-  if (!st.ok()) return st;
+Status run_forward(const AttnArgs& args, const Prepared& p, void* stream) {
   switch (p.backend) {
     case Backend::CPU: return cpu::forward(p.problem);
     case Backend::Reference: return reference::forward(p.problem);
     case Backend::CUDA:
 #ifdef FASTATTN_WITH_CUDA
+      if (!detail::has_work(p.problem)) return cuda_backend::forward_empty(args, stream);
       return cuda_backend::forward(args, p.problem.scale, stream);
 #else
       break;
@@ -26,6 +26,14 @@ Status forward(const AttnArgs& args, void* stream) {
     case Backend::Auto: break;
   }
   return {Code::Internal, "forward: no backend resolved"};
+}
+
+}  // namespace detail
+
+Status forward(const AttnArgs& args, void* stream) {
+  detail::Prepared p;
+  Status st = detail::prepare_forward(args, &p);
+  return st.ok() ? detail::run_forward(args, p, stream) : st;
 }
 
 Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,

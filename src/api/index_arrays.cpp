@@ -8,9 +8,8 @@
 #endif
 
 namespace fastattn::detail {
-namespace {
 
-Status copy_one(const IndexArray& a, Device dev, const char* name, std::vector<int32_t>* dst) {
+Status copy_to_host(const IndexArray& a, Device dev, const char* name, std::vector<int32_t>* dst) {
   dst->clear();
   if (!a.defined()) return Status::Ok();
   dst->resize(size_t(a.size));
@@ -32,16 +31,14 @@ Status copy_one(const IndexArray& a, Device dev, const char* name, std::vector<i
 #endif
 }
 
-}  // namespace
-
 Status read_index_arrays(const AttnArgs& args, HostIndexArrays* out) {
   const Device dev = args.q.device;
   out->read = false;
   if (dev != Device::CPU && !args.check_index_arrays) return Status::Ok();
-  Status st = copy_one(args.cu_seqlens_q, dev, "cu_seqlens_q", &out->cu_q);
-  if (st.ok()) st = copy_one(args.cu_seqlens_k, dev, "cu_seqlens_k", &out->cu_k);
-  if (st.ok()) st = copy_one(args.seqused_q, dev, "seqused_q", &out->used_q);
-  if (st.ok()) st = copy_one(args.seqused_k, dev, "seqused_k", &out->used_k);
+  Status st = copy_to_host(args.cu_seqlens_q, dev, "cu_seqlens_q", &out->cu_q);
+  if (st.ok()) st = copy_to_host(args.cu_seqlens_k, dev, "cu_seqlens_k", &out->cu_k);
+  if (st.ok()) st = copy_to_host(args.seqused_q, dev, "seqused_q", &out->used_q);
+  if (st.ok()) st = copy_to_host(args.seqused_k, dev, "seqused_k", &out->used_k);
   out->read = st.ok();
   return st;
 }

@@ -28,6 +28,10 @@ Operand make_operand(const Tensor& t, bool varlen, bool is_lse) {
   return o;
 }
 
+bool has_work(const ProblemShape& s) {
+  return s.total_q > 0 && s.heads_q > 0 && s.total_k > 0 && s.max_rows_q > 0 && s.max_rows_k > 0;
+}
+
 ProblemShape resolve_shape(const AttnArgs& args) {
   ProblemShape s;
   s.varlen = args.cu_seqlens_q.defined();
@@ -70,6 +74,7 @@ Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
   p.out = make_operand(args.out, p.varlen);
   if (args.lse.defined()) p.lse = make_operand(args.lse, p.varlen, /*is_lse=*/true);
   p.num_threads = args.num_threads;
+  p.num_splits = args.num_splits > 0 ? args.num_splits : 1;  // 0: the host backends do not split
 
   p.seqs.resize(size_t(p.batch));
   int32_t max_q = 0, max_k = 0;

@@ -65,12 +65,18 @@ struct Problem : ProblemShape {
   Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
   std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
+  int32_t num_splits = 1;         // key splits, resolved (>= 1); the reference ignores it
 };
 
 // Backward's extra operands.
 struct GradOperands {
   Operand dout, dq, dk, dv;
 };
+
+// False when the call has nothing to compute: no query rows or heads, no keys at all, or a varlen
+// bound of 0 on either side (every sequence empty). Such a call writes out = 0 and lse = -inf
+// (where there are rows) and launches no attention kernel.
+bool has_work(const ProblemShape& s);
 
 // Scalars only: needs no index array contents (usable by the CUDA path under CUDA graphs).
 // Assumes args passed validation.

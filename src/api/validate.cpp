@@ -2,6 +2,7 @@
 // Every failure returns before any output is written; the message names the argument and rule.
 #include "api/validate.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "api/message.h"
@@ -26,6 +27,8 @@ const char* backend_name(Backend b) {
   return "unknown";
 }
 
+}  // namespace
+
 Status check_scalars(const AttnArgs& a) {
   if (a.mask.kind != MaskKind::None) {
     return Status::Unsupported(msg("mask: kind ", int32_t(a.mask.kind),
@@ -38,6 +41,9 @@ Status check_scalars(const AttnArgs& a) {
   if (a.num_threads < 0) {
     return Status::Invalid(msg("num_threads: must be >= 0 (0 = all hardware threads) but got ",
                                a.num_threads));
+  }
+  if (a.num_splits < 0) {
+    return Status::Invalid(msg("num_splits: must be >= 0 (0 = chosen from the problem) but got ", a.num_splits));
   }
   if (!std::isnan(a.softmax_scale) && !(std::isfinite(a.softmax_scale) && a.softmax_scale >= 0)) {
     return Status::Invalid(msg("softmax_scale: must be finite and >= 0 (NaN selects 1/sqrt(head_dim)) but got ",
@@ -54,6 +60,8 @@ Status check_scalars(const AttnArgs& a) {
   }
   return Status::Ok();
 }
+
+namespace {
 
 // q, k, v, out (and lse when `need_lse` or given): forms, dtypes, shapes, GQA ratio, devices.
 Status check_tensors(const AttnArgs& a, bool varlen, bool need_lse) {
@@ -168,8 +176,11 @@ Status check_used(const char* name, const std::vector<int32_t>& used,
   return Status::Ok();
 }
 
-Status check_max_seqlen(const char* name, int32_t max_len, const std::vector<int32_t>& cu) {
-  if (max_len <= 0) return Status::Ok();  // 0: derived on the host where needed
+// `zero_derives`: on the host backends max_seqlen 0 means "derive it from cu_seqlens"; on CUDA it
+// is a bound like any other (0 = every sequence of that side is empty, as FlashAttention reads it).
+Status check_max_seqlen(const char* name, int32_t max_len, const std::vector<int32_t>& cu,
+                        bool zero_derives) {
+  if (max_len <= 0 && zero_derives) return Status::Ok();
   for (size_t b = 0; b + 1 < cu.size(); ++b) {
     if (cu[b + 1] - cu[b] > max_len) {
       return Status::Invalid(msg(name, ": ", max_len, " is less than the length ", cu[b + 1] - cu[b],
@@ -179,44 +190,55 @@ Status check_max_seqlen(const char* name, int32_t max_len, const std::vector<int
   return Status::Ok();
 }
 
-Status check_index_contents(const AttnArgs& a, bool varlen, const HostIndexArrays& idx) {
+Status check_index_contents(const AttnArgs& a, bool varlen, Backend be, const HostIndexArrays& idx) {
   if (!idx.read) return Status::Ok();  // on a device with check_index_arrays off: caller vouches
   Status st;
   if (varlen) {
+    const bool zero_derives = be != Backend::CUDA;
     st = check_offsets("cu_seqlens_q", idx.cu_q, a.q.shape[0], "total_q (q.shape[0])");
     if (st.ok()) st = check_offsets("cu_seqlens_k", idx.cu_k, a.k.shape[0], "total_k (k.shape[0])");
-    if (st.ok()) st = check_max_seqlen("max_seqlen_q", a.max_seqlen_q, idx.cu_q);
-    if (st.ok()) st = check_max_seqlen("max_seqlen_k", a.max_seqlen_k, idx.cu_k);
+    if (st.ok()) st = check_max_seqlen("max_seqlen_q", a.max_seqlen_q, idx.cu_q, zero_derives);
+    if (st.ok()) st = check_max_seqlen("max_seqlen_k", a.max_seqlen_k, idx.cu_k, zero_derives);
   }
   if (st.ok()) st = check_used("seqused_q", idx.used_q, idx.cu_q, varlen ? 0 : a.q.shape[1]);
   if (st.ok()) st = check_used("seqused_k", idx.used_k, idx.cu_k, varlen ? 0 : a.k.shape[1]);
   return st;
 }
 
-// The chosen backend can take tensors where they live (checked before reading index arrays,
-// which may need a copy from the device).
-Status check_backend_device(const AttnArgs& a, Backend be) {
+}  // namespace
+
+Status check_backend_device(const Tensor& q, Backend be) {
   if (be == Backend::CUDA) {
 #ifndef FASTATTN_WITH_CUDA
     return Status::Unsupported("backend cuda: fastattn was built without CUDA");
 #endif
-    if (a.q.device != Device::CUDA) {
-      return Status::Invalid(msg("q: on ", device_string(a.q), " but backend cuda needs CUDA device tensors"));
+    if (q.device != Device::CUDA) {
+      return Status::Invalid(msg("q: on ", device_string(q), " but backend cuda needs CUDA device tensors"));
     }
     return Status::Ok();
   }
-  if (a.q.device != Device::CPU) {
-    return Status::Invalid(msg("q: on ", device_string(a.q), " but backend ", backend_name(be),
+  if (q.device != Device::CPU) {
+    return Status::Invalid(msg("q: on ", device_string(q), " but backend ", backend_name(be),
                                " needs host tensors"));
   }
   return Status::Ok();
 }
 
+namespace {
+
 // The chosen backend supports this problem (head dims, and for CUDA what this build holds).
+// A CUDA call with no work launches no kernel, yet it must be one the kernel would take with data
+// (same dtypes, head dims, alignment): the kernel's checks see it with max_seqlen bounds of 1.
 Status check_backend_limits(const AttnArgs& a, Backend be, bool backward, int64_t d, int64_t dv) {
   if (be == Backend::CUDA) {
 #ifdef FASTATTN_WITH_CUDA
     if (backward) return cuda_backend::check_backward(a);
+    if (!has_work(resolve_shape(a))) {
+      AttnArgs probe = a;
+      probe.max_seqlen_q = std::max(probe.max_seqlen_q, 1);
+      probe.max_seqlen_k = std::max(probe.max_seqlen_k, 1);
+      return cuda_backend::check_forward(probe);
+    }
     return cuda_backend::check_forward(a);
 #else
     return Status::Unsupported("backend cuda: fastattn was built without CUDA");
@@ -242,9 +264,9 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   if (!st.ok()) return st;
   out->backend = resolve_backend(a);
   const int hd = varlen ? 1 : 2;  // heads axis; head dims follow it
-  st = check_backend_device(a, out->backend);
+  st = check_backend_device(a.q, out->backend);
   if (st.ok()) st = read_index_arrays(a, &out->index);
-  if (st.ok()) st = check_index_contents(a, varlen, out->index);
+  if (st.ok()) st = check_index_contents(a, varlen, out->backend, out->index);
   if (st.ok()) st = check_backend_limits(a, out->backend, backward, a.q.shape[hd + 1], a.v.shape[hd + 1]);
   if (!st.ok()) return st;
   if (out->index.read) {

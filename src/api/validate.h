@@ -15,10 +15,21 @@ struct Prepared {
   HostIndexArrays index;
 };
 
+// The scalar arguments (mask kind, backend code, num_threads, scale, softcap, windows).
+Status check_scalars(const AttnArgs& args);
+
+// The chosen backend can take tensors where q lives (checked before reading index arrays, which
+// may need a copy from the device).
+Status check_backend_device(const Tensor& q, Backend be);
+
 // Auto -> CUDA for tensors on a CUDA device, else CPU.
 Backend resolve_backend(const AttnArgs& args);
 
 Status prepare_forward(const AttnArgs& args, Prepared* out);
+
+// The forward of args already prepared by prepare_forward (dispatch.cpp): for callers that must
+// know a call is valid before they write anything else (forward_kvcache's cache append).
+Status run_forward(const AttnArgs& args, const Prepared& prepared, void* stream);
 Status prepare_backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq,
                         const Tensor& dk, const Tensor& dv, Prepared* out);
 

@@ -8,7 +8,9 @@
 namespace fastattn::cpu {
 
 int worker_count(int requested, int64_t items) {
-  int n = requested > 0 ? requested : int(std::thread::hardware_concurrency());
+  // hardware_concurrency() asks the kernel (sched_getaffinity) on every call: once is enough.
+  static const int hardware = int(std::thread::hardware_concurrency());
+  int n = requested > 0 ? requested : hardware;
   n = std::max(n, 1);
   return int(std::max<int64_t>(1, std::min<int64_t>(n, items)));
 }

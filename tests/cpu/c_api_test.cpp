@@ -10,6 +10,7 @@
 #include "fastattn/c_api.h"
 #include "fastattn/fastattn.h"
 #include "support/attn_case.h"
+#include "support/kv_case.h"
 
 namespace fastattn::testing {
 namespace {
@@ -155,6 +156,56 @@ TEST(CApi, BuildQueries) {
   EXPECT_EQ(fastattn_cuda_available(), 0);
   EXPECT_NE(std::string(fastattn_build_info()).find("built without CUDA"), std::string::npos);
 #endif
+}
+
+// The KV-cache call through the C ABI: the same bits as the C++ API (cache and out), and its
+// errors reported like forward's.
+TEST(CApi, KvCacheMatchesCppApi) {
+  KvSpec s;
+  s.batch = 2;
+  s.seqlens = {3, 40};
+  s.seqlen_new = 2;
+  s.seqlen_q = 2;
+  s.page_size = 16;
+  s.rotary_dim = 16;
+  s.interleaved = false;
+  s.causal = true;
+  Rng rng(test_seed());
+  KvCase cpp = make_kv_case(s, rng);
+  KvCase c = cpp;  // same inputs and cache
+  ASSERT_TRUE(forward_kvcache(cpp.args()).ok());
+
+  fastattn_kvcache_args a;
+  fastattn_kvcache_args_init(&a);
+  EXPECT_EQ(a.rotary_interleaved, 1);
+  EXPECT_TRUE(std::isnan(a.softmax_scale));
+  a.q = to_c(c.q.view());
+  a.k_cache = to_c(c.k_cache.view());
+  a.v_cache = to_c(c.v_cache.view());
+  a.k_new = to_c(c.k_new.view());
+  a.v_new = to_c(c.v_new.view());
+  a.out = to_c(c.out.view());
+  a.lse = to_c(c.lse.view());
+  a.rotary_cos = to_c(c.cos.view());
+  a.rotary_sin = to_c(c.sin.view());
+  a.batch = s.batch;
+  a.cache_seqlens = c.seqlens.data();
+  a.page_table = c.page_table.data();
+  a.pages_per_seq = c.pages_per_seq();
+  a.rotary_interleaved = 0;
+  a.causal = 1;
+  a.backend = FASTATTN_BACKEND_CPU;
+  ASSERT_EQ(fastattn_forward_kvcache(&a, nullptr), FASTATTN_OK) << fastattn_last_error();
+  EXPECT_EQ(c.out.to_f64(), cpp.out.to_f64());
+  EXPECT_EQ(c.lse.to_f64(), cpp.lse.to_f64());
+  EXPECT_EQ(c.k_cache.to_f64(), cpp.k_cache.to_f64());
+  EXPECT_EQ(c.v_cache.to_f64(), cpp.v_cache.to_f64());
+  EXPECT_EQ(fastattn_kvcache_workspace_bytes(&a), 0u);  // host backends need none
+
+  a.num_splits = -2;
+  EXPECT_EQ(fastattn_forward_kvcache(&a, nullptr), FASTATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fastattn_last_error()).find("num_splits"), std::string::npos);
+  EXPECT_EQ(fastattn_forward_kvcache(nullptr, nullptr), FASTATTN_INVALID_ARGUMENT);
 }
 
 }  // namespace

@@ -10,11 +10,6 @@
 namespace fastattn::testing {
 namespace {
 
-std::vector<double> rounded(const std::vector<double>& v, DType dt) {
-  std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = cpu::round_to(dt, float(v[i]));
-  return r;
-}
 
 // FA3 rule against `baseline`, written-everywhere checks, fp32 Frobenius bound. `fro_floor`: the
 // Frobenius bound is taken relative to ||ref|| but at least fro_floor per element (RMS), for

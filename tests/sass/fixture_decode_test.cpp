@@ -129,6 +129,32 @@ TEST(Decoder, LoadsAreWaitedOnBeforeTheirRegistersAreTouched) {
                                         << total.violations.front();
 }
 
+// A load and a move guarded by complementary predicates (a select between a load and a constant)
+// never both run: the move is no use of the load. The real use after them still needs the wait,
+// and a predicate rewritten in between voids the rule.
+TEST(Decoder, ComplementaryGuardsAreNoUse) {
+  auto ins = [](std::uint32_t at, const char* pred, const char* op, const char* operands, int write_sb, unsigned wait) {
+    ControlCode cc;
+    cc.write_sb = write_sb;
+    cc.wait_mask = wait;
+    Instruction i;
+    i.offset = at;
+    i.predicate = pred;
+    i.mnemonic = op;
+    i.operands = operands;
+    i.high = encode_control(cc);
+    return i;
+  };
+  const Instruction load = ins(0x00, "@P0", "LDG.E", "R24, [R2.64]", 2, 0);
+  const Instruction select = ins(0x10, "@!P0", "IMAD.MOV.U32", "R24, RZ, RZ, c[0x0][0x180]", kNoScoreboard, 0);
+  const Instruction use_waited = ins(0x20, "", "IADD3", "R5, R24, R1, RZ", kNoScoreboard, 1u << 2);
+  const Instruction use_unwaited = ins(0x20, "", "IADD3", "R5, R24, R1, RZ", kNoScoreboard, 0);
+  const Instruction rewrite = ins(0x08, "", "ISETP.NE.AND", "P0, PT, R1, RZ, PT", kNoScoreboard, 0);
+  EXPECT_TRUE(check_load_waits({load, select, use_waited}, decode_control).violations.empty());
+  EXPECT_EQ(check_load_waits({load, select, use_unwaited}, decode_control).violations.size(), 1u);
+  EXPECT_EQ(check_load_waits({load, rewrite, select, use_waited}, decode_control).violations.size(), 1u);
+}
+
 TEST(Decoder, DataflowCheckCatchesAMisplacedField) {
   // The same check with the control field read one bit too low must find hazards: it shows the
   // previous test can fail.

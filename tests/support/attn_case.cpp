@@ -14,6 +14,7 @@ std::string CaseSpec::describe() const {
   if (softcap > 0) os << " softcap=" << softcap;
   if (scale == scale) os << " scale=" << scale;
   if (pad) os << " pad=" << pad;
+  if (num_splits) os << " splits=" << num_splits;
   auto list = [&](const char* name, const std::vector<int>& v) {
     if (v.empty()) return;
     os << ' ' << name << "=[";
@@ -101,6 +102,7 @@ AttnArgs AttnCase::args(Backend backend) const {
   a.window_right = spec.window_right;
   a.softcap = spec.softcap;
   a.backend = backend;
+  a.num_splits = spec.num_splits;
   return a;
 }
 

@@ -29,6 +29,7 @@ struct CaseSpec {
   std::vector<int> used_q, used_k;
   int pad = 0;  // extra elements per row: non-contiguous token strides
   float input_range = 1.0f;  // inputs uniform in [-range, range)
+  int num_splits = 0;        // AttnArgs::num_splits
 
   bool varlen() const { return !lens_q.empty(); }
   std::string describe() const;

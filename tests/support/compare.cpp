@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "cpu/half.h"
+
 namespace fastattn::testing {
 
 double rounding_step(DType dt, const std::vector<double>& ref) {
@@ -56,6 +58,17 @@ std::string Comparison::describe(const std::string& name) const {
      << tolerance << " (2 * baseline " << baseline_err << " + eps), rel Frobenius " << rel_fro
      << ", NaN/inf mismatches " << mismatched_inf;
   return os.str();
+}
+
+std::vector<double> rounded(const std::vector<double>& v, DType dt) {
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < v.size(); ++i) r[i] = cpu::round_to(dt, float(v[i]));
+  return r;
+}
+
+double ulp(DType dt, double x) {
+  const int mantissa = dt == DType::BF16 ? 7 : dt == DType::F16 ? 10 : 23;
+  return std::ldexp(1.0, std::max(std::ilogb(std::max(std::fabs(x), 1e-30)), -14) - mantissa);
 }
 
 }  // namespace fastattn::testing

@@ -34,6 +34,12 @@ double rounding_step(DType dt, const std::vector<double>& ref);
 Comparison compare(const std::vector<double>& out, const std::vector<double>& ref,
                    const std::vector<double>& baseline, double eps);
 
+// Every value rounded to `dt` (through float): the "same math in the input precision" of a result.
+std::vector<double> rounded(const std::vector<double>& v, DType dt);
+
+// One unit in the last place of `dt` at |x| (fp16's smallest normal exponent as the floor).
+double ulp(DType dt, double x);
+
 // ||out - ref||_F / max(||ref||_F, floor * sqrt(n)) over the n entries finite in both.
 double rel_frobenius(const std::vector<double>& out, const std::vector<double>& ref, double floor = 0);
 

@@ -1,0 +1,97 @@
+"""flash_attn_with_kvcache: attention against a KV cache, FlashAttention's signature and semantics.
+
+The cache is updated in place when new keys/values are given; see fastattn/kvcache.h (C++) for
+the exact rules (positions, rotary, paged layout, left padding).
+"""
+from __future__ import annotations
+
+import contextlib
+
+from . import _C, _core
+from ._arrays import arrays_for, same_kind
+
+
+def _as_index(xs, x, batch, q, name):
+    """cache_seqlens & co as a 1-D int32 array on q's device (an int fills one of `batch`)."""
+    if x is None:
+        return None
+    if isinstance(x, bool):
+        raise ValueError(f"{name}: expected an int or an int32 array, got bool")
+    if isinstance(x, int):
+        if xs.name == "torch":
+            return xs.torch.full((batch,), x, dtype=xs.torch.int32, device=q.device)
+        import numpy as np
+
+        return np.full((batch,), x, dtype=np.int32)
+    return xs.unit_last(x)
+
+
+def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None, rotary_sin=None,
+                            cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
+                            block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1),
+                            softcap=0.0, rotary_interleaved=True, alibi_slopes=None, num_splits=0,
+                            return_softmax_lse=False, *, page_table=None):
+    """Attention of q against a KV cache, appending k/v into it first (FlashAttention's API).
+
+    q: (b, s_q, h, d). k_cache/v_cache: (b_cache, s_cache, h_kv, d|d_v), or with block_table
+    (alias page_table, (b, max_pages) int32) paged: (num_pages, page_size, h_kv, d|d_v), page_size a
+    multiple of 16. k/v: optional (b, s_new, h_kv, d|d_v), written into the cache at cache_seqlens
+    (in place; cache_seqlens is then required). cache_seqlens: int or (b,) int32, the tokens already
+    cached. rotary_cos/rotary_sin: (s_ro, rotary_dim / 2), applied to k at positions cache_seqlens + i
+    and to q (at cache_seqlens + i when causal or local, else at cache_seqlens); rotary_interleaved
+    pairs dims (0, 1), (2, 3)... else (i, i + rotary_dim / 2). cache_batch_idx: (b,) int32 cache
+    rows. cache_leftpad: (b,) int32 first valid cache position. Masks are bottom-right aligned on
+    the keys [cache_leftpad, cache_seqlens + s_new). num_splits: 0 = heuristic.
+    Returns out (b, s_q, h, d_v), or (out, softmax_lse (b, h, s_q) float32) with
+    return_softmax_lse=True. On CUDA the index arrays are not copied to the host (no sync; CUDA
+    graphs); the caller vouches for them. alibi_slopes is not supported.
+    """
+    if alibi_slopes is not None:
+        raise NotImplementedError("alibi_slopes: ALiBi is not supported by fastattn")
+    if block_table is not None and page_table is not None:
+        raise ValueError("block_table and page_table: pass one (they are the same argument)")
+    pages = block_table if block_table is not None else page_table
+    xs = arrays_for(q, "q")
+    same_kind(xs, [("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v),
+                   ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("block_table", pages)])
+    for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+        _core.check_rank(x, name, varlen=False)
+    batch = q.shape[0]
+    cuda = xs.name != "numpy" and getattr(getattr(q, "device", None), "type", "cpu") == "cuda"
+    q = xs.unit_last(q)
+    k = None if k is None else xs.unit_last(k)
+    v = None if v is None else xs.unit_last(v)
+    rotary_cos = None if rotary_cos is None else xs.unit_last(rotary_cos)
+    rotary_sin = None if rotary_sin is None else xs.unit_last(rotary_sin)
+    left, right = _core.window_pair(window_size)
+    scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+    out = xs.empty(q, tuple(q.shape[:-1]) + (v_cache.shape[-1],))
+    lse = xs.empty(q, (q.shape[0], q.shape[2], q.shape[1]), float32=True)
+    with _device_guard(xs, q, cuda):
+        _C.forward_kvcache(
+            q, k_cache, v_cache, k, v, out, lse, rotary_cos, rotary_sin,
+            _as_index(xs, cache_seqlens, batch, q, "cache_seqlens"),
+            _as_index(xs, cache_batch_idx, batch, q, "cache_batch_idx"),
+            _as_index(xs, cache_leftpad, batch, q, "cache_leftpad"),
+            None if pages is None else _contiguous(xs, pages),
+            bool(rotary_interleaved), scale, bool(causal), left, right, float(softcap), int(num_splits),
+            not cuda, 0, 0, xs.stream(q))
+    out, lse = xs.wrap(out), xs.wrap(lse)
+    return (out, lse) if return_softmax_lse else out
+
+
+def _device_guard(xs, q, cuda):
+    """Makes q's CUDA device current for the call (kernels launch on the current device)."""
+    if cuda:
+        from ._torch_ops import _device_of
+
+        return _device_of(q)
+    return contextlib.nullcontext()
+
+
+def _contiguous(xs, x):
+    if xs.name == "torch":
+        return x.contiguous()
+    import numpy as np
+
+    return np.ascontiguousarray(x)

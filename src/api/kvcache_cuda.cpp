@@ -1,0 +1,134 @@
+// forward_kvcache on the CUDA backend (see kvcache_cuda.h). Every check, including the
+// attention's own on the final operands, runs before the cache is written.
+#include "api/kvcache_cuda.h"
+
+#include "api/message.h"
+#include "api/validate.h"
+#include "fastattn/fastattn.h"
+
+#ifdef FASTATTN_WITH_CUDA
+#include <cuda_runtime.h>
+
+#include "cuda/kvcache_append.h"
+#endif
+
+namespace fastattn::detail {
+namespace {
+
+constexpr size_t kAlign = 256;
+
+size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+size_t keys_bytes(const KvCachePlan& p) { return round_up(size_t(p.batch) * sizeof(int32_t)); }
+
+size_t q_rot_bytes(const KvCacheArgs& a, const KvCachePlan& p) {
+  return p.rotary_dim > 0 ? round_up(size_t(a.q.numel()) * dtype_size(a.q.dtype)) : 0;
+}
+
+}  // namespace
+
+size_t cuda_kvcache_workspace(const KvCacheArgs& a, const KvCachePlan& p) {
+  return keys_bytes(p) + q_rot_bytes(a, p);
+}
+
+#ifdef FASTATTN_WITH_CUDA
+namespace {
+
+cuda_backend::RowView view4(const Tensor& t) {
+  return {t.data, t.stride[0], t.stride[1], t.stride[2]};
+}
+
+// The cache as the attention's k/v: its first `batch` rows (a contiguous cache without
+// cache_batch_idx: sequence b is row b).
+Tensor first_rows(Tensor t, int64_t batch) {
+  t.shape[0] = batch;
+  return t;
+}
+
+cuda_backend::KvAppendParams append_params(const KvCacheArgs& a, const KvCachePlan& p, char* ws) {
+  cuda_backend::KvAppendParams k;
+  k.dtype = a.q.dtype;
+  k.batch = p.batch;
+  k.seqlen_q = p.seqlen_q;
+  k.heads_q = p.heads_q;
+  k.heads_kv = p.heads_kv;
+  k.head_dim = p.head_dim;
+  k.head_dim_v = p.head_dim_v;
+  k.seqlen_new = p.seqlen_new;
+  k.capacity = p.capacity;
+  k.k_cache = view4(a.k_cache);
+  k.v_cache = view4(a.v_cache);
+  k.page_table = a.page_table.data;
+  k.pages_per_seq = p.pages_per_seq;
+  k.page_size = p.page_size;
+  k.batch_idx = a.cache_batch_idx.data;
+  k.seqlens = a.cache_seqlens.data;
+  k.leftpad = a.cache_leftpad.data;
+  if (a.k_new.defined()) {
+    k.k_new = view4(a.k_new);
+    k.v_new = view4(a.v_new);
+  }
+  if (p.rotary_dim > 0) {
+    k.cos = {a.rotary_cos.data, a.rotary_cos.stride[0], 0, 0};
+    k.sin = {a.rotary_sin.data, a.rotary_sin.stride[0], 0, 0};
+    k.q = view4(a.q);
+    k.q_rotated = ws + keys_bytes(p);
+  }
+  k.rotary_dim = p.rotary_dim;
+  k.interleaved = a.rotary_interleaved;
+  k.q_rows_advance = p.q_rows_advance;
+  k.keys = reinterpret_cast<int32_t*>(ws);
+  return k;
+}
+
+Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
+  const cuda_backend::KvAppendParams k = append_params(a, p, ws);
+  AttnArgs att = attention_scalars(a, Backend::CUDA);
+  att.q = p.rotary_dim > 0 ? make_tensor(k.q_rotated, a.q.dtype, {p.batch, p.seqlen_q, p.heads_q, p.head_dim},
+                                         Device::CUDA, a.q.device_index)
+                           : a.q;
+  att.k = first_rows(a.k_cache, p.batch);
+  att.v = first_rows(a.v_cache, p.batch);
+  att.out = a.out;
+  att.lse = a.lse;
+  att.seqused_k = {k.keys, p.batch};
+  att.check_index_arrays = false;  // the key counts are written on the device just before
+  Prepared prep;  // the attention's checks before the cache is written
+  if (Status st = prepare_forward(att, &prep); !st.ok()) return as_cache_error(st);
+  if (Status st = cuda_backend::kvcache_append(k, stream); !st.ok()) return st;
+  return run_forward(att, prep, stream);
+}
+
+}  // namespace
+
+Status cuda_kvcache(const KvCacheArgs& a, const KvCachePlan& p, void* stream) {
+  const size_t need = cuda_kvcache_workspace(a, p);
+  if (a.workspace != nullptr) {
+    if (a.workspace_bytes < need) {
+      return Status::Invalid(msg("workspace: ", a.workspace_bytes, " bytes but this call needs ", need,
+                                 " (kvcache_workspace_bytes)"));
+    }
+    if (reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0) {
+      return Status::Invalid("workspace: must be 16-byte aligned");
+    }
+    return run(a, p, static_cast<char*>(a.workspace), stream);
+  }
+  auto s = static_cast<cudaStream_t>(stream);
+  void* ws = nullptr;
+  if (cudaError_t e = cudaMallocAsync(&ws, need, s); e != cudaSuccess) {
+    return {Code::CudaError, msg("workspace: cudaMallocAsync of ", need, " bytes failed: ", cudaGetErrorString(e))};
+  }
+  Status st = run(a, p, static_cast<char*>(ws), stream);
+  cudaFreeAsync(ws, s);
+  return st;
+}
+
+#else
+
+Status cuda_kvcache(const KvCacheArgs&, const KvCachePlan&, void*) {
+  return Status::Unsupported("backend cuda: fastattn was built without CUDA");
+}
+
+#endif
+
+}  // namespace fastattn::detail

@@ -1,0 +1,38 @@
+#include "api/split_heuristic.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace fastattn::detail {
+namespace {
+
+constexpr double kFullEnough = 0.8;   // tiles >= 80 % of the SMs: splitting only adds the combine
+constexpr double kNearBest = 0.85;    // accept the fewest splits within 85 % of the best efficiency
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+int32_t choose_num_splits(const SplitShape& s) {
+  if (s.tiles <= 0 || s.key_blocks <= 1 || s.sms <= 0) return 1;
+  if (double(s.tiles) >= kFullEnough * s.sms) return 1;
+  const int64_t most = std::min<int64_t>({s.max_splits, s.sms, s.key_blocks});
+  // A count that leaves the blocks per split as the count below it does adds CTAs for nothing.
+  auto useful = [&](int64_t n) { return n == 1 || ceil_div(s.key_blocks, n) != ceil_div(s.key_blocks, n - 1); };
+  // Efficiency of n splits: the machine's occupancy over the waves the launch needs.
+  auto efficiency = [&](int64_t n) {
+    const double waves = double(s.tiles * n) / s.sms;
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (int64_t n = 1; n <= most; ++n) {
+    if (useful(n)) best = std::max(best, efficiency(n));
+  }
+  for (int64_t n = 1; n <= most; ++n) {
+    if (useful(n) && efficiency(n) >= kNearBest * best) return int32_t(n);
+  }
+  return 1;
+}
+
+}  // namespace fastattn::detail

@@ -1,0 +1,21 @@
+// How many parts to split each sequence's keys into (split-KV), when the caller leaves it to us
+// (num_splits = 0). The CUDA dispatch asks it once the split kernel lands; docs/notes/inference.md
+// gives the reasoning and the numbers it picks.
+#pragma once
+
+#include <cstdint>
+
+namespace fastattn::detail {
+
+struct SplitShape {
+  int64_t tiles = 0;       // CTAs of the unsplit launch: batch x KV heads x q-blocks (GQA packed)
+  int64_t key_blocks = 0;  // key blocks of the longest sequence
+  int32_t sms = 0;         // streaming multiprocessors of the device
+  int32_t max_splits = 128;
+};
+
+// 1 when the unsplit launch already fills the machine; else the fewest splits whose last wave is
+// nearly as full as the best choice's (within 85 %), among counts that change the blocks per split.
+int32_t choose_num_splits(const SplitShape& s);
+
+}  // namespace fastattn::detail

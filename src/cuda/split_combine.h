@@ -1,0 +1,32 @@
+// Split-KV combine on the GPU: `splits` partial results per row (each split's output normalised by
+// its own sum, and its LSE; -inf for a split that kept no key) merged into out and lse:
+//   lse = log sum_s exp(lse_s),  out = sum_s exp(lse_s - lse) * o_s.
+// Splits with lse_s = -inf carry no weight and their o_s is not read; a row no split kept a key
+// for gets out = 0, lse = -inf. Host twin: src/cpu/split_combine.h. Host-only header.
+#pragma once
+
+#include <cstdint>
+
+#include "fastattn/types.h"
+
+namespace fastattn::cuda_backend {
+
+struct SplitCombineParams {
+  int splits = 1;
+  int dv = 0;
+  // Rows in (b, h, i) order: row = (b * heads + h) * seqlen_q + i (varlen: batch 1, seqlen_q =
+  // total_q, out_stride_b = 0).
+  int batch = 0, heads = 0, seqlen_q = 0;
+  const float* o = nullptr;    // (splits, rows, dv) fp32
+  const float* lse = nullptr;  // (splits, rows) fp32
+  void* out = nullptr;         // element (b, i, h, c) at b * stride_b + i * stride_s + h * stride_h + c
+  DType out_dtype = DType::BF16;
+  int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;
+  float* lse_out = nullptr;    // optional: element (b, h, i) at b * stride_b + h * stride_h + i * stride_s
+  int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 1;
+};
+
+// Launches the combine on `stream` (a cudaStream_t; nullptr = default). No host sync.
+Status combine_splits(const SplitCombineParams& p, void* stream);
+
+}  // namespace fastattn::cuda_backend

@@ -1,0 +1,285 @@
+// forward_kvcache on the host backends against an independent model (support/kv_case.h): the
+// cache after the append (positions, rotary both styles, cache_batch_idx, pages), the attention
+// over [leftpad, cache_seqlens + s_new) through the float64 oracle (FA3's tolerance rule), every
+// cache_seqlens edge (0, 1, full), s_new 0 and > 0, paged vs contiguous bit for bit, and the
+// validation rules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "cpu/half.h"
+#include "fastattn/fastattn.h"
+#include "support/compare.h"
+#include "support/kv_case.h"
+
+namespace fastattn::testing {
+namespace {
+
+
+
+void expect_cache(const char* name, const HostTensor& got, const std::vector<double>& want,
+                  const std::vector<bool>* rotated, DType dt, const std::string& ctx) {
+  const std::vector<double> g = got.to_f64();
+  ASSERT_EQ(g.size(), want.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    // A rotated element: one rounding of its dtype, plus the fp32 products' rounding (|terms| <= 2).
+    const double tol = rotated && (*rotated)[i] ? ulp(dt, want[i]) + 0x1p-22 : 0.0;
+    ASSERT_LE(std::fabs(g[i] - want[i]), tol) << name << "[" << i << "] = " << g[i] << " but expected " << want[i]
+                                              << "; " << ctx;
+  }
+}
+
+void expect_close(const char* name, const HostTensor& got, const std::vector<double>& ref, DType dt,
+                  DType out_dt, const std::string& ctx) {
+  EXPECT_EQ(got.count_nan(), 0) << name << ": elements not written; " << ctx;
+  const double eps = dt == DType::F32 ? 1e-5 * rounding_step(DType::F32, ref) / 0x1p-23 : rounding_step(dt, ref);
+  const Comparison c = compare(got.to_f64(), ref, rounded(ref, out_dt), eps);
+  EXPECT_TRUE(c.ok) << c.describe(name) << "; " << ctx;
+}
+
+void check_kvcache(const KvSpec& spec, Backend be) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  KvCase c = make_kv_case(spec, rng);
+  const std::string ctx = spec.describe() + ", backend " + std::to_string(int(be)) + ", " + seed_note(seed);
+  const KvExpected e = expected_kvcache(c);
+  ASSERT_FALSE(e.attn.out.empty() && c.out.numel() > 0) << "the model's reference call failed; " << ctx;
+  const Status st = forward_kvcache(c.args(be));
+  ASSERT_TRUE(st.ok()) << st.message << "; " << ctx;
+  expect_cache("k_cache", c.k_cache, e.k_cache, &e.k_rotated, spec.dtype, ctx);
+  expect_cache("v_cache", c.v_cache, e.v_cache, nullptr, spec.dtype, ctx);
+  expect_close("out", c.out, e.attn.out, spec.dtype, spec.dtype, ctx);
+  expect_close("lse", c.lse, e.attn.lse, spec.dtype, DType::F32, ctx);
+}
+
+struct NamedKv {
+  const char* name;
+  KvSpec spec;
+};
+void PrintTo(const NamedKv& k, std::ostream* os) { *os << k.name; }
+
+KvSpec decode() {
+  KvSpec s;
+  s.batch = 3;
+  s.heads_q = 8;
+  s.heads_kv = 2;
+  s.head_dim = s.head_dim_v = 64;
+  s.seqlen_cache = 64;
+  s.seqlens = {0, 1, 63};  // empty, one token, full after the append
+  s.seqlen_new = 1;
+  return s;
+}
+
+std::vector<NamedKv> kv_cases() {
+  std::vector<NamedKv> v;
+  v.push_back({"decode_edges", decode()});
+  KvSpec s = decode();
+  s.seqlen_new = 0;
+  s.seqlens = {0, 1, 64};
+  v.push_back({"no_new_tokens_edges", s});
+  s.pass_new = false;
+  s.seqlens = {};
+  v.push_back({"whole_cache", s});
+  s = decode();
+  s.dtype = DType::BF16;
+  s.head_dim = s.head_dim_v = 128;
+  s.seqlens = {0, 17, 60};
+  s.seqlen_new = 4;
+  s.rotary_dim = 64;
+  s.causal = true;
+  s.seqlen_q = 4;
+  v.push_back({"append4_rotary_interleaved_causal_bf16", s});
+  s.interleaved = false;
+  s.causal = false;
+  s.seqlen_q = 3;
+  s.dtype = DType::F16;
+  v.push_back({"rotary_neox_noncausal_fp16", s});
+  s.window_left = 5;
+  s.window_right = 0;
+  s.seqlen_q = 2;
+  s.rotary_dim = 128;
+  v.push_back({"rotary_full_dim_local", s});
+  s = decode();
+  s.cache_batch = 5;
+  s.batch_idx = {4, 0, 2};
+  s.seqlens = {3, 0, 20};
+  s.seqlen_new = 2;
+  s.rotary_dim = 32;
+  v.push_back({"cache_batch_idx", s});
+  s = decode();
+  s.leftpad = {2, 0, 5};
+  s.seqlens = {10, 3, 5};
+  s.seqlen_new = 3;
+  s.seqlen_q = 3;
+  s.causal = true;
+  s.rotary_dim = 16;
+  v.push_back({"leftpad_causal", s});
+  s = decode();
+  s.page_size = 16;
+  s.seqlens = {0, 31, 45};
+  s.seqlen_new = 3;
+  s.rotary_dim = 32;
+  s.interleaved = false;
+  s.causal = true;
+  v.push_back({"paged16_rotary", s});
+  s = decode();
+  s.batch = 2;
+  s.heads_q = 6;
+  s.heads_kv = 3;
+  s.head_dim = 17;
+  s.head_dim_v = 40;
+  s.seqlen_cache = 113;
+  s.seqlens = {1, 96};
+  s.seqlen_q = 17;
+  s.seqlen_new = 17;
+  s.rotary_dim = 16;
+  s.softcap = 3.0f;
+  s.causal = true;
+  v.push_back({"odd_sizes_softcap", s});
+  s.num_splits = 3;  // split-KV over the gathered keys: the same result
+  v.push_back({"odd_sizes_split3", s});
+  return v;
+}
+
+class KvCacheCases : public ::testing::TestWithParam<NamedKv> {};
+
+TEST_P(KvCacheCases, CpuMatchesModel) { check_kvcache(GetParam().spec, Backend::CPU); }
+TEST_P(KvCacheCases, ReferenceMatchesModel) { check_kvcache(GetParam().spec, Backend::Reference); }
+
+INSTANTIATE_TEST_SUITE_P(Cases, KvCacheCases, ::testing::ValuesIn(kv_cases()),
+                         [](const ::testing::TestParamInfo<NamedKv>& p) { return p.param.name; });
+
+// The same logical cache in pages gives the same bits: out, lse and the appended tokens.
+TEST(KvCache, PagedEqualsContiguousBitwise) {
+  for (int page : {16, 32}) {
+    KvSpec s = decode();
+    s.dtype = DType::BF16;
+    s.seqlens = {5, 0, 40};
+    s.seqlen_new = 7;
+    s.seqlen_q = 7;
+    s.rotary_dim = 32;
+    s.causal = true;
+    const uint64_t seed = test_seed();
+    Rng rng(seed);
+    KvCase c = make_kv_case(s, rng);
+    KvCase p = to_paged(c, page, rng);
+    ASSERT_TRUE(forward_kvcache(c.args()).ok());
+    ASSERT_TRUE(forward_kvcache(p.args()).ok());
+    const std::string ctx = "page " + std::to_string(page) + ", " + seed_note(seed);
+    EXPECT_EQ(std::memcmp(c.out.view().data, p.out.view().data, size_t(c.out.numel()) * 2), 0) << ctx;
+    EXPECT_EQ(std::memcmp(c.lse.view().data, p.lse.view().data, size_t(c.lse.numel()) * 4), 0) << ctx;
+    for (int b = 0; b < s.batch; ++b) {
+      for (int64_t pos = 0; pos < c.cached(b) + s.seqlen_new; ++pos) {
+        const auto [r, at] = c.slot(b, pos);
+        const auto [pr, pat] = p.slot(b, pos);
+        const int64_t n = s.heads_kv * s.head_dim;
+        for (int64_t x = 0; x < n; ++x) {
+          ASSERT_EQ(c.k_cache.get((r * s.seqlen_cache + at) * n + x), p.k_cache.get((pr * page + pat) * n + x))
+              << "k at (" << b << ", " << pos << "); " << ctx;
+          ASSERT_EQ(c.v_cache.get((r * s.seqlen_cache + at) * n + x), p.v_cache.get((pr * page + pat) * n + x))
+              << "v at (" << b << ", " << pos << "); " << ctx;
+        }
+      }
+    }
+  }
+}
+
+// Validation: the call fails naming the argument, and neither the cache nor out is touched.
+struct KvRule {
+  const char* name;
+  std::function<void(KvCacheArgs&, KvCase&)> mutate;
+  Code code;
+  const char* message;
+};
+
+TEST(KvCache, ValidationRules) {
+  const Code bad = Code::InvalidArgument, unsup = Code::NotSupported;
+  const std::vector<KvRule> rules = {
+      {"num_splits", [](KvCacheArgs& a, KvCase&) { a.num_splits = -1; }, bad, "num_splits: must be >= 0"},
+      {"cache_dtype", [](KvCacheArgs& a, KvCase&) { a.k_cache.dtype = DType::BF16; }, bad, "k_cache: dtype bf16"},
+      {"v_cache_rows", [](KvCacheArgs& a, KvCase&) { a.v_cache.shape[1] = 3; }, bad, "v_cache: expected shape"},
+      {"cache_rows", [](KvCacheArgs& a, KvCase&) { a.k_cache.shape[0] = a.v_cache.shape[0] = 2; }, bad,
+       "k_cache: has 2 batch rows but q has batch 3"},
+      {"k_new_alone", [](KvCacheArgs& a, KvCase&) { a.v_new = Tensor{}; }, bad, "v_new: missing"},
+      {"new_without_seqlens", [](KvCacheArgs& a, KvCase&) { a.cache_seqlens = {}; }, bad,
+       "cache_seqlens: required with k_new/v_new"},
+      {"k_new_heads", [](KvCacheArgs& a, KvCase&) { a.k_new.shape[2] = 1; }, bad, "k_new: expected shape"},
+      {"seqlens_size", [](KvCacheArgs& a, KvCase&) { a.cache_seqlens.size = 2; }, bad,
+       "cache_seqlens: has 2 entries but batch is 3"},
+      {"seqlens_overflow", [](KvCacheArgs&, KvCase& c) { c.seqlens[2] = 64; }, bad,
+       "cache_seqlens: entry 2 is 64 but must be in [0, 63]"},
+      {"seqlens_negative", [](KvCacheArgs&, KvCase& c) { c.seqlens[0] = -1; }, bad, "cache_seqlens: entry 0 is -1"},
+      {"leftpad_past_seqlen", [](KvCacheArgs& a, KvCase& c) {
+         c.leftpad = {0, 2, 0};
+         a.cache_leftpad = {c.leftpad.data(), 3};
+       }, bad, "cache_leftpad: entry 1 is 2 but must be in [0, cache_seqlens = 1]"},
+      {"batch_idx_range", [](KvCacheArgs& a, KvCase& c) {
+         c.batch_idx = {0, 3, 1};
+         a.cache_batch_idx = {c.batch_idx.data(), 3};
+       }, bad, "cache_batch_idx: entry 1 is 3 but the cache has 3 batch rows"},
+      {"rotary_alone", [](KvCacheArgs& a, KvCase& c) { a.rotary_cos = c.q.view(); }, bad, "rotary_sin: missing"},
+      {"rotary_dim", [](KvCacheArgs& a, KvCase& c) {
+         c.cos = HostTensor(DType::F32, {64, 4});
+         c.sin = HostTensor(DType::F32, {64, 4});
+         a.rotary_cos = c.cos.view();
+         a.rotary_sin = c.sin.view();
+       }, bad, "rotary_cos: rotary_dim (2 * dim 1) is 8 but must be a multiple of 16"},
+      {"rotary_short", [](KvCacheArgs& a, KvCase& c) {
+         c.cos = HostTensor(DType::F32, {32, 8});
+         c.sin = HostTensor(DType::F32, {32, 8});
+         a.rotary_cos = c.cos.view();
+         a.rotary_sin = c.sin.view();
+       }, bad, "rotary_cos: has 32 positions but the cache holds 64"},
+      {"page_size", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(3 * 8, 0);
+         a.page_table = {c.page_table.data(), 3, 8};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 8;
+       }, bad, "k_cache: page_size (dim 1) is 8 but a paged cache needs a multiple of 16"},
+      {"paged_batch_idx", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(3 * 4, 0);
+         c.batch_idx = {0, 1, 2};
+         a.page_table = {c.page_table.data(), 3, 4};
+         a.cache_batch_idx = {c.batch_idx.data(), 3};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 16;
+       }, bad, "cache_batch_idx: not allowed with a paged cache"},
+      {"page_out_of_range", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(3 * 4, 0);
+         c.page_table[4 + 0] = 9;
+         a.page_table = {c.page_table.data(), 3, 4};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 16;
+       }, bad, "page_table: entry (1, 0) is 9 but the cache has 3 pages"},
+      {"paged_leftpad", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(3 * 4, 0);
+         c.leftpad = {0, 0, 0};
+         a.page_table = {c.page_table.data(), 3, 4};
+         a.cache_leftpad = {c.leftpad.data(), 3};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 16;
+       }, unsup, "cache_leftpad: not supported with a paged cache"},
+      {"lse_shape", [](KvCacheArgs& a, KvCase&) { a.lse.shape[2] = 2; }, bad, "lse: expected shape"},
+      {"head_dim_limit", [](KvCacheArgs& a, KvCase&) { a.backend = Backend::CUDA; }, Code::NotSupported, ""},
+  };
+  for (const KvRule& r : rules) {
+    Rng rng(test_seed());
+    KvSpec s = decode();
+    s.seqlens = {0, 1, 63};
+    KvCase c = make_kv_case(s, rng);
+    const std::vector<double> k_before = c.k_cache.to_f64();
+    KvCacheArgs a = c.args();
+    r.mutate(a, c);
+    const Status st = forward_kvcache(a);
+    if (std::string(r.name) == "head_dim_limit") {
+      // Built without CUDA: NotSupported; with CUDA: host tensors for the CUDA backend.
+      EXPECT_FALSE(st.ok()) << r.name;
+    } else {
+      EXPECT_EQ(int(st.code), int(r.code)) << r.name << ": " << st.message;
+      EXPECT_NE(st.message.find(r.message), std::string::npos) << r.name << ": \"" << st.message << "\"";
+    }
+    EXPECT_EQ(c.out.count_nan(), c.out.numel()) << r.name << ": out was written";
+    EXPECT_EQ(c.k_cache.to_f64(), k_before) << r.name << ": the cache was written";
+  }
+}
+
+}  // namespace
+}  // namespace fastattn::testing

@@ -1,0 +1,102 @@
+// Split-KV on the CPU backend: num_splits parts of each sequence's keys, merged, against the
+// float64 reference (FA3's rule) and against the unsplit call; splits that see no key (more splits
+// than key blocks, causal rows, local windows, empty sequences) carry no weight. The split-count
+// heuristic on known shapes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "api/split_heuristic.h"
+#include "cpu_cases.h"
+#include "cpu_check.h"
+#include "fastattn/fastattn.h"
+#include "support/attn_case.h"
+
+namespace fastattn::testing {
+namespace {
+
+CaseSpec with_splits(CaseSpec s, int splits) {
+  s.num_splits = splits;
+  return s;
+}
+
+std::vector<NamedCase> split_cases() {
+  constexpr DType F32 = DType::F32, BF16 = DType::BF16;
+  return {
+      {"decode_gqa_3", with_splits(shape(2, 1, 1000, 8, 2, 64, 64, F32), 3)},
+      {"decode_gqa_7_bf16", with_splits(shape(1, 1, 4097, 4, 1, 128, 128, BF16), 7)},
+      {"more_splits_than_blocks", with_splits(shape(1, 4, 100, 2, 2, 32, 32, F32), 64)},
+      {"causal_17x300", with_splits(causal(shape(2, 17, 300, 2, 1, 64, 48, F32)), 4)},
+      {"local_window", with_splits(local(shape(1, 113, 500, 2, 2, 32, 32, F32), 20, 0), 5)},
+      {"softcap", with_splits(softcap(shape(1, 3, 257, 2, 2, 64, 64, F32), 4.0f), 2)},
+      {"varlen_empty_seqs", with_splits(varlen(shape(1, 0, 0, 2, 1, 32, 32, F32), {1, 0, 17, 4}, {300, 5, 0, 129}), 4)},
+      {"padded_threads", with_splits(padded(shape(2, 5, 333, 4, 2, 32, 32, F32), 3), 3), 2},
+  };
+}
+
+class SplitKv : public ::testing::TestWithParam<NamedCase> {};
+
+TEST_P(SplitKv, MatchesReference) { check_cpu_forward(GetParam().spec, GetParam().threads); }
+
+// The merged result is the unsplit one up to fp32 rounding of the merge.
+TEST_P(SplitKv, MatchesUnsplit) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  AttnCase split = make_case(GetParam().spec, rng);
+  AttnCase whole = split;
+  whole.spec.num_splits = 1;
+  ASSERT_TRUE(forward(split.args(Backend::CPU)).ok());
+  ASSERT_TRUE(forward(whole.args(Backend::CPU)).ok());
+  const std::vector<double> a = split.out.to_f64(), b = whole.out.to_f64();
+  const std::vector<double> la = split.lse.to_f64(), lb = whole.lse.to_f64();
+  const double tol = GetParam().spec.dtype == DType::F32 ? 1e-5 : 1.0 / 64;  // bf16: one rounding step
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], tol * std::max(1.0, std::fabs(b[i]))) << "out[" << i << "]; " << seed_note(seed);
+  }
+  for (size_t i = 0; i < la.size(); ++i) {
+    if (std::isinf(lb[i])) {
+      ASSERT_EQ(la[i], lb[i]) << "lse[" << i << "]";
+    } else {
+      ASSERT_NEAR(la[i], lb[i], 1e-5 * std::max(1.0, std::fabs(lb[i]))) << "lse[" << i << "]; " << seed_note(seed);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, SplitKv, ::testing::ValuesIn(split_cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
+
+TEST(SplitKv, NegativeIsRejected) {
+  Rng rng(test_seed());
+  AttnCase c = make_case(with_splits(shape(1, 2, 3, 1, 1, 16, 16, DType::F32), -1), rng);
+  const Status st = forward(c.args(Backend::CPU));
+  EXPECT_EQ(int(st.code), int(Code::InvalidArgument));
+  EXPECT_NE(st.message.find("num_splits: must be >= 0"), std::string::npos) << st.message;
+}
+
+TEST(SplitHeuristic, KnownShapes) {
+  using detail::choose_num_splits;
+  // Decode b1, 8 KV heads (GQA packed: one tile each), 4096 keys in 32 blocks, 132 SMs: 16 splits
+  // (128 CTAs, 97 % of one wave); 15 and 14 leave 3 blocks per split like 11..13 do.
+  EXPECT_EQ(choose_num_splits({8, 32, 132}), 16);
+  // The same at batch 8 (64 tiles): 2 splits fill 97 % of the wave; batch 14 (112 tiles): none.
+  EXPECT_EQ(choose_num_splits({64, 32, 132}), 2);
+  EXPECT_EQ(choose_num_splits({112, 32, 132}), 1);
+  // Enough tiles to fill 80 % of the SMs: no split.
+  EXPECT_EQ(choose_num_splits({106, 1000, 132}), 1);
+  EXPECT_EQ(choose_num_splits({2000, 1000, 132}), 1);
+  // One key block: nothing to split.
+  EXPECT_EQ(choose_num_splits({1, 1, 132}), 1);
+  // One tile, 1024 key blocks: as many splits as SMs allow at full efficiency.
+  EXPECT_EQ(choose_num_splits({1, 1024, 132}), 114);
+  // Never more splits than key blocks or max_splits.
+  for (int64_t tiles : {1, 3, 8, 40}) {
+    for (int64_t blocks : {2, 7, 33, 1000}) {
+      const int32_t n = choose_num_splits({tiles, blocks, 132, 64});
+      EXPECT_GE(n, 1);
+      EXPECT_LE(n, std::min<int64_t>(blocks, 64)) << tiles << " tiles, " << blocks << " blocks";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fastattn::testing

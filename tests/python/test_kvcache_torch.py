@@ -1,0 +1,93 @@
+"""flash_attn_with_kvcache with torch tensors: the CPU backend always, the CUDA backend when a
+GPU is present (contiguous cache, rotary, cache_seqlens edges, CUDA-graph capture + replay)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: torch KV-cache tests skipped")
+
+import fastattn  # noqa: E402
+from checks import FLOAT32_FLOOR, assert_close, assert_lse_close  # noqa: E402
+from kvcache_model import model, rotary_angles  # noqa: E402
+
+CUDA = torch.cuda.is_available() and fastattn.cuda_available()
+
+
+def np64(x):
+    return x.detach().to("cpu", torch.float64).numpy()
+
+
+def _inputs(rng, device, dtype, b=3, s_q=1, h=8, h_kv=2, d=128, s_cache=256, s_new=1, rot=0):
+    def rand(*shape):
+        return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(device, dtype)
+    q, k, v = rand(b, s_q, h, d), rand(b, s_new, h_kv, d), rand(b, s_new, h_kv, d)
+    kc, vc = rand(b, s_cache, h_kv, d), rand(b, s_cache, h_kv, d)
+    cos = sin = None
+    if rot:
+        cos, sin = (torch.from_numpy(x).to(device, dtype) for x in rotary_angles(s_cache, rot))
+    return q, kc, vc, k, v, cos, sin
+
+
+def _check(inputs, seqlens, np_dtype, causal, out, lse, before):
+    q, kc, vc, k, v, cos, sin = inputs
+    kc0, vc0 = before
+    want = model(np64(q), kc0, vc0, np64(k), np64(v), None if cos is None else np64(cos),
+                 None if sin is None else np64(sin), seqlens, causal=causal, dtype=np_dtype)
+    kc_want, vc_want, out64, lse64, outlp = want
+    np.testing.assert_allclose(np64(kc), kc_want, rtol=2 ** -7, atol=2 ** -14)
+    np.testing.assert_array_equal(np64(vc), vc_want)
+    assert_close("out", np64(out), out64, outlp, np_dtype, FLOAT32_FLOOR if np_dtype == np.float32 else 0)
+    assert_lse_close(np64(lse), lse64, rtol=1e-4)
+
+
+def test_cpu_float32(rng):
+    inputs = _inputs(rng, "cpu", torch.float32, d=32, s_cache=64, s_new=2, s_q=2, rot=16)
+    seqlens = np.array([0, 1, 62], np.int32)
+    before = (np64(inputs[1]), np64(inputs[2]))
+    q, kc, vc, k, v, cos, sin = inputs
+    out, lse = fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cos, sin, torch.from_numpy(seqlens),
+                                                causal=True, return_softmax_lse=True)
+    _check(inputs, seqlens, np.float32, True, out, lse, before)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device or no CUDA kernels in this build")
+@pytest.mark.parametrize("rot", [0, 64], ids=["plain", "rotary"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_cuda_decode(rng, rot, causal):
+    inputs = _inputs(rng, "cuda", torch.bfloat16, s_new=1, rot=rot)
+    seqlens = np.array([0, 1, 255], np.int32)
+    before = (np64(inputs[1]), np64(inputs[2]))
+    q, kc, vc, k, v, cos, sin = inputs
+    out, lse = fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cos, sin,
+                                                torch.from_numpy(seqlens).cuda(), causal=causal,
+                                                return_softmax_lse=True)
+    _check(inputs, seqlens, "bfloat16", causal, out, lse, before)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device or no CUDA kernels in this build")
+def test_cuda_graph_decode_step(rng):
+    """A decode step captured once and replayed: the cache grows by one token per replay."""
+    inputs = _inputs(rng, "cuda", torch.bfloat16, s_new=1, rot=64)
+    q, kc, vc, k, v, cos, sin = inputs
+    seqlens = torch.tensor([3, 10, 100], dtype=torch.int32, device="cuda")
+    before = (np64(kc), np64(vc))
+    first = seqlens.cpu().numpy().copy()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm-up outside the graph
+        fastattn.flash_attn_with_kvcache(q, kc.clone(), vc.clone(), k, v, cos, sin, seqlens, causal=True)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cos, sin, seqlens, causal=True,
+                                                    return_softmax_lse=True)
+    kc.copy_(torch.from_numpy(before[0]).to(kc))  # capture does not run the kernels: start clean
+    vc.copy_(torch.from_numpy(before[1]).to(vc))
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(inputs, first, "bfloat16", True, out, lse, before)
+    # Second step: one more token cached, new k/v written at the next position.
+    before2 = (np64(kc), np64(vc))
+    seqlens += 1
+    graph.replay()
+    torch.cuda.synchronize()
+    _check(inputs, first + 1, "bfloat16", True, out, lse, before2)
