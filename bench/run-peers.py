@@ -476,7 +476,7 @@ class FaArgs(ctypes.Structure):
                 ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32), ("window_left", ctypes.c_int32),
                 ("window_right", ctypes.c_int32), ("softcap", ctypes.c_float), ("backend", ctypes.c_int32),
                 ("num_threads", ctypes.c_int32),
-                ("deterministic", ctypes.c_int32)]  # last: a library without it reads the fields before
+                ("deterministic", ctypes.c_int32), ("num_splits", ctypes.c_int32)]  # c_api.h's order
 
 
 class FastAttn:
