@@ -19,7 +19,7 @@ Status forward(const AttnArgs& args, void* stream) {
     case Backend::Reference: return reference::forward(p.problem);
     case Backend::CUDA:
 #ifdef FASTATTN_WITH_CUDA
-      return cuda_backend::forward(args, p.problem.scale, stream);
+      return cuda_backend::forward(p.problem, stream);
 #else
       break;
 #endif

@@ -7,9 +7,8 @@
 #include <cmath>
 #include <string>
 
-#include "cuda/common/fwd_params.h"
 #include "cuda/cuda_backend.h"
-#include "cuda/sched/gqa_pack.h"
+#include "cuda/launch_plan.h"
 #include "cuda/sm90/fwd_api.h"
 
 namespace fastattn::cuda_backend {
@@ -88,66 +87,18 @@ Status check_forward(const AttnArgs& a) {
   return Status::Ok();
 }
 
-Status forward(const AttnArgs& a, float scale, void* stream) {
-  FwdParams p;
-  const bool varlen = a.cu_seqlens_q.defined();
-  const int qd = a.q.ndim;  // 4 (b, s, h, d) or 3 (total, h, d)
-  p.out = a.out.data;
-  p.out_stride_s = a.out.stride[qd - 3];
-  p.out_stride_h = a.out.stride[qd - 2];
-  p.out_stride_b = varlen ? 0 : a.out.stride[0];
-  p.out_vec16 = aligned16(a.out) ? 1 : 0;
-  p.heads_q = int(a.q.shape[qd - 2]);
-  p.heads_kv = int(a.k.shape[qd - 2]);
-  p.q_per_kv = p.heads_q / p.heads_kv;
-  if (varlen) {
-    p.batch = int(a.cu_seqlens_q.size - 1);
-    p.seqlen_q = a.max_seqlen_q;
-    p.seqlen_k = a.max_seqlen_k;
-    p.cu_seqlens_q = a.cu_seqlens_q.data;
-    p.cu_seqlens_k = a.cu_seqlens_k.data;
-  } else {
-    p.batch = int(a.q.shape[0]);
-    p.seqlen_q = int(a.q.shape[1]);
-    p.seqlen_k = int(a.k.shape[1]);
-  }
-  p.seqused_q = a.seqused_q.data;
-  p.seqused_k = a.seqused_k.data;
-  if (a.lse.defined()) {
-    p.lse = static_cast<float*>(a.lse.data);
-    if (varlen) {  // (h, total_q)
-      p.lse_stride_h = a.lse.stride[0];
-      p.lse_stride_s = a.lse.stride[1];
-    } else {  // (b, h, s_q)
-      p.lse_stride_b = a.lse.stride[0];
-      p.lse_stride_h = a.lse.stride[1];
-      p.lse_stride_s = a.lse.stride[2];
-    }
-  }
-  constexpr float kLog2e = 1.4426950408889634f;
-  if (a.softcap > 0.f) {
-    p.softcap = a.softcap;
-    p.softcap_in = scale / a.softcap;
-    p.scale_log2 = kLog2e;
-  } else {
-    p.scale_log2 = scale * kLog2e;
-  }
-  p.window_left = a.window_left;
-  p.window_right = a.causal ? 0 : a.window_right;
-  // 128-row m-blocks per (batch, q head), or GQA head packing for short queries (sched/gqa_pack.h).
-  const int64_t tiles = set_tile_space(p, varlen);
-  if (tiles > INT32_MAX) return Status::Unsupported("q: more than 2^31 tiles of 128 rows x heads x batch");
-  p.tiles = int(tiles);
-
-  const int d = int(a.q.shape[qd - 1]);
+Status forward(const detail::Problem& problem, void* stream) {
+  const LaunchProblem lp = make_launch_problem(problem);
+  const int d = problem.head_dim;
   auto s = static_cast<cudaStream_t>(stream);
 #ifdef FASTATTN_HAS_SM90
 #define FASTATTN_FWD_CASE(DT, CT, HD) \
-  if (a.q.dtype == DT && d == HD) return sm90::launch_fwd<CT, HD>(a, p, s);
+  if (problem.dtype == DT && d == HD) return sm90::launch_fwd<CT, HD>(lp, s);
 #include "cuda/sm90/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
 #endif
   (void)s;
+  (void)d;
   return Status::Unsupported("CUDA forward: no kernel for this dtype and head dim");
 }
 

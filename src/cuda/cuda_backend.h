@@ -2,6 +2,7 @@
 // (no CUDA types), so the api layer compiles without nvcc.
 #pragma once
 
+#include "api/problem.h"
 #include "fastattn/types.h"
 
 namespace fastattn::cuda_backend {
@@ -13,8 +14,8 @@ bool available();
 // instantiated in this build, 16-byte alignment of base pointers and strides (TMA), features.
 Status check_forward(const AttnArgs& args);
 
-// Runs the forward. `scale` is the resolved softmax scale. Args are validated.
-Status forward(const AttnArgs& args, float scale, void* stream);
+// Runs the forward of a validated, resolved problem (its index arrays stay on the device, unread).
+Status forward(const detail::Problem& problem, void* stream);
 
 // One line: archs, head dims, dtypes and the number of kernels compiled in.
 const char* build_info();

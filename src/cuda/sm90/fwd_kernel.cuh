@@ -10,7 +10,7 @@
 // current tile's output is stored while the other warpgroup's GEMMs run.
 // A warpgroup whose 64 rows of a tile are all padding skips that tile's GEMMs (idle_for).
 // GQA head packing (short queries, sched/gqa_pack.h) is a run-time mode of the same kernel: a tile
-// then holds several q heads of one KV head (tile row -> head and position through FwdParams'
+// then holds several q heads of one KV head (tile row -> head and position through the schedule's
 // row maps); only the mask's row positions and the register store of O look at it.
 #pragma once
 
@@ -20,7 +20,6 @@
 #include <cuda/ptx>
 #include <type_traits>
 
-#include "cuda/common/fwd_params.h"
 #include "cuda/common/online_softmax.cuh"
 #include "cuda/common/quad_transpose.cuh"
 #include "cuda/common/seqlen.cuh"
@@ -29,6 +28,7 @@
 #include "cuda/mask/window_mask.cuh"
 #include "cuda/prof/loop_probes.cuh"
 #include "cuda/sm90/fwd_config.h"
+#include "cuda/sm90/fwd/params.h"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -36,8 +36,6 @@
 #include "cuda/sm90/prim/wgmma.cuh"
 
 namespace fastattn::sm90 {
-
-using cuda_backend::FwdParams;
 
 constexpr int kPingPongBar = 1;  // named barriers 1..3, one per consumer warpgroup (0 is __syncthreads)
 constexpr int kStoreBar = 4;     // 4..6: a warpgroup's O rows are in smem, ready for the TMA store
@@ -78,16 +76,16 @@ struct FwdTile {
   __device__ __forceinline__ bool block_full(int n) const { return n >= full_begin && n < full_end; }
 };
 
-// With FwdParams::first_block_pad a sequence's padding rows (rows_q not a multiple of kBlockM) sit
+// With TileSchedule::first_block_pad a sequence's padding rows (rows_q not a multiple of kBlockM) sit
 // in its first m-block, whose m0 is then negative: Q rows above the sequence come in as TMA zero
 // fill or another sequence's rows, are masked like any row, and are never stored.
 template <class Cfg>
 __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
-  const cuda_backend::TileCoord c = cuda_backend::tile_coord(p, p.div, id);
-  cuda_backend::SeqInfo seq(p, c.batch);
-  cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.window_left, p.window_right};
-  const int pad =
-      p.first_block_pad >= 0 ? p.first_block_pad : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
+  const cuda_backend::TileCoord c = cuda_backend::tile_coord(p.sched, p.sched.div, p.attn, id);
+  cuda_backend::SeqInfo seq(p.attn, c.batch);
+  cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
+  const int pad = p.sched.first_block_pad >= 0 ? p.sched.first_block_pad
+                                               : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
   FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, 0, 0, 0, 0};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
   if (t.m0 < t.m1) {
@@ -106,7 +104,7 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
 // 2026-11-22: d = 64 unmasked s 4k 1.024-1.027, 8k 1.030-1.036; docs/notes/fwd-sm90.md).
 __device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, int wg) {
   const int r0 = t.m0 + 64 * wg;
-  return p.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
+  return p.sched.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
 }
 
 // This CTA's tiles of the persistent schedule (sched/tile_order.cuh), in order, skipping those
@@ -117,9 +115,9 @@ struct TileWalk {
 
   template <class Cfg>
   __device__ __forceinline__ bool next(const FwdParams& p) {
-    for (; round * cuda_backend::cta_count() < p.tiles;) {
+    for (; round * cuda_backend::cta_count() < p.sched.tiles;) {
       id = cuda_backend::tile_of_round(round++, cuda_backend::cta_index(), cuda_backend::cta_count());
-      if (id >= p.tiles) continue;
+      if (id >= p.sched.tiles) continue;
       t = make_tile<Cfg>(p, id);
       if (t.m0 < t.seq.rows_q) return true;
     }
@@ -172,7 +170,7 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
 // (zero or other heads' rows of the Q box), are dropped; rows past seqused get out 0 and lse -inf
 // (the reference's convention). With one Q buffer (d256, the long-row d128 configs) a quad
 // transposes its column pairs so that each lane holds 8 consecutive columns: one 16-byte store
-// where out's rows are 16-byte aligned (p.out_vec16; d256: 16 stores per thread instead of 64, and
+// where out's rows are 16-byte aligned (p.store.out_vec16; d256: 16 stores per thread instead of 64, and
 // a warp writes 64 contiguous bytes per row instead of 16), else four 4-byte ones (out needs only
 // 4-byte alignment and even strides). Not in the block stream (two Q buffers), where the store
 // runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
@@ -186,18 +184,19 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
   static_assert(D % 32 == 0, "16-byte stores take 4 column groups of 8 at a time");
   const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
   // The tile's q heads: pack_heads (1 unpacked), fewer in a KV head's last group.
-  const int heads = min(p.pack_heads, (e.kv_head + 1) * p.q_per_kv - e.head);
+  const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int t = row_in_tile + 8 * h, r = e.m0 + (t & p.row_pos_mask), g = t >> p.row_head_shift;
+    const int t = row_in_tile + 8 * h, r = e.m0 + (t & p.sched.row_pos_mask), g = t >> p.sched.row_head_shift;
     if (r >= e.seq.len_q) {
       inv[h] = 0.f;
       lse[h] = -INFINITY;
     }
     const bool keep = unsigned(r) < unsigned(e.seq.rows_q) && g < heads;  // r < 0: first_block_pad
     const int64_t head = e.head + g;
-    T* out = static_cast<T*>(p.out) + b_off * p.out_stride_b + (e.seq.q_offset + r) * p.out_stride_s +
-             head * p.out_stride_h;
+    const cuda_backend::AttnParams& a = p.attn;
+    T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + (e.seq.q_offset + r) * a.out_stride_s +
+             head * a.out_stride_h;
     if constexpr (Cfg::kQBuffers == 1) {
 #pragma unroll
       for (int j = 0; j < D / 8; j += 4) {  // the quad's shuffles need every lane: only the store is predicated
@@ -207,7 +206,7 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
           m[k] = pack2<T>(o[4 * (j + k) + 2 * h] * inv[h], o[4 * (j + k) + 2 * h + 1] * inv[h]);
         const uint4 v = cuda_backend::quad_transpose(m, quad_col);
         T* dst = out + 8 * (j + quad_col);
-        if (keep && p.out_vec16) {
+        if (keep && p.store.out_vec16) {
           *reinterpret_cast<uint4*>(dst) = v;
         } else if (keep) {
           reinterpret_cast<uint32_t*>(dst)[0] = v.x;
@@ -222,8 +221,8 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
         *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) =
             pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
     }
-    if (keep && p.lse != nullptr && quad_col == 0)
-      p.lse[b_off * p.lse_stride_b + head * p.lse_stride_h + (e.seq.q_offset + r) * p.lse_stride_s] = lse[h];
+    if (keep && a.lse != nullptr && quad_col == 0)
+      a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + (e.seq.q_offset + r) * a.lse_stride_s] = lse[h];
   }
 }
 
@@ -258,7 +257,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   TileWalk walk;
   // O leaves through its tile's Q buffer and a TMA store (two Q buffers, fixed-length batches):
   // that buffer is released once the store has read it, not after the tile's last QK.
-  const bool tma_out = Cfg::kQBuffers == 2 && p.out_tma != 0;
+  const bool tma_out = Cfg::kQBuffers == 2 && p.store.out_tma != 0;
   const bool store_thread = warp_in_wg == 0 && lane == 0;
   int q_pending = -1;  // Q buffer whose O store is in flight, to be released
 
@@ -308,7 +307,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // or packed, the rows' positions within their heads.
   auto mask_scores = [&](int n) {
     const FwdTile& t = walk.t;
-    const int row0 = t.m0 + (row_in_tile & p.row_pos_mask), row1 = row0 + p.row8_step;
+    const int row0 = t.m0 + (row_in_tile & p.sched.row_pos_mask), row1 = row0 + p.sched.row8_step;
     const int n0 = n * N;
 #ifdef FASTATTN_MASK_PLAIN
     cuda_backend::apply_window_plain<N, 0>(s, t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
@@ -323,9 +322,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // Softcap, then the mask on partial tiles only.
   auto shape_scores = [&](int n) {
     const FwdTile& t = walk.t;
-    if (p.softcap != 0.f) {
+    if (p.attn.softcap != 0.f) {
 #pragma unroll
-      for (int i = 0; i < N / 2; ++i) s[i] = p.softcap * tanhf(s[i] * p.softcap_in);
+      for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
     }
     if (!t.block_full(n)) mask_scores(n);
   };
@@ -336,7 +335,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // store frees it).
   auto plain_lo = [&](int n) {
     const FwdTile& t = walk.t;
-    if (p.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= t.full_end)) return n;
+    if (p.attn.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= t.full_end)) return n;
     return max(t.full_begin, t.n_begin + (tma_out ? 0 : 1));
   };
   auto scores_to_p = [&](const float (&x)[N / 2]) {
@@ -354,9 +353,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         inv[h] = 0.f;
         lse[h] = -INFINITY;
       }
-      if (p.lse != nullptr && quad_col == 0 && unsigned(row) < unsigned(e.seq.rows_q))  // row < 0: first_block_pad
-        p.lse[int64_t(e.seq.batch_coord) * p.lse_stride_b + int64_t(e.head) * p.lse_stride_h +
-              int64_t(e.seq.q_offset + row) * p.lse_stride_s] = lse[h];
+      const cuda_backend::AttnParams& a = p.attn;
+      if (a.lse != nullptr && quad_col == 0 && unsigned(row) < unsigned(e.seq.rows_q))  // row < 0: first_block_pad
+        a.lse[int64_t(e.seq.batch_coord) * a.lse_stride_b + int64_t(e.head) * a.lse_stride_h +
+              int64_t(e.seq.q_offset + row) * a.lse_stride_s] = lse[h];
     }
     // This warpgroup's 64 rows, normalised, into the Q buffer in the 128-byte-swizzled layout that
     // TMA reads (16-byte chunk c of row r at chunk c ^ (r % 8)), by stmatrix: per instruction the
@@ -443,7 +443,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 
   bool more = next_keyed_tile();
   while (more) {  // one run of blocks: the whole walk with two Q buffers, else one tile
-    prof::LoopProbe probe(p, wg);  // empty unless FASTATTN_LOOP_PROBES (issue #6)
+    prof::LoopProbe probe(wg);  // empty unless FASTATTN_LOOP_PROBES (issue #6)
 #pragma unroll
     for (int i = 0; i < D / 2; ++i) o[i] = 0.f;  // overwritten by the first PV; keeps it defined
     softmax = cuda_backend::OnlineSoftmax<N>{};
@@ -461,7 +461,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     fence_operands(s);
     release_qk_operands(n);
     shape_scores(n);
-    softmax.step(s, p.scale_log2, alpha);
+    softmax.step(s, p.attn.scale_log2, alpha);
     scores_to_p(s);
 
     // One block of the stream: QK of block n, PV of the block before it. The generic body handles
@@ -555,9 +555,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // A full step: the row maxima, then the exps; O rescaled where a max moved.
       auto full_step = [&](auto&& hook) {
         if constexpr (Cfg::kMaximaFirst)
-          softmax.step_maxima_first(s, p.scale_log2, alpha, hook);
+          softmax.step_maxima_first(s, p.attn.scale_log2, alpha, hook);
         else
-          softmax.step(s, p.scale_log2, alpha, hook);
+          softmax.step(s, p.attn.scale_log2, alpha, hook);
         scores_to_p(s);
         if (new_max()) cuda_backend::scale_rows<D>(o, alpha);
       };
@@ -566,7 +566,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // 1's exps, and only a warp whose p passed the limit redoes the block, on the kept scores.
       if constexpr (!kGeneric && Cfg::kDeferredMax) {
         float pr[N / 2], sum[2];
-        softmax.step_deferred(s, pr, p.scale_log2, sum, between_rows);
+        softmax.step_deferred(s, pr, p.attn.scale_log2, sum, between_rows);
         scores_to_p(pr);
         if (__all_sync(0xffffffffu, softmax.deferred_ok(sum)))
           softmax.accept_deferred(sum);
@@ -649,7 +649,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
     // q_empty: per consumer warp after the tile's last QK, or per warpgroup after its O store
-    const bool tma_out = Cfg::kQBuffers == 2 && p.out_tma != 0;
+    const bool tma_out = Cfg::kQBuffers == 2 && p.store.out_tma != 0;
     if (tma_out) prefetch_tma_map(&to);
 #pragma unroll
     for (int b = 0; b < Cfg::kQBuffers; ++b) {

@@ -5,48 +5,52 @@
 
 #include <string>
 
-#include "cuda/common/fwd_params.h"
-#include "cuda/sm90/fwd_kernel.cuh"
+#include "cuda/launch_plan.h"
 #include "cuda/sm90/fwd_api.h"
-#include "cuda/causal_sections.h"
-#include "cuda/device_info.h"
-#include "cuda/sched/gqa_pack.h"
+#include "cuda/sm90/fwd_kernel.cuh"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
 
 template <class T, class Cfg>
-Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
+Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
+  using cuda_backend::Role;
+  using cuda_backend::tma_tensor;
   constexpr int D = Cfg::kHeadDim;
+  const detail::Problem& pr = *lp.problem;
   CUtensorMap tq, tk, tv, to;
   // GQA packing (sched/gqa_pack.h): the Q box is R rows x 128 / R heads from the tile's first head,
   // landing as rows g * R + i of the 128-row buffer in the same 128-byte-swizzled row layout (the
   // swizzle follows the smem row), and as many bytes as the unpacked box (the producer's expect_tx).
-  if (Cfg::kBlockM != cuda_backend::kTileRows && p.pack_rows > 0)
+  if (Cfg::kBlockM != cuda_backend::kPackTileRows && lp.pack.rows > 0)
     return Status::Unsupported("internal: GQA packing needs 128-row tiles");  // launch_fwd routes it
-  const int q_box_rows = p.pack_rows > 0 ? p.pack_rows : Cfg::kBlockM;
-  Status st = cuda_backend::make_tma_map(args.q, q_box_rows, &tq, Cfg::kBlockM / q_box_rows);
-  if (st.ok()) st = cuda_backend::make_tma_map(args.k, Cfg::kBlockN, &tk);
-  if (st.ok()) st = cuda_backend::make_tma_map(args.v, Cfg::kBlockN, &tv);
+  const int q_box_rows = lp.pack.rows > 0 ? lp.pack.rows : Cfg::kBlockM;
+  Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), q_box_rows, &tq, Cfg::kBlockM / q_box_rows);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kBlockN, &tk);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kBlockN, &tv);
   if (!st.ok()) return st;
   // O goes out by TMA (64-row boxes, one per consumer warpgroup) where the kernel can stage it in
   // a spare Q buffer and TMA can address it: fixed-length (TMA cannot stop at a varlen sequence's
-  // end) with 16-byte-aligned base and strides; else by plain stores from registers. Not at d = 64:
-  // there the register stores measured 2-3% faster (H100 A/B, 2026-11-21: s1k and s8k full), while
-  // d = 128 gained 4-8% from TMA (s = 1k, GQA). Not under GQA packing: a warpgroup's 64 rows are
-  // then several heads' rows (register stores, which drop the padding rows).
-  cuda_backend::FwdParams params = p;
-  // The host's tile space counts 128-row m-blocks; a 192-row config (three consumer warpgroups)
-  // has fewer tiles than the host's tile check bounded.
-  if (Cfg::kBlockM != cuda_backend::kTileRows)
-    params.tiles = int(cuda_backend::set_tile_space(params, args.cu_seqlens_q.defined(), Cfg::kBlockM));
-  params.out_tma = Cfg::kQBuffers == 2 && D > 64 && p.pack_rows == 0 && cuda_backend::tma_storable(args.out) &&
-                   cuda_backend::make_tma_map(args.out, 64, &to).ok();
-  if (!params.out_tma) to = tq;  // unused
-  if (params.out_tma) {  // a TMA store box cannot start above row 0 (FwdParams::first_block_pad)
-    params.first_block_pad = 0;
-    if (params.window_right < 0) params.heavy_first = 0;  // unmasked: the light tile would come first
-  }
+  // end) with 16-byte-aligned base and strides; else by plain stores from registers. Not at d = 64,
+  // where the register stores measured 2-3% faster (docs/notes/fwd-sm90.md). Not under GQA
+  // packing: a warpgroup's 64 rows are then several heads' rows (register stores, which drop the
+  // padding rows).
+  const cuda_backend::TmaTensor out = tma_tensor(pr, Role::Out);
+  FwdParams params;
+  params.attn = lp.attn;
+  params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;
+  params.store.out_tma = Cfg::kQBuffers == 2 && D > 64 && lp.pack.rows == 0 && cuda_backend::tma_storable(out) &&
+                         cuda_backend::make_tma_map(out, 64, &to).ok();
+  if (!params.store.out_tma) to = tq;  // unused
+  // The schedule, once the config is known: its tile rows, and a TMA store box cannot start above
+  // row 0 (TileSchedule::first_block_pad).
+  cuda_backend::ScheduleShape shape;
+  shape.tile_rows = Cfg::kBlockM;
+  shape.pad_first_ok = !params.store.out_tma;
+  shape.kv_bytes_per_slot = int64_t(lp.attn.seqlen_k) * (pr.head_dim + pr.head_dim_v) * int64_t(sizeof(T));
+  int ctas = 0;
+  st = cuda_backend::plan_schedule(lp, shape, &params.sched, &ctas);
+  if (!st.ok()) return st;
   auto kernel = fwd_kernel<T, Cfg>;
   const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
   static bool attr_set = false;  // per instantiation; racing first calls set the same value
@@ -55,16 +59,8 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
     if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
     attr_set = true;
   }
-  if (params.tiles == 0) return Status::Ok();
+  if (params.sched.tiles == 0) return Status::Ok();
   // Persistent: one CTA per SM (smem allows no second), each walks its share of the tiles.
-  int ctas = 0;
-  st = cuda_backend::persistent_grid(params.tiles, &ctas);
-  if (!st.ok()) return st;
-  const int64_t kv_bytes_per_slot = int64_t(p.seqlen_k) * (args.k.shape[args.k.ndim - 1] + args.v.shape[args.v.ndim - 1]) *
-                                    int64_t(sizeof(T));
-  st = cuda_backend::set_section_slots(params, ctas, Cfg::kBlockM, kv_bytes_per_slot);
-  if (!st.ok()) return st;
-  params.div = cuda_backend::tile_divisors(params);  // the tile space and section width are final
   kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, to, params);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
@@ -96,23 +92,20 @@ Status launch_cfg(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaSt
 // - d = 64, GQA-packed (128-row tiles only): 128 keys, 3 stages for s_k <= 1024; longer keys keep
 //   192 (decode b8 h32/8 s_k 8k: 128 keys 0.92, b16 s_k 16k 0.98).
 constexpr int kShortMaxKeys64 = 1024;
-constexpr int kNarrowWindow128 = 64;
-inline bool unmasked(const cuda_backend::FwdParams& p) { return p.window_left < 0 && p.window_right < 0; }
-inline bool narrow_window(const cuda_backend::FwdParams& p) {
-  return p.window_left >= 0 && p.window_right >= 0 && p.window_left + p.window_right <= kNarrowWindow128;
-}
 
 template <class T, int D>
-Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream) {
+Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
+  using cuda_backend::MaskClass;
   if constexpr (D == 64) {
-    const bool short_keys = p.seqlen_k <= kShortMaxKeys64;
-    if (p.pack_rows == 0 && !(short_keys && !unmasked(p))) return launch_cfg<T, FwdConfig<64, 128, 3, 3>>(args, p, stream);
-    if (short_keys) return launch_cfg<T, FwdConfig<64, 128, 3>>(args, p, stream);
+    const bool short_keys = lp.attn.seqlen_k <= kShortMaxKeys64;
+    const bool masked = lp.mask != MaskClass::None;
+    if (lp.pack.rows == 0 && !(short_keys && masked)) return launch_cfg<T, FwdConfig<64, 128, 3, 3>>(lp, stream);
+    if (short_keys) return launch_cfg<T, FwdConfig<64, 128, 3>>(lp, stream);
   }
   if constexpr (D == 128) {
-    if (narrow_window(p)) return launch_cfg<T, FwdConfig<128, 64, 4>>(args, p, stream);
+    if (lp.mask == MaskClass::NarrowLocal) return launch_cfg<T, FwdConfig<128, 64, 4>>(lp, stream);
   }
-  return launch_cfg<T, FwdConfig<D>>(args, p, stream);
+  return launch_cfg<T, FwdConfig<D>>(lp, stream);
 }
 
 }  // namespace fastattn::sm90
