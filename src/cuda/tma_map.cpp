@@ -48,6 +48,21 @@ TmaTensor tma_tensor(const detail::Problem& p, Role role) {
   return t;
 }
 
+TmaTensor tma_tensor(const Tensor& t) {
+  TmaTensor m;
+  m.data = t.data;
+  m.dtype = t.dtype;
+  m.varlen = t.ndim == 3;
+  m.batch = m.varlen ? 1 : t.shape[0];
+  m.rows = t.shape[t.ndim - 3];
+  m.heads = t.shape[t.ndim - 2];
+  m.dim = t.shape[t.ndim - 1];
+  m.stride_s = t.stride[t.ndim - 3];
+  m.stride_h = t.stride[t.ndim - 2];
+  m.stride_b = m.varlen ? m.stride_s * (m.rows > 0 ? m.rows : 1) : t.stride[0];
+  return m;
+}
+
 Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_heads) {
   EncodeFn encode = encode_fn();
   if (encode == nullptr) return {Code::CudaError, "cuTensorMapEncodeTiled is not available from the driver"};

@@ -23,6 +23,8 @@ struct TmaTensor {
 
 enum class Role { Q, K, V, Out };
 TmaTensor tma_tensor(const detail::Problem& p, Role role);
+// A (b, s, h, d) or varlen (total, h, d) tensor with unit last stride (the GPU unit tests' maps).
+TmaTensor tma_tensor(const Tensor& t);
 
 // Strides must be multiples of 16 bytes (checked before, in check_forward).
 Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_heads = 1);

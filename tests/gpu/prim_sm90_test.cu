@@ -274,7 +274,8 @@ void check_launch() {
 
 // A device tensor (b, s, h, d) and its TMA map with `box_rows`-row boxes.
 void make_map(void* data, DType dt, std::initializer_list<int64_t> shape, int box_rows, CUtensorMap* map) {
-  const Status st = cuda_backend::make_tma_map(make_tensor(data, dt, shape, Device::CUDA), box_rows, map);
+  const Status st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(make_tensor(data, dt, shape, Device::CUDA)), box_rows,
+                                                    map);
   ASSERT_TRUE(st.ok()) << st.message;
 }
 

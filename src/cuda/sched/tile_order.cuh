@@ -6,13 +6,9 @@
 #pragma once
 
 #include "cuda/common/attn_params.h"
+#include "cuda/common/host_device.h"
 #include "cuda/sched/tile_schedule.h"
 
-#ifdef __CUDACC__
-#define FASTATTN_HD __host__ __device__ __forceinline__
-#else
-#define FASTATTN_HD inline
-#endif
 
 namespace fastattn::cuda_backend {
 

@@ -24,6 +24,7 @@
 #include "cuda/common/quad_transpose.cuh"
 #include "cuda/common/seqlen.cuh"
 #include "cuda/sched/tile_order.cuh"
+#include "cuda/mask/block_source.cuh"
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/mask/window_mask.cuh"
 #include "cuda/prof/loop_probes.cuh"
@@ -64,16 +65,15 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-// The tile being worked on: which sequence, head and query rows, and which KV tiles it sees.
+// The tile being worked on: which sequence, head and query rows, and which KV blocks it visits.
 // Packed (GQA, sched/gqa_pack.h): `head` is the first of the tile's q heads, m0 = 0 and [m0, m1)
 // the query positions that all its heads share.
 struct FwdTile {
   cuda_backend::SeqInfo seq;
   cuda_backend::WindowMask mask;
-  int head, kv_head, m0, m1, n_begin, n_end;
-  int full_begin, full_end;  // blocks [full_begin, full_end) need no mask
-  __device__ __forceinline__ bool sees_keys() const { return n_end > n_begin; }
-  __device__ __forceinline__ bool block_full(int n) const { return n >= full_begin && n < full_end; }
+  int head, kv_head, m0, m1;
+  cuda_backend::BlockRange blocks;  // its key blocks, walked last first (mask/block_source.cuh)
+  __device__ __forceinline__ bool sees_keys() const { return blocks.end > blocks.begin; }
 };
 
 // With TileSchedule::first_block_pad a sequence's padding rows (rows_q not a multiple of kBlockM) sit
@@ -86,12 +86,9 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
   const int pad = p.sched.first_block_pad >= 0 ? p.sched.first_block_pad
                                                : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
-  FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, 0, 0, 0, 0};
+  FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, {}};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
-  if (t.m0 < t.m1) {
-    mask.tile_range(t.m0, t.m1, Cfg::kBlockN, t.n_begin, t.n_end);
-    mask.full_range(t.m0, t.m1, Cfg::kBlockN, t.full_begin, t.full_end);
-  }
+  if (t.m0 < t.m1) t.blocks = cuda_backend::key_blocks(mask, t.m0, t.m1, Cfg::kBlockN);
   return t;
 }
 
@@ -151,16 +148,17 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   // K runs one block ahead of V (FA3's order): K(n - 1) waits only for QK(n + 1) to free its slot,
   // not behind V(n), whose slot frees later (after PV(n + 2)). Both rings advance once per block,
   // so K(n) and V(n) share a stage index, as the consumers expect.
-  auto row_of = [&](int n) { return t.seq.k_offset + n * Cfg::kBlockN; };
+  const cuda_backend::BlockRange b = t.blocks;  // a copy: through a reference ptxas ordered the coordinates' moves apart
+  auto row_of = [&](int it) { return t.seq.k_offset + b.block(it) * Cfg::kBlockN; };
   PipeState<Cfg::kStages> pk = ps;
-  load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(t.n_end - 1));
+  load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(b.first()));
   pk.advance();
-  for (int n = t.n_end - 1; n >= t.n_begin; --n, ps.advance()) {
-    if (n > t.n_begin) {
-      load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(n - 1));
+  for (int it = b.first(); !b.done(it); it = b.next(it), ps.advance()) {
+    if (b.has_next(it)) {
+      load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(b.next(it)));
       pk.advance();
     }
-    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(n));
+    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(it));
   }
 }
 
@@ -291,7 +289,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // After block n's QK: free its K slot, and the tile's Q buffer if n was the tile's last block.
   auto release_qk_operands = [&](int n) {
     release(&sm.k_empty[ps.stage()]);
-    if (!tma_out && n == walk.t.n_begin) release(&sm.q_empty[qs.stage()]);
+    if (!tma_out && walk.t.blocks.is_last(n)) release(&sm.q_empty[qs.stage()]);
   };
   // TMA-store mode: the Q buffer of the last stored tile goes back to the producer once the store
   // has read it (one arrival per warpgroup; checked an iteration later, so nobody waits for it).
@@ -308,7 +306,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   auto mask_scores = [&](int n) {
     const FwdTile& t = walk.t;
     const int row0 = t.m0 + (row_in_tile & p.sched.row_pos_mask), row1 = row0 + p.sched.row8_step;
-    const int n0 = n * N;
+    const int n0 = t.blocks.block(n) * N;
 #ifdef FASTATTN_MASK_PLAIN
     cuda_backend::apply_window_plain<N, 0>(s, t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
     cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col);
@@ -326,7 +324,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
     }
-    if (!t.block_full(n)) mask_scores(n);
+    if (!t.blocks.full(n)) mask_scores(n);
   };
   // After block n (scores in s): blocks n - 1 down to the returned one run in the plain loop body
   // (none when it is n): full blocks (no mask), or with Cfg::kMaskInPlainBody also the partial
@@ -335,8 +333,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // store frees it).
   auto plain_lo = [&](int n) {
     const FwdTile& t = walk.t;
-    if (p.attn.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= t.full_end)) return n;
-    return max(t.full_begin, t.n_begin + (tma_out ? 0 : 1));
+    const cuda_backend::BlockRange& b = t.blocks;
+    // (the next block above the full ones, spelled on the fields: through above_full(next(n)) the
+    // one-Q-buffer kernels' loop grew by an instruction)
+    if (p.attn.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= b.full_end)) return n;
+    return b.full_run_end(!tma_out);
   };
   auto scores_to_p = [&](const float (&x)[N / 2]) {
 #pragma unroll
@@ -419,17 +420,17 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   };
 
   // An idle tile (idle_for) for this warpgroup: its scores are never stored, so it takes the
-  // stream's first block of the tile (K of block n_end - 1) as block n_begin, whose QK also frees
-  // the Q buffer, and the tile ends after it; then skip_idle_blocks follows the other n_end - 1 -
-  // n_begin blocks without work: for each, it waits for K and the block before's V as a working
+  // stream's first block of the tile (K of blocks.first()) as the walk's last, whose QK also frees
+  // the Q buffer, and the tile ends after it; then skip_idle_blocks follows the tile's other
+  // blocks without work: for each, it waits for K and the block before's V as a working
   // first warpgroup would (the others read them after its turn), takes and passes its turn, and
   // releases both slots. The tile's last V stays with the iteration that follows, whose PV (of
   // the first block's P, unused) reads and releases it as the other warpgroups' PV of that block
   // does. The count is re-derived from the tile (kept across the loop, it spilled 4 bytes, d = 64).
-  auto first_block = [&]() { return idle_for(p, walk.t, wg) ? walk.t.n_begin : walk.t.n_end - 1; };
+  auto first_block = [&]() { return idle_for(p, walk.t, wg) ? walk.t.blocks.last() : walk.t.blocks.first(); };
   auto skip_idle_blocks = [&](const FwdTile& e) {
     if (!idle_for(p, e, wg)) return;
-    for (int j = e.n_begin; j < e.n_end - 1; ++j) {
+    for (int j = e.blocks.last(); j < e.blocks.first(); ++j) {  // one turn per block after the first
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
       mbar_wait(&sm.k_full[ps.stage()], ps.phase());
@@ -521,7 +522,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       if constexpr (kGeneric)
         shape_scores(n);
       else if constexpr (Cfg::kMaskInPlainBody) {
-        if (n >= walk.t.full_end) mask_scores(n);  // plain blocks are >= full_begin (plain_lo)
+        if (walk.t.blocks.above_full(n)) mask_scores(n);  // plain blocks are >= full_begin (plain_lo)
       }
       probe.mark(prof::kMasked);
       // PV(n+1) retires: O is complete for block n+1. A plain wgmma_wait<0>() was hoisted by ptxas
@@ -584,13 +585,14 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     bool plain = n > lo;  // block n - 1 runs in the plain body; known a block ahead
     for (;;) {
       if (plain) {
-        --n;
+        n = walk.t.blocks.next(n);
         plain = n > lo;
         run_block(std::false_type{}, false);
         continue;
       }
       bool new_tile = false;
-      if (--n < walk.t.n_begin) {  // the tile's blocks are all issued: move on to the next tile
+      n = walk.t.blocks.next(n);
+      if (walk.t.blocks.done(n)) {  // the tile's blocks are all issued: move on to the next tile
         done = walk.t;
         skip_idle_blocks(done);
         if constexpr (Cfg::kQBuffers == 1) break;
