@@ -9,7 +9,7 @@
 
 #include "cuda/cuda_backend.h"
 #include "cuda/launch_plan.h"
-#include "cuda/sm90/fwd_api.h"
+#include "cuda/sm90/fwd/api.h"
 
 namespace fastattn::cuda_backend {
 namespace {

@@ -1,5 +1,5 @@
 // The sm_90a primitives (src/cuda/sm90/prim/) on the GPU against host references, one at a time, used
-// the way fwd_kernel.cuh uses them: TMA tensor maps (tma_map.h) and 4-D loads / stores, the mbarrier
+// the way the forward (sm90/fwd/) uses them: TMA tensor maps (tma_map.h) and 4-D loads / stores, the mbarrier
 // ring with PipeState, SS and RS wgmma with their smem descriptors, stmatrix, named-barrier
 // ping-pong and setmaxnreg. Inputs are random (the seed is printed on failure), outputs poisoned beforehand.
 #include <cuda.h>
@@ -11,7 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda/sm90/fwd_kernel.cuh"  // pack2, kPingPongBar: the kernel's own, not copies
+#include "cuda/common/math.cuh"      // pack2: the kernels' own, not a copy
+#include "cuda/sm90/prim/barriers.h"  // kPingPongBar
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -26,6 +27,7 @@ namespace fastattn::gputest {
 namespace {
 
 using namespace fastattn::sm90;
+using cuda_backend::pack2;
 using bf16 = __nv_bfloat16;
 
 // ---- kernels -------------------------------------------------------------------------------

@@ -20,7 +20,7 @@
 namespace fastattn::cuda_backend {
 
 // A tile's modeled time relative to a full one when only `live` of its `wgs` 64-row warpgroups
-// have rows: the kernel skips the others' GEMMs (sm90/fwd_kernel.cuh, idle tiles), and a
+// have rows: the kernel skips the others' GEMMs (sm90/fwd/mainloop.cuh, idle tiles), and a
 // warpgroup alone runs its QK latency plus its softmax per block instead of sharing the tensor
 // cores: about half a full block at d = 64 (QK ~256 + softmax ~550 cycles against 3 x 512).
 constexpr double kLoneWarpgroupShare = 0.55;

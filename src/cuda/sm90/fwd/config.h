@@ -6,7 +6,7 @@ namespace fastattn::sm90 {
 
 // Keys per KV tile. d = 64: 192 (fewer row reductions, O rescales and barrier hand-offs per score;
 // FA3's choice too). d > 128: 80 keep S + O + P within 240 registers and K + V (2 stages) + Q
-// within 227 KB. Launch-time alternatives (fwd_launch.cuh): d = 64 three warpgroups, or short keys
+// within 227 KB. Launch-time alternatives (fwd/launch.cuh): d = 64 three warpgroups, or short keys
 // 128 with a 3-deep ring; d = 128 narrow windows 64 with 4 stages.
 constexpr int default_block_n(int d) { return d <= 64 ? 192 : d <= 128 ? 128 : 80; }
 
@@ -44,7 +44,7 @@ struct FwdConfig {
   // in two warpgroups' 240 registers; three (160) spilled 4 bytes with it, and wait before the turn.
   static constexpr bool kVWaitUnderQK = ConsumerWGs == 2;
   // Three warpgroups reduce both rows' maxima before the first exp (FA3's order): with the plain
-  // loop body (fwd_kernel.cuh) and the PV wait between the rows' exps, d = 64 ran 2.2-3.6% faster
+  // loop body (fwd/mainloop.cuh) and the PV wait between the rows' exps, d = 64 ran 2.2-3.6% faster
   // at s 1k-8k full and causal (H100 A/B 2026-11-22, session 11). The same wait with row 1's max
   // reduced under row 0's exps (softmax.step) spilled 46 bytes there. Two warpgroups keep
   // softmax.step: there the overlap saved ~65 static cycles a block (pass 21).

@@ -1,35 +1,23 @@
-// Warp-specialized Hopper forward: one producer warp streams Q once and K/V tiles through a
-// 2-stage smem ring with TMA; two (or three) consumer warpgroups each own 64 query rows and run
-//   S = Q K^T (SS-wgmma) -> keep-bit mask on partial tiles -> online softmax -> O += P V (RS-wgmma)
-// with IntraWG overlap: the QK^T of tile n and the PV of tile n-1 are in flight together, and the
-// softmax of tile n runs while PV(n-1) is still on the tensor cores; and InterWG ping-pong: the
-// warpgroups take turns issuing their MMAs (named barriers), so one's softmax hides the others' GEMMs.
-// The grid is persistent (one CTA per SM): each CTA walks a static list of tiles (tile_order.cuh)
-// as one stream of KV blocks. With two Q buffers (d <= 192) a tile boundary is an ordinary loop
-// iteration: the next tile's first QK is issued beside the current tile's last PV, and the
-// current tile's output is stored while the other warpgroup's GEMMs run.
-// A warpgroup whose 64 rows of a tile are all padding skips that tile's GEMMs (idle_for).
-// GQA head packing (short queries, sched/gqa_pack.h) is a run-time mode of the same kernel: a tile
-// then holds several q heads of one KV head (tile row -> head and position through the schedule's
-// row maps); only the mask's row positions and the register store of O look at it.
+// The consumer warpgroups of the Hopper forward: the stream of KV blocks (QK, mask, online
+// softmax, PV), the ping-pong turns, and each tile's output through the epilogue. One force-inlined
+// call tree: its pieces are closures over the loop's state because ptxas register allocation
+// needs the whole loop in one function (see the comments at each piece).
 #pragma once
 
 #include <cuda.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
-#include <cuda/ptx>
+
 #include <type_traits>
 
+#include "cuda/common/math.cuh"
 #include "cuda/common/online_softmax.cuh"
-#include "cuda/common/quad_transpose.cuh"
-#include "cuda/common/seqlen.cuh"
-#include "cuda/sched/tile_order.cuh"
-#include "cuda/mask/block_source.cuh"
 #include "cuda/mask/keep_bits.cuh"
-#include "cuda/mask/window_mask.cuh"
 #include "cuda/prof/loop_probes.cuh"
-#include "cuda/sm90/fwd_config.h"
-#include "cuda/sm90/fwd/params.h"
+#include "cuda/sm90/fwd/config.h"
+#include "cuda/sm90/fwd/epilogue.cuh"
+#include "cuda/sm90/fwd/tile.cuh"
+#include "cuda/sm90/prim/barriers.h"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -37,192 +25,6 @@
 #include "cuda/sm90/prim/wgmma.cuh"
 
 namespace fastattn::sm90 {
-
-constexpr int kPingPongBar = 1;  // named barriers 1..3, one per consumer warpgroup (0 is __syncthreads)
-constexpr int kStoreBar = 4;     // 4..6: a warpgroup's O rows are in smem, ready for the TMA store
-
-template <class Cfg>
-struct FwdSmem {
-  alignas(1024) uint8_t q[Cfg::kQBuffers][Cfg::kQBytes];
-  alignas(1024) uint8_t k[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
-  alignas(1024) uint8_t v[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
-  // q_empty: both consumer warpgroups issued (and waited for) their last QK of that buffer's tile
-  uint64_t q_full[Cfg::kQBuffers], q_empty[Cfg::kQBuffers];
-  uint64_t k_full[Cfg::kStages], v_full[Cfg::kStages];
-  uint64_t k_empty[Cfg::kStages], v_empty[Cfg::kStages];
-};
-
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi);
-template <>
-__device__ __forceinline__ uint32_t pack2<__nv_bfloat16>(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-template <>
-__device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
-  __half2 v = __floats2half2_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-
-// The tile being worked on: which sequence, head and query rows, and which KV blocks it visits.
-// Packed (GQA, sched/gqa_pack.h): `head` is the first of the tile's q heads, m0 = 0 and [m0, m1)
-// the query positions that all its heads share.
-struct FwdTile {
-  cuda_backend::SeqInfo seq;
-  cuda_backend::WindowMask mask;
-  int head, kv_head, m0, m1;
-  cuda_backend::BlockRange blocks;  // its key blocks, walked last first (mask/block_source.cuh)
-  __device__ __forceinline__ bool sees_keys() const { return blocks.end > blocks.begin; }
-};
-
-// With TileSchedule::first_block_pad a sequence's padding rows (rows_q not a multiple of kBlockM) sit
-// in its first m-block, whose m0 is then negative: Q rows above the sequence come in as TMA zero
-// fill or another sequence's rows, are masked like any row, and are never stored.
-template <class Cfg>
-__device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
-  const cuda_backend::TileCoord c = cuda_backend::tile_coord(p.sched, p.sched.div, p.attn, id);
-  cuda_backend::SeqInfo seq(p.attn, c.batch);
-  cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
-  const int pad = p.sched.first_block_pad >= 0 ? p.sched.first_block_pad
-                                               : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
-  FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, {}};
-  t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
-  if (t.m0 < t.m1) t.blocks = cuda_backend::key_blocks(mask, t.m0, t.m1, Cfg::kBlockN);
-  return t;
-}
-
-// A tile is idle for consumer warpgroup wg when none of its 64 rows is stored: all past the
-// sequence's end or above its start (first_block_pad; d = 64's 192-row tiles at s = 1024 or 4096
-// leave two of three warpgroups so). Unpacked tiles only (a packed tile's rows are several
-// heads'). Such a warpgroup computes the tile's first block of the stream only (consume's
-// first_block) and skips the others (skip_idle_blocks): one QK and one PV instead of a GEMM pair
-// per block, so the tensor cores run the working warpgroups' GEMMs alone (pass 27, H100 A/B
-// 2026-11-22: d = 64 unmasked s 4k 1.024-1.027, 8k 1.030-1.036; docs/notes/fwd-sm90.md).
-__device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, int wg) {
-  const int r0 = t.m0 + 64 * wg;
-  return p.sched.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
-}
-
-// This CTA's tiles of the persistent schedule (sched/tile_order.cuh), in order, skipping those
-// past their sequence's end. Producer and consumers walk it alike.
-struct TileWalk {
-  int round = 0, id = 0;
-  FwdTile t;
-
-  template <class Cfg>
-  __device__ __forceinline__ bool next(const FwdParams& p) {
-    for (; round * cuda_backend::cta_count() < p.sched.tiles;) {
-      id = cuda_backend::tile_of_round(round++, cuda_backend::cta_index(), cuda_backend::cta_count());
-      if (id >= p.sched.tiles) continue;
-      t = make_tile<Cfg>(p, id);
-      if (t.m0 < t.seq.rows_q) return true;
-    }
-    return false;
-  }
-};
-
-// Producer, one tile: Q into its buffer (once the consumers are done with the tile that used it
-// before), then K and V of each visible KV tile, last first (the partial ones come first, so
-// masking work overlaps with the later full tiles). `ps` and `qs` carry the ring and Q-buffer
-// state from tile to tile.
-template <class Cfg>
-__device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, const CUtensorMap* tq,
-                                        const CUtensorMap* tk, const CUtensorMap* tv,
-                                        PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs) {
-  mbar_wait(&sm.q_empty[qs.stage()], qs.phase() ^ 1);
-  mbar_expect_tx(&sm.q_full[qs.stage()], Cfg::kQBytes);
-#pragma unroll
-  for (int a = 0; a < Cfg::kAtoms; ++a)
-    tma_load_4d(sm.q[qs.stage()] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head,
-                t.seq.batch_coord, &sm.q_full[qs.stage()]);
-  // One K or V tile into ring slot `stage`, once the consumers have released that slot.
-  auto load_tile = [&](const CUtensorMap* map, uint8_t* dst, uint64_t* empty, uint64_t* full, uint32_t phase,
-                       int row) {
-    mbar_wait(empty, phase ^ 1);
-    mbar_expect_tx(full, Cfg::kAtoms * Cfg::kKVAtomBytes);
-#pragma unroll
-    for (int a = 0; a < Cfg::kAtoms; ++a)
-      tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, row, t.kv_head, t.seq.batch_coord, full);
-  };
-  // K runs one block ahead of V (FA3's order): K(n - 1) waits only for QK(n + 1) to free its slot,
-  // not behind V(n), whose slot frees later (after PV(n + 2)). Both rings advance once per block,
-  // so K(n) and V(n) share a stage index, as the consumers expect.
-  const cuda_backend::BlockRange b = t.blocks;  // a copy: through a reference ptxas ordered the coordinates' moves apart
-  auto row_of = [&](int it) { return t.seq.k_offset + b.block(it) * Cfg::kBlockN; };
-  PipeState<Cfg::kStages> pk = ps;
-  load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(b.first()));
-  pk.advance();
-  for (int it = b.first(); !b.done(it); it = b.next(it), ps.advance()) {
-    if (b.has_next(it)) {
-      load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(b.next(it)));
-      pk.advance();
-    }
-    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(it));
-  }
-}
-
-// One warpgroup's 64 rows of tile `e`: O normalised by inv and LSE, by plain stores from registers.
-// Tile row t is q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask) (GQA
-// packing; unpacked: e.head, e.m0 + t). Rows past rows_q, and packed rows past the tile's heads
-// (zero or other heads' rows of the Q box), are dropped; rows past seqused get out 0 and lse -inf
-// (the reference's convention). With one Q buffer (d256, the long-row d128 configs) a quad
-// transposes its column pairs so that each lane holds 8 consecutive columns: one 16-byte store
-// where out's rows are 16-byte aligned (p.store.out_vec16; d256: 16 stores per thread instead of 64, and
-// a warp writes 64 contiguous bytes per row instead of 16), else four 4-byte ones (out needs only
-// 4-byte alignment and even strides). Not in the block stream (two Q buffers), where the store
-// runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
-// ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
-// cost more than they saved (d64 s1k causal 0.944, H100 A/B 2026-11-22 run 4); plain pairs there.
-template <class T, class Cfg>
-__device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
-                                           const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
-                                           float (&lse)[2]) {
-  constexpr int D = Cfg::kHeadDim;
-  static_assert(D % 32 == 0, "16-byte stores take 4 column groups of 8 at a time");
-  const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
-  // The tile's q heads: pack_heads (1 unpacked), fewer in a KV head's last group.
-  const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int t = row_in_tile + 8 * h, r = e.m0 + (t & p.sched.row_pos_mask), g = t >> p.sched.row_head_shift;
-    if (r >= e.seq.len_q) {
-      inv[h] = 0.f;
-      lse[h] = -INFINITY;
-    }
-    const bool keep = unsigned(r) < unsigned(e.seq.rows_q) && g < heads;  // r < 0: first_block_pad
-    const int64_t head = e.head + g;
-    const cuda_backend::AttnParams& a = p.attn;
-    T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + (e.seq.q_offset + r) * a.out_stride_s +
-             head * a.out_stride_h;
-    if constexpr (Cfg::kQBuffers == 1) {
-#pragma unroll
-      for (int j = 0; j < D / 8; j += 4) {  // the quad's shuffles need every lane: only the store is predicated
-        uint32_t m[4];
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-          m[k] = pack2<T>(o[4 * (j + k) + 2 * h] * inv[h], o[4 * (j + k) + 2 * h + 1] * inv[h]);
-        const uint4 v = cuda_backend::quad_transpose(m, quad_col);
-        T* dst = out + 8 * (j + quad_col);
-        if (keep && p.store.out_vec16) {
-          *reinterpret_cast<uint4*>(dst) = v;
-        } else if (keep) {
-          reinterpret_cast<uint32_t*>(dst)[0] = v.x;
-          reinterpret_cast<uint32_t*>(dst)[1] = v.y;
-          reinterpret_cast<uint32_t*>(dst)[2] = v.z;
-          reinterpret_cast<uint32_t*>(dst)[3] = v.w;
-        }
-      }
-    } else if (keep) {
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-        *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) =
-            pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
-    }
-    if (keep && a.lse != nullptr && quad_col == 0)
-      a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + (e.seq.q_offset + r) * a.lse_stride_s] = lse[h];
-  }
-}
 
 // This thread's consumer warpgroup (0, 1, 2), read from %tid.x at each use (volatile):
 // the kernel's warp / 4 - 1, which the consumer gets as `wg`.
@@ -307,15 +109,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     const FwdTile& t = walk.t;
     const int row0 = t.m0 + (row_in_tile & p.sched.row_pos_mask), row1 = row0 + p.sched.row8_step;
     const int n0 = t.blocks.block(n) * N;
-#ifdef FASTATTN_MASK_PLAIN
-    cuda_backend::apply_window_plain<N, 0>(s, t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
-    cuda_backend::apply_window_plain<N, 1>(s, t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col);
-#else
     cuda_backend::apply_keep_bits<N, 0>(
         s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
     cuda_backend::apply_keep_bits<N, 1>(
         s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
-#endif
   };
   // Softcap, then the mask on partial tiles only.
   auto shape_scores = [&](int n) {
@@ -343,7 +140,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
     for (int kk = 0; kk < N / 16; ++kk)
 #pragma unroll
-      for (int r = 0; r < 4; ++r) pf[kk][r] = pack2<T>(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
+      for (int r = 0; r < 4; ++r) pf[kk][r] = cuda_backend::pack2<T>(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
   };
   // The TMA-store path of store_output below (two Q buffers only).
   auto stage_and_store = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
@@ -370,10 +167,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
     for (int j = 0; j < D / 8; j += 2)
       stmatrix_x4(row_base + (j / 8) * Cfg::kQAtomBytes + (((j % 8) * 16) ^ chunk_xor),
-                  pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
-                  pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
-                  pack2<T>(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
-                  pack2<T>(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
+                  cuda_backend::pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
+                  cuda_backend::pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
+                  cuda_backend::pack2<T>(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
+                  cuda_backend::pack2<T>(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
     fence_smem_for_tma();
     named_bar_sync(kStoreBar + wg, 128);
     if (store_thread) {
@@ -633,58 +430,6 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       qs.advance();
       more = next_keyed_tile();
     }
-  }
-}
-
-template <class T, class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-               const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
-               const __grid_constant__ FwdParams p) {
-  extern __shared__ uint8_t smem_raw[];
-  auto& sm = *reinterpret_cast<FwdSmem<Cfg>*>(
-      (reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-
-  const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
-  if (threadIdx.x == 0) {
-    prefetch_tma_map(&tq);
-    prefetch_tma_map(&tk);
-    prefetch_tma_map(&tv);
-    // q_empty: per consumer warp after the tile's last QK, or per warpgroup after its O store
-    const bool tma_out = Cfg::kQBuffers == 2 && p.store.out_tma != 0;
-    if (tma_out) prefetch_tma_map(&to);
-#pragma unroll
-    for (int b = 0; b < Cfg::kQBuffers; ++b) {
-      mbar_init(&sm.q_full[b], 1);
-      mbar_init(&sm.q_empty[b], tma_out ? Cfg::kConsumerWarpgroups : 4 * Cfg::kConsumerWarpgroups);
-    }
-#pragma unroll
-    for (int s = 0; s < Cfg::kStages; ++s) {
-      mbar_init(&sm.k_full[s], 1);
-      mbar_init(&sm.v_full[s], 1);
-      mbar_init(&sm.k_empty[s], 4 * Cfg::kConsumerWarpgroups);
-      mbar_init(&sm.v_empty[s], 4 * Cfg::kConsumerWarpgroups);
-    }
-    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
-  }
-  __syncthreads();
-
-  // Both roles walk the same tiles; tiles that see no key load nothing.
-  if (warp < 4) {
-    regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x != 0) return;
-    PipeState<Cfg::kStages> ps;
-    PipeState<Cfg::kQBuffers> qs;
-    TileWalk walk;
-    while (walk.next<Cfg>(p)) {
-      if (!walk.t.sees_keys()) continue;
-      produce<Cfg>(sm, walk.t, &tq, &tk, &tv, ps, qs);
-      qs.advance();
-    }
-  } else {
-    regs_claim<Cfg::kConsumerRegs>();
-    consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
-    if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
   }
 }
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "cuda/launch_plan.h"
-#include "cuda/sm90/fwd_api.h"
-#include "cuda/sm90/fwd_kernel.cuh"
+#include "cuda/sm90/fwd/api.h"
+#include "cuda/sm90/fwd/kernel.cuh"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
