@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
-#include "cpu/parallel_for.h"
+#include "util/parallel_for.h"
 #include "cpu/tile_class.h"
 #include "cpu/tile_io.h"
 #include "cpu/tile_kernels.h"
@@ -113,11 +113,11 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
 Status forward(const detail::Problem& p) {
   const Tiling t = choose_tiling(p.head_dim, p.head_dim_v);
   const std::vector<WorkItem> work = make_work(p, t);
-  const int workers = worker_count(p.num_threads, int64_t(work.size()));
+  const int workers = util::worker_count(p.num_threads, int64_t(work.size()));
   std::vector<ForwardScratch> scratch;
   scratch.reserve(size_t(workers));
   for (int i = 0; i < workers; ++i) scratch.emplace_back(t, p.head_dim, p.head_dim_v);
-  parallel_for(int64_t(work.size()), workers, [&](int64_t item, int worker) {
+  util::parallel_for(int64_t(work.size()), workers, [&](int64_t item, int worker) {
     forward_block(p, t, work[size_t(item)], scratch[size_t(worker)]);
   });
   return Status::Ok();

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "fastattn/fastattn.h"
 #include "reference/reference.h"
 #include "support/compare.h"
@@ -12,7 +12,7 @@ namespace {
 
 std::vector<double> rounded(const std::vector<double>& v, DType dt) {
   std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = cpu::round_to(dt, float(v[i]));
+  for (size_t i = 0; i < v.size(); ++i) r[i] = util::round_to(dt, float(v[i]));
   return r;
 }
 

@@ -2,7 +2,7 @@
 //
 // Plain longest-first order runs, at any moment, tiles of ~G different (batch, head) slots, each
 // reading its own K/V: at s = 1k (b16 h16 d128) that is 66 MB of K/V in flight for a 50 MB L2, and
-// every tile read its K/V from DRAM (causal ran as slow as non-causal, H100 2026-11-21). Sections
+// every tile read its K/V from DRAM (causal ran as slow as non-causal). Sections
 // of w slots, m-block outermost inside each, keep the K/V in flight to w slots. But the static
 // schedule balances CTAs only where each pair of rounds sees sizes falling linearly, and section
 // edges break that (up to 1.2x max/mean for some w). So the host simulates the schedule and takes
@@ -103,8 +103,8 @@ inline int choose_section_slots(TileSchedule s, const AttnParams& a, bool causal
   };
   if (const int w = widest_balanced(fit, 1)) return w;
   // None fits half the L2: up to twice that still cuts the re-reads, since a section's CTAs read
-  // each slot's K/V as a moving window of blocks, not all at once. d128 s8k causal (fit 6, 11
-  // balances): 3.6% faster than plain, H100 A/B 2026-11-21 (docs/notes/fwd-sm90.md, pass 13).
+  // each slot's K/V as a moving window of blocks, not all at once (d128 s8k causal, fit 6, 11
+  // balances: 3.6% faster than plain; docs/notes/fwd-sm90.md).
   // Searched second, so shapes that balance within half the L2 keep their width (a wider one
   // measured 3-10% slower at s <= 4k).
   if (const int w = widest_balanced(std::min<int64_t>(all - 1, 2 * fit), fit + 1)) return w;

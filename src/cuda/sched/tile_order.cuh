@@ -30,7 +30,7 @@ FASTATTN_HD TileCoord slot_tile(const TileSchedule& s, const TileDivisors& div, 
 
 // Divisions by multiply-high (common/fast_div.h) with divisors from `div` (the parameter bank in
 // the kernel): nothing here stays live across a tile (at d = 256 the consumer has no register to
-// spare), and plain divisions cost 171 uniform instructions per tile boundary (ncu, pass 17).
+// spare), and plain divisions cost 171 uniform instructions per tile boundary.
 FASTATTN_HD TileCoord tile_coord(const TileSchedule& s, const TileDivisors& div, const AttnParams& a, int tile) {
   const unsigned id = unsigned(tile), m_blocks = div.m_blocks.d;
   if (s.heavy_first) {
@@ -55,7 +55,7 @@ FASTATTN_HD TileCoord tile_coord(const TileSchedule& s, const TileDivisors& div,
 
 // The tile of CTA `cta` (of `ctas`) in round `round`. Rounds alternate direction: with tiles sorted
 // longest first, the CTA that took a round's longest tile takes the next round's shortest. (Plain
-// striding gave CTA 0 the longest tile of every round: causal d=128 s=8k lost ~5%, H200 2026-11-21.)
+// striding gave CTA 0 the longest tile of every round: causal d=128 s=8k lost ~5%.)
 FASTATTN_HD int tile_of_round(int round, int cta, int ctas) {
   return round * ctas + ((round & 1) ? ctas - 1 - cta : cta);
 }

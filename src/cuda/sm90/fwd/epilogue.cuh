@@ -23,7 +23,7 @@ namespace fastattn::sm90 {
 // 4-byte alignment and even strides). Not in the block stream (two Q buffers), where the store
 // runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
 // ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
-// cost more than they saved (d64 s1k causal 0.944, H100 A/B 2026-11-22 run 4); plain pairs there.
+// cost more than they saved (d64 s1k causal 0.944); plain pairs there.
 template <class T, class Cfg>
 __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
                                            const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],

@@ -67,30 +67,19 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
   return Status::Ok();
 }
 
-// Alternative configs per problem, each chosen by an H100 A/B (2026-11-21, docs/notes/fwd-sm90.md,
-// passes 13-14; numbers are the default config's time over the alternative's). The alternatives
+// Alternative configs per problem, each chosen by measurement (docs/notes/fwd-sm90.md); they
 // fit the tile to d = 64's softmax load, to short keys or to narrow windows.
-// - d = 128, no causal/local mask, s_k >= 8192: 128 x 176 (FA3's choice there) ran these until
-//   session 20 (s_k 16k 1.05-1.07 and 8k 1.04 over the block stream then). The deferred max
-//   (OnlineSoftmax::step_deferred) fits only 128-key tiles, and with it the block stream runs
-//   s 8k and 16k 1.073-1.075 x the 176-key tile (H100 A/B 2026-11-25,
-//   bench/results/2026-11-25-ab-session20.md): the 176-key tile is gone.
-// - d = 128 (any s_k, masked or not): the default 2-stage block stream. A 3-stage ring (one Q
-//   buffer) ran 4096 <= s_k < 8192 and causal until pass 22; with the plain loop body (pass 22)
-//   the 2-stage stream won back: causal s 4k 1.033, 8k 1.013, 16k 1.006; unmasked s 4k 1.003 and
-//   GQA 1.09 (H100 A/B 2026-11-22, session 10; bench/results/2026-11-22-ab-session10-pass22.md).
-// - d = 128, narrow local window (left + right <= 64, both bounded): 64 keys, two Q buffers and a
-//   4-stage ring: an m-block sees 3 blocks of 64 (192 keys) instead of 2 of 128, and the producer
-//   runs further ahead: window (64, 0) s 8k 1.06, s 1k 1.11; wider windows lose ((256, 0) and
-//   (128, 128): 0.91).
-// - d = 64, unpacked: three consumer warpgroups, 192 x 128 tiles, 3-stage ring (pass 16, H100
-//   and H200 A/B 2026-11-22 against the two-warpgroup configs): full s 1k 1.06-1.09, 4k 1.08,
-//   8k 1.11-1.12, 16k 1.07-1.13; causal 4k 1.02-1.04, 8k 1.04-1.05; window (64, 0) 1.06-1.10.
-//   Not for causal/local with s_k <= 1024 (causal s 1k 0.87-0.90: a 192-row diagonal wastes more
-//   of its tile than a 128-row one), which keep 128 x 128 with 3 stages (against 192 keys, whose
-//   last block is a third empty at s_k = 1024: 1.08). 3 stages beat 2 by 0-4% except s 16k (-1.5%).
+// - d = 128 (any s_k, masked or not): the default 2-stage block stream with two Q buffers. The
+//   deferred max (OnlineSoftmax::step_deferred) fits only 128-key tiles, and with it the block
+//   stream beats a 176-key tile at s_k 8k-16k by 7%; a 3-stage ring with one Q buffer lost to it.
+// - d = 128, narrow local window (MaskClass::NarrowLocal): 64 keys, two Q buffers and a 4-stage
+//   ring: an m-block sees 3 blocks of 64 (192 keys) instead of 2 of 128, and the producer runs
+//   further ahead (window (64, 0) s 1k 1.11x; wider windows lose).
+// - d = 64, unpacked: three consumer warpgroups, 192 x 128 tiles, 3-stage ring (full s 8k
+//   1.11x over two warpgroups). Not for causal/local with s_k <= 1024 (a 192-row diagonal wastes
+//   more of its tile than a 128-row one), which keep 128 x 128 with 3 stages.
 // - d = 64, GQA-packed (128-row tiles only): 128 keys, 3 stages for s_k <= 1024; longer keys keep
-//   192 (decode b8 h32/8 s_k 8k: 128 keys 0.92, b16 s_k 16k 0.98).
+//   192.
 constexpr int kShortMaxKeys64 = 1024;
 
 template <class T, int D>

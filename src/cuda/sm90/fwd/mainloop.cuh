@@ -73,7 +73,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   };
   // A tile's first PV overwrites O instead of accumulating (wgmma scale-d = 0): no zeroing of O
   // between tiles, so O has one definition through the loop (zeroing it in the tile-boundary
-  // branch made ptxas copy all 64 accumulators every iteration: +3-5% time, H100 2026-11-21).
+  // branch made ptxas copy all 64 accumulators every iteration: +3-5% time).
   auto issue_pv = [&](int stage, bool first_of_tile) {
     const uint32_t v_lo = desc_n_major_lo(sm.v[stage], Cfg::kKVAtomBytes);
     wgmma_fence();
@@ -270,7 +270,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     // unmasked blocks in separate loops too), except that with Cfg::kMaskInPlainBody it also
     // masks the partial blocks above the full range, after one comparison per block. d128
     // causal's second warpgroup: 954 static cycles a block against 985 in the generic body
-    // (pass 22, docs/notes/fwd-sm90.md).
+    // (docs/notes/fwd-sm90.md).
     auto run_block = [&](auto generic, bool new_tile) {
       constexpr bool kGeneric = decltype(generic)::value;
       probe.mark(prof::kIterBegin);
@@ -286,10 +286,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // others issue after it (their turn opens once it has issued; the named barrier orders its
       // mbarrier acquire before their wgmma reads), so the tiles have landed by then. In the plain
       // body every warpgroup waits: a wait on a completed phase costs less than the branch around
-      // it (d128 +0.5% against the first-only wait there, H100 A/B 2026-11-22). V is waited for
+      // it (d128 +0.5% against the first-only wait there). V is waited for
       // between the two GEMMs, so that its wait runs while QK is on the tensor cores. FA3 does
-      // both; measured d128 s8k full +2.5%, GQA +1.7%, s1k +1.6%, the rest +-1% (H100 A/B,
-      // 2026-11-22). Three warpgroups wait for V before the turn (Cfg::kVWaitUnderQK).
+      // both; measured d128 s8k full +2.5%, the rest within 2%. Three warpgroups wait for V before the turn (Cfg::kVWaitUnderQK).
       const bool waits_tiles = !Cfg::kPingPong || wg == 0 || !kGeneric;
       if (waits_tiles) {
         mbar_wait(&sm.k_full[ps.stage()], ps.phase());
@@ -337,7 +336,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         release(&sm.v_empty[prev.stage()]);
       };
       // O *= alpha only where a row of this warp moved its max (alpha is exactly 1 otherwise; a
-      // max moves only past OnlineSoftmax::kMaxSlack, pass 29: +2-5% at d128). A fresh tile's
+      // max moves only past OnlineSoftmax::kMaxSlack: +2-5% at d128). A fresh tile's
       // alpha is 0 (harmless: its first PV overwrites O).
       auto new_max = [&] { return __any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f); };
       // The PV wait sits in the middle of the softmax, between the rows' exps: row 1's 32 exps

@@ -57,8 +57,8 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
 // leave two of three warpgroups so). Unpacked tiles only (a packed tile's rows are several
 // heads'). Such a warpgroup computes the tile's first block of the stream only (consume's
 // first_block) and skips the others (skip_idle_blocks): one QK and one PV instead of a GEMM pair
-// per block, so the tensor cores run the working warpgroups' GEMMs alone (pass 27, H100 A/B
-// 2026-11-22: d = 64 unmasked s 4k 1.024-1.027, 8k 1.030-1.036; docs/notes/fwd-sm90.md).
+// per block, so the tensor cores run the working warpgroups' GEMMs alone (d = 64 unmasked s 8k
+// 1.03x; docs/notes/fwd-sm90.md).
 __device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, int wg) {
   const int r0 = t.m0 + 64 * wg;
   return p.sched.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);

@@ -1,11 +1,11 @@
-#include "cpu/parallel_for.h"
+#include "util/parallel_for.h"
 
 #include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
 
-namespace fastattn::cpu {
+namespace fastattn::util {
 
 int worker_count(int requested, int64_t items) {
   int n = requested > 0 ? requested : int(std::thread::hardware_concurrency());
@@ -25,4 +25,4 @@ void parallel_for(int64_t n, int workers, const std::function<void(int64_t, int)
   for (std::thread& t : pool) t.join();
 }
 
-}  // namespace fastattn::cpu
+}  // namespace fastattn::util
