@@ -8,22 +8,47 @@
 #include <string>
 
 #include "cuda/cuda_backend.h"
+#include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
 #include "cuda/sm90/fwd/api.h"
 
 namespace fastattn::cuda_backend {
 namespace {
 
-constexpr int kHeadDims[] = {64, 96, 128, 192, 256};
-
-bool head_dim_built(DType dt, int d) {
-#ifdef FASTATTN_HAS_SM90
-#define FASTATTN_FWD_CASE(DT, CT, HD) \
-  if (dt == DT && d == HD) return true;
-#include "cuda/sm90/fwd_dispatch.inc"
+// The forward kernels of this build: the kernel menu's rows that the configuration selected
+// (src/cuda/sources.cmake generates fwd_dispatch.inc), one per (arch, dtype, d, d_v).
+struct BuiltKernel {
+  int major;  // compute capability major the arch runs on
+  DType dtype;
+  int d, dv;
+  const char* arch;
+};
+constexpr BuiltKernel kBuilt[] = {
+#define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) {MAJOR, DT, DQK, DV, #NS},
+#include "cuda/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
-#endif
+    {0, DType::F32, 0, 0, nullptr},  // end (the list may be empty)
+};
+
+bool arch_built(int major) {
+  for (const BuiltKernel& k : kBuilt)
+    if (k.arch != nullptr && k.major == major) return true;
   return false;
+}
+
+bool head_dim_built(int major, DType dt, int d, int dv) {
+  for (const BuiltKernel& k : kBuilt)
+    if (k.arch != nullptr && k.major == major && k.dtype == dt && k.d == d && k.dv == dv) return true;
+  return false;
+}
+
+// "64, 96, ..." for one arch and dtype, or every "arch dtype/dD" of the build.
+std::string built_list(int major, DType dt) {
+  std::string s;
+  for (const BuiltKernel& k : kBuilt)
+    if (k.arch != nullptr && k.major == major && k.dtype == dt)
+      s += (s.empty() ? "" : ", ") + std::to_string(k.d) + (k.dv != k.d ? "/" + std::to_string(k.dv) : "");
+  return s;
 }
 
 bool aligned16(const Tensor& t) {
@@ -52,9 +77,14 @@ Status check_forward(const AttnArgs& a) {
   if (!available()) return Status::Unsupported("CUDA backend: no CUDA device is present");
   int major = 0, minor = 0;
   if (Status st = device_arch(major, minor); !st.ok()) return st;
-  if (major != 9)
-    return Status::Unsupported("CUDA forward: kernels are built for Hopper (sm_90a) only; this device is sm_" +
-                               std::to_string(major) + std::to_string(minor));
+  if (!arch_built(major)) {
+    std::string archs;
+    for (const BuiltKernel& k : kBuilt)
+      if (k.arch != nullptr && archs.find(k.arch) == std::string::npos) archs += (archs.empty() ? "" : ", ") + std::string(k.arch);
+    return Status::Unsupported("CUDA forward: this build has kernels for " + (archs.empty() ? "no arch" : archs) +
+                               " only (sm90 = Hopper, sm_90a); this device is sm_" + std::to_string(major) +
+                               std::to_string(minor));
+  }
   if (a.q.dtype != DType::F16 && a.q.dtype != DType::BF16)
     return Status::Unsupported(std::string("q: the CUDA forward takes fp16 or bf16, not ") + dtype_name(a.q.dtype) +
                                " (use the CPU backend for fp32)");
@@ -62,13 +92,11 @@ Status check_forward(const AttnArgs& a) {
   if (d != dv)
     return Status::Unsupported("v: the CUDA forward needs head_dim_v == head_dim (got " + std::to_string(dv) +
                                " and " + std::to_string(d) + ")");
-  if (!head_dim_built(a.q.dtype, d)) {
-    std::string dims;
-    for (int hd : kHeadDims)
-      if (head_dim_built(a.q.dtype, hd)) dims += (dims.empty() ? "" : ", ") + std::to_string(hd);
+  if (!head_dim_built(major, a.q.dtype, d, dv)) {
+    const std::string dims = built_list(major, a.q.dtype);
     return Status::Unsupported("q: head_dim " + std::to_string(d) + " is not built for " + dtype_name(a.q.dtype) +
                                " in this CUDA build (built: " + (dims.empty() ? "none" : dims) +
-                               "; see FASTATTN_HEAD_DIMS)");
+                               "; see FASTATTN_HEAD_DIMS and the kernel menu in src/cuda/sources.cmake)");
   }
   for (auto [t, name] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}})
     if (!aligned16(*t))
@@ -88,32 +116,33 @@ Status check_forward(const AttnArgs& a) {
 }
 
 Status forward(const detail::Problem& problem, void* stream) {
+  int major = 0;
+  if (Status st = compute_major(&major); !st.ok()) return st;
   const LaunchProblem lp = make_launch_problem(problem);
-  const int d = problem.head_dim;
+  const int d = problem.head_dim, dv = problem.head_dim_v;
   auto s = static_cast<cudaStream_t>(stream);
-#ifdef FASTATTN_HAS_SM90
-#define FASTATTN_FWD_CASE(DT, CT, HD) \
-  if (problem.dtype == DT && d == HD) return sm90::launch_fwd<CT, HD>(lp, s);
-#include "cuda/sm90/fwd_dispatch.inc"
+  // By arch, then dtype and head dims: each menu row calls its arch's launcher.
+#define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) \
+  if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd<CT, DQK>(lp, s);
+#include "cuda/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
-#endif
   (void)s;
   (void)d;
-  return Status::Unsupported("CUDA forward: no kernel for this dtype and head dim");
+  (void)dv;
+  return Status::Unsupported("CUDA forward: no kernel for this arch, dtype and head dim");
 }
 
 const char* build_info() {
   static const std::string info = [] {
-    std::string s = "cuda kernels: sm_90a forward";
-    int n = 0;
     std::string list;
-    for (DType dt : {DType::BF16, DType::F16})
-      for (int d : kHeadDims)
-        if (head_dim_built(dt, d)) {
-          ++n;
-          list += std::string(list.empty() ? "" : " ") + dtype_name(dt) + "/d" + std::to_string(d);
-        }
-    return s + " x" + std::to_string(n) + " [" + list + "]";
+    int n = 0;
+    for (const BuiltKernel& k : kBuilt) {
+      if (k.arch == nullptr) continue;
+      ++n;
+      list += std::string(list.empty() ? "" : " ") + k.arch + ":" + dtype_name(k.dtype) + "/d" + std::to_string(k.d) +
+              (k.dv != k.d ? "/dv" + std::to_string(k.dv) : "");
+    }
+    return "cuda kernels: forward x" + std::to_string(n) + " [" + list + "]";
   }();
   return info.c_str();
 }

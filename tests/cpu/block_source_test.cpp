@@ -65,6 +65,22 @@ void check_walk(const BlockRange& r, const std::string& at) {
   }
 }
 
+// Whether the rows [i0, i1) x keys [j0, j1) hold a kept pair, and whether all are kept (and in range).
+struct Kept {
+  bool any = false, all = true;
+};
+Kept kept(const MaskRule& m, int i0, int i1, int j0, int j1) {
+  Kept k;
+  k.all = i1 <= m.len_q && j1 <= m.len_k;
+  for (int i = i0; i < i1; ++i)
+    for (int j = j0; j < j1; ++j) {
+      const bool x = keep(m, i, j);
+      k.any |= x;
+      k.all &= x;
+    }
+  return k;
+}
+
 TEST(WindowMask, RowRangesAreTheOracles) {
   fastattn::testing::Rng rng(fastattn::testing::test_seed());
   for (int trial = 0; trial < 300; ++trial) {
@@ -89,13 +105,7 @@ TEST(BlockSource, KeyBlocksOfAQueryTile) {
       const std::string at = describe(m) + " rows [" + std::to_string(m0) + ", " + std::to_string(m1) +
                              ") tile_n " + std::to_string(tile_n);
       for (int n = 0; n * tile_n < m.len_k; ++n) {
-        bool any = false, all = (n + 1) * tile_n <= m.len_k;
-        for (int i = std::max(m0, 0); i < m1; ++i)
-          for (int j = n * tile_n; j < (n + 1) * tile_n; ++j) {
-            const bool k = keep(m, i, j);
-            any |= k;
-            all &= k;
-          }
+        const auto [any, all] = kept(m, std::max(m0, 0), m1, n * tile_n, (n + 1) * tile_n);
         if (any) ASSERT_TRUE(n >= r.begin && n < r.end) << at << " block " << n << " has kept pairs";
         if (r.full(n)) ASSERT_TRUE(all) << at << " block " << n << " called full";
       }
@@ -127,13 +137,7 @@ TEST(BlockSource, QueryBlocksOfAKeyTile) {
       const BlockRange r = query_blocks(c, n0, n1, tile_m);
       const std::string at = describe(m) + " keys [" + std::to_string(n0) + ", " + std::to_string(n1) + ")";
       for (int mb = 0; mb * tile_m < m.len_q; ++mb) {
-        bool any = false, all = (mb + 1) * tile_m <= m.len_q;
-        for (int i = mb * tile_m; i < (mb + 1) * tile_m; ++i)
-          for (int j = n0; j < n1; ++j) {
-            const bool k = keep(m, i, j);
-            any |= k;
-            all &= k;
-          }
+        const auto [any, all] = kept(m, mb * tile_m, (mb + 1) * tile_m, n0, n1);
         if (any) ASSERT_TRUE(mb >= r.begin && mb < r.end) << at << " q-block " << mb << " has kept pairs";
         if (r.full(mb)) ASSERT_TRUE(all) << at << " q-block " << mb << " called full";
       }
