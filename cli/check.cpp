@@ -6,7 +6,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "flops.h"
 #include "reference/reference.h"
 
@@ -138,13 +138,13 @@ CheckReport check_against_reference(const RunOptions& o, HostInputs& in,
     const RowReference r = reference_row(o, in, b, i);
     const std::byte* go = got.out.data() + ((b * o.seqlen + i) * o.heads * o.dim_v) * es;
     for (int64_t x = 0; x < o.heads * o.dim_v; ++x)
-      out_err.add(cpu::load_as_float(go + x * es, o.dtype), r.out[x]);
+      out_err.add(util::load_as_float(go + x * es, o.dtype), r.out[x]);
     for (int64_t h = 0; h < o.heads; ++h)
       lse_err.add(got_lse[(b * o.heads + h) * o.seqlen + i], r.lse[h]);
     if (o.backward) {
       const std::byte* gq = got.dq.data() + ((b * o.seqlen + i) * o.heads * o.dim) * es;
       for (int64_t x = 0; x < o.heads * o.dim; ++x)
-        dq_err.add(cpu::load_as_float(gq + x * es, o.dtype), r.dq[x]);
+        dq_err.add(util::load_as_float(gq + x * es, o.dtype), r.dq[x]);
     }
   }
   rep.stats = {out_err, lse_err};
@@ -167,9 +167,9 @@ CheckReport check_against_reference(const RunOptions& o, HostInputs& in,
   const std::byte* gk = got.dk.data() + b * int64_t(full.dk.size()) * es;
   const std::byte* gv = got.dv.data() + b * int64_t(full.dv.size()) * es;
   for (size_t x = 0; x < full.dk.size(); ++x)
-    dk_err.add(cpu::load_as_float(gk + x * es, o.dtype), full.dk[x]);
+    dk_err.add(util::load_as_float(gk + x * es, o.dtype), full.dk[x]);
   for (size_t x = 0; x < full.dv.size(); ++x)
-    dv_err.add(cpu::load_as_float(gv + x * es, o.dtype), full.dv[x]);
+    dv_err.add(util::load_as_float(gv + x * es, o.dtype), full.dv[x]);
   rep.stats.push_back(dk_err);
   rep.stats.push_back(dv_err);
   return rep;

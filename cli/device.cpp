@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "cpu/half.h"
+#include "util/half.h"
 
 #ifdef FASTATTN_WITH_CUDA
 #include <cuda_runtime.h>
@@ -75,7 +75,7 @@ std::vector<std::byte> DeviceBuffer::download() const {
 void DeviceBuffer::fill_nan(DType dt) {
   const size_t n = bytes_ / size_t(dtype_size(dt));
   std::vector<std::byte> nan(bytes_);
-  for (size_t i = 0; i < n; ++i) cpu::store_from_float(nan.data() + i * size_t(dtype_size(dt)), dt, NAN);
+  for (size_t i = 0; i < n; ++i) util::store_from_float(nan.data() + i * size_t(dtype_size(dt)), dt, NAN);
   upload(nan);
 }
 

@@ -5,7 +5,7 @@ namespace fastattn::cli {
 reference::MaskRule mask_rule(int64_t seqlen_q, int64_t seqlen_k, bool causal, int64_t window_left,
                               int64_t window_right) {
   return {int32_t(seqlen_q), int32_t(seqlen_k), int32_t(window_left),
-          causal ? 0 : int32_t(window_right)};
+          detail::fold_causal(causal, int32_t(window_right))};
 }
 
 int64_t kept_pairs(const reference::MaskRule& m) {

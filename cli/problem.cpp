@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "cpu/half.h"
+#include "util/half.h"
 
 namespace fastattn::cli {
 namespace {
@@ -36,7 +36,7 @@ std::vector<std::byte> random_tensor(uint64_t seed, uint64_t tensor_id, int64_t 
     pool.emplace_back([&, w] {
       const int64_t end = std::min(n, (w + 1) * chunk);
       for (int64_t i = w * chunk; i < end; ++i)
-        cpu::store_from_float(buf.data() + i * dtype_size(dt), dt, normal_at(key, uint64_t(i)));
+        util::store_from_float(buf.data() + i * dtype_size(dt), dt, normal_at(key, uint64_t(i)));
     });
   }
   for (auto& t : pool) t.join();

@@ -19,7 +19,7 @@ Status run_forward(const AttnArgs& args, const Prepared& p, void* stream) {
     case Backend::CUDA:
 #ifdef FASTATTN_WITH_CUDA
       if (!detail::has_work(p.problem)) return cuda_backend::forward_empty(args, stream);
-      return cuda_backend::forward(args, p.problem.scale, stream);
+      return cuda_backend::forward(p.problem, stream);
 #else
       break;
 #endif

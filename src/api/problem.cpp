@@ -58,14 +58,12 @@ ProblemShape resolve_shape(const AttnArgs& args) {
                                            : args.softmax_scale;
   s.softcap = args.softcap;
   s.window_left = args.window_left;
-  s.window_right = args.causal ? 0 : args.window_right;
+  s.window_right = fold_causal(args.causal, args.window_right);
   s.dtype = args.q.dtype;
   return s;
 }
 
-Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
-                        const std::vector<int32_t>& cu_k, const std::vector<int32_t>& used_q,
-                        const std::vector<int32_t>& used_k) {
+Problem resolve_operands(const AttnArgs& args) {
   Problem p;
   static_cast<ProblemShape&>(p) = resolve_shape(args);
   p.q = make_operand(args.q, p.varlen);
@@ -73,8 +71,16 @@ Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
   p.v = make_operand(args.v, p.varlen);
   p.out = make_operand(args.out, p.varlen);
   if (args.lse.defined()) p.lse = make_operand(args.lse, p.varlen, /*is_lse=*/true);
+  p.seq_arrays = {args.cu_seqlens_q.data, args.cu_seqlens_k.data, args.seqused_q.data, args.seqused_k.data};
   p.num_threads = args.num_threads;
   p.num_splits = args.num_splits > 0 ? args.num_splits : 1;  // 0: the host backends do not split
+  return p;
+}
+
+Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
+                        const std::vector<int32_t>& cu_k, const std::vector<int32_t>& used_q,
+                        const std::vector<int32_t>& used_k) {
+  Problem p = resolve_operands(args);
 
   p.seqs.resize(size_t(p.batch));
   int32_t max_q = 0, max_k = 0;

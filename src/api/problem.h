@@ -61,9 +61,18 @@ struct ProblemShape {
   DType dtype = DType::F32;   // of q, k, v, out (and dout, dq, dk, dv in backward)
 };
 
+// The args' index arrays where they live (device memory on the CUDA backend), null when absent.
+struct SeqArrays {
+  const int32_t* cu_q = nullptr;
+  const int32_t* cu_k = nullptr;
+  const int32_t* used_q = nullptr;
+  const int32_t* used_k = nullptr;
+};
+
 struct Problem : ProblemShape {
   Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
-  std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays
+  SeqArrays seq_arrays;
+  std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays (empty when unread)
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
   int32_t num_splits = 1;         // key splits, resolved (>= 1); the reference ignores it
 };
@@ -78,9 +87,16 @@ struct GradOperands {
 // (where there are rows) and launches no attention kernel.
 bool has_work(const ProblemShape& s);
 
+// The one place causal is folded into the window: causal is the local window (left, 0).
+inline int32_t fold_causal(bool causal, int32_t window_right) { return causal ? 0 : window_right; }
+
 // Scalars only: needs no index array contents (usable by the CUDA path under CUDA graphs).
 // Assumes args passed validation.
 ProblemShape resolve_shape(const AttnArgs& args);
+
+// Shape, operands and index-array pointers, without reading the index arrays (seqs stays empty):
+// what a backend that reads them on its device (CUDA) needs. Assumes args passed validation.
+Problem resolve_operands(const AttnArgs& args);
 
 // The full problem. `cu_q`, `cu_k`, `used_q`, `used_k` are host copies of the index arrays
 // (empty vectors when absent). Assumes args passed validation.

@@ -273,7 +273,7 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
     out->problem = resolve_problem(a, out->index.cu_q, out->index.cu_k, out->index.used_q,
                                    out->index.used_k);
   } else {
-    static_cast<ProblemShape&>(out->problem) = resolve_shape(a);
+    out->problem = resolve_operands(a);
   }
   return Status::Ok();
 }

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
-#include "cpu/parallel_for.h"
+#include "util/parallel_for.h"
 #include "cpu/tile_class.h"
 #include "cpu/tile_io.h"
 #include "cpu/tile_kernels.h"
@@ -60,18 +60,18 @@ class Backward {
         for (int32_t h = 0; h < p_.heads_kv; ++h) k_items.push_back({b, h, j0});
       }
     }
-    const int workers = worker_count(p_.num_threads, int64_t(std::max(q_items.size(), k_items.size())));
+    const int workers = util::worker_count(p_.num_threads, int64_t(std::max(q_items.size(), k_items.size())));
     std::vector<Scratch> scratch;
     scratch.reserve(size_t(workers));
     for (int i = 0; i < workers; ++i) scratch.emplace_back(t_, p_.head_dim, p_.head_dim_v);
 
-    parallel_for(int64_t(q_items.size()), workers, [&](int64_t i, int w) {
+    util::parallel_for(int64_t(q_items.size()), workers, [&](int64_t i, int w) {
       row_stats(q_items[size_t(i)], scratch[size_t(w)]);
     });
-    parallel_for(int64_t(k_items.size()), workers, [&](int64_t i, int w) {
+    util::parallel_for(int64_t(k_items.size()), workers, [&](int64_t i, int w) {
       dkdv_block(k_items[size_t(i)], scratch[size_t(w)]);
     });
-    parallel_for(int64_t(q_items.size()), workers, [&](int64_t i, int w) {
+    util::parallel_for(int64_t(q_items.size()), workers, [&](int64_t i, int w) {
       dq_block(q_items[size_t(i)], scratch[size_t(w)]);
     });
   }

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
-#include "cpu/parallel_for.h"
 #include "cpu/split_combine.h"
+#include "util/parallel_for.h"
 #include "cpu/tile_class.h"
 #include "cpu/tile_io.h"
 #include "cpu/tile_kernels.h"
@@ -156,7 +156,7 @@ double forward_flops(const detail::Problem& p) {
 // out (and lse) of every row from the splits' partial results.
 void combine_splits(const detail::Problem& p, const Partials& part, int workers) {
   const int dv = p.head_dim_v;
-  parallel_for(int64_t(p.batch) * p.heads_q, workers, [&](int64_t item, int) {
+  util::parallel_for(int64_t(p.batch) * p.heads_q, workers, [&](int64_t item, int) {
     const int32_t b = int32_t(item / p.heads_q), h = int32_t(item % p.heads_q);
     const detail::Sequence& seq = p.seqs[size_t(b)];
     std::vector<float> row_out(static_cast<size_t>(dv));
@@ -176,7 +176,7 @@ Status forward(const detail::Problem& p) {
   const Tiling t = choose_tiling(p.head_dim, p.head_dim_v);
   const std::vector<WorkItem> work = make_work(p, t);
   const bool tiny = p.num_threads == 0 && forward_flops(p) < kThreadWorthFlops;  // asked-for threads run
-  const int workers = tiny ? 1 : worker_count(p.num_threads, int64_t(work.size()));
+  const int workers = tiny ? 1 : util::worker_count(p.num_threads, int64_t(work.size()));
   std::vector<ForwardScratch> scratch;
   scratch.reserve(size_t(workers));
   for (int i = 0; i < workers; ++i) scratch.emplace_back(t, p.head_dim, p.head_dim_v);
@@ -187,7 +187,7 @@ Status forward(const detail::Problem& p) {
     part.o.assign(size_t(part.splits * part.rows * p.head_dim_v), 0.0f);
     part.lse.assign(size_t(part.splits * part.rows), -INFINITY);
   }
-  parallel_for(int64_t(work.size()), workers, [&](int64_t item, int worker) {
+  util::parallel_for(int64_t(work.size()), workers, [&](int64_t item, int worker) {
     forward_block(p, t, work[size_t(item)], scratch[size_t(worker)], part);
   });
   if (p.num_splits > 1) combine_splits(p, part, workers);

@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "cpu/half.h"
+#include "util/half.h"
 
 namespace fastattn::cpu {
 namespace {
@@ -29,14 +29,14 @@ void rotate_row(const KvCacheArgs& a, int64_t pos, int rot, int d, const char* s
   const int half = rot / 2;
   // Read everything first: src and dst may be one row.
   float x[1024];
-  for (int j = 0; j < rot; ++j) x[j] = load_as_float(src + j * es, dt);
+  for (int j = 0; j < rot; ++j) x[j] = util::load_as_float(src + j * es, dt);
   for (int j = 0; j < half; ++j) {
-    const float cj = load_as_float(c + j * es, dt), sj = load_as_float(s + j * es, dt);
+    const float cj = util::load_as_float(c + j * es, dt), sj = util::load_as_float(s + j * es, dt);
     const int i0 = a.rotary_interleaved ? 2 * j : j;
     const int i1 = a.rotary_interleaved ? 2 * j + 1 : j + half;
     const float x0 = x[i0], x1 = x[i1];
-    store_from_float(dst + i0 * es, dt, x0 * cj - x1 * sj);
-    store_from_float(dst + i1 * es, dt, x0 * sj + x1 * cj);
+    util::store_from_float(dst + i0 * es, dt, x0 * cj - x1 * sj);
+    util::store_from_float(dst + i1 * es, dt, x0 * sj + x1 * cj);
   }
   if (dst != src) std::memcpy(dst + rot * es, src + rot * es, size_t(d - rot) * es);
 }

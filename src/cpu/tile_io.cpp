@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "cpu/half.h"
+#include "util/half.h"
 
 namespace fastattn::cpu {
 namespace {
@@ -17,12 +17,12 @@ void row_to_float(const char* src, DType dt, int n, float scale, float* dst, int
     }
     case DType::F16: {
       const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
-      for (int c = 0; c < n; ++c) dst[c * dst_step] = half_to_float(s[c]) * scale;
+      for (int c = 0; c < n; ++c) dst[c * dst_step] = util::half_to_float(s[c]) * scale;
       return;
     }
     case DType::BF16: {
       const uint16_t* s = reinterpret_cast<const uint16_t*>(src);
-      for (int c = 0; c < n; ++c) dst[c * dst_step] = bf16_to_float(s[c]) * scale;
+      for (int c = 0; c < n; ++c) dst[c * dst_step] = util::bf16_to_float(s[c]) * scale;
       return;
     }
   }
@@ -33,12 +33,12 @@ void row_from_float(const float* src, int n, DType dt, char* dst) {
     case DType::F32: std::memcpy(dst, src, size_t(n) * sizeof(float)); return;
     case DType::F16: {
       uint16_t* d = reinterpret_cast<uint16_t*>(dst);
-      for (int c = 0; c < n; ++c) d[c] = float_to_half(src[c]);
+      for (int c = 0; c < n; ++c) d[c] = util::float_to_half(src[c]);
       return;
     }
     case DType::BF16: {
       uint16_t* d = reinterpret_cast<uint16_t*>(dst);
-      for (int c = 0; c < n; ++c) d[c] = float_to_bf16(src[c]);
+      for (int c = 0; c < n; ++c) d[c] = util::float_to_bf16(src[c]);
       return;
     }
   }

@@ -7,24 +7,48 @@
 #include <cmath>
 #include <string>
 
-#include "cuda/common/fwd_params.h"
 #include "cuda/cuda_backend.h"
-#include "cuda/sched/gqa_pack.h"
-#include "cuda/sm90/fwd_api.h"
+#include "cuda/device_info.h"
+#include "cuda/launch_plan.h"
+#include "cuda/sm90/fwd/api.h"
 
 namespace fastattn::cuda_backend {
 namespace {
 
-constexpr int kHeadDims[] = {64, 96, 128, 192, 256};
-
-bool head_dim_built(DType dt, int d) {
-#ifdef FASTATTN_HAS_SM90
-#define FASTATTN_FWD_CASE(DT, CT, HD) \
-  if (dt == DT && d == HD) return true;
-#include "cuda/sm90/fwd_dispatch.inc"
+// The forward kernels of this build: the kernel menu's rows that the configuration selected
+// (src/cuda/sources.cmake generates fwd_dispatch.inc), one per (arch, dtype, d, d_v).
+struct BuiltKernel {
+  int major;  // compute capability major the arch runs on
+  DType dtype;
+  int d, dv;
+  const char* arch;
+};
+constexpr BuiltKernel kBuilt[] = {
+#define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) {MAJOR, DT, DQK, DV, #NS},
+#include "cuda/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
-#endif
+    {0, DType::F32, 0, 0, nullptr},  // end (the list may be empty)
+};
+
+bool arch_built(int major) {
+  for (const BuiltKernel& k : kBuilt)
+    if (k.arch != nullptr && k.major == major) return true;
   return false;
+}
+
+bool head_dim_built(int major, DType dt, int d, int dv) {
+  for (const BuiltKernel& k : kBuilt)
+    if (k.arch != nullptr && k.major == major && k.dtype == dt && k.d == d && k.dv == dv) return true;
+  return false;
+}
+
+// "64, 96, ..." for one arch and dtype, or every "arch dtype/dD" of the build.
+std::string built_list(int major, DType dt) {
+  std::string s;
+  for (const BuiltKernel& k : kBuilt)
+    if (k.arch != nullptr && k.major == major && k.dtype == dt)
+      s += (s.empty() ? "" : ", ") + std::to_string(k.d) + (k.dv != k.d ? "/" + std::to_string(k.dv) : "");
+  return s;
 }
 
 bool aligned16(const Tensor& t) {
@@ -53,9 +77,14 @@ Status check_forward(const AttnArgs& a) {
   if (!available()) return Status::Unsupported("CUDA backend: no CUDA device is present");
   int major = 0, minor = 0;
   if (Status st = device_arch(major, minor); !st.ok()) return st;
-  if (major != 9)
-    return Status::Unsupported("CUDA forward: kernels are built for Hopper (sm_90a) only; this device is sm_" +
-                               std::to_string(major) + std::to_string(minor));
+  if (!arch_built(major)) {
+    std::string archs;
+    for (const BuiltKernel& k : kBuilt)
+      if (k.arch != nullptr && archs.find(k.arch) == std::string::npos) archs += (archs.empty() ? "" : ", ") + std::string(k.arch);
+    return Status::Unsupported("CUDA forward: this build has kernels for " + (archs.empty() ? "no arch" : archs) +
+                               " only (sm90 = Hopper, sm_90a); this device is sm_" + std::to_string(major) +
+                               std::to_string(minor));
+  }
   if (a.q.dtype != DType::F16 && a.q.dtype != DType::BF16)
     return Status::Unsupported(std::string("q: the CUDA forward takes fp16 or bf16, not ") + dtype_name(a.q.dtype) +
                                " (use the CPU backend for fp32)");
@@ -63,13 +92,11 @@ Status check_forward(const AttnArgs& a) {
   if (d != dv)
     return Status::Unsupported("v: the CUDA forward needs head_dim_v == head_dim (got " + std::to_string(dv) +
                                " and " + std::to_string(d) + ")");
-  if (!head_dim_built(a.q.dtype, d)) {
-    std::string dims;
-    for (int hd : kHeadDims)
-      if (head_dim_built(a.q.dtype, hd)) dims += (dims.empty() ? "" : ", ") + std::to_string(hd);
+  if (!head_dim_built(major, a.q.dtype, d, dv)) {
+    const std::string dims = built_list(major, a.q.dtype);
     return Status::Unsupported("q: head_dim " + std::to_string(d) + " is not built for " + dtype_name(a.q.dtype) +
                                " in this CUDA build (built: " + (dims.empty() ? "none" : dims) +
-                               "; see FASTATTN_HEAD_DIMS)");
+                               "; see FASTATTN_HEAD_DIMS and the kernel menu in src/cuda/sources.cmake)");
   }
   for (auto [t, name] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}})
     if (!aligned16(*t))
@@ -88,81 +115,34 @@ Status check_forward(const AttnArgs& a) {
   return Status::Ok();
 }
 
-Status forward(const AttnArgs& a, float scale, void* stream) {
-  FwdParams p;
-  const bool varlen = a.cu_seqlens_q.defined();
-  const int qd = a.q.ndim;  // 4 (b, s, h, d) or 3 (total, h, d)
-  p.out = a.out.data;
-  p.out_stride_s = a.out.stride[qd - 3];
-  p.out_stride_h = a.out.stride[qd - 2];
-  p.out_stride_b = varlen ? 0 : a.out.stride[0];
-  p.out_vec16 = aligned16(a.out) ? 1 : 0;
-  p.heads_q = int(a.q.shape[qd - 2]);
-  p.heads_kv = int(a.k.shape[qd - 2]);
-  p.q_per_kv = p.heads_q / p.heads_kv;
-  if (varlen) {
-    p.batch = int(a.cu_seqlens_q.size - 1);
-    p.seqlen_q = a.max_seqlen_q;
-    p.seqlen_k = a.max_seqlen_k;
-    p.cu_seqlens_q = a.cu_seqlens_q.data;
-    p.cu_seqlens_k = a.cu_seqlens_k.data;
-  } else {
-    p.batch = int(a.q.shape[0]);
-    p.seqlen_q = int(a.q.shape[1]);
-    p.seqlen_k = int(a.k.shape[1]);
-  }
-  p.seqused_q = a.seqused_q.data;
-  p.seqused_k = a.seqused_k.data;
-  if (a.lse.defined()) {
-    p.lse = static_cast<float*>(a.lse.data);
-    if (varlen) {  // (h, total_q)
-      p.lse_stride_h = a.lse.stride[0];
-      p.lse_stride_s = a.lse.stride[1];
-    } else {  // (b, h, s_q)
-      p.lse_stride_b = a.lse.stride[0];
-      p.lse_stride_h = a.lse.stride[1];
-      p.lse_stride_s = a.lse.stride[2];
-    }
-  }
-  constexpr float kLog2e = 1.4426950408889634f;
-  if (a.softcap > 0.f) {
-    p.softcap = a.softcap;
-    p.softcap_in = scale / a.softcap;
-    p.scale_log2 = kLog2e;
-  } else {
-    p.scale_log2 = scale * kLog2e;
-  }
-  p.window_left = a.window_left;
-  p.window_right = a.causal ? 0 : a.window_right;
-  // 128-row m-blocks per (batch, q head), or GQA head packing for short queries (sched/gqa_pack.h).
-  const int64_t tiles = set_tile_space(p, varlen);
-  if (tiles > INT32_MAX) return Status::Unsupported("q: more than 2^31 tiles of 128 rows x heads x batch");
-  p.tiles = int(tiles);
-
-  const int d = int(a.q.shape[qd - 1]);
+Status forward(const detail::Problem& problem, void* stream) {
+  int major = 0;
+  if (Status st = compute_major(&major); !st.ok()) return st;
+  const LaunchProblem lp = make_launch_problem(problem);
+  const int d = problem.head_dim, dv = problem.head_dim_v;
   auto s = static_cast<cudaStream_t>(stream);
-#ifdef FASTATTN_HAS_SM90
-#define FASTATTN_FWD_CASE(DT, CT, HD) \
-  if (a.q.dtype == DT && d == HD) return sm90::launch_fwd<CT, HD>(a, p, s);
-#include "cuda/sm90/fwd_dispatch.inc"
+  // By arch, then dtype and head dims: each menu row calls its arch's launcher.
+#define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) \
+  if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd<CT, DQK>(lp, s);
+#include "cuda/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
-#endif
   (void)s;
-  return Status::Unsupported("CUDA forward: no kernel for this dtype and head dim");
+  (void)d;
+  (void)dv;
+  return Status::Unsupported("CUDA forward: no kernel for this arch, dtype and head dim");
 }
 
 const char* build_info() {
   static const std::string info = [] {
-    std::string s = "cuda kernels: sm_90a forward";
-    int n = 0;
     std::string list;
-    for (DType dt : {DType::BF16, DType::F16})
-      for (int d : kHeadDims)
-        if (head_dim_built(dt, d)) {
-          ++n;
-          list += std::string(list.empty() ? "" : " ") + dtype_name(dt) + "/d" + std::to_string(d);
-        }
-    return s + " x" + std::to_string(n) + " [" + list + "]";
+    int n = 0;
+    for (const BuiltKernel& k : kBuilt) {
+      if (k.arch == nullptr) continue;
+      ++n;
+      list += std::string(list.empty() ? "" : " ") + k.arch + ":" + dtype_name(k.dtype) + "/d" + std::to_string(k.d) +
+              (k.dv != k.d ? "/dv" + std::to_string(k.dv) : "");
+    }
+    return "cuda kernels: forward x" + std::to_string(n) + " [" + list + "]";
   }();
   return info.c_str();
 }

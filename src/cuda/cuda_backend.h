@@ -2,6 +2,7 @@
 // (no CUDA types), so the api layer compiles without nvcc.
 #pragma once
 
+#include "api/problem.h"
 #include "fastattn/types.h"
 
 namespace fastattn::cuda_backend {
@@ -24,8 +25,8 @@ Status check_backward_grads(const Tensor& dout, const Tensor& dq, const Tensor& 
 Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
                 float scale, void* stream);
 
-// Runs the forward. `scale` is the resolved softmax scale. Args are validated.
-Status forward(const AttnArgs& args, float scale, void* stream);
+// Runs the forward of a validated, resolved problem (its index arrays stay on the device, unread).
+Status forward(const detail::Problem& problem, void* stream);
 
 // One line: archs, head dims, dtypes and the number of kernels compiled in.
 const char* build_info();

@@ -36,6 +36,10 @@ Status sm_count(int* out) {
   return cached_attribute<cudaDevAttrMultiProcessorCount>("multiprocessor count", out);
 }
 
+Status compute_major(int* out) {
+  return cached_attribute<cudaDevAttrComputeCapabilityMajor>("compute capability", out);
+}
+
 Status l2_bytes(int* out) { return cached_attribute<cudaDevAttrL2CacheSize>("L2 cache size", out); }
 
 Status persistent_grid(int tiles, int* ctas) {

@@ -31,21 +31,49 @@ EncodeFn encode_fn() {
 
 }  // namespace
 
-Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out, int box_heads) {
+TmaTensor tma_tensor(const detail::Problem& p, Role role) {
+  const detail::Operand& o = role == Role::Q ? p.q : role == Role::K ? p.k : role == Role::V ? p.v : p.out;
+  const bool keys = role == Role::K || role == Role::V;
+  TmaTensor t;
+  t.data = o.data;
+  t.dtype = o.dtype;
+  t.varlen = p.varlen;
+  t.batch = p.varlen ? 1 : p.batch;
+  t.rows = p.varlen ? (keys ? p.total_k : p.total_q) : (keys ? p.max_rows_k : p.max_rows_q);
+  t.heads = keys ? p.heads_kv : p.heads_q;
+  t.dim = role == Role::V || role == Role::Out ? p.head_dim_v : p.head_dim;
+  t.stride_s = o.token_stride;
+  t.stride_h = o.head_stride;
+  t.stride_b = p.varlen ? o.token_stride * (t.rows > 0 ? t.rows : 1) : o.batch_stride;
+  return t;
+}
+
+TmaTensor tma_tensor(const Tensor& t) {
+  TmaTensor m;
+  m.data = t.data;
+  m.dtype = t.dtype;
+  m.varlen = t.ndim == 3;
+  m.batch = m.varlen ? 1 : t.shape[0];
+  m.rows = t.shape[t.ndim - 3];
+  m.heads = t.shape[t.ndim - 2];
+  m.dim = t.shape[t.ndim - 1];
+  m.stride_s = t.stride[t.ndim - 3];
+  m.stride_h = t.stride[t.ndim - 2];
+  m.stride_b = m.varlen ? m.stride_s * (m.rows > 0 ? m.rows : 1) : t.stride[0];
+  return m;
+}
+
+Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_heads) {
   EncodeFn encode = encode_fn();
   if (encode == nullptr) return {Code::CudaError, "cuTensorMapEncodeTiled is not available from the driver"};
-  const bool varlen = t.ndim == 3;
   const int esz = dtype_size(t.dtype);
-  // Innermost first: dim, seq, heads, batch. A varlen tensor is a batch of one.
-  const int64_t d = t.shape[t.ndim - 1], h = t.shape[t.ndim - 2], s = t.shape[t.ndim - 3];
-  const int64_t b = varlen ? 1 : t.shape[0];
-  const int64_t st_s = t.stride[t.ndim - 3], st_h = t.stride[t.ndim - 2];
-  const int64_t st_b = varlen ? st_s * (s > 0 ? s : 1) : t.stride[0];
+  // Innermost first: dim, seq, heads, batch.
+  const int64_t d = t.dim, h = t.heads, s = t.rows, b = t.batch;
   // A size-0 dim cannot be encoded; such a tensor is never read, so any extent of 1 will do.
   cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(s > 0 ? s : 1), cuuint64_t(h > 0 ? h : 1),
                         cuuint64_t(b > 0 ? b : 1)};
   auto stride_bytes = [&](int64_t st) { return cuuint64_t((st > 0 ? st : 1) * esz); };
-  cuuint64_t strides[3] = {stride_bytes(st_s), stride_bytes(st_h), stride_bytes(st_b)};
+  cuuint64_t strides[3] = {stride_bytes(t.stride_s), stride_bytes(t.stride_h), stride_bytes(t.stride_b)};
   for (auto& st : strides) st = (st + 15) / 16 * 16;  // only size-1 dims can be unaligned here
   cuuint32_t box[4] = {64, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
   cuuint32_t elem_strides[4] = {1, 1, 1, 1};
@@ -59,12 +87,13 @@ Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out, int box_hea
   return Status::Ok();
 }
 
-bool tma_storable(const Tensor& t) {
-  if (t.ndim != 4 || t.stride[3] != 1 || reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+bool aligned16(const TmaTensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
   const int esz = dtype_size(t.dtype);
-  for (int i = 0; i < 3; ++i)
-    if (t.shape[i] > 1 && (t.stride[i] * esz) % 16 != 0) return false;
-  return true;
+  auto ok = [&](int64_t extent, int64_t stride) { return extent <= 1 || (stride * esz) % 16 == 0; };
+  return ok(t.varlen ? 1 : t.batch, t.stride_b) && ok(t.rows, t.stride_s) && ok(t.heads, t.stride_h);
 }
+
+bool tma_storable(const TmaTensor& t) { return !t.varlen && aligned16(t); }
 
 }  // namespace fastattn::cuda_backend

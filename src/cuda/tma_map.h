@@ -1,20 +1,38 @@
-// Host side of TMA: encodes a CUtensorMap for a (batch, seq, heads, dim) tensor, tiled into
+// Host side of TMA: encodes a CUtensorMap for a (batch, seq, heads, dim) operand, tiled into
 // 64-column x `box_rows` x `box_heads` boxes with the 128-byte swizzle that wgmma descriptors
 // expect (a box lands in smem as box_heads * box_rows consecutive 128-byte rows, head-major).
 #pragma once
 
 #include <cuda.h>
 
-#include "fastattn/types.h"
+#include <cstdint>
+
+#include "api/problem.h"
 
 namespace fastattn::cuda_backend {
 
-// `t` is (b, s, h, d) or, for varlen, (total, h, d). Strides must be multiples of 16 bytes
-// (checked before, in check_forward).
-Status make_tma_map(const Tensor& t, int box_rows, CUtensorMap* out, int box_heads = 1);
+// One operand of a resolved problem as TMA sees it: four dims, innermost (dim) contiguous.
+// A varlen operand (total, h, d) is a batch of one sequence of `rows` = total tokens.
+struct TmaTensor {
+  void* data = nullptr;
+  DType dtype = DType::F16;
+  bool varlen = false;
+  int64_t batch = 0, rows = 0, heads = 0, dim = 0;
+  int64_t stride_b = 0, stride_s = 0, stride_h = 0;  // in elements
+};
 
-// Whether TMA can store into `t` tile by tile: fixed-length (b, s, h, d), unit last stride, base and
-// every stride of a dim longer than 1 a multiple of 16 bytes.
-bool tma_storable(const Tensor& t);
+enum class Role { Q, K, V, Out };
+TmaTensor tma_tensor(const detail::Problem& p, Role role);
+// A (b, s, h, d) or varlen (total, h, d) tensor with unit last stride (the GPU unit tests' maps).
+TmaTensor tma_tensor(const Tensor& t);
+
+// Strides must be multiples of 16 bytes (checked before, in check_forward).
+Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_heads = 1);
+
+// Base and every stride of a dim longer than 1 a multiple of 16 bytes.
+bool aligned16(const TmaTensor& t);
+
+// Whether TMA can store into `t` tile by tile: fixed-length and aligned16.
+bool tma_storable(const TmaTensor& t);
 
 }  // namespace fastattn::cuda_backend

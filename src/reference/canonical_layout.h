@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "api/problem.h"
-#include "cpu/half.h"
+#include "util/half.h"
 
 namespace fastattn::reference {
 
@@ -29,14 +29,14 @@ inline void read_row(const detail::Operand& o, int64_t b, int64_t t, int64_t h, 
                      double* dst) {
   const char* row = o.row(b, t, h);
   const int esize = dtype_size(o.dtype);
-  for (int64_t x = 0; x < n; ++x) dst[x] = cpu::load_as_float(row + x * esize, o.dtype);
+  for (int64_t x = 0; x < n; ++x) dst[x] = util::load_as_float(row + x * esize, o.dtype);
 }
 
 inline void write_row(const detail::Operand& o, int64_t b, int64_t t, int64_t h, int64_t n,
                       const double* src) {
   char* row = o.row(b, t, h);
   const int esize = dtype_size(o.dtype);
-  for (int64_t x = 0; x < n; ++x) cpu::store_from_float(row + x * esize, o.dtype, float(src[x]));
+  for (int64_t x = 0; x < n; ++x) util::store_from_float(row + x * esize, o.dtype, float(src[x]));
 }
 
 }  // namespace fastattn::reference

@@ -8,8 +8,8 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/half.h"
-#include "cpu/parallel_for.h"
+#include "util/half.h"
+#include "util/parallel_for.h"
 #include "reference/canonical_layout.h"
 #include "reference/mask_oracle.h"
 #include "reference/reference.h"
@@ -26,11 +26,11 @@ void backward_f64(const detail::Problem& p, const detail::Operand& dout, Backwar
   r->dv.assign(size_t(p.total_k * p.heads_kv * dv), 0.0);
   const MaskOracle oracle(p);
   auto rounded = [&](double x) {
-    return opt.round_p_to_input_dtype ? double(cpu::round_to(p.dtype, float(x))) : x;
+    return opt.round_p_to_input_dtype ? double(util::round_to(p.dtype, float(x))) : x;
   };
 
   const int64_t items = int64_t(p.batch) * p.heads_kv;
-  cpu::parallel_for(items, cpu::worker_count(p.num_threads, items), [&](int64_t item, int) {
+  util::parallel_for(items, util::worker_count(p.num_threads, items), [&](int64_t item, int) {
     const int64_t b = item / p.heads_kv, hk = item % p.heads_kv;
     const detail::Sequence& seq = p.seqs[size_t(b)];
     const int64_t nk = seq.rows_k;

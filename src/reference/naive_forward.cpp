@@ -4,8 +4,8 @@
 #include <limits>
 #include <vector>
 
-#include "cpu/half.h"
-#include "cpu/parallel_for.h"
+#include "util/half.h"
+#include "util/parallel_for.h"
 #include "reference/canonical_layout.h"
 #include "reference/mask_oracle.h"
 #include "reference/reference.h"
@@ -21,7 +21,7 @@ void forward_f64(const detail::Problem& p, ForwardF64* r, const Options& opt) {
   const MaskOracle oracle(p);
 
   const int64_t items = int64_t(p.batch) * p.heads_q;
-  cpu::parallel_for(items, cpu::worker_count(p.num_threads, items), [&](int64_t item, int) {
+  util::parallel_for(items, util::worker_count(p.num_threads, items), [&](int64_t item, int) {
     const int64_t b = item / p.heads_q, h = item % p.heads_q, hk = h / p.group;
     const detail::Sequence& seq = p.seqs[size_t(b)];
     std::vector<double> kmat(size_t(seq.rows_k * d)), vmat(size_t(seq.rows_k * dv));
@@ -41,7 +41,7 @@ void forward_f64(const detail::Problem& p, ForwardF64* r, const Options& opt) {
         if (!kept[size_t(j)]) continue;
         const double e = std::exp(s[size_t(j)] - m);
         sum += e;
-        const double pe = opt.round_p_to_input_dtype ? double(cpu::round_to(p.dtype, float(e))) : e;
+        const double pe = opt.round_p_to_input_dtype ? double(util::round_to(p.dtype, float(e))) : e;
         for (int64_t c = 0; c < dv; ++c) o[c] += pe * vmat[size_t(j * dv + c)];
       }
       for (int64_t c = 0; c < dv; ++c) o[c] /= sum;

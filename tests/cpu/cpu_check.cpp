@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "fastattn/fastattn.h"
 #include "reference/reference.h"
 #include "support/compare.h"

@@ -1,5 +1,5 @@
 // FastDiv (common/fast_div.h) against plain division, and the tile order's coordinates with the
-// launch's divisors (p.div, as the kernel reads them) against the plain-division order they replace.
+// launch's divisors (p.s.div, as the kernel reads them) against the plain-division order they replace.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include "cuda/common/fast_div.h"
 #include "cuda/sched/gqa_pack.h"
 #include "cuda/sched/tile_order.cuh"
+#include "launch_shape.h"
 #include "support/test_rng.h"
 
 namespace fastattn::cuda_backend {
@@ -40,18 +41,18 @@ TEST(FastDiv, MatchesPlainDivision) {
 
 // The order as it was written with plain division (sessions 3-5); the fast one must match it tile
 // for tile.
-TileCoord plain_tile_coord(const FwdParams& p, int tile) {
-  const unsigned id = unsigned(tile), m_blocks = unsigned(p.m_blocks);
+TileCoord plain_tile_coord(const Launch& p, int tile) {
+  const unsigned id = unsigned(tile), m_blocks = unsigned(p.s.m_blocks);
   auto slot_tile = [&](unsigned batch_slot, unsigned m_block) {
-    const unsigned heads = unsigned(p.head_slots), kv_heads = unsigned(p.heads_kv);
+    const unsigned heads = unsigned(p.s.head_slots), kv_heads = unsigned(p.a.heads_kv);
     const unsigned slot = batch_slot % heads, kv = slot % kv_heads;
-    return TileCoord{int(batch_slot / heads), int(kv * unsigned(p.q_per_kv) + slot / kv_heads * unsigned(p.pack_heads)),
+    return TileCoord{int(batch_slot / heads), int(kv * unsigned(p.a.q_per_kv) + slot / kv_heads * unsigned(p.s.pack_heads)),
                      int(kv), int(m_block)};
   };
-  if (p.heavy_first) {
-    const unsigned width = unsigned(p.section_slots), per_section = width * m_blocks;
+  if (p.s.heavy_first) {
+    const unsigned width = unsigned(p.s.section_slots), per_section = width * m_blocks;
     const unsigned section = id / per_section, first = section * width, w = id - section * per_section;
-    const unsigned n = std::min(width, unsigned(p.batch_heads) - first);
+    const unsigned n = std::min(width, unsigned(p.s.batch_heads) - first);
     return slot_tile(first + w % n, m_blocks - 1 - w / n);
   }
   return slot_tile(id / m_blocks, m_blocks - 1 - id % m_blocks);
@@ -62,20 +63,20 @@ TEST(FastDiv, TileOrderMatchesPlainDivision) {
   for (int trial = 0; trial < 500; ++trial) {
     // A launch's tile space (sched/gqa_pack.h), packed (s_q <= 64, GQA) or not, on 128- or 192-row
     // tiles, causal or not; causal ones with a random section width.
-    FwdParams p;
-    p.batch = rng.uniform_int(1, 9);
-    p.heads_kv = rng.uniform_int(1, 9);
-    p.q_per_kv = rng.uniform_int(1, 8);
-    p.heads_q = p.heads_kv * p.q_per_kv;
-    p.seqlen_q = p.seqlen_k = rng.uniform_int(1, rng.uniform_int(0, 1) ? 64 : 9000);
-    p.window_right = rng.uniform_int(0, 1) ? 0 : -1;
-    p.tiles = int(set_tile_space(p, false, rng.uniform_int(0, 1) ? 128 : 192));
-    p.section_slots = p.heavy_first ? rng.uniform_int(1, p.batch_heads) : p.batch_heads;
-    p.div = tile_divisors(p);  // as the launch sets it
-    for (int id = 0; id < p.tiles; ++id) {
-      const TileCoord a = tile_coord(p, p.div, id), b = plain_tile_coord(p, id);
+    Launch p;
+    p.a.batch = rng.uniform_int(1, 9);
+    p.a.heads_kv = rng.uniform_int(1, 9);
+    p.a.q_per_kv = rng.uniform_int(1, 8);
+    p.a.heads_q = p.a.heads_kv * p.a.q_per_kv;
+    p.a.seqlen_q = p.a.seqlen_k = rng.uniform_int(1, rng.uniform_int(0, 1) ? 64 : 9000);
+    p.a.window_right = rng.uniform_int(0, 1) ? 0 : -1;
+    p.s.tiles = int(set_tile_space(p, false, rng.uniform_int(0, 1) ? 128 : 192));
+    p.s.section_slots = p.s.heavy_first ? rng.uniform_int(1, p.s.batch_heads) : p.s.batch_heads;
+    p.s.div = tile_divisors(p.s, p.a.heads_kv);  // as the launch sets it
+    for (int id = 0; id < p.s.tiles; ++id) {
+      const TileCoord a = tile_coord(p.s, p.s.div, p.a, id), b = plain_tile_coord(p, id);
       ASSERT_TRUE(a.batch == b.batch && a.head == b.head && a.kv_head == b.kv_head && a.m_block == b.m_block)
-          << "trial " << trial << " id " << id << " section " << p.section_slots << " of " << p.batch_heads;
+          << "trial " << trial << " id " << id << " section " << p.s.section_slots << " of " << p.s.batch_heads;
     }
   }
 }

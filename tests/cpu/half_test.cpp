@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "support/test_rng.h"
 
-namespace fastattn::cpu {
+namespace fastattn::util {
 namespace {
 
 TEST(Half, EveryHalfRoundTripsThroughFloat) {
@@ -94,4 +94,4 @@ TEST(Bf16, EveryBf16RoundTrips) {
 }
 
 }  // namespace
-}  // namespace fastattn::cpu
+}  // namespace fastattn::util

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <functional>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "fastattn/fastattn.h"
 #include "support/compare.h"
 #include "support/kv_case.h"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "fastattn/fastattn.h"
 #include "gpu_buffers.h"
 #include "reference/reference.h"
@@ -52,8 +52,8 @@ struct FwdCase {
   }
 };
 
-inline uint16_t to_bits(float x, DType dt) { return dt == DType::BF16 ? cpu::float_to_bf16(x) : cpu::float_to_half(x); }
-inline float from_bits(uint16_t b, DType dt) { return dt == DType::BF16 ? cpu::bf16_to_float(b) : cpu::half_to_float(b); }
+inline uint16_t to_bits(float x, DType dt) { return dt == DType::BF16 ? util::float_to_bf16(x) : util::float_to_half(x); }
+inline float from_bits(uint16_t b, DType dt) { return dt == DType::BF16 ? util::bf16_to_float(b) : util::half_to_float(b); }
 inline double round_to(double x, DType dt) { return from_bits(to_bits(float(x), dt), dt); }
 
 // A (tokens, heads, dim) or (batch, seq, heads, dim) tensor in host memory plus its device twin.

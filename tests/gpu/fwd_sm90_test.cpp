@@ -135,7 +135,7 @@ TEST_F(Sm90Fwd, LongUnmaskedKeyConfigs) {
 }
 
 // d = 64 runs three consumer warpgroups on 192-row tiles, except GQA packing and causal/local with
-// s_k <= 1024 (fwd_launch.cuh): masks on 192-row tiles (bottom-right causal with s_q != s_k, a
+// s_k <= 1024 (sm90/fwd/launch.cuh): masks on 192-row tiles (bottom-right causal with s_q != s_k, a
 // two-sided window, seqused), partial m-blocks (193, 1000; causal ones pad the first m-block, whose
 // Q rows then start above the sequence: TMA zero fill, or varlen, the previous sequence's rows),
 // GQA, fp16, varlen with a sequence long enough to pick the config, and many tiles per CTA.

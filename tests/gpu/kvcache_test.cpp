@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "fastattn/fastattn.h"
 #include "gpu_buffers.h"
 #include "support/compare.h"

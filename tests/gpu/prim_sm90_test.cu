@@ -1,7 +1,7 @@
 // The sm_90a primitives (src/cuda/sm90/prim/) on the GPU against host references, one at a time, used
-// the way fwd_kernel.cuh uses them: TMA tensor maps (tma_map.h) and 4-D loads / stores, the mbarrier
-// ring with PipeState, SS and RS wgmma with their smem descriptors and both operand majors, the fp32
-// bulk reduce-add, stmatrix, named-barrier
+// the way the kernels (sm90/fwd/, sm90/bwd/) use them: TMA tensor maps (tma_map.h) and 4-D loads / stores,
+// the mbarrier ring with PipeState, SS and RS wgmma with their smem descriptors and both operand majors,
+// the fp32 bulk reduce-add, stmatrix, named-barrier
 // ping-pong and setmaxnreg. Inputs are random (the seed is printed on failure), outputs poisoned beforehand.
 #include <cuda.h>
 #include <cuda/ptx>
@@ -12,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda/sm90/fwd_kernel.cuh"  // pack2, kPingPongBar: the kernel's own, not copies
+#include "cuda/common/math.cuh"      // pack2: the kernels' own, not a copy
+#include "cuda/sm90/prim/barriers.h"  // kPingPongBar
 #include "cuda/sm90/prim/bulk_copy.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
@@ -28,6 +29,7 @@ namespace fastattn::gputest {
 namespace {
 
 using namespace fastattn::sm90;
+using cuda_backend::pack2;
 using bf16 = __nv_bfloat16;
 
 // ---- kernels -------------------------------------------------------------------------------
@@ -354,7 +356,8 @@ void check_launch() {
 
 // A device tensor (b, s, h, d) and its TMA map with `box_rows`-row boxes.
 void make_map(void* data, DType dt, std::initializer_list<int64_t> shape, int box_rows, CUtensorMap* map) {
-  const Status st = cuda_backend::make_tma_map(make_tensor(data, dt, shape, Device::CUDA), box_rows, map);
+  const Status st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(make_tensor(data, dt, shape, Device::CUDA)), box_rows,
+                                                    map);
   ASSERT_TRUE(st.ok()) << st.message;
 }
 

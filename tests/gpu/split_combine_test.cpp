@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "cuda/split_combine.h"
 #include "gpu_buffers.h"
 
@@ -93,7 +93,7 @@ void check_combine(const CombineCase& c) {
         const int64_t r = (int64_t(b) * c.heads + h) * c.seqlen_q + i;
         const int64_t base = ((int64_t(b) * c.seqlen_q + i) * c.heads + h) * row;
         for (int x = 0; x < row; ++x) {
-          const float g = cpu::load_as_float(out.data() + (base + x) * es, c.dtype);
+          const float g = util::load_as_float(out.data() + (base + x) * es, c.dtype);
           if (x >= c.dv) {
             ASSERT_TRUE(std::isnan(g)) << "padding written at row " << r;
             continue;

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "cpu/half.h"
+#include "util/half.h"
 
 namespace fastattn::testing {
 
@@ -62,7 +62,7 @@ std::string Comparison::describe(const std::string& name) const {
 
 std::vector<double> rounded(const std::vector<double>& v, DType dt) {
   std::vector<double> r(v.size());
-  for (size_t i = 0; i < v.size(); ++i) r[i] = cpu::round_to(dt, float(v[i]));
+  for (size_t i = 0; i < v.size(); ++i) r[i] = util::round_to(dt, float(v[i]));
   return r;
 }
 

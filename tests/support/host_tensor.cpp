@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "cpu/half.h"
+#include "util/half.h"
 
 namespace fastattn::testing {
 
@@ -42,11 +42,11 @@ int64_t HostTensor::offset_of(int64_t flat) const {
 }
 
 double HostTensor::get(int64_t flat) const {
-  return cpu::load_as_float(storage_.data() + offset_of(flat) * dtype_size(view_.dtype), view_.dtype);
+  return util::load_as_float(storage_.data() + offset_of(flat) * dtype_size(view_.dtype), view_.dtype);
 }
 
 void HostTensor::set(int64_t flat, double value) {
-  cpu::store_from_float(storage_.data() + offset_of(flat) * dtype_size(view_.dtype), view_.dtype,
+  util::store_from_float(storage_.data() + offset_of(flat) * dtype_size(view_.dtype), view_.dtype,
                         float(value));
 }
 

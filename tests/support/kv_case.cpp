@@ -5,7 +5,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "cpu/half.h"
+#include "util/half.h"
 #include "fastattn/fastattn.h"
 
 namespace fastattn::testing {
@@ -15,7 +15,7 @@ int64_t flat4(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
   return ((i0 * t.shape[1] + i1) * t.shape[2] + i2) * t.shape[3] + i3;
 }
 
-double rounded(DType dt, double x) { return cpu::round_to(dt, float(x)); }
+double rounded(DType dt, double x) { return util::round_to(dt, float(x)); }
 
 }  // namespace
 

@@ -1,7 +1,7 @@
 // Per-sequence offsets and lengths, for fixed-length and varlen (cu_seqlens, seqused) batches.
 #pragma once
 
-#include "cuda/common/fwd_params.h"
+#include "cuda/common/attn_params.h"
 
 namespace fastattn::cuda_backend {
 
@@ -12,7 +12,7 @@ struct SeqInfo {
   int batch_coord;         // TMA batch coordinate: b for fixed-length, 0 for varlen
 
   SeqInfo() = default;
-  __device__ __forceinline__ SeqInfo(const FwdParams& p, int b) {
+  __device__ __forceinline__ SeqInfo(const AttnParams& p, int b) {
     if (p.cu_seqlens_q != nullptr) {
       q_offset = p.cu_seqlens_q[b];
       k_offset = p.cu_seqlens_k[b];

@@ -50,16 +50,4 @@ __device__ __forceinline__ void apply_keep_bits(float (&acc)[N / 2], const KeepB
   }
 }
 
-// The same mask by one comparison pair per element: what keep-bits replace. Compiled only for the
-// SASS comparison in docs/notes/fwd-sm90.md (-DFASTATTN_MASK_PLAIN).
-template <int N, int H>
-__device__ __forceinline__ void apply_window_plain(float (&acc)[N / 2], int lo, int hi, int t) {
-#pragma unroll
-  for (int k = 0; k < N / 4; ++k) {
-    const int col = 8 * (k >> 1) + 2 * t + (k & 1);
-    const int idx = 4 * (k >> 1) + 2 * H + (k & 1);
-    acc[idx] = (col >= lo && col < hi) ? acc[idx] : -INFINITY;
-  }
-}
-
 }  // namespace fastattn::cuda_backend

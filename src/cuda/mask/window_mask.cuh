@@ -1,27 +1,46 @@
 // The seqlen / causal / local mask of one sequence, as the kernels see it: for query row i the
 // kept keys are lo(i) <= j < hi(i) (FlashAttention's bottom-right alignment, offset s_k - s_q).
-// It mirrors src/reference/mask_oracle (the one truth); the GPU tests check it against that.
+// It mirrors src/reference/mask_oracle (the one truth); the CPU tests check it against that
+// (tests/cpu/block_source_test.cpp), the GPU tests the kernels built on it.
 //
 // Tiles are classified before any K/V is loaded: the block range skips empty tiles, full tiles
 // run unmasked, and only partial tiles build keep-bits (R2P-friendly 32-bit masks, see keep_bits).
+// The walks over those ranges are mask/block_source.cuh's.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 
+#include "cuda/common/host_device.h"
+
 namespace fastattn::cuda_backend {
+
+// min / max of ints on either side (the device's are the intrinsics the kernels always used).
+FASTATTN_HD int imin(int a, int b) {
+#ifdef __CUDA_ARCH__
+  return min(a, b);
+#else
+  return std::min(a, b);
+#endif
+}
+FASTATTN_HD int imax(int a, int b) {
+#ifdef __CUDA_ARCH__
+  return max(a, b);
+#else
+  return std::max(a, b);
+#endif
+}
 
 struct WindowMask {
   int len_k;
   int diag;          // len_k - len_q
   int left, right;   // -1 = unbounded
 
-  __device__ __forceinline__ int lo(int i) const { return left < 0 ? 0 : max(0, i + diag - left); }
-  __device__ __forceinline__ int hi(int i) const {
-    return right < 0 ? len_k : min(len_k, i + diag + right + 1);
-  }
+  FASTATTN_HD int lo(int i) const { return left < 0 ? 0 : imax(0, i + diag - left); }
+  FASTATTN_HD int hi(int i) const { return right < 0 ? len_k : imin(len_k, i + diag + right + 1); }
 
   // KV tiles [begin, end) that rows [m0, m1) can see; empty when end <= begin.
-  __device__ __forceinline__ void tile_range(int m0, int m1, int tile_n, int& begin, int& end) const {
+  FASTATTN_HD void tile_range(int m0, int m1, int tile_n, int& begin, int& end) const {
     begin = lo(m0) / tile_n;
     end = (hi(m1 - 1) + tile_n - 1) / tile_n;
   }
@@ -29,24 +48,24 @@ struct WindowMask {
   // KV tiles [begin, end) that every row of [m0, m1) keeps whole: tile n is full when
   // n * tile_n >= lo(m1 - 1) and (n + 1) * tile_n <= hi(m0). Computed once per m-block, so the
   // loop tests a block with one comparison (the per-block test cost ~25 instructions).
-  __device__ __forceinline__ void full_range(int m0, int m1, int tile_n, int& begin, int& end) const {
+  FASTATTN_HD void full_range(int m0, int m1, int tile_n, int& begin, int& end) const {
     begin = (lo(m1 - 1) + tile_n - 1) / tile_n;
-    end = max(0, hi(m0)) / tile_n;
+    end = imax(0, hi(m0)) / tile_n;
   }
 
   // Column view (the backward walks the q-blocks of a key block). Rows kept by key j are
   // row_lo(j) <= i < row_hi(j): the rows whose [lo(i), hi(i)) holds j, within [0, len_q); none
   // for j >= len_k. Both ends are non-decreasing in j below len_k, as lo and hi are in i.
-  __device__ __forceinline__ int len_q() const { return len_k - diag; }
-  __device__ __forceinline__ int row_lo(int j) const { return right < 0 ? 0 : max(0, j - diag - right); }
-  __device__ __forceinline__ int row_hi(int j) const {
+  FASTATTN_HD int len_q() const { return len_k - diag; }
+  FASTATTN_HD int row_lo(int j) const { return right < 0 ? 0 : imax(0, j - diag - right); }
+  FASTATTN_HD int row_hi(int j) const {
     if (j >= len_k) return 0;
-    return left < 0 ? len_q() : min(len_q(), j - diag + left + 1);
+    return left < 0 ? len_q() : imin(len_q(), j - diag + left + 1);
   }
 
   // Q-blocks [begin, end) of tile_m rows that keys [n0, n1) see; empty when end <= begin.
-  __device__ __forceinline__ void q_tile_range(int n0, int n1, int tile_m, int& begin, int& end) const {
-    const int last = min(n1, len_k) - 1;
+  FASTATTN_HD void q_tile_range(int n0, int n1, int tile_m, int& begin, int& end) const {
+    const int last = imin(n1, len_k) - 1;
     if (last < n0) {
       begin = end = 0;
       return;
@@ -57,7 +76,7 @@ struct WindowMask {
 
   // Q-blocks [begin, end) whose every row keeps every key of [n0, n1): block m is full when
   // m * tile_m >= row_lo(n1 - 1) and (m + 1) * tile_m <= row_hi(n0), all keys below len_k.
-  __device__ __forceinline__ void q_full_range(int n0, int n1, int tile_m, int& begin, int& end) const {
+  FASTATTN_HD void q_full_range(int n0, int n1, int tile_m, int& begin, int& end) const {
     if (n1 > len_k) {
       begin = end = 0;
       return;

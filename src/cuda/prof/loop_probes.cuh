@@ -3,7 +3,6 @@
 // default kernels' SASS does not change. The profiling build defines it (see docs/profiling.md).
 #pragma once
 
-#include "cuda/common/fwd_params.h"
 #include "cuda/prof/probe_layout.h"
 
 #ifdef FASTATTN_LOOP_PROBES
@@ -13,7 +12,7 @@
 namespace fastattn::prof {
 
 struct LoopProbe {
-  __device__ __forceinline__ LoopProbe(const cuda_backend::FwdParams&, int /*wg*/) {}
+  __device__ __forceinline__ LoopProbe(int /*wg*/) {}
   __device__ __forceinline__ void mark(Mark) {}
   __device__ __forceinline__ void finish() {}
 };

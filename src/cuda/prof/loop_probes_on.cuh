@@ -16,7 +16,6 @@
 
 #include <cstdint>
 
-#include "cuda/common/fwd_params.h"
 #include "cuda/prof/probe_layout.h"
 #include "cuda/sm90/prim/wgmma.cuh"
 
@@ -73,7 +72,7 @@ __device__ __forceinline__ int probe_smid() {
 class LoopProbe {
  public:
   // The kernel's warpgroup index is wg() here too (derived, not kept).
-  __device__ __forceinline__ LoopProbe(const cuda_backend::FwdParams&, int /*wg*/) {
+  __device__ __forceinline__ LoopProbe(int /*wg*/) {
     if (!leader()) return;
     const long long now = probe_clock();
     const int wg = LoopProbe::wg();

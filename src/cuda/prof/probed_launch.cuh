@@ -13,8 +13,8 @@
 
 #include "cuda/prof/loop_probes.cuh"
 #include "cuda/prof/probed_run.h"
-#include "cuda/sm90/fwd_config.h"
-#include "cuda/sm90/fwd_kernel.cuh"
+#include "cuda/sm90/fwd/config.h"
+#include "cuda/sm90/fwd/kernel.cuh"
 
 namespace fastattn::prof {
 

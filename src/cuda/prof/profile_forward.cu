@@ -1,6 +1,6 @@
 // profile_forward: the library's forward runs once as it is (the reference output), then once more
 // under a stream capture; the probed kernel replays the captured graph in place of the library's
-// kernel -- same grid, tensor maps and FwdParams -- so the profiling build never re-derives what the
+// kernel -- same grid, tensor maps and sm90::FwdParams -- so the profiling build never re-derives what the
 // backend computes.
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/common/fwd_params.h"
+#include "cuda/sm90/fwd/params.h"
 #include "cuda/prof/probed_run.h"
 #include "fastattn/fastattn.h"
 
@@ -93,7 +93,7 @@ Status capture_launch(const AttnArgs& args, cudaStream_t stream, CapturedLaunch*
     return {Code::Internal, "profile: the captured launch is " + *kernel + ", not the sm90 fwd_kernel"};
   // The probed kernel is fwd_kernel(tq, tk, tv, to, p) by value: the captured one must take exactly that.
   const size_t sizes[] = {sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap), sizeof(CUtensorMap),
-                          sizeof(cuda_backend::FwdParams)};
+                          sizeof(sm90::FwdParams)};
   constexpr size_t kParams = sizeof(sizes) / sizeof(sizes[0]);
   for (size_t i = 0; i <= kParams; ++i) {
     size_t offset = 0, size = 0;

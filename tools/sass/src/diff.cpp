@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <map>
+#include <regex>
 #include <set>
 
 #include "loops.h"
@@ -55,6 +56,30 @@ bool same_sass(const Kernel& o, const Kernel& n) {
   return true;
 }
 
+// Same instructions, control codes and operands except for the offsets of constant-bank operands
+// (c[0x0][...]: a kernel parameter struct whose fields moved). Counts the instructions that differ.
+bool same_but_cbank_offsets(const Kernel& o, const Kernel& n, int* differing) {
+  if (o.code.size() != n.code.size()) return false;
+  static const std::regex cbank(R"(c\[0x0\]\[0x[0-9a-f]+\])");
+  *differing = 0;
+  for (std::size_t i = 0; i < o.code.size(); ++i) {
+    const Instruction &a = o.code[i], &b = n.code[i];
+    if (a.low == b.low && a.high == b.high) continue;
+    if (a.predicate != b.predicate || a.mnemonic != b.mnemonic || (a.high >> 41) != (b.high >> 41) ||
+        std::regex_replace(a.operands, cbank, "c[0x0][*]") != std::regex_replace(b.operands, cbank, "c[0x0][*]"))
+      return false;
+    ++*differing;
+  }
+  return true;
+}
+
+std::string renamed(std::string name, const DiffOptions& opt) {
+  for (const auto& [from, to] : opt.renames)
+    for (auto at = name.find(from); !from.empty() && at != std::string::npos; at = name.find(from, at + to.size()))
+      name.replace(at, from.size(), to);
+  return name;
+}
+
 }  // namespace
 
 std::string format_delta(int old_value, int new_value, bool with_percent) {
@@ -71,7 +96,7 @@ std::string format_delta(int old_value, int new_value, bool with_percent) {
 int print_diff(std::ostream& os, const std::vector<Kernel>& old_build,
                const std::vector<Kernel>& new_build, const DiffOptions& opt) {
   std::map<std::string, const Kernel*> olds, news;
-  for (const auto& k : old_build) olds[k.key()] = &k;
+  for (const auto& k : old_build) olds[k.arch + " " + renamed(k.name, opt)] = &k;
   for (const auto& k : new_build) news[k.key()] = &k;
   int changed = 0;
   for (const auto& [key, o] : olds) {
@@ -84,8 +109,13 @@ int print_diff(std::ostream& os, const std::vector<Kernel>& old_build,
     }
     const Kernel& n = *it->second;
     const bool same = same_sass(*o, n);
+    int moved = 0;
+    const bool offsets_only = !same && same_but_cbank_offsets(*o, n, &moved);
     changed += same ? 0 : 1;
-    os << "### " << o->arch << " " << o->demangled << (same ? "  (identical SASS)" : "") << "\n\n"
+    os << "### " << o->arch << " " << n.demangled << (same ? "  (identical SASS)" : "")
+       << (offsets_only ? "  (same SASS but for constant-bank offsets in " + std::to_string(moved) + " instructions)"
+                        : "")
+       << "\n\n"
        << "| Metric | Old | New | Delta |\n|---|---:|---:|---:|\n";
     auto rows = metric_rows(*o, n);
     const auto ops = opcode_rows(*o, n, opt);

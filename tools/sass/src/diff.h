@@ -3,6 +3,7 @@
 
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernel.h"
@@ -12,6 +13,9 @@ namespace fastattn::sass {
 struct DiffOptions {
   std::vector<std::string> pinned;   // opcodes always shown, in this order (e.g. R2P FSEL ISETP)
   bool all_opcodes = false;          // also show opcodes whose count did not change
+  // (from, to) substring replacements applied to the OLD build's mangled names before matching,
+  // so a renamed parameter type or namespace still pairs each kernel with its successor.
+  std::vector<std::pair<std::string, std::string>> renames;
 };
 
 // "-32 (-1%)" style delta; the percentage only where `with_percent` and old is non-zero.

@@ -25,7 +25,7 @@ constexpr int kExitUsage = 2;
 const char* kUsage =
     "usage:\n"
     "  fastattn-sass report  BINARY [--kernel REGEX] [--annotate] [--all-opcodes]\n"
-    "  fastattn-sass diff    OLD NEW [--kernel REGEX] [--pin OP,OP,...] [--all-opcodes]\n"
+    "  fastattn-sass diff    OLD NEW [--kernel REGEX] [--pin OP,OP,...] [--all-opcodes] [--rename FROM=TO]...\n"
     "  fastattn-sass gate    --rules FILE BINARY... [--verbose]\n"
     "  fastattn-sass summary [--label NAME] BINARY... (markdown on stdout)\n"
     "  fastattn-sass decode  HIGH_WORD_HEX              (control code of one instruction)\n"
@@ -38,6 +38,7 @@ struct Args {
   std::string rules;
   std::vector<std::string> labels;
   std::vector<std::string> pinned;
+  std::vector<std::pair<std::string, std::string>> renames;
   bool annotate = false, all_opcodes = false, verbose = false;
 };
 
@@ -61,7 +62,12 @@ Args parse_args(int argc, char** argv) {
     else if (s == "--rules") a.rules = value();
     else if (s == "--label") a.labels.push_back(value());
     else if (s == "--pin") a.pinned = split_commas(value());
-    else if (s == "--annotate") a.annotate = true;
+    else if (s == "--rename") {
+      const std::string v = value();
+      const auto eq = v.find('=');
+      if (eq == std::string::npos || eq == 0) throw std::invalid_argument("--rename takes FROM=TO (mangled substrings)");
+      a.renames.emplace_back(v.substr(0, eq), v.substr(eq + 1));
+    } else if (s == "--annotate") a.annotate = true;
     else if (s == "--all-opcodes") a.all_opcodes = true;
     else if (s == "--verbose") a.verbose = true;
     else if (s.rfind("--", 0) == 0) throw std::invalid_argument("unknown option " + s);
@@ -95,7 +101,7 @@ int cmd_diff(const Args& a) {
   if (a.positional.size() != 2) throw std::invalid_argument("diff takes OLD and NEW");
   const auto changed = print_diff(std::cout, load_filtered(a.positional[0], a.kernel),
                                   load_filtered(a.positional[1], a.kernel),
-                                  {a.pinned, a.all_opcodes});
+                                  {a.pinned, a.all_opcodes, a.renames});
   std::cout << changed << " kernel(s) changed\n";
   return 0;
 }

@@ -33,10 +33,10 @@ Status launch_bwd(const AttnArgs& args, const Tensor& dout, const cuda_backend::
   const int64_t items = n_slots * p.heads_kv * p.batch;
   if (items > 0) {  // also without q rows: it writes dk = dv = 0
     CUtensorMap tq, tk, tv, tdo;
-    Status st = cuda_backend::make_tma_map(args.q, Cfg::kBlockM, &tq);
-    if (st.ok()) st = cuda_backend::make_tma_map(args.k, Cfg::kBlockN, &tk);
-    if (st.ok()) st = cuda_backend::make_tma_map(args.v, Cfg::kBlockN, &tv);
-    if (st.ok()) st = cuda_backend::make_tma_map(dout, Cfg::kBlockM, &tdo);
+    Status st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(args.q), Cfg::kBlockM, &tq);
+    if (st.ok()) st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(args.k), Cfg::kBlockN, &tk);
+    if (st.ok()) st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(args.v), Cfg::kBlockN, &tv);
+    if (st.ok()) st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(dout), Cfg::kBlockM, &tdo);
     if (!st.ok()) return st;
     auto kernel = bwd_kernel<T, Cfg>;
     const int smem = int(sizeof(BwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024

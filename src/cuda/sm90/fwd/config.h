@@ -6,7 +6,7 @@ namespace fastattn::sm90 {
 
 // Keys per KV tile. d = 64: 192 (fewer row reductions, O rescales and barrier hand-offs per score;
 // FA3's choice too). d > 128: 80 keep S + O + P within 240 registers and K + V (2 stages) + Q
-// within 227 KB. Launch-time alternatives (fwd_launch.cuh): d = 64 three warpgroups, or short keys
+// within 227 KB. Launch-time alternatives (fwd/launch.cuh): d = 64 three warpgroups, or short keys
 // 128 with a 3-deep ring; d = 128 narrow windows 64 with 4 stages.
 constexpr int default_block_n(int d) { return d <= 64 ? 192 : d <= 128 ? 128 : 80; }
 
@@ -32,8 +32,8 @@ struct FwdConfig {
   static constexpr int kRingBytes = 2 * kStages * kAtoms * kKVAtomBytes;
   // 227 KB of dynamic smem per block; 1 KB of it aligns the base, 1 KB holds the barriers.
   static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
-  // InterWG ping-pong pays where softmax is a large share of the loop (d <= 128: +5..20% on H100,
-  // 2026-11-21); at d = 256 with 64-wide KV tiles it cost up to 25% (docs/notes/fwd-sm90.md).
+  // InterWG ping-pong pays where softmax is a large share of the loop (d <= 128: +5..20%); at
+  // d = 256 with 64-wide KV tiles it cost up to 25% (docs/notes/fwd-sm90.md).
   static constexpr bool kPingPong = D <= 128;
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   // setmaxnreg budgets: 24 x 128 + 240 x 256 = 64512 of the SM's 65536 registers (2 consumers),
@@ -44,20 +44,20 @@ struct FwdConfig {
   // in two warpgroups' 240 registers; three (160) spilled 4 bytes with it, and wait before the turn.
   static constexpr bool kVWaitUnderQK = ConsumerWGs == 2;
   // Three warpgroups reduce both rows' maxima before the first exp (FA3's order): with the plain
-  // loop body (fwd_kernel.cuh) and the PV wait between the rows' exps, d = 64 ran 2.2-3.6% faster
-  // at s 1k-8k full and causal (H100 A/B 2026-11-22, session 11). The same wait with row 1's max
+  // loop body (fwd/mainloop.cuh) and the PV wait between the rows' exps, d = 64 ran 2.2-3.6% faster
+  // at s 1k-8k full and causal. The same wait with row 1's max
   // reduced under row 0's exps (softmax.step) spilled 46 bytes there. Two warpgroups keep
-  // softmax.step: there the overlap saved ~65 static cycles a block (pass 21).
+  // softmax.step: there the overlap saved ~65 static cycles a block.
   static constexpr bool kMaximaFirst = ConsumerWGs == 3;
   // Partial blocks above the full ones (causal diagonal, a window's right edge) run in the plain
   // loop body, which then tests each block against the full range and masks the partial ones,
   // instead of in the generic body. Three warpgroups (d = 64): causal s 4k +1.9%, 8k +0.8%,
   // window (64, 0) +3.2%. Two warpgroups keep a test-free plain body: d = 128 causal level,
-  // d = 64 s 1k causal -1.4%, GQA -6% (noisy) (H100 A/B 2026-11-22, session 12).
+  // d = 64 s 1k causal -1.4%, GQA -6% (noisy).
   static constexpr bool kMaskInPlainBody = ConsumerWGs == 3;
   // Plain blocks take their exps with no row max first (OnlineSoftmax::step_deferred, session 20:
   // d = 128 +6.6-8.6% causal, +7.5% unmasked s 4k, GQA +6.6%; d = 256 level; d = 64 short causal
-  // +1.7%; H100 A/B 2026-11-25). It keeps the scores beside P: 176 or 192 keys on two warpgroups
+  // +1.7%). It keeps the scores beside P: 176 or 192 keys on two warpgroups
   // spilled (60 and 36 bytes), and three warpgroups have 160 registers.
   static constexpr bool kDeferredMax = ConsumerWGs == 2 && N <= 128;
 };

@@ -4,10 +4,10 @@
 
 #include <cuda_runtime.h>
 
-#include "cuda/common/fwd_params.h"
+#include "cuda/launch_plan.h"
 #include "fastattn/types.h"
 
 namespace fastattn::sm90 {
 template <class T, int D>
-Status launch_fwd(const AttnArgs& args, const cuda_backend::FwdParams& p, cudaStream_t stream);
+Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
 }

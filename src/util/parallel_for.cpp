@@ -1,11 +1,11 @@
-#include "cpu/parallel_for.h"
+#include "util/parallel_for.h"
 
 #include <algorithm>
 #include <atomic>
 #include <thread>
 #include <vector>
 
-namespace fastattn::cpu {
+namespace fastattn::util {
 
 int worker_count(int requested, int64_t items) {
   // hardware_concurrency() asks the kernel (sched_getaffinity) on every call: once is enough.
@@ -27,4 +27,4 @@ void parallel_for(int64_t n, int workers, const std::function<void(int64_t, int)
   for (std::thread& t : pool) t.join();
 }
 
-}  // namespace fastattn::cpu
+}  // namespace fastattn::util

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <functional>
 
-namespace fastattn::cpu {
+namespace fastattn::util {
 
 // Number of workers for a request (0 = all hardware threads), never more than `items`.
 int worker_count(int requested, int64_t items);
@@ -15,4 +15,4 @@ int worker_count(int requested, int64_t items);
 // is worker 0. Items are taken in increasing order, so put the longest first.
 void parallel_for(int64_t n, int workers, const std::function<void(int64_t item, int worker)>& fn);
 
-}  // namespace fastattn::cpu
+}  // namespace fastattn::util

@@ -9,7 +9,7 @@
 
 #include "fastattn/types.h"
 
-namespace fastattn::cpu {
+namespace fastattn::util {
 
 inline float half_to_float(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000u) << 16;
@@ -83,4 +83,4 @@ inline float round_to(DType dt, float f) {
   return f;
 }
 
-}  // namespace fastattn::cpu
+}  // namespace fastattn::util

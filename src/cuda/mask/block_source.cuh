@@ -1,0 +1,70 @@
+// The blocks one tile visits, and in which order: the one walk that the producer (loads), the
+// consumers (GEMMs, masks, the plain loop body) and an idle warpgroup (turns without work) all
+// follow, so they cannot disagree on how many blocks a tile has.
+//
+// Row view (forward): the key blocks of a query tile, from the window mask. Column view
+// (backward): the query blocks of a key tile, from the rows that keep each key. Both are an
+// interval of blocks with an inner interval of full ones (every pair kept: no mask), walked from
+// the last block down: the partial blocks at the top come first, so their masking overlaps the
+// full blocks' loads (forward).
+//
+// The walk runs over positions `it`: first(), then next(it) while !done(it); block(it) is the
+// block index at that position. Here a position is the block itself; a block-sparse source (a
+// per-tile list of blocks) keeps the same walk with a position into its list, and full() reads
+// the list's per-block flag.
+#pragma once
+
+#include "cuda/common/host_device.h"
+#include "cuda/mask/window_mask.cuh"
+
+namespace fastattn::cuda_backend {
+
+// No default member initializers: a kernel's tile records (FwdTile) are declared ahead of their
+// first tile, and zeroing them there costs instructions at every run of blocks.
+struct BlockRange {
+  int begin, end;            // blocks [begin, end) hold a kept pair; none when end <= begin
+  int full_begin, full_end;  // blocks [full_begin, full_end) are kept whole
+
+  FASTATTN_HD bool empty() const { return end <= begin; }
+  FASTATTN_HD int count() const { return end - begin; }
+
+  // The walk, last block first.
+  FASTATTN_HD int first() const { return end - 1; }
+  FASTATTN_HD int next(int it) const { return it - 1; }
+  FASTATTN_HD bool done(int it) const { return it < begin; }
+  FASTATTN_HD bool has_next(int it) const { return it > begin; }  // it is not the walk's last
+  FASTATTN_HD int last() const { return begin; }
+  FASTATTN_HD bool is_last(int it) const { return it == begin; }
+  FASTATTN_HD int block(int it) const { return it; }
+  FASTATTN_HD bool full(int it) const { return it >= full_begin && it < full_end; }
+  FASTATTN_HD bool above_full(int it) const { return it >= full_end; }  // partial, before the full ones
+
+  // The lowest position from which on down to here every block is full, stopping above the
+  // walk's last block when `keep_last` (it is run apart).
+  FASTATTN_HD int full_run_end(bool keep_last) const { return imax(full_begin, begin + (keep_last ? 1 : 0)); }
+};
+
+// Row view: the key blocks of `tile_n` keys that query rows [m0, m1) see (m0 < m1).
+FASTATTN_HD BlockRange key_blocks(const WindowMask& mask, int m0, int m1, int tile_n) {
+  BlockRange r{};
+  mask.tile_range(m0, m1, tile_n, r.begin, r.end);
+  mask.full_range(m0, m1, tile_n, r.full_begin, r.full_end);
+  return r;
+}
+
+// Column view: the query blocks of `tile_m` rows that see keys [n0, n1) (n0 < n1). `Mask` gives
+// the rows that keep key j as [row_lo(j), row_hi(j)), both non-decreasing in j (a window's
+// column is an interval too): the visible blocks run from key n0's first row to key n1 - 1's
+// last, and a block is full when its rows keep n1 - 1 (the latest first row) and n0 (the
+// earliest last row).
+template <class Mask>
+FASTATTN_HD BlockRange query_blocks(const Mask& mask, int n0, int n1, int tile_m) {
+  BlockRange r{};
+  r.begin = mask.row_lo(n0) / tile_m;
+  r.end = (mask.row_hi(n1 - 1) + tile_m - 1) / tile_m;
+  r.full_begin = (mask.row_lo(n1 - 1) + tile_m - 1) / tile_m;
+  r.full_end = imax(0, mask.row_hi(n0)) / tile_m;
+  return r;
+}
+
+}  // namespace fastattn::cuda_backend

@@ -1,0 +1,77 @@
+// The Hopper forward's register-store epilogue: a warpgroup's normalised O rows and LSE straight
+// from registers to global memory (the TMA-store path, which stages O in smem, is the mainloop's
+// stage_and_store: it runs inside an iteration).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda/common/math.cuh"
+#include "cuda/common/quad_transpose.cuh"
+#include "cuda/sm90/fwd/tile.cuh"
+
+namespace fastattn::sm90 {
+
+// One warpgroup's 64 rows of tile `e`: O normalised by inv and LSE, by plain stores from registers.
+// Tile row t is q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask) (GQA
+// packing; unpacked: e.head, e.m0 + t). Rows past rows_q, and packed rows past the tile's heads
+// (zero or other heads' rows of the Q box), are dropped; rows past seqused get out 0 and lse -inf
+// (the reference's convention). With one Q buffer (d256, the long-row d128 configs) a quad
+// transposes its column pairs so that each lane holds 8 consecutive columns: one 16-byte store
+// where out's rows are 16-byte aligned (p.store.out_vec16; d256: 16 stores per thread instead of 64, and
+// a warp writes 64 contiguous bytes per row instead of 16), else four 4-byte ones (out needs only
+// 4-byte alignment and even strides). Not in the block stream (two Q buffers), where the store
+// runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
+// ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
+// cost more than they saved (d64 s1k causal 0.944); plain pairs there.
+template <class T, class Cfg>
+__device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
+                                           const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
+                                           float (&lse)[2]) {
+  constexpr int D = Cfg::kHeadDim;
+  static_assert(D % 32 == 0, "16-byte stores take 4 column groups of 8 at a time");
+  const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
+  // The tile's q heads: pack_heads (1 unpacked), fewer in a KV head's last group.
+  const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int t = row_in_tile + 8 * h, r = e.m0 + (t & p.sched.row_pos_mask), g = t >> p.sched.row_head_shift;
+    if (r >= e.seq.len_q) {
+      inv[h] = 0.f;
+      lse[h] = -INFINITY;
+    }
+    const bool keep = unsigned(r) < unsigned(e.seq.rows_q) && g < heads;  // r < 0: first_block_pad
+    const int64_t head = e.head + g;
+    const cuda_backend::AttnParams& a = p.attn;
+    T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + (e.seq.q_offset + r) * a.out_stride_s +
+             head * a.out_stride_h;
+    if constexpr (Cfg::kQBuffers == 1) {
+#pragma unroll
+      for (int j = 0; j < D / 8; j += 4) {  // the quad's shuffles need every lane: only the store is predicated
+        uint32_t m[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          m[k] = cuda_backend::pack2<T>(o[4 * (j + k) + 2 * h] * inv[h], o[4 * (j + k) + 2 * h + 1] * inv[h]);
+        const uint4 v = cuda_backend::quad_transpose(m, quad_col);
+        T* dst = out + 8 * (j + quad_col);
+        if (keep && p.store.out_vec16) {
+          *reinterpret_cast<uint4*>(dst) = v;
+        } else if (keep) {
+          reinterpret_cast<uint32_t*>(dst)[0] = v.x;
+          reinterpret_cast<uint32_t*>(dst)[1] = v.y;
+          reinterpret_cast<uint32_t*>(dst)[2] = v.z;
+          reinterpret_cast<uint32_t*>(dst)[3] = v.w;
+        }
+      }
+    } else if (keep) {
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+        *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) =
+            cuda_backend::pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+    }
+    if (keep && a.lse != nullptr && quad_col == 0)
+      a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + (e.seq.q_offset + r) * a.lse_stride_s] = lse[h];
+  }
+}
+
+}  // namespace fastattn::sm90

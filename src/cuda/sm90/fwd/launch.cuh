@@ -1,0 +1,100 @@
+// Host launch of the Hopper forward for one (dtype, head dim): tensor maps, smem size, grid.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/launch_plan.h"
+#include "cuda/sm90/fwd/api.h"
+#include "cuda/sm90/fwd/kernel.cuh"
+#include "cuda/tma_map.h"
+
+namespace fastattn::sm90 {
+
+template <class T, class Cfg>
+Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
+  using cuda_backend::Role;
+  using cuda_backend::tma_tensor;
+  constexpr int D = Cfg::kHeadDim;
+  const detail::Problem& pr = *lp.problem;
+  CUtensorMap tq, tk, tv, to;
+  // GQA packing (sched/gqa_pack.h): the Q box is R rows x 128 / R heads from the tile's first head,
+  // landing as rows g * R + i of the 128-row buffer in the same 128-byte-swizzled row layout (the
+  // swizzle follows the smem row), and as many bytes as the unpacked box (the producer's expect_tx).
+  if (Cfg::kBlockM != cuda_backend::kPackTileRows && lp.pack.rows > 0)
+    return Status::Unsupported("internal: GQA packing needs 128-row tiles");  // launch_fwd routes it
+  const int q_box_rows = lp.pack.rows > 0 ? lp.pack.rows : Cfg::kBlockM;
+  Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), q_box_rows, &tq, Cfg::kBlockM / q_box_rows);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kBlockN, &tk);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kBlockN, &tv);
+  if (!st.ok()) return st;
+  // O goes out by TMA (64-row boxes, one per consumer warpgroup) where the kernel can stage it in
+  // a spare Q buffer and TMA can address it: fixed-length (TMA cannot stop at a varlen sequence's
+  // end) with 16-byte-aligned base and strides; else by plain stores from registers. Not at d = 64,
+  // where the register stores measured 2-3% faster (docs/notes/fwd-sm90.md). Not under GQA
+  // packing: a warpgroup's 64 rows are then several heads' rows (register stores, which drop the
+  // padding rows).
+  const cuda_backend::TmaTensor out = tma_tensor(pr, Role::Out);
+  FwdParams params;
+  params.attn = lp.attn;
+  params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;
+  params.store.out_tma = Cfg::kQBuffers == 2 && D > 64 && lp.pack.rows == 0 && cuda_backend::tma_storable(out) &&
+                         cuda_backend::make_tma_map(out, 64, &to).ok();
+  if (!params.store.out_tma) to = tq;  // unused
+  // The schedule, once the config is known: its tile rows, and a TMA store box cannot start above
+  // row 0 (TileSchedule::first_block_pad).
+  cuda_backend::ScheduleShape shape;
+  shape.tile_rows = Cfg::kBlockM;
+  shape.pad_first_ok = !params.store.out_tma;
+  shape.kv_bytes_per_slot = int64_t(lp.attn.seqlen_k) * (pr.head_dim + pr.head_dim_v) * int64_t(sizeof(T));
+  int ctas = 0;
+  st = cuda_backend::plan_schedule(lp, shape, &params.sched, &ctas);
+  if (!st.ok()) return st;
+  auto kernel = fwd_kernel<T, Cfg>;
+  const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+  static bool attr_set = false;  // per instantiation; racing first calls set the same value
+  if (!attr_set) {
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
+    attr_set = true;
+  }
+  if (params.sched.tiles == 0) return Status::Ok();
+  // Persistent: one CTA per SM (smem allows no second), each walks its share of the tiles.
+  kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, to, params);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
+  return Status::Ok();
+}
+
+// Alternative configs per problem, each chosen by measurement (docs/notes/fwd-sm90.md); they
+// fit the tile to d = 64's softmax load, to short keys or to narrow windows.
+// - d = 128 (any s_k, masked or not): the default 2-stage block stream with two Q buffers. The
+//   deferred max (OnlineSoftmax::step_deferred) fits only 128-key tiles, and with it the block
+//   stream beats a 176-key tile at s_k 8k-16k by 7%; a 3-stage ring with one Q buffer lost to it.
+// - d = 128, narrow local window (MaskClass::NarrowLocal): 64 keys, two Q buffers and a 4-stage
+//   ring: an m-block sees 3 blocks of 64 (192 keys) instead of 2 of 128, and the producer runs
+//   further ahead (window (64, 0) s 1k 1.11x; wider windows lose).
+// - d = 64, unpacked: three consumer warpgroups, 192 x 128 tiles, 3-stage ring (full s 8k
+//   1.11x over two warpgroups). Not for causal/local with s_k <= 1024 (a 192-row diagonal wastes
+//   more of its tile than a 128-row one), which keep 128 x 128 with 3 stages.
+// - d = 64, GQA-packed (128-row tiles only): 128 keys, 3 stages for s_k <= 1024; longer keys keep
+//   192.
+constexpr int kShortMaxKeys64 = 1024;
+
+template <class T, int D>
+Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
+  using cuda_backend::MaskClass;
+  if constexpr (D == 64) {
+    const bool short_keys = lp.attn.seqlen_k <= kShortMaxKeys64;
+    const bool masked = lp.mask != MaskClass::None;
+    if (lp.pack.rows == 0 && !(short_keys && masked)) return launch_cfg<T, FwdConfig<64, 128, 3, 3>>(lp, stream);
+    if (short_keys) return launch_cfg<T, FwdConfig<64, 128, 3>>(lp, stream);
+  }
+  if constexpr (D == 128) {
+    if (lp.mask == MaskClass::NarrowLocal) return launch_cfg<T, FwdConfig<128, 64, 4>>(lp, stream);
+  }
+  return launch_cfg<T, FwdConfig<D>>(lp, stream);
+}
+
+}  // namespace fastattn::sm90

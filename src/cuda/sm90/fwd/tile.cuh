@@ -1,0 +1,85 @@
+// The Hopper forward's shared state: its smem layout (Q buffers, the K/V ring, the mbarriers) and
+// the tile walk that the producer and the consumer warpgroups follow alike (the schedule's tiles
+// of this CTA, each with its sequence, mask and key blocks).
+#pragma once
+
+#include <cstdint>
+
+#include "cuda/common/seqlen.cuh"
+#include "cuda/mask/block_source.cuh"
+#include "cuda/mask/window_mask.cuh"
+#include "cuda/sched/tile_order.cuh"
+#include "cuda/sm90/fwd/params.h"
+
+namespace fastattn::sm90 {
+
+template <class Cfg>
+struct FwdSmem {
+  alignas(1024) uint8_t q[Cfg::kQBuffers][Cfg::kQBytes];
+  alignas(1024) uint8_t k[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
+  alignas(1024) uint8_t v[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
+  // q_empty: both consumer warpgroups issued (and waited for) their last QK of that buffer's tile
+  uint64_t q_full[Cfg::kQBuffers], q_empty[Cfg::kQBuffers];
+  uint64_t k_full[Cfg::kStages], v_full[Cfg::kStages];
+  uint64_t k_empty[Cfg::kStages], v_empty[Cfg::kStages];
+};
+
+
+// The tile being worked on: which sequence, head and query rows, and which KV blocks it visits.
+// Packed (GQA, sched/gqa_pack.h): `head` is the first of the tile's q heads, m0 = 0 and [m0, m1)
+// the query positions that all its heads share.
+struct FwdTile {
+  cuda_backend::SeqInfo seq;
+  cuda_backend::WindowMask mask;
+  int head, kv_head, m0, m1;
+  cuda_backend::BlockRange blocks;  // its key blocks, walked last first (mask/block_source.cuh)
+  __device__ __forceinline__ bool sees_keys() const { return blocks.end > blocks.begin; }
+};
+
+// With TileSchedule::first_block_pad a sequence's padding rows (rows_q not a multiple of kBlockM) sit
+// in its first m-block, whose m0 is then negative: Q rows above the sequence come in as TMA zero
+// fill or another sequence's rows, are masked like any row, and are never stored.
+template <class Cfg>
+__device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
+  const cuda_backend::TileCoord c = cuda_backend::tile_coord(p.sched, p.sched.div, p.attn, id);
+  cuda_backend::SeqInfo seq(p.attn, c.batch);
+  cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
+  const int pad = p.sched.first_block_pad >= 0 ? p.sched.first_block_pad
+                                               : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
+  FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, {}};
+  t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
+  if (t.m0 < t.m1) t.blocks = cuda_backend::key_blocks(mask, t.m0, t.m1, Cfg::kBlockN);
+  return t;
+}
+
+// A tile is idle for consumer warpgroup wg when none of its 64 rows is stored: all past the
+// sequence's end or above its start (first_block_pad; d = 64's 192-row tiles at s = 1024 or 4096
+// leave two of three warpgroups so). Unpacked tiles only (a packed tile's rows are several
+// heads'). Such a warpgroup computes the tile's first block of the stream only (consume's
+// first_block) and skips the others (skip_idle_blocks): one QK and one PV instead of a GEMM pair
+// per block, so the tensor cores run the working warpgroups' GEMMs alone (d = 64 unmasked s 8k
+// 1.03x; docs/notes/fwd-sm90.md).
+__device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, int wg) {
+  const int r0 = t.m0 + 64 * wg;
+  return p.sched.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
+}
+
+// This CTA's tiles of the persistent schedule (sched/tile_order.cuh), in order, skipping those
+// past their sequence's end. Producer and consumers walk it alike.
+struct TileWalk {
+  int round = 0, id = 0;
+  FwdTile t;
+
+  template <class Cfg>
+  __device__ __forceinline__ bool next(const FwdParams& p) {
+    for (; round * cuda_backend::cta_count() < p.sched.tiles;) {
+      id = cuda_backend::tile_of_round(round++, cuda_backend::cta_index(), cuda_backend::cta_count());
+      if (id >= p.sched.tiles) continue;
+      t = make_tile<Cfg>(p, id);
+      if (t.m0 < t.seq.rows_q) return true;
+    }
+    return false;
+  }
+};
+
+}  // namespace fastattn::sm90

@@ -1,0 +1,16 @@
+// Named-barrier ids (bar.sync / bar.arrive) of the Hopper kernels, in one registry so that no two
+// uses in a kernel collide. Id 0 is __syncthreads; the hardware has 16 per CTA. Each kernel family
+// has its own enum (ids are per kernel: a backward's may reuse the forward's numbers).
+#pragma once
+
+namespace fastattn::sm90 {
+
+// The forward (sm90/fwd): consumer warpgroup w (0..2) waits on kPingPongBar + w for its turn to
+// issue, and syncs its four warps on kStoreBar + w once its O rows are staged in smem for TMA.
+enum FwdNamedBarrier : int {
+  kPingPongBar = 1,  // 1..3
+  kStoreBar = 4,     // 4..6
+  kFwdBarrierEnd = 7,
+};
+
+}  // namespace fastattn::sm90

@@ -1,0 +1,161 @@
+// The kernels' mask (cuda/mask/window_mask.cuh) and block source (cuda/mask/block_source.cuh) on
+// the host, against the mask oracle (src/reference/mask_oracle.h): every kept pair of a tile lies
+// in a visited block, every block called full keeps every pair, and the walk visits each block of
+// the range once, last first. Row view (forward: key blocks of a query tile) and column view
+// (backward: query blocks of a key tile).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "cuda/mask/block_source.cuh"
+#include "cuda/mask/mask_class.h"
+#include "cuda/mask/window_mask.cuh"
+#include "reference/mask_oracle.h"
+#include "support/test_rng.h"
+
+namespace fastattn::cuda_backend {
+namespace {
+
+using reference::keep;
+using reference::MaskRule;
+
+// A random mask: odd sizes, every class (none, causal, local, narrow local, left-only windows).
+MaskRule random_rule(fastattn::testing::Rng& rng) {
+  static const int kLens[] = {1, 17, 64, 113, 128, 200, 257};
+  MaskRule m;
+  m.len_q = rng.uniform_int(0, 2) == 0 ? kLens[rng.uniform_int(0, 6)] : rng.uniform_int(1, 300);
+  m.len_k = rng.uniform_int(0, 2) == 0 ? kLens[rng.uniform_int(0, 6)] : rng.uniform_int(1, 300);
+  const int kind = rng.uniform_int(0, 4);
+  m.window_left = kind >= 2 ? rng.uniform_int(0, 150) : -1;
+  m.window_right = kind == 0 || kind == 4 ? -1 : kind == 1 ? rng.uniform_int(0, 1) * rng.uniform_int(0, 40)
+                                                           : rng.uniform_int(0, 150);
+  return m;
+}
+
+WindowMask window_of(const MaskRule& m) { return {m.len_k, m.len_k - m.len_q, m.window_left, m.window_right}; }
+
+std::string describe(const MaskRule& m) {
+  return "len_q " + std::to_string(m.len_q) + " len_k " + std::to_string(m.len_k) + " window (" +
+         std::to_string(m.window_left) + ", " + std::to_string(m.window_right) + ")";
+}
+
+// The positions of a range's walk, in order.
+std::vector<int> walk(const BlockRange& r) {
+  std::vector<int> out;
+  for (int it = r.first(); !r.done(it); it = r.next(it)) {
+    out.push_back(it);
+    EXPECT_EQ(r.has_next(it), it != r.last());
+    EXPECT_EQ(r.is_last(it), it == r.last());
+  }
+  return out;
+}
+
+void check_walk(const BlockRange& r, const std::string& at) {
+  const std::vector<int> w = walk(r);
+  ASSERT_EQ(int(w.size()), std::max(0, r.count())) << at;
+  for (size_t k = 0; k < w.size(); ++k) ASSERT_EQ(r.block(w[k]), r.end - 1 - int(k)) << at << " last first";
+  // The plain run: from the first position down to full_run_end every block below full_end is full.
+  for (bool keep_last : {false, true}) {
+    const int lo = r.full_run_end(keep_last);
+    ASSERT_GE(lo, r.begin + (keep_last ? 1 : 0)) << at;
+    for (int it : w)
+      if (it >= lo && !r.above_full(it)) ASSERT_TRUE(r.full(it)) << at << " block " << it;
+  }
+}
+
+// Whether the rows [i0, i1) x keys [j0, j1) hold a kept pair, and whether all are kept (and in range).
+struct Kept {
+  bool any = false, all = true;
+};
+Kept kept(const MaskRule& m, int i0, int i1, int j0, int j1) {
+  Kept k;
+  k.all = i1 <= m.len_q && j1 <= m.len_k;
+  for (int i = i0; i < i1; ++i)
+    for (int j = j0; j < j1; ++j) {
+      const bool x = keep(m, i, j);
+      k.any |= x;
+      k.all &= x;
+    }
+  return k;
+}
+
+TEST(WindowMask, RowRangesAreTheOracles) {
+  fastattn::testing::Rng rng(fastattn::testing::test_seed());
+  for (int trial = 0; trial < 300; ++trial) {
+    const MaskRule m = random_rule(rng);
+    const WindowMask w = window_of(m);
+    for (int i = 0; i < m.len_q; ++i)
+      for (int j = 0; j < m.len_k; ++j)
+        ASSERT_EQ(keep(m, i, j), j >= w.lo(i) && j < w.hi(i)) << describe(m) << " row " << i << " key " << j;
+  }
+}
+
+TEST(BlockSource, KeyBlocksOfAQueryTile) {
+  fastattn::testing::Rng rng(fastattn::testing::test_seed());
+  static const int kTileN[] = {64, 80, 128, 176, 192};
+  for (int trial = 0; trial < 300; ++trial) {
+    const MaskRule m = random_rule(rng);
+    const int tile_m = rng.uniform_int(0, 1) ? 128 : 192, tile_n = kTileN[rng.uniform_int(0, 4)];
+    const int pad = rng.uniform_int(0, 1) ? rng.uniform_int(0, tile_m - 1) : 0;  // first_block_pad
+    for (int m0 = -pad; m0 < m.len_q; m0 += tile_m) {
+      const int m1 = std::min(m0 + tile_m, m.len_q);
+      const BlockRange r = key_blocks(window_of(m), m0, m1, tile_n);
+      const std::string at = describe(m) + " rows [" + std::to_string(m0) + ", " + std::to_string(m1) +
+                             ") tile_n " + std::to_string(tile_n);
+      for (int n = 0; n * tile_n < m.len_k; ++n) {
+        const auto [any, all] = kept(m, std::max(m0, 0), m1, n * tile_n, (n + 1) * tile_n);
+        if (any) ASSERT_TRUE(n >= r.begin && n < r.end) << at << " block " << n << " has kept pairs";
+        if (r.full(n)) ASSERT_TRUE(all) << at << " block " << n << " called full";
+      }
+      check_walk(r, at);
+    }
+  }
+}
+
+// The rows that keep key j, [row_lo(j), row_hi(j)), as the backward's column view of WindowMask
+// states them (the inverse of lo/hi); checked here against the oracle, then walked.
+struct ColumnMask {
+  WindowMask w;
+  int len_q;
+  int row_lo(int j) const { return w.right < 0 ? 0 : std::max(0, j - w.diag - w.right); }
+  int row_hi(int j) const { return w.left < 0 ? len_q : std::min(len_q, j - w.diag + w.left + 1); }
+};
+
+TEST(BlockSource, QueryBlocksOfAKeyTile) {
+  fastattn::testing::Rng rng(fastattn::testing::test_seed());
+  for (int trial = 0; trial < 300; ++trial) {
+    const MaskRule m = random_rule(rng);
+    const ColumnMask c{window_of(m), m.len_q};
+    for (int j = 0; j < m.len_k; ++j)
+      for (int i = 0; i < m.len_q; ++i)
+        ASSERT_EQ(keep(m, i, j), i >= c.row_lo(j) && i < c.row_hi(j)) << describe(m) << " key " << j << " row " << i;
+    const int tile_n = rng.uniform_int(0, 1) ? 128 : 80, tile_m = rng.uniform_int(0, 1) ? 64 : 128;
+    for (int n0 = 0; n0 < m.len_k; n0 += tile_n) {
+      const int n1 = std::min(n0 + tile_n, m.len_k);
+      const BlockRange r = query_blocks(c, n0, n1, tile_m);
+      const std::string at = describe(m) + " keys [" + std::to_string(n0) + ", " + std::to_string(n1) + ")";
+      for (int mb = 0; mb * tile_m < m.len_q; ++mb) {
+        const auto [any, all] = kept(m, mb * tile_m, (mb + 1) * tile_m, n0, n1);
+        if (any) ASSERT_TRUE(mb >= r.begin && mb < r.end) << at << " q-block " << mb << " has kept pairs";
+        if (r.full(mb)) ASSERT_TRUE(all) << at << " q-block " << mb << " called full";
+      }
+      check_walk(r, at);
+    }
+  }
+}
+
+TEST(MaskClass, OneClassPerWindow) {
+  EXPECT_EQ(classify_mask(-1, -1), MaskClass::None);
+  EXPECT_EQ(classify_mask(-1, 0), MaskClass::Causal);
+  EXPECT_EQ(classify_mask(-1, 7), MaskClass::Causal);  // right edge only: work grows with the m-block
+  EXPECT_EQ(classify_mask(64, 0), MaskClass::NarrowLocal);
+  EXPECT_EQ(classify_mask(32, 32), MaskClass::NarrowLocal);
+  EXPECT_EQ(classify_mask(33, 32), MaskClass::Local);
+  EXPECT_EQ(classify_mask(256, 0), MaskClass::Local);
+  EXPECT_EQ(classify_mask(0, -1), MaskClass::Local);  // left edge only
+}
+
+}  // namespace
+}  // namespace fastattn::cuda_backend
