@@ -18,8 +18,8 @@
 #include <cuda/ptx>
 #include <type_traits>
 
+#include "cuda/common/math.cuh"            // pack2
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
-#include "cuda/common/pack2.cuh"
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq.cuh"
