@@ -54,7 +54,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   PipeState<Cfg::kStages> ps;
   for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
-    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance()) {
+    for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
       // Four groups in flight at most: S^T, dP^T; then dV behind dP^T, dK behind dV; dQ behind dK.
@@ -76,7 +76,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
       // P = exp2(-inf) = 0 with no per-element test after the exp.
       auto mask_scores = [&] {
-        if (m >= t.full_begin && m < t.full_end) return;
+        if (t.q_blocks.full(m)) return;
         const int m0 = m * 64;
         cuda_backend::apply_keep_bits<64, 0>(
             st, cuda_backend::keep_bits<64>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
