@@ -46,14 +46,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
 
-  const int steps = t.steps(p.q_per_kv);
+  const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * 64 * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * 64 * kAtomRowBytes);
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   PipeState<Cfg::kStages> ps;
-  for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
+  for (int h = t.kv_head * p.attn.q_per_kv; h < (t.kv_head + 1) * p.attn.q_per_kv; ++h)
     for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
@@ -90,14 +90,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       uint32_t pf[4][4], dsf[4][4];  // P^T and dS^T as A fragments: 4 k-steps of 16 q rows
       // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
       const uint32_t lse_addr = smem_addr(sm.lse[s]) + 8 * quad_col, dpsum_addr = smem_addr(sm.dpsum[s]) + 8 * quad_col;
-      const float scale_log2 = p.scale_log2;
+      const float scale_log2 = p.attn.scale_log2;
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
       // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
       auto p_phase = [&](auto softcap) {
         constexpr bool kCap = decltype(softcap)::value;
         if constexpr (kCap) {
 #pragma unroll
-          for (int i = 0; i < 32; ++i) st[i] = p.softcap * tanhf(st[i] * p.softcap_in) * scale_log2;
+          for (int i = 0; i < 32; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
         }
         mask_scores();
 #pragma unroll
@@ -115,7 +115,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
             pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
           }
       };
-      if (p.softcap != 0.f)
+      if (p.attn.softcap != 0.f)
         p_phase(std::true_type{});
       else
         p_phase(std::false_type{});
@@ -153,7 +153,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
             dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
           }
       };
-      if (p.softcap != 0.f)
+      if (p.attn.softcap != 0.f)
         ds_phase(std::true_type{});
       else
         ds_phase(std::false_type{});
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0 && t.steps(p.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
+    if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     bwd_consume<T, Cfg>(sm, p, t, warp / 4 - 1);

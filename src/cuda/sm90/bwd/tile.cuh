@@ -25,17 +25,17 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   BwdTile t;
   int rest;
   if (p.det_chunk > 0) {  // BwdParams::det_chunk; a partial last chunk's extra blocks exit at once
-    const int per_chunk = p.det_chunk * p.batch * p.heads_kv;
+    const int per_chunk = p.det_chunk * p.attn.batch * p.attn.heads_kv;
     rest = item % per_chunk / p.det_chunk;
     t.n_block = item / per_chunk * p.det_chunk + item % p.det_chunk;
   } else {
     t.n_block = item % p.n_blocks;
     rest = item / p.n_blocks;
   }
-  t.kv_head = rest % p.heads_kv;
-  t.batch = rest / p.heads_kv;
-  t.seq = cuda_backend::bwd_seq(p, t.batch);
-  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.window_left, p.window_right};
+  t.kv_head = rest % p.attn.heads_kv;
+  t.batch = rest / p.attn.heads_kv;
+  t.seq = cuda_backend::BwdSeq(p, t.batch);
+  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
   t.n0 = t.n_block * 128;
   t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + 128, 64);
   return t;
