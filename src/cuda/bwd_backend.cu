@@ -7,32 +7,17 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/built_kernels.h"
 #include "cuda/common/bwd_params.h"
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/cuda_backend.h"
+#include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/tma_map.h"
 
 namespace fastattn::cuda_backend {
 namespace {
-
-bool bwd_built(DType dt, int d) {
-#ifdef FASTATTN_HAS_SM90
-#define FASTATTN_BWD_CASE(DT, CT, HD) \
-  if (dt == DT && d == HD) return true;
-#include "cuda/sm90/bwd_dispatch.inc"
-#undef FASTATTN_BWD_CASE
-#endif
-  return false;
-}
-
-std::string built_list(DType dt) {
-  std::string dims;
-  for (int d : {64, 96, 128})
-    if (bwd_built(dt, d)) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-  return dims.empty() ? "none" : dims;
-}
 
 // Element pairs stored as one 4-byte word: base and strides (of dims longer than 1) multiples of 4
 // bytes, unit last stride.
@@ -57,14 +42,18 @@ Status check_backward(const AttnArgs& a) {
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);
   }
   const int d = int(a.q.shape[a.q.ndim - 1]);
+  int major = 0;
+  if (Status st = compute_major(&major); !st.ok()) return st;
   if (d > 128)
     return Status::Unsupported("q: head_dim " + std::to_string(d) +
                                ": the CUDA backward holds head dims up to 128 for now (64, 96, 128); use the CPU "
                                "backend for larger ones");
-  if (!bwd_built(a.q.dtype, d))
+  if (!kernel_built(KernelFamily::Backward, major, a.q.dtype, d, d)) {
+    const std::string dims = built_list(KernelFamily::Backward, major, a.q.dtype);
     return Status::Unsupported("q: head_dim " + std::to_string(d) + " has no CUDA backward kernel for " +
-                               dtype_name(a.q.dtype) + " in this build (built: " + built_list(a.q.dtype) +
+                               dtype_name(a.q.dtype) + " in this build (built: " + (dims.empty() ? "none" : dims) +
                                "; see FASTATTN_HEAD_DIMS)");
+  }
   return Status::Ok();
 }
 
