@@ -46,7 +46,7 @@ Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, cons
     case Backend::Reference: return reference::backward(p.problem, p.grads);
     case Backend::CUDA:
 #ifdef FASTATTN_WITH_CUDA
-      return cuda_backend::backward(args, dout, dq, dk, dv, p.problem.scale, stream);
+      return cuda_backend::backward(p.problem, p.grads, args.deterministic, stream);
 #else
       break;
 #endif

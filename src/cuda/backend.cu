@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "cuda/built_kernels.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
@@ -15,40 +16,32 @@
 namespace fastattn::cuda_backend {
 namespace {
 
-// The forward kernels of this build: the kernel menu's rows that the configuration selected
-// (src/cuda/sources.cmake generates fwd_dispatch.inc), one per (arch, dtype, d, d_v).
+// The kernels of this build: the kernel menu's rows that the configuration selected (src/cuda/
+// sources.cmake generates fwd_dispatch.inc and sm90/bwd_dispatch.inc), one per (family, arch,
+// dtype, d, d_v).
 struct BuiltKernel {
+  KernelFamily family;
   int major;  // compute capability major the arch runs on
   DType dtype;
   int d, dv;
   const char* arch;
 };
 constexpr BuiltKernel kBuilt[] = {
-#define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) {MAJOR, DT, DQK, DV, #NS},
+#define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) {KernelFamily::Forward, MAJOR, DT, DQK, DV, #NS},
 #include "cuda/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
-    {0, DType::F32, 0, 0, nullptr},  // end (the list may be empty)
+#ifdef FASTATTN_HAS_SM90
+#define FASTATTN_BWD_CASE(DT, CT, HD) {KernelFamily::Backward, 9, DT, HD, HD, "sm90"},
+#include "cuda/sm90/bwd_dispatch.inc"
+#undef FASTATTN_BWD_CASE
+#endif
+    {KernelFamily::Forward, 0, DType::F32, 0, 0, nullptr},  // end (the list may be empty)
 };
 
 bool arch_built(int major) {
   for (const BuiltKernel& k : kBuilt)
-    if (k.arch != nullptr && k.major == major) return true;
+    if (k.arch != nullptr && k.family == KernelFamily::Forward && k.major == major) return true;
   return false;
-}
-
-bool head_dim_built(int major, DType dt, int d, int dv) {
-  for (const BuiltKernel& k : kBuilt)
-    if (k.arch != nullptr && k.major == major && k.dtype == dt && k.d == d && k.dv == dv) return true;
-  return false;
-}
-
-// "64, 96, ..." for one arch and dtype, or every "arch dtype/dD" of the build.
-std::string built_list(int major, DType dt) {
-  std::string s;
-  for (const BuiltKernel& k : kBuilt)
-    if (k.arch != nullptr && k.major == major && k.dtype == dt)
-      s += (s.empty() ? "" : ", ") + std::to_string(k.d) + (k.dv != k.d ? "/" + std::to_string(k.dv) : "");
-  return s;
 }
 
 bool aligned16(const Tensor& t) {
@@ -68,6 +61,21 @@ Status device_arch(int& major, int& minor) {
 
 }  // namespace
 
+bool kernel_built(KernelFamily family, int major, DType dt, int d, int dv) {
+  for (const BuiltKernel& k : kBuilt)
+    if (k.arch != nullptr && k.family == family && k.major == major && k.dtype == dt && k.d == d && k.dv == dv)
+      return true;
+  return false;
+}
+
+std::string built_list(KernelFamily family, int major, DType dt) {
+  std::string s;
+  for (const BuiltKernel& k : kBuilt)
+    if (k.arch != nullptr && k.family == family && k.major == major && k.dtype == dt)
+      s += (s.empty() ? "" : ", ") + std::to_string(k.d) + (k.dv != k.d ? "/" + std::to_string(k.dv) : "");
+  return s;
+}
+
 bool available() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -80,7 +88,8 @@ Status check_forward(const AttnArgs& a) {
   if (!arch_built(major)) {
     std::string archs;
     for (const BuiltKernel& k : kBuilt)
-      if (k.arch != nullptr && archs.find(k.arch) == std::string::npos) archs += (archs.empty() ? "" : ", ") + std::string(k.arch);
+      if (k.arch != nullptr && k.family == KernelFamily::Forward && archs.find(k.arch) == std::string::npos)
+        archs += (archs.empty() ? "" : ", ") + std::string(k.arch);
     return Status::Unsupported("CUDA forward: this build has kernels for " + (archs.empty() ? "no arch" : archs) +
                                " only (sm90 = Hopper, sm_90a); this device is sm_" + std::to_string(major) +
                                std::to_string(minor));
@@ -92,8 +101,8 @@ Status check_forward(const AttnArgs& a) {
   if (d != dv)
     return Status::Unsupported("v: the CUDA forward needs head_dim_v == head_dim (got " + std::to_string(dv) +
                                " and " + std::to_string(d) + ")");
-  if (!head_dim_built(major, a.q.dtype, d, dv)) {
-    const std::string dims = built_list(major, a.q.dtype);
+  if (!kernel_built(KernelFamily::Forward, major, a.q.dtype, d, dv)) {
+    const std::string dims = built_list(KernelFamily::Forward, major, a.q.dtype);
     return Status::Unsupported("q: head_dim " + std::to_string(d) + " is not built for " + dtype_name(a.q.dtype) +
                                " in this CUDA build (built: " + (dims.empty() ? "none" : dims) +
                                "; see FASTATTN_HEAD_DIMS and the kernel menu in src/cuda/sources.cmake)");
@@ -137,7 +146,7 @@ const char* build_info() {
     std::string list;
     int n = 0;
     for (const BuiltKernel& k : kBuilt) {
-      if (k.arch == nullptr) continue;
+      if (k.arch == nullptr || k.family != KernelFamily::Forward) continue;
       ++n;
       list += std::string(list.empty() ? "" : " ") + k.arch + ":" + dtype_name(k.dtype) + "/d" + std::to_string(k.d) +
               (k.dv != k.d ? "/dv" + std::to_string(k.dv) : "");

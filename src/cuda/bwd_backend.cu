@@ -7,36 +7,24 @@
 #include <algorithm>
 #include <string>
 
+#include "cuda/built_kernels.h"
 #include "cuda/common/bwd_params.h"
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/cuda_backend.h"
+#include "cuda/device_info.h"
+#include "cuda/launch_plan.h"
 #include "cuda/sm90/bwd/api.h"
+#include "cuda/tma_map.h"
 
 namespace fastattn::cuda_backend {
 namespace {
 
-bool bwd_built(DType dt, int d) {
-#ifdef FASTATTN_HAS_SM90
-#define FASTATTN_BWD_CASE(DT, CT, HD) \
-  if (dt == DT && d == HD) return true;
-#include "cuda/sm90/bwd_dispatch.inc"
-#undef FASTATTN_BWD_CASE
-#endif
-  return false;
-}
-
-std::string built_list(DType dt) {
-  std::string dims;
-  for (int d : {64, 96, 128})
-    if (bwd_built(dt, d)) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-  return dims.empty() ? "none" : dims;
-}
-
-// Base and strides (of dims longer than 1) multiples of `bytes`.
-bool aligned(const Tensor& t, int bytes) {
-  if (reinterpret_cast<uintptr_t>(t.data) % bytes != 0) return false;
+// Element pairs stored as one 4-byte word: base and strides (of dims longer than 1) multiples of 4
+// bytes, unit last stride.
+bool pair_aligned(const Tensor& t) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 4 != 0) return false;
   for (int i = 0; i + 1 < t.ndim; ++i)
-    if (t.shape[i] > 1 && (t.stride[i] * dtype_size(t.dtype)) % bytes != 0) return false;
+    if (t.shape[i] > 1 && (t.stride[i] * dtype_size(t.dtype)) % 4 != 0) return false;
   return t.stride[t.ndim - 1] == 1;
 }
 
@@ -54,14 +42,18 @@ Status check_backward(const AttnArgs& a) {
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);
   }
   const int d = int(a.q.shape[a.q.ndim - 1]);
+  int major = 0;
+  if (Status st = compute_major(&major); !st.ok()) return st;
   if (d > 128)
     return Status::Unsupported("q: head_dim " + std::to_string(d) +
                                ": the CUDA backward holds head dims up to 128 for now (64, 96, 128); use the CPU "
                                "backend for larger ones");
-  if (!bwd_built(a.q.dtype, d))
+  if (!kernel_built(KernelFamily::Backward, major, a.q.dtype, d, d)) {
+    const std::string dims = built_list(KernelFamily::Backward, major, a.q.dtype);
     return Status::Unsupported("q: head_dim " + std::to_string(d) + " has no CUDA backward kernel for " +
-                               dtype_name(a.q.dtype) + " in this build (built: " + built_list(a.q.dtype) +
+                               dtype_name(a.q.dtype) + " in this build (built: " + (dims.empty() ? "none" : dims) +
                                "; see FASTATTN_HEAD_DIMS)");
+  }
   return Status::Ok();
 }
 
@@ -70,11 +62,11 @@ Status check_backward_grads(const Tensor& dout, const Tensor& dq, const Tensor& 
     if (dout.shape[i] > 1 && dout.stride[i] == 0)
       return Status::Unsupported("dout: the CUDA backward loads it with TMA, which cannot read a broadcast "
                                  "(stride 0) dim " + std::to_string(i) + "; pass a contiguous dout");
-  if (!aligned(dout, 16))
+  if (dout.stride[dout.ndim - 1] != 1 || !aligned16(tma_tensor(dout)))
     return Status::Unsupported("dout: the CUDA backward loads it with TMA, which needs a 16-byte aligned base "
                                "pointer, unit last stride and other strides that are multiples of 16 bytes");
   for (auto [t, name] : {std::pair{&dk, "dk"}, std::pair{&dv, "dv"}})
-    if (!aligned(*t, 4))
+    if (!pair_aligned(*t))
       return Status::Unsupported(std::string(name) +
                                  ": the CUDA backward stores element pairs: it needs a 4-byte aligned base "
                                  "pointer, unit last stride and even strides");
@@ -82,78 +74,37 @@ Status check_backward_grads(const Tensor& dout, const Tensor& dq, const Tensor& 
   return Status::Ok();
 }
 
-Status backward(const AttnArgs& a, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                float scale, void* stream) {
+Status backward(const detail::Problem& problem, const detail::GradOperands& g, bool deterministic, void* stream) {
   BwdParams p;
-  const bool varlen = a.cu_seqlens_q.defined();
-  const int qd = a.q.ndim;
-  const int d = int(a.q.shape[qd - 1]);
-  auto strides = [&](const Tensor& t, int64_t& sb, int64_t& ss, int64_t& sh) {
-    ss = t.stride[qd - 3];
-    sh = t.stride[qd - 2];
-    sb = varlen ? 0 : t.stride[0];
+  p.attn = make_launch_problem(problem).attn;  // the forward's derivation: sizes, scale, softcap, window
+  const int d = problem.head_dim;
+  auto strides = [](const detail::Operand& o, int64_t& sb, int64_t& ss, int64_t& sh) {
+    sb = o.batch_stride;  // 0 for varlen
+    ss = o.token_stride;
+    sh = o.head_stride;
   };
-  p.out = a.out.data;
-  p.dout = dout.data;
-  p.dq = dq.data;
-  p.dk = dk.data;
-  p.dv = dv.data;
-  strides(a.out, p.out_stride_b, p.out_stride_s, p.out_stride_h);
-  strides(dout, p.dout_stride_b, p.dout_stride_s, p.dout_stride_h);
-  strides(dq, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h);
-  strides(dk, p.dk_stride_b, p.dk_stride_s, p.dk_stride_h);
-  strides(dv, p.dv_stride_b, p.dv_stride_s, p.dv_stride_h);
-  p.lse = static_cast<const float*>(a.lse.data);
-  if (varlen) {  // (h, total_q)
-    p.lse_stride_h = a.lse.stride[0];
-    p.lse_stride_s = a.lse.stride[1];
-  } else {  // (b, h, s_q)
-    p.lse_stride_b = a.lse.stride[0];
-    p.lse_stride_h = a.lse.stride[1];
-    p.lse_stride_s = a.lse.stride[2];
-  }
-  p.heads_q = int(a.q.shape[qd - 2]);
-  p.heads_kv = int(a.k.shape[qd - 2]);
-  p.q_per_kv = p.heads_q / p.heads_kv;
-  int64_t total_q;
-  if (varlen) {
-    p.batch = int(a.cu_seqlens_q.size - 1);
-    p.seqlen_q = a.max_seqlen_q;
-    p.seqlen_k = a.max_seqlen_k;
-    p.cu_seqlens_q = a.cu_seqlens_q.data;
-    p.cu_seqlens_k = a.cu_seqlens_k.data;
-    total_q = a.q.shape[0];
-  } else {
-    p.batch = int(a.q.shape[0]);
-    p.seqlen_q = int(a.q.shape[1]);
-    p.seqlen_k = int(a.k.shape[1]);
-    total_q = int64_t(p.batch) * p.seqlen_q;
-  }
-  p.seqused_q = a.seqused_q.data;
-  p.seqused_k = a.seqused_k.data;
-  p.m_blocks = (p.seqlen_q + 63) / 64;
-  p.n_blocks = (p.seqlen_k + 127) / 128;
-  p.padded_rows = varlen ? (total_q + 64 * int64_t(p.batch) + 63) / 64 * 64
-                         : padded_q_offset(0, p.batch, false, p.seqlen_q);
-  constexpr float kLog2e = 1.4426950408889634f;
-  p.scale = scale;
-  if (a.softcap > 0.f) {
-    p.softcap = a.softcap;
-    p.softcap_in = scale / a.softcap;
-    p.scale_log2 = kLog2e;
-    p.tanh_of_log2 = 1.f / (a.softcap * kLog2e);
-  } else {
-    p.scale_log2 = scale * kLog2e;
-  }
-  p.window_left = a.window_left;
-  p.window_right = a.causal ? 0 : a.window_right;
-  p.deterministic = a.deterministic ? 1 : 0;
-  if (a.deterministic) p.det_chunk = std::min(p.n_blocks, 16);  // 16 x 128 keys: 8 heads' Q, dO in L2 at d 128 s 8k
+  p.dout = g.dout.data;
+  p.dq = g.dq.data;
+  p.dk = g.dk.data;
+  p.dv = g.dv.data;
+  strides(g.dout, p.dout_stride_b, p.dout_stride_s, p.dout_stride_h);
+  strides(g.dq, p.dq_stride_b, p.dq_stride_s, p.dq_stride_h);
+  strides(g.dk, p.dk_stride_b, p.dk_stride_s, p.dk_stride_h);
+  strides(g.dv, p.dv_stride_b, p.dv_stride_s, p.dv_stride_h);
+  const AttnParams& a = p.attn;
+  p.m_blocks = (a.seqlen_q + 63) / 64;
+  p.n_blocks = (a.seqlen_k + 127) / 128;
+  p.padded_rows = problem.varlen ? (problem.total_q + 64 * int64_t(a.batch) + 63) / 64 * 64
+                                 : padded_q_offset(0, a.batch, false, a.seqlen_q);
+  p.scale = problem.scale;
+  if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
+  p.deterministic = deterministic ? 1 : 0;
+  if (p.deterministic) p.det_chunk = std::min(p.n_blocks, 16);  // 16 x 128 keys: 8 heads' Q, dO in L2 at d 128 s 8k
 
   // Workspace: dQ accumulator, lse_log2, D (per q head and padded row), semaphores and the ticket.
   auto s = static_cast<cudaStream_t>(stream);
-  const int64_t rows = int64_t(p.heads_q) * p.padded_rows;
-  const int64_t sems = a.deterministic ? int64_t(p.batch) * p.heads_q * p.m_blocks + 1 : 0;
+  const int64_t rows = int64_t(a.heads_q) * p.padded_rows;
+  const int64_t sems = p.deterministic ? int64_t(a.batch) * a.heads_q * p.m_blocks + 1 : 0;
   const size_t accum_bytes = size_t(rows) * d * 4, scalar_bytes = size_t(rows) * 4;
   const size_t bytes = accum_bytes + 2 * scalar_bytes + size_t(sems) * 4;
   void* ws = nullptr;
@@ -178,7 +129,7 @@ Status backward(const AttnArgs& a, const Tensor& dout, const Tensor& dq, const T
   Status st = Status::Unsupported("CUDA backward: no kernel for this dtype and head dim");
 #ifdef FASTATTN_HAS_SM90
 #define FASTATTN_BWD_CASE(DT, CT, HD) \
-  if (a.q.dtype == DT && d == HD) st = sm90::launch_bwd<CT, HD>(a, dout, p, s);
+  if (problem.dtype == DT && d == HD) st = sm90::launch_bwd<CT, HD>(problem, g, p, s);
 #include "cuda/sm90/bwd_dispatch.inc"
 #undef FASTATTN_BWD_CASE
 #endif

@@ -19,11 +19,11 @@ Status check_forward(const AttnArgs& args);
 Status check_backward(const AttnArgs& args);
 Status check_backward_grads(const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv);
 
-// Runs the backward: dq, dk, dv from q, k, v, out, lse and dout. Its workspace (fp32 dQ accumulator,
-// per-row scalars) is allocated with cudaMallocAsync and freed with cudaFreeAsync on `stream`, so
-// the call is stream-ordered and can be captured in a CUDA graph.
-Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv,
-                float scale, void* stream);
+// Runs the backward of a validated, resolved problem: dq, dk, dv from q, k, v, out, lse and dout
+// (`deterministic`: ordered dQ adds). Its workspace (fp32 dQ accumulator, per-row scalars) is
+// allocated with cudaMallocAsync and freed with cudaFreeAsync on `stream`, so the call is
+// stream-ordered and can be captured in a CUDA graph.
+Status backward(const detail::Problem& problem, const detail::GradOperands& grads, bool deterministic, void* stream);
 
 // Runs the forward of a validated, resolved problem (its index arrays stay on the device, unread).
 Status forward(const detail::Problem& problem, void* stream);

@@ -32,7 +32,10 @@ EncodeFn encode_fn() {
 }  // namespace
 
 TmaTensor tma_tensor(const detail::Problem& p, Role role) {
-  const detail::Operand& o = role == Role::Q ? p.q : role == Role::K ? p.k : role == Role::V ? p.v : p.out;
+  return tma_tensor(p, role, role == Role::Q ? p.q : role == Role::K ? p.k : role == Role::V ? p.v : p.out);
+}
+
+TmaTensor tma_tensor(const detail::Problem& p, Role role, const detail::Operand& o) {
   const bool keys = role == Role::K || role == Role::V;
   TmaTensor t;
   t.data = o.data;

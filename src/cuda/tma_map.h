@@ -23,6 +23,8 @@ struct TmaTensor {
 
 enum class Role { Q, K, V, Out };
 TmaTensor tma_tensor(const detail::Problem& p, Role role);
+// Another operand of `role`'s shape (the backward's dO is out's).
+TmaTensor tma_tensor(const detail::Problem& p, Role role, const detail::Operand& o);
 // A (b, s, h, d) or varlen (total, h, d) tensor with unit last stride (the GPU unit tests' maps).
 TmaTensor tma_tensor(const Tensor& t);
 

@@ -114,28 +114,25 @@ TEST(BlockSource, KeyBlocksOfAQueryTile) {
   }
 }
 
-// The rows that keep key j, [row_lo(j), row_hi(j)), as the backward's column view of WindowMask
-// states them (the inverse of lo/hi); checked here against the oracle, then walked.
-struct ColumnMask {
-  WindowMask w;
-  int len_q;
-  int row_lo(int j) const { return w.right < 0 ? 0 : std::max(0, j - w.diag - w.right); }
-  int row_hi(int j) const { return w.left < 0 ? len_q : std::min(len_q, j - w.diag + w.left + 1); }
-};
-
+// The column view: WindowMask's rows of key j, [row_lo(j), row_hi(j)), against the oracle (none
+// for a key past len_k), then query_blocks over key tiles as the backward cuts them: tile_n keys
+// from n0 whatever len_k, so a sequence's last tile runs past its end (its keys there are masked,
+// so no block of it may be called full).
 TEST(BlockSource, QueryBlocksOfAKeyTile) {
   fastattn::testing::Rng rng(fastattn::testing::test_seed());
   for (int trial = 0; trial < 300; ++trial) {
     const MaskRule m = random_rule(rng);
-    const ColumnMask c{window_of(m), m.len_q};
-    for (int j = 0; j < m.len_k; ++j)
+    const WindowMask w = window_of(m);
+    ASSERT_EQ(w.len_q(), m.len_q) << describe(m);
+    for (int j = 0; j < m.len_k + 3; ++j)
       for (int i = 0; i < m.len_q; ++i)
-        ASSERT_EQ(keep(m, i, j), i >= c.row_lo(j) && i < c.row_hi(j)) << describe(m) << " key " << j << " row " << i;
+        ASSERT_EQ(keep(m, i, j), i >= w.row_lo(j) && i < w.row_hi(j)) << describe(m) << " key " << j << " row " << i;
     const int tile_n = rng.uniform_int(0, 1) ? 128 : 80, tile_m = rng.uniform_int(0, 1) ? 64 : 128;
-    for (int n0 = 0; n0 < m.len_k; n0 += tile_n) {
-      const int n1 = std::min(n0 + tile_n, m.len_k);
-      const BlockRange r = query_blocks(c, n0, n1, tile_m);
+    for (int n0 = 0; n0 < m.len_k + tile_n; n0 += tile_n) {  // one tile wholly past len_k too
+      const int n1 = n0 + tile_n;
+      const BlockRange r = query_blocks(w, n0, n1, tile_m);
       const std::string at = describe(m) + " keys [" + std::to_string(n0) + ", " + std::to_string(n1) + ")";
+      if (n0 >= m.len_k) ASSERT_TRUE(r.empty()) << at << " past the keys";
       for (int mb = 0; mb * tile_m < m.len_q; ++mb) {
         const auto [any, all] = kept(m, mb * tile_m, (mb + 1) * tile_m, n0, n1);
         if (any) ASSERT_TRUE(mb >= r.begin && mb < r.end) << at << " q-block " << mb << " has kept pairs";

@@ -1,22 +1,24 @@
-// Everything the backward kernels need at run time (pointers, strides in elements, sizes, mask
-// parameters, workspace). Plain data, shared by the host launch and the kernels.
+// Everything the backward kernels need at run time: the problem every family shares (AttnParams:
+// out, lse, sizes, varlen arrays, scale, softcap, window), and the backward's own fields (dO, the
+// gradients, the workspace, the block counts, deterministic mode). Plain data, shared by the host
+// launch and the kernels (one __grid_constant__ argument).
 #pragma once
 
 #include <cstdint>
 
+#include "cuda/common/attn_params.h"
+
 namespace fastattn::cuda_backend {
 
 struct BwdParams {
-  // Forward outputs and dO, read by the preprocess; gradients written by the kernels.
-  const void* out = nullptr;
+  AttnParams attn;  // out and lse: the forward's outputs, read by the preprocess
+
+  // dO, read by the preprocess and the kernel (through TMA); gradients written by the kernels.
   const void* dout = nullptr;
-  const float* lse = nullptr;
   void* dq = nullptr;
   void* dk = nullptr;
   void* dv = nullptr;
-  int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;
   int64_t dout_stride_b = 0, dout_stride_s = 0, dout_stride_h = 0;
-  int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 0;
   int64_t dq_stride_b = 0, dq_stride_s = 0, dq_stride_h = 0;
   int64_t dk_stride_b = 0, dk_stride_s = 0, dk_stride_h = 0;
   int64_t dv_stride_b = 0, dv_stride_s = 0, dv_stride_h = 0;
@@ -31,21 +33,10 @@ struct BwdParams {
   int* tile_ticket = nullptr;  // deterministic: CTA start order
   int64_t padded_rows = 0;
 
-  int batch = 0, heads_q = 0, heads_kv = 0, q_per_kv = 1;
-  int seqlen_q = 0, seqlen_k = 0;  // fixed-length sizes, or the max seqlens when varlen
-  int m_blocks = 0;                // 64-row q-blocks per sequence (at seqlen_q)
-  int n_blocks = 0;                // key blocks per sequence (at seqlen_k)
-  const int32_t* cu_seqlens_q = nullptr;
-  const int32_t* cu_seqlens_k = nullptr;
-  const int32_t* seqused_q = nullptr;
-  const int32_t* seqused_k = nullptr;
-
+  int m_blocks = 0;          // 64-row q-blocks per sequence (at attn.seqlen_q)
+  int n_blocks = 0;          // key blocks per sequence (at attn.seqlen_k)
   float scale = 0.f;         // softmax scale (dK at the end, dQ in the postprocess)
-  float scale_log2 = 0.f;    // scale * log2(e), or log2(e) when softcap is on
-  float softcap_in = 0.f;    // scale / softcap
-  float softcap = 0.f;       // 0 = off
   float tanh_of_log2 = 0.f;  // 1 / (softcap * scale_log2): tanh from a capped score in log2 units
-  int window_left = -1, window_right = -1;  // causal is window_right = 0
   int deterministic = 0;
   // Deterministic mode's CTA order: key blocks in chunks of det_chunk per (sequence, KV head), all
   // heads' chunk c before chunk c + 1. A q-block's adds are chained through the key blocks, so the

@@ -8,6 +8,7 @@ namespace fastattn::cuda_backend {
 struct SeqInfo {
   int q_offset, k_offset;  // first token of this sequence in the packed (or batch) layout
   int rows_q;              // tokens present for this sequence (rows >= len_q get out 0, lse -inf)
+  int rows_k;              // keys present (the backward writes dK, dV rows up to it; 0 past len_k)
   int len_q, len_k;        // tokens used: the lengths the mask sees
   int batch_coord;         // TMA batch coordinate: b for fixed-length, 0 for varlen
 
@@ -26,6 +27,7 @@ struct SeqInfo {
       batch_coord = b;
     }
     rows_q = len_q;
+    rows_k = len_k;
     if (p.seqused_q != nullptr) len_q = min(p.seqused_q[b], rows_q);
     if (p.seqused_k != nullptr) len_k = min(p.seqused_k[b], len_k);
   }

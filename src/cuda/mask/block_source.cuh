@@ -52,18 +52,23 @@ FASTATTN_HD BlockRange key_blocks(const WindowMask& mask, int m0, int m1, int ti
   return r;
 }
 
-// Column view: the query blocks of `tile_m` rows that see keys [n0, n1) (n0 < n1). `Mask` gives
-// the rows that keep key j as [row_lo(j), row_hi(j)), both non-decreasing in j (a window's
-// column is an interval too): the visible blocks run from key n0's first row to key n1 - 1's
-// last, and a block is full when its rows keep n1 - 1 (the latest first row) and n0 (the
-// earliest last row).
+// Column view: the query blocks of `tile_m` rows that see key tile [n0, n1) (n0 < n1), of which
+// only the keys below mask.len_k are present (a sequence's last tile may run past it). `Mask`
+// gives the rows that keep key j as [row_lo(j), row_hi(j)), both non-decreasing in j below len_k
+// (a window's column is an interval too): the visible blocks run from key n0's first row to the
+// last present key's last row. A block is full when its rows keep n1 - 1 (the latest first row)
+// and n0 (the earliest last row), and never when the tile runs past len_k: those keys are masked.
 template <class Mask>
 FASTATTN_HD BlockRange query_blocks(const Mask& mask, int n0, int n1, int tile_m) {
   BlockRange r{};
+  const int last = imin(n1, mask.len_k) - 1;
+  if (last < n0) return r;  // no key present: empty
   r.begin = mask.row_lo(n0) / tile_m;
-  r.end = (mask.row_hi(n1 - 1) + tile_m - 1) / tile_m;
-  r.full_begin = (mask.row_lo(n1 - 1) + tile_m - 1) / tile_m;
-  r.full_end = imax(0, mask.row_hi(n0)) / tile_m;
+  r.end = (mask.row_hi(last) + tile_m - 1) / tile_m;
+  if (n1 <= mask.len_k) {
+    r.full_begin = (mask.row_lo(n1 - 1) + tile_m - 1) / tile_m;
+    r.full_end = mask.row_hi(n0) / tile_m;  // negative only below full_begin (>= 0): empty
+  }
   return r;
 }
 

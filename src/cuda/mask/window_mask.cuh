@@ -53,9 +53,10 @@ struct WindowMask {
     end = imax(0, hi(m0)) / tile_n;
   }
 
-  // Column view (the backward walks the q-blocks of a key block). Rows kept by key j are
-  // row_lo(j) <= i < row_hi(j): the rows whose [lo(i), hi(i)) holds j, within [0, len_q); none
-  // for j >= len_k. Both ends are non-decreasing in j below len_k, as lo and hi are in i.
+  // Column view (the backward walks the q-blocks of a key block: block_source's query_blocks).
+  // Rows kept by key j are row_lo(j) <= i < row_hi(j): the rows whose [lo(i), hi(i)) holds j,
+  // within [0, len_q); none for j >= len_k. Both ends are non-decreasing in j below len_k, as lo
+  // and hi are in i.
   FASTATTN_HD int len_q() const { return len_k - diag; }
   FASTATTN_HD int row_lo(int j) const { return right < 0 ? 0 : imax(0, j - diag - right); }
   FASTATTN_HD int row_hi(int j) const {
@@ -63,27 +64,6 @@ struct WindowMask {
     return left < 0 ? len_q() : imin(len_q(), j - diag + left + 1);
   }
 
-  // Q-blocks [begin, end) of tile_m rows that keys [n0, n1) see; empty when end <= begin.
-  FASTATTN_HD void q_tile_range(int n0, int n1, int tile_m, int& begin, int& end) const {
-    const int last = imin(n1, len_k) - 1;
-    if (last < n0) {
-      begin = end = 0;
-      return;
-    }
-    begin = row_lo(n0) / tile_m;
-    end = (row_hi(last) + tile_m - 1) / tile_m;
-  }
-
-  // Q-blocks [begin, end) whose every row keeps every key of [n0, n1): block m is full when
-  // m * tile_m >= row_lo(n1 - 1) and (m + 1) * tile_m <= row_hi(n0), all keys below len_k.
-  FASTATTN_HD void q_full_range(int n0, int n1, int tile_m, int& begin, int& end) const {
-    if (n1 > len_k) {
-      begin = end = 0;
-      return;
-    }
-    begin = (row_lo(n1 - 1) + tile_m - 1) / tile_m;
-    end = row_hi(n0) / tile_m;
-  }
 };
 
 }  // namespace fastattn::cuda_backend

@@ -4,10 +4,12 @@
 
 #include <cuda_runtime.h>
 
+#include "api/problem.h"
 #include "cuda/common/bwd_params.h"
 #include "fastattn/types.h"
 
 namespace fastattn::sm90 {
 template <class T, int D>
-Status launch_bwd(const AttnArgs& args, const Tensor& dout, const cuda_backend::BwdParams& p, cudaStream_t stream);
+Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
+                  cudaStream_t stream);
 }

@@ -76,7 +76,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
       // The previous step's adds are released now, a step after their issue, so that waiting for
       // them to land does not stall this warpgroup; then this q-block's turn is awaited.
       release_dq_turn(pending_sem);
-      int* sem = p.dq_sem + (int64_t(t.batch) * p.heads_q + h) * p.m_blocks + m;
+      int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
       const int want = 2 * dq_rank(t, m);
       int seen;
       do {

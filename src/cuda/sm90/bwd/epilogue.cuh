@@ -2,7 +2,7 @@
 // the accumulator layout by 4-byte stores; keys past len_k hold 0, keys past the sequence are skipped.
 #pragma once
 
-#include "cuda/common/pack2.cuh"
+#include "cuda/common/math.cuh"  // pack2
 #include "cuda/sm90/bwd/tile.cuh"
 
 namespace fastattn::sm90 {

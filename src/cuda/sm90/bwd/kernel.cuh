@@ -18,8 +18,8 @@
 #include <cuda/ptx>
 #include <type_traits>
 
+#include "cuda/common/math.cuh"            // pack2
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
-#include "cuda/common/pack2.cuh"
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq.cuh"
@@ -46,15 +46,15 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
 
-  const int steps = t.steps(p.q_per_kv);
+  const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * 64 * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * 64 * kAtomRowBytes);
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   PipeState<Cfg::kStages> ps;
-  for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
-    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance()) {
+  for (int h = t.kv_head * p.attn.q_per_kv; h < (t.kv_head + 1) * p.attn.q_per_kv; ++h)
+    for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
       // Four groups in flight at most: S^T, dP^T; then dV behind dP^T, dK behind dV; dQ behind dK.
@@ -76,7 +76,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
       // P = exp2(-inf) = 0 with no per-element test after the exp.
       auto mask_scores = [&] {
-        if (m >= t.full_begin && m < t.full_end) return;
+        if (t.q_blocks.full(m)) return;
         const int m0 = m * 64;
         cuda_backend::apply_keep_bits<64, 0>(
             st, cuda_backend::keep_bits<64>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
@@ -90,14 +90,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       uint32_t pf[4][4], dsf[4][4];  // P^T and dS^T as A fragments: 4 k-steps of 16 q rows
       // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
       const uint32_t lse_addr = smem_addr(sm.lse[s]) + 8 * quad_col, dpsum_addr = smem_addr(sm.dpsum[s]) + 8 * quad_col;
-      const float scale_log2 = p.scale_log2;
+      const float scale_log2 = p.attn.scale_log2;
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
       // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
       auto p_phase = [&](auto softcap) {
         constexpr bool kCap = decltype(softcap)::value;
         if constexpr (kCap) {
 #pragma unroll
-          for (int i = 0; i < 32; ++i) st[i] = p.softcap * tanhf(st[i] * p.softcap_in) * scale_log2;
+          for (int i = 0; i < 32; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
         }
         mask_scores();
 #pragma unroll
@@ -115,7 +115,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
             pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
           }
       };
-      if (p.softcap != 0.f)
+      if (p.attn.softcap != 0.f)
         p_phase(std::true_type{});
       else
         p_phase(std::false_type{});
@@ -153,7 +153,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
             dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
           }
       };
-      if (p.softcap != 0.f)
+      if (p.attn.softcap != 0.f)
         ds_phase(std::true_type{});
       else
         ds_phase(std::false_type{});
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0 && t.steps(p.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
+    if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     bwd_consume<T, Cfg>(sm, p, t, warp / 4 - 1);

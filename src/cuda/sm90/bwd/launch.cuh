@@ -16,27 +16,30 @@
 namespace fastattn::sm90 {
 
 template <class T, int D>
-Status launch_bwd(const AttnArgs& args, const Tensor& dout, const cuda_backend::BwdParams& p, cudaStream_t stream) {
+Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
+                  cudaStream_t stream) {
   using Cfg = BwdConfig<D>;
-  if (p.batch == 0 || p.heads_q == 0) return Status::Ok();
+  if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return {Code::CudaError, std::string(what) + ": " + cudaGetErrorString(e)};
     return Status::Ok();
   };
-  const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.heads_q), unsigned(p.batch));
+  const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
   if (p.m_blocks > 0) {
     bwd_preprocess_kernel<T, D><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
   const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk : p.n_blocks;
-  const int64_t items = n_slots * p.heads_kv * p.batch;
+  const int64_t items = n_slots * p.attn.heads_kv * p.attn.batch;
   if (items > 0) {  // also without q rows: it writes dk = dv = 0
     CUtensorMap tq, tk, tv, tdo;
-    Status st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(args.q), Cfg::kBlockM, &tq);
-    if (st.ok()) st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(args.k), Cfg::kBlockN, &tk);
-    if (st.ok()) st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(args.v), Cfg::kBlockN, &tv);
-    if (st.ok()) st = cuda_backend::make_tma_map(cuda_backend::tma_tensor(dout), Cfg::kBlockM, &tdo);
+    using cuda_backend::Role;
+    using cuda_backend::tma_tensor;
+    Status st = cuda_backend::make_tma_map(tma_tensor(problem, Role::Q), Cfg::kBlockM, &tq);
+    if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::K), Cfg::kBlockN, &tk);
+    if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::V), Cfg::kBlockN, &tv);
+    if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::Out, grads.dout), Cfg::kBlockM, &tdo);
     if (!st.ok()) return st;
     auto kernel = bwd_kernel<T, Cfg>;
     const int smem = int(sizeof(BwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024

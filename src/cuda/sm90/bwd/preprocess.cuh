@@ -17,7 +17,7 @@ constexpr int kBwdAuxThreads = 256;
 template <class T, int D>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const cuda_backend::BwdSeq seq = cuda_backend::bwd_seq(p, b);
+  const cuda_backend::BwdSeq seq(p, b);
   if (m * 64 >= seq.rows_q) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t b_off = seq.batch_coord;
@@ -28,12 +28,12 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
     float acc = 0.f, lse = INFINITY;
     if (i < seq.len_q) {
       const int64_t tok = seq.q_offset + i;
-      const T* o = static_cast<const T*>(p.out) + b_off * p.out_stride_b + tok * p.out_stride_s + h * p.out_stride_h;
+      const T* o = static_cast<const T*>(p.attn.out) + b_off * p.attn.out_stride_b + tok * p.attn.out_stride_s + h * p.attn.out_stride_h;
       const T* g = static_cast<const T*>(p.dout) + b_off * p.dout_stride_b + tok * p.dout_stride_s + h * p.dout_stride_h;
       for (int c = lane; c < D; c += 32) acc += float(o[c]) * float(g[c]);
 #pragma unroll
       for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-      const float l = p.lse[b_off * p.lse_stride_b + int64_t(h) * p.lse_stride_h + tok * p.lse_stride_s];
+      const float l = p.attn.lse[b_off * p.attn.lse_stride_b + int64_t(h) * p.attn.lse_stride_h + tok * p.attn.lse_stride_s];
       lse = l == -INFINITY ? INFINITY : l * kLog2e;  // a row that kept no key: P = exp2(s - inf) = 0
     }
     if (lane == 0) {
@@ -57,7 +57,7 @@ __device__ __forceinline__ int dq_accum_index(int row, int col, int cols0) {
 template <class T, int D, int Cols0>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const cuda_backend::BwdSeq seq = cuda_backend::bwd_seq(p, b);
+  const cuda_backend::BwdSeq seq(p, b);
   if (m * 64 >= seq.rows_q) return;
   const float* acc = p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * 64) * D;
   const int rows = min(64, seq.rows_q - m * 64);

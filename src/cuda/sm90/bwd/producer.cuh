@@ -24,8 +24,8 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
     tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
   }
   PipeState<Cfg::kStages> ps;
-  for (int h = t.kv_head * p.q_per_kv; h < (t.kv_head + 1) * p.q_per_kv; ++h)
-    for (int m = t.m_begin; m < t.m_end; ++m, ps.advance()) {
+  for (int h = t.kv_head * p.attn.q_per_kv; h < (t.kv_head + 1) * p.attn.q_per_kv; ++h)
+    for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
       mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * 64 * 4);

@@ -1,15 +1,13 @@
-// Shared memory of the Hopper backward's main kernel, its named barriers, and shared-memory
-// accesses by address.
+// Shared memory of the Hopper backward's main kernel, and shared-memory accesses by address (its
+// named barriers are in sm90/prim/barriers.h).
 #pragma once
 
 #include <cstdint>
 
 #include "cuda/sm90/bwd/config.h"
+#include "cuda/sm90/prim/barriers.h"
 
 namespace fastattn::sm90 {
-
-constexpr int kBwdDsBar = 1;  // both consumer warpgroups: dS^T of this step is in smem
-constexpr int kBwdDqBar = 2;  // 2, 3: a warpgroup's dQ staging buffer is free / written
 
 template <class Cfg>
 struct BwdSmem {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cuda/common/bwd_seq.cuh"
+#include "cuda/mask/block_source.cuh"
 #include "cuda/mask/window_mask.cuh"
 
 namespace fastattn::sm90 {
@@ -14,41 +15,39 @@ struct BwdTile {
   cuda_backend::BwdSeq seq;
   cuda_backend::WindowMask mask;
   int n_block, batch, kv_head, n0;
-  int m_begin, m_end;        // q-blocks seen (the same for every q head of the group)
-  int full_begin, full_end;  // q-blocks kept whole: no mask
-  __device__ __forceinline__ int steps(int q_per_kv) const { return m_end > m_begin ? q_per_kv * (m_end - m_begin) : 0; }
+  // The q-blocks seen (the same for every q head of the group), walked upwards (from begin: dQ
+  // adds of a q-block then come in key-block order), and those kept whole (no mask).
+  cuda_backend::BlockRange q_blocks;
+  __device__ __forceinline__ int steps(int q_per_kv) const { return q_blocks.empty() ? 0 : q_per_kv * q_blocks.count(); }
 };
 
 __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   BwdTile t;
   int rest;
   if (p.det_chunk > 0) {  // BwdParams::det_chunk; a partial last chunk's extra blocks exit at once
-    const int per_chunk = p.det_chunk * p.batch * p.heads_kv;
+    const int per_chunk = p.det_chunk * p.attn.batch * p.attn.heads_kv;
     rest = item % per_chunk / p.det_chunk;
     t.n_block = item / per_chunk * p.det_chunk + item % p.det_chunk;
   } else {
     t.n_block = item % p.n_blocks;
     rest = item / p.n_blocks;
   }
-  t.kv_head = rest % p.heads_kv;
-  t.batch = rest / p.heads_kv;
-  t.seq = cuda_backend::bwd_seq(p, t.batch);
-  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.window_left, p.window_right};
+  t.kv_head = rest % p.attn.heads_kv;
+  t.batch = rest / p.attn.heads_kv;
+  t.seq = cuda_backend::BwdSeq(p, t.batch);
+  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
   t.n0 = t.n_block * 128;
-  t.mask.q_tile_range(t.n0, t.n0 + 128, 64, t.m_begin, t.m_end);
-  t.mask.q_full_range(t.n0, t.n0 + 128, 64, t.full_begin, t.full_end);
+  t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + 128, 64);
   return t;
 }
 
 // Deterministic mode: how many key blocks before this one add into q-block m. The blocks that see m
-// are contiguous (both ends of q_tile_range rise with the key block): the first is found by bisection.
+// are contiguous (both ends of query_blocks rise with the key block): the first is found by bisection.
 __device__ __forceinline__ int dq_rank(const BwdTile& t, int m) {
   int lo = 0, hi = t.n_block;  // the first key block whose range ends past m lies in [lo, hi]
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    int b, e;
-    t.mask.q_tile_range(mid * 128, mid * 128 + 128, 64, b, e);
-    if (e > m) hi = mid;
+    if (cuda_backend::query_blocks(t.mask, mid * 128, mid * 128 + 128, 64).end > m) hi = mid;
     else lo = mid + 1;
   }
   return t.n_block - lo;

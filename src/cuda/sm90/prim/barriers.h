@@ -13,4 +13,13 @@ enum FwdNamedBarrier : int {
   kFwdBarrierEnd = 7,
 };
 
+// The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T is in
+// smem; warpgroup w syncs its four warps on kBwdDqBar + w around its dQ staging buffer (free /
+// written).
+enum BwdNamedBarrier : int {
+  kBwdDsBar = 1,
+  kBwdDqBar = 2,  // 2..3
+  kBwdBarrierEnd = 4,
+};
+
 }  // namespace fastattn::sm90
