@@ -82,14 +82,44 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)
 
 
-def _backward(ctx, dout, _dlse):
+def _gradients(ctx, dout, run_bwd):
+    """(dq, dk, dv, None...) from the saved forward; run_bwd is the bwd op or its direct twin."""
     q, k, v, out, lse, cu_q, cu_k, used_q, used_k = ctx.saved_tensors
-    if dout.device.type == "cuda" and not dout.is_contiguous():
+    if dout.is_cuda and not dout.is_contiguous():
         # autograd hands expanded (stride 0) or strided gradients; the GPU backward reads dout
         # with TMA (16-byte aligned rows), so give it a dense copy, as FlashAttention does
         dout = dout.contiguous()
-    dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
+    dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
     return (dq, dk, dv) + (None,) * (4 + len(ctx.scalars))
 
 
+def _backward(ctx, dout, _dlse):
+    return _gradients(ctx, dout, bwd)
+
+
 fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _direct_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k,
+                softmax_scale, causal, window_left, window_right, softcap, deterministic):
+    return _torch_views.backward(dout, q, k, v, out, lse, (cu_q, cu_k, used_q, used_k), max_seqlen_q,
+                                 max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+                                 not q.is_cuda, deterministic)
+
+
+class DirectAttention(torch.autograd.Function):
+    """fastattn::fwd's autograd without the op: eager training on plain tensors. The op's autograd
+    wrapper re-fills its arguments through torch._library.utils.fill_defaults, which rebuilds
+    schema.arguments once per argument (docs/notes/inference.md: half the call); torch.compile
+    and tensor subclasses keep the op. Same inputs, outputs, saved tensors and bits as the op."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, used_q, used_k, *scalars):
+        out, lse = _torch_views.forward(q, k, v, (cu_q, cu_k, used_q, used_k), *scalars[:7],
+                                        not q.is_cuda)
+        _setup_context(ctx, (q, k, v, cu_q, cu_k, used_q, used_k, *scalars), (out, lse))
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        return _gradients(ctx, dout, _direct_bwd)

@@ -9,10 +9,10 @@ allocated once per call (new_empty: q's dtype and device, dense).
 import torch
 
 from . import _C
+from ._core import NO_INDEX
 
 _DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
 _F32 = _DTYPES[torch.float32]
-_NO_INDEX = (None, None, None, None)
 
 
 def view(t):
@@ -37,7 +37,7 @@ def _out_view(t, dtype_code, device):
 
 
 def _index_views(index_arrays):
-    if index_arrays is _NO_INDEX:
+    if index_arrays is NO_INDEX:
         return index_arrays
     return tuple(None if x is None else view(x) for x in index_arrays)
 
