@@ -37,8 +37,6 @@ def _out_view(t, dtype_code, device):
 
 
 def _index_views(index_arrays):
-    if index_arrays is NO_INDEX:
-        return index_arrays
     return tuple(None if x is None else view(x) for x in index_arrays)
 
 
@@ -77,7 +75,7 @@ def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, wi
     qv = view(q)
     shape = q.shape
     out = q.new_empty((*shape[:-1], v.shape[-1]))
-    cu_q, cu_k, used_q, used_k = _index_views(index_arrays)
+    cu_q, cu_k, used_q, used_k = index_arrays if index_arrays is NO_INDEX else _index_views(index_arrays)
     lse = lse_view = None
     if with_lse:
         varlen = cu_q is not None or cu_k is not None

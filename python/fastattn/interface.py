@@ -50,9 +50,10 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
                 if x is not None and not isinstance(x, torch.Tensor):
                     raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
         varlen = index_arrays[0] is not None or index_arrays[1] is not None
-        _core.check_rank(q, "q", varlen)
-        _core.check_rank(k, "k", varlen)
-        _core.check_rank(v, "v", varlen)
+        rank = 3 if varlen else 4
+        if q.dim() != rank or k.dim() != rank or v.dim() != rank:
+            for name, x in (("q", q), ("k", k), ("v", v)):
+                _core.check_rank(x, name, varlen)
         if path == "inference":
             left, right = _core.window_pair(window_size)
             scale = _core.resolve_scale(softmax_scale, q.shape[-1])
