@@ -40,32 +40,25 @@ def _index_views(index_arrays):
     return tuple(None if x is None else view(x) for x in index_arrays)
 
 
-class _CudaCall:
-    """The current stream of a CUDA device as an int, that device made current for the call."""
-
-    current_device = raw_stream = None  # torch's fastest getters, looked up on first use
-
-    def __init__(self, index):
-        self.index = index
-        self.guard = None
-
-    def __enter__(self):
-        if _CudaCall.raw_stream is None:
-            _CudaCall.current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
-            _CudaCall.raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _public_raw_stream)
-        if _CudaCall.current_device() != self.index:
-            self.guard = torch.cuda.device(self.index)
-            self.guard.__enter__()
-        return _CudaCall.raw_stream(self.index)
-
-    def __exit__(self, *exc):
-        if self.guard is not None:
-            self.guard.__exit__(*exc)
-        return False
-
-
 def _public_raw_stream(index):
     return torch.cuda.current_stream(index).cuda_stream
+
+
+# torch's C getters of the current device and stream (what its compiled code calls), else the
+# public API; neither initialises CUDA.
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _public_raw_stream)
+
+
+def _call(fn, args, device):
+    """fn(*args, stream): stream 0 on the CPU; on a CUDA device its current stream, the device
+    made current for the call."""
+    if type(device) is not int or device < 0:
+        return fn(*args, 0)
+    if _current_device() == device:
+        return fn(*args, _raw_stream(device))
+    with torch.cuda.device(device):
+        return fn(*args, _raw_stream(device))
 
 
 def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
@@ -85,12 +78,7 @@ def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, wi
     args = (qv, view(k), view(v), _out_view(out, qv[3], qv[4]), lse_view, cu_q, cu_k, used_q, used_k,
             max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap,
             check_index_arrays, 0, 0)
-    cuda = qv[4]
-    if type(cuda) is int and cuda >= 0:
-        with _CudaCall(cuda) as stream:
-            _C.forward_views(*args, stream)
-    else:
-        _C.forward_views(*args, 0)
+    _call(_C.forward_views, args, qv[4])
     return out, lse
 
 
@@ -102,10 +90,5 @@ def backward(dout, q, k, v, out, lse, index_arrays, max_seqlen_q, max_seqlen_k, 
     args = (view(dout), qv, kv, vv, view(out), view(lse), view(dq), view(dk), view(dv),
             *_index_views(index_arrays), max_seqlen_q, max_seqlen_k, scale, causal, window_left,
             window_right, softcap, check_index_arrays, 0, 0, deterministic)
-    cuda = qv[4]
-    if type(cuda) is int and cuda >= 0:
-        with _CudaCall(cuda) as stream:
-            _C.backward_views(*args, stream)
-    else:
-        _C.backward_views(*args, 0)
+    _call(_C.backward_views, args, qv[4])
     return dq, dk, dv

@@ -45,6 +45,12 @@ void init_options(Options* self, OptIn cu_seqlens_q, OptIn cu_seqlens_k, OptIn s
                      deterministic};
 }
 
+fastattn::Backend to_backend(int32_t backend) {
+  if (backend < 0 || backend > static_cast<int32_t>(fastattn::Backend::Reference))
+    throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
+  return static_cast<fastattn::Backend>(backend);
+}
+
 // The scalar arguments of one call; tensors and index arrays are set by the caller.
 fastattn::AttnArgs scalar_args(int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
                                int32_t window_left, int32_t window_right, float softcap,
@@ -59,9 +65,7 @@ fastattn::AttnArgs scalar_args(int32_t max_seqlen_q, int32_t max_seqlen_k, float
   a.window_left = window_left;
   a.window_right = window_right;
   a.softcap = softcap;
-  if (backend < 0 || backend > static_cast<int32_t>(fastattn::Backend::Reference))
-    throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
-  a.backend = static_cast<fastattn::Backend>(backend);
+  a.backend = to_backend(backend);
   a.num_threads = num_threads;
   a.deterministic = deterministic;
   return a;
@@ -218,9 +222,7 @@ void forward_kvcache(const InArray& q, const OutArray& k_cache, const OutArray& 
   a.softcap = softcap;
   a.num_splits = num_splits;
   a.check_index_arrays = check_index_arrays;
-  if (backend < 0 || backend > static_cast<int32_t>(fastattn::Backend::Reference))
-    throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
-  a.backend = static_cast<fastattn::Backend>(backend);
+  a.backend = to_backend(backend);
   a.num_threads = num_threads;
   fastattn::Status st;
   {
