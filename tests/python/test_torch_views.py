@@ -10,21 +10,26 @@ import fastattn  # noqa: E402
 from fastattn import _torch_views  # noqa: E402
 
 
-def randn(rng, shape, dtype=torch.float32):
-    return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(dtype)
+CUDA = torch.cuda.is_available() and fastattn.cuda_available()
+DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
 
 
-def strided(rng, shape, how):
+def randn(rng, shape, device="cpu"):
+    x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+    return x if device == "cpu" else x.to(device, torch.bfloat16)
+
+
+def strided(rng, shape, how, device="cpu"):
     """A (b|t, s, h, d)-shaped tensor laid out `how`: dense, transposed (a (b, h, s, d) buffer),
     sliced (gaps between heads), or with a non-unit last stride (the path must copy it)."""
     if how == "dense":
-        return randn(rng, shape)
+        return randn(rng, shape, device)
     if how == "transposed":
-        return randn(rng, (shape[0], shape[2], shape[1], *shape[3:])).transpose(1, 2)
+        return randn(rng, (shape[0], shape[2], shape[1], *shape[3:]), device).transpose(1, 2)
     if how == "sliced":
-        return randn(rng, (*shape[:-2], shape[-2] * 2, shape[-1]))[..., ::2, :]
+        return randn(rng, (*shape[:-2], shape[-2] * 2, shape[-1]), device)[..., ::2, :]
     assert how == "last_strided"
-    return randn(rng, (*shape[:-1], shape[-1] * 2))[..., ::2]
+    return randn(rng, (*shape[:-1], shape[-1] * 2), device)[..., ::2]
 
 
 def direct(q, k, v, **kw):
@@ -32,12 +37,16 @@ def direct(q, k, v, **kw):
         return fastattn.flash_attn_func(q, k, v, return_attn_probs=True, **kw)
 
 
+SHAPES = [("cpu", (1, 1, 1, 1, 1, 64)), ("cpu", (2, 17, 113, 4, 2, 32)), ("cpu", (1, 113, 17, 6, 1, 64))]
+SHAPES += [("cuda", (2, 17, 113, 4, 2, 64)), ("cuda", (1, 113, 4097, 6, 1, 128))] if CUDA else []
+
+
 @pytest.mark.parametrize("how", ["dense", "transposed", "sliced", "last_strided"])
-@pytest.mark.parametrize("b,s_q,s_k,h,h_kv,d", [(1, 1, 1, 1, 1, 64), (2, 17, 113, 4, 2, 32),
-                                                 (1, 113, 17, 6, 1, 64)])
-def test_fixed_same_bits(rng, how, b, s_q, s_k, h, h_kv, d):
-    q = strided(rng, (b, s_q, h, d), how)
-    k, v = strided(rng, (b, s_k, h_kv, d), how), strided(rng, (b, s_k, h_kv, d), how)
+@pytest.mark.parametrize("device,shape", SHAPES)
+def test_fixed_same_bits(rng, how, device, shape):
+    b, s_q, s_k, h, h_kv, d = shape
+    q = strided(rng, (b, s_q, h, d), how, device)
+    k, v = strided(rng, (b, s_k, h_kv, d), how, device), strided(rng, (b, s_k, h_kv, d), how, device)
     kw = dict(causal=True, window_size=(5, 3), softcap=2.5)
     out_fast, lse_fast = direct(q, k, v, **kw)
     out_op, lse_op = torch.ops.fastattn.fwd(q, k, v, None, None, None, None, 0, 0, d ** -0.5, True, 5, 3, 2.5)
@@ -49,13 +58,14 @@ def test_fixed_same_bits(rng, how, b, s_q, s_k, h, h_kv, d):
 
 
 @pytest.mark.parametrize("how", ["dense", "sliced"])
-def test_varlen_same_bits(rng, how):
+@pytest.mark.parametrize("device", DEVICES)
+def test_varlen_same_bits(rng, how, device):
     lens_q, lens_k = [1, 17, 0, 40], [113, 3, 5, 40]
-    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lens_q)]), dtype=torch.int32)
-    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lens_k)]), dtype=torch.int32)
-    used_k = torch.tensor([100, 3, 0, 7], dtype=torch.int32)
-    q = strided(rng, (int(cu_q[-1]), 4, 64), how)
-    k, v = strided(rng, (int(cu_k[-1]), 2, 64), how), strided(rng, (int(cu_k[-1]), 2, 64), how)
+    cu_q = torch.tensor(np.concatenate([[0], np.cumsum(lens_q)]), dtype=torch.int32, device=device)
+    cu_k = torch.tensor(np.concatenate([[0], np.cumsum(lens_k)]), dtype=torch.int32, device=device)
+    used_k = torch.tensor([100, 3, 0, 7], dtype=torch.int32, device=device)
+    q = strided(rng, (int(cu_q[-1]), 4, 64), how, device)
+    k, v = (strided(rng, (int(cu_k[-1]), 2, 64), how, device) for _ in range(2))
     with torch.no_grad():
         out, lse = fastattn.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 40, 113, seqused_k=used_k,
                                                    causal=True, return_attn_probs=True)
@@ -72,15 +82,16 @@ def test_negated_view_is_resolved(rng):
     assert torch.equal(direct(neg_q, k, v)[0], direct(-q, k, v)[0])
 
 
-def test_backward_same_bits(rng):
-    q, k, v = (strided(rng, (2, 17, 4, 32), "transposed") for _ in range(3))
+@pytest.mark.parametrize("device", DEVICES)
+def test_backward_same_bits(rng, device):
+    q, k, v = (strided(rng, (2, 17, 4, 64), "transposed", device) for _ in range(3))
     k, v = k[:, :, :2], v[:, :, :2]
     qg, kg, vg = (x.clone().requires_grad_() for x in (q, k, v))
-    out = fastattn.flash_attn_func(qg, kg, vg, causal=True)
-    dout = randn(rng, tuple(out.shape))
+    out = fastattn.flash_attn_func(qg, kg, vg, causal=True, deterministic=True)
+    dout = randn(rng, tuple(out.shape), device)
     out.backward(dout)
     out_dl, lse_dl = fastattn.forward(q, k, v, causal=True)
-    dq, dk, dv = fastattn.backward(dout, q, k, v, out_dl, lse_dl, causal=True)  # DLPack
+    dq, dk, dv = fastattn.backward(dout, q, k, v, out_dl, lse_dl, causal=True, deterministic=True)
     assert torch.equal(qg.grad, dq) and torch.equal(kg.grad, dk) and torch.equal(vg.grad, dv)
 
 
