@@ -1,4 +1,4 @@
-// fastattn._C: the C++ API behind DLPack arrays. Callers allocate every output; nothing here
+// fastattn._C: the C++ API behind DLPack arrays or plain-value views (views.h, the torch path). Callers allocate every output; nothing here
 // allocates device memory, synchronizes or copies, so calls are safe inside CUDA graph capture.
 #include <cstdint>
 #include <limits>
