@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
 """Per-call host cost of fastattn against SDPA in the host-bound regime, and a CUDA-graph decode.
 
-    python bench/call_overhead.py [--calls 2000] [--out results.md]
+    python bench/call_overhead.py [--calls 2000] [--out results.md] [--device cpu]
 
 Rows (bf16, b 1, s 128, h 16/4, d 128, causal; the kernels take a few microseconds, so a loop of
 calls without a sync measures what the host spends per call):
   sdpa            torch.nn.functional.scaled_dot_product_attention (enable_gqa)
-  fastattn        fastattn.flash_attn_func under torch.no_grad (the direct path)
-  fastattn op     torch.ops.fastattn.fwd (the custom op: what autograd/torch.compile run)
-  fastattn grad   flash_attn_func with q.requires_grad (custom op + autograd bookkeeping)
-  _C.forward      the extension alone (DLPack import, validation, launch): the C++ call's cost
-  dlpack x5       torch's __dlpack__ on the five arrays a call hands over
-Then the GPU time alone (CUDA-graph replays of 20 calls) and a decode step through
+  fastattn        fastattn.flash_attn_func under torch.no_grad (the direct path: plain-value views)
+  fastattn op     torch.ops.fastattn.fwd (the custom op: what torch.compile runs)
+  fastattn grad   flash_attn_func with q.requires_grad (eager autograd without the op: DirectAttention)
+  op grad         torch.ops.fastattn.fwd with q.requires_grad (the op's autograd wrapper)
+  _C.forward_views  the extension alone on ready views (validation, launch): the C++ call's cost
+  _C.forward      the extension alone over DLPack (numpy/CuPy's path, and fastattn.forward's)
+  views x5        reading the five views a fast-path call hands over (_torch_views.view)
+  dlpack x5       torch's __dlpack__ on the five arrays a DLPack call hands over
+Then, on CUDA, the GPU time alone (CUDA-graph replays of 20 calls) and a decode step through
 flash_attn_with_kvcache (b 1, h 32/8, d 128, 4096 cached keys): eager wall time, graph replay
-time, and the replay's output against the eager one.
+time, and the replay's output against the eager one. --device cpu runs the host rows only, on the
+CPU backend with a b 1 s 1 h 1 d 64 float32 problem (the kernel is about a microsecond).
 """
 import argparse
 import time
@@ -22,17 +26,23 @@ import torch
 
 import fastattn
 from fastattn import _C
+from fastattn._torch_views import view
+
+
+def sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def per_call_us(fn, calls):
     fn()
-    torch.cuda.synchronize()
+    sync()
     best = float("inf")
     for _ in range(5):
         t0 = time.perf_counter()
         for _ in range(calls):
             fn()
-        torch.cuda.synchronize()
+        sync()
         best = min(best, (time.perf_counter() - t0) / calls * 1e6)
     return best
 
@@ -63,9 +73,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
     ap.add_argument("--out", default=None, help="also write the table (markdown) here")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = ap.parse_args()
-    dev, dt = "cuda", torch.bfloat16
-    b, s, h, h_kv, d = 1, 128, 16, 4, 128
+    dev = args.device
+    if dev == "cuda":
+        dt, (b, s, h, h_kv, d) = torch.bfloat16, (1, 128, 16, 4, 128)
+    else:
+        torch.set_num_threads(1)
+        dt, (b, s, h, h_kv, d) = torch.float32, (1, 1, 1, 1, 64)
     q = torch.randn(b, s, h, d, device=dev, dtype=dt)
     k = torch.randn(b, s, h_kv, d, device=dev, dtype=dt)
     v = torch.randn(b, s, h_kv, d, device=dev, dtype=dt)
@@ -75,7 +90,8 @@ def main():
     out = torch.empty_like(q)
     lse = torch.empty(b, h, s, device=dev, dtype=torch.float32)
     opts = _C.Options(None, None, None, None, 0, 0, scale, True, -1, -1, 0.0, False, 0, 0)
-    stream = torch.cuda.current_stream().cuda_stream
+    stream = torch.cuda.current_stream().cuda_stream if dev == "cuda" else 0
+    views = [view(x) for x in (q, k, v, out, lse)]
     qg = q.clone().requires_grad_()
 
     rows = []
@@ -86,8 +102,20 @@ def main():
             lambda: torch.ops.fastattn.fwd(q, k, v, None, None, None, None, 0, 0, scale, True, -1, -1, 0.0),
             args.calls)))
     rows.append(("fastattn grad", per_call_us(lambda: fastattn.flash_attn_func(qg, k, v, causal=True), args.calls)))
+    rows.append(("op grad", per_call_us(
+        lambda: torch.ops.fastattn.fwd(qg, k, v, None, None, None, None, 0, 0, scale, True, -1, -1, 0.0),
+        args.calls)))
+    rows.append(("_C.forward_views", per_call_us(
+        lambda: _C.forward_views(*views, None, None, None, None, 0, 0, scale, True, -1, -1, 0.0, False, 0, 0,
+                                 stream), args.calls)))
     rows.append(("_C.forward", per_call_us(lambda: _C.forward(q, k, v, out, lse, opts, stream), args.calls)))
+    rows.append(("views x5", per_call_us(lambda: [view(x) for x in (q, k, v, out, lse)], args.calls)))
     rows.append(("dlpack x5", per_call_us(lambda: [x.__dlpack__() for x in (q, k, v, out, lse)], args.calls)))
+    if dev == "cpu":
+        report([f"# call overhead (CPU backend, torch {torch.__version__}, fastattn {fastattn.__version__})", "",
+                f"float32 b{b} s{s} h{h}/{h_kv} d{d} causal, {args.calls} calls per run, best of 5", ""],
+               rows, [], args.out)
+        return
     with torch.no_grad():
         gpu_sdpa = graph_us(lambda: sdpa(qt, kt, vt, is_causal=True, enable_gqa=True))
         gpu_fa = graph_us(lambda: fastattn.flash_attn_func(q, k, v, causal=True))
@@ -116,17 +144,20 @@ def main():
         same = torch.equal(ref, replay_out)
 
     name = torch.cuda.get_device_name()
-    lines = [f"# call overhead ({name}, torch {torch.__version__}, fastattn {fastattn.__version__})", "",
-             f"bf16 b{b} s{s} h{h}/{h_kv} d{d} causal, {args.calls} calls per run, best of 5", "",
-             "| path | host us / call |", "| --- | ---: |"]
-    lines += [f"| {n} | {us:.1f} |" for n, us in rows]
-    lines += ["", f"GPU time per call (graph replay): sdpa {gpu_sdpa:.1f} us, fastattn {gpu_fa:.1f} us", "",
-              f"decode (flash_attn_with_kvcache, b1 h{hq}/{hk} d{d}, {cache} keys): eager {eager_decode:.1f} us "
-              f"per call, graph replay {graph_decode:.1f} us, replay == eager: {same}"]
+    report([f"# call overhead ({name}, torch {torch.__version__}, fastattn {fastattn.__version__})", "",
+            f"bf16 b{b} s{s} h{h}/{h_kv} d{d} causal, {args.calls} calls per run, best of 5", ""], rows,
+           ["", f"GPU time per call (graph replay): sdpa {gpu_sdpa:.1f} us, fastattn {gpu_fa:.1f} us", "",
+            f"decode (flash_attn_with_kvcache, b1 h{hq}/{hk} d{d}, {cache} keys): eager {eager_decode:.1f} us "
+            f"per call, graph replay {graph_decode:.1f} us, replay == eager: {same}"], args.out)
+
+
+def report(head, rows, tail, out):
+    lines = head + ["| path | host us / call |", "| --- | ---: |"]
+    lines += [f"| {n} | {us:.1f} |" for n, us in rows] + tail
     text = "\n".join(lines)
     print(text)
-    if args.out:
-        with open(args.out, "w") as f:
+    if out:
+        with open(out, "w") as f:
             f.write(text + "\n")
 
 

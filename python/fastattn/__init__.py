@@ -1,7 +1,8 @@
 """fastattn: fused attention kernels with FlashAttention-3- and SDPA-compatible Python APIs.
 
-Arrays arrive through DLPack: numpy (CPU backend), torch (CPU or CUDA, differentiable, custom ops
-fastattn::fwd / fastattn::bwd usable under torch.compile), CuPy, and other CPU DLPack producers.
+Arrays arrive through DLPack: numpy (CPU backend), CuPy, and other CPU DLPack producers; torch
+tensors (CPU or CUDA, differentiable, custom ops fastattn::fwd / fastattn::bwd usable under
+torch.compile) as plain-value views read off the tensor (_torch_views), DLPack in fastattn.forward.
 """
 from . import _C
 from ._core import backward, forward

@@ -1,7 +1,8 @@
 """Array-framework adapters: allocate outputs like an input, find its CUDA stream, fix strides.
 
-The extension reads every array through DLPack; this module only decides where outputs live
-(numpy, torch, CuPy, or numpy for any other CPU DLPack producer such as JAX on CPU).
+The extension reads these arrays through DLPack (the torch front ends use _torch_views instead);
+this module only decides where outputs live (numpy, torch, CuPy, or numpy for any other CPU
+DLPack producer such as JAX on CPU).
 """
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ from . import _C
 from ._arrays import arrays_for, same_kind
 
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "reference": 3}
+NO_INDEX = (None, None, None, None)  # (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k) of a fixed-length call
 
 
 def window_pair(window_size):

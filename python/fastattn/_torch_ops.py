@@ -7,6 +7,7 @@ Registered on import when torch is importable. The ops allocate only their outpu
 current CUDA stream, so they run under torch.compile(fullgraph=True) and inside CUDA graphs.
 Varlen index arrays on CUDA are not validated inside the ops (validation would copy them to the
 host, a sync); the caller vouches for cu_seqlens/seqused there. On the CPU they are validated.
+Both ops hand their tensors to the extension as plain-value views (_torch_views), not DLPack.
 """
 
 from typing import Optional, Tuple
@@ -14,16 +15,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from . import _arrays, _core
-
-
-def _options(q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-             softmax_scale, causal, window_left, window_right, softcap, deterministic):
-    return dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
-                seqused_k=seqused_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-                softmax_scale=softmax_scale, causal=causal, window_size=(window_left, window_right),
-                softcap=softcap, check_index_arrays=q.device.type != "cuda",
-                deterministic=deterministic)
+from . import _torch_views
 
 
 @torch.library.custom_op("fastattn::fwd", mutates_args=())
@@ -33,10 +25,9 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
         softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor]:
     """Attention forward: (out, lse); see fastattn.forward for layouts. `deterministic` is for
     the backward autograd derives from this op."""
-    with _device_of(q):
-        return _core.run_forward(_arrays_of(q), q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
-                                 max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-                                 window_right, softcap, check_index_arrays=q.device.type != "cuda")
+    return _torch_views.forward(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
+                                max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+                                window_right, softcap, not q.is_cuda)
 
 
 @fwd.register_fake
@@ -58,19 +49,14 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
         softcap: float, deterministic: bool = False) -> Tuple[Tensor, Tensor, Tensor]:
     """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse); deterministic:
     bitwise equal from run to run."""
-    with _device_of(q):
-        return _core.backward(dout, q, k, v, out, lse, **_options(
-            q, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
-            softmax_scale, causal, window_left, window_right, softcap, deterministic))
+    return _torch_views.backward(dout, q, k, v, out, lse, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
+                                 max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+                                 window_right, softcap, not q.is_cuda, deterministic)
 
 
 @bwd.register_fake
 def _bwd_fake(dout, q, k, v, out, lse, *args):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
-
-
-def _arrays_of(q):
-    return _arrays.arrays_for(q, "q")
 
 
 def _device_of(t):
@@ -96,14 +82,44 @@ def _setup_context(ctx, inputs, output):
     ctx.mark_non_differentiable(lse)
 
 
-def _backward(ctx, dout, _dlse):
+def _gradients(ctx, dout, run_bwd):
+    """(dq, dk, dv, None...) from the saved forward; run_bwd is the bwd op or its direct twin."""
     q, k, v, out, lse, cu_q, cu_k, used_q, used_k = ctx.saved_tensors
-    if dout.device.type == "cuda" and not dout.is_contiguous():
+    if dout.is_cuda and not dout.is_contiguous():
         # autograd hands expanded (stride 0) or strided gradients; the GPU backward reads dout
         # with TMA (16-byte aligned rows), so give it a dense copy, as FlashAttention does
         dout = dout.contiguous()
-    dq, dk, dv = bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
+    dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
     return (dq, dk, dv) + (None,) * (4 + len(ctx.scalars))
 
 
+def _backward(ctx, dout, _dlse):
+    return _gradients(ctx, dout, bwd)
+
+
 fwd.register_autograd(_backward, setup_context=_setup_context)
+
+
+def _direct_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k,
+                softmax_scale, causal, window_left, window_right, softcap, deterministic):
+    return _torch_views.backward(dout, q, k, v, out, lse, (cu_q, cu_k, used_q, used_k), max_seqlen_q,
+                                 max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+                                 not q.is_cuda, deterministic)
+
+
+class DirectAttention(torch.autograd.Function):
+    """fastattn::fwd's autograd without the op: eager training on plain tensors. The op's autograd
+    wrapper re-fills its arguments through torch._library.utils.fill_defaults, which rebuilds
+    schema.arguments once per argument (docs/notes/inference.md: half the call); torch.compile
+    and tensor subclasses keep the op. Same inputs, outputs, saved tensors and bits as the op."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, cu_q, cu_k, used_q, used_k, *scalars):
+        out, lse = _torch_views.forward(q, k, v, (cu_q, cu_k, used_q, used_k), *scalars[:7],
+                                        not q.is_cuda)
+        _setup_context(ctx, (q, k, v, cu_q, cu_k, used_q, used_k, *scalars), (out, lse))
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, dout, _dlse):
+        return _gradients(ctx, dout, _direct_bwd)

@@ -9,83 +9,107 @@ from __future__ import annotations
 import operator
 
 from . import _core
-from ._arrays import arrays_for, same_kind
+from ._arrays import _torch_arrays, arrays_for, same_kind, torch_module
+
+
+_NO_INDEX = _core.NO_INDEX
+_INDEX_NAMES = ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")
 
 
 def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-               deterministic):
-    """(out, lse) through the fastattn::fwd custom op (autograd, torch.compile)."""
+               deterministic, direct):
+    """(out, lse) through the fastattn::fwd custom op (torch.compile, tensor subclasses), or its
+    autograd twin without the op's dispatch when direct (plain tensors, eager)."""
     import torch
 
     max_seqlens = [m if isinstance(m, (int, torch.SymInt)) else operator.index(m) for m in max_seqlens]
     left, right = _core.window_pair(window_size)
     scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+    if direct:
+        from ._torch_ops import DirectAttention
+
+        return DirectAttention.apply(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left,
+                                     right, float(softcap), bool(deterministic))
     return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal),
                                   left, right, float(softcap), bool(deterministic))
 
 
-def attention(q, k, v, index_arrays=(None, None, None, None), max_seqlens=(0, 0), *,
-              softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
-              deterministic=False):
-    """(out, lse) for any array kind; torch tensors go through the custom op (differentiable,
-    its backward deterministic when asked). Other arrays have no autograd: deterministic is
-    then unused (fastattn.backward takes it)."""
-    xs = arrays_for(q, "q")
-    if xs.name == "torch":
-        same_kind(xs, [("k", k), ("v", v)])
-        torch = xs.torch
-        for name, x in zip(("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k"), index_arrays):
-            if x is not None and not isinstance(x, torch.Tensor):
-                raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
+def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_scale=None,
+              causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False, with_lse=True):
+    """(out, lse) for any array kind; torch tensors are differentiable (the backward deterministic
+    when asked), through the custom op or, for plain tensors in eager mode, without it. Other
+    arrays have no autograd: deterministic is then unused (fastattn.backward takes it).
+    with_lse=False may return lse None (the torch direct path then skips allocating it)."""
+    torch = torch_module()
+    if torch is not None and isinstance(q, torch.Tensor):
+        path = _torch_path(torch, q, k, v)
+        if path == "op":
+            same_kind(_torch_arrays(torch), [("k", k), ("v", v)])
+        if index_arrays is not _NO_INDEX:
+            for name, x in zip(_INDEX_NAMES, index_arrays):
+                if x is not None and not isinstance(x, torch.Tensor):
+                    raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
         varlen = index_arrays[0] is not None or index_arrays[1] is not None
-        for name, x in (("q", q), ("k", k), ("v", v)):
-            _core.check_rank(x, name, varlen)
-        if _eager_inference(torch, q, k, v):
-            return _run_resolved(xs, q, k, v, index_arrays, max_seqlens, softmax_scale, causal,
-                                 window_size, softcap, check_index_arrays=q.device.type != "cuda")
+        rank = 3 if varlen else 4
+        if q.dim() != rank or k.dim() != rank or v.dim() != rank:
+            for name, x in (("q", q), ("k", k), ("v", v)):
+                _core.check_rank(x, name, varlen)
+        if path == "inference":
+            left, right = _core.window_pair(window_size)
+            scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+            return _torch_views().forward(q, k, v, index_arrays, operator.index(max_seqlens[0]),
+                                        operator.index(max_seqlens[1]), scale, bool(causal), left,
+                                        right, float(softcap), not q.is_cuda, with_lse)
         return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
-                          softcap, deterministic)
-    same_kind(xs, [("k", k), ("v", v)] + list(zip(("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k"),
-                                                  index_arrays)))
+                          softcap, deterministic, direct=path == "autograd")
+    xs = arrays_for(q, "q")
+    same_kind(xs, [("k", k), ("v", v)] + list(zip(_INDEX_NAMES, index_arrays)))
     varlen = index_arrays[0] is not None or index_arrays[1] is not None
     for name, x in (("q", q), ("k", k), ("v", v)):
         _core.check_rank(x, name, varlen)
-    return _run_resolved(xs, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
-                         softcap, check_index_arrays=True)
+    left, right = _core.window_pair(window_size)
+    scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+    return _core.run_forward(xs, q, k, v, index_arrays, operator.index(max_seqlens[0]),
+                             operator.index(max_seqlens[1]), scale, bool(causal), left, right,
+                             float(softcap), check_index_arrays=True)
+
+
+def _torch_path(torch, q, k, v):
+    """How a torch call runs. Plain tensors outside torch.compile skip the custom op's dispatch
+    (the larger part of a small call's host time): "inference" runs the extension directly,
+    "autograd" its autograd twin (_torch_ops.DirectAttention). "op" otherwise: subclasses (fake,
+    functional, DTensor) and tracing go through fastattn::fwd."""
+    Tensor = torch.Tensor
+    if type(q) is not Tensor or type(k) is not Tensor or type(v) is not Tensor or _is_compiling(torch):
+        return "op"
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return "autograd"
+    return "inference"
 
 
 def _eager_inference(torch, q, k, v):
-    """True when a torch call needs neither autograd nor tracing: then it skips the custom op's
-    dispatch (the larger part of a small call's host time) and runs the extension directly.
-    Plain tensors only: subclasses (fake, functional, DTensor) go through the op."""
-    if type(q) is not torch.Tensor or type(k) is not torch.Tensor or type(v) is not torch.Tensor:
-        return False
-    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
-        return False
-    return not _is_compiling(torch)
+    """True when a torch call needs neither autograd nor tracing (runs the extension directly)."""
+    return _torch_path(torch, q, k, v) == "inference"
+
+
+_COMPILING = None  # torch.compiler.is_compiling, looked up on first use
+_VIEWS = None  # the _torch_views module (it imports torch, so not at import time)
+
+
+def _torch_views():
+    global _VIEWS
+    if _VIEWS is None:
+        from . import _torch_views as views
+
+        _VIEWS = views
+    return _VIEWS
 
 
 def _is_compiling(torch):
-    compiler = getattr(torch, "compiler", None)
-    if compiler is not None and hasattr(compiler, "is_compiling"):
-        return compiler.is_compiling()
-    return False
-
-
-def _run_resolved(xs, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-                  check_index_arrays):
-    """The window and scale resolved once, then the extension (no custom op)."""
-    left, right = _core.window_pair(window_size)
-    scale = _core.resolve_scale(softmax_scale, q.shape[-1])
-    max_q, max_k = operator.index(max_seqlens[0]), operator.index(max_seqlens[1])
-    if xs.name == "torch" and q.device.type == "cuda":
-        from ._torch_ops import _device_of
-
-        with _device_of(q):
-            return _core.run_forward(xs, q, k, v, index_arrays, max_q, max_k, scale, bool(causal), left,
-                                     right, float(softcap), check_index_arrays)
-    return _core.run_forward(xs, q, k, v, index_arrays, max_q, max_k, scale, bool(causal), left, right,
-                             float(softcap), check_index_arrays)
+    global _COMPILING
+    if _COMPILING is None:
+        _COMPILING = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
+    return _COMPILING()
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-1, -1), softcap=0.0,
@@ -103,7 +127,8 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
     """
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
-                         window_size=window_size, softcap=softcap, deterministic=deterministic)
+                         window_size=window_size, softcap=softcap, deterministic=deterministic,
+                         with_lse=return_attn_probs)
     return (out, lse) if return_attn_probs else out
 
 
@@ -127,5 +152,6 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
             raise ValueError(f"{name}: expected an int, got {type(value).__name__}")
     out, lse = attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                          (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
-                         window_size=window_size, softcap=softcap, deterministic=deterministic)
+                         window_size=window_size, softcap=softcap, deterministic=deterministic,
+                         with_lse=return_attn_probs)
     return (out, lse) if return_attn_probs else out

@@ -1,4 +1,4 @@
-// fastattn._C: the C++ API behind DLPack arrays. Callers allocate every output; nothing here
+// fastattn._C: the C++ API behind DLPack arrays or plain-value views (views.h, the torch path). Callers allocate every output; nothing here
 // allocates device memory, synchronizes or copies, so calls are safe inside CUDA graph capture.
 #include <cstdint>
 #include <limits>
@@ -10,6 +10,7 @@
 #include <nanobind/stl/optional.h>
 
 #include "convert.h"
+#include "views.h"
 #include "fastattn/fastattn.h"
 
 namespace nb = nanobind;
@@ -44,8 +45,36 @@ void init_options(Options* self, OptIn cu_seqlens_q, OptIn cu_seqlens_k, OptIn s
                      deterministic};
 }
 
-fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& v, const Options& o) {
+fastattn::Backend to_backend(int32_t backend) {
+  if (backend < 0 || backend > static_cast<int32_t>(fastattn::Backend::Reference))
+    throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
+  return static_cast<fastattn::Backend>(backend);
+}
+
+// The scalar arguments of one call; tensors and index arrays are set by the caller.
+fastattn::AttnArgs scalar_args(int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
+                               int32_t window_left, int32_t window_right, float softcap,
+                               bool check_index_arrays, int32_t backend, int32_t num_threads,
+                               bool deterministic) {
   fastattn::AttnArgs a;
+  a.max_seqlen_q = max_seqlen_q;
+  a.max_seqlen_k = max_seqlen_k;
+  a.check_index_arrays = check_index_arrays;
+  a.softmax_scale = softmax_scale;
+  a.causal = causal;
+  a.window_left = window_left;
+  a.window_right = window_right;
+  a.softcap = softcap;
+  a.backend = to_backend(backend);
+  a.num_threads = num_threads;
+  a.deterministic = deterministic;
+  return a;
+}
+
+fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& v, const Options& o) {
+  fastattn::AttnArgs a = scalar_args(o.max_seqlen_q, o.max_seqlen_k, o.softmax_scale, o.causal,
+                                     o.window_left, o.window_right, o.softcap, o.check_index_arrays,
+                                     o.backend, o.num_threads, o.deterministic);
   a.q = fastattn_py::to_tensor(q, "q");
   a.k = fastattn_py::to_tensor(k, "k");
   a.v = fastattn_py::to_tensor(v, "v");
@@ -53,19 +82,6 @@ fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& 
   if (o.cu_seqlens_k) a.cu_seqlens_k = fastattn_py::to_index(*o.cu_seqlens_k, "cu_seqlens_k", a.q);
   if (o.seqused_q) a.seqused_q = fastattn_py::to_index(*o.seqused_q, "seqused_q", a.q);
   if (o.seqused_k) a.seqused_k = fastattn_py::to_index(*o.seqused_k, "seqused_k", a.q);
-  a.max_seqlen_q = o.max_seqlen_q;
-  a.max_seqlen_k = o.max_seqlen_k;
-  a.check_index_arrays = o.check_index_arrays;
-  a.softmax_scale = o.softmax_scale;
-  a.causal = o.causal;
-  a.window_left = o.window_left;
-  a.window_right = o.window_right;
-  a.softcap = o.softcap;
-  if (o.backend < 0 || o.backend > static_cast<int32_t>(fastattn::Backend::Reference))
-    throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
-  a.backend = static_cast<fastattn::Backend>(o.backend);
-  a.num_threads = o.num_threads;
-  a.deterministic = o.deterministic;
   return a;
 }
 
@@ -94,6 +110,66 @@ void backward(const InArray& dout, const InArray& q, const InArray& k, const InA
   fastattn::Tensor tdq = fastattn_py::to_tensor(dq, "dq");
   fastattn::Tensor tdk = fastattn_py::to_tensor(dk, "dk");
   fastattn::Tensor tdv = fastattn_py::to_tensor(dv, "dv");
+  fastattn::Status st;
+  {
+    nb::gil_scoped_release nogil;
+    st = fastattn::backward(a, tdout, tdq, tdk, tdv, as_stream(stream));
+  }
+  fastattn_py::raise_if_error(st);
+}
+
+// The same calls over plain-value views (views.h): the torch fast path. Index views may be None.
+using fastattn_py::view_to_index;
+using fastattn_py::view_to_tensor;
+
+fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
+                             nb::handle cu_seqlens_k, nb::handle seqused_q, nb::handle seqused_k,
+                             fastattn::AttnArgs a) {
+  a.q = view_to_tensor(q, "q");
+  a.k = view_to_tensor(k, "k");
+  a.v = view_to_tensor(v, "v");
+  if (!cu_seqlens_q.is_none()) a.cu_seqlens_q = view_to_index(cu_seqlens_q, "cu_seqlens_q", a.q);
+  if (!cu_seqlens_k.is_none()) a.cu_seqlens_k = view_to_index(cu_seqlens_k, "cu_seqlens_k", a.q);
+  if (!seqused_q.is_none()) a.seqused_q = view_to_index(seqused_q, "seqused_q", a.q);
+  if (!seqused_k.is_none()) a.seqused_k = view_to_index(seqused_k, "seqused_k", a.q);
+  return a;
+}
+
+void forward_views(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb::handle lse,
+                   nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle seqused_q,
+                   nb::handle seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
+                   bool causal, int32_t window_left, int32_t window_right, float softcap,
+                   bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream) {
+  fastattn::AttnArgs a = view_args(
+      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+      scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+                  check_index_arrays, backend, num_threads, false));
+  a.out = view_to_tensor(out, "out");
+  if (!lse.is_none()) a.lse = view_to_tensor(lse, "lse");
+  fastattn::Status st;
+  {
+    nb::gil_scoped_release nogil;
+    st = fastattn::forward(a, as_stream(stream));
+  }
+  fastattn_py::raise_if_error(st);
+}
+
+void backward_views(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, nb::handle out,
+                    nb::handle lse, nb::handle dq, nb::handle dk, nb::handle dv, nb::handle cu_seqlens_q,
+                    nb::handle cu_seqlens_k, nb::handle seqused_q, nb::handle seqused_k,
+                    int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
+                    int32_t window_left, int32_t window_right, float softcap, bool check_index_arrays,
+                    int32_t backend, int32_t num_threads, bool deterministic, uintptr_t stream) {
+  fastattn::AttnArgs a = view_args(
+      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+      scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+                  check_index_arrays, backend, num_threads, deterministic));
+  a.out = view_to_tensor(out, "out");
+  a.lse = view_to_tensor(lse, "lse");
+  fastattn::Tensor tdout = view_to_tensor(dout, "dout");
+  fastattn::Tensor tdq = view_to_tensor(dq, "dq");
+  fastattn::Tensor tdk = view_to_tensor(dk, "dk");
+  fastattn::Tensor tdv = view_to_tensor(dv, "dv");
   fastattn::Status st;
   {
     nb::gil_scoped_release nogil;
@@ -146,9 +222,7 @@ void forward_kvcache(const InArray& q, const OutArray& k_cache, const OutArray& 
   a.softcap = softcap;
   a.num_splits = num_splits;
   a.check_index_arrays = check_index_arrays;
-  if (backend < 0 || backend > static_cast<int32_t>(fastattn::Backend::Reference))
-    throw nb::value_error("backend: expected 0 (auto), 1 (cpu), 2 (cuda) or 3 (reference)");
-  a.backend = static_cast<fastattn::Backend>(backend);
+  a.backend = to_backend(backend);
   a.num_threads = num_threads;
   fastattn::Status st;
   {
@@ -175,6 +249,16 @@ NB_MODULE(_C, m) {
         "Writes out (and lse when given) for softmax(mask(scale*q k^T)) v.");
   m.def("backward", &backward, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a, "dk"_a,
         "dv"_a, "options"_a, "stream"_a, "Writes dq, dk, dv, the gradients of forward.");
+  m.def("forward_views", &forward_views, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
+        "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "seqused_q"_a.none(), "seqused_k"_a.none(),
+        "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
+        "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a, "num_threads"_a, "stream"_a,
+        "forward over views (data_ptr, shape, strides, dtype, device): no DLPack per array.");
+  m.def("backward_views", &backward_views, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a,
+        "dk"_a, "dv"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "seqused_q"_a.none(),
+        "seqused_k"_a.none(), "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a,
+        "window_left"_a, "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a,
+        "num_threads"_a, "deterministic"_a, "stream"_a, "backward over views, as forward_views.");
   m.def("forward_kvcache", &forward_kvcache, "q"_a, "k_cache"_a, "v_cache"_a, "k_new"_a.none(),
         "v_new"_a.none(), "out"_a, "lse"_a.none(), "rotary_cos"_a.none(), "rotary_sin"_a.none(),
         "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "cache_leftpad"_a.none(),

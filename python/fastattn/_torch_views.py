@@ -1,0 +1,94 @@
+"""torch tensors handed to the extension as plain values: the torch fast path.
+
+A view is (data_ptr, shape, strides, dtype code, device, owner), read straight off the tensor
+(python/src/views.h): no DLPack capsule per array, which was most of a small call's host time.
+The C++ layer validates every view (dtype, device, rank, strides, shapes, GQA ratio, index
+arrays) and names the argument, so nothing here checks what it will check again. Outputs are
+allocated once per call (new_empty: q's dtype and device, dense).
+"""
+import torch
+
+from . import _C
+from ._core import NO_INDEX
+
+_DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
+_F32 = _DTYPES[torch.float32]
+
+
+def view(t):
+    """t's view. A last dimension without unit stride is copied contiguous, and a negated view
+    (torch's neg bit) resolved, as the DLPack path does; the copy rides along as the owner."""
+    strides = t.stride()
+    if strides and strides[-1] != 1 and t.shape[-1] > 1:
+        t = t.contiguous()
+        strides = t.stride()
+    if t.is_neg():
+        t = t.resolve_neg()
+    device = t.get_device() if t.is_cuda else (-1 if t.is_cpu else str(t.device))
+    dtype = _DTYPES.get(t.dtype)
+    if dtype is None:  # the name the C++ layer's message gives, as DLPack would have
+        dtype = str(t.dtype).replace("torch.", "")
+    return (t.data_ptr(), t.shape, strides, dtype, device, t)
+
+
+def _out_view(t, dtype_code, device):
+    """A view of an output this module allocated (dense, on the inputs' device)."""
+    return (t.data_ptr(), t.shape, t.stride(), dtype_code, device, t)
+
+
+def _index_views(index_arrays):
+    return tuple(None if x is None else view(x) for x in index_arrays)
+
+
+def _public_raw_stream(index):
+    return torch.cuda.current_stream(index).cuda_stream
+
+
+# torch's C getters of the current device and stream (what its compiled code calls), else the
+# public API; neither initialises CUDA.
+_current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _public_raw_stream)
+
+
+def _call(fn, args, device):
+    """fn(*args, stream): stream 0 on the CPU; on a CUDA device its current stream, the device
+    made current for the call."""
+    if type(device) is not int or device < 0:
+        return fn(*args, 0)
+    if _current_device() == device:
+        return fn(*args, _raw_stream(device))
+    with torch.cuda.device(device):
+        return fn(*args, _raw_stream(device))
+
+
+def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
+            window_right, softcap, check_index_arrays, with_lse=True):
+    """(out, lse) with every scalar already resolved; lse is None unless with_lse.
+    index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent."""
+    qv = view(q)
+    shape = q.shape
+    out = q.new_empty((*shape[:-1], v.shape[-1]))
+    cu_q, cu_k, used_q, used_k = index_arrays if index_arrays is NO_INDEX else _index_views(index_arrays)
+    lse = lse_view = None
+    if with_lse:
+        varlen = cu_q is not None or cu_k is not None
+        lse = q.new_empty((shape[1], shape[0]) if varlen else (shape[0], shape[2], shape[1]),
+                          dtype=torch.float32)
+        lse_view = _out_view(lse, _F32, qv[4])
+    args = (qv, view(k), view(v), _out_view(out, qv[3], qv[4]), lse_view, cu_q, cu_k, used_q, used_k,
+            max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap,
+            check_index_arrays, 0, 0)
+    _call(_C.forward_views, args, qv[4])
+    return out, lse
+
+
+def backward(dout, q, k, v, out, lse, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal,
+             window_left, window_right, softcap, check_index_arrays, deterministic):
+    """(dq, dk, dv) of forward's out given its gradient dout; scalars as forward."""
+    qv, kv, vv = view(q), view(k), view(v)
+    dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+    args = (view(dout), qv, kv, vv, view(out), view(lse), view(dq), view(dk), view(dv),
+            *_index_views(index_arrays), max_seqlen_q, max_seqlen_k, scale, causal, window_left,
+            window_right, softcap, check_index_arrays, 0, 0, deterministic)
+    _call(_C.backward_views, args, qv[4])
+    return dq, dk, dv

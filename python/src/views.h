@@ -1,0 +1,25 @@
+// Plain-value views -> fastattn::Tensor / IndexArray: the torch fast path reads a tensor's pointer,
+// shape, strides, dtype and device itself, so no DLPack capsule is made per tensor.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include "fastattn/types.h"
+
+namespace fastattn_py {
+
+namespace nb = nanobind;
+
+// A view is the tuple (data_ptr, shape, strides, dtype, device[, owner]):
+//   dtype  0 float16, 1 bfloat16, 2 float32, 3 int32, or any other object (its str() names an
+//          unsupported dtype in the error);
+//   device -1 the CPU, >= 0 that CUDA device, or a str naming an unsupported device;
+//   owner  ignored: the caller puts the array there to keep a temporary copy alive.
+// Raises ValueError naming `name` for an unsupported dtype, device or rank, TypeError for a
+// malformed tuple.
+fastattn::Tensor view_to_tensor(nb::handle view, const char* name);
+
+// A 1-D contiguous int32 view on `where`'s device; raises ValueError naming `name`.
+fastattn::IndexArray view_to_index(nb::handle view, const char* name, const fastattn::Tensor& where);
+
+}  // namespace fastattn_py
