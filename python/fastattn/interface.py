@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 
 from . import _core
-from ._arrays import _torch_arrays, arrays_for, same_kind, torch_module
+from ._arrays import arrays_for, same_kind, torch_module
 
 
 _NO_INDEX = _core.NO_INDEX
@@ -43,8 +43,10 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     torch = torch_module()
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
-        if path == "op":
-            same_kind(_torch_arrays(torch), [("k", k), ("v", v)])
+        # isinstance, not the array adapters: Dynamo traces it (the op path runs under torch.compile).
+        for name, x in (("k", k), ("v", v)):
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
         if index_arrays is not _NO_INDEX:
             for name, x in zip(_INDEX_NAMES, index_arrays):
                 if x is not None and not isinstance(x, torch.Tensor):
