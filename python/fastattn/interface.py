@@ -47,7 +47,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
         for name, x in (("k", k), ("v", v)):
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
-        if index_arrays is not _NO_INDEX:
+        # The identity shortcut only outside tracing: Dynamo (torch 2.11) cannot trace `is` on tuples.
+        if path == "op" or index_arrays is not _NO_INDEX:
             for name, x in zip(_INDEX_NAMES, index_arrays):
                 if x is not None and not isinstance(x, torch.Tensor):
                     raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
