@@ -97,7 +97,7 @@ struct AttnArgs {
   bool deterministic = false;
   // Split-KV: each sequence's keys in this many parts whose partial results are merged (same
   // result up to rounding). 0 = chosen per problem: no split on the host backends; on CUDA by the
-  // heuristic of docs/notes/inference.md once the split kernel lands (today it runs unsplit).
+  // heuristic of docs/notes/inference.md (splits when the unsplit grid leaves SMs idle).
   int32_t num_splits = 0;
 };
 

@@ -74,6 +74,7 @@ Problem resolve_operands(const AttnArgs& args) {
   p.seq_arrays = {args.cu_seqlens_q.data, args.cu_seqlens_k.data, args.seqused_q.data, args.seqused_k.data};
   p.num_threads = args.num_threads;
   p.num_splits = args.num_splits > 0 ? args.num_splits : 1;  // 0: the host backends do not split
+  p.num_splits_arg = args.num_splits;
   return p;
 }
 

@@ -75,6 +75,7 @@ struct Problem : ProblemShape {
   std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays (empty when unread)
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
   int32_t num_splits = 1;         // key splits, resolved (>= 1); the reference ignores it
+  int32_t num_splits_arg = 0;     // as given (0 = chosen per problem): the CUDA backend's heuristic
 };
 
 // Backward's extra operands.

@@ -49,6 +49,7 @@ LaunchProblem make_launch_problem(const detail::Problem& p) {
   a.window_right = p.window_right;
   lp.mask = classify_mask(p.window_left, p.window_right);
   lp.pack = choose_gqa_pack(a.q_per_kv, a.seqlen_q, p.varlen);
+  lp.num_splits = p.num_splits_arg;
   return lp;
 }
 

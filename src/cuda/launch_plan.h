@@ -21,6 +21,7 @@ struct LaunchProblem {
   AttnParams attn;
   MaskClass mask = MaskClass::None;
   GqaPack pack;  // GQA head packing (short queries), or none
+  int num_splits = 1;  // split-KV as requested: > 0 as given, 0 = chosen per launch (sched/split_plan.h)
 };
 
 LaunchProblem make_launch_problem(const detail::Problem& p);

@@ -114,6 +114,39 @@ TEST(BlockSource, KeyBlocksOfAQueryTile) {
   }
 }
 
+// Split-KV shares (split_share): over random masks and tiles, the shares of 1..40 splits walk
+// every block of the tile's range exactly once, each a contiguous run whose size differs
+// from the others' by at most one block (shares past the block count are empty), with the full
+// range unchanged.
+TEST(BlockSource, SplitSharesPartitionTheKeyBlocks) {
+  fastattn::testing::Rng rng(fastattn::testing::test_seed());
+  for (int trial = 0; trial < 300; ++trial) {
+    const MaskRule m = random_rule(rng);
+    const int m1 = std::min(rng.uniform_int(1, 128), m.len_q), tile_n = rng.uniform_int(0, 1) ? 64 : 128;
+    const BlockRange r = key_blocks(window_of(m), 0, m1, tile_n);
+    const int splits = rng.uniform_int(1, 40);
+    const std::string at = describe(m) + " rows [0, " + std::to_string(m1) + ") splits " + std::to_string(splits);
+    std::vector<int> seen;
+    int least = 1 << 30, most = 0;
+    for (int s = 0; s < splits; ++s) {
+      const BlockRange p = split_share(r, s, splits);
+      ASSERT_EQ(p.full_begin, r.full_begin) << at;
+      ASSERT_EQ(p.full_end, r.full_end) << at;
+      const int n = p.empty() ? 0 : p.count();
+      least = std::min(least, n);
+      most = std::max(most, n);
+      for (int it = p.first(); !p.done(it); it = p.next(it)) seen.push_back(p.block(it));
+    }
+    std::vector<int> want;
+    for (int b = r.begin; b < r.end; ++b) want.push_back(b);
+    std::sort(seen.begin(), seen.end());
+    ASSERT_EQ(seen, want) << at;
+    if (!r.empty()) {
+      ASSERT_LE(most - least, 1) << at;
+    }
+  }
+}
+
 // The column view: WindowMask's rows of key j, [row_lo(j), row_hi(j)), against the oracle (none
 // for a key past len_k), then query_blocks over key tiles as the backward cuts them: tile_n keys
 // from n0 whatever len_k, so a sequence's last tile runs past its end (its keys there are masked,

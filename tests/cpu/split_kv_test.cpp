@@ -1,12 +1,13 @@
 // Split-KV on the CPU backend: num_splits parts of each sequence's keys, merged, against the
 // float64 reference (FA3's rule) and against the unsplit call; splits that see no key (more splits
 // than key blocks, causal rows, local windows, empty sequences) carry no weight. The split-count
-// heuristic on known shapes.
+// heuristic on known shapes, and the CUDA launch's split plan (cuda/sched/split_plan.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "api/split_heuristic.h"
+#include "cuda/sched/split_plan.h"
 #include "cpu_cases.h"
 #include "cpu_check.h"
 #include "fastattn/fastattn.h"
@@ -96,6 +97,48 @@ TEST(SplitHeuristic, KnownShapes) {
       EXPECT_LE(n, std::min<int64_t>(blocks, 64)) << tiles << " tiles, " << blocks << " blocks";
     }
   }
+}
+
+// The CUDA launch's split count (plan_num_splits): a requested count as given (even past the key
+// blocks), else the heuristic on the unsplit launch's tiles (GQA packed for decode) and the key
+// blocks of the longest sequence; and the workspace's size.
+TEST(SplitPlan, CountsOfTheCudaLaunch) {
+  using cuda_backend::AttnParams;
+  using cuda_backend::MaskClass;
+  AttnParams a;
+  a.batch = 1;
+  a.heads_q = 32;
+  a.heads_kv = 8;
+  a.q_per_kv = 4;
+  a.seqlen_q = 1;
+  a.seqlen_k = 4096;
+  const cuda_backend::GqaPack pack = cuda_backend::choose_gqa_pack(4, 1, false);
+  auto plan = [&](int requested, const AttnParams& p) {
+    const cuda_backend::GqaPack pk = cuda_backend::choose_gqa_pack(p.q_per_kv, p.seqlen_q, false);
+    return cuda_backend::plan_num_splits(requested, p, MaskClass::None, pk, 128, 128, 132);
+  };
+  EXPECT_EQ(pack.groups, 1);
+  EXPECT_EQ(plan(0, a), 16);   // 8 packed tiles, 32 key blocks: 128 CTAs
+  EXPECT_EQ(plan(5, a), 5);    // as requested
+  EXPECT_EQ(plan(300, a), 300);  // more than the key blocks: splits that see no key
+  AttnParams b = a;
+  b.batch = 16;                // 128 tiles fill the machine
+  EXPECT_EQ(plan(0, b), 1);
+  b = a;
+  b.seqlen_k = 100;            // one key block
+  EXPECT_EQ(plan(0, b), 1);
+  b = a;
+  b.heads_q = b.heads_kv = 8;  // unpacked s_q 1: 8 tiles as well
+  b.q_per_kv = 1;
+  EXPECT_EQ(plan(0, b), 16);
+  EXPECT_EQ(cuda_backend::split_rows(a, 1), 32);
+  AttnParams v = a;
+  static const int32_t cu[2] = {0, 7};
+  v.cu_seqlens_q = cu;
+  EXPECT_EQ(cuda_backend::split_rows(v, 7), 32 * 7);
+  // 3 splits x 32 rows x 128 floats, padded to 256 bytes, then 3 x 32 LSEs.
+  EXPECT_EQ(cuda_backend::split_workspace_bytes(3, 32, 128), 3 * 32 * 128 * 4 + 3 * 32 * 4);
+  EXPECT_EQ(cuda_backend::split_workspace_bytes(1, 3, 8), 256 + 12);
 }
 
 }  // namespace

@@ -41,13 +41,18 @@ struct FwdCase {
   // rows whose scores with them are positive see their max jump far past the running max within
   // one block (the deferred max's fallback, OnlineSoftmax::step_deferred).
   float key_spike = 0.f;
+  // AttnArgs::num_splits of the GPU call: 1 keeps the unsplit kernels (the configs these tests
+  // probe), 0 the heuristic, > 1 split-KV (fwd_split_test.cpp).
+  int num_splits = 1;
+  bool graph = false;  // capture the GPU call in a CUDA graph and replay it (twice: runs[0], runs[1])
 
   std::string str() const {
     std::ostringstream o;
     o << dtype_name(dtype) << " b" << batch << " sq" << sq << " sk" << sk << " h" << hq << "/" << hkv << " d" << d
       << (causal ? " causal" : "") << " win(" << wl << "," << wr << ")" << " softcap" << softcap << " pad" << row_pad << " out_pad" << out_pad
       << (lens_q.empty() ? "" : " varlen") << (key_ramp != 0.f ? " key_ramp" + std::to_string(key_ramp) : "")
-      << (key_spike != 0.f ? " key_spike" + std::to_string(key_spike) : "");
+      << (key_spike != 0.f ? " key_spike" + std::to_string(key_spike) : "")
+      << (num_splits != 1 ? " splits" + std::to_string(num_splits) : "") << (graph ? " graph" : "");
     return o.str();
   }
 };
@@ -143,6 +148,7 @@ struct CaseIndex {
     a.window_right = c.wr;
     a.softcap = c.softcap;
     a.backend = on_gpu ? Backend::CUDA : Backend::Reference;
+    if (on_gpu) a.num_splits = c.num_splits;
   }
 };
 
@@ -196,19 +202,43 @@ inline void run_fwd_case(const FwdCase& c) {
     return a;
   };
 
-  // Two GPU runs into freshly poisoned outputs: the second must match the first bit for bit.
+  // Two GPU runs into freshly poisoned outputs: the second must match the first bit for bit. With
+  // c.graph, the call is captured once (index arrays unread on the host) and each run is a replay.
   FwdOutputs runs[2];
+  cudaStream_t stream = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (c.graph) {
+    AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
+    a.check_index_arrays = false;
+    cudaGraph_t g;
+    FA_CUDA_OK(cudaStreamCreate(&stream));
+    FA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    Status st = forward(a, stream);
+    FA_CUDA_OK(cudaStreamEndCapture(stream, &g));
+    ASSERT_TRUE(st.ok()) << st.message;
+    FA_CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
+    cudaGraphDestroy(g);
+  }
   for (auto& r : runs) {
     out.dev->poison();
     lse_dev.poison();
-    AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
-    Status st = forward(a, nullptr);
-    ASSERT_TRUE(st.ok()) << st.message;
+    if (c.graph) {
+      FA_CUDA_OK(cudaGraphLaunch(exec, stream));
+      FA_CUDA_OK(cudaStreamSynchronize(stream));
+    } else {
+      AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
+      Status st = forward(a, nullptr);
+      ASSERT_TRUE(st.ok()) << st.message;
+    }
     FA_CUDA_OK(cudaDeviceSynchronize());
     r.out.resize(out.host.size());
     r.lse.resize(lse_n);
     out.dev->download(r.out.data());
     lse_dev.download(r.lse.data());
+  }
+  if (c.graph) {
+    cudaGraphExecDestroy(exec);
+    cudaStreamDestroy(stream);
   }
   ASSERT_EQ(std::memcmp(runs[0].out.data(), runs[1].out.data(), runs[0].out.size() * 2), 0) << "out differs between runs (race?)";
   ASSERT_EQ(std::memcmp(runs[0].lse.data(), runs[1].lse.data(), runs[0].lse.size() * 4), 0) << "lse differs between runs";

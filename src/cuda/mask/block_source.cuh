@@ -14,6 +14,8 @@
 // the list's per-block flag.
 #pragma once
 
+#include <cstdint>
+
 #include "cuda/common/host_device.h"
 #include "cuda/mask/window_mask.cuh"
 
@@ -49,6 +51,18 @@ FASTATTN_HD BlockRange key_blocks(const WindowMask& mask, int m0, int m1, int ti
   BlockRange r{};
   mask.tile_range(m0, m1, tile_n, r.begin, r.end);
   mask.full_range(m0, m1, tile_n, r.full_begin, r.full_end);
+  return r;
+}
+
+// Split-KV: share `split` of `splits` of r's blocks, a contiguous run of count() * split / splits
+// to count() * (split + 1) / splits (shares differ by at most one block; a share may be empty when
+// there are more splits than blocks). The full range stays absolute, so the mask is unchanged.
+FASTATTN_HD BlockRange split_share(BlockRange r, int split, int splits) {
+  if (r.empty()) return r;
+  const int64_t n = r.count();
+  const int lo = r.begin + int(n * split / splits), hi = r.begin + int(n * (split + 1) / splits);
+  r.begin = lo;
+  r.end = hi;
   return r;
 }
 

@@ -10,4 +10,6 @@
 namespace fastattn::sm90 {
 template <class T, int D>
 Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
+template <class T, int D>
+Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, int splits, cudaStream_t stream);
 }

@@ -60,6 +60,18 @@ struct FwdConfig {
   // +1.7%). It keeps the scores beside P: 176 or 192 keys on two warpgroups
   // spilled (60 and 36 bytes), and three warpgroups have 160 registers.
   static constexpr bool kDeferredMax = ConsumerWGs == 2 && N <= 128;
+  // Split-KV (SplitConfig below): off in the menu's configs, whose kernels stay as they are.
+  static constexpr bool kSplit = false;
+};
+
+// A config's split-KV twin: the tile space gains a split index (each split walks a balanced
+// share of its tile's key blocks) and the epilogue writes fp32 partial O and LSE into the split
+// workspace instead of out and lse (sm90/fwd/split.h). A layout change of the store, hence a
+// type: the number of splits stays a run-time argument. Its own type name keeps the kernel's
+// symbol apart from the unsplit one's.
+template <class Base>
+struct SplitConfig : Base {
+  static constexpr bool kSplit = true;
 };
 
 }  // namespace fastattn::sm90

@@ -24,10 +24,43 @@ namespace fastattn::sm90 {
 // runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
 // ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
 // cost more than they saved (d64 s1k causal 0.944); plain pairs there.
+// Split-KV (Cfg::kSplit): tile e's rows as fp32 partials of split e.split (FwdSplit's layout), O
+// normalised by this split's own sum; rows that kept no key of the split get o = 0 and lse = -inf,
+// which the combine weighs 0. The rows kept are store_rows's.
+template <class Cfg>
+__device__ __forceinline__ void store_partial(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
+                                              const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
+                                              float (&lse)[2]) {
+  constexpr int D = Cfg::kHeadDim;
+  const FwdSplit& sp = p.split;
+  const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int t = row_in_tile + 8 * h, r = e.m0 + (t & p.sched.row_pos_mask), g = t >> p.sched.row_head_shift;
+    if (r >= e.seq.len_q) {
+      inv[h] = 0.f;
+      lse[h] = -INFINITY;
+    }
+    if (unsigned(r) >= unsigned(e.seq.rows_q) || g >= heads) continue;
+    const int64_t row = e.split * sp.rows +
+                        (int64_t(e.seq.batch_coord) * p.attn.heads_q + e.head + g) * sp.rows_per_head +
+                        e.seq.q_offset + r;
+    float* dst = sp.o_part + row * D + 2 * quad_col;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j)
+      *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+    if (quad_col == 0) sp.lse_part[row] = lse[h];
+  }
+}
+
 template <class T, class Cfg>
 __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
                                            const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
                                            float (&lse)[2]) {
+  if constexpr (Cfg::kSplit) {
+    store_partial<Cfg>(p, e, row_in_tile, quad_col, o, inv, lse);
+    return;
+  }
   constexpr int D = Cfg::kHeadDim;
   static_assert(D % 32 == 0, "16-byte stores take 4 column groups of 8 at a time");
   const int64_t b_off = e.seq.batch_coord;  // 0 for varlen

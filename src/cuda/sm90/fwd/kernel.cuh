@@ -43,7 +43,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
     // q_empty: per consumer warp after the tile's last QK, or per warpgroup after its O store
-    const bool tma_out = Cfg::kQBuffers == 2 && p.store.out_tma != 0;
+    const bool tma_out = !Cfg::kSplit && Cfg::kQBuffers == 2 && p.store.out_tma != 0;
     if (tma_out) prefetch_tma_map(&to);
 #pragma unroll
     for (int b = 0; b < Cfg::kQBuffers; ++b) {

@@ -5,15 +5,19 @@
 
 #include <string>
 
+#include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
+#include "cuda/sched/split_plan.h"
+#include "cuda/split_forward.h"
 #include "cuda/sm90/fwd/api.h"
 #include "cuda/sm90/fwd/kernel.cuh"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
 
+// `splits`: split-KV configs only (SplitConfig): the key splits per tile, > 1.
 template <class T, class Cfg>
-Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
+Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, int splits = 1) {
   using cuda_backend::Role;
   using cuda_backend::tma_tensor;
   constexpr int D = Cfg::kHeadDim;
@@ -39,7 +43,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
   FwdParams params;
   params.attn = lp.attn;
   params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;
-  params.store.out_tma = Cfg::kQBuffers == 2 && D > 64 && lp.pack.rows == 0 && cuda_backend::tma_storable(out) &&
+  params.store.out_tma = !Cfg::kSplit && Cfg::kQBuffers == 2 && D > 64 && lp.pack.rows == 0 && cuda_backend::tma_storable(out) &&
                          cuda_backend::make_tma_map(out, 64, &to).ok();
   if (!params.store.out_tma) to = tq;  // unused
   // The schedule, once the config is known: its tile rows, and a TMA store box cannot start above
@@ -51,6 +55,14 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
   int ctas = 0;
   st = cuda_backend::plan_schedule(lp, shape, &params.sched, &ctas);
   if (!st.ok()) return st;
+  if constexpr (Cfg::kSplit) {  // each of the schedule's tiles becomes `splits` tiles, split innermost
+    const int64_t tiles = int64_t(params.sched.tiles) * splits;
+    if (tiles > INT32_MAX) return Status::Unsupported("num_splits: more than 2^31 tiles x splits");
+    params.split.tiles = int(tiles);
+    params.split.splits = cuda_backend::FastDiv(unsigned(splits));
+    if (tiles > 0) st = cuda_backend::persistent_grid(int(tiles), &ctas);
+    if (!st.ok()) return st;
+  }
   auto kernel = fwd_kernel<T, Cfg>;
   const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
   static bool attr_set = false;  // per instantiation; racing first calls set the same value
@@ -60,9 +72,22 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
     attr_set = true;
   }
   if (params.sched.tiles == 0) return Status::Ok();
+  cuda_backend::SplitBuffers parts;
+  if constexpr (Cfg::kSplit) {
+    st = cuda_backend::split_buffers(lp, splits, stream, &parts);
+    if (!st.ok()) return st;
+    params.split.o_part = parts.o;
+    params.split.lse_part = parts.lse;
+    params.split.rows = parts.rows;
+    params.split.rows_per_head = parts.rows_per_head;
+  }
   // Persistent: one CTA per SM (smem allows no second), each walks its share of the tiles.
   kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, to, params);
   cudaError_t e = cudaGetLastError();
+  if constexpr (Cfg::kSplit) {
+    st = cuda_backend::split_finish(lp, splits, parts, e == cudaSuccess, stream);
+    if (e == cudaSuccess && !st.ok()) return st;
+  }
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();
 }
@@ -85,6 +110,14 @@ constexpr int kShortMaxKeys64 = 1024;
 template <class T, int D>
 Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
   using cuda_backend::MaskClass;
+  if (lp.num_splits != 1) {  // split-KV: as asked, or where the heuristic finds idle SMs
+    using Split = FwdConfig<D>;
+    int sms = 0;
+    if (Status st = cuda_backend::sm_count(&sms); !st.ok()) return st;
+    const int splits = cuda_backend::plan_num_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM,
+                                                     Split::kBlockN, sms);
+    if (splits > 1) return launch_fwd_split<T, D>(lp, splits, stream);
+  }
   if constexpr (D == 64) {
     const bool short_keys = lp.attn.seqlen_k <= kShortMaxKeys64;
     const bool masked = lp.mask != MaskClass::None;

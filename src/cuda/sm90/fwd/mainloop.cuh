@@ -57,7 +57,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   TileWalk walk;
   // O leaves through its tile's Q buffer and a TMA store (two Q buffers, fixed-length batches):
   // that buffer is released once the store has read it, not after the tile's last QK.
-  const bool tma_out = Cfg::kQBuffers == 2 && p.store.out_tma != 0;
+  const bool tma_out = !Cfg::kSplit && Cfg::kQBuffers == 2 && p.store.out_tma != 0;
   const bool store_thread = warp_in_wg == 0 && lane == 0;
   int q_pending = -1;  // Q buffer whose O store is in flight, to be released
 

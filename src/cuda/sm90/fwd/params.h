@@ -14,10 +14,27 @@ struct alignas(8) FwdStoreMode {
   int out_vec16 = 0;  // out's base and row strides are 16-byte aligned: 16-byte register stores
 };
 
+// Split-KV (SplitConfig kernels only; the unsplit kernels never read it). Tile id = base tile *
+// splits + split, the base tile being the unsplit schedule's (sched). Partial row of (batch b,
+// q head h, token t of the packed or per-batch token axis) = (b * heads_q + h) * rows_per_head + t,
+// the combine's (b, h, i) order (cuda/split_combine.h): o_part (splits, rows, d_v), lse_part
+// (splits, rows), fp32.
+struct FwdSplit {
+  int tiles = 0;                  // sched.tiles * splits: the persistent grid's work list
+  cuda_backend::FastDiv splits;   // splits per base tile
+  float* o_part = nullptr;
+  float* lse_part = nullptr;
+  int64_t rows = 0;               // rows of one split's partials
+  int64_t rows_per_head = 0;      // seqlen_q, or total_q when varlen
+};
+
+// Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)
+// stay as they were.
 struct FwdParams {
   cuda_backend::AttnParams attn;
   cuda_backend::TileSchedule sched;
   FwdStoreMode store;
+  FwdSplit split;
 };
 
 }  // namespace fastattn::sm90

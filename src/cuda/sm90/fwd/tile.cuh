@@ -33,6 +33,7 @@ struct FwdTile {
   cuda_backend::WindowMask mask;
   int head, kv_head, m0, m1;
   cuda_backend::BlockRange blocks;  // its key blocks, walked last first (mask/block_source.cuh)
+  int split;                        // SplitConfig kernels: which share of the blocks (else unset)
   __device__ __forceinline__ bool sees_keys() const { return blocks.end > blocks.begin; }
 };
 
@@ -41,6 +42,12 @@ struct FwdTile {
 // fill or another sequence's rows, are masked like any row, and are never stored.
 template <class Cfg>
 __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
+  int split = 0;
+  if constexpr (Cfg::kSplit) {  // id = base tile * splits + split
+    const int base = int(p.split.splits.div(unsigned(id)));
+    split = id - base * int(p.split.splits.d);
+    id = base;
+  }
   const cuda_backend::TileCoord c = cuda_backend::tile_coord(p.sched, p.sched.div, p.attn, id);
   cuda_backend::SeqInfo seq(p.attn, c.batch);
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
@@ -49,6 +56,10 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, {}};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
   if (t.m0 < t.m1) t.blocks = cuda_backend::key_blocks(mask, t.m0, t.m1, Cfg::kBlockN);
+  if constexpr (Cfg::kSplit) {
+    t.split = split;
+    t.blocks = cuda_backend::split_share(t.blocks, split, int(p.split.splits.d));
+  }
   return t;
 }
 
@@ -72,9 +83,10 @@ struct TileWalk {
 
   template <class Cfg>
   __device__ __forceinline__ bool next(const FwdParams& p) {
-    for (; round * cuda_backend::cta_count() < p.sched.tiles;) {
+    const int tiles = Cfg::kSplit ? p.split.tiles : p.sched.tiles;
+    for (; round * cuda_backend::cta_count() < tiles;) {
       id = cuda_backend::tile_of_round(round++, cuda_backend::cta_index(), cuda_backend::cta_count());
-      if (id >= p.sched.tiles) continue;
+      if (id >= tiles) continue;
       t = make_tile<Cfg>(p, id);
       if (t.m0 < t.seq.rows_q) return true;
     }

@@ -1,0 +1,55 @@
+#include "cuda/split_forward.h"
+
+#include <string>
+
+#include "cuda/sched/split_plan.h"
+#include "cuda/split_combine.h"
+
+namespace fastattn::cuda_backend {
+
+Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b) {
+  const detail::Problem& p = *lp.problem;
+  b->rows_per_head = p.varlen ? p.total_q : lp.attn.seqlen_q;
+  b->rows = split_rows(lp.attn, p.total_q);
+  const int64_t bytes = split_workspace_bytes(splits, b->rows, p.head_dim_v);
+  if (cudaError_t e = cudaMallocAsync(&b->base, size_t(bytes), stream); e != cudaSuccess) {
+    cudaGetLastError();
+    return {Code::CudaError, "num_splits: cudaMallocAsync of the " + std::to_string(bytes) +
+                                 "-byte split workspace failed: " + cudaGetErrorString(e)};
+  }
+  b->o = static_cast<float*>(b->base);
+  b->lse = reinterpret_cast<float*>(static_cast<char*>(b->base) + (bytes - int64_t(splits) * b->rows * 4));
+  return Status::Ok();
+}
+
+Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, bool launched, cudaStream_t stream) {
+  const detail::Problem& p = *lp.problem;
+  Status st = Status::Ok();
+  if (launched) {
+    SplitCombineParams c;
+    c.splits = splits;
+    c.dv = p.head_dim_v;
+    c.batch = p.varlen ? 1 : p.batch;
+    c.heads = p.heads_q;
+    c.seqlen_q = int(b.rows_per_head);
+    c.o = b.o;
+    c.lse = b.lse;
+    c.out = p.out.data;
+    c.out_dtype = p.dtype;
+    c.out_stride_b = p.out.batch_stride;
+    c.out_stride_s = p.out.token_stride;
+    c.out_stride_h = p.out.head_stride;
+    if (p.lse.defined()) {
+      c.lse_out = static_cast<float*>(p.lse.data);
+      c.lse_stride_b = p.lse.batch_stride;
+      c.lse_stride_h = p.lse.head_stride;
+      c.lse_stride_s = p.lse.token_stride;
+    }
+    st = combine_splits(c, stream);
+  }
+  if (cudaError_t e = cudaFreeAsync(b.base, stream); e != cudaSuccess && st.ok())
+    st = {Code::CudaError, std::string("num_splits: cudaFreeAsync of the split workspace: ") + cudaGetErrorString(e)};
+  return st;
+}
+
+}  // namespace fastattn::cuda_backend

@@ -1,0 +1,30 @@
+// The host side of a split-KV forward launch, around the split kernel: its workspace (fp32
+// partial O and LSE, stream-ordered: cudaMallocAsync / cudaFreeAsync, so the call stays
+// capturable in a CUDA graph with no host sync) and the combine into out and lse.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/launch_plan.h"
+#include "fastattn/types.h"
+
+namespace fastattn::cuda_backend {
+
+struct SplitBuffers {
+  void* base = nullptr;
+  float* o = nullptr;          // (splits, rows, d_v)
+  float* lse = nullptr;        // (splits, rows)
+  int64_t rows = 0;            // rows of one split (sched/split_plan.h: split_rows)
+  int64_t rows_per_head = 0;   // seqlen_q, or total_q when varlen
+};
+
+// Allocates the partials of `splits` splits of lp's problem on `stream`.
+Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b);
+
+// Merges the partials into out and lse (cuda/split_combine.h) when `launched`, then frees them;
+// both on `stream`.
+Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, bool launched, cudaStream_t stream);
+
+}  // namespace fastattn::cuda_backend
