@@ -2,7 +2,8 @@
 # Prepares the smallest source tree bench/fa3/build.sh needs, to carry to a machine without network
 # (the device tool carries at most 64 MiB a call): FA3's hopper/ headers at flash-attention 0251105
 # and the CUTLASS headers at the commit FA3 pins (7127592), only those the peer's translation units
-# include (nvcc -M over a forward and a backward variant and both dispatchers; without nvcc, all
+# include (nvcc -M over a forward, a backward and a decode variant, FA3's combine and the
+# dispatchers; without nvcc, all
 # of hopper/*.h* and CUTLASS's include/).
 # Usage: bench/fa3/prepare-src.sh FA3_GIT CUTLASS_GIT [DEST]
 #   FA3_GIT, CUTLASS_GIT  git directories (bare or not) holding those commits, e.g. the mirrors
@@ -34,6 +35,9 @@ if command -v nvcc >/dev/null 2>&1; then
     nvcc -M "${inc[@]}" -DFA3_DISPATCH "$here/fa3_peer.cu"
     nvcc -M "${inc[@]}" -DFA3_D=128 -DFA3_BF16=1 -DFA3_CAUSAL=1 -DFA3_LOCAL=0 -DFA3_GQA=1 -DFA3_DET=1 "$here/fa3_bwd_peer.cu"
     nvcc -M "${inc[@]}" -DFA3_DISPATCH "$here/fa3_bwd_peer.cu"
+    nvcc -M "${inc[@]}" -DFA3_SPLIT=1 "$here/fa3_decode_peer.cu"
+    nvcc -M "${inc[@]}" -DFA3_COMBINE "$here/fa3_decode_peer.cu"
+    nvcc -M "${inc[@]}" "$here/fa3_decode_peer.cu"
   } | tr ' \\' '\n\n' | grep -F "$full/" | sort -u > "$deps"
   (cd "$full" && sed "s|^$full/||" "$deps" | tar -cf - -T -) | tar -x -C "$dest"
   rm -f "$deps"

@@ -1,6 +1,9 @@
-// The split-KV combine (see split_combine.h): one warp per row. Every lane reads the row's split
-// LSEs (few: at most a few hundred) to find the max and the weights, then the lanes share the
-// output columns. The merge runs in fp32 and rounds once to the output dtype.
+// The split-KV combine (see split_combine.h): one warp per row. The lanes share the row's splits
+// for the LSE max and sum (shuffle reductions), then each lane owns 4 output columns (one float4
+// of every split's partial row: a warp reads 512 contiguous bytes per split) and walks the splits
+// with several loads in flight, the weights exp(lse_s - lse) read again from L1. A decode call has
+// few rows (b1 h32: 32) and up to ~100 splits: its time is the latency of those dependent
+// passes, not bandwidth. The merge runs in fp32 and rounds once to the output dtype.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -16,6 +19,17 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
+__device__ __forceinline__ float warp_max(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  return x;
+}
+__device__ __forceinline__ float warp_sum(float x) {
+#pragma unroll
+  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
 template <typename T>
 __global__ void combine_rows(SplitCombineParams p) {
   const int lane = threadIdx.x % 32;
@@ -25,24 +39,46 @@ __global__ void combine_rows(SplitCombineParams p) {
     const int i = int(r % p.seqlen_q);
     const int h = int(r / p.seqlen_q % p.heads);
     const int b = int(r / (int64_t(p.seqlen_q) * p.heads));
+    const float* lse = p.lse + r;  // split s at lse[s * rows]
     float m = -INFINITY;
-    for (int s = 0; s < p.splits; ++s) m = fmaxf(m, p.lse[s * rows + r]);
+    for (int s = lane; s < p.splits; s += 32) m = fmaxf(m, lse[s * rows]);
+    m = warp_max(m);
     float sum = 0.f;
-    if (m != -INFINITY) {
-      for (int s = 0; s < p.splits; ++s) {
-        const float ls = p.lse[s * rows + r];
-        if (ls != -INFINITY) sum += expf(ls - m);
-      }
-    }
+    if (m != -INFINITY)
+      for (int s = lane; s < p.splits; s += 32) sum += expf(lse[s * rows] - m);  // exp(-inf) = 0
+    sum = warp_sum(sum);
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     T* out = static_cast<T*>(p.out) + b * p.out_stride_b + i * p.out_stride_s + h * p.out_stride_h;
-    for (int c = lane; c < p.dv; c += 32) {
-      float acc = 0.f;
-      for (int s = 0; s < p.splits && m != -INFINITY; ++s) {
-        const float ls = p.lse[s * rows + r];
-        if (ls != -INFINITY) acc += expf(ls - m) * p.o[(s * rows + r) * p.dv + c];
+    const float* o = p.o + r * p.dv;  // split s at o[s * rows * dv]
+    const int64_t split_stride = rows * p.dv;
+    if (p.dv % 4 == 0) {
+      for (int c = 4 * lane; c < p.dv; c += 128) {
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+        for (int s = 0; s < p.splits; ++s) {
+          const float ls = lse[s * rows];
+          if (ls == -INFINITY) continue;  // its partial row is not read (may be anything)
+          const float w = expf(ls - m);
+          const float4 x = *reinterpret_cast<const float4*>(o + s * split_stride + c);
+          acc.x += w * x.x;
+          acc.y += w * x.y;
+          acc.z += w * x.z;
+          acc.w += w * x.w;
+        }
+        out[c] = from_f32<T>(acc.x * inv);
+        out[c + 1] = from_f32<T>(acc.y * inv);
+        out[c + 2] = from_f32<T>(acc.z * inv);
+        out[c + 3] = from_f32<T>(acc.w * inv);
       }
-      out[c] = from_f32<T>(acc * inv);
+    } else {
+      for (int c = lane; c < p.dv; c += 32) {
+        float acc = 0.f;
+        for (int s = 0; s < p.splits; ++s) {
+          const float ls = lse[s * rows];
+          if (ls != -INFINITY) acc += expf(ls - m) * o[s * split_stride + c];
+        }
+        out[c] = from_f32<T>(acc * inv);
+      }
     }
     if (lane == 0 && p.lse_out) {
       p.lse_out[b * p.lse_stride_b + h * p.lse_stride_h + i * p.lse_stride_s] = sum > 0.f ? m + logf(sum) : -INFINITY;

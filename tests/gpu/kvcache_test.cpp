@@ -208,6 +208,28 @@ TEST_F(KvCacheGpu, GraphCaptureAndReplay) {
   check_gpu_kvcache(s, /*graph=*/true);
 }
 
+// Split-KV through forward_kvcache (device seqused_k from the append kernel): the heuristic and
+// forced counts, more splits than key blocks, sequences with no key, and a captured decode step.
+TEST_F(KvCacheGpu, DecodeWithSplits) {
+  KvSpec s = decode();
+  s.heads_q = 32;
+  s.heads_kv = 8;
+  s.seqlen_cache = 4097;
+  s.seqlens = {0, 1, 4000};
+  for (int splits : {0, 5, 64}) {
+    s.num_splits = splits;
+    check_gpu_kvcache(s);
+  }
+  s.num_splits = 3;
+  s.seqlen_q = s.seqlen_new = 4;
+  s.causal = true;
+  check_gpu_kvcache(s);
+  s.seqlen_q = s.seqlen_new = 1;
+  s.causal = false;
+  s.num_splits = 0;
+  check_gpu_kvcache(s, /*graph=*/true);
+}
+
 TEST_F(KvCacheGpu, HostOnlyFeaturesSaySo) {
   testing::Rng rng(testing::test_seed());
   KvSpec s = decode();

@@ -1,0 +1,263 @@
+#!/usr/bin/env python3
+"""Decode and short-prefill attention (issue #30): fastattn's split-KV beside FA3's split-KV decode
+path, SDPA-cuDNN and the HBM floor, GPU time only.
+
+Problem: q (b, s_q, 32, 128), k/v (b, s_k, 8, 128), bf16, no mask (s_q 1, 4, 16 against s_k
+1k-128k, batch 1-128; cases whose K/V exceed --max-kv-gib are left out).
+
+Method
+- GPU time per call: a CUDA graph of --calls calls (captured once per peer and case), replayed
+  --replays times, each replay timed by CUDA events; the median replay / calls. Host launch work is
+  not in it; the gaps between a graph's kernels are (as in a graph-replayed decode loop).
+- The calls of a graph rotate over several K/V copies (at least --rotate-mib in all, at most 8
+  copies), so that each call reads its K/V from HBM as a decode step over many layers does, not
+  from the 50 MB L2 that the previous call filled.
+- HBM floor = K/V bytes / copy bandwidth measured in the same run (a 1 GiB device-to-device copy,
+  bytes read + written over its time); "x floor" = time / floor.
+- Peers: fastattn through its C ABI (libfastattn.so by ctypes; num_splits 0 = its heuristic, and
+  num_splits 1 = unsplit for reference); FA3 (bench/fa3: libfa3decode.so, FA3's own heuristic
+  num_splits = 0, its split kernel and its combine, as flash_attn_with_kvcache runs this call);
+  SDPA with the cuDNN backend on transposed (b, h, s, d) views with enable_gqa (expanded K/V
+  where this torch's cuDNN path refuses GQA).
+- Check: each peer's output against fastattn's (max |diff|; bf16 noise is ~0.01).
+
+Usage: python3 bench/decode.py --lib build/src/libfastattn.so [--fa3-lib out/libfa3decode.so]
+           [--out bench/results/DATE-h100-decode.md] [--quick]
+"""
+import argparse
+import ctypes
+import datetime
+import importlib.util
+import os
+import statistics
+import subprocess
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+H, H_KV, D = 32, 8, 128
+
+
+def load_peers_module():
+    """bench/run-peers.py's ctypes structs (FaArgs, FaTensor): one definition of the C ABI's layout."""
+    spec = importlib.util.spec_from_file_location("run_peers", os.path.join(HERE, "run-peers.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class Fa3DecodeArgs(ctypes.Structure):
+    """bench/fa3/fa3_decode_peer.cu's Fa3DecodeArgs."""
+    _fields_ = [(n, ctypes.c_void_p) for n in ("q", "k", "v", "out", "lse", "workspace")] + [
+        (n, ctypes.c_int64 * 3) for n in ("q_stride", "k_stride", "v_stride", "o_stride")] + [
+        (n, ctypes.c_int32) for n in ("b", "s_q", "s_k", "h", "h_k", "d", "num_splits", "num_sm")] + [
+        ("scale", ctypes.c_float)]
+
+
+def cases(quick):
+    out = []
+    for sq in ((1,) if quick else (1, 4, 16)):
+        for b in ((1, 8, 64) if quick else (1, 8, 32, 128)):
+            for sk in ((4096, 32768) if quick else (1024, 4096, 16384, 65536, 131072)):
+                out.append((sq, b, sk))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--lib", required=True, help="libfastattn.so")
+    ap.add_argument("--fa3-lib", default=os.environ.get("FASTATTN_FA3_DECODE_LIB"), help="libfa3decode.so")
+    ap.add_argument("--out", help="markdown table to write (also printed)")
+    ap.add_argument("--quick", action="store_true", help="a few cases")
+    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--replays", type=int, default=15)
+    ap.add_argument("--rotate-mib", type=int, default=200)
+    ap.add_argument("--max-kv-gib", type=float, default=24.0)
+    ap.add_argument("--label", default="", help="commit or note for the table's heading")
+    args = ap.parse_args()
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rp = load_peers_module()
+    fa = ctypes.CDLL(args.lib)
+    fa.fastattn_forward.argtypes = [ctypes.POINTER(rp.FaArgs), ctypes.c_void_p]
+    fa.fastattn_last_error.restype = ctypes.c_char_p
+    fa.fastattn_args_init.argtypes = [ctypes.POINTER(rp.FaArgs)]
+    tensor_of = rp.FastAttn._tensor.__get__(rp.FastAttn.__new__(rp.FastAttn))
+    fa3 = None
+    if args.fa3_lib:
+        fa3 = ctypes.CDLL(args.fa3_lib)
+        for fn in ("fa3_decode", "fa3_decode_workspace_bytes", "fa3_decode_splits"):
+            getattr(fa3, fn).argtypes = [ctypes.POINTER(Fa3DecodeArgs)] + (
+                [ctypes.c_void_p] if fn == "fa3_decode" else [])
+        fa3.fa3_decode_workspace_bytes.restype = ctypes.c_int64
+        fa3.fa3_decode_last_error.restype = ctypes.c_char_p
+
+    dev = torch.device("cuda")
+    props = torch.cuda.get_device_properties(dev)
+    stream = torch.cuda.Stream()
+    torch.cuda.set_stream(stream)
+    sp = ctypes.c_void_p(stream.cuda_stream)
+
+    # Copy bandwidth: bytes read + written per second, best of 5.
+    src = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
+    dst = torch.empty_like(src)
+    best = 1e9
+    for _ in range(6):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        dst.copy_(src)
+        e1.record()
+        e1.synchronize()
+        best = min(best, e0.elapsed_time(e1) / 1e3)
+    copy_bw = 2 * src.numel() / best
+    del src, dst
+
+    def fastattn_call(q, k, v, out, lse, splits):
+        a = rp.FaArgs()
+        fa.fastattn_args_init(ctypes.byref(a))
+        a.q, a.k, a.v, a.out, a.lse = (tensor_of(t) for t in (q, k, v, out, lse))
+        a.backend = 2
+        a.num_splits = splits
+        a.check_index_arrays = 0
+        ref = ctypes.byref(a)
+
+        def run():
+            if fa.fastattn_forward(ref, sp) != 0:
+                raise RuntimeError(fa.fastattn_last_error().decode())
+        run.keep = (a, q, k, v, out, lse)
+        return run
+
+    def fa3_call(q, k, v, out, lse):
+        a = Fa3DecodeArgs()
+        b, sq, h, d = q.shape
+        a.q, a.k, a.v, a.out, a.lse = (t.data_ptr() for t in (q, k, v, out, lse))
+        for name, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", out)):
+            getattr(a, name)[:] = [t.stride(0), t.stride(1), t.stride(2)]
+        a.b, a.s_q, a.s_k, a.h, a.h_k, a.d = b, sq, k.shape[1], h, k.shape[2], d
+        a.num_splits = 0
+        a.num_sm = props.multi_processor_count
+        a.scale = d ** -0.5
+        ws = torch.empty(max(1, fa3.fa3_decode_workspace_bytes(ctypes.byref(a))), dtype=torch.uint8, device=dev)
+        a.workspace = ws.data_ptr()
+        ref = ctypes.byref(a)
+
+        def run():
+            if fa3.fa3_decode(ref, sp) != 0:
+                raise RuntimeError(fa3.fa3_decode_last_error().decode())
+        run.keep = (a, ws, q, k, v, out, lse)
+        run.splits = fa3.fa3_decode_splits(ref)
+        return run
+
+    gqa_ok = [True]
+
+    def cudnn_call(q, k, v, last):
+        qt, kt, vt = (t.transpose(1, 2) for t in (q, k, v))
+
+        def run():  # SDPA allocates its output (no copy into ours inside the timed graph)
+            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                if gqa_ok[0]:
+                    try:
+                        r = F.scaled_dot_product_attention(qt, kt, vt, enable_gqa=True)
+                    except RuntimeError:
+                        gqa_ok[0] = False
+                if not gqa_ok[0]:
+                    g = H // H_KV
+                    r = F.scaled_dot_product_attention(qt, kt.repeat_interleave(g, 1), vt.repeat_interleave(g, 1))
+            last[0] = r
+        return run
+
+    def graph_us(calls):
+        """calls: one callable per call of the graph. Median replay time / len(calls), in us."""
+        for c in calls[:2]:
+            c()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            for c in calls:
+                c()
+        g.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.replays):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(stream)
+            g.replay()
+            e1.record(stream)
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
+        del g
+        return statistics.median(times)
+
+    rows = []
+    for sq, b, sk in cases(args.quick):
+        kv_bytes = 2 * b * sk * H_KV * D * 2
+        if kv_bytes > args.max_kv_gib * (1 << 30):
+            continue
+        copies = max(1, min(8, -(-(args.rotate_mib << 20) // kv_bytes)))
+        if copies * kv_bytes > args.max_kv_gib * (1 << 30):
+            copies = 1
+        torch.manual_seed(0)
+        qs = [torch.randn(b, sq, H, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        ks = [torch.randn(b, sk, H_KV, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        vs = [torch.randn(b, sk, H_KV, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        outs = {p: [torch.empty_like(qs[0]) for _ in range(copies)] for p in ("fa", "fa1", "fa3")}
+        lses = [torch.empty(b, H, sq, device=dev, dtype=torch.float32) for _ in range(copies)]
+        pick = [i % copies for i in range(args.calls)]
+        row = {"sq": sq, "b": b, "sk": sk, "floor": kv_bytes / copy_bw * 1e6}
+        row["fastattn"] = graph_us([fastattn_call(qs[i], ks[i], vs[i], outs["fa"][i], lses[i], 0) for i in pick])
+        row["fastattn-1"] = graph_us([fastattn_call(qs[i], ks[i], vs[i], outs["fa1"][i], lses[i], 1) for i in pick])
+        ref = outs["fa"][0].float()
+        row["diff-1"] = (outs["fa1"][0].float() - ref).abs().max().item()
+        if fa3 is not None:
+            calls = [fa3_call(qs[i], ks[i], vs[i], outs["fa3"][i], lses[i]) for i in pick]
+            row["fa3-splits"] = calls[0].splits
+            row["fa3"] = graph_us(calls)
+            row["diff-fa3"] = (outs["fa3"][0].float() - ref).abs().max().item()
+        last = [None]  # the graph's last call's output (of K/V copy pick[-1]) after the replays
+        row["cudnn"] = graph_us([cudnn_call(qs[i], ks[i], vs[i], last) for i in pick])
+        row["diff-cudnn"] = (last[0].transpose(1, 2).float() - outs["fa"][pick[-1]].float()).abs().max().item()
+        rows.append(row)
+        print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
+        del qs, ks, vs, outs, lses, last
+        torch.cuda.empty_cache()
+
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                cwd=HERE).stdout.strip()
+    except OSError:
+        commit = ""
+    lines = [f"# Decode (s_q 1/4/16, h {H}/{H_KV}, d {D}, bf16): GPU time per call",
+             "",
+             f"{props.name}, {datetime.date.today().isoformat()}, fastattn {args.label or commit}; "
+             f"torch {torch.__version__}; copy bandwidth {copy_bw / 1e12:.2f} TB/s (read + written).",
+             f"Graphs of {args.calls} calls rotating over K/V copies of >= {args.rotate_mib} MiB in all, "
+             f"median of {args.replays} replays / calls (bench/decode.py). floor = K/V bytes / copy bandwidth; "
+             "(x) = time / floor. fastattn: num_splits 0 (heuristic); fastattn ns1: unsplit. "
+             "fa3: FA3 0251105's decode path with its own split heuristic (splits in brackets) and combine. "
+             "cudnn: SDPA's cuDNN backend" + ("" if gqa_ok[0] else " (K/V expanded: this torch's cuDNN refused GQA)") + ".",
+             "",
+             "| s_q | batch | s_k | floor us | fastattn us | fastattn ns1 us | fa3 us | cudnn us | fastattn / fa3 "
+             "| max diff (ns1, fa3, cudnn) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def cell(r, key):
+        if key not in r:
+            return "-"
+        return f"{r[key]:.1f} ({r[key] / r['floor']:.2f}x)"
+    for r in rows:
+        fa3_cell = cell(r, "fa3") + (f" [{r['fa3-splits']}]" if "fa3-splits" in r else "")
+        vs = f"{r['fastattn'] / r['fa3']:.2f}" if "fa3" in r else "-"
+        diffs = ", ".join(f"{r[k]:.3f}" if k in r else "-" for k in ("diff-1", "diff-fa3", "diff-cudnn"))
+        lines.append(f"| {r['sq']} | {r['b']} | {r['sk']} | {r['floor']:.1f} | {cell(r, 'fastattn')} | "
+                     f"{cell(r, 'fastattn-1')} | {fa3_cell} | {cell(r, 'cudnn')} | {vs} | {diffs} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
