@@ -53,7 +53,9 @@ extern "C" void fa3_combine_128_bf16(Flash_fwd_params& params, cudaStream_t stre
 
 #else  // the dispatcher
 
+#include <algorithm>  // heuristics.h's std::min({...}) needs it first
 #include <string>
+#include <tuple>
 
 #include "fa3_dispatch.h"
 #include "heuristics.h"
