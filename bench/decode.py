@@ -72,6 +72,10 @@ def main():
     ap.add_argument("--rotate-mib", type=int, default=200)
     ap.add_argument("--max-kv-gib", type=float, default=24.0)
     ap.add_argument("--label", default="", help="commit or note for the table's heading")
+    ap.add_argument("--sweep", action="store_true",
+                    help="instead: fastattn's time against forced split counts (s_q 1, batch 1-16), for the heuristic")
+    ap.add_argument("--profile", action="store_true",
+                    help="also: each peer's kernels (torch profiler, eager calls) at batch 1, s_k 4k and 32k")
     args = ap.parse_args()
 
     import torch
@@ -189,18 +193,72 @@ def main():
         del g
         return statistics.median(times)
 
+    def make_inputs(b, sq, sk, copies):
+        torch.manual_seed(0)
+        qs = [torch.randn(b, sq, H, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        ks = [torch.randn(b, sk, H_KV, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        vs = [torch.randn(b, sk, H_KV, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        return qs, ks, vs
+
+    def copies_for(kv_bytes):
+        n = max(1, min(8, -(-(args.rotate_mib << 20) // kv_bytes)))
+        return n if n * kv_bytes <= args.max_kv_gib * (1 << 30) else 1
+
+    if args.sweep:
+        counts = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+        lines = ["| batch | s_k | floor us | " + " | ".join(f"ns{n}" for n in counts) + " | best |",
+                 "|---|---|---|" + "---|" * (len(counts) + 1)]
+        for b in (1, 2, 4, 8, 16):
+            for sk in (4096, 16384, 65536):
+                kv_bytes = 2 * b * sk * H_KV * D * 2
+                copies = copies_for(kv_bytes)
+                qs, ks, vs = make_inputs(b, 1, sk, copies)
+                outs = [torch.empty_like(qs[0]) for _ in range(copies)]
+                lses = [torch.empty(b, H, 1, device=dev, dtype=torch.float32) for _ in range(copies)]
+                pick = [i % copies for i in range(args.calls)]
+                t = [graph_us([fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]) for n in counts]
+                best = counts[t.index(min(t))]
+                lines.append(f"| {b} | {sk} | {kv_bytes / copy_bw * 1e6:.1f} | " + " | ".join(f"{x:.1f}" for x in t) +
+                             f" | {best} |")
+                print(lines[-1], flush=True)
+                del qs, ks, vs, outs, lses
+                torch.cuda.empty_cache()
+        text = (f"# fastattn decode time (us) against forced num_splits, s_q 1, h {H}/{H_KV}, d {D}, bf16 "
+                f"({props.name}, {datetime.date.today().isoformat()}, {args.label})\n\n" + "\n".join(lines) + "\n")
+        print(text)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text)
+        return
+
+    if args.profile:
+        from torch.profiler import ProfilerActivity, profile
+        for sk in (4096, 32768):
+            qs, ks, vs = make_inputs(1, 1, sk, 1)
+            out = torch.empty_like(qs[0])
+            lse = torch.empty(1, H, 1, device=dev, dtype=torch.float32)
+            peers = {"fastattn": fastattn_call(qs[0], ks[0], vs[0], out, lse, 0),
+                     "cudnn": cudnn_call(qs[0], ks[0], vs[0], [None])}
+            if fa3 is not None:
+                peers["fa3"] = fa3_call(qs[0], ks[0], vs[0], torch.empty_like(out), lse)
+            for name, fn in peers.items():
+                for _ in range(3):
+                    fn()
+                torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    for _ in range(20):
+                        fn()
+                    torch.cuda.synchronize()
+                print(f"== profile b1 s_k {sk}: {name} (20 eager calls)")
+                print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=6, max_name_column_width=70))
+
     rows = []
     for sq, b, sk in cases(args.quick):
         kv_bytes = 2 * b * sk * H_KV * D * 2
         if kv_bytes > args.max_kv_gib * (1 << 30):
             continue
-        copies = max(1, min(8, -(-(args.rotate_mib << 20) // kv_bytes)))
-        if copies * kv_bytes > args.max_kv_gib * (1 << 30):
-            copies = 1
-        torch.manual_seed(0)
-        qs = [torch.randn(b, sq, H, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
-        ks = [torch.randn(b, sk, H_KV, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
-        vs = [torch.randn(b, sk, H_KV, D, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+        copies = copies_for(kv_bytes)
+        qs, ks, vs = make_inputs(b, sq, sk, copies)
         outs = {p: [torch.empty_like(qs[0]) for _ in range(copies)] for p in ("fa", "fa1", "fa3")}
         lses = [torch.empty(b, H, sq, device=dev, dtype=torch.float32) for _ in range(copies)]
         pick = [i % copies for i in range(args.calls)]

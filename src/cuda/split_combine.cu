@@ -32,6 +32,10 @@ __device__ __forceinline__ float warp_sum(float x) {
 
 template <typename T>
 __global__ void combine_rows(SplitCombineParams p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // The partials of the kernel before are complete and visible (a no-op without early_launch).
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   const int lane = threadIdx.x % 32;
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
@@ -92,13 +96,22 @@ Status combine_splits(const SplitCombineParams& p, void* stream) {
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   if (rows == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
-  auto s = static_cast<cudaStream_t>(stream);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(blocks));
+  cfg.blockDim = dim3(kWarpsPerBlock * 32);
+  cfg.stream = static_cast<cudaStream_t>(stream);
+  cudaLaunchAttribute early[1];
+  early[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = early;
+  cfg.numAttrs = p.early_launch ? 1 : 0;
+  cudaError_t err = cudaSuccess;
   switch (p.out_dtype) {
-    case DType::F16: combine_rows<__half><<<unsigned(blocks), kWarpsPerBlock * 32, 0, s>>>(p); break;
-    case DType::BF16: combine_rows<__nv_bfloat16><<<unsigned(blocks), kWarpsPerBlock * 32, 0, s>>>(p); break;
-    case DType::F32: combine_rows<float><<<unsigned(blocks), kWarpsPerBlock * 32, 0, s>>>(p); break;
+    case DType::F16: err = cudaLaunchKernelEx(&cfg, combine_rows<__half>, p); break;
+    case DType::BF16: err = cudaLaunchKernelEx(&cfg, combine_rows<__nv_bfloat16>, p); break;
+    case DType::F32: err = cudaLaunchKernelEx(&cfg, combine_rows<float>, p); break;
   }
-  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return {Code::CudaError, std::string("split combine: launch failed: ") + cudaGetErrorString(err)};
   return Status::Ok();
 }

@@ -24,6 +24,11 @@ struct SplitCombineParams {
   int64_t out_stride_b = 0, out_stride_s = 0, out_stride_h = 0;
   float* lse_out = nullptr;    // optional: element (b, h, i) at b * stride_b + h * stride_h + i * stride_s
   int64_t lse_stride_b = 0, lse_stride_h = 0, lse_stride_s = 1;
+  // Launched right after a split kernel that triggers its dependents early (sm_90's programmatic
+  // dependent launch): the combine's blocks are scheduled while that kernel's last CTAs still run
+  // and wait for its results on the device (griddepcontrol.wait), instead of the launch starting
+  // only once it has ended.
+  bool early_launch = false;
 };
 
 // Launches the combine on `stream` (a cudaStream_t; nullptr = default). No host sync.

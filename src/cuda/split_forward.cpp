@@ -36,6 +36,7 @@ Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, 
     c.lse = b.lse;
     c.out = p.out.data;
     c.out_dtype = p.dtype;
+    c.early_launch = true;  // the sm90 split kernel triggers its dependents at its start
     c.out_stride_b = p.out.batch_stride;
     c.out_stride_s = p.out.token_stride;
     c.out_stride_h = p.out.head_stride;

@@ -60,6 +60,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
+  // Split-KV: the combine that follows (cuda/split_combine.h, early_launch) may be scheduled now;
+  // it waits on the device for this grid's partials.
+  if constexpr (Cfg::kSplit) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   // Both roles walk the same tiles; tiles that see no key load nothing.
   if (warp < 4) {

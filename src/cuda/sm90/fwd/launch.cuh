@@ -107,11 +107,22 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
 //   192.
 constexpr int kShortMaxKeys64 = 1024;
 
+// The split-KV kernel's base config per head dim (launch_split.cuh): the default one, but at d = 64
+// the short-row 128-key one: the partial store spilled 48 bytes on the default 192-key tile.
+template <int D>
+struct SplitBase {
+  using type = FwdConfig<D>;
+};
+template <>
+struct SplitBase<64> {
+  using type = FwdConfig<64, 128, 3>;
+};
+
 template <class T, int D>
 Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
   using cuda_backend::MaskClass;
   if (lp.num_splits != 1) {  // split-KV: as asked, or where the heuristic finds idle SMs
-    using Split = FwdConfig<D>;
+    using Split = typename SplitBase<D>::type;
     int sms = 0;
     if (Status st = cuda_backend::sm_count(&sms); !st.ok()) return st;
     const int splits = cuda_backend::plan_num_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM,

@@ -33,7 +33,7 @@ struct FwdTile {
   cuda_backend::WindowMask mask;
   int head, kv_head, m0, m1;
   cuda_backend::BlockRange blocks;  // its key blocks, walked last first (mask/block_source.cuh)
-  int split;                        // SplitConfig kernels: which share of the blocks (else unset)
+  int split;                        // SplitConfig kernels: which share of the blocks (else unused)
   __device__ __forceinline__ bool sees_keys() const { return blocks.end > blocks.begin; }
 };
 
@@ -75,6 +75,17 @@ __device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, i
   return p.sched.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
 }
 
+// The persistent grid's work list: the schedule's tiles, times the splits in a SplitConfig kernel.
+// Read from the parameter bank at each use (held in a register across the walk, it changed the
+// unsplit kernels' SASS).
+template <class Cfg>
+__device__ __forceinline__ int tiles(const FwdParams& p) {
+  if constexpr (Cfg::kSplit)
+    return p.split.tiles;
+  else
+    return p.sched.tiles;
+}
+
 // This CTA's tiles of the persistent schedule (sched/tile_order.cuh), in order, skipping those
 // past their sequence's end. Producer and consumers walk it alike.
 struct TileWalk {
@@ -83,10 +94,9 @@ struct TileWalk {
 
   template <class Cfg>
   __device__ __forceinline__ bool next(const FwdParams& p) {
-    const int tiles = Cfg::kSplit ? p.split.tiles : p.sched.tiles;
-    for (; round * cuda_backend::cta_count() < tiles;) {
+    for (; round * cuda_backend::cta_count() < tiles<Cfg>(p);) {
       id = cuda_backend::tile_of_round(round++, cuda_backend::cta_index(), cuda_backend::cta_count());
-      if (id >= tiles) continue;
+      if (id >= tiles<Cfg>(p)) continue;
       t = make_tile<Cfg>(p, id);
       if (t.m0 < t.seq.rows_q) return true;
     }
