@@ -232,6 +232,24 @@ def main():
         return
 
     if args.profile:
+        # What a stream-ordered allocation costs inside a graph: fastattn's split call takes its
+        # partials with cudaMallocAsync / cudaFreeAsync (graph memory nodes); a graph of such pairs alone.
+        import glob
+        rt = None
+        for cand in ["libcudart.so", "libcudart.so.13"] + glob.glob(
+                os.path.join(os.path.dirname(torch.__file__), "..", "nvidia", "*", "lib", "libcudart.so*")):
+            try:
+                rt = ctypes.CDLL(cand)
+                break
+            except OSError:
+                pass
+        if rt is not None:
+            ptr = ctypes.c_void_p()
+
+            def alloc_pair():
+                assert rt.cudaMallocAsync(ctypes.byref(ptr), ctypes.c_size_t(1 << 20), sp) == 0
+                assert rt.cudaFreeAsync(ptr, sp) == 0
+            print(f"graph of cudaMallocAsync + cudaFreeAsync (1 MiB) pairs: {graph_us([alloc_pair] * args.calls):.2f} us a pair")
         from torch.profiler import ProfilerActivity, profile
         for sk in (4096, 32768):
             qs, ks, vs = make_inputs(1, 1, sk, 1)

@@ -9,6 +9,11 @@ namespace {
 
 constexpr double kFullEnough = 0.8;   // tiles >= 80 % of the SMs: splitting only adds the combine
 constexpr double kNearBest = 0.85;    // accept the fewest splits within 85 % of the best efficiency
+// Streaming K/V: CTAs that saturate HBM (H100 decode, h 32/8, d 128: 64 CTAs of 132 SMs reach the
+// copy bandwidth, more only add partials and per-CTA start-up; docs/notes/inference.md) and the
+// fewest key blocks a split keeps (2 blocks of 128 keys per split ran 1.2x slower than 4).
+constexpr double kStreamingCtas = 0.5;
+constexpr int64_t kMinStreamingBlocks = 4;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -16,6 +21,10 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int32_t choose_num_splits(const SplitShape& s) {
   if (s.tiles <= 0 || s.key_blocks <= 1 || s.sms <= 0) return 1;
+  if (s.streams_kv) {
+    const int64_t want = int64_t(kStreamingCtas * s.sms) / s.tiles;
+    return int32_t(std::max<int64_t>(1, std::min<int64_t>({want, s.max_splits, s.key_blocks / kMinStreamingBlocks})));
+  }
   if (double(s.tiles) >= kFullEnough * s.sms) return 1;
   const int64_t most = std::min<int64_t>({s.max_splits, s.sms, s.key_blocks});
   // A count that leaves the blocks per split as the count below it does adds CTAs for nothing.

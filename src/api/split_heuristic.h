@@ -12,10 +12,16 @@ struct SplitShape {
   int64_t key_blocks = 0;  // key blocks of the longest sequence
   int32_t sms = 0;         // streaming multiprocessors of the device
   int32_t max_splits = 128;
+  // Every tile reads K/V that no other tile reads (one tile per (batch, KV head): decode with GQA
+  // packing, or one q-block per head): the launch streams K/V once and is bound by HBM, not by the
+  // tensor cores, whatever its wave shape.
+  bool streams_kv = false;
 };
 
-// 1 when the unsplit launch already fills the machine; else the fewest splits whose last wave is
-// nearly as full as the best choice's (within 85 %), among counts that change the blocks per split.
+// Streaming K/V (decode): enough CTAs to saturate HBM, about half the SMs, with at least 4 key
+// blocks per split. Otherwise 1 when the unsplit launch already fills the machine; else the fewest
+// splits whose last wave is nearly as full as the best choice's (within 85 %), among counts that
+// change the blocks per split.
 int32_t choose_num_splits(const SplitShape& s);
 
 }  // namespace fastattn::detail

@@ -89,6 +89,20 @@ TEST(SplitHeuristic, KnownShapes) {
   EXPECT_EQ(choose_num_splits({1, 1, 132}), 1);
   // One tile, 1024 key blocks: as many splits as SMs allow at full efficiency.
   EXPECT_EQ(choose_num_splits({1, 1024, 132}), 114);
+  // Streaming K/V (one tile per (batch, KV head), decode): about half the SMs' worth of CTAs (66 of
+  // 132), at least 4 key blocks per split; the counts measured best on the H100 at batch 1/2/4/8.
+  auto streaming = [](int64_t tiles, int64_t blocks) {
+    detail::SplitShape s{tiles, blocks, 132};
+    s.streams_kv = true;
+    return choose_num_splits(s);
+  };
+  EXPECT_EQ(streaming(8, 32), 8);
+  EXPECT_EQ(streaming(16, 128), 4);
+  EXPECT_EQ(streaming(32, 512), 2);
+  EXPECT_EQ(streaming(64, 1024), 1);
+  EXPECT_EQ(streaming(8, 8), 2);    // 1024 keys: 4 blocks per split
+  EXPECT_EQ(streaming(8, 5), 1);
+  EXPECT_EQ(streaming(1, 1024), 66);
   // Never more splits than key blocks or max_splits.
   for (int64_t tiles : {1, 3, 8, 40}) {
     for (int64_t blocks : {2, 7, 33, 1000}) {
@@ -118,7 +132,7 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
     return cuda_backend::plan_num_splits(requested, p, MaskClass::None, pk, 128, 128, 132);
   };
   EXPECT_EQ(pack.groups, 1);
-  EXPECT_EQ(plan(0, a), 16);   // 8 packed tiles, 32 key blocks: 128 CTAs
+  EXPECT_EQ(plan(0, a), 8);    // 8 packed tiles streaming K/V, 32 key blocks: 64 CTAs
   EXPECT_EQ(plan(5, a), 5);    // as requested
   EXPECT_EQ(plan(300, a), 300);  // more than the key blocks: splits that see no key
   AttnParams b = a;
@@ -128,9 +142,11 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   b.seqlen_k = 100;            // one key block
   EXPECT_EQ(plan(0, b), 1);
   b = a;
-  b.heads_q = b.heads_kv = 8;  // unpacked s_q 1: 8 tiles as well
+  b.heads_q = b.heads_kv = 8;  // unpacked s_q 1: 8 tiles streaming K/V as well
   b.q_per_kv = 1;
-  EXPECT_EQ(plan(0, b), 16);
+  EXPECT_EQ(plan(0, b), 8);
+  b.seqlen_q = 300;            // 3 q-blocks per head share its K/V: the wave rule (24 tiles)
+  EXPECT_EQ(plan(0, b), 5);
   EXPECT_EQ(cuda_backend::split_rows(a, 1), 32);
   AttnParams v = a;
   static const int32_t cu[2] = {0, 7};

@@ -16,7 +16,8 @@ namespace fastattn::cuda_backend {
 // Splits of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors: `requested` when
 // > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key), else
 // the heuristic (api/split_heuristic.h) from the unsplit launch's tile count, the key blocks of the
-// longest sequence (seqlen_k: the max bound when varlen) and the SM count.
+// longest sequence (seqlen_k: the max bound when varlen) and the SM count; the launch streams K/V
+// when it has one tile per (batch, KV head).
 inline int plan_num_splits(int requested, const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
                            int block_n, int sms) {
   if (requested > 0) return requested;
@@ -26,6 +27,7 @@ inline int plan_num_splits(int requested, const AttnParams& a, MaskClass mask, c
   shape.tiles = tiles;
   shape.key_blocks = (int64_t(a.seqlen_k) + block_n - 1) / block_n;
   shape.sms = sms;
+  shape.streams_kv = tiles == int64_t(a.batch) * a.heads_kv;
   return std::max(1, int(detail::choose_num_splits(shape)));
 }
 
