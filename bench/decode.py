@@ -73,7 +73,7 @@ def main():
     ap.add_argument("--max-kv-gib", type=float, default=24.0)
     ap.add_argument("--label", default="", help="commit or note for the table's heading")
     ap.add_argument("--sweep", action="store_true",
-                    help="instead: fastattn's time against forced split counts (s_q 1, batch 1-16), for the heuristic")
+                    help="instead: fastattn's time against forced split counts (s_q 1, batch 1-8), for the heuristic")
     ap.add_argument("--profile", action="store_true",
                     help="also: each peer's kernels (torch profiler, eager calls) at batch 1, s_k 4k and 32k")
     args = ap.parse_args()
@@ -208,8 +208,8 @@ def main():
         counts = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
         lines = ["| batch | s_k | floor us | " + " | ".join(f"ns{n}" for n in counts) + " | best |",
                  "|---|---|---|" + "---|" * (len(counts) + 1)]
-        for b in (1, 2, 4, 8, 16):
-            for sk in (4096, 16384, 65536):
+        for b in (1, 2, 4, 8):
+            for sk in (1024, 4096, 16384, 65536):
                 kv_bytes = 2 * b * sk * H_KV * D * 2
                 copies = copies_for(kv_bytes)
                 qs, ks, vs = make_inputs(b, 1, sk, copies)
