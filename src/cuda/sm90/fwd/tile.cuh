@@ -66,20 +66,12 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
 // A tile is idle for consumer warpgroup wg when none of its 64 rows is stored: all past the
 // sequence's end or above its start (first_block_pad; d = 64's 192-row tiles at s = 1024 or 4096
 // leave two of three warpgroups so). Unpacked tiles only (a packed tile's rows are several
-// heads'), except in SplitConfig kernels: there a packed tile whose heads' rows all lie below
-// the warpgroup's (decode: s_q 1..16 x 4 heads fill at most the first warpgroup's 64 rows) leaves
-// it idle too, so the working warpgroup does not wait for useless GEMMs in its ping-pong turns.
-// (The unsplit kernels keep the unpacked test: their SASS stays as it was.) Such a warpgroup computes the tile's first block of the stream only (consume's
+// heads'). Such a warpgroup computes the tile's first block of the stream only (consume's
 // first_block) and skips the others (skip_idle_blocks): one QK and one PV instead of a GEMM pair
 // per block, so the tensor cores run the working warpgroups' GEMMs alone (d = 64 unmasked s 8k
 // 1.03x; docs/notes/fwd-sm90.md).
-template <class Cfg>
 __device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, int wg) {
   const int r0 = t.m0 + 64 * wg;
-  if constexpr (Cfg::kSplit) {
-    if (p.sched.pack_heads > 1)  // the first head of the warpgroup's rows is past the tile's heads
-      return (64 * wg >> p.sched.row_head_shift) >= min(p.sched.pack_heads, (t.kv_head + 1) * p.attn.q_per_kv - t.head);
-  }
   return p.sched.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
 }
 
