@@ -58,6 +58,7 @@ extern "C" void fa3_combine_128_bf16(Flash_fwd_params& params, cudaStream_t stre
 #include <tuple>
 
 #include "fa3_dispatch.h"
+#include "fa3_fixed_params.h"
 #include "heuristics.h"
 #include "tile_size.h"
 
@@ -101,31 +102,10 @@ extern "C" int64_t fa3_decode_workspace_bytes(const Fa3DecodeArgs* a) {
 
 extern "C" int fa3_decode(const Fa3DecodeArgs* a, cudaStream_t stream) {
   if (a->d != 128) return fail("fa3 decode peer: built for d = 128 only");
-  Flash_fwd_params p;
-  std::memset(&p, 0, sizeof(p));
-  p.q_ptr = const_cast<void*>(a->q);
-  p.k_ptr = const_cast<void*>(a->k);
-  p.v_ptr = const_cast<void*>(a->v);
-  p.o_ptr = a->out;
-  p.q_batch_stride = a->q_stride[0], p.q_row_stride = a->q_stride[1], p.q_head_stride = a->q_stride[2];
-  p.k_batch_stride = a->k_stride[0], p.k_row_stride = a->k_stride[1], p.k_head_stride = a->k_stride[2];
-  p.v_batch_stride = a->v_stride[0], p.v_row_stride = a->v_stride[1], p.v_head_stride = a->v_stride[2];
-  p.o_batch_stride = a->o_stride[0], p.o_row_stride = a->o_stride[1], p.o_head_stride = a->o_stride[2];
-  p.v_dim_stride = 1;
-  p.softmax_lse_ptr = a->lse;
-  p.b = p.b_k = a->b;
-  p.h = a->h, p.h_k = a->h_k;
-  p.seqlen_q = a->s_q, p.seqlen_k = a->s_k;
-  p.seqlen_q_rounded = (a->s_q + 127) / 128 * 128, p.seqlen_k_rounded = (a->s_k + 127) / 128 * 128;
-  p.d = p.dv = p.d_rounded = p.dv_rounded = a->d;
-  p.total_q = a->b * a->s_q, p.total_k = a->b * a->s_k;
-  p.scale_softmax = a->scale;
-  p.p_dropout = 1.f, p.rp_dropout = 1.f, p.p_dropout_in_uint8_t = 255;
+  Flash_fwd_params p = fa3_fixed_length_params(a);
   p.is_bf16 = true;
   p.window_size_left = a->s_k - 1;  // FA3's unbounded sides (flash_api.cpp)
   p.window_size_right = a->s_q - 1;
-  p.arch = 90;
-  p.num_sm = a->num_sm;
   p.num_splits = splits_of(a);
   p.pack_gqa = true;  // get_pack_gqa: always when split; unsplit decode packs too (should_pack_gqa)
   // Not causal, not varlen: FA3 needs no tile semaphore (flash_api.cpp: scheduler_needs_semaphore).

@@ -51,6 +51,7 @@ extern "C" void FA3_NAME(FA3_D, FA3_T, FA3_M, FA3_CLUSTER)(Flash_fwd_params& par
 #include <string>
 
 #include "fa3_dispatch.h"
+#include "fa3_fixed_params.h"
 
 // The varlen scheduler's preparation, referenced (not called) by the fixed-length launch path.
 void prepare_varlen_num_blocks(Flash_fwd_params&, cudaStream_t, bool, int, int, bool) {}
@@ -90,26 +91,7 @@ extern "C" int fa3_forward(const Fa3Args* a, cudaStream_t stream) {
     return fail("fa3 peer: no kernel built for d=" + std::to_string(a->d) + (a->bf16 ? " bf16" : " fp16") +
                 " mask=" + std::to_string(mask) + " cluster=" + std::to_string(cluster));
 
-  Flash_fwd_params p;
-  std::memset(&p, 0, sizeof(p));
-  p.q_ptr = const_cast<void*>(a->q);
-  p.k_ptr = const_cast<void*>(a->k);
-  p.v_ptr = const_cast<void*>(a->v);
-  p.o_ptr = a->out;
-  p.q_batch_stride = a->q_stride[0], p.q_row_stride = a->q_stride[1], p.q_head_stride = a->q_stride[2];
-  p.k_batch_stride = a->k_stride[0], p.k_row_stride = a->k_stride[1], p.k_head_stride = a->k_stride[2];
-  p.v_batch_stride = a->v_stride[0], p.v_row_stride = a->v_stride[1], p.v_head_stride = a->v_stride[2];
-  p.o_batch_stride = a->o_stride[0], p.o_row_stride = a->o_stride[1], p.o_head_stride = a->o_stride[2];
-  p.v_dim_stride = 1;
-  p.softmax_lse_ptr = a->lse;
-  p.b = p.b_k = a->b;
-  p.h = a->h, p.h_k = a->h_k;
-  p.seqlen_q = a->s_q, p.seqlen_k = a->s_k;
-  p.seqlen_q_rounded = (a->s_q + 127) / 128 * 128, p.seqlen_k_rounded = (a->s_k + 127) / 128 * 128;
-  p.d = p.dv = p.d_rounded = p.dv_rounded = a->d;
-  p.total_q = a->b * a->s_q, p.total_k = a->b * a->s_k;
-  p.scale_softmax = a->scale;
-  p.p_dropout = 1.f, p.rp_dropout = 1.f, p.p_dropout_in_uint8_t = 255;
+  Flash_fwd_params p = fa3_fixed_length_params(a);
   p.is_bf16 = a->bf16 != 0;
   p.is_causal = causal, p.is_local = local;
   // FA3's convention (flash_api.cpp): an unbounded side is s_k - 1 (left) or s_q - 1 (right).
@@ -117,8 +99,6 @@ extern "C" int fa3_forward(const Fa3Args* a, cudaStream_t stream) {
   p.window_size_right = causal ? 0 : a->window_right >= 0 ? a->window_right : a->s_q - 1;
   p.num_splits = 1;
   p.tile_count_semaphore = a->semaphore;
-  p.arch = 90;
-  p.num_sm = a->num_sm;
   if (cudaMemsetAsync(a->semaphore, 0, sizeof(int), stream) != cudaSuccess)
     return fail(std::string("fa3 peer: ") + cudaGetErrorString(cudaGetLastError()));
   return launch(v->fn, p, stream);

@@ -12,21 +12,10 @@
 
 namespace fastattn::sm90 {
 
-// One warpgroup's 64 rows of tile `e`: O normalised by inv and LSE, by plain stores from registers.
-// Tile row t is q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask) (GQA
-// packing; unpacked: e.head, e.m0 + t). Rows past rows_q, and packed rows past the tile's heads
-// (zero or other heads' rows of the Q box), are dropped; rows past seqused get out 0 and lse -inf
-// (the reference's convention). With one Q buffer (d256, the long-row d128 configs) a quad
-// transposes its column pairs so that each lane holds 8 consecutive columns: one 16-byte store
-// where out's rows are 16-byte aligned (p.store.out_vec16; d256: 16 stores per thread instead of 64, and
-// a warp writes 64 contiguous bytes per row instead of 16), else four 4-byte ones (out needs only
-// 4-byte alignment and even strides). Not in the block stream (two Q buffers), where the store
-// runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
-// ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
-// cost more than they saved (d64 s1k causal 0.944); plain pairs there.
 // Split-KV (Cfg::kSplit): tile e's rows as fp32 partials of split e.split (FwdSplit's layout), O
 // normalised by this split's own sum; rows that kept no key of the split get o = 0 and lse = -inf,
-// which the combine weighs 0. The rows kept are store_rows's.
+// which the combine weighs 0. The rows kept are store_rows's, by the same lines (a helper shared
+// with store_rows changed d = 256's unsplit SASS, in its quad-transposed store).
 template <class Cfg>
 __device__ __forceinline__ void store_partial(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
                                               const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
@@ -53,6 +42,18 @@ __device__ __forceinline__ void store_partial(const FwdParams& p, const FwdTile&
   }
 }
 
+// One warpgroup's 64 rows of tile `e`: O normalised by inv and LSE, by plain stores from registers.
+// Tile row t is q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask) (GQA
+// packing; unpacked: e.head, e.m0 + t). Rows past rows_q, and packed rows past the tile's heads
+// (zero or other heads' rows of the Q box), are dropped; rows past seqused get out 0 and lse -inf
+// (the reference's convention). With one Q buffer (d256, the long-row d128 configs) a quad
+// transposes its column pairs so that each lane holds 8 consecutive columns: one 16-byte store
+// where out's rows are 16-byte aligned (p.store.out_vec16; d256: 16 stores per thread instead of 64, and
+// a warp writes 64 contiguous bytes per row instead of 16), else four 4-byte ones (out needs only
+// 4-byte alignment and even strides). Not in the block stream (two Q buffers), where the store
+// runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
+// ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
+// cost more than they saved (d64 s1k causal 0.944); plain pairs there.
 template <class T, class Cfg>
 __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
                                            const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
