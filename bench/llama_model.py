@@ -11,7 +11,10 @@ mask reaches it through the flash-attention mask function and is refused, never 
   decode    one step of one new token against the prefilled DynamicCache (seqlen + 1 keys); the
             cache is cropped back after each step, so every step sees the same length
 Wall time per forward with torch.cuda.synchronize() before and after, the two attentions
-interleaved call by call, median (and quartiles) reported. Eager mode only (no CUDA graphs).
+interleaved call by call, median (and quartiles) reported. Eager (DynamicCache, flash_attn_func),
+then on CUDA the decode step in a CUDA graph: a StaticCache (keys = the preallocated cache; SDPA
+masks it, fastattn takes the filled length through flash_attn_with_kvcache's cache_seqlens),
+one graph per attention, replays interleaved (each appends one token).
 The logits of both are compared (max |a - b| against max |b|, and the argmax per position).
 --device cpu with --tiny runs a small float32 model on the CPU backend (a smoke test).
 """
@@ -43,12 +46,29 @@ def fastattn_attention(module, query, key, value, attention_mask, dropout=0.0, s
     return out, None
 
 
+def fastattn_static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                              is_causal=None, position_ids=None, **kwargs):
+    """The same over a StaticCache, whose keys are the whole preallocated cache: the filled length
+    (the last query's position + 1, on the device: no sync, so a CUDA graph captures it) goes to
+    flash_attn_with_kvcache as cache_seqlens (the new keys are already in the cache)."""
+    import fastattn
+
+    if attention_mask is not None or position_ids is None:
+        raise NotImplementedError("fastattn static attention: needs position_ids and no padding mask")
+    CALLS[0] += 1
+    filled = (position_ids[:, -1] + 1).to(torch.int32).expand(query.shape[0]).contiguous()
+    out = fastattn.flash_attn_with_kvcache(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+                                           cache_seqlens=filled, softmax_scale=scaling, causal=True)
+    return out, None
+
+
 def register():
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
 
-    AttentionInterface.register("fastattn", fastattn_attention)
-    ALL_MASK_ATTENTION_FUNCTIONS.register("fastattn", flash_attention_mask)
+    for name, fn in (("fastattn", fastattn_attention), ("fastattn_static", fastattn_static_attention)):
+        AttentionInterface.register(name, fn)
+        ALL_MASK_ATTENTION_FUNCTIONS.register(name, flash_attention_mask)
 
 
 def build_model(args, dtype, device):
@@ -120,6 +140,52 @@ def compare(name, got, want):
     return rel, agree, ok
 
 
+def graph_decode(model, args, ids, step_ids, device):
+    """A decode step against a StaticCache, captured in a CUDA graph per implementation and replayed
+    (each replay appends one token: the position advances on the device, as in a serving loop).
+    Returns ({impl: replay times}, {impl: first replay's logits})."""
+    from transformers import StaticCache
+
+    cfg, graphs, first = model.config, {}, {}
+    impls = {"sdpa": "sdpa", "fastattn": "fastattn_static"}
+    for label, impl in impls.items():
+        use(model, impl)
+        cache = StaticCache(config=cfg, max_cache_len=args.seqlen + args.decode_reps + 64)
+        model(ids, past_key_values=cache, position_ids=torch.arange(args.seqlen, device=device)[None], use_cache=True)
+        pos = torch.full((1, 1), args.seqlen, dtype=torch.long, device=device)
+        tok = step_ids.clone()
+
+        def step(cache=cache, pos=pos, tok=tok):
+            logits = model(tok, past_key_values=cache, position_ids=pos, use_cache=True).logits
+            pos.add_(1)
+            return logits
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                step()
+        torch.cuda.current_stream().wait_stream(side)
+        pos.fill_(args.seqlen)  # the warm-up steps are overwritten: the first replay is token seqlen
+        for layer in cache.layers:
+            layer.cumulative_length.fill_(args.seqlen)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = step()
+        graphs[label] = (g, out)
+    times = {label: [] for label in impls}
+    for i in range(args.decode_reps + 1):
+        for label, (g, out) in graphs.items():
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            g.replay()
+            torch.cuda.synchronize()
+            if i == 0:
+                first[label] = out.clone()  # the step at position seqlen, as the eager check's
+            else:
+                times[label].append(time.perf_counter() - t0)
+    return times, first
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seqlen", type=int, default=1500, help="prefill length (batch 1)")
@@ -130,6 +196,7 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--tiny", action="store_true", help="a small model (smoke test)")
+    ap.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph decode step")
     ap.add_argument("--out", default=None, help="also write the table (markdown) here")
     args = ap.parse_args()
 
@@ -190,6 +257,13 @@ def main():
         interleaved(model, impls, decode_calls, max(args.warmup, 10), device, prepare=crop)
         t = interleaved(model, impls, decode_calls, args.decode_reps, device, prepare=crop)
         results["decode step"] = {impl: summary(t[impl]) for impl in impls}
+        checks = [check_prefill, check_decode]
+        if device == "cuda" and not args.no_graphs:
+            progress(f"decode step in a CUDA graph (StaticCache of {args.seqlen + args.decode_reps + 64}): capture, "
+                     f"then {args.decode_reps} replays each")
+            t, first = graph_decode(model, args, ids, step_ids, device)
+            checks.append(compare("graph decode step", first["fastattn"], first["sdpa"]))
+            results["decode step, CUDA graph"] = {impl: summary(t[impl]) for impl in impls}
 
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU"
     lines = [f"# transformers Llama, fastattn vs SDPA ({name}, torch {torch.__version__}, transformers "
@@ -200,9 +274,11 @@ def main():
              "wall time per forward (synchronized), median [quartiles] of the interleaved runs", "",
              "| forward | sdpa ms | fastattn ms | sdpa / fastattn | logits max rel diff | argmax agree |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
-    for (label, r), (rel, agree, _) in zip(results.items(), (check_prefill, check_decode)):
+    for (label, r), (rel, agree, _) in zip(results.items(), checks):
         s, f = r["sdpa"], r["fastattn"]
         what = f"{label} (s {args.seqlen})" if label == "prefill" else f"{label} ({args.seqlen + 1} keys)"
+        if "graph" in label:
+            what = f"{label} ({args.seqlen + 1}+ keys, StaticCache)"
         lines.append(f"| {what} | {s[0]:.3f} [{s[1]:.3f}, {s[2]:.3f}] | {f[0]:.3f} [{f[1]:.3f}, {f[2]:.3f}] | "
                      f"{s[0] / f[0]:.3f} | {rel:.2e} | {agree:.1%} |")
     text = "\n".join(lines)
@@ -210,7 +286,7 @@ def main():
     if args.out:
         with open(args.out, "w") as f:
             f.write(text + "\n")
-    return 0 if check_prefill[2] and check_decode[2] else 1
+    return 0 if all(c[2] for c in checks) else 1
 
 
 if __name__ == "__main__":
