@@ -51,22 +51,31 @@ fastattn::Backend to_backend(int32_t backend) {
   return static_cast<fastattn::Backend>(backend);
 }
 
-// The scalar arguments of one call; tensors and index arrays are set by the caller.
-fastattn::AttnArgs scalar_args(int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
-                               int32_t window_left, int32_t window_right, float softcap,
-                               bool check_index_arrays, int32_t backend, int32_t num_threads,
-                               bool deterministic) {
-  fastattn::AttnArgs a;
-  a.max_seqlen_q = max_seqlen_q;
-  a.max_seqlen_k = max_seqlen_k;
-  a.check_index_arrays = check_index_arrays;
+// The scalars AttnArgs and KvCacheArgs share (the mask, scale, softcap, checks, backend).
+template <typename Args>
+Args with_common_scalars(float softmax_scale, bool causal, int32_t window_left, int32_t window_right,
+                         float softcap, bool check_index_arrays, int32_t backend, int32_t num_threads) {
+  Args a;
   a.softmax_scale = softmax_scale;
   a.causal = causal;
   a.window_left = window_left;
   a.window_right = window_right;
   a.softcap = softcap;
+  a.check_index_arrays = check_index_arrays;
   a.backend = to_backend(backend);
   a.num_threads = num_threads;
+  return a;
+}
+
+// The scalar arguments of one call; tensors and index arrays are set by the caller.
+fastattn::AttnArgs scalar_args(int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
+                               int32_t window_left, int32_t window_right, float softcap,
+                               bool check_index_arrays, int32_t backend, int32_t num_threads,
+                               bool deterministic) {
+  auto a = with_common_scalars<fastattn::AttnArgs>(softmax_scale, causal, window_left, window_right, softcap,
+                                                   check_index_arrays, backend, num_threads);
+  a.max_seqlen_q = max_seqlen_q;
+  a.max_seqlen_k = max_seqlen_k;
   a.deterministic = deterministic;
   return a;
 }
@@ -197,17 +206,10 @@ fastattn::KvCacheArgs kvcache_scalars(bool rotary_interleaved, float softmax_sca
                                       int32_t window_left, int32_t window_right, float softcap,
                                       int32_t num_splits, bool check_index_arrays, int32_t backend,
                                       int32_t num_threads) {
-  fastattn::KvCacheArgs a;
+  auto a = with_common_scalars<fastattn::KvCacheArgs>(softmax_scale, causal, window_left, window_right,
+                                                      softcap, check_index_arrays, backend, num_threads);
   a.rotary_interleaved = rotary_interleaved;
-  a.softmax_scale = softmax_scale;
-  a.causal = causal;
-  a.window_left = window_left;
-  a.window_right = window_right;
-  a.softcap = softcap;
   a.num_splits = num_splits;
-  a.check_index_arrays = check_index_arrays;
-  a.backend = to_backend(backend);
-  a.num_threads = num_threads;
   return a;
 }
 
