@@ -11,8 +11,8 @@ mask reaches it through the flash-attention mask function and is refused, never 
   decode    one step of one new token against the prefilled DynamicCache (seqlen + 1 keys); the
             cache is cropped back after each step, so every step sees the same length
 Wall time per forward with torch.cuda.synchronize() before and after, the two attentions
-interleaved call by call, median (and quartiles) reported. Eager (DynamicCache, flash_attn_func),
-then on CUDA the decode step in a CUDA graph: a StaticCache (keys = the preallocated cache; SDPA
+interleaved call by call, median (and quartiles) reported. Eager (DynamicCache, flash_attn_func);
+with --graphs (experimental) also the decode step in a CUDA graph: a StaticCache (keys = the preallocated cache; SDPA
 masks it, fastattn takes the filled length through flash_attn_with_kvcache's cache_seqlens),
 one graph per attention, replays interleaved (each appends one token).
 The logits of both are compared (max |a - b| against max |b|, and the argmax per position).
@@ -196,7 +196,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--tiny", action="store_true", help="a small model (smoke test)")
-    ap.add_argument("--no-graphs", action="store_true", help="skip the CUDA-graph decode step")
+    ap.add_argument("--graphs", action="store_true",
+                    help="also the decode step in a CUDA graph over a StaticCache (experimental: an illegal "
+                         "memory access on the H100, 2026-11-26, cause not isolated; docs/notes/inference.md)")
     ap.add_argument("--out", default=None, help="also write the table (markdown) here")
     args = ap.parse_args()
 
@@ -258,7 +260,7 @@ def main():
         t = interleaved(model, impls, decode_calls, args.decode_reps, device, prepare=crop)
         results["decode step"] = {impl: summary(t[impl]) for impl in impls}
         checks = [check_prefill, check_decode]
-        if device == "cuda" and not args.no_graphs:
+        if device == "cuda" and args.graphs:
             progress(f"decode step in a CUDA graph (StaticCache of {args.seqlen + args.decode_reps + 64}): capture, "
                      f"then {args.decode_reps} replays each")
             t, first = graph_decode(model, args, ids, step_ids, device)
