@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include <string>
 
 #include "cuda/common/bwd_params.h"
@@ -43,10 +45,12 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if (!st.ok()) return st;
     auto kernel = bwd_kernel<T, Cfg>;
     static_assert(sizeof(BwdSmem<Cfg>) <= kBwdSmemLimit, "the backward's shared memory exceeds sm_90's 227 KB");
-    const int smem = int(sizeof(BwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+    // + slack to align the base to 1024; the default mode leaves out the dQ staging buffers (last).
+    const int smem_max = int(sizeof(BwdSmem<Cfg>)) + kBwdAlignSlack;
+    const int smem = p.deterministic ? smem_max : int(offsetof(BwdSmem<Cfg>, dq)) + kBwdAlignSlack;
     static bool attr_set = false;  // per instantiation; racing first calls set the same value
     if (!attr_set) {
-      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max);
       if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
       attr_set = true;
     }
