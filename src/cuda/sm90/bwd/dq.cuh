@@ -76,29 +76,27 @@ template <class Cfg>
 __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   PipeState<BwdSmem<Cfg>::kDqBufs> ps;
-  int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin, last = t.n_block;
+  int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
     const int b = ps.stage();
-    last = dq_last_block(t, last, m);
-    const int want = last - t.n_block;  // the key blocks that add into q-block m before this one
-    const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
-    int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
+    const int want = dq_last_block(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
+    const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
     mbar_wait(&sm.dq_full[b], ps.phase());
     int seen;
     do {
-      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(p.dq_sem + sem_at) : "memory");
     } while (seen < want);
+    const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
     bulk_reduce_add_f32(p.dq_accum + row * Cfg::kHeadDim, sm.dq[b], kBytes);
     tma_store_commit();
     tma_store_wait_read();
     mbar_arrive(&sm.dq_empty[b]);
     tma_store_wait_all();  // landed: the next key block's adds come after these
     asm volatile("fence.proxy.async.global;" ::: "memory");
-    asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
+    asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p.dq_sem + sem_at) : "memory");
     if (++m == t.q_blocks.end) {  // the next q head of the group
       m = t.q_blocks.begin;
       ++h;
-      last = t.n_block;
     }
   }
 }

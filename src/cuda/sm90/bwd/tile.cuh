@@ -49,14 +49,15 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
 // down. A key block's walk starts at its first q-block (both ends of query_blocks rise with the
 // key block), so under a causal or window mask the block above reaches a q-block steps earlier in
 // its walk than this one does, and the chain of turns has slack; dense, both orders are alike.
-// The blocks above this one that see q-block m (m within this block's range) run up to the last
-// present one whose first q-block is <= m: dq_last_block walks there from `from` (a block at or
-// below it, e.g. its value for an earlier m). Their CTAs start earlier (make_bwd_tile's order), so
-// a CTA never waits on one that may not be resident yet.
-__device__ __forceinline__ int dq_last_block(const BwdTile& t, int from, int m) {
+// The blocks that add into q-block m before this one (m within this block's range) are those above
+// it up to the last present one that q-block m sees: key j's rows start at row_lo(j) = j - diag -
+// right (window_mask.cuh), so block n' sees m while 128 n' - diag - right < 64 (m + 1) (the
+// numerator is >= 128 n_block >= 0 since this block sees m). Their CTAs start earlier
+// (make_bwd_tile's order), so a CTA never waits on one that may not be resident yet.
+__device__ __forceinline__ int dq_last_block(const BwdTile& t, int m) {
   const int top = (t.mask.len_k - 1) / 128;  // the last key block with a present key
-  while (from < top && t.mask.row_lo((from + 1) * 128) / 64 <= m) ++from;
-  return from;
+  if (t.mask.right < 0) return top;
+  return min(top, (64 * m + 63 + t.mask.diag + t.mask.right) / 128);
 }
 
 }  // namespace fastattn::sm90
