@@ -17,7 +17,7 @@ namespace fastattn::sm90 {
 // K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
 // stage), then accumulated into the q-block's run (default) or staged in dQ buffer `dq_ps` for
 // the writer warp (deterministic).
-template <class T, class Cfg, int N>
+template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int ds_buf,
                                        int h, int m, float (&dv)[Cfg::kHeadDim / 2], float (&dk)[Cfg::kHeadDim / 2],
                                        uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4], uint64_t* q_empty,
@@ -45,24 +45,24 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (preprocess.cuh,
   // dq_accum_index): coalesced 512-byte rows per warp instruction. The staging buffer has the same order.
   const int tid = threadIdx.x % 128;
-  if (!p.deterministic) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
+  if constexpr (!kDet) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
     float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
 #pragma unroll
     for (int q = 0; q < N / 8; ++q)
       atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
                 make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
-    return;
-  }
-  // Deterministic: into the staging buffer once the writer has read its previous contents; each
-  // warp hands its part over on its own (no warpgroup barrier).
-  const int b = dq_ps.stage();
-  mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
-  const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
+  } else {
+    // Deterministic: into the staging buffer once the writer has read its previous contents; each
+    // warp hands its part over on its own (no warpgroup barrier).
+    const int b = dq_ps.stage();
+    mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
+    const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
 #pragma unroll
-  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+    for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+    fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+  }
 }
 
 // Deterministic mode's dQ writer (one thread of the producer warpgroup): per step, once both

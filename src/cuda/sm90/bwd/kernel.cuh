@@ -36,7 +36,7 @@
 
 namespace fastattn::sm90 {
 
-template <class T, class Cfg>
+template <class T, class Cfg, bool kDet>
 __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg) {
   constexpr int D = Cfg::kHeadDim;
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
@@ -177,14 +177,16 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       }
       named_bar_sync(kBwdDsBar, 256);
       if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0>(sm, p, t, 0, s, h, m, dv, dk, pf, dsf, &sm.q_empty[s], dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, s, h, m, dv, dk, pf, dsf, &sm.q_empty[s], dq_ps);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1>(sm, p, t, Cfg::kDqCols0, s, h, m, dv, dk, pf, dsf, &sm.q_empty[s], dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, s, h, m, dv, dk, pf, dsf, &sm.q_empty[s], dq_ps);
     }
   store_dk_dv<T, D>(p, t, key_row, quad_col, dk, dv);
 }
 
-template <class T, class Cfg>
+// kDet: deterministic mode (BwdParams::deterministic), a kernel of its own so that the default
+// mode's consumer loop is compiled without the staging path.
+template <class T, class Cfg, bool kDet>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
@@ -196,7 +198,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (threadIdx.x == 0) {
     // Deterministic mode: the work item is the CTA's start order, so a CTA waits (dq_rank) only on
     // CTAs that started before it, never on one that may not be resident yet.
-    item_s = p.deterministic ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
+    item_s = kDet ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
@@ -221,10 +223,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if (threadIdx.x == 32 && p.deterministic && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg>(sm, p, t);
+    if constexpr (kDet)
+      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    bwd_consume<T, Cfg>(sm, p, t, warp / 4 - 1);
+    bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1);
   }
 }
 
