@@ -196,7 +196,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __shared__ int item_s;
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
-    // Deterministic mode: the work item is the CTA's start order, so a CTA waits (dq_rank) only on
+    // Deterministic mode: the work item is the CTA's start order, so a CTA waits (bwd_write_dq) only on
     // CTAs that started before it, never on one that may not be resident yet.
     item_s = kDet ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
     prefetch_tma_map(&tq);

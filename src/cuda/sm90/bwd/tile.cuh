@@ -26,7 +26,7 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   int rest;
   if (p.det_chunk > 0) {
     // Deterministic: chunks of det_chunk key blocks per (sequence, KV head), all heads' chunk before
-    // the next, from the last key block down (dq_rank: higher key blocks add first). Slots past the
+    // the next, from the last key block down (dq_last_block: higher key blocks add first). Slots past the
     // blocks (the top chunk's padding up to a multiple of det_chunk) exit at once.
     const int per_chunk = p.det_chunk * p.attn.batch * p.attn.heads_kv;
     const int n_slots = (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk;
