@@ -51,7 +51,7 @@ LaunchProblem make_launch_problem(const detail::Problem& p) {
   lp.kv.leftpad = p.cache.leftpad;
   lp.kv.page_table = p.cache.page_table;
   lp.kv.pages_per_seq = p.cache.pages_per_seq;
-  lp.kv.page_size = p.cache.page_size;
+  lp.kv.page_size = FastDiv(uint32_t(p.cache.page_size));
   lp.mask = classify_mask(p.window_left, p.window_right);
   lp.pack = choose_gqa_pack(a.q_per_kv, a.seqlen_q, p.varlen);
   return lp;

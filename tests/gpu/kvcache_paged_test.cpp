@@ -89,6 +89,10 @@ class KvCachePagedGpu : public HopperTest {};
 
 TEST_F(KvCachePagedGpu, DecodeEveryPageSize) {
   check_paged_equals_contiguous(long_decode(), {16, 64, 128, 256});  // GQA 4 (packed heads)
+  KvSpec s = long_decode();  // page sizes that are not powers of two: a page ends inside a block
+  s.seqlen_cache = 4800;
+  s.seqlens = {0, 1, 17, 113, 4097, 4799};
+  check_paged_equals_contiguous(s, {48, 80, 240});
 }
 
 TEST_F(KvCachePagedGpu, AppendRotaryCausal) {
@@ -112,6 +116,25 @@ TEST_F(KvCachePagedGpu, LocalWindowsAndSoftcap) {
   s.window_left = 700;  // the default 128-key config, a window edge inside a page
   s.window_right = 3;
   check_paged_equals_contiguous(s, {64, 128});
+}
+
+// The other key-block sizes: d 64 (192-key blocks, three consumer warpgroups: boxes of
+// gcd(page, 192)) and d 256 (80-key blocks: boxes of 16 for every page size but 80's multiples).
+TEST_F(KvCachePagedGpu, OtherHeadDims) {
+  KvSpec s = long_decode(4);
+  s.batch = 3;
+  s.seqlens = {1, 113, 4097};
+  s.head_dim = s.head_dim_v = 64;
+  s.causal = true;
+  check_paged_equals_contiguous(s, {16, 64, 256});
+  s.seqlen_q = 1;  // GQA 4 packed
+  check_paged_equals_contiguous(s, {128});
+  s = long_decode(4);
+  s.batch = 3;
+  s.seqlens = {0, 17, 4097};
+  s.head_dim = s.head_dim_v = 256;
+  s.rotary_dim = 64;
+  check_paged_equals_contiguous(s, {16, 256});
 }
 
 TEST_F(KvCachePagedGpu, GraphCaptureAndReplay) {

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "cuda/common/fast_div.h"
+
 namespace fastattn::cuda_backend {
 
 struct KvCacheParams {
@@ -12,7 +14,7 @@ struct KvCacheParams {
   const int32_t* leftpad = nullptr;     // position of sequence b's first key; null: 0
   const int32_t* page_table = nullptr;  // (batch, pages_per_seq) page of each page_size keys; null: not paged
   int pages_per_seq = 0;
-  int page_size = 0;
+  FastDiv page_size;  // positions per page (a multiple of 16)
   // Paged: keys per TMA box, gcd(page_size, the config's kBlockN) (set by the launcher): a key
   // block then splits into boxes that each lie in one page, at 16-row (2 KB) smem steps, so the
   // 128-byte swizzle lands as one box of kBlockN rows would.

@@ -29,7 +29,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
   Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), q_box_rows, &tq, Cfg::kBlockM / q_box_rows);
   // A paged cache's K/V boxes hold the keys of one page piece (KvCacheParams::box_rows).
   cuda_backend::KvCacheParams kv = lp.kv;
-  if (kv.page_table != nullptr) kv.box_rows = std::gcd(kv.page_size, Cfg::kBlockN);
+  if (kv.page_table != nullptr) kv.box_rows = std::gcd(int(kv.page_size.d), Cfg::kBlockN);
   const int kv_box_rows = kv.page_table != nullptr ? kv.box_rows : Cfg::kBlockN;
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), kv_box_rows, &tk);
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), kv_box_rows, &tv);
