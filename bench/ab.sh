@@ -6,19 +6,22 @@
 # from round to round. Prints a markdown table (also written to --out): per shape and variant the
 # median of the rounds and the rounds, and ratio = first variant's ms / this one's (> 1: faster).
 #
-# usage: bench/ab.sh [--rounds R] [--out FILE] [--dims "64;128"] NAME=TREE... -- SHAPE=FLAGS...
+# usage: bench/ab.sh [--rounds R] [--out FILE] [--dims "64;128"] [--field backward] NAME=TREE... -- SHAPE=FLAGS...
 #   NAME=TREE     a variant: a name for the table and a source tree (its build goes to TREE/build-ab)
 #   SHAPE=FLAGS   a shape: a name and the `fastattn run` flags, e.g. 'd128-s8k-causal=--batch 2
 #                 --seqlen 8192 --heads 16 --kv-heads 16 --dim 128 --causal'
 #   --dims        FASTATTN_HEAD_DIMS of the builds (default: all)
+#   --field       which pass's median the table shows: forward (default) or backward (the shapes'
+#                 flags then include --backward)
 set -euo pipefail
-rounds=3 out="" dims=""
+rounds=3 out="" dims="" field=forward
 variants=() shapes=()
 while (($#)); do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --dims) dims=$2; shift 2 ;;
+    --field) field=$2; shift 2 ;;
     --) shift; shapes=("$@"); break ;;
     *=*) variants+=("$1"); shift ;;
     *) echo "ab.sh: unexpected '$1' (see the usage at the top)" >&2; exit 2 ;;
@@ -50,7 +53,7 @@ for ((r = 0; r < rounds; ++r)); do
       json=$(mktemp)
       # shellcheck disable=SC2086  # the flags are meant to split
       if "${clis[$j]}" run --device cuda --quiet --check-rows 0 --json "$json" ${s#*=} >/dev/null 2>&1; then
-        ms=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["forward"]["ms"])' "$json")
+        ms=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))[sys.argv[2]]["ms"])' "$json" "$field")
       else
         ms=nan
       fi

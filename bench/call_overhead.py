@@ -14,6 +14,9 @@ calls without a sync measures what the host spends per call):
   _C.forward      the extension alone over DLPack (numpy/CuPy's path, and fastattn.forward's)
   views x5        reading the five views a fast-path call hands over (_torch_views.view)
   dlpack x5       torch's __dlpack__ on the five arrays a DLPack call hands over
+  decode          flash_attn_with_kvcache, one new token appended (b 1, h 32/8, d 128, 128 cached
+                  keys, int32 cache_seqlens, causal: host-bound, the host cost of a decode call)
+  _C.forward_kvcache_views  the extension alone on the decode call's ready views
 Then, on CUDA, the GPU time alone (CUDA-graph replays of 20 calls) and a decode step through
 flash_attn_with_kvcache (b 1, h 32/8, d 128, 4096 cached keys): eager wall time, graph replay
 time, and the replay's output against the eager one. --device cpu runs the host rows only, on the
@@ -111,6 +114,7 @@ def main():
     rows.append(("_C.forward", per_call_us(lambda: _C.forward(q, k, v, out, lse, opts, stream), args.calls)))
     rows.append(("views x5", per_call_us(lambda: [view(x) for x in (q, k, v, out, lse)], args.calls)))
     rows.append(("dlpack x5", per_call_us(lambda: [x.__dlpack__() for x in (q, k, v, out, lse)], args.calls)))
+    rows += decode_host_rows(dev, dt, d, stream, args.calls)
     if dev == "cpu":
         report([f"# call overhead (CPU backend, torch {torch.__version__}, fastattn {fastattn.__version__})", "",
                 f"float32 b{b} s{s} h{h}/{h_kv} d{d} causal, {args.calls} calls per run, best of 5", ""],
@@ -149,6 +153,28 @@ def main():
            ["", f"GPU time per call (graph replay): sdpa {gpu_sdpa:.1f} us, fastattn {gpu_fa:.1f} us", "",
             f"decode (flash_attn_with_kvcache, b1 h{hq}/{hk} d{d}, {cache} keys): eager {eager_decode:.1f} us "
             f"per call, graph replay {graph_decode:.1f} us, replay == eager: {same}"], args.out)
+
+
+def decode_host_rows(dev, dt, d, stream, calls):
+    """Host cost of a decode call (small cache: the kernel takes a few microseconds)."""
+    hq, hk, cache = (32, 8, 128) if dev == "cuda" else (1, 1, 8)
+    qd = torch.randn(1, 1, hq, d, device=dev, dtype=dt)
+    kc, vc = (torch.randn(1, cache, hk, d, device=dev, dtype=dt) for _ in range(2))
+    kn, vn = (torch.randn(1, 1, hk, d, device=dev, dtype=dt) for _ in range(2))
+    seqlens = torch.tensor([cache - 1], dtype=torch.int32, device=dev)
+    rows = []
+    with torch.no_grad():
+        rows.append(("decode", per_call_us(lambda: fastattn.flash_attn_with_kvcache(
+            qd, kc, vc, kn, vn, cache_seqlens=seqlens, causal=True), calls)))
+    views_fn = getattr(_C, "forward_kvcache_views", None)
+    if views_fn is not None:  # absent in a build from before the views
+        od = torch.empty_like(qd)
+        ready = [view(x) for x in (qd, kc, vc, kn, vn, od)]
+        sv = view(seqlens)
+        rows.append(("_C.forward_kvcache_views", per_call_us(lambda: views_fn(
+            *ready, None, None, None, sv, None, None, None, True, d ** -0.5, True, -1, -1, 0.0, 0,
+            dev != "cuda", 0, 0, stream), calls)))
+    return rows
 
 
 def report(head, rows, tail, out):

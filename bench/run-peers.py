@@ -2,7 +2,9 @@
 """Forward attention: fastattn beside its peers on the GPU, every peer measured the same way.
 
 Peers: torch SDPA with the cuDNN, flash (FA2) and memory-efficient backends, FlexAttention
-(torch.compile), and cuDNN once more on contiguous (b, h, s, d) copies ("cudnn-bhsd": the layout
+(torch.compile), FlashAttention-4 (flash_attn.cute, the CuTe-DSL wheel flash-attn-4, when importable:
+--fa4-site names the folder it was pip-installed into; its column is '-' with the reason printed
+otherwise), and cuDNN once more on contiguous (b, h, s, d) copies ("cudnn-bhsd": the layout
 every torch peer got in the runs up to 5ebca72). fastattn is reached through its C ABI
 (libfastattn.so, by ctypes), so this needs no Python build.
 
@@ -49,7 +51,7 @@ import subprocess
 import sys
 import time
 
-PEERS = ("fastattn", "fa3", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex", "cudnn-bhsd")
+PEERS = ("fastattn", "fa3", "fa4", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex", "cudnn-bhsd")
 BASELINE = "sdpa-cudnn"
 TOL = 0.05           # max |out - fastattn's out| above which a peer is wrong (bf16 noise ~0.01)
 FLUSH_BYTES = 256 << 20
@@ -133,8 +135,8 @@ def applicable(c, peer, smoke=False):
         return not is_local(c)  # SDPA: no sliding window; every case here has s_q == s_k
     if peer == "flex":
         return smoke or c["d"] == 128 or is_local(c)  # d=128 and the windows: few compiles
-    if peer == "fa3":
-        return not smoke  # FA3 is Hopper-only; whether its library was built is the worker's to say
+    if peer in ("fa3", "fa4"):
+        return not smoke  # Hopper-only; whether the peer is there is the worker's to say
     return True
 
 
@@ -334,7 +336,7 @@ def markdown(meta, rows):
 
 # --- backward mode: its plan and table (no torch needed) ----------------------------------------
 
-BWD_PEERS = ("fastattn", "fastattn-det", "fa3", "fa3-det", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex")
+BWD_PEERS = ("fastattn", "fastattn-det", "fa3", "fa3-det", "fa4", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex")
 BWD_FLOPS_FACTOR = 2.5  # backward FLOPs = 2.5 x forward (five matmuls against the forward's two)
 BWD_TOL = 0.05          # max |grad - fastattn's| / max(1, max |fastattn's|) above which a peer is wrong
 BWD_FLOOR_TARGET = 1.5  # local rows: fastattn's backward within 1.5x of its HBM floor (issue #29)
@@ -660,6 +662,59 @@ def keep_mod(sq, sk, causal, window):
     return keep
 
 
+class Fa4:
+    """FlashAttention-4 through its own Python API (flash_attn.cute, the CuTe-DSL wheel
+    flash-attn-4): the forward _flash_attn_fwd and the backward _flash_attn_bwd, each called as
+    its autograd function calls it, so the backward's time is the kernel's alone. Kernels are
+    compiled on first use (JIT), inside the untimed check."""
+
+    def __init__(self, site_dir):
+        import site
+        if site_dir:
+            site.addsitedir(site_dir)  # reads the DSL's .pth files, which a PYTHONPATH entry would not
+        from flash_attn.cute import interface
+        self.api = interface
+
+    @staticmethod
+    def load(site_dir):
+        """(Fa4 or None, the reason it is absent)."""
+        try:
+            return Fa4(site_dir), None
+        except Exception as e:  # noqa: BLE001 - a missing or broken wheel only empties the column
+            return None, f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}"
+
+    @staticmethod
+    def _window(causal, window):
+        """FA4's (left, right): None for an unbounded side; causal is its own flag."""
+        left, right = window
+        return (None if left < 0 else left), (None if right < 0 else right)
+
+    def forward_fn(self, torch, q, k, v, causal, window):
+        left, right = self._window(causal, window)
+        scale = q.shape[-1] ** -0.5
+
+        def run():
+            out, lse = self.api._flash_attn_fwd(q, k, v, softmax_scale=scale, causal=causal,
+                                                window_size_left=left, window_size_right=right, return_lse=True)[:2]
+            run.lse = lse
+            return out
+        return run
+
+    def backward_fn(self, torch, q, k, v, dout, causal, window):
+        """(fwd, bwd): FA4's own forward (its out and lse feed its backward) and the backward."""
+        fwd = self.forward_fn(torch, q, k, v, causal, window)
+        out = fwd()
+        lse = fwd.lse
+        left, right = self._window(causal, window)
+
+        def run():
+            dq, dk, dv = self.api._flash_attn_bwd(q, k, v, out, dout, lse, softmax_scale=q.shape[-1] ** -0.5,
+                                                  causal=causal, window_size_left=left, window_size_right=right)[:3]
+            return dq, dk, dv
+        run.tensors = (out, lse)
+        return fwd, run
+
+
 class Worker:
     def __init__(self, args):
         import torch
@@ -669,6 +724,9 @@ class Worker:
         self.dev = "cuda" if self.cuda else "cpu"
         self.fa = FastAttn(args.lib)
         self.fa3 = Fa3(args.fa3_lib) if args.fa3_lib and os.path.exists(args.fa3_lib) and self.cuda else None
+        self.fa4, why = Fa4.load(args.fa4_site) if self.cuda else (None, "no GPU (smoke run)")
+        if self.fa4 is None and args.start == 0:
+            print(f"fa4: column skipped ({why}; pip install flash-attn-4 and pass --fa4-site)", flush=True)
         self.events = open(args.events, "a")
         self.excluded = dict(e.split("=", 1) for e in args.exclude)  # "case:peer" -> reason
         self.flush = (torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
@@ -789,10 +847,13 @@ class Worker:
         q, k, v = x["bshd"]
         if peer == "fastattn":
             return self.fa.forward_fn(torch, q, k, v, c["causal"], tuple(c["window"]))
-        if not applicable(c, peer, self.args.smoke_cpu) or (peer == "fa3" and self.fa3 is None):
+        if not applicable(c, peer, self.args.smoke_cpu) or (peer == "fa3" and self.fa3 is None) or (
+                peer == "fa4" and self.fa4 is None):
             raise NotApplicable()
         if peer == "fa3":
             return self.fa3.forward_fn(torch, q, k, v, c["causal"], tuple(c["window"]))
+        if peer == "fa4":
+            return self.fa4.forward_fn(torch, q, k, v, c["causal"], tuple(c["window"]))
         if peer == "flex":
             return self.flex_fn(c, *x["bhsd"])
         backend = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
@@ -1026,6 +1087,11 @@ class Worker:
                 except (NotApplicable, RuntimeError):
                     pass
             return stages
+        if peer == "fa4":
+            if self.fa4 is None:
+                raise NotApplicable()
+            fwd, run = self.fa4.backward_fn(torch, q, k, v, x["dout"], causal, window)
+            return {"bwd": run, "fwd": fwd, "grads": run}
         group = c["h"] // c["hkv"]
         if peer == "flex":
             leaves = [t.detach().requires_grad_() for t in (q, k, v)]
@@ -1214,6 +1280,8 @@ def worker_args(args):
            "--cooldown-ms", str(args.cooldown_ms)]
     if args.fa3_lib:
         out += ["--fa3-lib", args.fa3_lib]
+    if args.fa4_site:
+        out += ["--fa4-site", args.fa4_site]
     if args.no_flush:
         out.append("--no-flush")
     if args.filter:
@@ -1295,6 +1363,10 @@ def main(argv=None):
     ap.add_argument("--fa3-lib", default=os.environ.get("FASTATTN_FA3_LIB", ""),
                     help="FlashAttention-3 as a peer: bench/fa3/libfa3peer.so from bench/fa3/build.sh "
                          "(default $FASTATTN_FA3_LIB; without it the fa3 column is '-')")
+    ap.add_argument("--fa4-site", default=os.environ.get("FASTATTN_FA4_SITE", ""),
+                    help="FlashAttention-4 as a peer: the folder flash-attn-4 and nvidia-cutlass-dsl were pip-installed "
+                         "into (--target), added with site.addsitedir (default $FASTATTN_FA4_SITE; flash_attn.cute "
+                         "already importable works too; else the fa4 column is '-')")
     ap.add_argument("--mode", choices=["forward", "backward"], default="forward",
                     help="backward: dq, dk, dv beside FA3's backward, the SDPA backends and Flex (writes peers-bwd.*)")
     ap.add_argument("--preset", choices=["quick", "full"], default="full")

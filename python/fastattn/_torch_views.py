@@ -9,7 +9,7 @@ allocated once per call (new_empty: q's dtype and device, dense).
 import torch
 
 from . import _C
-from ._core import NO_INDEX
+from ._core import NO_INDEX, check_rank
 
 _DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
 _F32 = _DTYPES[torch.float32]
@@ -92,3 +92,66 @@ def backward(dout, q, k, v, out, lse, index_arrays, max_seqlen_q, max_seqlen_k, 
             window_right, softcap, check_index_arrays, 0, 0, deterministic)
     _call(_C.backward_views, args, qv[4])
     return dq, dk, dv
+
+
+def _cache_view(t, name):
+    """A view of a cache the call writes in place: never a copy (a copy would take the writes).
+    A non-unit last stride goes through as is, for the C++ layer to reject by name."""
+    if t.is_neg():
+        raise ValueError(f"{name}: a negated view (torch's neg bit) cannot be written in place; "
+                         "pass a resolved tensor")
+    device = t.get_device() if t.is_cuda else (-1 if t.is_cpu else str(t.device))
+    dtype = _DTYPES.get(t.dtype)
+    if dtype is None:
+        dtype = str(t.dtype).replace("torch.", "")
+    return (t.data_ptr(), t.shape, t.stride(), dtype, device, t)
+
+
+def _tensor_or_none(x, name):
+    if x is None:
+        return None
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
+    return view(x)
+
+
+def _index_view(x, name, batch, q):
+    """cache_seqlens & co: None, an int (one for every sequence) or a 1-D int32 tensor."""
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        return view(x)
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise ValueError(f"{name}: expected an int or an int32 tensor, got {type(x).__name__}")
+    return view(torch.full((batch,), x, dtype=torch.int32, device=q.device))
+
+
+def forward_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+                    cache_leftpad, page_table, rotary_interleaved, scale, causal, window_left,
+                    window_right, softcap, num_splits, with_lse):
+    """flash_attn_with_kvcache on torch tensors (q's type already checked): (out, lse or None).
+    Scalars already resolved. The caches are written in place, so they are never copied."""
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache), ("block_table", page_table)):
+        if x is not None and not isinstance(x, torch.Tensor):
+            raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
+    if q.dim() != 4 or k_cache.dim() != 4 or v_cache.dim() != 4:
+        for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
+            check_rank(x, name, varlen=False)
+    qv = view(q)
+    out = q.new_empty((*q.shape[:-1], v_cache.shape[-1]))
+    lse_view = lse = None
+    if with_lse:
+        lse = q.new_empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32)
+        lse_view = _out_view(lse, _F32, qv[4])
+    if page_table is not None:
+        page_table = view(page_table.contiguous())
+    batch = q.shape[0]
+    args = (qv, _cache_view(k_cache, "k_cache"), _cache_view(v_cache, "v_cache"), _tensor_or_none(k, "k"),
+            _tensor_or_none(v, "v"), _out_view(out, qv[3], qv[4]), lse_view,
+            _tensor_or_none(rotary_cos, "rotary_cos"), _tensor_or_none(rotary_sin, "rotary_sin"),
+            _index_view(cache_seqlens, "cache_seqlens", batch, q),
+            _index_view(cache_batch_idx, "cache_batch_idx", batch, q),
+            _index_view(cache_leftpad, "cache_leftpad", batch, q), page_table, rotary_interleaved,
+            scale, causal, window_left, window_right, softcap, num_splits, not q.is_cuda, 0, 0)
+    _call(_C.forward_kvcache_views, args, qv[4])
+    return out, lse

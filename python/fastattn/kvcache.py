@@ -5,10 +5,8 @@ the exact rules (positions, rotary, paged layout, left padding).
 """
 from __future__ import annotations
 
-import contextlib
-
 from . import _C, _core
-from ._arrays import arrays_for, same_kind
+from ._arrays import arrays_for, same_kind, torch_module
 
 
 def _as_index(xs, x, batch, q, name):
@@ -18,8 +16,6 @@ def _as_index(xs, x, batch, q, name):
     if isinstance(x, bool):
         raise ValueError(f"{name}: expected an int or an int32 array, got bool")
     if isinstance(x, int):
-        if xs.name == "torch":
-            return xs.torch.full((batch,), x, dtype=xs.torch.int32, device=q.device)
         import numpy as np
 
         return np.full((batch,), x, dtype=np.int32)
@@ -51,13 +47,25 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     if block_table is not None and page_table is not None:
         raise ValueError("block_table and page_table: pass one (they are the same argument)")
     pages = block_table if block_table is not None else page_table
+    torch = torch_module()
+    if torch is not None and isinstance(q, torch.Tensor):
+        from . import _torch_views
+
+        if q.dim() != 4:
+            _core.check_rank(q, "q", varlen=False)
+        left, right = _core.window_pair(window_size)
+        scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+        out, lse = _torch_views.forward_kvcache(
+            q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
+            cache_leftpad, pages, bool(rotary_interleaved), scale, bool(causal), left, right,
+            float(softcap), int(num_splits), bool(return_softmax_lse))
+        return (out, lse) if return_softmax_lse else out
     xs = arrays_for(q, "q")
     same_kind(xs, [("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v),
                    ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("block_table", pages)])
     for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _core.check_rank(x, name, varlen=False)
     batch = q.shape[0]
-    cuda = xs.name != "numpy" and getattr(getattr(q, "device", None), "type", "cpu") == "cuda"
     q = xs.unit_last(q)
     k = None if k is None else xs.unit_last(k)
     v = None if v is None else xs.unit_last(v)
@@ -67,31 +75,22 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     scale = _core.resolve_scale(softmax_scale, q.shape[-1])
     out = xs.empty(q, tuple(q.shape[:-1]) + (v_cache.shape[-1],))
     lse = xs.empty(q, (q.shape[0], q.shape[2], q.shape[1]), float32=True)
-    with _device_guard(xs, q, cuda):
-        _C.forward_kvcache(
-            q, k_cache, v_cache, k, v, out, lse, rotary_cos, rotary_sin,
-            _as_index(xs, cache_seqlens, batch, q, "cache_seqlens"),
-            _as_index(xs, cache_batch_idx, batch, q, "cache_batch_idx"),
-            _as_index(xs, cache_leftpad, batch, q, "cache_leftpad"),
-            None if pages is None else _contiguous(xs, pages),
-            bool(rotary_interleaved), scale, bool(causal), left, right, float(softcap), int(num_splits),
-            not cuda, 0, 0, xs.stream(q))
+    # Index arrays are checked (on CuPy one copy to the host); torch's CUDA path above skips that.
+    _C.forward_kvcache(
+        q, k_cache, v_cache, k, v, out, lse, rotary_cos, rotary_sin,
+        _as_index(xs, cache_seqlens, batch, q, "cache_seqlens"),
+        _as_index(xs, cache_batch_idx, batch, q, "cache_batch_idx"),
+        _as_index(xs, cache_leftpad, batch, q, "cache_leftpad"),
+        None if pages is None else _contiguous(xs, pages),
+        bool(rotary_interleaved), scale, bool(causal), left, right, float(softcap), int(num_splits),
+        True, 0, 0, xs.stream(q))
     out, lse = xs.wrap(out), xs.wrap(lse)
     return (out, lse) if return_softmax_lse else out
 
 
-def _device_guard(xs, q, cuda):
-    """Makes q's CUDA device current for the call (kernels launch on the current device)."""
-    if cuda:
-        from ._torch_ops import _device_of
-
-        return _device_of(q)
-    return contextlib.nullcontext()
-
-
 def _contiguous(xs, x):
-    if xs.name == "torch":
-        return x.contiguous()
+    if xs.name == "cupy":
+        return xs.cupy.ascontiguousarray(x)
     import numpy as np
 
     return np.ascontiguousarray(x)

@@ -51,22 +51,31 @@ fastattn::Backend to_backend(int32_t backend) {
   return static_cast<fastattn::Backend>(backend);
 }
 
-// The scalar arguments of one call; tensors and index arrays are set by the caller.
-fastattn::AttnArgs scalar_args(int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
-                               int32_t window_left, int32_t window_right, float softcap,
-                               bool check_index_arrays, int32_t backend, int32_t num_threads,
-                               bool deterministic) {
-  fastattn::AttnArgs a;
-  a.max_seqlen_q = max_seqlen_q;
-  a.max_seqlen_k = max_seqlen_k;
-  a.check_index_arrays = check_index_arrays;
+// The scalars AttnArgs and KvCacheArgs share (the mask, scale, softcap, checks, backend).
+template <typename Args>
+Args with_common_scalars(float softmax_scale, bool causal, int32_t window_left, int32_t window_right,
+                         float softcap, bool check_index_arrays, int32_t backend, int32_t num_threads) {
+  Args a;
   a.softmax_scale = softmax_scale;
   a.causal = causal;
   a.window_left = window_left;
   a.window_right = window_right;
   a.softcap = softcap;
+  a.check_index_arrays = check_index_arrays;
   a.backend = to_backend(backend);
   a.num_threads = num_threads;
+  return a;
+}
+
+// The scalar arguments of one call; tensors and index arrays are set by the caller.
+fastattn::AttnArgs scalar_args(int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
+                               int32_t window_left, int32_t window_right, float softcap,
+                               bool check_index_arrays, int32_t backend, int32_t num_threads,
+                               bool deterministic) {
+  auto a = with_common_scalars<fastattn::AttnArgs>(softmax_scale, causal, window_left, window_right, softcap,
+                                                   check_index_arrays, backend, num_threads);
+  a.max_seqlen_q = max_seqlen_q;
+  a.max_seqlen_k = max_seqlen_k;
   a.deterministic = deterministic;
   return a;
 }
@@ -192,6 +201,27 @@ fastattn::PageTable to_page_table(const InArray& a, const fastattn::Tensor& q) {
   return {static_cast<const int32_t*>(a.data()), int64_t(a.shape(0)), int64_t(a.shape(1))};
 }
 
+// The scalar arguments of one KV-cache call; tensors and index arrays are set by the caller.
+fastattn::KvCacheArgs kvcache_scalars(bool rotary_interleaved, float softmax_scale, bool causal,
+                                      int32_t window_left, int32_t window_right, float softcap,
+                                      int32_t num_splits, bool check_index_arrays, int32_t backend,
+                                      int32_t num_threads) {
+  auto a = with_common_scalars<fastattn::KvCacheArgs>(softmax_scale, causal, window_left, window_right,
+                                                      softcap, check_index_arrays, backend, num_threads);
+  a.rotary_interleaved = rotary_interleaved;
+  a.num_splits = num_splits;
+  return a;
+}
+
+void run_kvcache(const fastattn::KvCacheArgs& a, uintptr_t stream) {
+  fastattn::Status st;
+  {
+    nb::gil_scoped_release nogil;
+    st = fastattn::forward_kvcache(a, as_stream(stream));
+  }
+  fastattn_py::raise_if_error(st);
+}
+
 // forward_kvcache over DLPack arrays; the caches are written in place.
 void forward_kvcache(const InArray& q, const OutArray& k_cache, const OutArray& v_cache,
                      const OptIn& k_new, const OptIn& v_new, const OutArray& out,
@@ -200,7 +230,9 @@ void forward_kvcache(const InArray& q, const OutArray& k_cache, const OutArray& 
                      const OptIn& page_table, bool rotary_interleaved, float softmax_scale, bool causal,
                      int32_t window_left, int32_t window_right, float softcap, int32_t num_splits,
                      bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream) {
-  fastattn::KvCacheArgs a;
+  fastattn::KvCacheArgs a = kvcache_scalars(rotary_interleaved, softmax_scale, causal, window_left,
+                                            window_right, softcap, num_splits, check_index_arrays,
+                                            backend, num_threads);
   a.q = fastattn_py::to_tensor(q, "q");
   a.k_cache = fastattn_py::to_tensor(k_cache, "k_cache");
   a.v_cache = fastattn_py::to_tensor(v_cache, "v_cache");
@@ -214,22 +246,34 @@ void forward_kvcache(const InArray& q, const OutArray& k_cache, const OutArray& 
   if (cache_batch_idx) a.cache_batch_idx = fastattn_py::to_index(*cache_batch_idx, "cache_batch_idx", a.q);
   if (cache_leftpad) a.cache_leftpad = fastattn_py::to_index(*cache_leftpad, "cache_leftpad", a.q);
   if (page_table) a.page_table = to_page_table(*page_table, a.q);
-  a.rotary_interleaved = rotary_interleaved;
-  a.softmax_scale = softmax_scale;
-  a.causal = causal;
-  a.window_left = window_left;
-  a.window_right = window_right;
-  a.softcap = softcap;
-  a.num_splits = num_splits;
-  a.check_index_arrays = check_index_arrays;
-  a.backend = to_backend(backend);
-  a.num_threads = num_threads;
-  fastattn::Status st;
-  {
-    nb::gil_scoped_release nogil;
-    st = fastattn::forward_kvcache(a, as_stream(stream));
-  }
-  fastattn_py::raise_if_error(st);
+  run_kvcache(a, stream);
+}
+
+// forward_kvcache over plain-value views (the torch fast path); optional views may be None.
+void forward_kvcache_views(nb::handle q, nb::handle k_cache, nb::handle v_cache, nb::handle k_new,
+                           nb::handle v_new, nb::handle out, nb::handle lse, nb::handle rotary_cos,
+                           nb::handle rotary_sin, nb::handle cache_seqlens, nb::handle cache_batch_idx,
+                           nb::handle cache_leftpad, nb::handle page_table, bool rotary_interleaved,
+                           float softmax_scale, bool causal, int32_t window_left, int32_t window_right,
+                           float softcap, int32_t num_splits, bool check_index_arrays, int32_t backend,
+                           int32_t num_threads, uintptr_t stream) {
+  fastattn::KvCacheArgs a = kvcache_scalars(rotary_interleaved, softmax_scale, causal, window_left,
+                                            window_right, softcap, num_splits, check_index_arrays,
+                                            backend, num_threads);
+  a.q = view_to_tensor(q, "q");
+  a.k_cache = view_to_tensor(k_cache, "k_cache");
+  a.v_cache = view_to_tensor(v_cache, "v_cache");
+  if (!k_new.is_none()) a.k_new = view_to_tensor(k_new, "k");
+  if (!v_new.is_none()) a.v_new = view_to_tensor(v_new, "v");
+  a.out = view_to_tensor(out, "out");
+  if (!lse.is_none()) a.lse = view_to_tensor(lse, "lse");
+  if (!rotary_cos.is_none()) a.rotary_cos = view_to_tensor(rotary_cos, "rotary_cos");
+  if (!rotary_sin.is_none()) a.rotary_sin = view_to_tensor(rotary_sin, "rotary_sin");
+  if (!cache_seqlens.is_none()) a.cache_seqlens = view_to_index(cache_seqlens, "cache_seqlens", a.q);
+  if (!cache_batch_idx.is_none()) a.cache_batch_idx = view_to_index(cache_batch_idx, "cache_batch_idx", a.q);
+  if (!cache_leftpad.is_none()) a.cache_leftpad = view_to_index(cache_leftpad, "cache_leftpad", a.q);
+  if (!page_table.is_none()) a.page_table = fastattn_py::view_to_page_table(page_table, "page_table", a.q);
+  run_kvcache(a, stream);
 }
 
 }  // namespace
@@ -266,6 +310,12 @@ NB_MODULE(_C, m) {
         "window_right"_a, "softcap"_a, "num_splits"_a, "check_index_arrays"_a, "backend"_a,
         "num_threads"_a, "stream"_a,
         "Appends k_new/v_new into the caches (in place), then writes out (and lse) of q against them.");
+  m.def("forward_kvcache_views", &forward_kvcache_views, "q"_a, "k_cache"_a, "v_cache"_a, "k_new"_a.none(),
+        "v_new"_a.none(), "out"_a, "lse"_a.none(), "rotary_cos"_a.none(), "rotary_sin"_a.none(),
+        "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "cache_leftpad"_a.none(),
+        "page_table"_a.none(), "rotary_interleaved"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
+        "window_right"_a, "softcap"_a, "num_splits"_a, "check_index_arrays"_a, "backend"_a,
+        "num_threads"_a, "stream"_a, "forward_kvcache over views, as forward_views.");
   m.def("cuda_available", &fastattn::cuda_available, "CUDA kernels compiled in and a device present.");
   m.def("version", &fastattn::version);
   m.def("build_info", &fastattn::build_info, "Archs, dtypes, head dims and kernel count of this build.");

@@ -121,4 +121,22 @@ fastattn::IndexArray view_to_index(nb::handle view, const char* name, const fast
   return idx;
 }
 
+fastattn::PageTable view_to_page_table(nb::handle view, const char* name, const fastattn::Tensor& where) {
+  const Parts p = parts_of(view, name);
+  const Py_ssize_t ndim = PyTuple_GET_SIZE(p.shape);
+  if (dtype_code(p.dtype) != kInt32 || ndim != 2)
+    raise(PyExc_ValueError, std::string(name) + ": expected a 2-D int32 array (batch, pages_per_seq), got " +
+                                std::to_string(ndim) + "-D " + dtype_text(p.dtype));
+  const int64_t batch = as_int64(PyTuple_GET_ITEM(p.shape, 0));
+  const int64_t pages = as_int64(PyTuple_GET_ITEM(p.shape, 1));
+  if (pages > 1 && as_int64(PyTuple_GET_ITEM(p.strides, 1)) != 1)
+    raise(PyExc_ValueError, std::string(name) + ": rows must be contiguous");
+  if (batch > 1 && as_int64(PyTuple_GET_ITEM(p.strides, 0)) != pages)
+    raise(PyExc_ValueError, std::string(name) + ": must be C-contiguous (batch, pages_per_seq)");
+  const auto [dev, index] = device_of(p.device, name);
+  if (dev != where.device || (dev == fastattn::Device::CUDA && index != where.device_index))
+    raise(PyExc_ValueError, std::string(name) + ": must live on the same device as q");
+  return {static_cast<const int32_t*>(p.data), batch, pages};
+}
+
 }  // namespace fastattn_py

@@ -4,6 +4,7 @@
 
 #include <nanobind/nanobind.h>
 
+#include "fastattn/kvcache.h"
 #include "fastattn/types.h"
 
 namespace fastattn_py {
@@ -21,5 +22,9 @@ fastattn::Tensor view_to_tensor(nb::handle view, const char* name);
 
 // A 1-D contiguous int32 view on `where`'s device; raises ValueError naming `name`.
 fastattn::IndexArray view_to_index(nb::handle view, const char* name, const fastattn::Tensor& where);
+
+// A 2-D C-contiguous int32 view (batch, pages_per_seq) on `where`'s device; raises ValueError
+// naming `name` with the DLPack path's messages.
+fastattn::PageTable view_to_page_table(nb::handle view, const char* name, const fastattn::Tensor& where);
 
 }  // namespace fastattn_py

@@ -38,11 +38,26 @@ cuda_backend::RowView view4(const Tensor& t) {
   return {t.data, t.stride[0], t.stride[1], t.stride[2]};
 }
 
-// The cache as the attention's k/v: its first `batch` rows (a contiguous cache without
-// cache_batch_idx: sequence b is row b).
-Tensor first_rows(Tensor t, int64_t batch) {
-  t.shape[0] = batch;
+// The cache as the attention's k/v for its checks: (batch, capacity, h_kv, d) with the cache's
+// strides. A contiguous cache without cache_batch_idx or leftpad is read as exactly that (its first
+// `batch` rows); otherwise the forward addresses the cache itself through cache_layout.
+Tensor as_attention_operand(Tensor t, const KvCachePlan& p) {
+  t.shape[0] = p.batch;
+  t.shape[1] = p.capacity;
   return t;
+}
+
+CacheLayout cache_layout(const KvCacheArgs& a, const KvCachePlan& p) {
+  CacheLayout c;
+  if (!a.page_table.defined() && !a.cache_batch_idx.defined() && !a.cache_leftpad.defined()) return c;
+  c.batch_idx = a.cache_batch_idx.data;
+  c.leftpad = a.cache_leftpad.data;
+  c.page_table = a.page_table.data;
+  c.pages_per_seq = p.pages_per_seq;
+  c.page_size = p.page_size;
+  c.rows = a.k_cache.shape[0];
+  c.positions = a.k_cache.shape[1];
+  return c;
 }
 
 cuda_backend::KvAppendParams append_params(const KvCacheArgs& a, const KvCachePlan& p, char* ws) {
@@ -87,14 +102,15 @@ Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
   att.q = p.rotary_dim > 0 ? make_tensor(k.q_rotated, a.q.dtype, {p.batch, p.seqlen_q, p.heads_q, p.head_dim},
                                          Device::CUDA, a.q.device_index)
                            : a.q;
-  att.k = first_rows(a.k_cache, p.batch);
-  att.v = first_rows(a.v_cache, p.batch);
+  att.k = as_attention_operand(a.k_cache, p);
+  att.v = as_attention_operand(a.v_cache, p);
   att.out = a.out;
   att.lse = a.lse;
   att.seqused_k = {k.keys, p.batch};
   att.check_index_arrays = false;  // the key counts are written on the device just before
   Prepared prep;  // the attention's checks before the cache is written
   if (Status st = prepare_forward(att, &prep); !st.ok()) return as_cache_error(st);
+  prep.problem.cache = cache_layout(a, p);
   if (Status st = cuda_backend::kvcache_append(k, stream); !st.ok()) return st;
   return run_forward(att, prep, stream);
 }

@@ -206,15 +206,6 @@ Status check_index_contents(const KvCacheArgs& a, const KvCachePlan& p) {
   return Status::Ok();
 }
 
-// The CUDA path this release: the contiguous cache, one row per sequence, no left padding.
-Status check_cuda_features(const KvCacheArgs& a) {
-  const char* rest = ": the CUDA backend does not take it yet (the CPU backend only, for now)";
-  if (a.page_table.defined()) return Status::Unsupported(msg("page_table", rest));
-  if (a.cache_batch_idx.defined()) return Status::Unsupported(msg("cache_batch_idx", rest));
-  if (a.cache_leftpad.defined()) return Status::Unsupported(msg("cache_leftpad", rest));
-  return Status::Ok();
-}
-
 }  // namespace
 
 Status prepare_kvcache(const KvCacheArgs& a, KvCachePlan* p) {
@@ -246,7 +237,6 @@ Status prepare_kvcache(const KvCacheArgs& a, KvCachePlan* p) {
   st = check_rotary(a, p->capacity);
   if (st.ok()) st = check_index_sizes(a);
   if (st.ok()) st = check_devices(a, p->backend);
-  if (st.ok() && p->backend == Backend::CUDA) st = check_cuda_features(a);
   if (st.ok()) st = read_kv_indices(a, p);
   if (st.ok()) st = check_index_contents(a, *p);
   return st;

@@ -69,8 +69,26 @@ struct SeqArrays {
   const int32_t* used_k = nullptr;
 };
 
+// forward_kvcache on the CUDA backend: k and v read in place from a cache whose sequence b is not
+// simply row b from position 0. The Problem's k/v operands then describe the cache itself (their
+// batch_stride steps one cache row or page) and this says where sequence b's key j lives:
+//   contiguous: row batch_idx[b] (or b), position leftpad[b] (or 0) + j;
+//   paged:      page page_table[b * pages_per_seq + j / page_size], position j % page_size.
+// Undefined (rows 0) for every other call: sequence b is row b of k/v.
+struct CacheLayout {
+  const int32_t* batch_idx = nullptr;   // device arrays, null when absent
+  const int32_t* leftpad = nullptr;
+  const int32_t* page_table = nullptr;
+  int32_t pages_per_seq = 0;
+  int32_t page_size = 0;                // 0: contiguous cache
+  int64_t rows = 0;                     // k/v dim 0: cache rows or pages
+  int64_t positions = 0;                // k/v dim 1: positions per row, or page_size
+  bool defined() const { return rows > 0; }
+};
+
 struct Problem : ProblemShape {
   Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
+  CacheLayout cache;              // forward_kvcache's cache addressing (CUDA), else undefined
   SeqArrays seq_arrays;
   std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays (empty when unread)
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads

@@ -47,6 +47,11 @@ LaunchProblem make_launch_problem(const detail::Problem& p) {
   }
   a.window_left = p.window_left;
   a.window_right = p.window_right;
+  lp.kv.batch_idx = p.cache.batch_idx;
+  lp.kv.leftpad = p.cache.leftpad;
+  lp.kv.page_table = p.cache.page_table;
+  lp.kv.pages_per_seq = p.cache.pages_per_seq;
+  lp.kv.page_size = FastDiv(uint32_t(p.cache.page_size));
   lp.mask = classify_mask(p.window_left, p.window_right);
   lp.pack = choose_gqa_pack(a.q_per_kv, a.seqlen_q, p.varlen);
   lp.num_splits = p.num_splits_arg;

@@ -8,6 +8,7 @@
 
 #include "api/problem.h"
 #include "cuda/common/attn_params.h"
+#include "cuda/common/kv_cache_params.h"
 #include "cuda/mask/mask_class.h"
 #include "cuda/sched/gqa_pack.h"
 #include "cuda/sched/tile_schedule.h"
@@ -19,6 +20,7 @@ namespace fastattn::cuda_backend {
 struct LaunchProblem {
   const detail::Problem* problem = nullptr;
   AttnParams attn;
+  KvCacheParams kv;  // forward_kvcache's cache addressing (all null otherwise); box_rows is the launcher's
   MaskClass mask = MaskClass::None;
   GqaPack pack;  // GQA head packing (short queries), or none
   int num_splits = 1;  // split-KV as requested: > 0 as given, 0 = chosen per launch (sched/split_plan.h)

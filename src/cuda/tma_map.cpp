@@ -48,6 +48,10 @@ TmaTensor tma_tensor(const detail::Problem& p, Role role, const detail::Operand&
   t.stride_s = o.token_stride;
   t.stride_h = o.head_stride;
   t.stride_b = p.varlen ? o.token_stride * (t.rows > 0 ? t.rows : 1) : o.batch_stride;
+  if (keys && p.cache.defined()) {  // the KV cache itself: (rows or pages, positions, h_kv, d)
+    t.batch = p.cache.rows;
+    t.rows = p.cache.positions;
+  }
   return t;
 }
 

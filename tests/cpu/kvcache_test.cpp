@@ -237,6 +237,27 @@ TEST(KvCache, ValidationRules) {
          a.page_table = {c.page_table.data(), 3, 8};
          a.k_cache.shape[1] = a.v_cache.shape[1] = 8;
        }, bad, "k_cache: page_size (dim 1) is 8 but a paged cache needs a multiple of 16"},
+      {"page_size_24", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(3 * 2, 0);
+         a.page_table = {c.page_table.data(), 3, 2};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 24;
+       }, bad, "k_cache: page_size (dim 1) is 24 but a paged cache needs a multiple of 16"},
+      {"page_table_rows", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(2 * 4, 0);
+         a.page_table = {c.page_table.data(), 2, 4};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 16;
+       }, bad, "page_table: has 2 rows but batch is 3"},
+      {"page_table_empty_rows", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(3, 0);
+         a.page_table = {c.page_table.data(), 3, 0};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 16;
+       }, bad, "page_table: pages_per_seq must be >= 1 but got 0"},
+      {"page_negative", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(3 * 4, 0);
+         c.page_table[2 * 4 + 3] = -1;
+         a.page_table = {c.page_table.data(), 3, 4};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 16;
+       }, bad, "page_table: entry (2, 3) is -1 but the cache has 3 pages"},
       {"paged_batch_idx", [](KvCacheArgs& a, KvCase& c) {
          c.page_table.assign(3 * 4, 0);
          c.batch_idx = {0, 1, 2};

@@ -214,11 +214,12 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
     row = next(line for line in md.splitlines() if line.startswith("| dense d128 s8192 causal"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "1000 (1.000)" and cells[2] == "833 (1.200)"
-    assert cells[4] == "crashed" and cells[5] == "-" and cells[6] == "wrong output"
-    assert cells[8:11] == ["1.10", "0.91-1.11", "1.20"]  # per round 1.1/1.0, 1.0/1.1, 1.0/0.9
+    assert cells[3] == "-"  # fa4: no result (its wheel absent)
+    assert cells[5] == "crashed" and cells[6] == "-" and cells[7] == "wrong output"
+    assert cells[9:12] == ["1.10", "0.91-1.11", "1.20"]  # per round 1.1/1.0, 1.0/1.1, 1.0/0.9
     # fa3 ratio: cuDNN/fa3 per round 1.1/1.2, 1.0/1.2, 1.0; vs fa3: fa3/ours 1.2, 1.2/1.1, 1.0/0.9
-    assert cells[11:13] == ["0.92", "1.11"]
-    assert cells[13:15] == ["1500 / 1630", "1.05"]  # median clocks; median of the cycle ratios 1.1, 1.0
+    assert cells[12:14] == ["0.92", "1.11"]
+    assert cells[14:16] == ["1500 / 1630", "1.05"]  # median clocks; median of the cycle ratios 1.1, 1.0
     assert "Copy bandwidth: 3000 GB/s" in md and f"| {floor:.4f} | 0.1100 | {0.11 / floor:.2f} |" in md
     assert "wrong output: max |diff| 4.5" in md and "sdpa-flash: boom" in md and "timed on contiguous copies" in md
     assert "not run (worker stopped)" in md
@@ -305,8 +306,9 @@ def test_run_peers_backward_markdown():
     line = next(x for x in md.splitlines() if x.startswith("| dense d128 s8192 causal"))
     cells = [c.strip() for c in line.strip("|").split("|")]
     assert cells[1:3] == ["1000 (1.000)", "909 (1.100)"] and cells[3] == "833 (1.200)" and cells[4] == "-"
-    assert cells[6] == "wrong grads" and cells[8] == "err"
-    assert cells[9:12] == ["1.30", "1.30-1.30", "1.20"] and cells[13] == "1.10"  # ratio, spread, vs fa3, det cost
-    assert cells[15] == "1.400 / 1.800 / 1.600"
+    assert cells[5] == "-"  # fa4: no result (its wheel absent)
+    assert cells[7] == "wrong grads" and cells[9] == "err"
+    assert cells[10:13] == ["1.30", "1.30-1.30", "1.20"] and cells[14] == "1.10"  # ratio, spread, vs fa3, det cost
+    assert cells[16] == "1.400 / 1.800 / 1.600"
     assert f"| {nbytes / 1e6:.0f} | {nbytes / 3000.0 / 1e6:.4f} | 0.5000 |" in md
     assert "2.5 x forward" in md and "wrong gradients: dq" in md and "flex: boom" in md

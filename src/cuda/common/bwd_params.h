@@ -39,7 +39,8 @@ struct BwdParams {
   float tanh_of_log2 = 0.f;  // 1 / (softcap * scale_log2): tanh from a capped score in log2 units
   int deterministic = 0;
   // Deterministic mode's CTA order: key blocks in chunks of det_chunk per (sequence, KV head), all
-  // heads' chunk c before chunk c + 1. A q-block's adds are chained through the key blocks, so the
+  // heads' chunk c before chunk c + 1, from the last key block down (sm90/bwd/tile.cuh: the higher
+  // key blocks add first). A q-block's adds are chained through the key blocks, so the
   // key blocks of a head running at once (the chain a wave waits along) are only det_chunk, while
   // det_chunk x heads resident CTAs still share their heads' Q and dO in L2.
   int det_chunk = 0;

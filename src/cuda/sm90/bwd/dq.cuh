@@ -1,5 +1,6 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
-// fp32 run (vector atomics, or in deterministic mode an ordered bulk reduce-add).
+// fp32 run: vector atomics by default; in deterministic mode staged in smem for the dQ writer warp,
+// which adds the staged q-blocks in an order fixed by key block (a semaphore per q-block).
 #pragma once
 
 #include "cuda/sm90/bwd/smem.cuh"
@@ -12,24 +13,15 @@
 
 namespace fastattn::sm90 {
 
-// Deterministic mode: once this thread's reduce-adds have landed, the next key block may add into
-// their q-block (one count per warpgroup; dq_rank's waiters expect two per key block).
-__device__ __forceinline__ void release_dq_turn(int*& sem) {
-  if (sem == nullptr) return;
-  tma_store_wait_all();
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
-  sem = nullptr;
-}
-
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
-// stage), then staged and reduce-added into the q-block's accumulator run.
-template <class T, class Cfg, int N>
-__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
-                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kHeadDim / 2],
-                                       float (&dk)[Cfg::kHeadDim / 2], uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4],
-                                       uint64_t* q_empty, int*& pending_sem) {
+// stage), then accumulated into the q-block's run (default) or staged in dQ buffer `dq_ps` for
+// the writer warp (deterministic).
+template <class T, class Cfg, int N, bool kDet>
+__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int ds_buf,
+                                       int h, int m, float (&dv)[Cfg::kHeadDim / 2], float (&dk)[Cfg::kHeadDim / 2],
+                                       uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4], uint64_t* q_empty,
+                                       PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
   const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
   const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
@@ -51,41 +43,61 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   wgmma_wait<0>();
   fence_operands(dq);
   // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (preprocess.cuh,
-  // dq_accum_index): coalesced 512-byte rows per warp instruction.
+  // dq_accum_index): coalesced 512-byte rows per warp instruction. The staging buffer has the same order.
   const int tid = threadIdx.x % 128;
-  float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
-  if (!p.deterministic) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
+  if constexpr (!kDet) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
+    float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
 #pragma unroll
     for (int q = 0; q < N / 8; ++q)
       atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
                 make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
-    return;
-  }
-  // Deterministic: staged in smem, then one bulk reduce-add in this q-block's turn.
-  // The staging buffer is free once the previous step's reduce-add has read it.
-  if (issuer) tma_store_wait_read();
-  named_bar_sync(kBwdDqBar + wg, 128);
-  float* stage = sm.dq + 64 * c0;
-  const uint32_t stage_addr = smem_addr(stage) + 16 * tid;
+  } else {
+    // Deterministic: into the staging buffer once the writer has read its previous contents; each
+    // warp hands its part over on its own (no warpgroup barrier).
+    const int b = dq_ps.stage();
+    mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
+    const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
 #pragma unroll
-  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-  fence_smem_for_tma();
-  named_bar_sync(kBwdDqBar + wg, 128);
-  if (issuer) {
-    if (p.deterministic) {
-      // The previous step's adds are released now, a step after their issue, so that waiting for
-      // them to land does not stall this warpgroup; then this q-block's turn is awaited.
-      release_dq_turn(pending_sem);
-      int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
-      const int want = 2 * dq_rank(t, m);
-      int seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
-      } while (seen < want);
-      pending_sem = sem;
-    }
-    bulk_reduce_add_f32(dst, stage, 64 * N * 4);
+    for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+    fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+  }
+}
+
+// Deterministic mode's dQ writer (one thread of the producer warpgroup): per step, once both
+// consumer warpgroups have staged the q-block's dQ and the key blocks above this one that see the
+// q-block (tile.cuh, dq_last_block) have added theirs, one bulk reduce-add of the whole 64 x d run;
+// the buffer goes back to the consumers when read, and the q-block's turn passes on once the adds
+// have landed. Waiting here instead of in the consumers lets them run up to kDqBufs steps ahead.
+// One flat loop over the steps, with the workspace offsets recomputed per step: the producer
+// warpgroup's 24 registers hold no more.
+template <class Cfg>
+__device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
+  constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
+  PipeState<BwdSmem<Cfg>::kDqBufs> ps;
+  int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
+    const int b = ps.stage();
+    const int want = dq_last_block(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
+    const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
+    mbar_wait(&sm.dq_full[b], ps.phase());
+    int seen;
+    do {
+      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(p.dq_sem + sem_at) : "memory");
+    } while (seen < want);
+    const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
+    bulk_reduce_add_f32(p.dq_accum + row * Cfg::kHeadDim, sm.dq[b], kBytes);
     tma_store_commit();
+    tma_store_wait_read();
+    mbar_arrive(&sm.dq_empty[b]);
+    tma_store_wait_all();  // landed: the next key block's adds come after these
+    asm volatile("fence.proxy.async.global;" ::: "memory");
+    asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p.dq_sem + sem_at) : "memory");
+    if (++m == t.q_blocks.end) {  // the next q head of the group
+      m = t.q_blocks.begin;
+      ++h;
+    }
   }
 }
 

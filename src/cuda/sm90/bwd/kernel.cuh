@@ -8,7 +8,8 @@
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): vector atomics, or in deterministic mode
-//   one bulk reduce-add per warpgroup in an order fixed by key block (a semaphore per q-block)
+//   staged in smem for a writer warp's bulk reduce-add in an order fixed by key block (a semaphore
+//   per q-block)
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
 #pragma once
 
@@ -35,13 +36,11 @@
 
 namespace fastattn::sm90 {
 
-template <class T, class Cfg>
+template <class T, class Cfg, bool kDet>
 __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg) {
   constexpr int D = Cfg::kHeadDim;
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
   const int key_row = t.n0 + wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
-  const bool issuer = threadIdx.x % 128 == 0;
-  int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
   float dk[D / 2], dv[D / 2];
 #pragma unroll
   for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
@@ -53,8 +52,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   PipeState<Cfg::kStages> ps;
+  PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps;  // deterministic: the dQ staging buffer
   for (int h = t.kv_head * p.attn.q_per_kv; h < (t.kv_head + 1) * p.attn.q_per_kv; ++h)
-    for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance()) {
+    for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance(), dq_ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
       // Four groups in flight at most: S^T, dP^T; then dV behind dP^T, dK behind dV; dQ behind dK.
@@ -177,18 +177,16 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       }
       named_bar_sync(kBwdDsBar, 256);
       if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem);
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, s, h, m, dv, dk, pf, dsf, &sm.q_empty[s], dq_ps);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem);
+        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, s, h, m, dv, dk, pf, dsf, &sm.q_empty[s], dq_ps);
     }
-  if (issuer) {
-    release_dq_turn(pending_sem);
-    tma_store_wait_all();  // the staging buffer must outlive the last reduce-add's reads
-  }
   store_dk_dv<T, D>(p, t, key_row, quad_col, dk, dv);
 }
 
-template <class T, class Cfg>
+// kDet: deterministic mode (BwdParams::deterministic), a kernel of its own so that the default
+// mode's consumer loop is compiled without the staging path.
+template <class T, class Cfg, bool kDet>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
@@ -198,9 +196,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __shared__ int item_s;
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
-    // Deterministic mode: the work item is the CTA's start order, so a CTA waits (dq_rank) only on
+    // Deterministic mode: the work item is the CTA's start order, so a CTA waits (bwd_write_dq) only on
     // CTAs that started before it, never on one that may not be resident yet.
-    item_s = p.deterministic ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
+    item_s = kDet ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
@@ -211,6 +209,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       mbar_init(&sm.q_full[s], 1);
       mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
     }
+#pragma unroll
+    for (int b = 0; b < BwdSmem<Cfg>::kDqBufs; ++b) {
+      mbar_init(&sm.dq_full[b], 8);  // one arrival per consumer warp
+      mbar_init(&sm.dq_empty[b], 1);
+    }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
@@ -220,9 +223,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
+    if constexpr (kDet)
+      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    bwd_consume<T, Cfg>(sm, p, t, warp / 4 - 1);
+    bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1);
   }
 }
 

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
+
 #include <string>
 
 #include "cuda/common/bwd_params.h"
@@ -41,16 +43,22 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::V), Cfg::kBlockN, &tv);
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::Out, grads.dout), Cfg::kBlockM, &tdo);
     if (!st.ok()) return st;
-    auto kernel = bwd_kernel<T, Cfg>;
-    const int smem = int(sizeof(BwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
-    static bool attr_set = false;  // per instantiation; racing first calls set the same value
-    if (!attr_set) {
-      const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-      if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
-      attr_set = true;
-    }
+    static_assert(sizeof(BwdSmem<Cfg>) <= kBwdSmemLimit, "the backward's shared memory exceeds sm_90's 227 KB");
+    // + slack to align the base to 1024; the default mode leaves out the dQ staging buffers (last).
+    auto launch = [&](auto kernel, int smem, bool& attr_set) -> Status {
+      if (!attr_set) {  // per kernel; racing first calls set the same value
+        const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
+        attr_set = true;
+      }
+      kernel<<<unsigned(items), Cfg::kThreads, smem, stream>>>(tq, tk, tv, tdo, p);
+      return Status::Ok();
+    };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
-    kernel<<<unsigned(items), Cfg::kThreads, smem, stream>>>(tq, tk, tv, tdo, p);
+    static bool det_attr = false, plain_attr = false;
+    st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, int(sizeof(BwdSmem<Cfg>)) + kBwdAlignSlack, det_attr)
+                         : launch(bwd_kernel<T, Cfg, false>, int(offsetof(BwdSmem<Cfg>, dq)) + kBwdAlignSlack, plain_attr);
+    if (!st.ok()) return st;
     if (st = launched("backward launch"); !st.ok()) return st;
   }
   if (p.m_blocks > 0) {

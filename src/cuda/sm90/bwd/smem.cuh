@@ -9,17 +9,33 @@
 
 namespace fastattn::sm90 {
 
+// Opt-in shared memory per CTA on sm_90 (227 KB), less the slack that aligns the struct to 1024
+// (dynamic shared memory starts 16-byte aligned at least) and the kernel's static 16 bytes (its
+// work item): what sizeof(BwdSmem) may take.
+inline constexpr int kBwdAlignSlack = 1024 - 16;
+inline constexpr int kBwdSmemLimit = 227 * 1024 - kBwdAlignSlack - 16;
+
 template <class Cfg>
 struct BwdSmem {
+  static constexpr int kDqBytes = 64 * Cfg::kHeadDim * 4;
+  // Everything before dq (the operand buffers, lse / D, barriers), with room to spare.
+  static constexpr int kFixedBytes =
+      2 * Cfg::kKBytes + 2 * Cfg::kStages * Cfg::kQBytes + 2 * Cfg::kBlockN * 128 + 2 * Cfg::kStages * 64 * 4 + 128;
+  static constexpr int padded(int bytes) { return (bytes + 1023) / 1024 * 1024; }
+  // Deterministic mode's dQ staging: two buffers where they fit, so that the consumers run a step
+  // ahead of the dQ writer warp, which waits for the q-block's turn (dq.cuh).
+  static constexpr int kDqBufs = padded(kFixedBytes + 2 * kDqBytes) <= kBwdSmemLimit ? 2 : 1;
   alignas(1024) uint8_t k[Cfg::kKBytes];
   alignas(1024) uint8_t v[Cfg::kKBytes];
   alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
   alignas(1024) uint8_t dout[Cfg::kStages][Cfg::kQBytes];
   alignas(1024) uint8_t ds[2][Cfg::kBlockN * 128];  // dS^T, keys x 64 q rows: one atom; two steps deep
-  alignas(128) float dq[64 * Cfg::kHeadDim];        // this step's dQ, fragment order
   alignas(16) float lse[Cfg::kStages][64];
   alignas(16) float dpsum[Cfg::kStages][64];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
+  uint64_t dq_full[kDqBufs], dq_empty[kDqBufs];  // deterministic: consumers -> dQ writer -> consumers
+  // Last, so that the default mode (vector atomics, no staging) launches without it.
+  alignas(128) float dq[kDqBufs][64 * Cfg::kHeadDim];  // deterministic: a step's dQ, fragment order
 };
 
 // Shared-memory accesses by address: the smem struct is reached through an aligned integer, so

@@ -15,8 +15,8 @@ struct BwdTile {
   cuda_backend::BwdSeq seq;
   cuda_backend::WindowMask mask;
   int n_block, batch, kv_head, n0;
-  // The q-blocks seen (the same for every q head of the group), walked upwards (from begin: dQ
-  // adds of a q-block then come in key-block order), and those kept whole (no mask).
+  // The q-blocks seen (the same for every q head of the group), walked upwards from begin, and
+  // those kept whole (no mask).
   cuda_backend::BlockRange q_blocks;
   __device__ __forceinline__ int steps(int q_per_kv) const { return q_blocks.empty() ? 0 : q_per_kv * q_blocks.count(); }
 };
@@ -24,10 +24,14 @@ struct BwdTile {
 __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   BwdTile t;
   int rest;
-  if (p.det_chunk > 0) {  // BwdParams::det_chunk; a partial last chunk's extra blocks exit at once
+  if (p.det_chunk > 0) {
+    // Deterministic: chunks of det_chunk key blocks per (sequence, KV head), all heads' chunk before
+    // the next, from the last key block down (dq_last_block: higher key blocks add first). Slots past the
+    // blocks (the top chunk's padding up to a multiple of det_chunk) exit at once.
     const int per_chunk = p.det_chunk * p.attn.batch * p.attn.heads_kv;
+    const int n_slots = (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk;
     rest = item % per_chunk / p.det_chunk;
-    t.n_block = item / per_chunk * p.det_chunk + item % p.det_chunk;
+    t.n_block = n_slots - 1 - (item / per_chunk * p.det_chunk + item % p.det_chunk);
   } else {
     t.n_block = item % p.n_blocks;
     rest = item / p.n_blocks;
@@ -41,16 +45,19 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   return t;
 }
 
-// Deterministic mode: how many key blocks before this one add into q-block m. The blocks that see m
-// are contiguous (both ends of query_blocks rise with the key block): the first is found by bisection.
-__device__ __forceinline__ int dq_rank(const BwdTile& t, int m) {
-  int lo = 0, hi = t.n_block;  // the first key block whose range ends past m lies in [lo, hi]
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (cuda_backend::query_blocks(t.mask, mid * 128, mid * 128 + 128, 64).end > m) hi = mid;
-    else lo = mid + 1;
-  }
-  return t.n_block - lo;
+// Deterministic mode: the order of the key blocks adding into a q-block is from the last key block
+// down. A key block's walk starts at its first q-block (both ends of query_blocks rise with the
+// key block), so under a causal or window mask the block above reaches a q-block steps earlier in
+// its walk than this one does, and the chain of turns has slack; dense, both orders are alike.
+// The blocks that add into q-block m before this one (m within this block's range) are those above
+// it up to the last present one that q-block m sees: key j's rows start at row_lo(j) = j - diag -
+// right (window_mask.cuh), so block n' sees m while 128 n' - diag - right < 64 (m + 1) (the
+// numerator is >= 128 n_block >= 0 since this block sees m). Their CTAs start earlier
+// (make_bwd_tile's order), so a CTA never waits on one that may not be resident yet.
+__device__ __forceinline__ int dq_last_block(const BwdTile& t, int m) {
+  const int top = (t.mask.len_k - 1) / 128;  // the last key block with a present key
+  if (t.mask.right < 0) return top;
+  return min(top, (64 * m + 63 + t.mask.diag + t.mask.right) / 128);
 }
 
 }  // namespace fastattn::sm90

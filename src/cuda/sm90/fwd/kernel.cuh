@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     TileWalk walk;
     while (walk.next<Cfg>(p)) {
       if (!walk.t.sees_keys()) continue;
-      produce<Cfg>(sm, walk.t, &tq, &tk, &tv, ps, qs);
+      produce<Cfg>(sm, walk.t, &tq, &tk, &tv, ps, qs, p.kv);
       qs.advance();
     }
   } else {

@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <numeric>
 #include <string>
 
 #include "cuda/device_info.h"
@@ -30,8 +31,12 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     return Status::Unsupported("internal: GQA packing needs 128-row tiles");  // launch_fwd routes it
   const int q_box_rows = lp.pack.rows > 0 ? lp.pack.rows : Cfg::kBlockM;
   Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), q_box_rows, &tq, Cfg::kBlockM / q_box_rows);
-  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kBlockN, &tk);
-  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kBlockN, &tv);
+  // A paged cache's K/V boxes hold the keys of one page piece (KvCacheParams::box_rows).
+  cuda_backend::KvCacheParams kv = lp.kv;
+  if (kv.page_table != nullptr) kv.box_rows = std::gcd(int(kv.page_size.d), Cfg::kBlockN);
+  const int kv_box_rows = kv.page_table != nullptr ? kv.box_rows : Cfg::kBlockN;
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), kv_box_rows, &tk);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), kv_box_rows, &tv);
   if (!st.ok()) return st;
   // O goes out by TMA (64-row boxes, one per consumer warpgroup) where the kernel can stage it in
   // a spare Q buffer and TMA can address it: fixed-length (TMA cannot stop at a varlen sequence's
@@ -42,6 +47,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   const cuda_backend::TmaTensor out = tma_tensor(pr, Role::Out);
   FwdParams params;
   params.attn = lp.attn;
+  params.kv = kv;
   params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;
   params.store.out_tma = !Cfg::kSplit && Cfg::kQBuffers == 2 && D > 64 && lp.pack.rows == 0 && cuda_backend::tma_storable(out) &&
                          cuda_backend::make_tma_map(out, 64, &to).ok();

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "cuda/common/attn_params.h"
+#include "cuda/common/kv_cache_params.h"
 #include "cuda/sched/tile_schedule.h"
 
 namespace fastattn::sm90 {
@@ -34,6 +35,7 @@ struct FwdParams {
   cuda_backend::AttnParams attn;
   cuda_backend::TileSchedule sched;
   FwdStoreMode store;
+  cuda_backend::KvCacheParams kv;  // where K/V rows live when reading a KV cache (producer.cuh)
   FwdSplit split;
 };
 

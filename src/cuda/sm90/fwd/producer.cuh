@@ -1,5 +1,6 @@
 // The producer warp of the Hopper forward: Q of each tile, then its K and V blocks through the
-// smem ring by TMA, in the tile's block-source order.
+// smem ring by TMA, in the tile's block-source order. K/V rows come from the sequence's batch
+// entry, or from a KV cache's row and left-padding offset, or page by page (KvCacheParams).
 #pragma once
 
 #include <cuda.h>
@@ -17,36 +18,73 @@ namespace fastattn::sm90 {
 template <class Cfg>
 __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, const CUtensorMap* tq,
                                         const CUtensorMap* tk, const CUtensorMap* tv,
-                                        PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs) {
+                                        PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs,
+                                        const cuda_backend::KvCacheParams& kv) {
   mbar_wait(&sm.q_empty[qs.stage()], qs.phase() ^ 1);
   mbar_expect_tx(&sm.q_full[qs.stage()], Cfg::kQBytes);
 #pragma unroll
   for (int a = 0; a < Cfg::kAtoms; ++a)
     tma_load_4d(sm.q[qs.stage()] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head,
                 t.seq.batch_coord, &sm.q_full[qs.stage()]);
-  // One K or V tile into ring slot `stage`, once the consumers have released that slot.
+  // The sequence's K/V: batch entry (fixed-length: the sequence; a KV cache: its row) and the
+  // position of key 0 (varlen: the packed offset; a KV cache: its left padding).
+  const int seq = t.seq.batch_coord;  // the sequence itself: KV-cache calls are fixed-length
+  const int k_batch = kv.batch_idx != nullptr ? kv.batch_idx[seq] : seq;
+  const int k_row0 = t.seq.k_offset + (kv.leftpad != nullptr ? kv.leftpad[seq] : 0);
+  // Paged: the page of each box of block `row` into the slot's kv_pages, before its K tile waits
+  // for the slot: the lookups are in flight together (read-only path), their latency hides under
+  // the wait, and the block's V tile reuses them. A box from the sequence's last key on gets page
+  // -1, which TMA fills with zeros (counting its bytes): no page-table entry past the used pages is
+  // read, no memory touched.
+  auto look_up_pages = [&](int stage, int row) {
+    constexpr int kMaxBoxes = Cfg::kBlockN / 16;
+    const int32_t* pages = kv.page_table + int64_t(seq) * kv.pages_per_seq;
+#pragma unroll
+    for (int j = 0; j < kMaxBoxes; ++j) {
+      const int pos = row + j * kv.box_rows;
+      if (j * kv.box_rows < Cfg::kBlockN)
+        sm.kv_pages[stage][j] = pos < t.seq.len_k ? __ldg(pages + kv.page_size.div(uint32_t(pos))) : -1;
+    }
+  };
+  // One K or V tile (keys [row, row + kBlockN) of the sequence) into ring slot `stage`, once the
+  // consumers have released that slot. Paged: box by box, each from its page.
   auto load_tile = [&](const CUtensorMap* map, uint8_t* dst, uint64_t* empty, uint64_t* full, uint32_t phase,
-                       int row) {
+                       int row, int stage) {
     mbar_wait(empty, phase ^ 1);
     mbar_expect_tx(full, Cfg::kAtoms * Cfg::kKVAtomBytes);
+    if (kv.page_table == nullptr) {
 #pragma unroll
-    for (int a = 0; a < Cfg::kAtoms; ++a)
-      tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, row, t.kv_head, t.seq.batch_coord, full);
+      for (int a = 0; a < Cfg::kAtoms; ++a)
+        tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, k_row0 + row, t.kv_head, k_batch, full);
+      return;
+    }
+    for (int r = 0, j = 0; r < Cfg::kBlockN; r += kv.box_rows, ++j) {
+#pragma unroll
+      for (int a = 0; a < Cfg::kAtoms; ++a)
+        tma_load_4d(dst + a * Cfg::kKVAtomBytes + r * (Cfg::kKVAtomBytes / Cfg::kBlockN), map, a * kAtomCols,
+                    int(kv.page_size.mod(uint32_t(row + r))), t.kv_head, sm.kv_pages[stage][j], full);
+    }
+  };
+  // K's tile of block `row`; its pages looked up first when paged.
+  auto load_k = [&](const PipeState<Cfg::kStages>& s, int row) {
+    if (kv.page_table != nullptr) look_up_pages(s.stage(), row);
+    load_tile(tk, sm.k[s.stage()], &sm.k_empty[s.stage()], &sm.k_full[s.stage()], s.phase(), row, s.stage());
   };
   // K runs one block ahead of V (FA3's order): K(n - 1) waits only for QK(n + 1) to free its slot,
   // not behind V(n), whose slot frees later (after PV(n + 2)). Both rings advance once per block,
-  // so K(n) and V(n) share a stage index, as the consumers expect.
+  // so K(n) and V(n) share a stage index, as the consumers expect (and V(n) finds K(n)'s pages).
   const cuda_backend::BlockRange b = t.blocks;  // a copy: through a reference ptxas ordered the coordinates' moves apart
-  auto row_of = [&](int it) { return t.seq.k_offset + b.block(it) * Cfg::kBlockN; };
+  auto row_of = [&](int it) { return b.block(it) * Cfg::kBlockN; };
   PipeState<Cfg::kStages> pk = ps;
-  load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(b.first()));
+  load_k(pk, row_of(b.first()));
   pk.advance();
   for (int it = b.first(); !b.done(it); it = b.next(it), ps.advance()) {
     if (b.has_next(it)) {
-      load_tile(tk, sm.k[pk.stage()], &sm.k_empty[pk.stage()], &sm.k_full[pk.stage()], pk.phase(), row_of(b.next(it)));
+      load_k(pk, row_of(b.next(it)));
       pk.advance();
     }
-    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(it));
+    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(it),
+              ps.stage());
   }
 }
 

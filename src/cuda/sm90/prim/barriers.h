@@ -14,12 +14,10 @@ enum FwdNamedBarrier : int {
 };
 
 // The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T is in
-// smem; warpgroup w syncs its four warps on kBwdDqBar + w around its dQ staging buffer (free /
-// written).
+// smem (the dQ staging of the deterministic mode goes by mbarriers).
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
-  kBwdDqBar = 2,  // 2..3
-  kBwdBarrierEnd = 4,
+  kBwdBarrierEnd = 2,
 };
 
 }  // namespace fastattn::sm90

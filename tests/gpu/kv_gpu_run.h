@@ -1,0 +1,148 @@
+// Runs a KvCase (support/kv_case.h) through forward_kvcache on the GPU and checks it against the
+// host model: the cache after the append (1 ulp on rotated elements, bit for bit elsewhere), out
+// and lse against the float64 oracle with FA3's rule (baseline: P rounded to the input dtype).
+// Shared by the KV-cache GPU tests (kvcache_test.cpp, kvcache_paged_test.cpp).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fastattn/fastattn.h"
+#include "gpu_buffers.h"
+#include "support/compare.h"
+#include "support/kv_case.h"
+
+namespace fastattn::gputest {
+
+// Device twins of a KvCase's tensors and index arrays.
+struct DeviceKv {
+  std::vector<std::unique_ptr<DeviceBuffer>> bufs;
+
+  Tensor put(const testing::HostTensor& h) {
+    const size_t bytes = size_t(std::max<int64_t>(h.numel(), 1)) * dtype_size(h.dtype());
+    bufs.push_back(std::make_unique<DeviceBuffer>(bytes));
+    bufs.back()->upload(h.view().data);
+    Tensor t = h.view();
+    t.data = bufs.back()->get();
+    t.device = Device::CUDA;
+    return t;
+  }
+  IndexArray put(const std::vector<int32_t>& v) {
+    if (v.empty()) return {};
+    bufs.push_back(std::make_unique<DeviceBuffer>(v.size() * 4));
+    bufs.back()->upload(v.data());
+    return {static_cast<const int32_t*>(bufs.back()->get()), int64_t(v.size())};
+  }
+  void get(const Tensor& t, testing::HostTensor& h) {
+    cudaMemcpy(h.view().data, t.data, size_t(h.numel()) * dtype_size(h.dtype()), cudaMemcpyDeviceToHost);
+  }
+};
+
+// The case's arguments on the device, out and lse poisoned (NaN), the page table when paged.
+inline KvCacheArgs device_args(const testing::KvCase& c, DeviceKv& d) {
+  KvCacheArgs h = c.args(Backend::CUDA);
+  KvCacheArgs a = h;
+  a.q = d.put(c.q);
+  a.k_cache = d.put(c.k_cache);
+  a.v_cache = d.put(c.v_cache);
+  if (h.k_new.defined()) {
+    a.k_new = d.put(c.k_new);
+    a.v_new = d.put(c.v_new);
+  }
+  if (h.rotary_cos.defined()) {
+    a.rotary_cos = d.put(c.cos);
+    a.rotary_sin = d.put(c.sin);
+  }
+  testing::HostTensor poisoned_out = c.out, poisoned_lse = c.lse;
+  poisoned_out.poison();
+  poisoned_lse.poison();
+  a.out = d.put(poisoned_out);
+  a.lse = d.put(poisoned_lse);
+  a.cache_seqlens = d.put(c.seqlens);
+  a.cache_batch_idx = d.put(c.batch_idx);
+  a.cache_leftpad = d.put(c.leftpad);
+  if (h.page_table.defined()) a.page_table = {d.put(c.page_table).data, h.page_table.batch, h.page_table.pages_per_seq};
+  return a;
+}
+
+// Runs `c` on the GPU (captured in a CUDA graph and replayed when `graph`: index arrays unchecked,
+// caller's workspace) and downloads the cache, out and lse into `c`.
+inline void run_gpu_kvcache(testing::KvCase& c, bool graph, const std::string& ctx) {
+  DeviceKv d;
+  KvCacheArgs a = device_args(c, d);
+  Status st;
+  if (graph) {
+    DeviceBuffer ws(kvcache_workspace_bytes(a));
+    a.workspace = ws.get();
+    a.workspace_bytes = ws.bytes();
+    a.check_index_arrays = false;
+    cudaStream_t s;
+    FA_CUDA_OK(cudaStreamCreate(&s));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    FA_CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    st = forward_kvcache(a, s);
+    FA_CUDA_OK(cudaStreamEndCapture(s, &g));
+    ASSERT_TRUE(st.ok()) << st.message << "; " << ctx;
+    FA_CUDA_OK(cudaGraphInstantiate(&ge, g, 0));
+    FA_CUDA_OK(cudaGraphLaunch(ge, s));
+    FA_CUDA_OK(cudaStreamSynchronize(s));
+    cudaGraphExecDestroy(ge);
+    cudaGraphDestroy(g);
+    cudaStreamDestroy(s);
+  } else {
+    st = forward_kvcache(a, nullptr);
+    ASSERT_TRUE(st.ok()) << st.message << "; " << ctx;
+  }
+  FA_CUDA_OK(cudaDeviceSynchronize());
+  d.get(a.k_cache, c.k_cache);
+  d.get(a.v_cache, c.v_cache);
+  d.get(a.out, c.out);
+  d.get(a.lse, c.lse);
+}
+
+// `c` after its GPU run against the model's expectations `e` (and `base`, the oracle with P rounded
+// to the dtype: FA3's baseline).
+inline void check_gpu_results(const testing::KvCase& c, const testing::KvExpected& e, const testing::KvExpected& base,
+                              const std::string& ctx) {
+  const DType dt = c.spec.dtype;
+  const std::vector<double> kc = c.k_cache.to_f64(), vc = c.v_cache.to_f64();
+  for (size_t i = 0; i < kc.size(); ++i) {
+    const double tol = e.k_rotated[i] ? testing::ulp(dt, e.k_cache[i]) : 0.0;
+    ASSERT_LE(std::fabs(kc[i] - e.k_cache[i]), tol) << "k_cache[" << i << "]; " << ctx;
+  }
+  for (size_t i = 0; i < vc.size(); ++i) ASSERT_EQ(vc[i], e.v_cache[i]) << "v_cache[" << i << "]; " << ctx;
+  EXPECT_EQ(c.out.count_nan(), 0) << ctx;
+  const testing::Comparison co = testing::compare(c.out.to_f64(), e.attn.out, testing::rounded(base.attn.out, dt),
+                                                  testing::rounding_step(dt, e.attn.out));
+  EXPECT_TRUE(co.ok) << co.describe("out") << "; " << ctx;
+  const std::vector<double> lse = c.lse.to_f64();
+  for (size_t i = 0; i < lse.size(); ++i) {
+    if (std::isinf(e.attn.lse[i])) {
+      ASSERT_EQ(lse[i], e.attn.lse[i]) << "lse[" << i << "]; " << ctx;
+    } else {
+      ASSERT_NEAR(lse[i], e.attn.lse[i], 1e-4 * std::max(1.0, std::fabs(e.attn.lse[i]))) << "lse[" << i << "]; " << ctx;
+    }
+  }
+}
+
+// Runs `spec` (fresh random inputs) on the GPU and checks everything against the model.
+inline void check_gpu_kvcache(const testing::KvSpec& spec, bool graph = false) {
+  const uint64_t seed = testing::test_seed();
+  testing::Rng rng(seed);
+  testing::KvCase c = testing::make_kv_case(spec, rng);
+  const std::string ctx = spec.describe() + (graph ? ", graph" : "") + ", " + testing::seed_note(seed);
+  reference::Options low;
+  low.round_p_to_input_dtype = true;
+  const testing::KvExpected e = testing::expected_kvcache(c), base = testing::expected_kvcache(c, low);
+  run_gpu_kvcache(c, graph, ctx);
+  if (::testing::Test::HasFatalFailure()) return;
+  check_gpu_results(c, e, base, ctx);
+}
+
+}  // namespace fastattn::gputest

@@ -1,0 +1,138 @@
+// GPU time of a forward_kvcache decode step, paged (page 64) against the contiguous cache: bf16,
+// s_q 1, one new token appended, h 32/8, d 128, batch x cached keys over a grid. Each step is
+// captured in a CUDA graph of kStepsPerGraph calls; the time is the median over replays (CUDA
+// events) divided by the calls. Only the public API, so the same file also times another build
+// of the library (the contiguous baseline of an earlier commit).
+//   fastattn_kvcache_bench [page_size]     (default 64; 0: the contiguous cache only; prints a markdown table)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "fastattn/kvcache.h"
+
+using namespace fastattn;
+
+namespace {
+
+constexpr int kHeadsQ = 32, kHeadsKv = 8, kDim = 128;
+constexpr int kStepsPerGraph = 10, kReplays = 21;
+constexpr double kHbmBytesPerUs = 3.35e6;  // H100 SXM peak, for the floor column only
+
+#define CHECK_CUDA(x)                                                                   \
+  do {                                                                                  \
+    cudaError_t e_ = (x);                                                               \
+    if (e_ != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                     \
+      std::exit(1);                                                                     \
+    }                                                                                   \
+  } while (0)
+
+struct DeviceMem {
+  void* p = nullptr;
+  explicit DeviceMem(size_t bytes) {
+    CHECK_CUDA(cudaMalloc(&p, std::max<size_t>(bytes, 16)));
+    CHECK_CUDA(cudaMemset(p, 0x3C, std::max<size_t>(bytes, 16)));  // bf16 0x3C3C: a small finite value
+  }
+  ~DeviceMem() { cudaFree(p); }
+  DeviceMem(const DeviceMem&) = delete;
+  DeviceMem& operator=(const DeviceMem&) = delete;
+};
+
+Tensor bf16(void* p, std::initializer_list<int64_t> shape) { return make_tensor(p, DType::BF16, shape, Device::CUDA, 0); }
+
+// Median us per call of `a` replayed from a graph.
+double time_step(KvCacheArgs a, cudaStream_t s) {
+  DeviceMem ws(kvcache_workspace_bytes(a));
+  a.workspace = ws.p;
+  a.workspace_bytes = kvcache_workspace_bytes(a);
+  Status st = forward_kvcache(a, s);  // checked once, with the index arrays read
+  if (!st.ok()) {
+    std::fprintf(stderr, "forward_kvcache: %s\n", st.message.c_str());
+    std::exit(1);
+  }
+  a.check_index_arrays = false;
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < kStepsPerGraph; ++i) forward_kvcache(a, s);
+  CHECK_CUDA(cudaStreamEndCapture(s, &g));
+  CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
+  for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(ge, s));
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  std::vector<float> ms(kReplays);
+  for (float& m : ms) {
+    CHECK_CUDA(cudaEventRecord(e0, s));
+    CHECK_CUDA(cudaGraphLaunch(ge, s));
+    CHECK_CUDA(cudaEventRecord(e1, s));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    CHECK_CUDA(cudaEventElapsedTime(&m, e0, e1));
+  }
+  std::nth_element(ms.begin(), ms.begin() + kReplays / 2, ms.end());
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaGraphExecDestroy(ge);
+  cudaGraphDestroy(g);
+  return ms[kReplays / 2] * 1e3 / kStepsPerGraph;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int page = argc > 1 ? std::atoi(argv[1]) : 64;
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreate(&s));
+  std::mt19937 rng(1);
+  std::printf("| batch | s_k | contiguous us | paged %d us | paged / contiguous | K+V floor us |\n", page);
+  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (int b : {1, 4, 16, 64}) {
+    for (int sk : {4096, 8192, 16384, 32768}) {
+      const size_t row = size_t(kHeadsKv) * kDim * 2;  // bytes of one position's K (or V)
+      DeviceMem q(size_t(b) * kHeadsQ * kDim * 2), out(size_t(b) * kHeadsQ * kDim * 2);
+      DeviceMem kn(size_t(b) * row), vn(size_t(b) * row);
+      DeviceMem kc(size_t(b) * sk * row), vc(size_t(b) * sk * row);
+      std::vector<int32_t> seqlens(size_t(b), sk - 1);
+      DeviceMem seq(seqlens.size() * 4);
+      CHECK_CUDA(cudaMemcpy(seq.p, seqlens.data(), seqlens.size() * 4, cudaMemcpyHostToDevice));
+
+      KvCacheArgs a;
+      a.q = bf16(q.p, {b, 1, kHeadsQ, kDim});
+      a.out = bf16(out.p, {b, 1, kHeadsQ, kDim});
+      a.k_new = bf16(kn.p, {b, 1, kHeadsKv, kDim});
+      a.v_new = bf16(vn.p, {b, 1, kHeadsKv, kDim});
+      a.k_cache = bf16(kc.p, {b, sk, kHeadsKv, kDim});
+      a.v_cache = bf16(vc.p, {b, sk, kHeadsKv, kDim});
+      a.cache_seqlens = {static_cast<const int32_t*>(seq.p), b};
+      a.causal = true;
+      const double contiguous = time_step(a, s);
+
+      const double floor = 2.0 * b * sk * row / kHbmBytesPerUs;
+      if (page == 0) {
+        std::printf("| %d | %d | %.1f | - | - | %.1f |\n", b, sk, contiguous, floor);
+        continue;
+      }
+      // The same cache as pages of a pool, in a random order.
+      const int pages_per_seq = sk / page;
+      std::vector<int32_t> table(size_t(b) * pages_per_seq);
+      std::iota(table.begin(), table.end(), 0);
+      std::shuffle(table.begin(), table.end(), rng);
+      DeviceMem pt(table.size() * 4);
+      CHECK_CUDA(cudaMemcpy(pt.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+      a.k_cache = bf16(kc.p, {int64_t(table.size()), page, kHeadsKv, kDim});
+      a.v_cache = bf16(vc.p, {int64_t(table.size()), page, kHeadsKv, kDim});
+      a.page_table = {static_cast<const int32_t*>(pt.p), b, pages_per_seq};
+      const double paged = time_step(a, s);
+      std::printf("| %d | %d | %.1f | %.1f | %.3f | %.1f |\n", b, sk, contiguous, paged, paged / contiguous, floor);
+      std::fflush(stdout);
+    }
+  }
+  cudaStreamDestroy(s);
+  return 0;
+}

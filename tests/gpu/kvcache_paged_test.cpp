@@ -1,0 +1,216 @@
+// forward_kvcache on the CUDA backend reading the cache where it lies: paged caches (page sizes
+// 16 to 256, pages shuffled in a pool larger than the sequences need), cache_batch_idx
+// permutations and left padding. Each against the host model (kv_gpu_run.h); a paged call must
+// also give the bits of the same call on the contiguous cache: out, lse and the appended tokens.
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "kv_gpu_run.h"
+
+namespace fastattn::gputest {
+namespace {
+
+using testing::KvCase;
+using testing::KvSpec;
+
+// Capacity 4352 = 17 pages of 256 (every page size tested divides it); cache_seqlens 0, 1, odd
+// (17, 113, 4097) and full after the append.
+KvSpec long_decode(int seqlen_new = 1) {
+  KvSpec s;
+  s.batch = 6;
+  s.heads_q = 8;
+  s.heads_kv = 2;
+  s.head_dim = s.head_dim_v = 128;
+  s.dtype = DType::BF16;
+  s.seqlen_cache = 4352;
+  s.seqlens = {0, 1, 17, 113, 4097, 4352 - seqlen_new};
+  s.seqlen_q = s.seqlen_new = seqlen_new;
+  return s;
+}
+
+// Index of the first element where a and b differ (bit for bit: both are exact float64 copies), or -1.
+int64_t first_difference(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) return int64_t(i);
+  }
+  return -1;
+}
+
+// Element (b, pos, h, x) of a case's cache through its own layout (row or page).
+double cache_at(const KvCase& c, const testing::HostTensor& t, int b, int64_t pos, int64_t h, int64_t x) {
+  const auto [row, at] = c.slot(b, pos);
+  const Tensor& v = t.view();
+  return t.get(((row * v.shape[1] + at) * v.shape[2] + h) * v.shape[3] + x);
+}
+
+// The contiguous case on the GPU against the model, then the same logical problem paged (one page
+// order drawn per size) on the GPU: the same bits.
+void check_paged_equals_contiguous(const KvSpec& spec, std::initializer_list<int> page_sizes, bool graph = false) {
+  const uint64_t seed = testing::test_seed();
+  testing::Rng rng(seed);
+  const KvCase c = testing::make_kv_case(spec, rng);
+  const std::string ctx = spec.describe() + (graph ? ", graph" : "") + ", " + testing::seed_note(seed);
+  reference::Options low;
+  low.round_p_to_input_dtype = true;
+  KvCase flat = c;
+  run_gpu_kvcache(flat, graph, ctx);
+  if (::testing::Test::HasFatalFailure()) return;
+  check_gpu_results(flat, testing::expected_kvcache(c), testing::expected_kvcache(c, low), ctx);
+
+  for (int page : page_sizes) {
+    KvCase paged = testing::to_paged(c, page, rng);
+    const std::string pctx = "page " + std::to_string(page) + ", " + ctx;
+    run_gpu_kvcache(paged, graph, pctx);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_EQ(first_difference(paged.out.to_f64(), flat.out.to_f64()), -1) << "out; " << pctx;
+    EXPECT_EQ(first_difference(paged.lse.to_f64(), flat.lse.to_f64()), -1) << "lse; " << pctx;
+    for (int b = 0; b < spec.batch; ++b) {
+      for (int64_t pos = 0; pos < spec.seqlen_cache; ++pos) {
+        for (int64_t h = 0; h < spec.heads_kv; ++h) {
+          for (int64_t x = 0; x < spec.head_dim; ++x) {
+            ASSERT_EQ(cache_at(paged, paged.k_cache, b, pos, h, x), cache_at(flat, flat.k_cache, b, pos, h, x))
+                << "k_cache (" << b << ", " << pos << ", " << h << ", " << x << "); " << pctx;
+          }
+          for (int64_t x = 0; x < spec.head_dim_v; ++x) {
+            ASSERT_EQ(cache_at(paged, paged.v_cache, b, pos, h, x), cache_at(flat, flat.v_cache, b, pos, h, x))
+                << "v_cache (" << b << ", " << pos << ", " << h << ", " << x << "); " << pctx;
+          }
+        }
+      }
+    }
+  }
+}
+
+class KvCachePagedGpu : public HopperTest {};
+
+TEST_F(KvCachePagedGpu, DecodeEveryPageSize) {
+  check_paged_equals_contiguous(long_decode(), {16, 64, 128, 256});  // GQA 4 (packed heads)
+  KvSpec s = long_decode();  // page sizes that are not powers of two: a page ends inside a block
+  s.seqlen_cache = 4800;
+  s.seqlens = {0, 1, 17, 113, 4097, 4799};
+  check_paged_equals_contiguous(s, {48, 80, 240});
+}
+
+TEST_F(KvCachePagedGpu, AppendRotaryCausal) {
+  KvSpec s = long_decode(4);
+  s.heads_kv = 8;  // GQA 1
+  s.rotary_dim = 64;
+  s.causal = true;
+  check_paged_equals_contiguous(s, {16, 64});
+}
+
+TEST_F(KvCachePagedGpu, LocalWindowsAndSoftcap) {
+  KvSpec s = long_decode(17);
+  s.heads_kv = 1;  // GQA 8
+  s.dtype = DType::F16;
+  s.rotary_dim = 32;
+  s.interleaved = false;
+  s.softcap = 30.0f;
+  s.window_left = 33;  // narrow: the 64-key config
+  s.window_right = 0;
+  check_paged_equals_contiguous(s, {16, 256});
+  s.window_left = 700;  // the default 128-key config, a window edge inside a page
+  s.window_right = 3;
+  check_paged_equals_contiguous(s, {64, 128});
+}
+
+// The other key-block sizes: d 64 (192-key blocks, three consumer warpgroups: boxes of
+// gcd(page, 192)) and d 256 (80-key blocks: boxes of 16 for every page size but 80's multiples).
+TEST_F(KvCachePagedGpu, OtherHeadDims) {
+  KvSpec s = long_decode(4);
+  s.batch = 3;
+  s.seqlens = {1, 113, 4097};
+  s.head_dim = s.head_dim_v = 64;
+  s.causal = true;
+  check_paged_equals_contiguous(s, {16, 64, 256});
+  s.seqlen_q = 1;  // GQA 4 packed
+  check_paged_equals_contiguous(s, {128});
+  s = long_decode(4);
+  s.batch = 3;
+  s.seqlens = {0, 17, 4097};
+  s.head_dim = s.head_dim_v = 256;
+  s.rotary_dim = 64;
+  check_paged_equals_contiguous(s, {16, 256});
+}
+
+TEST_F(KvCachePagedGpu, GraphCaptureAndReplay) {
+  KvSpec s = long_decode();
+  s.rotary_dim = 64;
+  s.causal = true;
+  check_paged_equals_contiguous(s, {64}, /*graph=*/true);
+}
+
+// Out-of-range pages are an error before anything is written when the index arrays are checked.
+TEST_F(KvCachePagedGpu, BadPageIsAnError) {
+  testing::Rng rng(testing::test_seed());
+  KvSpec s = long_decode();
+  s.seqlen_cache = 256;
+  s.seqlens = {0, 1, 17, 113, 200, 255};
+  s.page_size = 64;
+  KvCase c = testing::make_kv_case(s, rng);
+  c.page_table[size_t(4 * c.pages_per_seq() + 3)] = int32_t(c.k_cache.view().shape[0]);
+  DeviceKv d;
+  const KvCacheArgs a = device_args(c, d);
+  const std::vector<double> before = c.k_cache.to_f64();
+  const Status st = forward_kvcache(a);
+  EXPECT_EQ(int(st.code), int(Code::InvalidArgument)) << st.message;
+  EXPECT_NE(st.message.find("page_table: entry (4, 3)"), std::string::npos) << st.message;
+  FA_CUDA_OK(cudaDeviceSynchronize());
+  d.get(a.k_cache, c.k_cache);
+  d.get(a.out, c.out);
+  EXPECT_EQ(c.k_cache.to_f64(), before) << "the cache was written";
+  EXPECT_EQ(c.out.count_nan(), c.out.numel()) << "out was written";
+}
+
+TEST_F(KvCachePagedGpu, CacheBatchIdxPermutation) {
+  KvSpec s = long_decode();
+  s.batch = 4;
+  s.cache_batch = 7;  // rows no sequence names stay untouched
+  s.batch_idx = {6, 2, 0, 5};
+  s.seqlens = {0, 17, 113, 4097};
+  check_gpu_kvcache(s);
+  s = long_decode(4);
+  s.batch = 5;
+  s.batch_idx = {4, 3, 2, 1, 0};
+  s.seqlens = {1, 17, 113, 4097, 4348};
+  s.rotary_dim = 64;
+  s.causal = true;
+  check_gpu_kvcache(s);
+}
+
+TEST_F(KvCachePagedGpu, LeftPadding) {
+  KvSpec s = long_decode(4);
+  s.batch = 4;
+  s.seqlens = {5, 17, 113, 4097};
+  s.leftpad = {5, 1, 100, 4000};  // the first sequence's keys are only the new ones
+  s.rotary_dim = 64;
+  s.causal = true;
+  check_gpu_kvcache(s);
+  s.causal = false;
+  s.window_left = 50;
+  s.window_right = 0;
+  s.seqlen_q = 17;
+  s.seqlen_new = 17;
+  s.seqlens = {0, 17, 113, 4097};
+  s.leftpad = {0, 17, 3, 2049};
+  check_gpu_kvcache(s);
+}
+
+TEST_F(KvCachePagedGpu, LeftPaddingWithRowsUnderGraph) {
+  KvSpec s = long_decode();
+  s.batch = 3;
+  s.cache_batch = 4;
+  s.batch_idx = {3, 1, 0};
+  s.seqlens = {1, 113, 4097};
+  s.leftpad = {1, 16, 17};
+  s.rotary_dim = 128;
+  s.causal = true;
+  check_gpu_kvcache(s, /*graph=*/true);
+}
+
+}  // namespace
+}  // namespace fastattn::gputest
