@@ -43,6 +43,7 @@ __global__ void combine_rows(SplitCombineParams p) {
     const int i = int(r % p.seqlen_q);
     const int h = int(r / p.seqlen_q % p.heads);
     const int b = int(r / (int64_t(p.seqlen_q) * p.heads));
+    if (p.cu_seqlens_q && (i < p.cu_seqlens_q[0] || i >= p.cu_seqlens_q[p.varlen_batch])) continue;
     const float* lse = p.lse + r;  // split s at lse[s * rows]
     float m = -INFINITY;
     for (int s = lane; s < p.splits; s += 32) m = fmaxf(m, lse[s * rows]);

@@ -17,6 +17,11 @@ struct SplitCombineParams {
   // Rows in (b, h, i) order: row = (b * heads + h) * seqlen_q + i (varlen: batch 1, seqlen_q =
   // total_q, out_stride_b = 0).
   int batch = 0, heads = 0, seqlen_q = 0;
+  // Varlen: cu_seqlens_q (device, varlen_batch + 1 entries). Tokens outside [cu[0], cu[varlen_batch])
+  // belong to no sequence: the split kernel wrote no partial for them, so their out rows are left
+  // as they are, as the unsplit kernel leaves them.
+  const int32_t* cu_seqlens_q = nullptr;
+  int varlen_batch = 0;
   const float* o = nullptr;    // (splits, rows, dv) fp32
   const float* lse = nullptr;  // (splits, rows) fp32
   void* out = nullptr;         // element (b, i, h, c) at b * stride_b + i * stride_s + h * stride_h + c

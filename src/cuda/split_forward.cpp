@@ -32,6 +32,10 @@ Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, 
     c.batch = p.varlen ? 1 : p.batch;
     c.heads = p.heads_q;
     c.seqlen_q = int(b.rows_per_head);
+    if (p.varlen) {
+      c.cu_seqlens_q = p.seq_arrays.cu_q;
+      c.varlen_batch = p.batch;
+    }
     c.o = b.o;
     c.lse = b.lse;
     c.out = p.out.data;

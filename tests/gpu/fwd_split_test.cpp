@@ -154,6 +154,48 @@ TEST_F(Sm90FwdSplit, HeadDims96And192) {
   split_head_dim(192);
 }
 
+// Varlen q and out with token rows past cu_seqlens_q[batch] (a tensor larger than its sequences):
+// no sequence owns them, the split kernel writes no partial for them, and the combine must leave
+// them as they are (the unsplit kernel never touches them), not merge unwritten partials into them.
+TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
+  const int hq = 8, hkv = 2, d = 128, tail = 7;
+  const std::vector<int32_t> cu_q = {0, 1, 5}, cu_k = {0, 3000, 4097};
+  const int64_t rows_q = cu_q.back() + tail, rows_k = cu_k.back();
+  DeviceBuffer q(size_t(rows_q) * hq * d * 2), k(size_t(rows_k) * hkv * d * 2), v(k.bytes()), o(q.bytes());
+  DeviceBuffer lse(size_t(hq) * rows_q * 4), cq(cu_q.size() * 4), ck(cu_k.size() * 4);
+  for (const DeviceBuffer* x : {&q, &k, &v}) FA_CUDA_OK(cudaMemset(x->get(), 0x3C, x->bytes()));
+  cq.upload(cu_q.data());
+  ck.upload(cu_k.data());
+  for (int splits : {1, 6}) {
+    SCOPED_TRACE("splits " + std::to_string(splits));
+    o.poison();
+    lse.poison();
+    AttnArgs a;
+    a.q = make_tensor(q.get(), DType::BF16, {rows_q, hq, d}, Device::CUDA);
+    a.k = make_tensor(k.get(), DType::BF16, {rows_k, hkv, d}, Device::CUDA);
+    a.v = make_tensor(v.get(), DType::BF16, {rows_k, hkv, d}, Device::CUDA);
+    a.out = make_tensor(o.get(), DType::BF16, {rows_q, hq, d}, Device::CUDA);
+    a.lse = make_tensor(lse.get(), DType::F32, {hq, rows_q}, Device::CUDA);
+    a.cu_seqlens_q = {static_cast<const int32_t*>(cq.get()), int64_t(cu_q.size())};
+    a.cu_seqlens_k = {static_cast<const int32_t*>(ck.get()), int64_t(cu_k.size())};
+    a.max_seqlen_q = 4;
+    a.max_seqlen_k = 3000;
+    a.num_splits = splits;
+    Status st = forward(a, nullptr);
+    ASSERT_TRUE(st.ok()) << st.message;
+    FA_CUDA_OK(cudaDeviceSynchronize());
+    std::vector<uint16_t> out(size_t(rows_q) * hq * d);
+    o.download(out.data());
+    size_t inside_poisoned = 0, tail_written = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const bool in_tail = int64_t(i / (size_t(hq) * d)) >= cu_q.back();
+      (in_tail ? tail_written : inside_poisoned) += in_tail ? out[i] != 0xFFFF : out[i] == 0xFFFF;
+    }
+    EXPECT_EQ(inside_poisoned, 0u) << "rows of a sequence not written";
+    EXPECT_EQ(tail_written, 0u) << "rows outside every sequence were written";
+  }
+}
+
 // The split path really runs: a split call takes its partials from the stream-ordered pool (its
 // high-water mark covers splits x rows x (d + 1) floats), an unsplit one allocates nothing.
 TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
