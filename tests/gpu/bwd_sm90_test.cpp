@@ -1,7 +1,7 @@
 // Hopper backward vs the float64 reference: dq, dk, dv of random problems with FA3's rule
 //   max|g - ref| <= 2 * max|baseline - ref| + rounding step of the dtype at 0.3 + max|ref|,
 // where the baseline is the reference with P and dS rounded to the input dtype. Head dims 64 / 96 /
-// 128, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
+// 128 and (LargeDims*, the 64-key split shape) 192 / 256, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
 // empty sequences, seqused, causal, local windows, softcap. The forward (out, lse) comes from the
 // CUDA forward; gradients are poisoned before every run; each case runs twice: dk and dv must be
 // bitwise equal always, dq too in deterministic mode (three runs there).
@@ -245,6 +245,109 @@ TEST_F(Sm90Bwd, DeterministicBitwise) {
   u.deterministic = true;
   run_bwd_case(u);
   BwdCase v = bcase(DType::BF16, 96, 0, 0);
+  v.lens_q = {300, 0, 129};
+  v.lens_k = {500, 7, 129};
+  v.wl = 100;
+  v.wr = 0;
+  v.deterministic = true;
+  run_bwd_case(v);
+}
+
+// d 192 / 256: 64-key CTAs, S^T / dP^T split on q rows, dK / dV / dQ split on d (BwdConfig::kSplitD).
+TEST_F(Sm90Bwd, LargeDimsDtypes) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int d : {192, 256})
+      for (bool causal : {false, true}) {
+        BwdCase c = bcase(dt, d, 200, 300);
+        c.batch = 2;
+        c.causal = causal;
+        run_bwd_case(c);
+      }
+}
+
+TEST_F(Sm90Bwd, LargeDimsOddLengths) {
+  for (int d : {192, 256})
+    for (int sq : {1, 17, 113})
+      for (int sk : {1, 17, 113, 300}) {
+        BwdCase c = bcase(d == 256 ? DType::BF16 : DType::F16, d, sq, sk);
+        c.causal = (sq + sk + d) % 2 == 0;  // both settings over the grid, for each d
+        run_bwd_case(c);
+      }
+}
+
+TEST_F(Sm90Bwd, LargeDimsLong) {
+  BwdCase c = bcase(DType::BF16, 256, 4097, 4097);
+  c.hq = c.hkv = 1;
+  c.causal = true;
+  run_bwd_case(c);
+  BwdCase u = bcase(DType::F16, 192, 1000, 4097);
+  u.hq = u.hkv = 1;
+  run_bwd_case(u);
+  BwdCase w = bcase(DType::BF16, 256, 1500, 700);  // s_q > s_k, causal: the first 800 rows keep no key
+  w.causal = true;
+  run_bwd_case(w);
+}
+
+TEST_F(Sm90Bwd, LargeDimsGqa) {
+  for (int ratio : {1, 4, 8}) {
+    BwdCase c = bcase(ratio == 4 ? DType::F16 : DType::BF16, ratio == 8 ? 192 : 256, 257, 300);
+    c.hkv = 2;
+    c.hq = 2 * ratio;
+    c.causal = ratio == 4;
+    run_bwd_case(c);
+  }
+}
+
+TEST_F(Sm90Bwd, LargeDimsWindowsSoftcap) {
+  struct W {
+    int d, wl, wr, sq, sk;
+  };
+  for (const W& w : {W{256, 64, 0, 700, 900}, W{192, 100, 50, 900, 700}, W{256, 30, -1, 333, 333},
+                     W{192, -1, 20, 333, 400}, W{256, 0, 0, 256, 256}}) {
+    BwdCase c = bcase(DType::BF16, w.d, w.sq, w.sk);
+    c.wl = w.wl;
+    c.wr = w.wr;
+    run_bwd_case(c);
+  }
+  for (int d : {192, 256}) {
+    BwdCase c = bcase(DType::BF16, d, 300, 333);
+    c.softcap = d == 192 ? 5.f : 30.f;
+    c.causal = d == 256;
+    run_bwd_case(c);
+  }
+}
+
+TEST_F(Sm90Bwd, LargeDimsVarlen) {
+  for (int d : {192, 256}) {
+    BwdCase c = bcase(d == 192 ? DType::F16 : DType::BF16, d, 0, 0);
+    c.lens_q = {17, 200, 0, 64, 300};
+    c.lens_k = {300, 30, 5, 0, 290};
+    c.hq = 4;
+    c.hkv = 2;
+    c.causal = d == 256;
+    run_bwd_case(c);
+  }
+  BwdCase v = bcase(DType::BF16, 256, 0, 0);
+  v.lens_q = {130, 1, 70};
+  v.lens_k = {0, 250, 70};
+  v.used_q = {100, 1, 70};
+  v.used_k = {0, 200, 3};
+  run_bwd_case(v);
+}
+
+TEST_F(Sm90Bwd, LargeDimsDeterministic) {
+  BwdCase c = bcase(DType::BF16, 256, 1000, 1100);
+  c.hq = 4;
+  c.hkv = 1;
+  c.causal = true;
+  c.deterministic = true;
+  run_bwd_case(c);
+  BwdCase u = bcase(DType::F16, 192, 777, 2000);
+  u.batch = 2;
+  u.hq = u.hkv = 2;
+  u.deterministic = true;
+  run_bwd_case(u);
+  BwdCase v = bcase(DType::BF16, 256, 0, 0);
   v.lens_q = {300, 0, 129};
   v.lens_k = {500, 7, 129};
   v.wl = 100;

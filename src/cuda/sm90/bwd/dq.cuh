@@ -22,13 +22,27 @@ __device__ __forceinline__ void release_dq_turn(int*& sem) {
   sem = nullptr;
 }
 
+// Deterministic mode: waits (one thread) until the key blocks before this one have added into
+// q-block m of head h; returns the q-block's semaphore.
+template <class Cfg>
+__device__ __forceinline__ int* wait_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m) {
+  int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
+  const int want = 2 * dq_rank<Cfg::kBlockN>(t, m);
+  int seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+  } while (seen < want);
+  return sem;
+}
+
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
 // stage), then staged and reduce-added into the q-block's accumulator run.
 template <class T, class Cfg, int N>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
-                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kHeadDim / 2],
-                                       float (&dk)[Cfg::kHeadDim / 2], uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4],
+                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
+                                       float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
+                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4],
                                        uint64_t* q_empty, int*& pending_sem) {
   float dq[N / 2];
   const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
@@ -42,7 +56,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   fence_operands(dv);
   fence_operands(dk);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {  // their A fragments were read until now: keep them from reuse
+  for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) {  // their A fragments were read until now: keep them from reuse
     fence_operands(pf[kk]);
     fence_operands(dsf[kk]);
   }
@@ -54,11 +68,22 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   // dq_accum_index): coalesced 512-byte rows per warp instruction.
   const int tid = threadIdx.x % 128;
   float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
-  if (!p.deterministic) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
+  if (!p.deterministic || !Cfg::kDqStaged) {  // vector fp32 atomics (red.global.add.v4.f32)
+    // Deterministic without a staging buffer (d > 128): the same atomics, in the q-block's turn.
+    int* sem = nullptr;
+    if (p.deterministic) {
+      if (issuer) sem = wait_dq_turn<Cfg>(p, t, h, m);
+      named_bar_sync(kBwdDqBar + wg, 128);  // the acquire above orders the whole warpgroup's adds
+    }
 #pragma unroll
     for (int q = 0; q < N / 8; ++q)
       atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
                 make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
+    if (p.deterministic) {  // every thread's adds visible at gpu scope before the release
+      __threadfence();
+      named_bar_sync(kBwdDqBar + wg, 128);
+      if (issuer) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
+    }
     return;
   }
   // Deterministic: staged in smem, then one bulk reduce-add in this q-block's turn.
@@ -76,13 +101,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
       // The previous step's adds are released now, a step after their issue, so that waiting for
       // them to land does not stall this warpgroup; then this q-block's turn is awaited.
       release_dq_turn(pending_sem);
-      int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
-      const int want = 2 * dq_rank(t, m);
-      int seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
-      } while (seen < want);
-      pending_sem = sem;
+      pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
     }
     bulk_reduce_add_f32(dst, stage, 64 * N * 4);
     tma_store_commit();

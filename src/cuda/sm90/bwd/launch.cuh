@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
 
 #include "cuda/common/bwd_params.h"
@@ -16,9 +17,13 @@
 namespace fastattn::sm90 {
 
 template <class T, int D>
-Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
+Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& args,
                   cudaStream_t stream) {
   using Cfg = BwdConfig<D>;
+  cuda_backend::BwdParams p = args;  // + the key blocks, whose size is the config's
+  p.n_blocks = (p.attn.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  // Deterministic CTA order: chunks of 2048 keys, 8 heads' Q, dO in L2 at d 128 s 8k.
+  if (p.deterministic) p.det_chunk = std::min(p.n_blocks, Cfg::kDetChunk);
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();

@@ -10,7 +10,7 @@ namespace fastattn::sm90 {
 
 using cuda_backend::BwdParams;
 
-// What one CTA works on: its key block, and the q-blocks (per q head) that the block sees.
+// What one CTA works on: its key block (of BwdConfig::kBlockN keys), and the q-blocks (per q head) that the block sees.
 struct BwdTile {
   cuda_backend::BwdSeq seq;
   cuda_backend::WindowMask mask;
@@ -21,6 +21,7 @@ struct BwdTile {
   __device__ __forceinline__ int steps(int q_per_kv) const { return q_blocks.empty() ? 0 : q_per_kv * q_blocks.count(); }
 };
 
+template <int kBlockN>
 __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   BwdTile t;
   int rest;
@@ -36,18 +37,19 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   t.batch = rest / p.attn.heads_kv;
   t.seq = cuda_backend::BwdSeq(p, t.batch);
   t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
-  t.n0 = t.n_block * 128;
-  t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + 128, 64);
+  t.n0 = t.n_block * kBlockN;
+  t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + kBlockN, 64);
   return t;
 }
 
 // Deterministic mode: how many key blocks before this one add into q-block m. The blocks that see m
 // are contiguous (both ends of query_blocks rise with the key block): the first is found by bisection.
+template <int kBlockN>
 __device__ __forceinline__ int dq_rank(const BwdTile& t, int m) {
   int lo = 0, hi = t.n_block;  // the first key block whose range ends past m lies in [lo, hi]
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (cuda_backend::query_blocks(t.mask, mid * 128, mid * 128 + 128, 64).end > m) hi = mid;
+    if (cuda_backend::query_blocks(t.mask, mid * kBlockN, mid * kBlockN + kBlockN, 64).end > m) hi = mid;
     else lo = mid + 1;
   }
   return t.n_block - lo;
