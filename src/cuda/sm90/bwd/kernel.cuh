@@ -241,14 +241,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
                const __grid_constant__ BwdParams p) {
-  extern __shared__ uint8_t smem_raw[];
-  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  __shared__ int item_s;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const uintptr_t base = reinterpret_cast<uintptr_t>(smem_raw);
+  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>(kBwdSmemSlack<Cfg> > 0 ? (base + 1023) & ~uintptr_t(1023) : base);
+  if constexpr (kBwdSmemSlack<Cfg> == 0) {
+    if (smem_addr(smem_raw) % 1024 != 0) __trap();  // no slack to realign: a misplaced base must not go unnoticed
+  }
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
     // Deterministic mode: the work item is the CTA's start order, so a CTA waits (dq_rank) only on
     // CTAs that started before it, never on one that may not be resident yet.
-    item_s = p.deterministic ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
+    sm.item = p.deterministic ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
@@ -262,7 +265,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
-  const BwdTile t = make_bwd_tile<Cfg::kBlockN>(p, item_s);
+  const BwdTile t = make_bwd_tile<Cfg::kBlockN>(p, sm.item);
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {

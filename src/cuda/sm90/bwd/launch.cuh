@@ -47,7 +47,7 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::Out, grads.dout), Cfg::kBlockM, &tdo);
     if (!st.ok()) return st;
     auto kernel = bwd_kernel<T, Cfg>;
-    const int smem = int(sizeof(BwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+    const int smem = int(sizeof(BwdSmem<Cfg>)) + kBwdSmemSlack<Cfg>;
     static bool attr_set = false;  // per instantiation; racing first calls set the same value
     if (!attr_set) {
       const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

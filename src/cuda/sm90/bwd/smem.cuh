@@ -22,7 +22,14 @@ struct BwdSmem {
   alignas(16) float lse[Cfg::kStages][64];
   alignas(16) float dpsum[Cfg::kStages][64];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
+  int item;  // the CTA's work item (kernel.cuh): here, not in static smem, which would offset the base
 };
+
+// Bytes requested past the struct so the kernel can align its base to 1024 (the 128-byte swizzle's
+// period): none where that would pass the 227 KB a block may opt into (d 256: 226 KB of struct).
+// There the extern array's declared 1024-byte alignment places the base, which the kernel checks.
+template <class Cfg>
+constexpr int kBwdSmemSlack = sizeof(BwdSmem<Cfg>) + 1024 <= 227 * 1024 ? 1024 : 0;
 
 // Shared-memory accesses by address: the smem struct is reached through an aligned integer, so
 // the compiler no longer knows the pointers are shared and would emit generic loads and stores.
