@@ -265,7 +265,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
-  const BwdTile t = make_bwd_tile<Cfg::kBlockN>(p, sm.item);
+  int item;  // by its shared address: a generic load here cost d 128 a spill
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
+  const BwdTile t = make_bwd_tile<Cfg::kBlockN>(p, item);
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {
