@@ -1,5 +1,6 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
-// fp32 run (vector atomics, or in deterministic mode an ordered bulk reduce-add).
+// fp32 run (vector atomics, or in deterministic mode an ordered bulk reduce-add; d > 128: bulk
+// reduce-adds from the step's Q / dO stage in both modes).
 #pragma once
 
 #include "cuda/sm90/bwd/smem.cuh"
@@ -60,30 +61,54 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     fence_operands(pf[kk]);
     fence_operands(dsf[kk]);
   }
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
+  if constexpr (!Cfg::kDqInStage) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
+  }
   wgmma_wait<0>();
   fence_operands(dq);
   // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (preprocess.cuh,
   // dq_accum_index): coalesced 512-byte rows per warp instruction.
   const int tid = threadIdx.x % 128;
   float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
-  if (!p.deterministic || !Cfg::kDqStaged) {  // vector fp32 atomics (red.global.add.v4.f32)
-    // Deterministic without a staging buffer (d > 128): the same atomics, in the q-block's turn.
-    int* sem = nullptr;
-    if (p.deterministic) {
-      if (issuer) sem = wait_dq_turn<Cfg>(p, t, h, m);
-      named_bar_sync(kBwdDqBar + wg, 128);  // the acquire above orders the whole warpgroup's adds
+  if constexpr (Cfg::kDqInStage) {
+    // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
+    // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
+    // with it; the stage goes back to the producer when the adds have read it (kernel.cuh).
+    named_bar_sync(kBwdDsBar, 256);
+    const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
+#pragma unroll
+    for (int q = 0; q < N / 8; ++q) {
+      const int b = 256 * c0 + 2048 * q;  // byte offset of this float4 row in the run (+ 16 tid)
+      const uint32_t at = (b < Cfg::kQBytes ? q_addr + b : do_addr + (b - Cfg::kQBytes)) + 16 * tid;
+      sts_f32x4(at, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
     }
+    fence_smem_for_tma();
+    named_bar_sync(kBwdDqBar + wg, 128);
+    if (issuer) {
+      if (p.deterministic) {
+        release_dq_turn(pending_sem);
+        pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
+      }
+      const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
+      float* run = dst - 64 * c0;
+      if (b0 < Cfg::kQBytes)
+        bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
+                            min(b1, Cfg::kQBytes) - b0);
+      if (b1 > Cfg::kQBytes) {
+        const int lo = max(b0, Cfg::kQBytes);
+        bulk_reduce_add_f32(run + lo / 4, reinterpret_cast<const float*>(sm.dout[ds_buf] + (lo - Cfg::kQBytes)),
+                            b1 - lo);
+      }
+      tma_store_commit();
+    }
+    return;
+  }
+  if (!p.deterministic) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
 #pragma unroll
     for (int q = 0; q < N / 8; ++q)
       atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
                 make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
-    if (p.deterministic) {  // every thread's adds visible at gpu scope before the release
-      __threadfence();
-      named_bar_sync(kBwdDqBar + wg, 128);
-      if (issuer) asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
-    }
     return;
   }
   // Deterministic: staged in smem, then one bulk reduce-add in this q-block's turn.

@@ -74,6 +74,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   const int q_col0 = wg * Cfg::kWgQStride;  // this warpgroup's first q row of the block (its first S^T column)
   const bool issuer = threadIdx.x % 128 == 0;
   int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
+  bool stage_held = false;     // d > 128: the previous step's stage holds its dQ until the adds read it
   float dk[Cfg::kDkvColsMax / 2], dv[Cfg::kDkvColsMax / 2];
 #pragma unroll
   for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) dk[i] = dv[i] = 0.f;
@@ -105,6 +106,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           WgmmaSS<T, kN>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
                               desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
         wgmma_commit();
+      }
+      if constexpr (Cfg::kDqInStage) {  // the previous step's stage, once its dQ adds have read it
+        if (issuer && stage_held) {
+          tma_store_wait_read();
+          mbar_arrive(&sm.q_empty[s ^ 1]);
+        }
+        stage_held = true;
       }
       // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
       // P = exp2(-inf) = 0 with no per-element test after the exp.
@@ -260,7 +268,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.q_full[s], 1);
-      mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
+      // One arrival per consumer warp; d > 128: per warpgroup, once its dQ adds have read the stage.
+      mbar_init(&sm.q_empty[s], Cfg::kDqInStage ? 2 : 8);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }

@@ -18,7 +18,7 @@ struct BwdSmem {
   alignas(1024) uint8_t ds[2][Cfg::kBlockN * 128];  // dS^T, keys x 64 q rows: one atom; two steps deep
   // P^T in the same layout (split shape only: both warpgroups' dV MMAs read all of its q rows).
   alignas(1024) uint8_t pt[Cfg::kSplitD ? 2 : 1][Cfg::kSplitD ? Cfg::kBlockN * 128 : 16];
-  alignas(128) float dq[Cfg::kDqStaged ? 64 * Cfg::kHeadDim : 4];  // this step's dQ, fragment order
+  alignas(128) float dq[Cfg::kDqInStage ? 4 : 64 * Cfg::kHeadDim];  // this step's dQ, fragment order
   alignas(16) float lse[Cfg::kStages][64];
   alignas(16) float dpsum[Cfg::kStages][64];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
