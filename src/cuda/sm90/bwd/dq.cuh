@@ -36,6 +36,15 @@ __device__ __forceinline__ int* wait_dq_turn(const BwdParams& p, const BwdTile& 
   return sem;
 }
 
+// Deterministic mode, before a step's adds: the previous step's adds are released now, a step after
+// their issue, so that waiting for them to land does not stall this warpgroup; then this q-block's
+// turn is awaited.
+template <class Cfg>
+__device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m, int*& pending_sem) {
+  release_dq_turn(pending_sem);
+  pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
+}
+
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
 // stage), then staged and reduce-added into the q-block's accumulator run.
@@ -86,10 +95,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     fence_smem_for_tma();
     named_bar_sync(kBwdDqBar + wg, 128);
     if (issuer) {
-      if (p.deterministic) {
-        release_dq_turn(pending_sem);
-        pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
-      }
+      if (p.deterministic) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
       const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
       float* run = dst - 64 * c0;
       if (b0 < Cfg::kQBytes)
@@ -122,12 +128,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   fence_smem_for_tma();
   named_bar_sync(kBwdDqBar + wg, 128);
   if (issuer) {
-    if (p.deterministic) {
-      // The previous step's adds are released now, a step after their issue, so that waiting for
-      // them to land does not stall this warpgroup; then this q-block's turn is awaited.
-      release_dq_turn(pending_sem);
-      pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
-    }
+    if (p.deterministic) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
     bulk_reduce_add_f32(dst, stage, 64 * N * 4);
     tma_store_commit();
   }
