@@ -12,7 +12,8 @@
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
 // d > 128 (BwdConfig::kSplitD): a CTA holds 64 keys and both warpgroups share them. S^T / dP^T are
 // split on the q rows (32 per warpgroup); P^T and dS^T go to smem, and dV, dK become SS MMAs split
-// on the head dim (dQ too), each issued once both warpgroups' tile is stored.
+// on the head dim (dQ too), each issued once both warpgroups' tile is stored; dQ is staged in the
+// step's own Q / dO stage and bulk-added (dq.cuh), the stage released a step later.
 #pragma once
 
 #include <cuda.h>
