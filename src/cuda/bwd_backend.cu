@@ -44,10 +44,6 @@ Status check_backward(const AttnArgs& a) {
   const int d = int(a.q.shape[a.q.ndim - 1]);
   int major = 0;
   if (Status st = compute_major(&major); !st.ok()) return st;
-  if (d > 128)
-    return Status::Unsupported("q: head_dim " + std::to_string(d) +
-                               ": the CUDA backward holds head dims up to 128 for now (64, 96, 128); use the CPU "
-                               "backend for larger ones");
   if (!kernel_built(KernelFamily::Backward, major, a.q.dtype, d, d)) {
     const std::string dims = built_list(KernelFamily::Backward, major, a.q.dtype);
     return Status::Unsupported("q: head_dim " + std::to_string(d) + " has no CUDA backward kernel for " +
@@ -93,13 +89,11 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   strides(g.dv, p.dv_stride_b, p.dv_stride_s, p.dv_stride_h);
   const AttnParams& a = p.attn;
   p.m_blocks = (a.seqlen_q + 63) / 64;
-  p.n_blocks = (a.seqlen_k + 127) / 128;
   p.padded_rows = problem.varlen ? (problem.total_q + 64 * int64_t(a.batch) + 63) / 64 * 64
                                  : padded_q_offset(0, a.batch, false, a.seqlen_q);
   p.scale = problem.scale;
   if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
   p.deterministic = deterministic ? 1 : 0;
-  if (p.deterministic) p.det_chunk = std::min(p.n_blocks, 16);  // 16 x 128 keys: 8 heads' Q, dO in L2 at d 128 s 8k
 
   // Workspace: dQ accumulator, lse_log2, D (per q head and padded row), semaphores and the ticket.
   auto s = static_cast<cudaStream_t>(stream);

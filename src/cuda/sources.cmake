@@ -131,11 +131,11 @@ message(STATUS "fastattn: forward kernels from the menu: ${FASTATTN_KERNEL_COUNT
                "(${FASTATTN_DTYPES} x head dims ${_menu_dims_built})")
 
 # The backward's menu, rows arch:dtype:d under the same selection (FASTATTN_DTYPES, _HEAD_DIMS,
-# _CUDA_ARCHS): the head dims whose dK and dV of 64 keys fit a consumer warpgroup's registers
-# (docs/notes/bwd-sm90.md). Generates bwd_<dtype>_d<d>.cu and bwd_dispatch.inc (bwd_backend.cu).
+# _CUDA_ARCHS): d <= 128 in 128-key CTAs, 192 / 256 in 64-key CTAs split on d (BwdConfig,
+# docs/notes/bwd-sm90.md). Generates bwd_<dtype>_d<d>.cu and bwd_dispatch.inc (bwd_backend.cu).
 set(FASTATTN_BWD_MENU "")
 foreach(dt fp16 bf16)
-  foreach(d 64 96 128)
+  foreach(d 64 96 128 192 256)
     list(APPEND FASTATTN_BWD_MENU "sm90:${dt}:${d}")
   endforeach()
 endforeach()

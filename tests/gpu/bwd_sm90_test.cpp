@@ -1,7 +1,7 @@
 // Hopper backward vs the float64 reference: dq, dk, dv of random problems with FA3's rule
 //   max|g - ref| <= 2 * max|baseline - ref| + rounding step of the dtype at 0.3 + max|ref|,
 // where the baseline is the reference with P and dS rounded to the input dtype. Head dims 64 / 96 /
-// 128, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
+// 128 and (LargeDims*, the 64-key split shape) 192 / 256, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
 // empty sequences, seqused, causal, local windows, softcap. The forward (out, lse) comes from the
 // CUDA forward; gradients are poisoned before every run; each case runs twice: dk and dv must be
 // bitwise equal always, dq too in deterministic mode (three runs there).
@@ -128,9 +128,10 @@ void run_bwd_case(const BwdCase& c) {
   check_grad("dv", got[0][2], ref.dv, base.dv, c.dtype);
 }
 
-TEST_F(Sm90Bwd, HeadDimsAndDtypes) {
+// Case families run for both shapes: d <= 128 (128-key CTAs) and d > 128 (64-key CTAs split on d).
+void dtype_cases(std::initializer_list<int> dims) {
   for (DType dt : {DType::BF16, DType::F16})
-    for (int d : {64, 96, 128})
+    for (int d : dims)
       for (bool causal : {false, true}) {
         BwdCase c = bcase(dt, d, 200, 300);
         c.batch = 2;
@@ -138,6 +139,55 @@ TEST_F(Sm90Bwd, HeadDimsAndDtypes) {
         run_bwd_case(c);
       }
 }
+
+// Varlen with empty sequences on both sides (d_lens, causal and not), seqused (d_used), both (d_both).
+void varlen_cases(int d_lens, int d_used, int d_both) {
+  for (bool causal : {false, true}) {
+    BwdCase c = bcase(DType::BF16, d_lens, 0, 0);
+    c.lens_q = {17, 200, 0, 64, 300};
+    c.lens_k = {300, 30, 5, 0, 290};
+    c.hq = 4;
+    c.hkv = 2;
+    c.causal = causal;
+    run_bwd_case(c);
+  }
+  BwdCase u = bcase(DType::F16, d_used, 300, 400);
+  u.batch = 3;
+  u.used_q = {300, 0, 129};
+  u.used_k = {1, 400, 200};
+  u.causal = true;
+  run_bwd_case(u);
+  BwdCase v = bcase(DType::BF16, d_both, 0, 0);
+  v.lens_q = {130, 1, 70};
+  v.lens_k = {0, 250, 70};
+  v.used_q = {100, 1, 70};
+  v.used_k = {0, 200, 3};
+  run_bwd_case(v);
+}
+
+// Deterministic mode: GQA causal (d_gqa), s_k > s_q (d_long_k), varlen with a window (d_varlen).
+void deterministic_cases(int d_gqa, int d_long_k, int d_varlen) {
+  BwdCase c = bcase(DType::BF16, d_gqa, 1000, 1100);
+  c.hq = 4;
+  c.hkv = 1;
+  c.causal = true;
+  c.deterministic = true;
+  run_bwd_case(c);
+  BwdCase u = bcase(DType::F16, d_long_k, 777, 2000);
+  u.batch = 2;
+  u.hq = u.hkv = 2;
+  u.deterministic = true;
+  run_bwd_case(u);
+  BwdCase v = bcase(DType::BF16, d_varlen, 0, 0);
+  v.lens_q = {300, 0, 129};
+  v.lens_k = {500, 7, 129};
+  v.wl = 100;
+  v.wr = 0;
+  v.deterministic = true;
+  run_bwd_case(v);
+}
+
+TEST_F(Sm90Bwd, HeadDimsAndDtypes) { dtype_cases({64, 96, 128}); }
 
 TEST_F(Sm90Bwd, OddLengths) {
   for (int sq : {1, 17, 113})
@@ -208,50 +258,68 @@ TEST_F(Sm90Bwd, Softcap) {
   }
 }
 
-TEST_F(Sm90Bwd, VarlenSeqused) {
-  for (bool causal : {false, true}) {
-    BwdCase c = bcase(DType::BF16, 128, 0, 0);
-    c.lens_q = {17, 200, 0, 64, 300};
-    c.lens_k = {300, 30, 5, 0, 290};
-    c.hq = 4;
-    c.hkv = 2;
-    c.causal = causal;
-    run_bwd_case(c);
-  }
-  BwdCase u = bcase(DType::F16, 64, 300, 400);
-  u.batch = 3;
-  u.used_q = {300, 0, 129};
-  u.used_k = {1, 400, 200};
-  u.causal = true;
-  run_bwd_case(u);
-  BwdCase v = bcase(DType::BF16, 96, 0, 0);
-  v.lens_q = {130, 1, 70};
-  v.lens_k = {0, 250, 70};
-  v.used_q = {100, 1, 70};
-  v.used_k = {0, 200, 3};
-  run_bwd_case(v);
+TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
+
+TEST_F(Sm90Bwd, DeterministicBitwise) { deterministic_cases(128, 64, 96); }
+
+// d 192 / 256: 64-key CTAs, S^T / dP^T split on q rows, dK / dV / dQ split on d (BwdConfig::kSplitD).
+TEST_F(Sm90Bwd, LargeDimsDtypes) { dtype_cases({192, 256}); }
+
+TEST_F(Sm90Bwd, LargeDimsOddLengths) {
+  for (int d : {192, 256})
+    for (int sq : {1, 17, 113})
+      for (int sk : {1, 17, 113, 300}) {
+        BwdCase c = bcase(d == 256 ? DType::BF16 : DType::F16, d, sq, sk);
+        c.causal = (sq + sk + d) % 2 == 0;  // both settings over the grid, for each d
+        run_bwd_case(c);
+      }
 }
 
-TEST_F(Sm90Bwd, DeterministicBitwise) {
-  BwdCase c = bcase(DType::BF16, 128, 1000, 1100);
-  c.hq = 4;
-  c.hkv = 1;
+TEST_F(Sm90Bwd, LargeDimsLong) {
+  BwdCase c = bcase(DType::BF16, 256, 4097, 4097);
+  c.hq = c.hkv = 1;
   c.causal = true;
-  c.deterministic = true;
   run_bwd_case(c);
-  BwdCase u = bcase(DType::F16, 64, 777, 2000);
-  u.batch = 2;
-  u.hq = u.hkv = 2;
-  u.deterministic = true;
+  BwdCase u = bcase(DType::F16, 192, 1000, 4097);
+  u.hq = u.hkv = 1;
   run_bwd_case(u);
-  BwdCase v = bcase(DType::BF16, 96, 0, 0);
-  v.lens_q = {300, 0, 129};
-  v.lens_k = {500, 7, 129};
-  v.wl = 100;
-  v.wr = 0;
-  v.deterministic = true;
-  run_bwd_case(v);
+  BwdCase w = bcase(DType::BF16, 256, 1500, 700);  // s_q > s_k, causal: the first 800 rows keep no key
+  w.causal = true;
+  run_bwd_case(w);
 }
+
+TEST_F(Sm90Bwd, LargeDimsGqa) {
+  for (int ratio : {1, 4, 8}) {
+    BwdCase c = bcase(ratio == 4 ? DType::F16 : DType::BF16, ratio == 8 ? 192 : 256, 257, 300);
+    c.hkv = 2;
+    c.hq = 2 * ratio;
+    c.causal = ratio == 4;
+    run_bwd_case(c);
+  }
+}
+
+TEST_F(Sm90Bwd, LargeDimsWindowsSoftcap) {
+  struct W {
+    int d, wl, wr, sq, sk;
+  };
+  for (const W& w : {W{256, 64, 0, 700, 900}, W{192, 100, 50, 900, 700}, W{256, 30, -1, 333, 333},
+                     W{192, -1, 20, 333, 400}, W{256, 0, 0, 256, 256}}) {
+    BwdCase c = bcase(DType::BF16, w.d, w.sq, w.sk);
+    c.wl = w.wl;
+    c.wr = w.wr;
+    run_bwd_case(c);
+  }
+  for (int d : {192, 256}) {
+    BwdCase c = bcase(DType::BF16, d, 300, 333);
+    c.softcap = d == 192 ? 5.f : 30.f;
+    c.causal = d == 256;
+    run_bwd_case(c);
+  }
+}
+
+TEST_F(Sm90Bwd, LargeDimsVarlen) { varlen_cases(256, 192, 256); }
+
+TEST_F(Sm90Bwd, LargeDimsDeterministic) { deterministic_cases(256, 192, 256); }
 
 }  // namespace
 }  // namespace fastattn::gputest

@@ -34,7 +34,7 @@ struct BwdParams {
   int64_t padded_rows = 0;
 
   int m_blocks = 0;          // 64-row q-blocks per sequence (at attn.seqlen_q)
-  int n_blocks = 0;          // key blocks per sequence (at attn.seqlen_k)
+  int n_blocks = 0;          // key blocks per sequence (at attn.seqlen_k; launch_bwd: of the config's kBlockN)
   float scale = 0.f;         // softmax scale (dK at the end, dQ in the postprocess)
   float tanh_of_log2 = 0.f;  // 1 / (softcap * scale_log2): tanh from a capped score in log2 units
   int deterministic = 0;

@@ -1,6 +1,8 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
-// fp32 run: vector atomics by default; in deterministic mode staged in smem for the dQ writer warp,
-// which adds the staged q-blocks in an order fixed by key block (a semaphore per q-block).
+// fp32 run. d <= 128: vector atomics by default; in deterministic mode staged in smem for the dQ
+// writer warp, which adds the staged q-blocks in an order fixed by key block (a semaphore per
+// q-block). d > 128: staged in the step's own Q / dO stage and bulk-added by each warpgroup (in
+// deterministic mode in the same order, each warpgroup awaiting the q-block's turn).
 #pragma once
 
 #include "cuda/sm90/bwd/smem.cuh"
@@ -13,14 +15,48 @@
 
 namespace fastattn::sm90 {
 
+// Deterministic mode: once this thread's reduce-adds have landed, the next key block may add into
+// their q-block (one count per warpgroup: d > 128's waiters expect two per key block).
+__device__ __forceinline__ void release_dq_turn(int*& sem) {
+  if (sem == nullptr) return;
+  tma_store_wait_all();
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
+  sem = nullptr;
+}
+
+// Deterministic mode: waits (one thread) until the key blocks above this one that see q-block m of
+// head h (tile.cuh, dq_last_block) have added into it; returns the q-block's semaphore.
+template <class Cfg>
+__device__ __forceinline__ int* wait_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m) {
+  int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
+  const int want = 2 * (dq_last_block<Cfg::kBlockN>(t, m) - t.n_block);
+  int seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+  } while (seen < want);
+  return sem;
+}
+
+// Deterministic mode, before a step's adds: the previous step's adds are released now, a step after
+// their issue, so that waiting for them to land does not stall this warpgroup; then this q-block's
+// turn is awaited.
+template <class Cfg>
+__device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m, int*& pending_sem) {
+  release_dq_turn(pending_sem);
+  pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
+}
+
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
-// stage), then accumulated into the q-block's run (default) or staged in dQ buffer `dq_ps` for
-// the writer warp (deterministic).
+// stage), then accumulated into the q-block's run: d <= 128 by vector atomics (default) or staged in
+// dQ buffer `dq_ps` for the writer warp (deterministic); d > 128 staged in the Q / dO stage and
+// bulk-added by the warpgroup's issuer.
 template <class T, class Cfg, int N, bool kDet>
-__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int ds_buf,
-                                       int h, int m, float (&dv)[Cfg::kHeadDim / 2], float (&dk)[Cfg::kHeadDim / 2],
-                                       uint32_t (&pf)[4][4], uint32_t (&dsf)[4][4], uint64_t* q_empty,
+__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
+                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
+                                       float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
+                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], uint64_t* q_empty, int*& pending_sem,
                                        PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
   const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
@@ -34,19 +70,51 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   fence_operands(dv);
   fence_operands(dk);
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {  // their A fragments were read until now: keep them from reuse
+  for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) {  // their A fragments were read until now: keep them from reuse
     fence_operands(pf[kk]);
     fence_operands(dsf[kk]);
   }
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
+  if constexpr (!Cfg::kDqInStage) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
+  }
   wgmma_wait<0>();
   fence_operands(dq);
   // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (preprocess.cuh,
-  // dq_accum_index): coalesced 512-byte rows per warp instruction. The staging buffer has the same order.
+  // dq_accum_index): coalesced 512-byte rows per warp instruction.
   const int tid = threadIdx.x % 128;
+  float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
+  if constexpr (Cfg::kDqInStage) {
+    // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
+    // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
+    // with it; the stage goes back to the producer when the adds have read it (kernel.cuh).
+    named_bar_sync(kBwdDsBar, 256);
+    const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
+#pragma unroll
+    for (int q = 0; q < N / 8; ++q) {
+      const int b = 256 * c0 + 2048 * q;  // byte offset of this float4 row in the run (+ 16 tid)
+      const uint32_t at = (b < Cfg::kQBytes ? q_addr + b : do_addr + (b - Cfg::kQBytes)) + 16 * tid;
+      sts_f32x4(at, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+    }
+    fence_smem_for_tma();
+    named_bar_sync(kBwdDqBar + wg, 128);
+    if (issuer) {
+      if constexpr (kDet) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
+      const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
+      float* run = dst - 64 * c0;
+      if (b0 < Cfg::kQBytes)
+        bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
+                            min(b1, Cfg::kQBytes) - b0);
+      if (b1 > Cfg::kQBytes) {
+        const int lo = max(b0, Cfg::kQBytes);
+        bulk_reduce_add_f32(run + lo / 4, reinterpret_cast<const float*>(sm.dout[ds_buf] + (lo - Cfg::kQBytes)),
+                            b1 - lo);
+      }
+      tma_store_commit();
+    }
+    return;
+  }
   if constexpr (!kDet) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
-    float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
 #pragma unroll
     for (int q = 0; q < N / 8; ++q)
       atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
@@ -79,7 +147,7 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
   int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
     const int b = ps.stage();
-    const int want = dq_last_block(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
+    const int want = dq_last_block<Cfg::kBlockN>(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
     const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
     mbar_wait(&sm.dq_full[b], ps.phase());
     int seen;

@@ -11,6 +11,10 @@
 //   staged in smem for a writer warp's bulk reduce-add in an order fixed by key block (a semaphore
 //   per q-block)
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
+// d > 128 (BwdConfig::kSplitD): a CTA holds 64 keys and both warpgroups share them. S^T / dP^T are
+// split on the q rows (32 per warpgroup); P^T and dS^T go to smem, and dV, dK become SS MMAs split
+// on the head dim (dQ too), each issued once both warpgroups' tile is stored; dQ is staged in the
+// step's own Q / dO stage and bulk-added (dq.cuh), the stage released a step later.
 #pragma once
 
 #include <cuda.h>
@@ -36,19 +40,51 @@
 
 namespace fastattn::sm90 {
 
+// Split shape: acc (this warpgroup's N columns of dV or dK, from c0) += the keys x 64 q rows tile `a`
+// (P^T or dS^T in smem, K-major) times `b`'s columns [c0, c0 + N) (dO or Q, N-major).
+template <class T, class Cfg, int N>
+__device__ __forceinline__ void mma_dkv_split(float (&acc)[Cfg::kDkvColsMax / 2], const uint8_t* a, const uint8_t* b,
+                                              int c0) {
+  static_assert(N <= Cfg::kDkvColsMax);
+  float(&acc_n)[N / 2] = reinterpret_cast<float(&)[N / 2]>(acc);
+  const uint32_t a_lo = desc_k_major_lo(a);
+  const uint32_t b_lo = desc_n_major_lo(b + (c0 / kAtomCols) * Cfg::kQAtomBytes, Cfg::kQAtomBytes);
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk)
+    WgmmaSS<T, N, Major::K, Major::MN>::run(acc_n, desc_k_major(a_lo, Cfg::kKAtomBytes, kk), desc_n_major(b_lo, kk), 1);
+}
+// Warpgroup wg's share (one code path when the shares are equal: accumulators in the same registers
+// on two branches make ptxas add warpgroup fences).
+template <class T, class Cfg>
+__device__ __forceinline__ void mma_dkv_split_wg(float (&acc)[Cfg::kDkvColsMax / 2], const uint8_t* a, const uint8_t* b,
+                                                 int wg) {
+  wgmma_fence();
+  if constexpr (Cfg::kDkvCols0 == Cfg::kDkvCols1)
+    mma_dkv_split<T, Cfg, Cfg::kDkvCols0>(acc, a, b, wg * Cfg::kDkvCols0);
+  else if (wg == 0)
+    mma_dkv_split<T, Cfg, Cfg::kDkvCols0>(acc, a, b, 0);
+  else
+    mma_dkv_split<T, Cfg, Cfg::kDkvCols1>(acc, a, b, Cfg::kDkvCols0);
+  wgmma_commit();
+}
+
 template <class T, class Cfg, bool kDet>
 __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg) {
-  constexpr int D = Cfg::kHeadDim;
+  constexpr int D = Cfg::kHeadDim, kN = Cfg::kSdpCols, kSteps = kN / 16;  // S^T / dP^T columns, as k-steps
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
-  const int key_row = t.n0 + wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
-  float dk[D / 2], dv[D / 2];
+  const int key_row = t.n0 + wg * Cfg::kWgKeyStride + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
+  const int q_col0 = wg * Cfg::kWgQStride;  // this warpgroup's first q row of the block (its first S^T column)
+  const bool issuer = threadIdx.x % 128 == 0;
+  int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
+  bool stage_held = false;     // d > 128: the previous step's stage holds its dQ until the adds read it
+  float dk[Cfg::kDkvColsMax / 2], dv[Cfg::kDkvColsMax / 2];
 #pragma unroll
-  for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+  for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) dk[i] = dv[i] = 0.f;
 
   const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
-  const uint32_t k_lo = desc_k_major_lo(sm.k + wg * 64 * kAtomRowBytes);
-  const uint32_t v_lo = desc_k_major_lo(sm.v + wg * 64 * kAtomRowBytes);
+  const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
+  const uint32_t v_lo = desc_k_major_lo(sm.v + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   PipeState<Cfg::kStages> ps;
@@ -58,38 +94,47 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
       // Four groups in flight at most: S^T, dP^T; then dV behind dP^T, dK behind dV; dQ behind dK.
-      float st[32], dpt[32];  // S^T and dP^T: 64 keys x 64 q rows
+      float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
       {
-        const uint32_t q_lo = desc_k_major_lo(sm.q[s]), do_lo = desc_k_major_lo(sm.dout[s]);
+        const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
+        const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-          WgmmaSS<T, 64>::run(st, desc_k_major(k_lo, Cfg::kKAtomBytes, kk), desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
+          WgmmaSS<T, kN>::run(st, desc_k_major(k_lo, Cfg::kKAtomBytes, kk), desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
                               kk > 0);
         wgmma_commit();
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
-          WgmmaSS<T, 64>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
+          WgmmaSS<T, kN>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
                               desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
         wgmma_commit();
+      }
+      if constexpr (Cfg::kDqInStage) {  // the previous step's stage, once its dQ adds have read it
+        if (issuer && stage_held) {
+          tma_store_wait_read();
+          mbar_arrive(&sm.q_empty[s ^ 1]);
+        }
+        stage_held = true;
       }
       // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
       // P = exp2(-inf) = 0 with no per-element test after the exp.
       auto mask_scores = [&] {
         if (t.q_blocks.full(m)) return;
-        const int m0 = m * 64;
-        cuda_backend::apply_keep_bits<64, 0>(
-            st, cuda_backend::keep_bits<64>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
-        cuda_backend::apply_keep_bits<64, 1>(
-            st, cuda_backend::keep_bits<64>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
+        const int m0 = m * 64 + q_col0;
+        cuda_backend::apply_keep_bits<kN, 0>(
+            st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
+        cuda_backend::apply_keep_bits<kN, 1>(
+            st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
       };
       // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
       // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO.
       wgmma_wait<1>();
       fence_operands(st);
-      uint32_t pf[4][4], dsf[4][4];  // P^T and dS^T as A fragments: 4 k-steps of 16 q rows
+      uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
       // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
-      const uint32_t lse_addr = smem_addr(sm.lse[s]) + 8 * quad_col, dpsum_addr = smem_addr(sm.dpsum[s]) + 8 * quad_col;
+      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + 8 * quad_col;
+      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + 8 * quad_col;
       const float scale_log2 = p.attn.scale_log2;
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
       // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
@@ -97,11 +142,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         constexpr bool kCap = decltype(softcap)::value;
         if constexpr (kCap) {
 #pragma unroll
-          for (int i = 0; i < 32; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
+          for (int i = 0; i < kN / 2; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
         }
         mask_scores();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
@@ -115,11 +160,28 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
             pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
           }
       };
+      // A fragments (P^T or dS^T) into a keys x 64 q rows tile in the 128-byte-swizzled layout
+      // (chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the 8 x 8 blocks (rows + 0,
+      // + 8) x (column groups j, j + 1); then visible to wgmma, which reads through the async proxy.
+      auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
+        const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
+        const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
+        const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
+#pragma unroll
+        for (int j = 0; j < kN / 8; j += 2)
+          stmatrix_x4(row_base + (((q_col0 / 8 + j) * 16) ^ chunk_xor), frag[j / 2][0], frag[j / 2][1], frag[j / 2][2],
+                      frag[j / 2][3]);
+        fence_smem_for_tma();
+      };
       if (p.attn.softcap != 0.f)
         p_phase(std::true_type{});
       else
         p_phase(std::false_type{});
-      {
+      if constexpr (Cfg::kSplitD) {  // dV += P^T dO once both halves of P^T are stored
+        store_tile_t(sm.pt[s], pf);
+        named_bar_sync(kBwdDsBar, 256);
+        mma_dkv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
+      } else {
         const uint32_t do_lo = desc_n_major_lo(sm.dout[s], Cfg::kQAtomBytes);
         wgmma_fence();
 #pragma unroll
@@ -132,7 +194,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       auto ds_phase = [&](auto softcap) {
         constexpr bool kCap = decltype(softcap)::value;
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const float2 dps = lds_f32x2(dpsum_addr + 32 * (2 * kk + r / 2));
@@ -157,31 +219,34 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         ds_phase(std::true_type{});
       else
         ds_phase(std::false_type{});
-      {
+      // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
+      if constexpr (Cfg::kSplitD) {
+        store_tile_t(sm.ds[s], dsf);
+        named_bar_sync(kBwdDsBar, 256);
+        mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
+      } else {
         const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
         wgmma_commit();
+        store_tile_t(sm.ds[s], dsf);
+        named_bar_sync(kBwdDsBar, 256);
       }
-      // dS^T into the step's buffer in the 128-byte-swizzled layout (chunk c of row r at c ^ (r % 8)),
-      // by stmatrix: per instruction the 8 x 8 blocks (rows + 0, + 8) x (column groups j, j + 1).
-      {
-        const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
-        const uint32_t row_base = smem_addr(sm.ds[s]) + (wg * 64 + r) * kAtomRowBytes;
-        const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
-#pragma unroll
-        for (int j = 0; j < 8; j += 2)
-          stmatrix_x4(row_base + ((j * 16) ^ chunk_xor), dsf[j / 2][0], dsf[j / 2][1], dsf[j / 2][2], dsf[j / 2][3]);
-        fence_smem_for_tma();  // wgmma reads smem through the async proxy
-      }
-      named_bar_sync(kBwdDsBar, 256);
       if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, s, h, m, dv, dk, pf, dsf, &sm.q_empty[s], dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem, dq_ps);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, s, h, m, dv, dk, pf, dsf, &sm.q_empty[s], dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem, dq_ps);
     }
-  store_dk_dv<T, D>(p, t, key_row, quad_col, dk, dv);
+  if constexpr (Cfg::kDqInStage) {
+    if (issuer) {
+      release_dq_turn(pending_sem);
+      tma_store_wait_all();  // the stage must outlive the last reduce-add's reads
+    }
+  }
+  if constexpr (!Cfg::kSplitD) store_dk_dv<T, D>(p, t, key_row, quad_col, 0, dk, dv);
+  else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
+  else store_dk_dv<T, Cfg::kDkvCols1>(p, t, key_row, quad_col, Cfg::kDkvCols0, dk, dv);
 }
 
 // kDet: deterministic mode (BwdParams::deterministic), a kernel of its own so that the default
@@ -191,14 +256,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
                const __grid_constant__ BwdParams p) {
-  extern __shared__ uint8_t smem_raw[];
-  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  __shared__ int item_s;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  const uintptr_t base = reinterpret_cast<uintptr_t>(smem_raw);
+  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>(kBwdSmemSlack<Cfg, kDet> > 0 ? (base + 1023) & ~uintptr_t(1023) : base);
+  if constexpr (kBwdSmemSlack<Cfg, kDet> == 0) {
+    if (smem_addr(smem_raw) % 1024 != 0) __trap();  // no slack to realign: a misplaced base must not go unnoticed
+  }
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
     // Deterministic mode: the work item is the CTA's start order, so a CTA waits (bwd_write_dq) only on
     // CTAs that started before it, never on one that may not be resident yet.
-    item_s = kDet ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
+    sm.item = kDet ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
@@ -207,7 +275,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.q_full[s], 1);
-      mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
+      // One arrival per consumer warp; d > 128: per warpgroup, once its dQ adds have read the stage.
+      mbar_init(&sm.q_empty[s], Cfg::kDqInStage ? 2 : 8);
     }
 #pragma unroll
     for (int b = 0; b < BwdSmem<Cfg>::kDqBufs; ++b) {
@@ -217,13 +286,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
-  const BwdTile t = make_bwd_tile(p, item_s);
+  int item;  // by its shared address: a generic load here cost d 128 a spill
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
+  const BwdTile t = make_bwd_tile<Cfg::kBlockN>(p, item);
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if constexpr (kDet)
+    if constexpr (kDet && !Cfg::kDqInStage)  // d > 128: the consumers add in turn themselves
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();

@@ -5,8 +5,7 @@
 
 #include <cuda_runtime.h>
 
-#include <cstddef>
-
+#include <algorithm>
 #include <string>
 
 #include "cuda/common/bwd_params.h"
@@ -18,9 +17,13 @@
 namespace fastattn::sm90 {
 
 template <class T, int D>
-Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
+Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& args,
                   cudaStream_t stream) {
   using Cfg = BwdConfig<D>;
+  cuda_backend::BwdParams p = args;  // + the key blocks, whose size is the config's
+  p.n_blocks = (p.attn.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
+  // Deterministic CTA order: chunks of 2048 keys, 8 heads' Q, dO in L2 at d 128 s 8k.
+  if (p.deterministic) p.det_chunk = std::min(p.n_blocks, Cfg::kDetChunk);
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();
@@ -43,8 +46,7 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::V), Cfg::kBlockN, &tv);
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::Out, grads.dout), Cfg::kBlockM, &tdo);
     if (!st.ok()) return st;
-    static_assert(sizeof(BwdSmem<Cfg>) <= kBwdSmemLimit, "the backward's shared memory exceeds sm_90's 227 KB");
-    // + slack to align the base to 1024; the default mode leaves out the dQ staging buffers (last).
+    // The bytes the mode's kernel needs (smem.cuh: the default mode leaves out the dQ staging).
     auto launch = [&](auto kernel, int smem, bool& attr_set) -> Status {
       if (!attr_set) {  // per kernel; racing first calls set the same value
         const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -56,8 +58,11 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
     static bool det_attr = false, plain_attr = false;
-    st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, int(sizeof(BwdSmem<Cfg>)) + kBwdAlignSlack, det_attr)
-                         : launch(bwd_kernel<T, Cfg, false>, int(offsetof(BwdSmem<Cfg>, dq)) + kBwdAlignSlack, plain_attr);
+    constexpr int kDetBytes = bwd_smem_struct_bytes<Cfg, true>() + kBwdSmemSlack<Cfg, true>;
+    constexpr int kPlainBytes = bwd_smem_struct_bytes<Cfg, false>() + kBwdSmemSlack<Cfg, false>;
+    static_assert(kDetBytes <= kBwdSmemMax && kPlainBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
+    st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kDetBytes, det_attr)
+                         : launch(bwd_kernel<T, Cfg, false>, kPlainBytes, plain_attr);
     if (!st.ok()) return st;
     if (st = launched("backward launch"); !st.ok()) return st;
   }

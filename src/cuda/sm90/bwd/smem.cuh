@@ -2,6 +2,7 @@
 // named barriers are in sm90/prim/barriers.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda/sm90/bwd/config.h"
@@ -9,34 +10,48 @@
 
 namespace fastattn::sm90 {
 
-// Opt-in shared memory per CTA on sm_90 (227 KB), less the slack that aligns the struct to 1024
-// (dynamic shared memory starts 16-byte aligned at least) and the kernel's static 16 bytes (its
-// work item): what sizeof(BwdSmem) may take.
+// Opt-in shared memory per CTA on sm_90 (227 KB), and the slack that aligns the struct to 1024 (the
+// 128-byte swizzle's period; dynamic shared memory starts 16-byte aligned at least).
+inline constexpr int kBwdSmemMax = 227 * 1024;
 inline constexpr int kBwdAlignSlack = 1024 - 16;
-inline constexpr int kBwdSmemLimit = 227 * 1024 - kBwdAlignSlack - 16;
 
 template <class Cfg>
 struct BwdSmem {
   static constexpr int kDqBytes = 64 * Cfg::kHeadDim * 4;
   // Everything before dq (the operand buffers, lse / D, barriers), with room to spare.
-  static constexpr int kFixedBytes =
-      2 * Cfg::kKBytes + 2 * Cfg::kStages * Cfg::kQBytes + 2 * Cfg::kBlockN * 128 + 2 * Cfg::kStages * 64 * 4 + 128;
+  static constexpr int kFixedBytes = 2 * Cfg::kKBytes + 2 * Cfg::kStages * Cfg::kQBytes + 2 * Cfg::kBlockN * 128 +
+                                     (Cfg::kSplitD ? 2 * Cfg::kBlockN * 128 : 0) + 2 * Cfg::kStages * 64 * 4 + 128;
   static constexpr int padded(int bytes) { return (bytes + 1023) / 1024 * 1024; }
-  // Deterministic mode's dQ staging: two buffers where they fit, so that the consumers run a step
-  // ahead of the dQ writer warp, which waits for the q-block's turn (dq.cuh).
-  static constexpr int kDqBufs = padded(kFixedBytes + 2 * kDqBytes) <= kBwdSmemLimit ? 2 : 1;
+  // Deterministic mode's dQ staging at d <= 128: two buffers where they fit, so that the consumers
+  // run a step ahead of the dQ writer warp, which waits for the q-block's turn (dq.cuh). d > 128
+  // stages dQ in the step's Q / dO stage instead (kDqInStage): no buffer.
+  static constexpr int kDqBufs =
+      Cfg::kDqInStage ? 1 : (padded(kFixedBytes + 2 * kDqBytes) + kBwdAlignSlack <= kBwdSmemMax ? 2 : 1);
   alignas(1024) uint8_t k[Cfg::kKBytes];
   alignas(1024) uint8_t v[Cfg::kKBytes];
   alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
   alignas(1024) uint8_t dout[Cfg::kStages][Cfg::kQBytes];
   alignas(1024) uint8_t ds[2][Cfg::kBlockN * 128];  // dS^T, keys x 64 q rows: one atom; two steps deep
+  // P^T in the same layout (split shape only: both warpgroups' dV MMAs read all of its q rows).
+  alignas(1024) uint8_t pt[Cfg::kSplitD ? 2 : 1][Cfg::kSplitD ? Cfg::kBlockN * 128 : 16];
   alignas(16) float lse[Cfg::kStages][64];
   alignas(16) float dpsum[Cfg::kStages][64];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
-  uint64_t dq_full[kDqBufs], dq_empty[kDqBufs];  // deterministic: consumers -> dQ writer -> consumers
-  // Last, so that the default mode (vector atomics, no staging) launches without it.
-  alignas(128) float dq[kDqBufs][64 * Cfg::kHeadDim];  // deterministic: a step's dQ, fragment order
+  uint64_t dq_full[kDqBufs], dq_empty[kDqBufs];  // deterministic, d <= 128: consumers -> dQ writer -> consumers
+  int item;  // the CTA's work item (kernel.cuh): here, not in static smem, which would offset the base
+  // Last, so that a launch without the staging (the default mode; d > 128) leaves it out.
+  alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : 64 * Cfg::kHeadDim];  // a step's dQ, fragment order
 };
+
+// The bytes a launch asks for: the struct (without dq where kDet does not stage there), plus the
+// slack that aligns its base to 1024 unless that would pass 227 KB (d 256); the extern array's
+// declared 1024-byte alignment places the base then, which the kernel checks.
+template <class Cfg, bool kDet>
+constexpr int bwd_smem_struct_bytes() {
+  return kDet && !Cfg::kDqInStage ? int(sizeof(BwdSmem<Cfg>)) : int(offsetof(BwdSmem<Cfg>, dq));
+}
+template <class Cfg, bool kDet>
+constexpr int kBwdSmemSlack = bwd_smem_struct_bytes<Cfg, kDet>() + kBwdAlignSlack <= kBwdSmemMax ? kBwdAlignSlack : 0;
 
 // Shared-memory accesses by address: the smem struct is reached through an aligned integer, so
 // the compiler no longer knows the pointers are shared and would emit generic loads and stores.

@@ -14,10 +14,12 @@ enum FwdNamedBarrier : int {
 };
 
 // The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T is in
-// smem (the dQ staging of the deterministic mode goes by mbarriers).
+// smem; at d > 128 warpgroup w syncs its four warps on kBwdDqBar + w once its dQ is staged in the
+// step's Q / dO stage (the d <= 128 deterministic staging goes by mbarriers).
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
-  kBwdBarrierEnd = 2,
+  kBwdDqBar = 2,  // 2..3
+  kBwdBarrierEnd = 4,
 };
 
 }  // namespace fastattn::sm90
