@@ -155,8 +155,9 @@ TEST_F(Sm90FwdSplit, HeadDims96And192) {
 }
 
 // Varlen q and out with token rows past cu_seqlens_q[batch] (a tensor larger than its sequences):
-// no sequence owns them, the split kernel writes no partial for them, and the combine must leave
-// them as they are (the unsplit kernel never touches them), not merge unwritten partials into them.
+// checked, the call is refused; unchecked (check_index_arrays off, as under CUDA graphs) no
+// sequence owns them, the split kernel writes no partial for them, and the combine must leave them
+// as they are (the unsplit kernel never touches them), not merge unwritten partials into them.
 TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
   const int hq = 8, hkv = 2, d = 128, tail = 7;
   const std::vector<int32_t> cu_q = {0, 1, 5}, cu_k = {0, 3000, 4097};
@@ -182,6 +183,10 @@ TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
     a.max_seqlen_k = 3000;
     a.num_splits = splits;
     Status st = forward(a, nullptr);
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message.find("cu_seqlens_q"), std::string::npos) << st.message;
+    a.check_index_arrays = false;
+    st = forward(a, nullptr);
     ASSERT_TRUE(st.ok()) << st.message;
     FA_CUDA_OK(cudaDeviceSynchronize());
     std::vector<uint16_t> out(size_t(rows_q) * hq * d);
