@@ -171,10 +171,13 @@ def graph_decode(model, args, ids, step_ids, device):
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             out = step()
-        graphs[label] = (g, out)
+        # The graph reads and writes these tensors by address: they must outlive it (a freed cache or
+        # token tensor is reused by the next implementation's allocations, and the replay then
+        # scribbles on them: the illegal address seen before this was kept).
+        graphs[label] = (g, out, (cache, pos, tok))
     times = {label: [] for label in impls}
     for i in range(args.decode_reps + 1):
-        for label, (g, out) in graphs.items():
+        for label, (g, out, _) in graphs.items():
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             g.replay()
