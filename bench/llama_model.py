@@ -23,7 +23,10 @@ import statistics
 import sys
 import time
 
-import torch
+try:
+    import torch
+except ImportError:  # --help still works; main() says what is missing
+    torch = None
 
 CALLS = [0]  # fastattn_attention calls: proof that the model really ran fastattn
 
@@ -204,6 +207,8 @@ def main():
                          "memory access on the H100, 2026-11-26, cause not isolated; docs/notes/inference.md)")
     ap.add_argument("--out", default=None, help="also write the table (markdown) here")
     args = ap.parse_args()
+    if torch is None:
+        sys.exit("llama_model.py: needs torch and transformers (pip install torch transformers)")
 
     import transformers
     from transformers import DynamicCache
