@@ -111,6 +111,7 @@ TEST(Options, BadFlagsNameTheFlag) {
   EXPECT_EQ(error({"--window", "3"}), "--window: expected L,R (e.g. 256,0), got '3'");
   EXPECT_EQ(error({"--dtype", "fp8"}), "--dtype: expected bf16, fp16 or fp32, got 'fp8'");
   EXPECT_EQ(error({"--backward=1"}), "--backward: takes no value");
+  EXPECT_EQ(error({"--num-splits", "-1"}), "--num-splits: must be >= 0, got -1");
   EXPECT_EQ(error({"--seqlen=5", "--window=-1,0", "--backward"}), "");
 
   RunOptions o;

@@ -65,6 +65,7 @@ Error parse_run_options(const std::vector<std::string>& args, RunOptions& o) {
       {"--check-rows", int_into(o.check_rows, 0)},
       {"--seed", int_into(o.seed, 0)},
       {"--threads", int_into(o.threads, 0)},
+      {"--num-splits", int_into(o.num_splits, 0)},
       {"--window", [&](const std::string& f, const std::string& v) {
          o.window_set = true;
          return parse_window(f, v, o.window_left, o.window_right);
@@ -177,6 +178,9 @@ run
   --device D         cpu | cuda (default cuda when a GPU and kernels are present, else cpu)
   --backward         also run and time the backward pass
   --deterministic    backward: bitwise reproducible dq (ordered accumulation on CUDA)
+  --num-splits N     forward: split each sequence's keys into N parts merged by a combine (split-KV;
+                     0 = the library's choice: on CUDA where the grid leaves SMs idle, decode above
+                     all; 1 = never; default 0)
   --iters N          timed iterations, the median is reported (default GPU 20, CPU 3)
   --warmup N         untimed iterations before (default GPU 3, CPU 1)
   --threads N        CPU backend threads (default all)

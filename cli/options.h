@@ -24,6 +24,7 @@ struct RunOptions {
   std::optional<Device> device;  // unset: CUDA when cuda_available(), else CPU
   bool backward = false;
   bool deterministic = false;  // backward: ordered dQ accumulation (bitwise reproducible)
+  int num_splits = 0;          // forward: split-KV parts (0 = the library's heuristic, 1 = unsplit)
   int iters = -1, warmup = -1;
   int check_rows = 16;
   uint64_t seed = 0;

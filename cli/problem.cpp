@@ -83,6 +83,7 @@ AttnArgs make_args(const RunOptions& o, Device device, void* q, void* k, void* v
   a.window_right = int32_t(o.window_right);
   a.softcap = o.softcap;
   a.deterministic = o.deterministic;
+  a.num_splits = o.num_splits;
   if (o.scale) a.softmax_scale = *o.scale;
   a.num_threads = o.threads;
   return a;
@@ -97,7 +98,9 @@ std::string describe_problem(const RunOptions& o) {
   if (o.window_set && n > 0 && size_t(n) < sizeof buf)
     n += std::snprintf(buf + n, sizeof buf - size_t(n), " window=%lld,%lld", (long long)o.window_left,
                        (long long)o.window_right);
-  if (o.softcap > 0 && n > 0 && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), " softcap=%g", o.softcap);
+  if (o.softcap > 0 && n > 0 && size_t(n) < sizeof buf)
+    n += std::snprintf(buf + n, sizeof buf - size_t(n), " softcap=%g", o.softcap);
+  if (o.num_splits != 0 && n > 0 && size_t(n) < sizeof buf) std::snprintf(buf + n, sizeof buf - size_t(n), " splits=%d", o.num_splits);
   return buf;
 }
 
