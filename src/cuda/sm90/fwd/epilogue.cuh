@@ -12,10 +12,28 @@
 
 namespace fastattn::sm90 {
 
+// Tile row t of tile e: its query position r and its head's offset g in the tile (GQA packing:
+// q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask); unpacked: e.head,
+// e.m0 + t), and whether it is stored (rows past rows_q, r < 0 from first_block_pad, and packed rows
+// past the tile's `heads` are dropped). A row past seqused gets o = 0 and lse = -inf (the
+// reference's convention for a row that keeps no key).
+struct StoredRow {
+  int r, g;
+  bool keep;
+};
+__device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTile& e, int t, int heads, float& inv,
+                                                float& lse) {
+  const int r = e.m0 + (t & p.sched.row_pos_mask), g = t >> p.sched.row_head_shift;
+  if (r >= e.seq.len_q) {
+    inv = 0.f;
+    lse = -INFINITY;
+  }
+  return {r, g, unsigned(r) < unsigned(e.seq.rows_q) && g < heads};
+}
+
 // Split-KV (Cfg::kSplit): tile e's rows as fp32 partials of split e.split (FwdSplit's layout), O
 // normalised by this split's own sum; rows that kept no key of the split get o = 0 and lse = -inf,
-// which the combine weighs 0. The rows kept are store_rows's, by the same lines (a helper shared
-// with store_rows changed d = 256's unsplit SASS, in its quad-transposed store).
+// which the combine weighs 0. The rows kept are store_rows's (stored_row).
 template <class Cfg>
 __device__ __forceinline__ void store_partial(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
                                               const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
@@ -25,15 +43,11 @@ __device__ __forceinline__ void store_partial(const FwdParams& p, const FwdTile&
   const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int t = row_in_tile + 8 * h, r = e.m0 + (t & p.sched.row_pos_mask), g = t >> p.sched.row_head_shift;
-    if (r >= e.seq.len_q) {
-      inv[h] = 0.f;
-      lse[h] = -INFINITY;
-    }
-    if (unsigned(r) >= unsigned(e.seq.rows_q) || g >= heads) continue;
+    const StoredRow w = stored_row(p, e, row_in_tile + 8 * h, heads, inv[h], lse[h]);
+    if (!w.keep) continue;
     const int64_t row = e.split * sp.rows +
-                        (int64_t(e.seq.batch_coord) * p.attn.heads_q + e.head + g) * sp.rows_per_head +
-                        e.seq.q_offset + r;
+                        (int64_t(e.seq.batch_coord) * p.attn.heads_q + e.head + w.g) * sp.rows_per_head +
+                        e.seq.q_offset + w.r;
     float* dst = sp.o_part + row * D + 2 * quad_col;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j)
@@ -42,11 +56,8 @@ __device__ __forceinline__ void store_partial(const FwdParams& p, const FwdTile&
   }
 }
 
-// One warpgroup's 64 rows of tile `e`: O normalised by inv and LSE, by plain stores from registers.
-// Tile row t is q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask) (GQA
-// packing; unpacked: e.head, e.m0 + t). Rows past rows_q, and packed rows past the tile's heads
-// (zero or other heads' rows of the Q box), are dropped; rows past seqused get out 0 and lse -inf
-// (the reference's convention). With one Q buffer (d256, the long-row d128 configs) a quad
+// One warpgroup's 64 rows of tile `e`: O normalised by inv and LSE, by plain stores from registers,
+// the rows that stored_row keeps. With one Q buffer (d256, the long-row d128 configs) a quad
 // transposes its column pairs so that each lane holds 8 consecutive columns: one 16-byte store
 // where out's rows are 16-byte aligned (p.store.out_vec16; d256: 16 stores per thread instead of 64, and
 // a warp writes 64 contiguous bytes per row instead of 16), else four 4-byte ones (out needs only
@@ -69,13 +80,10 @@ __device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e,
   const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int t = row_in_tile + 8 * h, r = e.m0 + (t & p.sched.row_pos_mask), g = t >> p.sched.row_head_shift;
-    if (r >= e.seq.len_q) {
-      inv[h] = 0.f;
-      lse[h] = -INFINITY;
-    }
-    const bool keep = unsigned(r) < unsigned(e.seq.rows_q) && g < heads;  // r < 0: first_block_pad
-    const int64_t head = e.head + g;
+    const StoredRow w = stored_row(p, e, row_in_tile + 8 * h, heads, inv[h], lse[h]);
+    const bool keep = w.keep;
+    const int r = w.r;
+    const int64_t head = e.head + w.g;
     const cuda_backend::AttnParams& a = p.attn;
     T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + (e.seq.q_offset + r) * a.out_stride_s +
              head * a.out_stride_h;
