@@ -80,7 +80,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   }
   wgmma_wait<0>();
   fence_operands(dq);
-  // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (preprocess.cuh,
+  // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (dq_layout.h,
   // dq_accum_index): coalesced 512-byte rows per warp instruction.
   const int tid = threadIdx.x % 128;
   float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;

@@ -8,7 +8,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
+
 #include "cuda/common/bwd_seq.cuh"
+#include "cuda/common/math.cuh"  // pack2
+#include "cuda/sm90/bwd/dq_layout.h"
 
 namespace fastattn::sm90 {
 
@@ -43,30 +47,40 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
   }
 }
 
-// The dQ accumulator of a q-block holds warpgroup w's columns [c_w, c_w + N_w) at float offset
-// 64 c_w, element (row, c_w + lc) at 512 (i / 4) + 4 t + i % 4 for the thread t and accumulator
-// index i that the wgmma layout gives it (bwd/kernel.cuh adds it so: a float4 per thread, a warp's
-// 32 of them contiguous).
-__device__ __forceinline__ int dq_accum_index(int row, int col, int cols0) {
-  const int c0 = col < cols0 ? 0 : cols0, lc = col - c0;
-  const int i = 4 * (lc / 8) + 2 * ((row % 16) / 8) + (lc % 2);
-  const int t = 32 * (row / 16) + 4 * (row % 8) + (lc % 8) / 2;
-  return 64 * c0 + 512 * (i / 4) + 4 * t + i % 4;
-}
-
+// dq = scale * the q-block's accumulator, through smem: float4 loads in the accumulator's own order
+// (coalesced; each holds two pairs of columns, dq_layout.h), rounded pairs into a row-major 64 x D
+// tile, then each row of dq (contiguous) stored in 16-byte pieces. Read straight from the fragment
+// order, a warp's stores would be pieces of eight rows, one row stride apart. The tile's rows are
+// padded by 16 bytes, so that a warp's eight rows fall in different banks.
 template <class T, int D, int Cols0>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
+  constexpr int kRowBytes = D * int(sizeof(T)) + 16, kChunks = D * int(sizeof(T)) / 16;
+  __shared__ alignas(16) uint8_t tile[64 * kRowBytes];
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const cuda_backend::BwdSeq seq(p, b);
   if (m * 64 >= seq.rows_q) return;
-  const float* acc = p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * 64) * D;
+  const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * 64) * D);
+  for (int f = threadIdx.x; f < 16 * D; f += kBwdAuxThreads) {
+    const float4 x = acc[f];
+    const DqPairs e = dq_accum_pairs(f, Cols0);
+    uint8_t* at = tile + e.row * kRowBytes + e.col * int(sizeof(T));
+    *reinterpret_cast<uint32_t*>(at) = cuda_backend::pack2<T>(p.scale * x.x, p.scale * x.y);
+    *reinterpret_cast<uint32_t*>(at + 8 * kRowBytes) = cuda_backend::pack2<T>(p.scale * x.z, p.scale * x.w);
+  }
+  __syncthreads();
   const int rows = min(64, seq.rows_q - m * 64);
-  for (int e = threadIdx.x; e < rows * D; e += kBwdAuxThreads) {
-    const int r = e / D, c = e % D;
+  for (int e = threadIdx.x; e < rows * kChunks; e += kBwdAuxThreads) {
+    const int r = e / kChunks, k = e % kChunks;
     const int64_t tok = seq.q_offset + m * 64 + r;
-    T* dst = static_cast<T*>(p.dq) + int64_t(seq.batch_coord) * p.dq_stride_b + tok * p.dq_stride_s +
-             int64_t(h) * p.dq_stride_h + c;
-    *dst = T(p.scale * acc[dq_accum_index(r, c, Cols0)]);
+    T* row = static_cast<T*>(p.dq) + int64_t(seq.batch_coord) * p.dq_stride_b + tok * p.dq_stride_s + int64_t(h) * p.dq_stride_h;
+    const uint4 v = *reinterpret_cast<const uint4*>(tile + r * kRowBytes + 16 * k);
+    if (reinterpret_cast<uintptr_t>(row) % 16 == 0) {
+      reinterpret_cast<uint4*>(row)[k] = v;
+    } else {  // dq's rows only 2-byte aligned (a strided view): element by element
+      const T* src = reinterpret_cast<const T*>(&v);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) row[8 * k + i] = src[i];
+    }
   }
 }
 

@@ -1,0 +1,31 @@
+// The layout of a q-block's fp32 dQ accumulator run (64 rows x D), as the main kernel adds it and
+// the postprocess reads it. Warpgroup w's columns [c_w, c_w + N_w) sit at float offset 64 c_w; in
+// there, element (row, c_w + lc) is at 512 (i / 4) + 4 t + i % 4 for the thread t and accumulator
+// index i that the wgmma layout gives it: a float4 per thread, a warp's 32 of them contiguous
+// (kernel.cuh adds it so, dq.cuh). Host and device: the CPU tests check the two directions agree.
+#pragma once
+
+#include "cuda/common/host_device.h"
+
+namespace fastattn::sm90 {
+
+// Float offset of element (row, col); cols0 = warpgroup 0's column count.
+FASTATTN_HD int dq_accum_index(int row, int col, int cols0) {
+  const int c0 = col < cols0 ? 0 : cols0, lc = col - c0;
+  const int i = 4 * (lc / 8) + 2 * ((row % 16) / 8) + (lc % 2);
+  const int t = 32 * (row / 16) + 4 * (row % 8) + (lc % 8) / 2;
+  return 64 * c0 + 512 * (i / 4) + 4 * t + i % 4;
+}
+
+// The inverse for a whole float4: float4 number f of the run holds (row, col), (row, col + 1),
+// (row + 8, col), (row + 8, col + 1), in that order.
+struct DqPairs {
+  int row, col;
+};
+FASTATTN_HD DqPairs dq_accum_pairs(int f, int cols0) {
+  const bool second = f >= 16 * cols0;  // warpgroup 1's columns start at float 64 cols0
+  const int q4 = second ? f - 16 * cols0 : f, t = q4 % 128, lane = t % 32;
+  return {16 * (t / 32) + lane / 4, (second ? cols0 : 0) + 8 * (q4 / 128) + 2 * (lane % 4)};
+}
+
+}  // namespace fastattn::sm90
