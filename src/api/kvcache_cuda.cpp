@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/kvcache_append.h"
+#include "cuda/stream_alloc.h"
 #endif
 
 namespace fastattn::detail {
@@ -30,6 +31,17 @@ size_t q_rot_bytes(const KvCacheArgs& a, const KvCachePlan& p) {
 size_t cuda_kvcache_workspace(const KvCacheArgs& a, const KvCachePlan& p) {
   return keys_bytes(p) + q_rot_bytes(a, p);
 }
+
+namespace {
+
+// Nothing to append, rotate or shift: each sequence's keys are its cache_seqlens (or the whole
+// capacity), so the attention reads them as they are, with no preparing launch and no workspace
+// (a decode step over a cache the caller filled, e.g. transformers' StaticCache).
+bool reads_cache_as_is(const KvCacheArgs& a, const KvCachePlan& p) {
+  return !a.k_new.defined() && p.rotary_dim == 0 && !a.cache_leftpad.defined();
+}
+
+}  // namespace
 
 #ifdef FASTATTN_WITH_CUDA
 namespace {
@@ -106,12 +118,19 @@ Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
   att.v = as_attention_operand(a.v_cache, p);
   att.out = a.out;
   att.lse = a.lse;
-  att.seqused_k = {k.keys, p.batch};
+  const bool as_is = reads_cache_as_is(a, p);
+  if (as_is) {
+    att.seqused_k = a.cache_seqlens;  // undefined: every sequence holds the whole capacity
+  } else {
+    att.seqused_k = {k.keys, p.batch};
+  }
   att.check_index_arrays = false;  // the key counts are written on the device just before
   Prepared prep;  // the attention's checks before the cache is written
   if (Status st = prepare_forward(att, &prep); !st.ok()) return as_cache_error(st);
   prep.problem.cache = cache_layout(a, p);
-  if (Status st = cuda_backend::kvcache_append(k, stream); !st.ok()) return st;
+  if (!as_is) {
+    if (Status st = cuda_backend::kvcache_append(k, stream); !st.ok()) return st;
+  }
   return run_forward(att, prep, stream);
 }
 
@@ -129,13 +148,12 @@ Status cuda_kvcache(const KvCacheArgs& a, const KvCachePlan& p, void* stream) {
     }
     return run(a, p, static_cast<char*>(a.workspace), stream);
   }
+  if (reads_cache_as_is(a, p)) return run(a, p, nullptr, stream);
   auto s = static_cast<cudaStream_t>(stream);
   void* ws = nullptr;
-  if (cudaError_t e = cudaMallocAsync(&ws, need, s); e != cudaSuccess) {
-    return {Code::CudaError, msg("workspace: cudaMallocAsync of ", need, " bytes failed: ", cudaGetErrorString(e))};
-  }
+  if (Status st = cuda_backend::stream_alloc(need, s, "workspace", &ws); !st.ok()) return st;
   Status st = run(a, p, static_cast<char*>(ws), stream);
-  cudaFreeAsync(ws, s);
+  cuda_backend::stream_free(ws, s);
   return st;
 }
 

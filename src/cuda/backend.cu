@@ -51,12 +51,13 @@ bool aligned16(const Tensor& t) {
   return true;
 }
 
-Status device_arch(int& major, int& minor) {
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return {Code::CudaError, "no CUDA device"};
+// "sm_XY" of the current device, for messages only (uncached: the error path).
+std::string device_sm() {
+  int dev = 0, major = 0, minor = 0;
+  cudaGetDevice(&dev);
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
   cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-  return Status::Ok();
+  return "sm_" + std::to_string(major) + std::to_string(minor);
 }
 
 }  // namespace
@@ -82,17 +83,19 @@ bool available() {
 }
 
 Status check_forward(const AttnArgs& a) {
-  if (!available()) return Status::Unsupported("CUDA backend: no CUDA device is present");
-  int major = 0, minor = 0;
-  if (Status st = device_arch(major, minor); !st.ok()) return st;
+  // The device's arch from the per-device cache (device_info.h): this runs on every call.
+  int major = 0;
+  if (Status st = compute_major(&major); !st.ok()) {
+    if (!available()) return Status::Unsupported("CUDA backend: no CUDA device is present");
+    return st;
+  }
   if (!arch_built(major)) {
     std::string archs;
     for (const BuiltKernel& k : kBuilt)
       if (k.arch != nullptr && k.family == KernelFamily::Forward && archs.find(k.arch) == std::string::npos)
         archs += (archs.empty() ? "" : ", ") + std::string(k.arch);
     return Status::Unsupported("CUDA forward: this build has kernels for " + (archs.empty() ? "no arch" : archs) +
-                               " only (sm90 = Hopper, sm_90a); this device is sm_" + std::to_string(major) +
-                               std::to_string(minor));
+                               " only (sm90 = Hopper, sm_90a); this device is " + device_sm());
   }
   if (a.q.dtype != DType::F16 && a.q.dtype != DType::BF16)
     return Status::Unsupported(std::string("q: the CUDA forward takes fp16 or bf16, not ") + dtype_name(a.q.dtype) +

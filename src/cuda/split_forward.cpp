@@ -4,6 +4,7 @@
 
 #include "cuda/sched/split_plan.h"
 #include "cuda/split_combine.h"
+#include "cuda/stream_alloc.h"
 
 namespace fastattn::cuda_backend {
 
@@ -12,11 +13,8 @@ Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, S
   b->rows_per_head = p.varlen ? p.total_q : lp.attn.seqlen_q;
   b->rows = split_rows(lp.attn, p.total_q);
   const int64_t bytes = split_workspace_bytes(splits, b->rows, p.head_dim_v);
-  if (cudaError_t e = cudaMallocAsync(&b->base, size_t(bytes), stream); e != cudaSuccess) {
-    cudaGetLastError();
-    return {Code::CudaError, "num_splits: cudaMallocAsync of the " + std::to_string(bytes) +
-                                 "-byte split workspace failed: " + cudaGetErrorString(e)};
-  }
+  if (Status st = stream_alloc(size_t(bytes), stream, "num_splits: the split workspace", &b->base); !st.ok())
+    return st;
   b->o = static_cast<float*>(b->base);
   b->lse = reinterpret_cast<float*>(static_cast<char*>(b->base) + (bytes - int64_t(splits) * b->rows * 4));
   return Status::Ok();
@@ -52,7 +50,7 @@ Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, 
     }
     st = combine_splits(c, stream);
   }
-  if (cudaError_t e = cudaFreeAsync(b.base, stream); e != cudaSuccess && st.ok())
+  if (cudaError_t e = stream_free(b.base, stream); e != cudaSuccess && st.ok())
     st = {Code::CudaError, std::string("num_splits: cudaFreeAsync of the split workspace: ") + cudaGetErrorString(e)};
   return st;
 }

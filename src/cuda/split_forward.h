@@ -1,6 +1,6 @@
 // The host side of a split-KV forward launch, around the split kernel: its workspace (fp32
-// partial O and LSE, stream-ordered: cudaMallocAsync / cudaFreeAsync, so the call stays
-// capturable in a CUDA graph with no host sync) and the combine into out and lse.
+// partial O and LSE, stream-ordered (stream_alloc.h), so the call stays capturable in a CUDA graph
+// with no host sync) and the combine into out and lse.
 #pragma once
 
 #include <cuda_runtime.h>
