@@ -115,6 +115,7 @@ def main():
     rows.append(("views x5", per_call_us(lambda: [view(x) for x in (q, k, v, out, lse)], args.calls)))
     rows.append(("dlpack x5", per_call_us(lambda: [x.__dlpack__() for x in (q, k, v, out, lse)], args.calls)))
     rows += decode_host_rows(dev, dt, d, stream, args.calls)
+    rows += transformers_rows(dev, dt, args.calls)
     if dev == "cpu":
         report([f"# call overhead (CPU backend, torch {torch.__version__}, fastattn {fastattn.__version__})", "",
                 f"float32 b{b} s{s} h{h}/{h_kv} d{d} causal, {args.calls} calls per run, best of 5", ""],
@@ -174,6 +175,50 @@ def decode_host_rows(dev, dt, d, stream, calls):
         rows.append(("_C.forward_kvcache_views", per_call_us(lambda: views_fn(
             *ready, None, None, None, sv, None, None, None, True, d ** -0.5, True, -1, -1, 0.0, 0,
             dev != "cuda", 0, 0, stream), calls)))
+    return rows
+
+
+def transformers_rows(dev, dt, calls):
+    """One layer's attention of a transformers Llama decode step (h 16/4, d 128, 1501 cached keys;
+    (b, h, s, d) tensors as transformers hands them), through the function each registration runs:
+    transformers' sdpa_attention_forward (a local copy of its work when transformers is absent) and
+    fastattn.hf_attention.attention_forward, and the old way, flash_attn_func on transposes.
+    "+ sync" rows synchronize after every call (an eager decode loop that reads its token back):
+    the wall time of the call with its GPU work, and the stream-ordered workspace's cost after a sync."""
+    import types
+
+    hq, hk, d, keys = (16, 4, 128, 1501) if dev == "cuda" else (2, 1, 64, 33)
+    q = torch.randn(1, hq, 1, d, device=dev, dtype=dt)
+    k, v = (torch.randn(1, hk, keys, d, device=dev, dtype=dt) for _ in range(2))
+    module = types.SimpleNamespace(is_causal=True, num_key_value_groups=hq // hk, training=False)
+    try:
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward as hf_sdpa
+    except ImportError:
+        def hf_sdpa(module, q, k, v, mask, scaling=None):
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, scale=scaling, enable_gqa=True)
+            return out.transpose(1, 2).contiguous(), None
+    def fa_transposed():
+        return fastattn.flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                        softmax_scale=d ** -0.5, causal=True)
+
+    fns = {"hf sdpa (decode layer)": lambda: hf_sdpa(module, q, k, v, None, scaling=d ** -0.5)}
+    try:
+        from fastattn import hf_attention
+    except ImportError:  # a tree from before it: its bench registered flash_attn_func on transposes
+        fns["hf fastattn (decode layer)"] = fa_transposed
+    else:
+        fns["hf fastattn (decode layer)"] = lambda: hf_attention.attention_forward(module, q, k, v, None,
+                                                                                   scaling=d ** -0.5)
+        fns["flash_attn_func on transposes (decode layer)"] = fa_transposed
+    rows = []
+    with torch.no_grad():
+        for name, fn in fns.items():
+            rows.append((name, per_call_us(fn, calls)))
+        if dev == "cuda":
+            for name in list(fns)[:2]:
+                fn = fns[name]
+                rows.append((name + " + sync", per_call_us(lambda fn=fn: (fn(), torch.cuda.synchronize()),
+                                                           max(calls // 4, 100))))
     return rows
 
 

@@ -5,13 +5,13 @@
 
 The model: LlamaForCausalLM, 4 layers, hidden 2048, 16 query / 4 KV heads of dim 128, MLP 8192,
 vocabulary 32000, bf16, random weights (nothing is downloaded). One model, its attention switched
-between transformers' "sdpa" and "fastattn" (registered through AttentionInterface; a padding
-mask reaches it through the flash-attention mask function and is refused, never dropped):
+between transformers' "sdpa" and "fastattn" (fastattn.hf_attention.register(): AttentionInterface with
+the flash-attention mask function, so a padding mask reaches it and is refused, never dropped):
   prefill   model(input_ids) at batch 1, seqlen --seqlen (causal; logits of every position)
   decode    one step of one new token against the prefilled DynamicCache (seqlen + 1 keys); the
             cache is cropped back after each step, so every step sees the same length
 Wall time per forward with torch.cuda.synchronize() before and after, the two attentions
-interleaved call by call, median (and quartiles) reported. Eager (DynamicCache, flash_attn_func);
+interleaved call by call, median (and quartiles) reported. Eager (DynamicCache, fastattn.hf_attention);
 with --graphs (experimental) also the decode step in a CUDA graph: a StaticCache (keys = the preallocated cache; SDPA
 masks it, fastattn takes the filled length through flash_attn_with_kvcache's cache_seqlens),
 one graph per attention, replays interleaved (each appends one token).
@@ -28,25 +28,15 @@ try:
 except ImportError:  # --help still works; main() says what is missing
     torch = None
 
-CALLS = [0]  # fastattn_attention calls: proof that the model really ran fastattn
+CALLS = [0]  # counted() calls: proof that the model really ran fastattn
 
 
-def fastattn_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                       is_causal=None, **kwargs):
-    """transformers' attention interface over fastattn.flash_attn_func: query (b, h, s_q, d),
-    key/value (b, h_kv, s_k, d) -> ((b, s_q, h, d), None). Causal masks are bottom-right aligned,
-    so a decode step (s_q 1) sees every cached key."""
-    import fastattn
-
-    if attention_mask is not None:
-        raise NotImplementedError("fastattn attention: padded batches are not wired in this bench")
-    if dropout:
-        raise NotImplementedError("fastattn attention: dropout is not supported")
-    causal = module.is_causal if is_causal is None else is_causal
-    CALLS[0] += 1
-    out = fastattn.flash_attn_func(query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
-                                   softmax_scale=scaling, causal=causal)
-    return out, None
+def counted(fn):
+    """fn, counting its calls in CALLS (the check forwards only; timed forwards run fn itself)."""
+    def run(*args, **kwargs):
+        CALLS[0] += 1
+        return fn(*args, **kwargs)
+    return run
 
 
 def fastattn_static_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
@@ -65,13 +55,20 @@ def fastattn_static_attention(module, query, key, value, attention_mask, dropout
     return out, None
 
 
-def register():
+def register(count=False):
+    """"fastattn": the package's registration (fastattn.hf_attention: flash-attention masks, (b, h, s, d)
+    tensors read as they lie); "fastattn_static": the StaticCache variant above. count: through
+    counted()."""
     from transformers import AttentionInterface
     from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
 
-    for name, fn in (("fastattn", fastattn_attention), ("fastattn_static", fastattn_static_attention)):
-        AttentionInterface.register(name, fn)
-        ALL_MASK_ATTENTION_FUNCTIONS.register(name, flash_attention_mask)
+    from fastattn import hf_attention
+
+    hf_attention.register("fastattn")
+    if count:
+        AttentionInterface.register("fastattn", counted(hf_attention.attention_forward))
+    AttentionInterface.register("fastattn_static", fastattn_static_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register("fastattn_static", flash_attention_mask)
 
 
 def build_model(args, dtype, device):
@@ -217,7 +214,7 @@ def main():
 
     device = args.device
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
-    register()
+    register(count=True)
     progress(f"torch {torch.__version__}, transformers {transformers.__version__}, fastattn "
              f"{fastattn.__version__}; building the model")
     model = build_model(args, dtype, device)
@@ -238,6 +235,7 @@ def main():
             caches[impl] = cache
         sync(device)
         assert CALLS[0] == args.layers, f"fastattn ran {CALLS[0]} times in a {args.layers}-layer forward"
+        register()  # the timed forwards call fastattn.hf_attention.attention_forward itself
         check_prefill = compare("prefill", logits["fastattn"], logits["sdpa"])
         del logits
         prefill_calls = {impl: (lambda: model(ids, use_cache=True)) for impl in impls}

@@ -35,11 +35,17 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
 
 
 def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_scale=None,
-              causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False, with_lse=True):
+              causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False, with_lse=True,
+              heads_first=False):
     """(out, lse) for any array kind; torch tensors are differentiable (the backward deterministic
     when asked), through the custom op or, for plain tensors in eager mode, without it. Other
     arrays have no autograd: deterministic is then unused (fastattn.backward takes it).
-    with_lse=False may return lse None (the torch direct path then skips allocating it)."""
+    with_lse=False may return lse None (the torch direct path then skips allocating it).
+    heads_first: fixed-length q, k, v given as (b, h, s, d) (SDPA's layout; the caller checked
+    their ranks); out is (b, s_q, h, d_v) all the same. The torch direct path reads them as they
+    lie, without a transpose call."""
+    if heads_first and any(x is not None for x in index_arrays):  # no `is` on tuples: Dynamo traces this
+        raise ValueError("heads_first: fixed-length attention only (no cu_seqlens / seqused)")
     torch = torch_module()
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
@@ -62,7 +68,9 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
             scale = _core.resolve_scale(softmax_scale, q.shape[-1])
             return _torch_views().forward(q, k, v, index_arrays, operator.index(max_seqlens[0]),
                                         operator.index(max_seqlens[1]), scale, bool(causal), left,
-                                        right, float(softcap), not q.is_cuda, with_lse)
+                                        right, float(softcap), not q.is_cuda, with_lse, heads_first)
+        if heads_first:
+            q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
                           softcap, deterministic, direct=path == "autograd")
     xs = arrays_for(q, "q")
@@ -70,6 +78,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     varlen = index_arrays[0] is not None or index_arrays[1] is not None
     for name, x in (("q", q), ("k", k), ("v", v)):
         _core.check_rank(x, name, varlen)
+    if heads_first:
+        q, k, v = xs.swap12(q), xs.swap12(k), xs.swap12(v)
     left, right = _core.window_pair(window_size)
     scale = _core.resolve_scale(softmax_scale, q.shape[-1])
     return _core.run_forward(xs, q, k, v, index_arrays, operator.index(max_seqlens[0]),

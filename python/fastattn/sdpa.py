@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from ._arrays import arrays_for
+from ._arrays import arrays_for, torch_module
 from .interface import attention
 
 
@@ -54,9 +54,13 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError(f"enable_gqa: query has {h_q} heads and key {h_kv}; "
                          "pass enable_gqa=True for grouped-query attention")
     causal, window = _causal_window(query.shape[2], key.shape[2]) if is_causal else (False, (-1, -1))
+    torch = torch_module()
+    if torch is not None and isinstance(query, torch.Tensor):
+        out, _ = attention(query, key, value, softmax_scale=scale, causal=causal, window_size=window,
+                           deterministic=torch.are_deterministic_algorithms_enabled(), with_lse=False,
+                           heads_first=True)
+        return out.transpose(1, 2)
     xs = arrays_for(query, "query")
-    q, k, v = (xs.swap12(x) for x in (query, key, value))
-    deterministic = xs.name == "torch" and xs.torch.are_deterministic_algorithms_enabled()
-    out, _ = attention(q, k, v, softmax_scale=scale, causal=causal, window_size=window,
-                       deterministic=deterministic, with_lse=False)
+    out, _ = attention(query, key, value, softmax_scale=scale, causal=causal, window_size=window,
+                       with_lse=False, heads_first=True)
     return xs.swap12(out)

@@ -1,0 +1,139 @@
+"""fastattn.hf_attention (transformers' attention interface) and the heads-first torch path it and
+the SDPA drop-in take: (b, h, s, d) tensors read as they lie, no transpose call. Values against the
+float64 reference, the same bits as flash_attn_func on the transposed tensors, refusals by name."""
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: transformers-attention tests skipped")
+
+import attn_reference as ref  # noqa: E402
+import fastattn  # noqa: E402
+from checks import FLOAT32_FLOOR, assert_close  # noqa: E402
+from fastattn import _torch_views, hf_attention  # noqa: E402
+
+CUDA = torch.cuda.is_available() and fastattn.cuda_available()
+DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
+D = {"cpu": 64, "cuda": 128}  # scripts/gpu-check-inference builds head dim 128 only
+DTYPE = {"cpu": torch.float32, "cuda": torch.bfloat16}
+RDT = {"cpu": np.float32, "cuda": "bfloat16"}
+
+
+def heads_first(rng, b, h, s, d, device, how):
+    """A (b, h, s, d) tensor laid out `how`: dense (transformers' cache), from a (b, s, h, d)
+    buffer (a projection's output transposed), or with a non-unit last stride (copied)."""
+    def draw(shape):
+        return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(device, DTYPE[device])
+    if how == "dense":
+        return draw((b, h, s, d))
+    if how == "from_bshd":
+        return draw((b, s, h, d)).transpose(1, 2)
+    assert how == "last_strided"
+    return draw((b, h, s, 2 * d))[..., ::2]
+
+
+def np64(x):
+    return x.detach().to(torch.float64).cpu().numpy()
+
+
+# (b, s_q, s_k, h, h_kv, causal, softcap): prefill, decode (one query, bottom-right causal: every
+# key), odd sizes, GQA and MQA
+CASES = {
+    "prefill_gqa": (2, 17, 17, 6, 2, True, 0.0),
+    "decode": (1, 1, 113, 8, 2, True, 0.0),
+    "chunk_sq_lt_sk": (1, 5, 33, 4, 1, True, 0.0),
+    "softcap_full": (1, 13, 29, 2, 2, False, 4.0),
+}
+
+
+@pytest.mark.parametrize("how", ["dense", "from_bshd", "last_strided"])
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("device", DEVICES)
+def test_values_against_reference_and_flash_attn_func(rng, device, case, how):
+    b, s_q, s_k, h, h_kv, causal, softcap = CASES[case]
+    d = D[device]
+    q = heads_first(rng, b, h, s_q, d, device, how)
+    k = heads_first(rng, b, h_kv, s_k, d, device, how)
+    v = heads_first(rng, b, h_kv, s_k, d, device, how)
+    module = types.SimpleNamespace(is_causal=causal)
+    scale = 0.7 * d ** -0.5
+    with torch.no_grad():
+        out, weights = hf_attention.attention_forward(module, q, k, v, None, scaling=scale,
+                                                      softcap=softcap or None)
+        same = fastattn.flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                                        softmax_scale=scale, causal=causal, softcap=softcap)
+    assert weights is None and out.shape == (b, s_q, h, d) and out.dtype == q.dtype
+    assert torch.equal(out, same)
+    arrays = [np64(x.transpose(1, 2)) for x in (q, k, v)]
+    kw = dict(scale=scale, causal=causal, softcap=softcap)
+    ref64, _ = ref.forward(*arrays, **kw)
+    lowp, _ = ref.forward(*arrays, dtype=RDT[device], **kw)
+    assert_close("out", np64(out), ref64, lowp, RDT[device], FLOAT32_FLOOR if device == "cpu" else 0.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_module_is_causal_is_the_default(rng, device):
+    d = D[device]
+    q, k, v = (heads_first(rng, 1, 2, 9, d, device, "dense") for _ in range(3))
+    with torch.no_grad():
+        causal, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=True), q, k, v, None)
+        full, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=False), q, k, v, None)
+        no_attr, _ = hf_attention.attention_forward(object(), q, k, v, None)
+        override, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=True), q, k, v, None,
+                                                     is_causal=False)
+    assert torch.equal(no_attr, causal) and torch.equal(override, full) and not torch.equal(causal, full)
+
+
+def test_autograd_through_the_heads_first_path(rng):
+    q, k, v = (heads_first(rng, 2, 4, 11, 64, "cpu", "dense").requires_grad_() for _ in range(3))
+    out, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=True), q, k, v, None)
+    dout = torch.from_numpy(rng.standard_normal(out.shape).astype(np.float32))
+    out.backward(dout)
+    leaves = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+    twin = fastattn.flash_attn_func(*(x.transpose(1, 2) for x in leaves), causal=True)
+    twin.backward(dout)
+    assert torch.equal(out, twin)
+    for got, want in zip((q.grad, k.grad, v.grad), (x.grad for x in leaves)):
+        assert torch.equal(got, want)
+
+
+def test_refusals_name_the_argument(rng):
+    q, k, v = (heads_first(rng, 1, 2, 8, 64, "cpu", "dense") for _ in range(3))
+    module = types.SimpleNamespace(is_causal=True)
+    with pytest.raises(NotImplementedError, match="attention_mask"):
+        hf_attention.attention_forward(module, q, k, v, torch.ones(1, 1, 8, 8, dtype=torch.bool))
+    with pytest.raises(NotImplementedError, match="dropout"):
+        hf_attention.attention_forward(module, q, k, v, None, dropout=0.1)
+    with pytest.raises(NotImplementedError, match="sliding_window"):
+        hf_attention.attention_forward(module, q, k, v, None, sliding_window=4)
+    with pytest.raises(ValueError, match=r"query: expected 4 dimensions \(batch, heads, seqlen"):
+        hf_attention.attention_forward(module, q[0], k, v, None)
+    with pytest.raises(ValueError, match="heads_first: fixed-length"):
+        cu = torch.tensor([0, 8], dtype=torch.int32)
+        fastattn.interface.attention(q[0], k[0], v[0], (cu, cu, None, None), (8, 8), heads_first=True)
+
+
+@pytest.mark.parametrize("how", ["dense", "from_bshd", "last_strided"])
+def test_heads_first_view_is_the_transposed_view(rng, how):
+    t = heads_first(rng, 2, 3, 5, 64, "cpu", how)
+    got, want = _torch_views.view_heads_first(t), _torch_views.view(t.transpose(1, 2))
+    owner = got[5]  # t, or its copy with a unit last stride
+    assert (owner is t) == (how != "last_strided") and torch.equal(owner, t)
+    sb, sh, ss, sd = owner.stride()
+    assert got[0] == owner.data_ptr() and tuple(got[1]) == tuple(want[1]) == (2, 5, 3, 64)
+    assert tuple(got[2]) == (sb, ss, sh, sd) and sd == 1 and got[3:5] == want[3:5]
+    if how != "last_strided":  # no copy: exactly the transposed tensor's view
+        assert got[0] == want[0] and tuple(got[2]) == tuple(want[2])
+    resolved = _torch_views.view_heads_first(torch._neg_view(t))
+    assert not resolved[5].is_neg() and torch.equal(resolved[5], -t)
+
+
+def test_register_with_transformers():
+    pytest.importorskip("transformers", reason="transformers is not installed: registration not tested")
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, flash_attention_mask
+
+    hf_attention.register("fastattn_test")
+    assert AttentionInterface()["fastattn_test"] is hf_attention.attention_forward
+    assert ALL_MASK_ATTENTION_FUNCTIONS["fastattn_test"] is flash_attention_mask
