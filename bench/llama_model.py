@@ -12,7 +12,7 @@ the flash-attention mask function, so a padding mask reaches it and is refused, 
             cache is cropped back after each step, so every step sees the same length
 Wall time per forward with torch.cuda.synchronize() before and after, the two attentions
 interleaved call by call, median (and quartiles) reported. Eager (DynamicCache, fastattn.hf_attention);
-with --graphs (experimental) also the decode step in a CUDA graph: a StaticCache (keys = the preallocated cache; SDPA
+with --graphs also the decode step in a CUDA graph: a StaticCache (keys = the preallocated cache; SDPA
 masks it, fastattn takes the filled length through flash_attn_with_kvcache's cache_seqlens),
 one graph per attention, replays interleaved (each appends one token).
 The logits of both are compared (max |a - b| against max |b|, and the argmax per position).
@@ -200,8 +200,7 @@ def main():
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--tiny", action="store_true", help="a small model (smoke test)")
     ap.add_argument("--graphs", action="store_true",
-                    help="also the decode step in a CUDA graph over a StaticCache (experimental: an illegal "
-                         "memory access on the H100, 2026-11-26, cause not isolated; docs/notes/inference.md)")
+                    help="also the decode step in a CUDA graph over a StaticCache (docs/notes/inference.md)")
     ap.add_argument("--out", default=None, help="also write the table (markdown) here")
     args = ap.parse_args()
     if torch is None:

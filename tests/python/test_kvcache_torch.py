@@ -91,3 +91,59 @@ def test_cuda_graph_decode_step(rng):
     graph.replay()
     torch.cuda.synchronize()
     _check(inputs, first + 1, "bfloat16", True, out, lse, before2)
+
+
+DEVICES = ["cpu"] + (["cuda"] if CUDA else [])
+
+
+@pytest.mark.parametrize("seqlens_kind", ["tensor", "whole_cache"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_cache_filled_by_the_caller(rng, device, seqlens_kind):
+    """No k/v, no rotary, no leftpad (transformers' StaticCache: the new keys are already in the
+    cache): cache_seqlens are the key counts as they are (on CUDA: no preparing launch)."""
+    dtype, np_dtype, d = (torch.float32, np.float32, 32) if device == "cpu" else (torch.bfloat16, "bfloat16", 128)
+    q, kc, vc, _, _, _, _ = _inputs(rng, device, dtype, b=4, s_q=3, d=d, s_cache=113)
+    if seqlens_kind == "tensor":
+        seqlens = np.array([1, 2, 17, 113], np.int32)
+        arg = torch.from_numpy(seqlens).to(device)
+    else:
+        seqlens = arg = None
+    before = (np64(kc), np64(vc))
+    out, lse = fastattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=arg, causal=True,
+                                                return_softmax_lse=True)
+    kc_want, vc_want, out64, lse64, outlp = model(np64(q), *before, seqlens=seqlens, causal=True,
+                                                  dtype=np_dtype)
+    assert np.array_equal(np64(kc), before[0]) and np.array_equal(np64(vc), before[1])  # untouched
+    assert_close("out", np64(out), out64, outlp, np_dtype, FLOAT32_FLOOR if device == "cpu" else 0)
+    assert_lse_close(np64(lse), lse64, rtol=1e-4)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device or no CUDA kernels in this build")
+def test_cuda_graph_over_a_cache_filled_by_the_caller(rng):
+    """The StaticCache decode step in a graph: the caller writes the new token's k/v and advances
+    cache_seqlens on the device; each replay attends to one more key."""
+    q, kc, vc, k, v, _, _ = _inputs(rng, "cuda", torch.bfloat16, b=2, d=128, s_cache=300)
+    seqlens = torch.tensor([5, 200], dtype=torch.int32, device="cuda")
+    pos = seqlens.long() - 1
+
+    def step():
+        kc[torch.arange(2, device="cuda"), pos] = k[:, 0]
+        vc[torch.arange(2, device="cuda"), pos] = v[:, 0]
+        return fastattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True,
+                                                return_softmax_lse=True)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        step()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out, lse = step()
+    for _ in range(2):
+        graph.replay()
+        torch.cuda.synchronize()
+        want = model(np64(q), np64(kc), np64(vc), seqlens=seqlens.cpu().numpy(), causal=True, dtype="bfloat16")
+        assert_close("out", np64(out), want[2], want[4], "bfloat16")
+        assert_lse_close(np64(lse), want[3], rtol=1e-4)
+        seqlens += 1
+        pos += 1
