@@ -15,39 +15,33 @@ _DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3
 _F32 = _DTYPES[torch.float32]
 
 
-def _readable(t):
-    """t, or a copy the kernels can read: a last dimension without unit stride made contiguous and
-    a negated view (torch's neg bit) resolved, as the DLPack path does."""
+def view(t, heads_first=False):
+    """t's view. A last dimension without unit stride is copied contiguous, and a negated view
+    (torch's neg bit) resolved, as the DLPack path does; the copy rides along as the owner.
+    heads_first: t is 4-D (b, h, s, d), viewed as (b, s, h, d): what view(t.transpose(1, 2))
+    gives, without the torch call (SDPA's and transformers' layout). One function, inline: this
+    runs three times per call."""
     strides = t.stride()
     if strides and strides[-1] != 1 and t.shape[-1] > 1:
         t = t.contiguous()
+        strides = t.stride()
     if t.is_neg():
-        t = t.resolve_neg()
-    return t
-
-
-def _plain(t, shape, strides):
-    """The view of t's memory as (shape, strides); t rides along as the owner."""
+        t = t.resolve_neg()  # a copy, whose layout may differ from the view's (gaps are dropped)
+        strides = t.stride()
+    shape = t.shape
+    if heads_first:
+        b, h, s, d = shape
+        sb, sh, ss, sd = strides
+        shape, strides = (b, s, h, d), (sb, ss, sh, sd)
     device = t.get_device() if t.is_cuda else (-1 if t.is_cpu else str(t.device))
     dtype = _DTYPES.get(t.dtype)
     if dtype is None:  # the name the C++ layer's message gives, as DLPack would have
-        dtype = str(t.dtype).replace("torch.", "")
+        dtype = _dtype_name(t)
     return (t.data_ptr(), shape, strides, dtype, device, t)
 
 
-def view(t):
-    """t's view (a copy where _readable makes one; the copy rides along as the owner)."""
-    t = _readable(t)
-    return _plain(t, t.shape, t.stride())
-
-
-def view_heads_first(t):
-    """The view of a 4-D (b, h, s, d) tensor as (b, s, h, d): what view(t.transpose(1, 2)) gives,
-    without the torch call (SDPA's and transformers' layout)."""
-    t = _readable(t)
-    b, h, s, d = t.shape
-    sb, sh, ss, sd = t.stride()
-    return _plain(t, (b, s, h, d), (sb, ss, sh, sd))
+def _dtype_name(t):
+    return str(t.dtype).replace("torch.", "")
 
 
 def _out_view(t, dtype_code, device):
@@ -85,8 +79,7 @@ def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, wi
     """(out, lse) with every scalar already resolved; lse is None unless with_lse.
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
     heads_first: q, k, v are 4-D (b, h, s, d) (fixed length only); out is (b, s_q, h, d_v) still."""
-    as_view = view_heads_first if heads_first else view
-    qv = as_view(q)
+    qv = view(q, heads_first)
     shape = qv[1]
     out = q.new_empty((*shape[:-1], v.shape[-1]))
     cu_q, cu_k, used_q, used_k = index_arrays if index_arrays is NO_INDEX else _index_views(index_arrays)
@@ -96,7 +89,7 @@ def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, wi
         lse = q.new_empty((shape[1], shape[0]) if varlen else (shape[0], shape[2], shape[1]),
                           dtype=torch.float32)
         lse_view = _out_view(lse, _F32, qv[4])
-    args = (qv, as_view(k), as_view(v), _out_view(out, qv[3], qv[4]), lse_view, cu_q, cu_k, used_q, used_k,
+    args = (qv, view(k, heads_first), view(v, heads_first), _out_view(out, qv[3], qv[4]), lse_view, cu_q, cu_k, used_q, used_k,
             max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap,
             check_index_arrays, 0, 0)
     _call(_C.forward_views, args, qv[4])
@@ -121,7 +114,9 @@ def _cache_view(t, name):
     if t.is_neg():
         raise ValueError(f"{name}: a negated view (torch's neg bit) cannot be written in place; "
                          "pass a resolved tensor")
-    return _plain(t, t.shape, t.stride())
+    device = t.get_device() if t.is_cuda else (-1 if t.is_cpu else str(t.device))
+    dtype = _DTYPES.get(t.dtype)
+    return (t.data_ptr(), t.shape, t.stride(), _dtype_name(t) if dtype is None else dtype, device, t)
 
 
 def _tensor_or_none(x, name):

@@ -117,7 +117,7 @@ def test_refusals_name_the_argument(rng):
 @pytest.mark.parametrize("how", ["dense", "from_bshd", "last_strided"])
 def test_heads_first_view_is_the_transposed_view(rng, how):
     t = heads_first(rng, 2, 3, 5, 64, "cpu", how)
-    got, want = _torch_views.view_heads_first(t), _torch_views.view(t.transpose(1, 2))
+    got, want = _torch_views.view(t, heads_first=True), _torch_views.view(t.transpose(1, 2))
     owner = got[5]  # t, or its copy with a unit last stride
     assert (owner is t) == (how != "last_strided") and torch.equal(owner, t)
     sb, sh, ss, sd = owner.stride()
@@ -125,7 +125,7 @@ def test_heads_first_view_is_the_transposed_view(rng, how):
     assert tuple(got[2]) == (sb, ss, sh, sd) and sd == 1 and got[3:5] == want[3:5]
     if how != "last_strided":  # no copy: exactly the transposed tensor's view
         assert got[0] == want[0] and tuple(got[2]) == tuple(want[2])
-    resolved = _torch_views.view_heads_first(torch._neg_view(t))
+    resolved = _torch_views.view(torch._neg_view(t), heads_first=True)
     assert not resolved[5].is_neg() and torch.equal(resolved[5], -t)
 
 

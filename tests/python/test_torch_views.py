@@ -83,6 +83,15 @@ def test_negated_view_is_resolved(rng):
     assert torch.equal(direct(neg_q, k, v)[0], direct(-q, k, v)[0])
 
 
+@pytest.mark.parametrize("how", ["sliced", "transposed"])
+def test_negated_strided_view_reads_its_copy_with_the_copy_strides(rng, how):
+    """Resolving the neg bit copies; a sliced view's copy is laid out without its gaps, so the view
+    must carry the copy's strides, not the original's."""
+    q, k, v = (strided(rng, (2, 9, 3, 32), how) for _ in range(3))
+    got = direct(torch._neg_view(q), torch._neg_view(k), v)[0]
+    assert torch.equal(got, direct(-q, -k, v)[0])
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_backward_same_bits(rng, device):
     q, k, v = (strided(rng, (2, 17, 4, D[device]), "transposed", device) for _ in range(3))
