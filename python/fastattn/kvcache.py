@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from . import _C, _core
 from ._arrays import arrays_for, same_kind, torch_module
+from .interface import _torch_views
 
 
 def _as_index(xs, x, batch, q, name):
@@ -49,13 +50,11 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     pages = block_table if block_table is not None else page_table
     torch = torch_module()
     if torch is not None and isinstance(q, torch.Tensor):
-        from . import _torch_views
-
         if q.dim() != 4:
             _core.check_rank(q, "q", varlen=False)
         left, right = _core.window_pair(window_size)
         scale = _core.resolve_scale(softmax_scale, q.shape[-1])
-        out, lse = _torch_views.forward_kvcache(
+        out, lse = _torch_views().forward_kvcache(
             q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
             cache_leftpad, pages, bool(rotary_interleaved), scale, bool(causal), left, right,
             float(softcap), int(num_splits), bool(return_softmax_lse))
