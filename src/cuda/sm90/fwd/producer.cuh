@@ -92,28 +92,12 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   const cuda_backend::BlockRange b = t.blocks;  // a copy: through a reference ptxas ordered the coordinates' moves apart
   auto row_of = [&](int it) { return b.block(it) * Cfg::kBlockN; };
   PipeState<Cfg::kStages> pk = ps;
-  // Paged: the K and V boxes of block `row` prefetched into L2, a block ahead of its K load, so
-  // that the scattered pages' DRAM and address-translation latency overlaps the blocks before.
-  auto prefetch_paged = [&](int row) {
-    const int32_t* pages = kv.page_table + int64_t(seq) * kv.pages_per_seq;
-    for (int r = 0; r < Cfg::kBlockN && row + r < t.seq.len_k; r += kv.box_rows) {
-      const int page = __ldg(pages + kv.page_size.div(uint32_t(row + r)));
-      const int at = int(kv.page_size.mod(uint32_t(row + r)));
-#pragma unroll
-      for (int a = 0; a < Cfg::kAtoms; ++a) {
-        tma_prefetch_4d(tk, a * kAtomCols, at, t.kv_head, page);
-        tma_prefetch_4d(tv, a * kAtomCols, at, t.kv_head, page);
-      }
-    }
-  };
   load_k(pk, row_of(b.first()));
   pk.advance();
   for (int it = b.first(); !b.done(it); it = b.next(it), ps.advance()) {
     if (b.has_next(it)) {
-      const int next = b.next(it);
-      load_k(pk, row_of(next));
+      load_k(pk, row_of(b.next(it)));
       pk.advance();
-      if (kv.page_table != nullptr && b.has_next(next)) prefetch_paged(row_of(b.next(next)));
     }
     load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(it),
               ps.stage());
