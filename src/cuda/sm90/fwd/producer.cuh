@@ -32,9 +32,9 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   const int k_batch = kv.batch_idx != nullptr ? kv.batch_idx[seq] : seq;
   const int k_row0 = t.seq.k_offset + (kv.leftpad != nullptr ? kv.leftpad[seq] : 0);
   // Paged: where each box of block `row` lies into the slot's kv_boxes, before its K tile waits
-  // for the slot. The page-table loads go two at a time (read-only path; the producer's 24
-  // registers hold no more), both issued before either is used, so a block of two boxes pays one
-  // load latency, under the wait; the block's V tile reuses them. A box from the sequence's last
+  // for the slot. The page-table loads go two at a time (read-only path; all eight of a block of
+  // 16-key pages at once spilled the producer's 24 registers), both issued before either is used,
+  // so a block of two boxes pays one load latency, under the wait; the block's V tile reuses them. A box from the sequence's last
   // key on gets page -1, which TMA fills with zeros (counting its bytes): no page-table entry past
   // the used pages is read, no memory touched.
   auto look_up_boxes = [&](int stage, int row) {
