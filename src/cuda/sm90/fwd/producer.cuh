@@ -31,48 +31,64 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   const int seq = t.seq.batch_coord;  // the sequence itself: KV-cache calls are fixed-length
   const int k_batch = kv.batch_idx != nullptr ? kv.batch_idx[seq] : seq;
   const int k_row0 = t.seq.k_offset + (kv.leftpad != nullptr ? kv.leftpad[seq] : 0);
-  // Paged: the page of each box of block `row` into the slot's kv_pages, before its K tile waits
-  // for the slot: the lookups are in flight together (read-only path), their latency hides under
-  // the wait, and the block's V tile reuses them. A box from the sequence's last key on gets page
-  // -1, which TMA fills with zeros (counting its bytes): no page-table entry past the used pages is
-  // read, no memory touched.
-  auto look_up_pages = [&](int stage, int row) {
-    constexpr int kMaxBoxes = Cfg::kBlockN / 16;
+  // Paged: where each box of block `row` lies into the slot's kv_boxes, before its K tile waits
+  // for the slot. The page-table loads go two at a time (read-only path; all eight of a block of
+  // 16-key pages at once spilled the producer's 24 registers), both issued before either is used,
+  // so a block of two boxes pays one load latency, under the wait; the block's V tile reuses them. A box from the sequence's last
+  // key on gets page -1, which TMA fills with zeros (counting its bytes): no page-table entry past
+  // the used pages is read, no memory touched.
+  auto look_up_boxes = [&](int stage, int row) {
     const int32_t* pages = kv.page_table + int64_t(seq) * kv.pages_per_seq;
-#pragma unroll
-    for (int j = 0; j < kMaxBoxes; ++j) {
-      const int pos = row + j * kv.box_rows;
-      if (j * kv.box_rows < Cfg::kBlockN)
-        sm.kv_pages[stage][j] = pos < t.seq.len_k ? __ldg(pages + kv.page_size.div(uint32_t(pos))) : -1;
+    auto page_at = [&](int pos) { return pos < t.seq.len_k ? __ldg(pages + kv.page_size.div(uint32_t(pos))) : -1; };
+    auto at = [&](int page, int pos) { return make_int2(page, int(kv.page_size.mod(uint32_t(pos)))); };
+    for (int r = 0, j = 0; r < Cfg::kBlockN; r += 2 * kv.box_rows, j += 2) {
+      const bool pair = r + kv.box_rows < Cfg::kBlockN;
+      const int page0 = page_at(row + r);
+      const int page1 = pair ? page_at(row + r + kv.box_rows) : -1;
+      sm.kv_boxes[stage][j] = at(page0, row + r);
+      if (pair) sm.kv_boxes[stage][j + 1] = at(page1, row + r + kv.box_rows);
     }
   };
+  // Keys [r, r + box_rows) of a paged tile, every atom, from `at` = (page, position in the page).
+  auto load_box = [&](const CUtensorMap* map, uint8_t* dst, int r, int2 at, uint64_t* full) {
+#pragma unroll
+    for (int a = 0; a < Cfg::kAtoms; ++a)
+      tma_load_4d(dst + a * Cfg::kKVAtomBytes + r * (Cfg::kKVAtomBytes / Cfg::kBlockN), map, a * kAtomCols, at.y,
+                  t.kv_head, at.x, full);
+  };
   // One K or V tile (keys [row, row + kBlockN) of the sequence) into ring slot `stage`, once the
-  // consumers have released that slot. Paged: box by box, each from its page.
+  // consumers have released that slot. Paged: box by box, each from its page; the first two boxes'
+  // places (all of them from page size kBlockN / 2 on) are read before the wait, so that after it
+  // the TMA issues follow one another as the contiguous tile's do, with no smem load between.
   auto load_tile = [&](const CUtensorMap* map, uint8_t* dst, uint64_t* empty, uint64_t* full, uint32_t phase,
                        int row, int stage) {
+    const bool paged = kv.page_table != nullptr;
+    const bool two_boxes = kv.box_rows < Cfg::kBlockN;
+    int2 box0 = make_int2(0, 0), box1 = make_int2(0, 0);
+    if (paged) box0 = sm.kv_boxes[stage][0];
+    if (paged && two_boxes) box1 = sm.kv_boxes[stage][1];
     mbar_wait(empty, phase ^ 1);
     mbar_expect_tx(full, Cfg::kAtoms * Cfg::kKVAtomBytes);
-    if (kv.page_table == nullptr) {
+    if (!paged) {
 #pragma unroll
       for (int a = 0; a < Cfg::kAtoms; ++a)
         tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, k_row0 + row, t.kv_head, k_batch, full);
       return;
     }
-    for (int r = 0, j = 0; r < Cfg::kBlockN; r += kv.box_rows, ++j) {
-#pragma unroll
-      for (int a = 0; a < Cfg::kAtoms; ++a)
-        tma_load_4d(dst + a * Cfg::kKVAtomBytes + r * (Cfg::kKVAtomBytes / Cfg::kBlockN), map, a * kAtomCols,
-                    int(kv.page_size.mod(uint32_t(row + r))), t.kv_head, sm.kv_pages[stage][j], full);
-    }
+    load_box(map, dst, 0, box0, full);
+    if (!two_boxes) return;
+    load_box(map, dst, kv.box_rows, box1, full);
+    for (int r = 2 * kv.box_rows, j = 2; r < Cfg::kBlockN; r += kv.box_rows, ++j)
+      load_box(map, dst, r, sm.kv_boxes[stage][j], full);
   };
-  // K's tile of block `row`; its pages looked up first when paged.
+  // K's tile of block `row`; its boxes looked up first when paged.
   auto load_k = [&](const PipeState<Cfg::kStages>& s, int row) {
-    if (kv.page_table != nullptr) look_up_pages(s.stage(), row);
+    if (kv.page_table != nullptr) look_up_boxes(s.stage(), row);
     load_tile(tk, sm.k[s.stage()], &sm.k_empty[s.stage()], &sm.k_full[s.stage()], s.phase(), row, s.stage());
   };
   // K runs one block ahead of V (FA3's order): K(n - 1) waits only for QK(n + 1) to free its slot,
   // not behind V(n), whose slot frees later (after PV(n + 2)). Both rings advance once per block,
-  // so K(n) and V(n) share a stage index, as the consumers expect (and V(n) finds K(n)'s pages).
+  // so K(n) and V(n) share a stage index, as the consumers expect (and V(n) finds K(n)'s boxes).
   const cuda_backend::BlockRange b = t.blocks;  // a copy: through a reference ptxas ordered the coordinates' moves apart
   auto row_of = [&](int it) { return b.block(it) * Cfg::kBlockN; };
   PipeState<Cfg::kStages> pk = ps;

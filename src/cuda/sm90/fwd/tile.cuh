@@ -22,9 +22,9 @@ struct FwdSmem {
   uint64_t q_full[Cfg::kQBuffers], q_empty[Cfg::kQBuffers];
   uint64_t k_full[Cfg::kStages], v_full[Cfg::kStages];
   uint64_t k_empty[Cfg::kStages], v_empty[Cfg::kStages];
-  // Paged KV cache: the page of each box of the block in K/V ring slot s (producer.cuh), looked up
-  // for its K tile and read again for its V tile.
-  int32_t kv_pages[Cfg::kStages][Cfg::kBlockN / 16];
+  // Paged KV cache: where each box of the block in K/V ring slot s lies, (page, position of its
+  // first key in the page) (producer.cuh), looked up for its K tile and read again for its V tile.
+  int2 kv_boxes[Cfg::kStages][Cfg::kBlockN / 16];
 };
 
 
