@@ -56,10 +56,6 @@ __device__ __forceinline__ void add_weighted(float4& acc, float w, const float4&
 
 template <typename T>
 __global__ void combine_rows(SplitCombineParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The partials of the kernel before are complete and visible (a no-op without early_launch).
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
   const int lane = threadIdx.x % 32;
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
@@ -68,13 +64,21 @@ __global__ void combine_rows(SplitCombineParams p) {
     const int h = int(r / p.seqlen_q % p.heads);
     const int b = int(r / (int64_t(p.seqlen_q) * p.heads));
     if (p.cu_seqlens_q && (i < p.cu_seqlens_q[0] || i >= p.cu_seqlens_q[p.varlen_batch])) continue;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // The partials of the kernel before are complete and visible (a no-op without early_launch, and
+    // after the first row). The row's index arithmetic above (64-bit divisions) runs under the wait.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     const float* lse = p.lse + r;  // split s at lse[s * rows]
-    float m = -INFINITY;
-    for (int s = lane; s < p.splits; s += 32) m = fmaxf(m, lse[s * rows]);
+    // The first 32 splits' LSEs stay in registers (one per lane) for the max, the sum and the weights.
+    const float ls0 = lane < p.splits ? lse[lane * rows] : -INFINITY;
+    float m = ls0;
+    for (int s = lane + 32; s < p.splits; s += 32) m = fmaxf(m, lse[s * rows]);
     m = warp_max(m);
-    float sum = 0.f;
+    const float w0 = ls0 == -INFINITY ? 0.f : expf(ls0 - m);
+    float sum = w0;
     if (m != -INFINITY)
-      for (int s = lane; s < p.splits; s += 32) sum += split_weight(lse, rows, p.splits, s, m);
+      for (int s = lane + 32; s < p.splits; s += 32) sum += split_weight(lse, rows, p.splits, s, m);
     sum = warp_sum(sum);
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     T* out = static_cast<T*>(p.out) + b * p.out_stride_b + i * p.out_stride_s + h * p.out_stride_h;
@@ -87,7 +91,8 @@ __global__ void combine_rows(SplitCombineParams p) {
         const int c = min(c0 + 4 * lane, p.dv - 4);
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         for (int base = 0; m != -INFINITY && base < p.splits; base += 32) {
-          const float w_lane = split_weight(lse, rows, p.splits, base + lane, m);  // this chunk's split `lane`
+          // this chunk's split `lane`
+          const float w_lane = base == 0 ? w0 : split_weight(lse, rows, p.splits, base + lane, m);
           const int last = min(32, p.splits - base) - 1;
           for (int k0 = 0; k0 <= last; k0 += kGroup) {
             float4 x[kGroup];
