@@ -25,6 +25,7 @@ Usage: python3 bench/decode.py --lib build/src/libfastattn.so [--fa3-lib out/lib
            [--out bench/results/DATE-h100-decode.md] [--quick]
 """
 import argparse
+import contextlib
 import ctypes
 import datetime
 import importlib.util
@@ -82,7 +83,9 @@ def main():
     ap.add_argument("--timeline", metavar="CASES",
                     help="instead: graph replays of CASES (peer:batch:s_k:splits, comma-separated; peer fastattn, "
                          "fa3 or cudnn; splits 0 = heuristic) each inside an NVTX range named after it, for "
-                         "nsys --cuda-graph-trace=node (bench/nsys_kernels.py reads the trace)")
+                         "nsys --cuda-graph-trace=node or --trace (bench/kernel_timeline.py reads either)")
+    ap.add_argument("--trace", help="--timeline: run the cases under the torch profiler and write its chrome "
+                                    "trace (every graph node's kernel) to this file")
     args = ap.parse_args()
 
     import torch
@@ -238,7 +241,8 @@ def main():
                 f.write(text)
         return
 
-    if args.timeline:
+    def run_timeline(record_function):
+        """--timeline's cases, each inside an NVTX range (and a profiler range when tracing)."""
         for case in args.timeline.split(","):
             peer, b, sk, n = case.split(":")
             b, sk, n = int(b), int(sk), int(n)
@@ -255,12 +259,21 @@ def main():
                 calls = [cudnn_call(qs[i], ks[i], vs[i], [None]) for i in pick]
             torch.cuda.synchronize()
             torch.cuda.nvtx.range_push(case)
-            us = graph_us(calls)
-            torch.cuda.synchronize()
+            with record_function(case) if record_function else contextlib.nullcontext():
+                us = graph_us(calls)
+                torch.cuda.synchronize()
             torch.cuda.nvtx.range_pop()
             print(f"{case}: {us:.2f} us per call", flush=True)
             del qs, ks, vs, outs, lses, calls
             torch.cuda.empty_cache()
+
+    if args.timeline:
+        from torch.profiler import ProfilerActivity, profile, record_function
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) if args.trace else None
+        with prof if prof is not None else contextlib.nullcontext():
+            run_timeline(record_function if prof is not None else None)
+        if prof is not None:
+            prof.export_chrome_trace(args.trace)
         return
 
     if args.profile:
