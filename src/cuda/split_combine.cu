@@ -5,9 +5,9 @@
 // the walk over the splits has none: each lane holds one split's weight of a chunk of 32 (shuffled
 // to the others), and a group of kGroup partial rows is loaded unconditionally (clamped to the
 // last split) before any is used; a split with no weight (lse -inf: its partial row may be
-// anything, NaN included) is dropped by a select, never multiplied by 0. With a branch per split
-// (lse load, test, partial load, FMA) each split cost two round trips in a row, ~0.35 us at b1
-// (docs/notes/inference.md). The merge runs in fp32 and rounds once to the output dtype.
+// anything, NaN included) is dropped by a select, never multiplied by 0 (a branch per split would
+// put two round trips per split in a row: lse load, test, partial load, FMA). The merge runs in
+// fp32 and rounds once to the output dtype.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
