@@ -23,6 +23,9 @@ Method
 
 Usage: python3 bench/decode.py --lib build/src/libfastattn.so [--fa3-lib out/libfa3decode.so]
            [--out bench/results/DATE-h100-decode.md] [--quick]
+       python3 bench/decode.py --lib ... --sweep [--sweep-batches 1 --sweep-sk 4096,16384 --sweep-counts 4,8,16]
+       python3 bench/decode.py --lib ... --timeline fastattn:1:4096:8,fa3:1:4096:0 --trace tl.json
+           && python3 bench/kernel_timeline.py tl.json
 """
 import argparse
 import contextlib

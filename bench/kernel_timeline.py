@@ -83,10 +83,12 @@ def main():
                 d["gap"].append(s - prev_end)
                 d["tail"].append(e - prev_end)
             prev_end = e
-        # Kernels a call: its distinct names (a call launches each once); the span of the last replay.
-        tail = ks[-args.calls * len(per):]
-        span = (tail[-1][1] - tail[0][0]) / (len(tail) / len(per))
-        print(f"== {name}: {len(ks)} kernels, the last {len(tail)}: {span:.2f} us per call")
+        # A call's kernels: the names launched at least once per call (not the range's set-up
+        # kernels); the span of the last replay, its last `calls` of each.
+        call_names = {k for k, d in per.items() if len(d["dur"]) >= args.calls}
+        tail = [k for k in ks if short(k[2]) in call_names][-args.calls * len(call_names):]
+        span = (tail[-1][1] - tail[0][0]) / args.calls if tail else 0.0
+        print(f"== {name}: {len(ks)} kernels; the last replay: {span:.2f} us per call")
         med = lambda xs: f"{statistics.median(xs):7.2f}" if xs else "      -"
         for k, d in per.items():
             print(f"   {k[:40]:40s} n {len(d['dur']):4d} grid {d['grid']:5d} | dur med {med(d['dur'])} min "
