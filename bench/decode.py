@@ -23,8 +23,12 @@ Method
 
 Usage: python3 bench/decode.py --lib build/src/libfastattn.so [--fa3-lib out/libfa3decode.so]
            [--out bench/results/DATE-h100-decode.md] [--quick]
+       python3 bench/decode.py --lib ... --sweep [--sweep-batches 1 --sweep-sk 4096,16384 --sweep-counts 4,8,16]
+       python3 bench/decode.py --lib ... --timeline fastattn:1:4096:8,fa3:1:4096:0 --trace tl.json
+           && python3 bench/kernel_timeline.py tl.json
 """
 import argparse
+import contextlib
 import ctypes
 import datetime
 import importlib.util
@@ -74,8 +78,17 @@ def main():
     ap.add_argument("--label", default="", help="commit or note for the table's heading")
     ap.add_argument("--sweep", action="store_true",
                     help="instead: fastattn's time against forced split counts (s_q 1, batch 1-8), for the heuristic")
+    ap.add_argument("--sweep-batches", default="1,2,4,8", help="--sweep: batches (comma-separated)")
+    ap.add_argument("--sweep-sk", default="1024,4096,16384,65536", help="--sweep: key lengths")
+    ap.add_argument("--sweep-counts", default="1,2,3,4,6,8,12,16,24,32,48,64", help="--sweep: forced split counts")
     ap.add_argument("--profile", action="store_true",
                     help="also: each peer's kernels (torch profiler, eager calls) at batch 1, s_k 4k and 32k")
+    ap.add_argument("--timeline", metavar="CASES",
+                    help="instead: graph replays of CASES (peer:batch:s_k:splits, comma-separated; peer fastattn, "
+                         "fa3 or cudnn; splits 0 = heuristic) each inside an NVTX range named after it, for "
+                         "nsys --cuda-graph-trace=node or --trace (bench/kernel_timeline.py reads either)")
+    ap.add_argument("--trace", help="--timeline: run the cases under the torch profiler and write its chrome "
+                                    "trace (every graph node's kernel) to this file")
     args = ap.parse_args()
 
     import torch
@@ -205,11 +218,11 @@ def main():
         return n if n * kv_bytes <= args.max_kv_gib * (1 << 30) else 1
 
     if args.sweep:
-        counts = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+        counts = [int(x) for x in args.sweep_counts.split(",")]
         lines = ["| batch | s_k | floor us | " + " | ".join(f"ns{n}" for n in counts) + " | best |",
                  "|---|---|---|" + "---|" * (len(counts) + 1)]
-        for b in (1, 2, 4, 8):
-            for sk in (1024, 4096, 16384, 65536):
+        for b in (int(x) for x in args.sweep_batches.split(",")):
+            for sk in (int(x) for x in args.sweep_sk.split(",")):
                 kv_bytes = 2 * b * sk * H_KV * D * 2
                 copies = copies_for(kv_bytes)
                 qs, ks, vs = make_inputs(b, 1, sk, copies)
@@ -229,6 +242,41 @@ def main():
         if args.out:
             with open(args.out, "w") as f:
                 f.write(text)
+        return
+
+    def run_timeline(record_function):
+        """--timeline's cases, each inside an NVTX range (and a profiler range when tracing)."""
+        for case in args.timeline.split(","):
+            peer, b, sk, n = case.split(":")
+            b, sk, n = int(b), int(sk), int(n)
+            copies = copies_for(2 * b * sk * H_KV * D * 2)
+            qs, ks, vs = make_inputs(b, 1, sk, copies)
+            outs = [torch.empty_like(qs[0]) for _ in range(copies)]
+            lses = [torch.empty(b, H, 1, device=dev, dtype=torch.float32) for _ in range(copies)]
+            pick = [i % copies for i in range(args.calls)]
+            if peer == "fastattn":
+                calls = [fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]
+            elif peer == "fa3":
+                calls = [fa3_call(qs[i], ks[i], vs[i], outs[i], lses[i]) for i in pick]
+            else:
+                calls = [cudnn_call(qs[i], ks[i], vs[i], [None]) for i in pick]
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_push(case)
+            with record_function(case) if record_function else contextlib.nullcontext():
+                us = graph_us(calls)
+                torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
+            print(f"{case}: {us:.2f} us per call", flush=True)
+            del qs, ks, vs, outs, lses, calls
+            torch.cuda.empty_cache()
+
+    if args.timeline:
+        from torch.profiler import ProfilerActivity, profile, record_function
+        prof = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) if args.trace else None
+        with prof if prof is not None else contextlib.nullcontext():
+            run_timeline(record_function if prof is not None else None)
+        if prof is not None:
+            prof.export_chrome_trace(args.trace)
         return
 
     if args.profile:

@@ -1,9 +1,13 @@
 // The split-KV combine (see split_combine.h): one warp per row. The lanes share the row's splits
 // for the LSE max and sum (shuffle reductions), then each lane owns 4 output columns (one float4
-// of every split's partial row: a warp reads 512 contiguous bytes per split) and walks the splits
-// with several loads in flight, the weights exp(lse_s - lse) read again from L1. A decode call has
-// few rows (b1 h32: 32) and up to ~100 splits: its time is the latency of those dependent
-// passes, not bandwidth. The merge runs in fp32 and rounds once to the output dtype.
+// of every split's partial row: a warp reads 512 contiguous bytes per split). A decode call has
+// few rows (b1 h32: 32) and up to ~100 splits: its time is the latency of its dependent loads, so
+// the walk over the splits has none: each lane holds one split's weight of a chunk of 32 (shuffled
+// to the others), and a group of kGroup partial rows is loaded unconditionally (clamped to the
+// last split) before any is used; a split with no weight (lse -inf: its partial row may be
+// anything, NaN included) is dropped by a select, never multiplied by 0 (a branch per split would
+// put two round trips per split in a row: lse load, test, partial load, FMA). The merge runs in
+// fp32 and rounds once to the output dtype.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -30,12 +34,28 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
+// Partial rows loaded together: one L2 round trip covers a decode call's usual 8-16 splits.
+constexpr int kGroup = 16;
+
+// Weight of split `s` of the row whose partial LSEs start at `lse` (split s at lse[s * rows]): 0
+// past the splits and for a split that kept no key.
+__device__ __forceinline__ float split_weight(const float* lse, int64_t rows, int splits, int s, float m) {
+  if (s >= splits) return 0.f;
+  const float ls = lse[s * rows];
+  return ls == -INFINITY ? 0.f : expf(ls - m);
+}
+
+// acc += w * x for the splits with weight; the others' x is never looked at (it may be NaN).
+__device__ __forceinline__ void add_weighted(float4& acc, float w, const float4& x) {
+  const bool use = w > 0.f;
+  acc.x = use ? fmaf(w, x.x, acc.x) : acc.x;
+  acc.y = use ? fmaf(w, x.y, acc.y) : acc.y;
+  acc.z = use ? fmaf(w, x.z, acc.z) : acc.z;
+  acc.w = use ? fmaf(w, x.w, acc.w) : acc.w;
+}
+
 template <typename T>
 __global__ void combine_rows(SplitCombineParams p) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // The partials of the kernel before are complete and visible (a no-op without early_launch).
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
   const int lane = threadIdx.x % 32;
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows;
@@ -44,43 +64,60 @@ __global__ void combine_rows(SplitCombineParams p) {
     const int h = int(r / p.seqlen_q % p.heads);
     const int b = int(r / (int64_t(p.seqlen_q) * p.heads));
     if (p.cu_seqlens_q && (i < p.cu_seqlens_q[0] || i >= p.cu_seqlens_q[p.varlen_batch])) continue;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // The partials of the kernel before are complete and visible (a no-op without early_launch, and
+    // after the first row). The row's index arithmetic above (64-bit divisions) runs under the wait.
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     const float* lse = p.lse + r;  // split s at lse[s * rows]
-    float m = -INFINITY;
-    for (int s = lane; s < p.splits; s += 32) m = fmaxf(m, lse[s * rows]);
+    // The first 32 splits' LSEs stay in registers (one per lane) for the max, the sum and the weights.
+    const float ls0 = lane < p.splits ? lse[lane * rows] : -INFINITY;
+    float m = ls0;
+    for (int s = lane + 32; s < p.splits; s += 32) m = fmaxf(m, lse[s * rows]);
     m = warp_max(m);
-    float sum = 0.f;
+    const float w0 = ls0 == -INFINITY ? 0.f : expf(ls0 - m);
+    float sum = w0;
     if (m != -INFINITY)
-      for (int s = lane; s < p.splits; s += 32) sum += expf(lse[s * rows] - m);  // exp(-inf) = 0
+      for (int s = lane + 32; s < p.splits; s += 32) sum += split_weight(lse, rows, p.splits, s, m);
     sum = warp_sum(sum);
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     T* out = static_cast<T*>(p.out) + b * p.out_stride_b + i * p.out_stride_s + h * p.out_stride_h;
     const float* o = p.o + r * p.dv;  // split s at o[s * rows * dv]
     const int64_t split_stride = rows * p.dv;
     if (p.dv % 4 == 0) {
-      for (int c = 4 * lane; c < p.dv; c += 128) {
+      // Every lane walks every column step (the weights' shuffles need the whole warp); a lane past
+      // d_v loads a valid column and stores nothing.
+      for (int c0 = 0; c0 < p.dv; c0 += 128) {
+        const int c = min(c0 + 4 * lane, p.dv - 4);
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-        for (int s = 0; s < p.splits; ++s) {
-          const float ls = lse[s * rows];
-          if (ls == -INFINITY) continue;  // its partial row is not read (may be anything)
-          const float w = expf(ls - m);
-          const float4 x = *reinterpret_cast<const float4*>(o + s * split_stride + c);
-          acc.x += w * x.x;
-          acc.y += w * x.y;
-          acc.z += w * x.z;
-          acc.w += w * x.w;
+        for (int base = 0; m != -INFINITY && base < p.splits; base += 32) {
+          // this chunk's split `lane`
+          const float w_lane = base == 0 ? w0 : split_weight(lse, rows, p.splits, base + lane, m);
+          const int last = min(32, p.splits - base) - 1;
+          for (int k0 = 0; k0 <= last; k0 += kGroup) {
+            float4 x[kGroup];
+#pragma unroll
+            for (int k = 0; k < kGroup; ++k)
+              x[k] = *reinterpret_cast<const float4*>(o + (base + min(k0 + k, last)) * split_stride + c);
+#pragma unroll
+            for (int k = 0; k < kGroup; ++k)  // lanes past the chunk's last split hold weight 0
+              add_weighted(acc, __shfl_sync(0xffffffffu, w_lane, (k0 + k) % 32), x[k]);
+          }
         }
-        out[c] = from_f32<T>(acc.x * inv);
-        out[c + 1] = from_f32<T>(acc.y * inv);
-        out[c + 2] = from_f32<T>(acc.z * inv);
-        out[c + 3] = from_f32<T>(acc.w * inv);
+        if (c0 + 4 * lane < p.dv) {
+          out[c] = from_f32<T>(acc.x * inv);
+          out[c + 1] = from_f32<T>(acc.y * inv);
+          out[c + 2] = from_f32<T>(acc.z * inv);
+          out[c + 3] = from_f32<T>(acc.w * inv);
+        }
       }
     } else {
       for (int c = lane; c < p.dv; c += 32) {
         float acc = 0.f;
-        for (int s = 0; s < p.splits; ++s) {
-          const float ls = lse[s * rows];
-          if (ls != -INFINITY) acc += expf(ls - m) * o[s * split_stride + c];
+        for (int s = 0; m != -INFINITY && s < p.splits; ++s) {
+          const float w = split_weight(lse, rows, p.splits, s, m);
+          const float x = o[s * split_stride + c];
+          acc = w > 0.f ? fmaf(w, x, acc) : acc;
         }
         out[c] = from_f32<T>(acc * inv);
       }

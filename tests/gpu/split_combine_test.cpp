@@ -117,6 +117,10 @@ class SplitCombine : public HopperTest {};
 TEST_F(SplitCombine, Fp32ManySplits) { check_combine({17, 2, 3, 5, 128, DType::F32}); }
 TEST_F(SplitCombine, Bf16Decode) { check_combine({16, 4, 32, 1, 128, DType::BF16}); }
 TEST_F(SplitCombine, Fp16OddSizes) { check_combine({3, 1, 7, 113, 72, DType::F16}); }
+// More splits than a warp has lanes (the weights come in chunks of 32, the partial rows in groups
+// of 16), d_v of two column steps, and d_v under a warp's 128 columns (lanes that store nothing).
+TEST_F(SplitCombine, ChunksOfSplitsWideRows) { check_combine({45, 1, 3, 2, 256, DType::BF16}); }
+TEST_F(SplitCombine, ManySplitsNarrowRows) { check_combine({100, 2, 5, 3, 64, DType::F16}); }
 TEST_F(SplitCombine, OneSplit) { check_combine({1, 2, 2, 9, 64, DType::BF16}); }
 
 }  // namespace
