@@ -37,10 +37,11 @@ struct BwdConfig {
   // d 192 64 + 128 (the reverse of its dK / dV split, to even the warpgroups' MMA work).
   static constexpr int kDqCols0 = D == 96 || D == 192 ? 64 : D / 2;
   static constexpr int kDqCols1 = D - kDqCols0;
-  // dQ into the accumulator: d <= 128 by vector atomics from registers (deterministic mode: staged
-  // in a buffer of its own, one bulk reduce-add per warpgroup in turn); d > 128 always by bulk
-  // reduce-adds staged in the step's Q / dO stage, which the fp32 dQ fills exactly (a buffer of its
-  // own does not fit, and the atomics took as long as the rest of the step: notes).
+  // dQ into the accumulator: d <= 128 staged in smem buffers of its own for a writer warp's bulk
+  // reduce-adds (in deterministic mode in turn); d > 128 by bulk reduce-adds staged in the step's
+  // Q / dO stage, which the fp32 dQ fills exactly (a buffer of its own does not fit). Vector atomics
+  // from registers took as long as the rest of the step at d > 128 and held the consumer warps
+  // ~15% of their time at d 128 (notes).
   static constexpr bool kDqInStage = kSplitD;
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;

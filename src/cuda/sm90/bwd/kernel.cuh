@@ -7,9 +7,8 @@
 //   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
-//   dQ into the q-block's fp32 accumulator run (dq.cuh): vector atomics, or in deterministic mode
-//   staged in smem for a writer warp's bulk reduce-add in an order fixed by key block (a semaphore
-//   per q-block)
+//   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
+//   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block)
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
 // d > 128 (BwdConfig::kSplitD): a CTA holds 64 keys and both warpgroups share them. S^T / dP^T are
 // split on the q rows (32 per warpgroup); P^T and dS^T go to smem, and dV, dK become SS MMAs split
@@ -258,8 +257,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                const __grid_constant__ BwdParams p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uintptr_t base = reinterpret_cast<uintptr_t>(smem_raw);
-  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>(kBwdSmemSlack<Cfg, kDet> > 0 ? (base + 1023) & ~uintptr_t(1023) : base);
-  if constexpr (kBwdSmemSlack<Cfg, kDet> == 0) {
+  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>(kBwdSmemSlack<Cfg> > 0 ? (base + 1023) & ~uintptr_t(1023) : base);
+  if constexpr (kBwdSmemSlack<Cfg> == 0) {
     if (smem_addr(smem_raw) % 1024 != 0) __trap();  // no slack to realign: a misplaced base must not go unnoticed
   }
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
@@ -294,8 +293,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if constexpr (kDet && !Cfg::kDqInStage)  // d > 128: the consumers add in turn themselves
-      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg>(sm, p, t);
+    if constexpr (!Cfg::kDqInStage)  // d > 128: the consumers add themselves
+      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1);
