@@ -48,14 +48,15 @@ __device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& 
 }
 
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
-// K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
-// stage), then accumulated into the q-block's run: d <= 128 staged in dQ buffer `dq_ps` for the writer
-// warp; d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
+// K's columns (MN-major B), then accumulated into the q-block's run. d <= 128: issued behind the
+// step's dV and ahead of its dK (RS, dS^T from registers), so that staging dQ in buffer `dq_ps` for
+// the writer warp overlaps the dK MMA, whose end frees the Q / dO stage. d > 128: issued behind dV and dK (whose end frees the stage), staged in the
+// Q / dO stage and bulk-added by the warpgroup's issuer.
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
-                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], uint64_t* q_empty, int*& pending_sem,
+                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], int*& pending_sem,
                                        PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
   const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
@@ -65,6 +66,38 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
     WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
   wgmma_commit();
+  const int tid = threadIdx.x % 128;
+  if constexpr (!Cfg::kDqInStage) {
+    const uint32_t q_lo = desc_n_major_lo(sm.q[ds_buf], Cfg::kQAtomBytes);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
+      WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
+    fence_operands(dv);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
+    fence_operands(dq);
+    // Into the staging buffer once the writer has read its previous contents (thread t's registers
+    // 4 q .. 4 q + 3 as float4 128 q + t of the run: dq_layout.h); each warp hands its part over on
+    // its own (no warpgroup barrier). The writer's bulk reduce-add leaves the consumers free, where
+    // vector atomics from registers held each warp until the LSU had taken their operands.
+    const int b = dq_ps.stage();
+    mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
+    const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
+#pragma unroll
+    for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+    fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+    wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
+    fence_operands(dk);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
+    return;
+  }
   wgmma_wait<1>();  // dV, dK done: this stage's Q and dO are no longer read
   fence_operands(dv);
   fence_operands(dk);
@@ -73,57 +106,36 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     fence_operands(pf[kk]);
     fence_operands(dsf[kk]);
   }
-  if constexpr (!Cfg::kDqInStage) {
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
-  }
   wgmma_wait<0>();
   fence_operands(dq);
-  // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (dq_layout.h,
-  // dq_accum_index): coalesced 512-byte rows per warp instruction.
-  const int tid = threadIdx.x % 128;
-  float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
-  if constexpr (Cfg::kDqInStage) {
-    // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
-    // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
-    // with it; the stage goes back to the producer when the adds have read it (kernel.cuh).
-    named_bar_sync(kBwdDsBar, 256);
-    const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
+  // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
+  // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
+  // with it; the stage goes back to the producer when the adds have read it (kernel.cuh). Thread
+  // t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h), as at d <= 128.
+  named_bar_sync(kBwdDsBar, 256);
+  const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
 #pragma unroll
-    for (int q = 0; q < N / 8; ++q) {
-      const int b = 256 * c0 + 2048 * q;  // byte offset of this float4 row in the run (+ 16 tid)
-      const uint32_t at = (b < Cfg::kQBytes ? q_addr + b : do_addr + (b - Cfg::kQBytes)) + 16 * tid;
-      sts_f32x4(at, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-    }
-    fence_smem_for_tma();
-    named_bar_sync(kBwdDqBar + wg, 128);
-    if (issuer) {
-      if constexpr (kDet) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
-      const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
-      float* run = dst - 64 * c0;
-      if (b0 < Cfg::kQBytes)
-        bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
-                            min(b1, Cfg::kQBytes) - b0);
-      if (b1 > Cfg::kQBytes) {
-        const int lo = max(b0, Cfg::kQBytes);
-        bulk_reduce_add_f32(run + lo / 4, reinterpret_cast<const float*>(sm.dout[ds_buf] + (lo - Cfg::kQBytes)),
-                            b1 - lo);
-      }
-      tma_store_commit();
-    }
-    return;
+  for (int q = 0; q < N / 8; ++q) {
+    const int b = 256 * c0 + 2048 * q;  // byte offset of this float4 row in the run (+ 16 tid)
+    const uint32_t at = (b < Cfg::kQBytes ? q_addr + b : do_addr + (b - Cfg::kQBytes)) + 16 * tid;
+    sts_f32x4(at, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
   }
-  // Into the staging buffer once the writer has read its previous contents; each warp hands its part
-  // over on its own (no warpgroup barrier). The writer's bulk reduce-add leaves the consumers free,
-  // where vector atomics from registers held each warp until the LSU had taken their operands.
-  const int b = dq_ps.stage();
-  mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
-  const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
-#pragma unroll
-  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+  fence_smem_for_tma();
+  named_bar_sync(kBwdDqBar + wg, 128);
+  if (issuer) {
+    if constexpr (kDet) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
+    const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
+    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim;
+    if (b0 < Cfg::kQBytes)
+      bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
+                          min(b1, Cfg::kQBytes) - b0);
+    if (b1 > Cfg::kQBytes) {
+      const int lo = max(b0, Cfg::kQBytes);
+      bulk_reduce_add_f32(run + lo / 4, reinterpret_cast<const float*>(sm.dout[ds_buf] + (lo - Cfg::kQBytes)),
+                          b1 - lo);
+    }
+    tma_store_commit();
+  }
 }
 
 // The dQ writer (one thread of the producer warpgroup), d <= 128: per step, once both consumer

@@ -3,10 +3,12 @@
 // mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
 // warpgroups, 64 keys each, run per q-block (swap-AB: keys are the MMA rows, so P^T and dS^T land in
 // registers in the A-operand layout):
-//   S^T = K Q^T, dP^T = V dO^T                        (SS, both K-major)
-//   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
-//   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
+//   S^T = K Q^T, dP^T = V dO^T                           (SS, both K-major)
+//   P^T = exp2(S^T scale log2e - lse), dV += P^T dO      (RS, B N-major, accumulated over the group)
+//   dS^T = P^T (dP^T - D)                                (softcap: times its derivative)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
+//   dK += dS^T Q                                       (RS, B N-major; behind dQ, so that dQ's
+//                                                       staging overlaps it)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
 //   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block)
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
@@ -92,7 +94,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance(), dq_ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
-      // Four groups in flight at most: S^T, dP^T; then dV behind dP^T, dK behind dV; dQ behind dK.
+      // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dQ and dK (d > 128: dK, dQ).
       float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
       {
         const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
@@ -219,23 +221,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       else
         ds_phase(std::false_type{});
       // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
-      if constexpr (Cfg::kSplitD) {
-        store_tile_t(sm.ds[s], dsf);
-        named_bar_sync(kBwdDsBar, 256);
-        mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
-      } else {
-        const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
-        wgmma_commit();
-        store_tile_t(sm.ds[s], dsf);
-        named_bar_sync(kBwdDsBar, 256);
-      }
+      // d <= 128: dK (from the dS^T registers) is issued behind dQ, in bwd_dq.
+      store_tile_t(sm.ds[s], dsf);
+      named_bar_sync(kBwdDsBar, 256);
+      if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
       if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem, dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem, dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
     }
   if constexpr (Cfg::kDqInStage) {
     if (issuer) {
