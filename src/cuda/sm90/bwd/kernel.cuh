@@ -130,12 +130,22 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       };
       // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
       // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO.
+      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2. lse is
+      // loaded while S^T is in flight: loaded after the wait, with dP^T's MMA keeping the smem pipe
+      // busy, the exponentials waited on it (ncu).
+      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + 8 * quad_col;
+      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + 8 * quad_col;
+      auto load_pairs = [&](float2(&v)[kN / 8], uint32_t addr, int j0, int j1) {
+#pragma unroll
+        for (int j = j0; j < j1; ++j) v[j] = lds_f32x2(addr + 32 * j);
+      };
+      // Half of each ahead of its MMA's wait, the other half midway through the loop that uses them:
+      // all of lse ahead of the wait spilled at d 128.
+      float2 lse[kN / 8], dps[kN / 8];
+      load_pairs(lse, lse_addr, 0, kN / 16);
       wgmma_wait<1>();
       fence_operands(st);
       uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
-      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
-      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + 8 * quad_col;
-      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + 8 * quad_col;
       const float scale_log2 = p.attn.scale_log2;
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
       // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
@@ -150,12 +160,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            if (kk == kSteps / 2 && r == 0) load_pairs(lse, lse_addr, kN / 16, kN / 8);
+            const float2 l = lse[2 * kk + r / 2];
             float pv[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               float& x = st[8 * kk + 2 * r + e];
-              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
+              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? l.y : l.x));
               if constexpr (!kCap) x = pv[e];
             }
             pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
@@ -190,6 +201,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         wgmma_commit();
       }
       // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q.
+      load_pairs(dps, dpsum_addr, 0, kN / 16);
       wgmma_wait<1>();
       fence_operands(dpt);
       auto ds_phase = [&](auto softcap) {
@@ -198,20 +210,21 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            const float2 dps = lds_f32x2(dpsum_addr + 32 * (2 * kk + r / 2));
-            float2 lse;
-            if constexpr (kCap) lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            if (kk == kSteps / 2 && r == 0) load_pairs(dps, dpsum_addr, kN / 16, kN / 8);
+            const float2 d = dps[2 * kk + r / 2];
+            float2 l;
+            if constexpr (kCap) l = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
             float ds[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int i = 8 * kk + 2 * r + e;
               float pv = st[i], dcap = 1.f;
               if constexpr (kCap) {  // masked: st = -inf, P = 0, tanh clamped to -1 (no 0 * inf)
-                pv = cuda_backend::fast_exp2(st[i] - (e ? lse.y : lse.x));
+                pv = cuda_backend::fast_exp2(st[i] - (e ? l.y : l.x));
                 const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
                 dcap = 1.f - th * th;
               }
-              ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
+              ds[e] = pv * (dpt[i] - (e ? d.y : d.x)) * dcap;
             }
             dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
           }
