@@ -38,10 +38,12 @@ struct BwdConfig {
   static constexpr int kDqCols0 = D == 96 || D == 192 ? 64 : D / 2;
   static constexpr int kDqCols1 = D - kDqCols0;
   // dQ into the accumulator: d <= 128 staged in smem buffers of its own for a writer warp's bulk
-  // reduce-adds (in deterministic mode in turn); d > 128 by bulk reduce-adds staged in the step's
-  // Q / dO stage, which the fp32 dQ fills exactly (a buffer of its own does not fit). Vector atomics
-  // from registers took as long as the rest of the step at d > 128 and held the consumer warps
-  // ~15% of their time at d 128 (notes).
+  // reduce-adds (in deterministic mode in turn), except at d 64 in the default mode, which adds by
+  // vector atomics from registers (kDqAtomics); d > 128 by bulk reduce-adds staged in the step's
+  // Q / dO stage, which the fp32 dQ fills exactly (a buffer of its own does not fit). By
+  // measurement (notes): the atomics held the consumer warps ~15% of their time at d 128 and took
+  // as long as the rest of the step at d > 128, but the staging lost at d 64.
+  static constexpr bool kDqAtomics = D == 64;
   static constexpr bool kDqInStage = kSplitD;
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;

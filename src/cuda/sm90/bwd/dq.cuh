@@ -1,6 +1,7 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
 // fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
-// (deterministic mode: in an order fixed by key block, a semaphore per q-block). d > 128: staged in
+// (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 in the
+// default mode added by vector atomics from registers. d > 128: staged in
 // the step's own Q / dO stage and bulk-added by each warpgroup (in deterministic mode in the same
 // order, each warpgroup awaiting the q-block's turn).
 #pragma once
@@ -49,9 +50,10 @@ __device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& 
 
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), then accumulated into the q-block's run. d <= 128: issued behind the
-// step's dV and ahead of its dK (RS, dS^T from registers), so that staging dQ in buffer `dq_ps` for
-// the writer warp overlaps the dK MMA, whose end frees the Q / dO stage. d > 128: issued behind dV and dK (whose end frees the stage), staged in the
-// Q / dO stage and bulk-added by the warpgroup's issuer.
+// step's dV and ahead of its dK (RS, dS^T from registers), so that handing dQ on overlaps the dK
+// MMA, whose end frees the Q / dO stage: staged in buffer `dq_ps` for the writer warp, or
+// (Cfg::kDqAtomics, default mode) added by vector atomics. d > 128: issued behind dV and dK (whose
+// end frees the stage), staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
@@ -78,18 +80,26 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
 #pragma unroll
     for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
     fence_operands(dq);
-    // Into the staging buffer once the writer has read its previous contents (thread t's registers
-    // 4 q .. 4 q + 3 as float4 128 q + t of the run: dq_layout.h); each warp hands its part over on
-    // its own (no warpgroup barrier). The writer's bulk reduce-add leaves the consumers free, where
-    // vector atomics from registers held each warp until the LSU had taken their operands.
-    const int b = dq_ps.stage();
-    mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
-    const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
+    // Thread t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h).
+    if constexpr (!kDet && Cfg::kDqAtomics) {  // vector fp32 atomics (red.global.add.v4.f32)
+      float4* run = reinterpret_cast<float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) *
+                                                               Cfg::kHeadDim + 64 * c0);
 #pragma unroll
-    for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-    fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+      for (int q = 0; q < N / 8; ++q)
+        atomicAdd(run + 128 * q + tid, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
+    } else {
+      // Into the staging buffer once the writer has read its previous contents; each warp hands its
+      // part over on its own (no warpgroup barrier).
+      const int b = dq_ps.stage();
+      mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
+      const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
+#pragma unroll
+      for (int q = 0; q < N / 8; ++q)
+        sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+      fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+      __syncwarp();
+      if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+    }
     wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
     fence_operands(dk);
 #pragma unroll

@@ -10,7 +10,8 @@
 //   dK += dS^T Q                                       (RS, B N-major; behind dQ, so that dQ's
 //                                                       staging overlaps it)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
-//   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block)
+//   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
+//   at d 64 by vector atomics
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
 // d > 128 (BwdConfig::kSplitD): a CTA holds 64 keys and both warpgroups share them. S^T / dP^T are
 // split on the q rows (32 per warpgroup); P^T and dS^T go to smem, and dV, dK become SS MMAs split
@@ -299,7 +300,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if constexpr (!Cfg::kDqInStage)  // d > 128: the consumers add themselves
+    if constexpr (!Cfg::kDqInStage && (kDet || !Cfg::kDqAtomics))  // else the consumers add themselves
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
