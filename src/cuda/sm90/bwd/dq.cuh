@@ -1,9 +1,9 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
 // fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
 // (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 in the
-// default mode added by vector atomics from registers. d > 128: staged in
-// the step's own Q / dO stage and bulk-added by each warpgroup (in deterministic mode in the same
-// order, each warpgroup awaiting the q-block's turn).
+// default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
+// stage and bulk-added by each warpgroup (in deterministic mode in the same order, each warpgroup
+// awaiting the q-block's turn).
 #pragma once
 
 #include "cuda/sm90/bwd/smem.cuh"
