@@ -44,6 +44,11 @@ struct BwdConfig {
   // measurement (notes): the atomics held the consumer warps ~15% of their time at d 128 and took
   // as long as the rest of the step at d > 128, but the staging lost at d 64.
   static constexpr bool kDqAtomics = D == 64;
+  // d 128: dK (SS from the dS^T tile in smem) stays in flight into the next step, behind whose
+  // S^T / dP^T issue it runs; the stage is freed at the next S^T wait. At d 64 the same code made
+  // ptxas serialise every wgmma (an accumulator redefined inside the pipeline); d 96 would need
+  // an N = 96 SS wrapper.
+  static constexpr bool kDkAcrossSteps = D == 128;
   static constexpr bool kDqInStage = kSplitD;
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;

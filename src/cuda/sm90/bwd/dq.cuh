@@ -50,8 +50,8 @@ __device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& 
 
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), then accumulated into the q-block's run. d <= 128: issued behind the
-// step's dV and ahead of its dK (RS, dS^T from registers), so that handing dQ on overlaps the dK
-// MMA, whose end frees the Q / dO stage: staged in buffer `dq_ps` for the writer warp, or
+// step's dV and ahead of its dK, so that handing dQ on (and with Cfg::kDkAcrossSteps the next
+// step's S^T / dP^T issue) overlaps the dK MMA: staged in buffer `dq_ps` for the writer warp, or
 // (Cfg::kDqAtomics, default mode) added by vector atomics. d > 128: issued behind dV and dK (whose
 // end frees the stage), staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
 template <class T, class Cfg, int N, bool kDet>
@@ -71,11 +71,21 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   const int tid = threadIdx.x % 128;
   if constexpr (!Cfg::kDqInStage) {
     const uint32_t q_lo = desc_n_major_lo(sm.q[ds_buf], Cfg::kQAtomBytes);
+    if constexpr (Cfg::kDkAcrossSteps) {
+      // From this warpgroup's keys of the dS^T tile (SS: no registers held for it), left in flight
+      // into the next step, whose S^T wait also awaits it (kernel.cuh frees the stage then).
+      const uint32_t a_lo = desc_k_major_lo(sm.ds[ds_buf] + wg * Cfg::kWgKeyStride * kAtomRowBytes);
 #pragma unroll
-    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
-      WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+      for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk)
+        WgmmaSS<T, Cfg::kHeadDim, Major::K, Major::MN>::run(dk, desc_k_major(a_lo, Cfg::kKAtomBytes, kk),
+                                                            desc_n_major(q_lo, kk), 1);
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
+        WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+    }
     wgmma_commit();
-    wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
+    wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T and Q
     fence_operands(dv);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
@@ -100,12 +110,14 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
       __syncwarp();
       if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
     }
-    wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
-    fence_operands(dk);
+    if constexpr (!Cfg::kDkAcrossSteps) {
+      wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
+      fence_operands(dk);
 #pragma unroll
-    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
+      for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
+      __syncwarp();
+      if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
+    }
     return;
   }
   wgmma_wait<1>();  // dV, dK done: this stage's Q and dO are no longer read

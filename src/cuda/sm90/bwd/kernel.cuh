@@ -7,8 +7,8 @@
 //   P^T = exp2(S^T scale log2e - lse), dV += P^T dO      (RS, B N-major, accumulated over the group)
 //   dS^T = P^T (dP^T - D)                                (softcap: times its derivative)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
-//   dK += dS^T Q                                       (RS, B N-major; behind dQ, so that dQ's
-//                                                       staging overlaps it)
+//   dK += dS^T Q                                       (RS, B N-major, behind dQ; d 128: SS from
+//                                                       the dS^T tile, in flight into the next step)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
 //   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
 //   at d 64 by vector atomics
@@ -78,7 +78,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   const int q_col0 = wg * Cfg::kWgQStride;  // this warpgroup's first q row of the block (its first S^T column)
   const bool issuer = threadIdx.x % 128 == 0;
   int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
-  bool stage_held = false;     // d > 128: the previous step's stage holds its dQ until the adds read it
+  // The previous step's stage is still read: by its dK MMA (kDkAcrossSteps), d > 128 by its dQ adds.
+  bool stage_held = false;
   float dk[Cfg::kDkvColsMax / 2], dv[Cfg::kDkvColsMax / 2];
 #pragma unroll
   for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) dk[i] = dv[i] = 0.f;
@@ -146,6 +147,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       load_pairs(lse, lse_addr, 0, kN / 16);
       wgmma_wait<1>();
       fence_operands(st);
+      if constexpr (Cfg::kDkAcrossSteps) {  // the previous step's dK is done too: its stage goes back
+        if (stage_held) {
+          fence_operands(dk);
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&sm.q_empty[s ^ 1]);
+        }
+        stage_held = true;
+      }
       uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
       const float scale_log2 = p.attn.scale_log2;
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
@@ -234,8 +243,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         ds_phase(std::true_type{});
       else
         ds_phase(std::false_type{});
-      // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
-      // d <= 128: dK (from the dS^T registers) is issued behind dQ, in bwd_dq.
+      // dS^T into the step's buffer (read by dQ = dS K and dK); both warpgroups meet. d <= 128: dK is
+      // issued behind dQ, in bwd_dq.
       store_tile_t(sm.ds[s], dsf);
       named_bar_sync(kBwdDsBar, 256);
       if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
@@ -249,6 +258,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       release_dq_turn(pending_sem);
       tma_store_wait_all();  // the stage must outlive the last reduce-add's reads
     }
+  } else if constexpr (Cfg::kDkAcrossSteps) {
+    wgmma_wait<0>();  // the last step's dK
+    fence_operands(dk);
   }
   if constexpr (!Cfg::kSplitD) store_dk_dv<T, D>(p, t, key_row, quad_col, 0, dk, dv);
   else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
