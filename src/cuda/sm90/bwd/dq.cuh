@@ -1,7 +1,7 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
 // fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
-// (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 in the
-// default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
+// (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 / 96 in
+// the default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
 // stage and bulk-added by each warpgroup (in deterministic mode in the same order, each warpgroup
 // awaiting the q-block's turn).
 #pragma once
@@ -48,12 +48,28 @@ __device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& 
   pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
 }
 
+// d <= 128: this warpgroup's dQ (N columns from c0) into staging buffer `dq_ps` once the writer warp has
+// read its previous contents (thread t's registers 4 q .. 4 q + 3 as float4 128 q + t of the run:
+// dq_layout.h); each warp hands its part over on its own (no warpgroup barrier).
+template <class Cfg, int N>
+__device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N / 2], int c0,
+                                         PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
+  const int b = dq_ps.stage();
+  mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
+  const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * (threadIdx.x % 128);
+#pragma unroll
+  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+}
+
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
-// K's columns (MN-major B), then accumulated into the q-block's run. d <= 128: issued behind the
-// step's dV and ahead of its dK, so that handing dQ on (and with Cfg::kDkAcrossSteps the next
-// step's S^T / dP^T issue) overlaps the dK MMA: staged in buffer `dq_ps` for the writer warp, or
-// (Cfg::kDqAtomics, default mode) added by vector atomics. d > 128: issued behind dV and dK (whose
-// end frees the stage), staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
+// K's columns (MN-major B), then accumulated into the q-block's run. Cfg::kDqBeforeDk (d 128):
+// issued behind the step's dV and ahead of its dK (RS), so that staging dQ for the writer warp
+// overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise issued behind dV and dK (whose
+// end frees the stage), then d 64 / 96 added by vector atomics (deterministic mode: staged for
+// the writer), d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
@@ -68,56 +84,24 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
     WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
   wgmma_commit();
-  const int tid = threadIdx.x % 128;
-  if constexpr (!Cfg::kDqInStage) {
+  if constexpr (Cfg::kDqBeforeDk) {
     const uint32_t q_lo = desc_n_major_lo(sm.q[ds_buf], Cfg::kQAtomBytes);
-    if constexpr (Cfg::kDkAcrossSteps) {
-      // From this warpgroup's keys of the dS^T tile (SS: no registers held for it), left in flight
-      // into the next step, whose S^T wait also awaits it (kernel.cuh frees the stage then).
-      const uint32_t a_lo = desc_k_major_lo(sm.ds[ds_buf] + wg * Cfg::kWgKeyStride * kAtomRowBytes);
 #pragma unroll
-      for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk)
-        WgmmaSS<T, Cfg::kHeadDim, Major::K, Major::MN>::run(dk, desc_k_major(a_lo, Cfg::kKAtomBytes, kk),
-                                                            desc_n_major(q_lo, kk), 1);
-    } else {
-#pragma unroll
-      for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
-        WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
-    }
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
+      WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
     wgmma_commit();
-    wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T and Q
+    wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
     fence_operands(dv);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
     fence_operands(dq);
-    // Thread t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h).
-    if constexpr (!kDet && Cfg::kDqAtomics) {  // vector fp32 atomics (red.global.add.v4.f32)
-      float4* run = reinterpret_cast<float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) *
-                                                               Cfg::kHeadDim + 64 * c0);
+    stage_dq<Cfg, N>(sm, dq, c0, dq_ps);
+    wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
+    fence_operands(dk);
 #pragma unroll
-      for (int q = 0; q < N / 8; ++q)
-        atomicAdd(run + 128 * q + tid, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
-    } else {
-      // Into the staging buffer once the writer has read its previous contents; each warp hands its
-      // part over on its own (no warpgroup barrier).
-      const int b = dq_ps.stage();
-      mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
-      const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
-#pragma unroll
-      for (int q = 0; q < N / 8; ++q)
-        sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-      fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
-      __syncwarp();
-      if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
-    }
-    if constexpr (!Cfg::kDkAcrossSteps) {
-      wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
-      fence_operands(dk);
-#pragma unroll
-      for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
-      __syncwarp();
-      if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
-    }
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
     return;
   }
   wgmma_wait<1>();  // dV, dK done: this stage's Q and dO are no longer read
@@ -128,8 +112,25 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     fence_operands(pf[kk]);
     fence_operands(dsf[kk]);
   }
+  if constexpr (!Cfg::kDqInStage) {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
+  }
   wgmma_wait<0>();
   fence_operands(dq);
+  const int tid = threadIdx.x % 128;
+  if constexpr (!Cfg::kDqInStage) {
+    if constexpr (kDet) {
+      stage_dq<Cfg, N>(sm, dq, c0, dq_ps);
+    } else {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget; the run as staged
+      float4* run = reinterpret_cast<float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) *
+                                                               Cfg::kHeadDim + 64 * c0);
+#pragma unroll
+      for (int q = 0; q < N / 8; ++q)
+        atomicAdd(run + 128 * q + tid, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
+    }
+    return;
+  }
   // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
   // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
   // with it; the stage goes back to the producer when the adds have read it (kernel.cuh). Thread

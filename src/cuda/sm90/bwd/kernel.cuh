@@ -3,15 +3,14 @@
 // mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
 // warpgroups, 64 keys each, run per q-block (swap-AB: keys are the MMA rows, so P^T and dS^T land in
 // registers in the A-operand layout):
-//   S^T = K Q^T, dP^T = V dO^T                           (SS, both K-major)
-//   P^T = exp2(S^T scale log2e - lse), dV += P^T dO      (RS, B N-major, accumulated over the group)
-//   dS^T = P^T (dP^T - D)                                (softcap: times its derivative)
+//   S^T = K Q^T, dP^T = V dO^T                        (SS, both K-major)
+//   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
+//   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
-//   dK += dS^T Q                                       (RS, B N-major, behind dQ; d 128: SS from
-//                                                       the dS^T tile, in flight into the next step)
+//   (d 128: dK issued behind dQ, so that dQ's staging overlaps it; d 64 / 96: before the meeting)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
 //   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
-//   at d 64 by vector atomics
+//   at d 64 / 96 in the default mode by vector atomics
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
 // d > 128 (BwdConfig::kSplitD): a CTA holds 64 keys and both warpgroups share them. S^T / dP^T are
 // split on the q rows (32 per warpgroup); P^T and dS^T go to smem, and dV, dK become SS MMAs split
@@ -78,8 +77,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   const int q_col0 = wg * Cfg::kWgQStride;  // this warpgroup's first q row of the block (its first S^T column)
   const bool issuer = threadIdx.x % 128 == 0;
   int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
-  // The previous step's stage is still read: by its dK MMA (kDkAcrossSteps), d > 128 by its dQ adds.
-  bool stage_held = false;
+  bool stage_held = false;     // d > 128: the previous step's stage holds its dQ until the adds read it
   float dk[Cfg::kDkvColsMax / 2], dv[Cfg::kDkvColsMax / 2];
 #pragma unroll
   for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) dk[i] = dv[i] = 0.f;
@@ -96,7 +94,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance(), dq_ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
-      // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dQ and dK (d > 128: dK, dQ).
+      // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
       float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
       {
         const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
@@ -132,30 +130,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       };
       // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
       // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO.
-      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2. lse is
-      // loaded while S^T is in flight: loaded after the wait, with dP^T's MMA keeping the smem pipe
-      // busy, the exponentials waited on it (ncu).
-      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + 8 * quad_col;
-      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + 8 * quad_col;
-      auto load_pairs = [&](float2(&v)[kN / 8], uint32_t addr, int j0, int j1) {
-#pragma unroll
-        for (int j = j0; j < j1; ++j) v[j] = lds_f32x2(addr + 32 * j);
-      };
-      // Half of each ahead of its MMA's wait, the other half midway through the loop that uses them:
-      // all of lse ahead of the wait spilled at d 128.
-      float2 lse[kN / 8], dps[kN / 8];
-      load_pairs(lse, lse_addr, 0, kN / 16);
       wgmma_wait<1>();
       fence_operands(st);
-      if constexpr (Cfg::kDkAcrossSteps) {  // the previous step's dK is done too: its stage goes back
-        if (stage_held) {
-          fence_operands(dk);
-          __syncwarp();
-          if (lane == 0) mbar_arrive(&sm.q_empty[s ^ 1]);
-        }
-        stage_held = true;
-      }
       uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
+      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
+      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + 8 * quad_col;
+      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + 8 * quad_col;
       const float scale_log2 = p.attn.scale_log2;
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
       // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
@@ -170,13 +150,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            if (kk == kSteps / 2 && r == 0) load_pairs(lse, lse_addr, kN / 16, kN / 8);
-            const float2 l = lse[2 * kk + r / 2];
+            const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
             float pv[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               float& x = st[8 * kk + 2 * r + e];
-              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? l.y : l.x));
+              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
               if constexpr (!kCap) x = pv[e];
             }
             pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
@@ -211,7 +190,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         wgmma_commit();
       }
       // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q.
-      load_pairs(dps, dpsum_addr, 0, kN / 16);
       wgmma_wait<1>();
       fence_operands(dpt);
       auto ds_phase = [&](auto softcap) {
@@ -220,21 +198,20 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            if (kk == kSteps / 2 && r == 0) load_pairs(dps, dpsum_addr, kN / 16, kN / 8);
-            const float2 d = dps[2 * kk + r / 2];
-            float2 l;
-            if constexpr (kCap) l = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            const float2 dps = lds_f32x2(dpsum_addr + 32 * (2 * kk + r / 2));
+            float2 lse;
+            if constexpr (kCap) lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
             float ds[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int i = 8 * kk + 2 * r + e;
               float pv = st[i], dcap = 1.f;
               if constexpr (kCap) {  // masked: st = -inf, P = 0, tanh clamped to -1 (no 0 * inf)
-                pv = cuda_backend::fast_exp2(st[i] - (e ? l.y : l.x));
+                pv = cuda_backend::fast_exp2(st[i] - (e ? lse.y : lse.x));
                 const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
                 dcap = 1.f - th * th;
               }
-              ds[e] = pv * (dpt[i] - (e ? d.y : d.x)) * dcap;
+              ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
             }
             dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
           }
@@ -243,8 +220,15 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         ds_phase(std::true_type{});
       else
         ds_phase(std::false_type{});
-      // dS^T into the step's buffer (read by dQ = dS K and dK); both warpgroups meet. d <= 128: dK is
-      // issued behind dQ, in bwd_dq.
+      // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
+      // d 64 / 96: dK (from the dS^T registers) is issued before the meeting; d 128 behind dQ (dq.cuh).
+      if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
+        const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+        wgmma_commit();
+      }
       store_tile_t(sm.ds[s], dsf);
       named_bar_sync(kBwdDsBar, 256);
       if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
@@ -258,9 +242,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       release_dq_turn(pending_sem);
       tma_store_wait_all();  // the stage must outlive the last reduce-add's reads
     }
-  } else if constexpr (Cfg::kDkAcrossSteps) {
-    wgmma_wait<0>();  // the last step's dK
-    fence_operands(dk);
   }
   if constexpr (!Cfg::kSplitD) store_dk_dv<T, D>(p, t, key_row, quad_col, 0, dk, dv);
   else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
@@ -312,7 +293,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if constexpr (!Cfg::kDqInStage && (kDet || !Cfg::kDqAtomics))  // else the consumers add themselves
+    if constexpr (!Cfg::kDqInStage && (kDet || Cfg::kDqBeforeDk))  // else the consumers add themselves
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();

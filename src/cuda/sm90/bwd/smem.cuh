@@ -55,10 +55,9 @@ constexpr int kBwdSmemSlack = bwd_smem_struct_bytes<Cfg>() + kBwdAlignSlack <= k
 
 // Shared-memory accesses by address: the smem struct is reached through an aligned integer, so
 // the compiler no longer knows the pointers are shared and would emit generic loads and stores.
-// Volatile, so that a load stays where it is written (ahead of an MMA wait, say).
 __device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
   float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
   return v;
 }
 __device__ __forceinline__ void sts_f32x4(uint32_t addr, float a, float b, float c, float d) {
