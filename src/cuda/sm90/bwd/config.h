@@ -37,10 +37,15 @@ struct BwdConfig {
   // d 192 64 + 128 (the reverse of its dK / dV split, to even the warpgroups' MMA work).
   static constexpr int kDqCols0 = D == 96 || D == 192 ? 64 : D / 2;
   static constexpr int kDqCols1 = D - kDqCols0;
-  // dQ into the accumulator: d <= 128 by vector atomics from registers (deterministic mode: staged
-  // in a buffer of its own, one bulk reduce-add per warpgroup in turn); d > 128 always by bulk
+  // The end of a step, and dQ into the accumulator. d 128 (kDqBeforeDk): dQ = dS K issued before
+  // dK += dS^T Q, staged in smem buffers of its own while dK runs and bulk-added by a writer warp
+  // (deterministic mode: in turn). d 64 / 96: dK issued before the dS^T barrier, dQ last, added by
+  // vector atomics from registers (deterministic mode: staged for the writer warp). d > 128: bulk
   // reduce-adds staged in the step's Q / dO stage, which the fp32 dQ fills exactly (a buffer of its
-  // own does not fit, and the atomics took as long as the rest of the step: notes).
+  // own does not fit). By measurement (notes): the atomics held the consumer warps ~15% of their
+  // time at d 128 and took as long as the rest of the step at d > 128; at d 64 the d 128 scheme
+  // lost 5-11%.
+  static constexpr bool kDqBeforeDk = D == 128;
   static constexpr bool kDqInStage = kSplitD;
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;

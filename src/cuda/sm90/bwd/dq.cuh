@@ -1,8 +1,9 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
-// fp32 run. d <= 128: vector atomics by default; in deterministic mode staged in smem for the dQ
-// writer warp, which adds the staged q-blocks in an order fixed by key block (a semaphore per
-// q-block). d > 128: staged in the step's own Q / dO stage and bulk-added by each warpgroup (in
-// deterministic mode in the same order, each warpgroup awaiting the q-block's turn).
+// fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
+// (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 / 96 in
+// the default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
+// stage and bulk-added by each warpgroup (in deterministic mode in the same order, each warpgroup
+// awaiting the q-block's turn).
 #pragma once
 
 #include "cuda/sm90/bwd/smem.cuh"
@@ -47,16 +48,33 @@ __device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& 
   pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
 }
 
+// d <= 128: this warpgroup's dQ (N columns from c0) into staging buffer `dq_ps` once the writer warp has
+// read its previous contents (thread t's registers 4 q .. 4 q + 3 as float4 128 q + t of the run:
+// dq_layout.h); each warp hands its part over on its own (no warpgroup barrier).
+template <class Cfg, int N>
+__device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N / 2], int c0,
+                                         PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
+  const int b = dq_ps.stage();
+  mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
+  const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * (threadIdx.x % 128);
+#pragma unroll
+  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+}
+
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
-// K's columns (MN-major B), issued behind the step's dV and dK MMAs (whose end frees the Q / dO
-// stage), then accumulated into the q-block's run: d <= 128 by vector atomics (default) or staged in
-// dQ buffer `dq_ps` for the writer warp (deterministic); d > 128 staged in the Q / dO stage and
-// bulk-added by the warpgroup's issuer.
+// K's columns (MN-major B), then accumulated into the q-block's run. Cfg::kDqBeforeDk (d 128):
+// issued behind the step's dV and ahead of its dK (RS), so that staging dQ for the writer warp
+// overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise issued behind dV and dK (whose
+// end frees the stage), then d 64 / 96 added by vector atomics (deterministic mode: staged for
+// the writer), d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
-                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], uint64_t* q_empty, int*& pending_sem,
+                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], int*& pending_sem,
                                        PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
   const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
@@ -66,6 +84,26 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
     WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
   wgmma_commit();
+  if constexpr (Cfg::kDqBeforeDk) {
+    const uint32_t q_lo = desc_n_major_lo(sm.q[ds_buf], Cfg::kQAtomBytes);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
+      WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+    wgmma_commit();
+    wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
+    fence_operands(dv);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
+    fence_operands(dq);
+    stage_dq<Cfg, N>(sm, dq, c0, dq_ps);
+    wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
+    fence_operands(dk);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
+    return;
+  }
   wgmma_wait<1>();  // dV, dK done: this stage's Q and dO are no longer read
   fence_operands(dv);
   fence_operands(dk);
@@ -76,97 +114,92 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   }
   if constexpr (!Cfg::kDqInStage) {
     __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(q_empty);
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
   }
   wgmma_wait<0>();
   fence_operands(dq);
-  // The accumulator run holds thread t's registers 4 q .. 4 q + 3 as float4 128 q + t (dq_layout.h,
-  // dq_accum_index): coalesced 512-byte rows per warp instruction.
   const int tid = threadIdx.x % 128;
-  float* dst = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim + 64 * c0;
-  if constexpr (Cfg::kDqInStage) {
-    // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
-    // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
-    // with it; the stage goes back to the producer when the adds have read it (kernel.cuh).
-    named_bar_sync(kBwdDsBar, 256);
-    const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
+  if constexpr (!Cfg::kDqInStage) {
+    if constexpr (kDet) {
+      stage_dq<Cfg, N>(sm, dq, c0, dq_ps);
+    } else {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget; the run as staged
+      float4* run = reinterpret_cast<float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) *
+                                                               Cfg::kHeadDim + 64 * c0);
 #pragma unroll
-    for (int q = 0; q < N / 8; ++q) {
-      const int b = 256 * c0 + 2048 * q;  // byte offset of this float4 row in the run (+ 16 tid)
-      const uint32_t at = (b < Cfg::kQBytes ? q_addr + b : do_addr + (b - Cfg::kQBytes)) + 16 * tid;
-      sts_f32x4(at, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-    }
-    fence_smem_for_tma();
-    named_bar_sync(kBwdDqBar + wg, 128);
-    if (issuer) {
-      if constexpr (kDet) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
-      const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
-      float* run = dst - 64 * c0;
-      if (b0 < Cfg::kQBytes)
-        bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
-                            min(b1, Cfg::kQBytes) - b0);
-      if (b1 > Cfg::kQBytes) {
-        const int lo = max(b0, Cfg::kQBytes);
-        bulk_reduce_add_f32(run + lo / 4, reinterpret_cast<const float*>(sm.dout[ds_buf] + (lo - Cfg::kQBytes)),
-                            b1 - lo);
-      }
-      tma_store_commit();
+      for (int q = 0; q < N / 8; ++q)
+        atomicAdd(run + 128 * q + tid, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
     }
     return;
   }
-  if constexpr (!kDet) {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget
+  // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
+  // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
+  // with it; the stage goes back to the producer when the adds have read it (kernel.cuh). Thread
+  // t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h), as at d <= 128.
+  named_bar_sync(kBwdDsBar, 256);
+  const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
 #pragma unroll
-    for (int q = 0; q < N / 8; ++q)
-      atomicAdd(reinterpret_cast<float4*>(dst) + 128 * q + tid,
-                make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
-  } else {
-    // Deterministic: into the staging buffer once the writer has read its previous contents; each
-    // warp hands its part over on its own (no warpgroup barrier).
-    const int b = dq_ps.stage();
-    mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
-    const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * tid;
-#pragma unroll
-    for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-    fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
+  for (int q = 0; q < N / 8; ++q) {
+    const int b = 256 * c0 + 2048 * q;  // byte offset of this float4 row in the run (+ 16 tid)
+    const uint32_t at = (b < Cfg::kQBytes ? q_addr + b : do_addr + (b - Cfg::kQBytes)) + 16 * tid;
+    sts_f32x4(at, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+  }
+  fence_smem_for_tma();
+  named_bar_sync(kBwdDqBar + wg, 128);
+  if (issuer) {
+    if constexpr (kDet) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
+    const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
+    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim;
+    if (b0 < Cfg::kQBytes)
+      bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
+                          min(b1, Cfg::kQBytes) - b0);
+    if (b1 > Cfg::kQBytes) {
+      const int lo = max(b0, Cfg::kQBytes);
+      bulk_reduce_add_f32(run + lo / 4, reinterpret_cast<const float*>(sm.dout[ds_buf] + (lo - Cfg::kQBytes)),
+                          b1 - lo);
+    }
+    tma_store_commit();
   }
 }
 
-// Deterministic mode's dQ writer (one thread of the producer warpgroup): per step, once both
-// consumer warpgroups have staged the q-block's dQ and the key blocks above this one that see the
-// q-block (tile.cuh, dq_last_block) have added theirs, one bulk reduce-add of the whole 64 x d run;
-// the buffer goes back to the consumers when read, and the q-block's turn passes on once the adds
-// have landed. Waiting here instead of in the consumers lets them run up to kDqBufs steps ahead.
-// One flat loop over the steps, with the workspace offsets recomputed per step: the producer
-// warpgroup's 24 registers hold no more.
-template <class Cfg>
+// The dQ writer (one thread of the producer warpgroup), d <= 128: per step, once both consumer
+// warpgroups have staged the q-block's dQ, one bulk reduce-add of the whole 64 x d run; the buffer
+// goes back to the consumers when read. Deterministic mode: the add also waits until the key blocks
+// above this one that see the q-block (tile.cuh, dq_last_block) have added theirs, and the turn
+// passes on once it has landed; waiting here instead of in the consumers lets them run up to
+// kDqBufs steps ahead. One flat loop over the steps, with the workspace offsets recomputed per
+// step: the producer warpgroup's 24 registers hold no more.
+template <class Cfg, bool kDet>
 __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   PipeState<BwdSmem<Cfg>::kDqBufs> ps;
   int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
     const int b = ps.stage();
-    const int want = dq_last_block<Cfg::kBlockN>(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
-    const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
-    mbar_wait(&sm.dq_full[b], ps.phase());
-    int seen;
-    do {
-      asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(p.dq_sem + sem_at) : "memory");
-    } while (seen < want);
     const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
+    const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
+    mbar_wait(&sm.dq_full[b], ps.phase());
+    if constexpr (kDet) {
+      const int want = dq_last_block<Cfg::kBlockN>(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
+      int seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(p.dq_sem + sem_at) : "memory");
+      } while (seen < want);
+    }
     bulk_reduce_add_f32(p.dq_accum + row * Cfg::kHeadDim, sm.dq[b], kBytes);
     tma_store_commit();
     tma_store_wait_read();
     mbar_arrive(&sm.dq_empty[b]);
-    tma_store_wait_all();  // landed: the next key block's adds come after these
-    asm volatile("fence.proxy.async.global;" ::: "memory");
-    asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p.dq_sem + sem_at) : "memory");
+    if constexpr (kDet) {
+      tma_store_wait_all();  // landed: the next key block's adds come after these
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p.dq_sem + sem_at) : "memory");
+    }
     if (++m == t.q_blocks.end) {  // the next q head of the group
       m = t.q_blocks.begin;
       ++h;
     }
   }
+  tma_store_wait_all();  // the CTA's smem must outlive the last add
 }
 
 }  // namespace fastattn::sm90

@@ -7,9 +7,10 @@
 //   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
-//   dQ into the q-block's fp32 accumulator run (dq.cuh): vector atomics, or in deterministic mode
-//   staged in smem for a writer warp's bulk reduce-add in an order fixed by key block (a semaphore
-//   per q-block)
+//   (d 128: dK issued behind dQ, so that dQ's staging overlaps it; d 64 / 96: before the meeting)
+//   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
+//   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
+//   at d 64 / 96 in the default mode by vector atomics
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
 // d > 128 (BwdConfig::kSplitD): a CTA holds 64 keys and both warpgroups share them. S^T / dP^T are
 // split on the q rows (32 per warpgroup); P^T and dS^T go to smem, and dV, dK become SS MMAs split
@@ -93,7 +94,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance(), dq_ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
-      // Four groups in flight at most: S^T, dP^T; then dV behind dP^T, dK behind dV; dQ behind dK.
+      // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
       float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
       {
         const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
@@ -220,23 +221,21 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       else
         ds_phase(std::false_type{});
       // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
-      if constexpr (Cfg::kSplitD) {
-        store_tile_t(sm.ds[s], dsf);
-        named_bar_sync(kBwdDsBar, 256);
-        mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
-      } else {
+      // d 64 / 96: dK (from the dS^T registers) is issued before the meeting; d 128 behind dQ (dq.cuh).
+      if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
         const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
         wgmma_commit();
-        store_tile_t(sm.ds[s], dsf);
-        named_bar_sync(kBwdDsBar, 256);
       }
+      store_tile_t(sm.ds[s], dsf);
+      named_bar_sync(kBwdDsBar, 256);
+      if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
       if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem, dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, &sm.q_empty[s], pending_sem, dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
     }
   if constexpr (Cfg::kDqInStage) {
     if (issuer) {
@@ -258,8 +257,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                const __grid_constant__ BwdParams p) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uintptr_t base = reinterpret_cast<uintptr_t>(smem_raw);
-  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>(kBwdSmemSlack<Cfg, kDet> > 0 ? (base + 1023) & ~uintptr_t(1023) : base);
-  if constexpr (kBwdSmemSlack<Cfg, kDet> == 0) {
+  auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>(kBwdSmemSlack<Cfg> > 0 ? (base + 1023) & ~uintptr_t(1023) : base);
+  if constexpr (kBwdSmemSlack<Cfg> == 0) {
     if (smem_addr(smem_raw) % 1024 != 0) __trap();  // no slack to realign: a misplaced base must not go unnoticed
   }
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
@@ -294,8 +293,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if constexpr (kDet && !Cfg::kDqInStage)  // d > 128: the consumers add in turn themselves
-      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg>(sm, p, t);
+    if constexpr (!Cfg::kDqInStage && (kDet || Cfg::kDqBeforeDk))  // else the consumers add themselves
+      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1);

@@ -46,7 +46,6 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::V), Cfg::kBlockN, &tv);
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::Out, grads.dout), Cfg::kBlockM, &tdo);
     if (!st.ok()) return st;
-    // The bytes the mode's kernel needs (smem.cuh: the default mode leaves out the dQ staging).
     auto launch = [&](auto kernel, int smem, bool& attr_set) -> Status {
       if (!attr_set) {  // per kernel; racing first calls set the same value
         const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -58,11 +57,10 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
     static bool det_attr = false, plain_attr = false;
-    constexpr int kDetBytes = bwd_smem_struct_bytes<Cfg, true>() + kBwdSmemSlack<Cfg, true>;
-    constexpr int kPlainBytes = bwd_smem_struct_bytes<Cfg, false>() + kBwdSmemSlack<Cfg, false>;
-    static_assert(kDetBytes <= kBwdSmemMax && kPlainBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
-    st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kDetBytes, det_attr)
-                         : launch(bwd_kernel<T, Cfg, false>, kPlainBytes, plain_attr);
+    constexpr int kBytes = bwd_smem_struct_bytes<Cfg>() + kBwdSmemSlack<Cfg>;
+    static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
+    st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kBytes, det_attr)
+                         : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
     if (!st.ok()) return st;
     if (st = launched("backward launch"); !st.ok()) return st;
   }

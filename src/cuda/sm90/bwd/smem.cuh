@@ -22,8 +22,8 @@ struct BwdSmem {
   static constexpr int kFixedBytes = 2 * Cfg::kKBytes + 2 * Cfg::kStages * Cfg::kQBytes + 2 * Cfg::kBlockN * 128 +
                                      (Cfg::kSplitD ? 2 * Cfg::kBlockN * 128 : 0) + 2 * Cfg::kStages * 64 * 4 + 128;
   static constexpr int padded(int bytes) { return (bytes + 1023) / 1024 * 1024; }
-  // Deterministic mode's dQ staging at d <= 128: two buffers where they fit, so that the consumers
-  // run a step ahead of the dQ writer warp, which waits for the q-block's turn (dq.cuh). d > 128
+  // dQ staging at d <= 128: two buffers where they fit, so that the consumers run a step ahead of the
+  // dQ writer warp (which in deterministic mode also waits for the q-block's turn: dq.cuh). d > 128
   // stages dQ in the step's Q / dO stage instead (kDqInStage): no buffer.
   static constexpr int kDqBufs =
       Cfg::kDqInStage ? 1 : (padded(kFixedBytes + 2 * kDqBytes) + kBwdAlignSlack <= kBwdSmemMax ? 2 : 1);
@@ -37,21 +37,21 @@ struct BwdSmem {
   alignas(16) float lse[Cfg::kStages][64];
   alignas(16) float dpsum[Cfg::kStages][64];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
-  uint64_t dq_full[kDqBufs], dq_empty[kDqBufs];  // deterministic, d <= 128: consumers -> dQ writer -> consumers
+  uint64_t dq_full[kDqBufs], dq_empty[kDqBufs];  // d <= 128: consumers -> dQ writer -> consumers
   int item;  // the CTA's work item (kernel.cuh): here, not in static smem, which would offset the base
-  // Last, so that a launch without the staging (the default mode; d > 128) leaves it out.
+  // Last, so that a launch without the staging (d > 128) leaves it out.
   alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : 64 * Cfg::kHeadDim];  // a step's dQ, fragment order
 };
 
-// The bytes a launch asks for: the struct (without dq where kDet does not stage there), plus the
-// slack that aligns its base to 1024 unless that would pass 227 KB (d 256); the extern array's
+// The bytes a launch asks for: the struct (without dq where dQ is staged in the Q / dO stage), plus
+// the slack that aligns its base to 1024 unless that would pass 227 KB (d 256); the extern array's
 // declared 1024-byte alignment places the base then, which the kernel checks.
-template <class Cfg, bool kDet>
+template <class Cfg>
 constexpr int bwd_smem_struct_bytes() {
-  return kDet && !Cfg::kDqInStage ? int(sizeof(BwdSmem<Cfg>)) : int(offsetof(BwdSmem<Cfg>, dq));
+  return !Cfg::kDqInStage ? int(sizeof(BwdSmem<Cfg>)) : int(offsetof(BwdSmem<Cfg>, dq));
 }
-template <class Cfg, bool kDet>
-constexpr int kBwdSmemSlack = bwd_smem_struct_bytes<Cfg, kDet>() + kBwdAlignSlack <= kBwdSmemMax ? kBwdAlignSlack : 0;
+template <class Cfg>
+constexpr int kBwdSmemSlack = bwd_smem_struct_bytes<Cfg>() + kBwdAlignSlack <= kBwdSmemMax ? kBwdAlignSlack : 0;
 
 // Shared-memory accesses by address: the smem struct is reached through an aligned integer, so
 // the compiler no longer knows the pointers are shared and would emit generic loads and stores.
