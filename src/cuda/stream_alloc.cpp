@@ -13,9 +13,9 @@ constexpr int kMaxDevices = 64;
 // anything above this goes back at the next synchronize, as from the default pool.
 constexpr uint64_t kKeepBytes = uint64_t(64) << 20;
 
-// The current device's pool, created on first use (nullptr when it cannot be: the caller then
-// takes the default pool).
-cudaMemPool_t device_pool() {
+}  // namespace
+
+cudaMemPool_t workspace_pool() {
   static std::array<cudaMemPool_t, kMaxDevices> pools{};
   static std::array<bool, kMaxDevices> tried{};
   static std::mutex mu;
@@ -40,6 +40,8 @@ cudaMemPool_t device_pool() {
   return pools[dev];
 }
 
+namespace {
+
 bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
@@ -52,7 +54,7 @@ bool capturing(cudaStream_t stream) {
 }  // namespace
 
 Status stream_alloc(size_t bytes, cudaStream_t stream, const char* what, void** out) {
-  cudaMemPool_t pool = capturing(stream) ? nullptr : device_pool();
+  cudaMemPool_t pool = capturing(stream) ? nullptr : workspace_pool();
   const cudaError_t e = pool != nullptr ? cudaMallocFromPoolAsync(out, bytes, pool, stream)
                                         : cudaMallocAsync(out, bytes, stream);
   if (e == cudaSuccess) return Status::Ok();

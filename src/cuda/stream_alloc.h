@@ -17,6 +17,10 @@ namespace fastattn::cuda_backend {
 // `what` names the workspace in the error message.
 Status stream_alloc(size_t bytes, cudaStream_t stream, const char* what, void** out);
 
+// The current device's pool of fastattn's own, created on first use; nullptr when it cannot be
+// (stream_alloc then takes the device's default pool).
+cudaMemPool_t workspace_pool();
+
 // Frees memory from stream_alloc once `stream` reaches this point.
 cudaError_t stream_free(void* p, cudaStream_t stream);
 

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "cuda/stream_alloc.h"
 #include "fwd_case.h"
 
 namespace fastattn::gputest {
@@ -201,13 +202,13 @@ TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
   }
 }
 
-// The split path really runs: a split call takes its partials from the stream-ordered pool (its
+// The split path really runs: a split call takes its partials from fastattn's workspace pool (its
 // high-water mark covers splits x rows x (d + 1) floats), an unsplit one allocates nothing.
 TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
   int dev = 0;
   FA_CUDA_OK(cudaGetDevice(&dev));
-  cudaMemPool_t pool;
-  FA_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, dev));
+  cudaMemPool_t pool = cuda_backend::workspace_pool();
+  if (pool == nullptr) FA_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, dev));
   const int b = 2, sq = 4, sk = 1000, hq = 8, hkv = 2, d = 128;
   DeviceBuffer q(size_t(b) * sq * hq * d * 2), k(size_t(b) * sk * hkv * d * 2), v(k.bytes()), o(q.bytes());
   for (const DeviceBuffer* x : {&q, &k, &v}) FA_CUDA_OK(cudaMemset(x->get(), 0, x->bytes()));
