@@ -187,6 +187,16 @@ void deterministic_cases(int d_gqa, int d_long_k, int d_varlen) {
   run_bwd_case(v);
 }
 
+// Softcap 5 without a mask (d_a) and 30 with causal (d_b): the derivative's two regimes.
+void softcap_cases(int d_a, int d_b) {
+  for (int d : {d_a, d_b}) {
+    BwdCase c = bcase(DType::BF16, d, 300, 333);
+    c.softcap = d == d_a ? 5.f : 30.f;
+    c.causal = d == d_b;
+    run_bwd_case(c);
+  }
+}
+
 TEST_F(Sm90Bwd, HeadDimsAndDtypes) { dtype_cases({64, 96, 128}); }
 
 TEST_F(Sm90Bwd, OddLengths) {
@@ -249,14 +259,7 @@ TEST_F(Sm90Bwd, LocalWindows) {
   run_bwd_case(c);
 }
 
-TEST_F(Sm90Bwd, Softcap) {
-  for (int d : {64, 128}) {
-    BwdCase c = bcase(DType::BF16, d, 300, 333);
-    c.softcap = d == 64 ? 5.f : 30.f;
-    c.causal = d == 128;
-    run_bwd_case(c);
-  }
-}
+TEST_F(Sm90Bwd, Softcap) { softcap_cases(64, 128); }
 
 TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
 
@@ -309,12 +312,7 @@ TEST_F(Sm90Bwd, LargeDimsWindowsSoftcap) {
     c.wr = w.wr;
     run_bwd_case(c);
   }
-  for (int d : {192, 256}) {
-    BwdCase c = bcase(DType::BF16, d, 300, 333);
-    c.softcap = d == 192 ? 5.f : 30.f;
-    c.causal = d == 256;
-    run_bwd_case(c);
-  }
+  softcap_cases(192, 256);
 }
 
 TEST_F(Sm90Bwd, LargeDimsVarlen) { varlen_cases(256, 192, 256); }
