@@ -14,6 +14,7 @@
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
 #include "cuda/sm90/bwd/api.h"
+#include "cuda/sm90/bwd/config.h"  // bwd_block_m
 #include "cuda/tma_map.h"
 
 namespace fastattn::cuda_backend {
@@ -88,9 +89,10 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   strides(g.dk, p.dk_stride_b, p.dk_stride_s, p.dk_stride_h);
   strides(g.dv, p.dv_stride_b, p.dv_stride_s, p.dv_stride_h);
   const AttnParams& a = p.attn;
-  p.m_blocks = (a.seqlen_q + 63) / 64;
-  p.padded_rows = problem.varlen ? (problem.total_q + 64 * int64_t(a.batch) + 63) / 64 * 64
-                                 : padded_q_offset(0, a.batch, false, a.seqlen_q);
+  const int bm = sm90::bwd_block_m(d);  // rows per q-block, and the workspace's padding per sequence
+  p.m_blocks = (a.seqlen_q + bm - 1) / bm;
+  p.padded_rows = problem.varlen ? (problem.total_q + bm * int64_t(a.batch) + bm - 1) / bm * bm
+                                 : padded_q_offset(0, a.batch, false, a.seqlen_q, bm);
   p.scale = problem.scale;
   if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
   p.deterministic = deterministic ? 1 : 0;

@@ -30,9 +30,11 @@ void check_layout(int d, int cols0) {
   }
 }
 
-// The splits BwdConfig uses (kDqCols0): d 64 32 + 32, d 96 64 + 32, d 128 64 + 64, d 192 64 + 128,
-// d 256 128 + 128.
+// The splits BwdConfig uses (kDqCols0): d 64 with 128-row q-blocks all 64 columns per 64-row half
+// (kDqRowSplit), d 96 64 + 32, d 128 64 + 64, d 192 64 + 128, d 256 128 + 128; and d 64's former
+// 32 + 32 split.
 TEST(DqLayout, InverseMatchesForwardMap) {
+  check_layout(64, 64);
   check_layout(64, 32);
   check_layout(96, 64);
   check_layout(128, 64);

@@ -265,6 +265,29 @@ TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
 
 TEST_F(Sm90Bwd, DeterministicBitwise) { deterministic_cases(128, 64, 96); }
 
+// d 64: q-blocks of 128 rows (BwdConfig<64>::kBlockM), the workspace padded to 128 per sequence,
+// dQ split on the q rows. Lengths around 64 / 128 (a last block of one or two halves), windows
+// whose edges fall in either half, varlen and the deterministic order on that tile.
+TEST_F(Sm90Bwd, D64Tile) {
+  for (int sq : {1, 63, 65, 128, 129, 191})
+    for (int sk : {1, 113, 257}) {
+      BwdCase c = bcase((sq + sk) % 2 == 0 ? DType::BF16 : DType::F16, 64, sq, sk);
+      c.causal = sq % 2 == 1;
+      run_bwd_case(c);
+    }
+  struct W {
+    int wl, wr, sq, sk;
+  };
+  for (const W& w : {W{64, 0, 700, 900}, W{100, 50, 900, 700}, W{30, -1, 333, 333}, W{0, 0, 256, 256}}) {
+    BwdCase c = bcase(DType::BF16, 64, w.sq, w.sk);
+    c.wl = w.wl;
+    c.wr = w.wr;
+    run_bwd_case(c);
+  }
+  varlen_cases(64, 64, 64);
+  deterministic_cases(64, 64, 64);
+}
+
 // d 192 / 256: 64-key CTAs, S^T / dP^T split on q rows, dK / dV / dQ split on d (BwdConfig::kSplitD).
 TEST_F(Sm90Bwd, LargeDimsDtypes) { dtype_cases({192, 256}); }
 

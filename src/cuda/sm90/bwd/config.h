@@ -5,8 +5,10 @@
 namespace fastattn::sm90 {
 
 // d <= 128: one CTA per key block of 128 (two consumer warpgroups of 64 keys each, swap-AB: S^T,
-// dP^T, dS^T have keys as rows), over q-blocks of 64 rows streamed through a 2-stage ring. d = 128
-// on 240 registers: dK + dV 128, S^T + dP^T 64, P + dS packed 32.
+// dP^T, dS^T have keys as rows), over q-blocks streamed through a 2-stage ring. d = 128 on 240
+// registers: dK + dV 128, S^T + dP^T 64, P + dS packed 32 (q-blocks of 64 rows). d = 64: q-blocks
+// of 128 rows (FA3's tile), so the step's fixed costs are paid per 128 rows: dK + dV 64, S^T +
+// dP^T 128, P + dS packed 64; dQ = dS K split on the q rows (64 per warpgroup, all of d).
 // d > 128 (kSplitD): dK + dV of 64 keys would be 192 / 256 registers, so a CTA holds 64 keys and
 // both warpgroups share them: S^T / dP^T split on the q rows (32 each), P^T and dS^T through smem,
 // dK / dV / dQ split on the head dim by whole atoms (docs/notes/bwd-sm90.md).
@@ -15,7 +17,7 @@ struct BwdConfig {
   static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "backward head dims: 64, 96, 128, 192, 256");
   static constexpr int kHeadDim = D;
   static constexpr bool kSplitD = D > 128;
-  static constexpr int kBlockM = 64;                   // q rows per step
+  static constexpr int kBlockM = D == 64 ? 128 : 64;  // q rows per step (a multiple of 64)
   static constexpr int kBlockN = kSplitD ? 64 : 128;   // keys per CTA
   static constexpr int kStages = 2;                    // Q / dO ring depth
   static constexpr int kAtoms = (D + 63) / 64;
@@ -26,7 +28,7 @@ struct BwdConfig {
   // Warpgroup w's share of S^T / dP^T: keys from w * kWgKeyStride, q rows from w * kWgQStride.
   static constexpr int kWgKeyStride = kSplitD ? 0 : 64;
   static constexpr int kWgQStride = kSplitD ? 32 : 0;
-  static constexpr int kSdpCols = kSplitD ? 32 : 64;   // q rows per warpgroup: the N of S^T, dP^T
+  static constexpr int kSdpCols = kSplitD ? 32 : kBlockM;  // q rows per warpgroup: the N of S^T, dP^T
   // dK / dV columns of warpgroup 0 and 1 (d <= 128: all of d, for its own keys; else the atoms
   // from 0 and from kDkvCols0), and the accumulator size that holds the larger share.
   static constexpr int kDkvCols0 = kSplitD ? 128 : D;
@@ -35,8 +37,12 @@ struct BwdConfig {
   // dQ = dS K: each warpgroup takes whole 64-column atoms of K where it can (a wgmma B operand
   // cannot cross an atom boundary mid-N): d 128 64 + 64, d 96 64 + 32, d 64 32 + 32 (mid-atom);
   // d 192 64 + 128 (the reverse of its dK / dV split, to even the warpgroups' MMA work).
-  static constexpr int kDqCols0 = D == 96 || D == 192 ? 64 : D / 2;
-  static constexpr int kDqCols1 = D - kDqCols0;
+  // kBlockM 128 (kDqRowSplit): split on the q rows instead, warpgroup w's rows [64 w, 64 w + 64)
+  // with all of d (atom w of the dS^T tile as A); each half's run is laid out as a 64-row run
+  // whose columns are all "warpgroup 0's" (dq_layout.h with cols0 = d).
+  static constexpr bool kDqRowSplit = kBlockM == 128;
+  static constexpr int kDqCols0 = kDqRowSplit ? D : D == 96 || D == 192 ? 64 : D / 2;
+  static constexpr int kDqCols1 = kDqRowSplit ? D : D - kDqCols0;
   // The end of a step, and dQ into the accumulator. d 128 (kDqBeforeDk): dQ = dS K issued before
   // dK += dS^T Q, staged in smem buffers of its own while dK runs and bulk-added by a writer warp
   // (deterministic mode: in turn). d 64 / 96: dK issued before the dS^T barrier, dQ last, added by
@@ -46,6 +52,11 @@ struct BwdConfig {
   // time at d 128 and took as long as the rest of the step at d > 128; at d 64 the d 128 scheme
   // lost 5-11%.
   static constexpr bool kDqBeforeDk = D == 128;
+  // kBlockM 128: S^T and dP^T are both awaited before P^T and dS^T are packed (FA3's order), and dV
+  // is issued with dK: packing P^T as soon as S^T lands (the 64-row step) would hold P^T's 32
+  // registers beside S^T, dP^T, dK and dV (224) through dS, which does not fit 240 (ptxas spills
+  // and serialises the wgmmas).
+  static constexpr bool kPackAfterDs = kBlockM == 128;
   static constexpr bool kDqInStage = kSplitD;
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;
@@ -53,5 +64,12 @@ struct BwdConfig {
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
 };
+
+// The q-block size of the backward at head dim d, for the host's workspace (each sequence padded
+// to a multiple of it) and q-block count.
+constexpr int bwd_block_m(int d) {
+  return d == 64 ? BwdConfig<64>::kBlockM : d == 96 ? BwdConfig<96>::kBlockM : d == 128 ? BwdConfig<128>::kBlockM
+       : d == 192 ? BwdConfig<192>::kBlockM : BwdConfig<256>::kBlockM;
+}
 
 }  // namespace fastattn::sm90

@@ -31,7 +31,7 @@ __device__ __forceinline__ void release_dq_turn(int*& sem) {
 template <class Cfg>
 __device__ __forceinline__ int* wait_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m) {
   int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
-  const int want = 2 * (dq_last_block<Cfg::kBlockN>(t, m) - t.n_block);
+  const int want = 2 * (dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
   int seen;
   do {
     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
@@ -48,15 +48,16 @@ __device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& 
   pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
 }
 
-// d <= 128: this warpgroup's dQ (N columns from c0) into staging buffer `dq_ps` once the writer warp has
-// read its previous contents (thread t's registers 4 q .. 4 q + 3 as float4 128 q + t of the run:
-// dq_layout.h); each warp hands its part over on its own (no warpgroup barrier).
+// d <= 128: this warpgroup's dQ (N columns, from float run_off of the run) into staging buffer
+// `dq_ps` once the writer warp has read its previous contents (thread t's registers 4 q .. 4 q + 3
+// as float4 128 q + t from run_off: dq_layout.h); each warp hands its part over on its own (no
+// warpgroup barrier).
 template <class Cfg, int N>
-__device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N / 2], int c0,
+__device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N / 2], int run_off,
                                          PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   const int b = dq_ps.stage();
   mbar_wait(&sm.dq_empty[b], dq_ps.phase() ^ 1);
-  const uint32_t stage_addr = smem_addr(sm.dq[b] + 64 * c0) + 16 * (threadIdx.x % 128);
+  const uint32_t stage_addr = smem_addr(sm.dq[b] + run_off) + 16 * (threadIdx.x % 128);
 #pragma unroll
   for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
   fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
@@ -65,7 +66,9 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
 }
 
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
-// K's columns (MN-major B), then accumulated into the q-block's run. Cfg::kDqBeforeDk (d 128):
+// K's columns (MN-major B), then accumulated into the q-block's run. Cfg::kDqRowSplit (128-row
+// q-blocks): warpgroup wg takes the q rows [64 wg, 64 wg + 64) (atom wg of the dS^T tile) and all
+// of d (c0 = 0, N = d), added at float 64 d wg of the run. Cfg::kDqBeforeDk (d 128):
 // issued behind the step's dV and ahead of its dK (RS), so that staging dQ for the writer warp
 // overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise issued behind dV and dK (whose
 // end frees the stage), then d 64 / 96 added by vector atomics (deterministic mode: staged for
@@ -77,7 +80,10 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
                                        uint32_t (&dsf)[Cfg::kSdpCols / 16][4], int*& pending_sem,
                                        PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
-  const uint32_t a_lo = desc_mn_major_lo(sm.ds[ds_buf], Cfg::kBlockN * 128);
+  const int run_off = Cfg::kDqRowSplit ? 64 * Cfg::kHeadDim * wg : 64 * c0;  // this warpgroup's floats in the run
+  const uint8_t* ds_rows = sm.ds[ds_buf];  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
+  if constexpr (Cfg::kDqRowSplit) ds_rows += wg * Cfg::kBlockN * kAtomRowBytes;
+  const uint32_t a_lo = desc_mn_major_lo(ds_rows, Cfg::kBlockN * 128);
   const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
   wgmma_fence();
 #pragma unroll
@@ -95,7 +101,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
 #pragma unroll
     for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
     fence_operands(dq);
-    stage_dq<Cfg, N>(sm, dq, c0, dq_ps);
+    stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
     wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
     fence_operands(dk);
 #pragma unroll
@@ -121,10 +127,10 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   const int tid = threadIdx.x % 128;
   if constexpr (!Cfg::kDqInStage) {
     if constexpr (kDet) {
-      stage_dq<Cfg, N>(sm, dq, c0, dq_ps);
+      stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
     } else {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget; the run as staged
-      float4* run = reinterpret_cast<float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) *
-                                                               Cfg::kHeadDim + 64 * c0);
+      float4* run = reinterpret_cast<float4*>(
+          p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim + run_off);
 #pragma unroll
       for (int q = 0; q < N / 8; ++q)
         atomicAdd(run + 128 * q + tid, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
@@ -148,7 +154,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   if (issuer) {
     if constexpr (kDet) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
     const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
-    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64) * Cfg::kHeadDim;
+    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
     if (b0 < Cfg::kQBytes)
       bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
                           min(b1, Cfg::kQBytes) - b0);
@@ -162,7 +168,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
 }
 
 // The dQ writer (one thread of the producer warpgroup), d <= 128: per step, once both consumer
-// warpgroups have staged the q-block's dQ, one bulk reduce-add of the whole 64 x d run; the buffer
+// warpgroups have staged the q-block's dQ, one bulk reduce-add of the whole kBlockM x d run; the buffer
 // goes back to the consumers when read. Deterministic mode: the add also waits until the key blocks
 // above this one that see the q-block (tile.cuh, dq_last_block) have added theirs, and the turn
 // passes on once it has landed; waiting here instead of in the consumers lets them run up to
@@ -175,11 +181,11 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
   int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
     const int b = ps.stage();
-    const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
+    const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM;
     const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
     mbar_wait(&sm.dq_full[b], ps.phase());
     if constexpr (kDet) {
-      const int want = dq_last_block<Cfg::kBlockN>(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
+      const int want = dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
       int seen;
       do {
         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(p.dq_sem + sem_at) : "memory");

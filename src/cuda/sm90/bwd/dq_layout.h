@@ -1,5 +1,6 @@
 // The layout of a q-block's fp32 dQ accumulator run (64 rows x D), as the main kernel adds it and
-// the postprocess reads it. Warpgroup w's columns [c_w, c_w + N_w) sit at float offset 64 c_w; in
+// the postprocess reads it. A 128-row q-block (d 64) is two such runs, one per warpgroup, each with
+// all of d as "warpgroup 0's" columns (cols0 = D). Warpgroup w's columns [c_w, c_w + N_w) sit at float offset 64 c_w; in
 // there, element (row, c_w + lc) is at 512 (i / 4) + 4 t + i % 4 for the thread t and accumulator
 // index i that the wgmma layout gives it: a float4 per thread, a warp's 32 of them contiguous
 // (kernel.cuh adds it so, dq.cuh). Host and device: the CPU tests check the two directions agree.

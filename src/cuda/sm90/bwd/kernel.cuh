@@ -1,12 +1,13 @@
 // Hopper backward, main kernel. One CTA per (key block of 128, sequence, KV head): K and V are
-// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block of 64 rows that the
-// mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
+// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block (64 rows; 128 at d 64)
+// that the mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
 // warpgroups, 64 keys each, run per q-block (swap-AB: keys are the MMA rows, so P^T and dS^T land in
 // registers in the A-operand layout):
 //   S^T = K Q^T, dP^T = V dO^T                        (SS, both K-major)
 //   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
-//   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split)
+//   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split; at
+//   d 64's 128-row q-blocks split on the q rows instead)
 //   (d 128: dK issued behind dQ, so that dQ's staging overlaps it; d 64 / 96: before the meeting)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
 //   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
@@ -69,6 +70,17 @@ __device__ __forceinline__ void mma_dkv_split_wg(float (&acc)[Cfg::kDkvColsMax /
   wgmma_commit();
 }
 
+// d <= 128: dV += P^T dO, P^T from registers (A fragments, k-steps of 16 q rows), dO N-major.
+template <class T, class Cfg>
+__device__ __forceinline__ void mma_dv_rs(float (&dv)[Cfg::kDkvColsMax / 2], const uint32_t (&pf)[Cfg::kSdpCols / 16][4],
+                                          const uint8_t* dout) {
+  const uint32_t do_lo = desc_n_major_lo(dout, Cfg::kQAtomBytes);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, Cfg::kHeadDim>::run(dv, pf[kk], desc_n_major(do_lo, kk), 1);
+  wgmma_commit();
+}
+
 template <class T, class Cfg, bool kDet>
 __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg) {
   constexpr int D = Cfg::kHeadDim, kN = Cfg::kSdpCols, kSteps = kN / 16;  // S^T / dP^T columns, as k-steps
@@ -122,14 +134,15 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       // P = exp2(-inf) = 0 with no per-element test after the exp.
       auto mask_scores = [&] {
         if (t.q_blocks.full(m)) return;
-        const int m0 = m * 64 + q_col0;
+        const int m0 = m * Cfg::kBlockM + q_col0;
         cuda_backend::apply_keep_bits<kN, 0>(
             st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
         cuda_backend::apply_keep_bits<kN, 1>(
             st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
       };
       // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
-      // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO.
+      // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO
+      // (Cfg::kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
       wgmma_wait<1>();
       fence_operands(st);
       uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
@@ -146,32 +159,38 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           for (int i = 0; i < kN / 2; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
         }
         mask_scores();
+        if constexpr (!(kCap && Cfg::kPackAfterDs)) {  // else P is computed with dS^T, from the capped score
 #pragma unroll
-        for (int kk = 0; kk < kSteps; ++kk)
+          for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
-            float pv[2];
+            for (int r = 0; r < 4; ++r) {
+              const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+              float pv[2];
 #pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float& x = st[8 * kk + 2 * r + e];
-              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
-              if constexpr (!kCap) x = pv[e];
+              for (int e = 0; e < 2; ++e) {
+                float& x = st[8 * kk + 2 * r + e];
+                pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
+                if constexpr (!kCap) x = pv[e];
+              }
+              if constexpr (!Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
             }
-            pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
-          }
+        }
       };
-      // A fragments (P^T or dS^T) into a keys x 64 q rows tile in the 128-byte-swizzled layout
-      // (chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the 8 x 8 blocks (rows + 0,
-      // + 8) x (column groups j, j + 1); then visible to wgmma, which reads through the async proxy.
+      // A fragments (P^T or dS^T) into a keys x kBlockM q rows tile in the 128-byte-swizzled layout
+      // (64 q rows per atom; chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the
+      // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); then visible to wgmma, which reads
+      // through the async proxy.
       auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
         const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
         const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
         const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
 #pragma unroll
-        for (int j = 0; j < kN / 8; j += 2)
-          stmatrix_x4(row_base + (((q_col0 / 8 + j) * 16) ^ chunk_xor), frag[j / 2][0], frag[j / 2][1], frag[j / 2][2],
-                      frag[j / 2][3]);
+        for (int j = 0; j < kN / 8; j += 2) {
+          // Column group j of 8 q rows, 8 to an atom (kBlockM 64: q_col0 + kN <= 64, one atom).
+          const uint32_t at = Cfg::kBlockM == 64 ? (((q_col0 / 8 + j) * 16) ^ chunk_xor)
+                                                 : (j / 8) * (Cfg::kBlockN * kAtomRowBytes) + (((j % 8) * 16) ^ chunk_xor);
+          stmatrix_x4(row_base + at, frag[j / 2][0], frag[j / 2][1], frag[j / 2][2], frag[j / 2][3]);
+        }
         fence_smem_for_tma();
       };
       if (p.attn.softcap != 0.f)
@@ -182,15 +201,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         store_tile_t(sm.pt[s], pf);
         named_bar_sync(kBwdDsBar, 256);
         mma_dkv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
-      } else {
-        const uint32_t do_lo = desc_n_major_lo(sm.dout[s], Cfg::kQAtomBytes);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dv, pf[kk], desc_n_major(do_lo, kk), 1);
-        wgmma_commit();
+      } else if constexpr (!Cfg::kPackAfterDs) {
+        mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
       }
-      // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q.
-      wgmma_wait<1>();
+      // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q
+      // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
+      wgmma_wait<Cfg::kPackAfterDs ? 0 : 1>();
       fence_operands(dpt);
       auto ds_phase = [&](auto softcap) {
         constexpr bool kCap = decltype(softcap)::value;
@@ -201,7 +217,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
             const float2 dps = lds_f32x2(dpsum_addr + 32 * (2 * kk + r / 2));
             float2 lse;
             if constexpr (kCap) lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
-            float ds[2];
+            float ds[2], pvs[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
               const int i = 8 * kk + 2 * r + e;
@@ -212,8 +228,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                 dcap = 1.f - th * th;
               }
               ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
+              pvs[e] = pv;  // packed as P^T here where Cfg::kPackAfterDs
             }
             dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
+            if constexpr (Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
           }
       };
       if (p.attn.softcap != 0.f)
@@ -221,12 +239,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       else
         ds_phase(std::false_type{});
       // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
-      // d 64 / 96: dK (from the dS^T registers) is issued before the meeting; d 128 behind dQ (dq.cuh).
+      // d 64 / 96: dK (from the dS^T registers) is issued before the meeting (kPackAfterDs: behind
+      // dV); d 128 behind dQ (dq.cuh).
+      if constexpr (Cfg::kPackAfterDs) mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
       if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
         const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+        for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
         wgmma_commit();
       }
       store_tile_t(sm.ds[s], dsf);
@@ -235,7 +255,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       if (wg == 0)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk,
+                                            pf, dsf, pending_sem, dq_ps);
     }
   if constexpr (Cfg::kDqInStage) {
     if (issuer) {
@@ -287,7 +308,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
   int item;  // by its shared address: a generic load here cost d 128 a spill
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
-  const BwdTile t = make_bwd_tile<Cfg::kBlockN>(p, item);
+  const BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {

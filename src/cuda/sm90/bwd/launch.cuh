@@ -64,8 +64,9 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if (!st.ok()) return st;
     if (st = launched("backward launch"); !st.ok()) return st;
   }
-  if (p.m_blocks > 0) {
-    bwd_postprocess_kernel<T, D, Cfg::kDqCols0><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+  if (p.m_blocks > 0) {  // per 64 rows
+    const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kBlockM / 64)), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
+    bwd_postprocess_kernel<T, D, Cfg::kDqCols0><<<post_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward postprocess launch"); !st.ok()) return st;
   }
   return Status::Ok();

@@ -1,8 +1,9 @@
 // The backward's two small kernels around the main one:
-//   preprocess: per (q-block of 64 rows, q head, sequence) D = rowsum(dO * O) in fp32 and the
-//     forward's lse in log2 units, both into the padded workspace (+inf lse and D = 0 for rows
-//     past the used ones and rows that kept no key, so their P is exactly 0);
-//   postprocess: dq = scale * dQ accumulator, from its fragment order into dq's strides.
+//   preprocess: per (q-block of the config's kBlockM rows, q head, sequence) D = rowsum(dO * O) in
+//     fp32 and the forward's lse in log2 units, both into the padded workspace (+inf lse and D = 0
+//     for rows past the used ones and rows that kept no key, so their P is exactly 0);
+//   postprocess: dq = scale * dQ accumulator, from its fragment order into dq's strides, per 64
+//     rows (a 128-row q-block's run is two 64-row runs: dq_layout.h).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -12,6 +13,7 @@
 
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/common/math.cuh"  // pack2
+#include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq_layout.h"
 
 namespace fastattn::sm90 {
@@ -20,15 +22,16 @@ constexpr int kBwdAuxThreads = 256;
 
 template <class T, int D>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
+  constexpr int kRows = BwdConfig<D>::kBlockM;  // the main kernel's q-block: all its rows are written
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const cuda_backend::BwdSeq seq(p, b);
-  if (m * 64 >= seq.rows_q) return;
+  const cuda_backend::BwdSeq seq(p, b, kRows);
+  if (m * kRows >= seq.rows_q) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t b_off = seq.batch_coord;
-  const int64_t ws = int64_t(h) * p.padded_rows + seq.padded_q + m * 64;
+  const int64_t ws = int64_t(h) * p.padded_rows + seq.padded_q + m * kRows;
   constexpr float kLog2e = 1.4426950408889634f;
-  for (int r = warp; r < 64; r += kBwdAuxThreads / 32) {
-    const int i = m * 64 + r;
+  for (int r = warp; r < kRows; r += kBwdAuxThreads / 32) {
+    const int i = m * kRows + r;
     float acc = 0.f, lse = INFINITY;
     if (i < seq.len_q) {
       const int64_t tok = seq.q_offset + i;
@@ -51,13 +54,14 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
 // (coalesced; each holds two pairs of columns, dq_layout.h), rounded pairs into a row-major 64 x D
 // tile, then each row of dq (contiguous) stored in 16-byte pieces. Read straight from the fragment
 // order, a warp's stores would be pieces of eight rows, one row stride apart. The tile's rows are
-// padded by 16 bytes, so that a warp's eight rows fall in different banks.
+// padded by 16 bytes, so that a warp's eight rows fall in different banks. One CTA per 64 rows
+// (blockIdx.x counts 64-row blocks also where the main kernel's q-blocks have 128).
 template <class T, int D, int Cols0>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   constexpr int kRowBytes = D * int(sizeof(T)) + 16, kChunks = D * int(sizeof(T)) / 16;
   __shared__ alignas(16) uint8_t tile[64 * kRowBytes];
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const cuda_backend::BwdSeq seq(p, b);
+  const cuda_backend::BwdSeq seq(p, b, BwdConfig<D>::kBlockM);
   if (m * 64 >= seq.rows_q) return;
   const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * 64) * D);
   for (int f = threadIdx.x; f < 16 * D; f += kBwdAuxThreads) {

@@ -28,16 +28,16 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
     for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance()) {
       const int s = ps.stage();
       mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
-      mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * 64 * 4);
-      const int q_row = t.seq.q_offset + m * 64;
+      mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
+      const int q_row = t.seq.q_offset + m * Cfg::kBlockM;
 #pragma unroll
       for (int a = 0; a < Cfg::kAtoms; ++a) {
         tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
         tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
       }
-      const int64_t ws = int64_t(h) * p.padded_rows + t.seq.padded_q + m * 64;
-      bulk_load(sm.lse[s], p.lse_log2 + ws, 64 * 4, &sm.q_full[s]);
-      bulk_load(sm.dpsum[s], p.dpsum + ws, 64 * 4, &sm.q_full[s]);
+      const int64_t ws = int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM;
+      bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+      bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
     }
 }
 

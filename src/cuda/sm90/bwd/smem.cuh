@@ -17,10 +17,12 @@ inline constexpr int kBwdAlignSlack = 1024 - 16;
 
 template <class Cfg>
 struct BwdSmem {
-  static constexpr int kDqBytes = 64 * Cfg::kHeadDim * 4;
+  static constexpr int kDqBytes = Cfg::kBlockM * Cfg::kHeadDim * 4;
+  static constexpr int kDsBytes = Cfg::kBlockN * 2 * Cfg::kBlockM;  // keys x kBlockM q rows of 16 bits
   // Everything before dq (the operand buffers, lse / D, barriers), with room to spare.
-  static constexpr int kFixedBytes = 2 * Cfg::kKBytes + 2 * Cfg::kStages * Cfg::kQBytes + 2 * Cfg::kBlockN * 128 +
-                                     (Cfg::kSplitD ? 2 * Cfg::kBlockN * 128 : 0) + 2 * Cfg::kStages * 64 * 4 + 128;
+  static constexpr int kFixedBytes = 2 * Cfg::kKBytes + 2 * Cfg::kStages * Cfg::kQBytes + 2 * kDsBytes +
+                                     (Cfg::kSplitD ? 2 * Cfg::kBlockN * 128 : 0) + 2 * Cfg::kStages * Cfg::kBlockM * 4 +
+                                     128;
   static constexpr int padded(int bytes) { return (bytes + 1023) / 1024 * 1024; }
   // dQ staging at d <= 128: two buffers where they fit, so that the consumers run a step ahead of the
   // dQ writer warp (which in deterministic mode also waits for the q-block's turn: dq.cuh). d > 128
@@ -31,16 +33,17 @@ struct BwdSmem {
   alignas(1024) uint8_t v[Cfg::kKBytes];
   alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
   alignas(1024) uint8_t dout[Cfg::kStages][Cfg::kQBytes];
-  alignas(1024) uint8_t ds[2][Cfg::kBlockN * 128];  // dS^T, keys x 64 q rows: one atom; two steps deep
+  // dS^T, keys x kBlockM q rows: one atom per 64 q rows (q rows 64 a.. in atom a); two steps deep.
+  alignas(1024) uint8_t ds[2][kDsBytes];
   // P^T in the same layout (split shape only: both warpgroups' dV MMAs read all of its q rows).
   alignas(1024) uint8_t pt[Cfg::kSplitD ? 2 : 1][Cfg::kSplitD ? Cfg::kBlockN * 128 : 16];
-  alignas(16) float lse[Cfg::kStages][64];
-  alignas(16) float dpsum[Cfg::kStages][64];
+  alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
+  alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
   uint64_t dq_full[kDqBufs], dq_empty[kDqBufs];  // d <= 128: consumers -> dQ writer -> consumers
   int item;  // the CTA's work item (kernel.cuh): here, not in static smem, which would offset the base
   // Last, so that a launch without the staging (d > 128) leaves it out.
-  alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : 64 * Cfg::kHeadDim];  // a step's dQ, fragment order
+  alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : Cfg::kBlockM * Cfg::kHeadDim];  // a step's dQ, fragment order
 };
 
 // The bytes a launch asks for: the struct (without dq where dQ is staged in the Q / dO stage), plus

@@ -21,7 +21,7 @@ struct BwdTile {
   __device__ __forceinline__ int steps(int q_per_kv) const { return q_blocks.empty() ? 0 : q_per_kv * q_blocks.count(); }
 };
 
-template <int kBlockN>
+template <int kBlockN, int kBlockM>
 __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   BwdTile t;
   int rest;
@@ -39,10 +39,10 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   }
   t.kv_head = rest % p.attn.heads_kv;
   t.batch = rest / p.attn.heads_kv;
-  t.seq = cuda_backend::BwdSeq(p, t.batch);
+  t.seq = cuda_backend::BwdSeq(p, t.batch, kBlockM);
   t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
   t.n0 = t.n_block * kBlockN;
-  t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + kBlockN, 64);
+  t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + kBlockN, kBlockM);
   return t;
 }
 
@@ -52,14 +52,14 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
 // its walk than this one does, and the chain of turns has slack; dense, both orders are alike.
 // The blocks that add into q-block m before this one (m within this block's range) are those above
 // it up to the last present one that q-block m sees: key j's rows start at row_lo(j) = j - diag -
-// right (window_mask.cuh), so block n' sees m while kBlockN n' - diag - right < 64 (m + 1) (the
+// right (window_mask.cuh), so block n' sees m while kBlockN n' - diag - right < kBlockM (m + 1) (the
 // numerator is >= kBlockN n_block >= 0 since this block sees m). Their CTAs start earlier
 // (make_bwd_tile's order), so a CTA never waits on one that may not be resident yet.
-template <int kBlockN>
+template <int kBlockN, int kBlockM>
 __device__ __forceinline__ int dq_last_block(const BwdTile& t, int m) {
   const int top = (t.mask.len_k - 1) / kBlockN;  // the last key block with a present key
   if (t.mask.right < 0) return top;
-  return min(top, (64 * m + 63 + t.mask.diag + t.mask.right) / kBlockN);
+  return min(top, (kBlockM * m + kBlockM - 1 + t.mask.diag + t.mask.right) / kBlockN);
 }
 
 }  // namespace fastattn::sm90
