@@ -173,13 +173,26 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
 // above this one that see the q-block (tile.cuh, dq_last_block) have added theirs, and the turn
 // passes on once it has landed; waiting here instead of in the consumers lets them run up to
 // kDqBufs steps ahead. One flat loop over the steps, with the workspace offsets recomputed per
-// step: the producer warpgroup's 24 registers hold no more.
-template <class Cfg, bool kDet>
-__device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
+// step: the producer warpgroup's 24 registers hold no more. kWriters > 1: writer w of them takes the
+// steps w, w + kWriters, .. (buffer w when there are as many buffers), so that one add's landing
+// and the turn it passes on overlap the next step's.
+template <class Cfg, bool kDet, int kWriters = 1>
+__device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int writer) {
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
+  static_assert(kWriters == 1 || kWriters == BwdSmem<Cfg>::kDqBufs, "a writer per staging buffer");
   PipeState<BwdSmem<Cfg>::kDqBufs> ps;
   int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
-  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
+  auto next_q_block = [&t](int& m, int& h) {
+    if (++m == t.q_blocks.end) {  // the next q head of the group
+      m = t.q_blocks.begin;
+      ++h;
+    }
+  };
+  if (kWriters > 1 && writer > 0) {
+    ps.advance();
+    next_q_block(m, h);
+  }
+  for (int i = t.steps(p.attn.q_per_kv) - writer; i > 0; i -= kWriters, ps.advance()) {
     const int b = ps.stage();
     const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM;
     const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
@@ -200,9 +213,10 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
       asm volatile("fence.proxy.async.global;" ::: "memory");
       asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p.dq_sem + sem_at) : "memory");
     }
-    if (++m == t.q_blocks.end) {  // the next q head of the group
-      m = t.q_blocks.begin;
-      ++h;
+    next_q_block(m, h);
+    if constexpr (kWriters > 1) {  // past the other writer's step
+      ps.advance();
+      next_q_block(m, h);
     }
   }
   tma_store_wait_all();  // the CTA's smem must outlive the last add

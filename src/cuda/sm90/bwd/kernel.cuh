@@ -308,14 +308,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
   int item;  // by its shared address: a generic load here cost d 128 a spill
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
+  if constexpr (!kDet && Cfg::kLptOrder) {
+    if (p.attn.window_right >= 0) item = lpt_item<Cfg::kHeadDim>(p, item);
+  }
   const BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if constexpr (!Cfg::kDqInStage && (kDet || Cfg::kDqBeforeDk))  // else the consumers add themselves
-      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet>(sm, p, t);
+    if constexpr (!Cfg::kDqInStage && (kDet || Cfg::kDqBeforeDk)) {  // else the consumers add themselves
+      constexpr int kWriters = kDet ? Cfg::kDetWriters : 1;  // lane 0 of warp 1 (and of warp 2)
+      static_assert(kWriters <= 2);
+      if ((threadIdx.x == 32 || (kWriters > 1 && threadIdx.x == 64)) && t.steps(p.attn.q_per_kv) > 0)
+        bwd_write_dq<Cfg, kDet, kWriters>(sm, p, t, kWriters > 1 && threadIdx.x == 64);
+    }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1);

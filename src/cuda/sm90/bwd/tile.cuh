@@ -5,6 +5,7 @@
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/mask/block_source.cuh"
 #include "cuda/mask/window_mask.cuh"
+#include "cuda/sm90/bwd/lpt_order.h"
 
 namespace fastattn::sm90 {
 
@@ -20,6 +21,18 @@ struct BwdTile {
   cuda_backend::BlockRange q_blocks;
   __device__ __forceinline__ int steps(int q_per_kv) const { return q_blocks.empty() ? 0 : q_per_kv * q_blocks.count(); }
 };
+
+// Default mode under a causal mask (lpt_order.h): the section of (sequence, KV head) units whose Q,
+// dO and fp32 dQ accumulator fit in 40 MB of L2 together, a power of two (so that it divides the
+// usual head counts: a short last section brings the tail back), and the CTA's block-index item.
+inline constexpr float kBwdLptL2Bytes = 40.f * (1 << 20);
+template <int kHeadDim>
+__device__ __forceinline__ int lpt_item(const BwdParams& p, int item) {
+  const int units = p.attn.heads_kv * p.attn.batch;
+  const float unit_bytes = float(p.attn.q_per_kv) * float(max(p.attn.seqlen_q, 1)) * (8 * kHeadDim);  // Q, dO 16-bit; dQ fp32
+  const int fit = int(fminf(__fdividef(kBwdLptL2Bytes, unit_bytes), float(units)));  // a heuristic: approximate
+  return bwd_lpt_item(item, units, p.n_blocks, fit > 1 ? 1 << (31 - __clz(fit)) : 1);
+}
 
 template <int kBlockN, int kBlockM>
 __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
