@@ -52,14 +52,7 @@ __device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& 
 // `dq_ps` once the writer warp has read its previous contents (thread t's registers 4 q .. 4 q + 3
 // as float4 128 q + t from run_off: dq_layout.h); each warp hands its part over on its own (no
 // warpgroup barrier).
-// kPublish false: only the stores; publish_dq hands the buffer over later (Cfg::kDqBeforeDk).
-template <class Cfg>
-__device__ __forceinline__ void publish_dq(BwdSmem<Cfg>& sm, int b) {
-  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
-}
-template <class Cfg, int N, bool kPublish = true>
+template <class Cfg, int N>
 __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N / 2], int run_off,
                                          PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   const int b = dq_ps.stage();
@@ -67,7 +60,9 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
   const uint32_t stage_addr = smem_addr(sm.dq[b] + run_off) + 16 * (threadIdx.x % 128);
 #pragma unroll
   for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-  if constexpr (kPublish) publish_dq(sm, b);
+  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
 }
 
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
@@ -106,10 +101,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
 #pragma unroll
     for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
     fence_operands(dq);
-    // Handed to the writer at the next step's start (bwd_consume), once that step's S^T / dP^T are
-    // issued: the proxy fence waits for these stores to land, which here held the warp while the
-    // tensor pipe had only dK.
-    stage_dq<Cfg, N, false>(sm, dq, run_off, dq_ps);
+    stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
     wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
     fence_operands(dk);
 #pragma unroll

@@ -89,7 +89,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   const int q_col0 = wg * Cfg::kWgQStride;  // this warpgroup's first q row of the block (its first S^T column)
   const bool issuer = threadIdx.x % 128 == 0;
   int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
-  bool dq_staged = false;      // Cfg::kDqBeforeDk: the previous step's dQ is staged, not yet handed over
   bool stage_held = false;     // d > 128: the previous step's stage holds its dQ until the adds read it
   float dk[Cfg::kDkvColsMax / 2], dv[Cfg::kDkvColsMax / 2];
 #pragma unroll
@@ -123,11 +122,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           WgmmaSS<T, kN>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
                               desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
         wgmma_commit();
-      }
-      if constexpr (Cfg::kDqBeforeDk) {  // the previous step's dQ to the writer, behind this step's MMAs
-        static_assert(BwdSmem<Cfg>::kDqBufs == 2, "the previous step's staging buffer is the other one");
-        if (dq_staged) publish_dq(sm, dq_ps.stage() ^ 1);
-        dq_staged = true;
       }
       if constexpr (Cfg::kDqInStage) {  // the previous step's stage, once its dQ adds have read it
         if (issuer && stage_held) {
@@ -264,9 +258,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk,
                                             pf, dsf, pending_sem, dq_ps);
     }
-  if constexpr (Cfg::kDqBeforeDk) {
-    if (dq_staged) publish_dq(sm, dq_ps.stage() ^ 1);  // the last step's
-  }
   if constexpr (Cfg::kDqInStage) {
     if (issuer) {
       release_dq_turn(pending_sem);
