@@ -1,7 +1,8 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
 // fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
-// (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 / 96 in
-// the default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
+// (deterministic mode: in an order fixed by key block, a semaphore per q-block), or in the default
+// mode at d 96 added by vector atomics from registers, at d 64 staged and bulk-added by each
+// consumer warpgroup. d > 128: staged in the step's own Q / dO
 // stage and bulk-added by each warpgroup (in deterministic mode in the same order, each warpgroup
 // awaiting the q-block's turn).
 #pragma once
@@ -72,7 +73,9 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
 // issued behind the step's dV and ahead of its dK (RS), so that staging dQ for the writer warp
 // overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise issued behind dV and dK (whose
 // end frees the stage), then d 64 / 96 added by vector atomics (deterministic mode: staged for
-// the writer), d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
+// the writer; d 64: staged by each warpgroup in its half of the dQ buffer and bulk-added by its
+// issuer, Cfg::kDqBulkByWg), d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's
+// issuer.
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
@@ -128,6 +131,19 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   if constexpr (!Cfg::kDqInStage) {
     if constexpr (kDet) {
       stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
+    } else if constexpr (Cfg::kDqBulkByWg) {  // this warpgroup's half of the run, staged and bulk-added
+      static_assert(BwdSmem<Cfg>::kDqBufs == 1 && 2 * 64 * N * 4 == BwdSmem<Cfg>::kDqBytes);
+      const uint32_t stage_addr = smem_addr(sm.dq[0] + run_off) + 16 * tid;
+#pragma unroll
+      for (int q = 0; q < N / 8; ++q)
+        sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+      fence_smem_for_tma();
+      named_bar_sync(kBwdDqBar + wg, 128);
+      if (issuer) {
+        float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
+        bulk_reduce_add_f32(run + run_off, sm.dq[0] + run_off, 64 * N * 4);
+        tma_store_commit();
+      }
     } else {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget; the run as staged
       float4* run = reinterpret_cast<float4*>(
           p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim + run_off);
