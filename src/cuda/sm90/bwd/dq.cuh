@@ -66,6 +66,26 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
   if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
 }
 
+// Cfg::kDqBulkByWg (d 64, default mode): warpgroup wg's 64 x N dQ (its half of the q-block's run,
+// from float run_off) into its half of the dQ buffer, then one bulk reduce-add by its issuer. The
+// buffer is free again once the issuer's previous add has read it: the issuer waits for that before
+// the next step's dS^T barrier (kernel.cuh), which every thread passes before staging again.
+template <class Cfg, int N>
+__device__ __forceinline__ void add_dq_wg(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, const float (&dq)[N / 2],
+                                          int run_off, int wg, int h, int m, bool issuer) {
+  static_assert(BwdSmem<Cfg>::kDqBufs == 1 && 2 * 64 * N * 4 == BwdSmem<Cfg>::kDqBytes);
+  const uint32_t stage_addr = smem_addr(sm.dq[0] + run_off) + 16 * (threadIdx.x % 128);
+#pragma unroll
+  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
+  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+  named_bar_sync(kBwdDqBar + wg, 128);
+  if (issuer) {
+    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
+    bulk_reduce_add_f32(run + run_off, sm.dq[0] + run_off, 64 * N * 4);
+    tma_store_commit();
+  }
+}
+
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), then accumulated into the q-block's run. Cfg::kDqRowSplit (128-row
 // q-blocks): warpgroup wg takes the q rows [64 wg, 64 wg + 64) (atom wg of the dS^T tile) and all
@@ -131,19 +151,8 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   if constexpr (!Cfg::kDqInStage) {
     if constexpr (kDet) {
       stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
-    } else if constexpr (Cfg::kDqBulkByWg) {  // this warpgroup's half of the run, staged and bulk-added
-      static_assert(BwdSmem<Cfg>::kDqBufs == 1 && 2 * 64 * N * 4 == BwdSmem<Cfg>::kDqBytes);
-      const uint32_t stage_addr = smem_addr(sm.dq[0] + run_off) + 16 * tid;
-#pragma unroll
-      for (int q = 0; q < N / 8; ++q)
-        sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-      fence_smem_for_tma();
-      named_bar_sync(kBwdDqBar + wg, 128);
-      if (issuer) {
-        float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
-        bulk_reduce_add_f32(run + run_off, sm.dq[0] + run_off, 64 * N * 4);
-        tma_store_commit();
-      }
+    } else if constexpr (Cfg::kDqBulkByWg) {
+      add_dq_wg<Cfg, N>(sm, p, t, dq, run_off, wg, h, m, issuer);
     } else {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget; the run as staged
       float4* run = reinterpret_cast<float4*>(
           p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim + run_off);
