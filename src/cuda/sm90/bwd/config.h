@@ -52,11 +52,6 @@ struct BwdConfig {
   // time at d 128 and took as long as the rest of the step at d > 128; at d 64 the d 128 scheme
   // lost 5-11%.
   static constexpr bool kDqBeforeDk = D == 128;
-  // d 64 (128-row q-blocks), default mode: each warpgroup stages its 64 x d dQ in its half of the
-  // dQ buffer and its issuer bulk-adds it (no writer warp, no handshake: the issuer waits for the
-  // previous add's read before the next step's dS^T barrier). The atomics' drain held the next
-  // step's dP^T (its accumulator reuses dQ's registers) 11% of the time (docs/notes/bwd-sm90.md).
-  static constexpr bool kDqBulkByWg = kDqRowSplit;
   // kBlockM 128: S^T and dP^T are both awaited before P^T and dS^T are packed (FA3's order), and dV
   // is issued with dK: packing P^T as soon as S^T lands (the 64-row step) would hold P^T's 32
   // registers beside S^T, dP^T, dK and dV (224) through dS, which does not fit 240 (ptxas spills

@@ -1,8 +1,7 @@
 // dQ of one step of the Hopper backward: the MMA dQ = dS K and its accumulation into the q-block's
 // fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
-// (deterministic mode: in an order fixed by key block, a semaphore per q-block), or in the default
-// mode at d 96 added by vector atomics from registers, at d 64 staged and bulk-added by each
-// consumer warpgroup. d > 128: staged in the step's own Q / dO
+// (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 / 96 in
+// the default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
 // stage and bulk-added by each warpgroup (in deterministic mode in the same order, each warpgroup
 // awaiting the q-block's turn).
 #pragma once
@@ -66,26 +65,6 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
   if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
 }
 
-// Cfg::kDqBulkByWg (d 64, default mode): warpgroup wg's 64 x N dQ (its half of the q-block's run,
-// from float run_off) into its half of the dQ buffer, then one bulk reduce-add by its issuer. The
-// buffer is free again once the issuer's previous add has read it: the issuer waits for that before
-// the next step's dS^T barrier (kernel.cuh), which every thread passes before staging again.
-template <class Cfg, int N>
-__device__ __forceinline__ void add_dq_wg(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, const float (&dq)[N / 2],
-                                          int run_off, int wg, int h, int m, bool issuer) {
-  static_assert(BwdSmem<Cfg>::kDqBufs == 1 && 2 * 64 * N * 4 == BwdSmem<Cfg>::kDqBytes);
-  const uint32_t stage_addr = smem_addr(sm.dq[0] + run_off) + 16 * (threadIdx.x % 128);
-#pragma unroll
-  for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
-  named_bar_sync(kBwdDqBar + wg, 128);
-  if (issuer) {
-    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
-    bulk_reduce_add_f32(run + run_off, sm.dq[0] + run_off, 64 * N * 4);
-    tma_store_commit();
-  }
-}
-
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), then accumulated into the q-block's run. Cfg::kDqRowSplit (128-row
 // q-blocks): warpgroup wg takes the q rows [64 wg, 64 wg + 64) (atom wg of the dS^T tile) and all
@@ -93,9 +72,7 @@ __device__ __forceinline__ void add_dq_wg(BwdSmem<Cfg>& sm, const BwdParams& p, 
 // issued behind the step's dV and ahead of its dK (RS), so that staging dQ for the writer warp
 // overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise issued behind dV and dK (whose
 // end frees the stage), then d 64 / 96 added by vector atomics (deterministic mode: staged for
-// the writer; d 64: staged by each warpgroup in its half of the dQ buffer and bulk-added by its
-// issuer, Cfg::kDqBulkByWg), d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's
-// issuer.
+// the writer), d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
@@ -151,8 +128,6 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   if constexpr (!Cfg::kDqInStage) {
     if constexpr (kDet) {
       stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
-    } else if constexpr (Cfg::kDqBulkByWg) {
-      add_dq_wg<Cfg, N>(sm, p, t, dq, run_off, wg, h, m, issuer);
     } else {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget; the run as staged
       float4* run = reinterpret_cast<float4*>(
           p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim + run_off);

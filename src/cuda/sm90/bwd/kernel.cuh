@@ -11,7 +11,7 @@
 //   (d 128: dK issued behind dQ, so that dQ's staging overlaps it; d 64 / 96: before the meeting)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
 //   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
-//   in the default mode at d 96 by vector atomics, at d 64 by each warpgroup's own bulk add
+//   at d 64 / 96 in the default mode by vector atomics
 // and at the end dK, dV from registers (epilogue.cuh). The producer is in producer.cuh.
 // d > 128 (BwdConfig::kSplitD): a CTA holds 64 keys and both warpgroups share them. S^T / dP^T are
 // split on the q rows (32 per warpgroup); P^T and dS^T go to smem, and dV, dK become SS MMAs split
@@ -250,9 +250,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         wgmma_commit();
       }
       store_tile_t(sm.ds[s], dsf);
-      // kDqBulkByWg: the previous step's add has read the dQ buffer before this step's dQ is staged.
-      if constexpr (Cfg::kDqBulkByWg && !kDet)
-        if (issuer) tma_store_wait_read();
       named_bar_sync(kBwdDsBar, 256);
       if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
       if (wg == 0)
@@ -267,8 +264,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       tma_store_wait_all();  // the stage must outlive the last reduce-add's reads
     }
   }
-  if constexpr (Cfg::kDqBulkByWg && !kDet)
-    if (issuer) tma_store_wait_all();  // the dQ buffer must outlive the last add's reads
   if constexpr (!Cfg::kSplitD) store_dk_dv<T, D>(p, t, key_row, quad_col, 0, dk, dv);
   else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
   else store_dk_dv<T, Cfg::kDkvCols1>(p, t, key_row, quad_col, Cfg::kDkvCols0, dk, dv);
