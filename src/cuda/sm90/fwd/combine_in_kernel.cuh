@@ -10,11 +10,10 @@
 // the call's token (FwdSplit::token, a signalling-NaN pattern that no partial, LSE or key count
 // holds), so whatever the workspace held before cannot pass for an arrival. The ordering: partial
 // stores -> __syncwarp -> fence (release) -> flag store -> fence (sc) -> read every split's flag
-// -> fence (acquire) -> read the partials. Of the
-// splits' warps of a group, the one whose second fence comes last in the sc order sees all flags,
-// so at least one warp merges; two may (each saw all flags): they write the same bytes. The
-// merging warp(s) lower the flags to 0 once done (a CUDA graph replays the same token into the
-// same memory).
+// -> fence (acquire) -> read the partials. Of a group's warps (one per split), the one whose sc
+// fence comes last in the sc order sees all flags, so at least one warp merges; two may (each saw
+// all flags): they write the same bytes. No warp waits for another. The merging warp(s) lower the
+// flags to 0 once done (a CUDA graph replays the same token into the same memory).
 #pragma once
 
 #include <cstdint>
@@ -86,7 +85,7 @@ __device__ __forceinline__ void arrive_and_combine(const FwdParams& p, const Fwd
 // A consumer warp's arrivals for every tile of its CTA's walk (one tile when the launch picked
 // this mode: tiles x splits <= CTAs), after all its partials are stored.
 template <class T, class Cfg>
-__device__ __forceinline__ void combine_in_kernel(const FwdParams& p, int wg) {
+__device__ __forceinline__ void merge_in_kernel(const FwdParams& p, int wg) {
   const int row0 = wg * 64 + (threadIdx.x / 32) % 4 * 16;
   TileWalk walk;
   while (walk.next<Cfg>(p)) arrive_and_combine<T, Cfg>(p, walk.t, walk.id, row0);
