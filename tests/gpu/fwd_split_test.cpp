@@ -24,7 +24,7 @@ namespace {
 using cuda_backend::SplitCombine;
 
 // Every test starts and ends on the default merge choice (Auto: the combine in the kernel where the
-// split tiles fit the grid at once, which the small cases here mostly do).
+// split tiles fit the grid at once and s_q <= 4, as in most decode cases here).
 class Sm90FwdSplit : public HopperTest {
  protected:
   void SetUp() override {

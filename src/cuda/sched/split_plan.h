@@ -37,16 +37,22 @@ inline int64_t split_rows(const AttnParams& a, int64_t total_q) {
 }
 
 // Where a split launch's partials are merged: by the combine kernel that follows it, or by the
-// split kernel's own warps, the last of each row group to store its partials (the combine in the
-// kernel: no second launch, no wait for the split grid to end). Auto takes the kernel's own combine
-// where the persistent grid holds every split tile at once (tiles x splits <= CTAs: decode and
-// short prefill at small batch), since a merge there ends the CTA's work instead of delaying its
-// next tile; else the combine kernel.
+// split kernel's own warps, the last of each 16-row group to store its partials (the combine in
+// the kernel: no second launch, no wait for the split grid to end). Auto takes the kernel's own
+// combine where
+// - the persistent grid holds every split tile at once (tiles x splits <= CTAs): a merge then ends
+//   its CTA's work instead of delaying the CTA's next tile;
+// - and a group holds few rows (min(16, seqlen_q) <= kMaxRowsMergedInKernel): one warp merges its
+//   group's rows one after another, each ~2 dependent L2 round trips, where the combine kernel
+//   gives every row its own warp. Decode (s_q 1: one row per group) is the case it is for.
+// Else the combine kernel.
 enum class SplitCombine { Auto, Kernel, InKernel };
 
-inline bool combine_in_kernel(SplitCombine mode, int64_t split_tiles, int ctas) {
+constexpr int kMaxRowsMergedInKernel = 4;
+
+inline bool combine_in_kernel(SplitCombine mode, int64_t split_tiles, int ctas, int seqlen_q) {
   if (mode != SplitCombine::Auto) return mode == SplitCombine::InKernel;
-  return split_tiles <= ctas;
+  return split_tiles <= ctas && seqlen_q <= kMaxRowsMergedInKernel;
 }
 
 // Arrival flags of the combine in the kernel: one 32-bit word per (base tile, 16-row group of its

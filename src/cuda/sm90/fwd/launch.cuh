@@ -69,7 +69,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     params.split.splits = cuda_backend::FastDiv(unsigned(splits));
     if (tiles > 0) st = cuda_backend::persistent_grid(int(tiles), &ctas);
     if (!st.ok()) return st;
-    if (cuda_backend::combine_in_kernel(cuda_backend::split_combine_mode(), tiles, ctas))
+    if (cuda_backend::combine_in_kernel(cuda_backend::split_combine_mode(), tiles, ctas, lp.attn.seqlen_q))
       arrival_words = cuda_backend::split_arrival_words(params.sched.tiles, Cfg::kBlockM, splits);
   }
   auto kernel = fwd_kernel<T, Cfg>;
