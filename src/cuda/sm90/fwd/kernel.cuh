@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cuda/ptx>
 
+#include "cuda/sm90/fwd/combine_in_kernel.cuh"
 #include "cuda/sm90/fwd/config.h"
 #include "cuda/sm90/fwd/mainloop.cuh"
 #include "cuda/sm90/fwd/params.h"
@@ -61,7 +62,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
   // Split-KV: the combine that follows (cuda/split_combine.h, early_launch) may be scheduled now;
-  // it waits on the device for this grid's partials.
+  // it waits on the device for this grid's partials. (With the combine in the kernel none follows.)
   if constexpr (Cfg::kSplit) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   // Both roles walk the same tiles; tiles that see no key load nothing.
@@ -79,6 +80,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
+    // Split-KV with the combine in the kernel: each warp's partials are all stored; the last warp
+    // of each row group merges it (fwd/combine_in_kernel.cuh).
+    if constexpr (Cfg::kSplit)
+      if (p.split.arrivals != nullptr) merge_in_kernel<T, Cfg>(p, consumer_warpgroup());
     if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
   }
 }
