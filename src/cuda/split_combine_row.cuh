@@ -8,8 +8,10 @@
 // unconditionally (clamped to the last split) before any is used; a split with no weight (lse
 // -inf: its partial row may be anything, NaN included) is dropped by a select, never multiplied by
 // 0 (a branch per split would put two round trips per split in a row: lse load, test, partial
-// load, FMA). The merge runs in fp32 and rounds once to the output dtype. The partials are read
-// through L2 (ld.cg): in the split kernel, other CTAs wrote them during this grid.
+// load, FMA). The first group's partial rows are loaded beside the LSEs, before the max and sum
+// that the weights need: a decode row (<= 16 splits, d_v <= 128) then costs one round trip, not
+// two. The merge runs in fp32 and rounds once to the output dtype. The partials are read through
+// L2 (ld.cg): in the split kernel, other CTAs wrote them during this grid.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -42,6 +44,14 @@ __device__ __forceinline__ float split_weight(const float* lse, int64_t rows, in
   return ls == -INFINITY ? 0.f : expf(ls - m);
 }
 
+// Partial rows base + k0 + [0, kCombineGroup) at column c (clamped to split `last` of the chunk).
+__device__ __forceinline__ void load_group(float4 (&x)[kCombineGroup], const float* o, int64_t split_stride, int base,
+                                           int k0, int last, int c) {
+#pragma unroll
+  for (int k = 0; k < kCombineGroup; ++k)
+    x[k] = __ldcg(reinterpret_cast<const float4*>(o + (base + min(k0 + k, last)) * split_stride + c));
+}
+
 // acc += w * x for the splits with weight; the others' x is never looked at (it may be NaN).
 __device__ __forceinline__ void add_weighted(float4& acc, float w, const float4& x) {
   const bool use = w > 0.f;
@@ -58,6 +68,10 @@ template <typename T>
 __device__ __forceinline__ void combine_row(const float* o, const float* lse, int64_t rows, int splits, int dv,
                                             T* out, float* lse_out) {
   const int lane = threadIdx.x % 32;
+  const int64_t split_stride = rows * dv;
+  // The first group of the first column step, loaded before its weights are known (see above).
+  float4 x[kCombineGroup];
+  if (dv % 4 == 0) load_group(x, o, split_stride, 0, 0, min(32, splits) - 1, min(4 * lane, dv - 4));
   // The first 32 splits' LSEs stay in registers (one per lane) for the max, the sum and the weights.
   const float ls0 = lane < splits ? __ldcg(lse + lane * rows) : -INFINITY;
   float m = ls0;
@@ -69,7 +83,6 @@ __device__ __forceinline__ void combine_row(const float* o, const float* lse, in
     for (int s = lane + 32; s < splits; s += 32) sum += split_weight(lse, rows, splits, s, m);
   sum = warp_sum(sum);
   const float inv = sum > 0.f ? 1.f / sum : 0.f;
-  const int64_t split_stride = rows * dv;
   if (dv % 4 == 0) {
     // Every lane walks every column step (the weights' shuffles need the whole warp); a lane past
     // d_v loads a valid column and stores nothing.
@@ -81,10 +94,7 @@ __device__ __forceinline__ void combine_row(const float* o, const float* lse, in
         const float w_lane = base == 0 ? w0 : split_weight(lse, rows, splits, base + lane, m);
         const int last = min(32, splits - base) - 1;
         for (int k0 = 0; k0 <= last; k0 += kCombineGroup) {
-          float4 x[kCombineGroup];
-#pragma unroll
-          for (int k = 0; k < kCombineGroup; ++k)
-            x[k] = __ldcg(reinterpret_cast<const float4*>(o + (base + min(k0 + k, last)) * split_stride + c));
+          if (c0 != 0 || base != 0 || k0 != 0) load_group(x, o, split_stride, base, k0, last, c);
 #pragma unroll
           for (int k = 0; k < kCombineGroup; ++k)  // lanes past the chunk's last split hold weight 0
             add_weighted(acc, __shfl_sync(0xffffffffu, w_lane, (k0 + k) % 32), x[k]);
@@ -102,8 +112,8 @@ __device__ __forceinline__ void combine_row(const float* o, const float* lse, in
       float acc = 0.f;
       for (int s = 0; m != -INFINITY && s < splits; ++s) {
         const float w = split_weight(lse, rows, splits, s, m);
-        const float x = __ldcg(o + s * split_stride + c);
-        acc = w > 0.f ? fmaf(w, x, acc) : acc;
+        const float xs = __ldcg(o + s * split_stride + c);
+        acc = w > 0.f ? fmaf(w, xs, acc) : acc;
       }
       out[c] = from_f32<T>(acc * inv);
     }

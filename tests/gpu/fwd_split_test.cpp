@@ -255,8 +255,9 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
 }
 
 // The case under each forced merge against the float64 reference: the combine kernel (Auto takes
-// it past one wave of split tiles and at s_q > 4) and the combine in the kernel (forced there too:
-// past one wave a CTA walks several tiles before its arrivals, at s_q 17 a warp merges 16 rows).
+// it past one wave of split tiles and past 16 rows a tile) and the combine in the kernel (forced
+// there too: past one wave a CTA walks several tiles before its arrivals, at s_q 17 a CTA's warps
+// merge a tile's 17-68 rows in turn).
 void run_both_merges(const FwdCase& c) {
   for (SplitCombine m : {SplitCombine::Kernel, SplitCombine::InKernel}) {
     SCOPED_TRACE(m == SplitCombine::Kernel ? "combine kernel" : "combine in the kernel");

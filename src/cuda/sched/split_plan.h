@@ -37,29 +37,32 @@ inline int64_t split_rows(const AttnParams& a, int64_t total_q) {
 }
 
 // Where a split launch's partials are merged: by the combine kernel that follows it, or by the
-// split kernel's own warps, the last of each 16-row group to store its partials (the combine in
-// the kernel: no second launch, no wait for the split grid to end). Auto takes the kernel's own
-// combine where
+// split kernel itself, the last CTA of each tile to store its partials (the combine in the kernel:
+// no second launch, no wait for the split grid to end). Auto takes the kernel's own combine where
 // - the persistent grid holds every split tile at once (tiles x splits <= CTAs): a merge then ends
 //   its CTA's work instead of delaying the CTA's next tile;
-// - and a group holds few rows (min(16, seqlen_q) <= kMaxRowsMergedInKernel): one warp merges its
-//   group's rows one after another, each ~2 dependent L2 round trips, where the combine kernel
-//   gives every row its own warp. Decode (s_q 1: one row per group) is the case it is for.
+// - and a tile stores few rows (tile_rows_stored <= kMaxRowsMergedInKernel): the merging CTA's
+//   consumer warps (8 on the 128-row tiles) take the rows in turn, each row ~1-2 dependent L2
+//   round trips, where the combine kernel gives every row its own warp: at 16 rows a warp merges
+//   2. Decode (s_q 1, GQA: one row per q head of the tile) is the case it is for.
 // Else the combine kernel.
 enum class SplitCombine { Auto, Kernel, InKernel };
 
-constexpr int kMaxRowsMergedInKernel = 4;
+constexpr int kMaxRowsMergedInKernel = 16;
 
-inline bool combine_in_kernel(SplitCombine mode, int64_t split_tiles, int ctas, int seqlen_q) {
+// Rows a tile stores at most: a GQA-packed tile (pack_heads > 0) seqlen_q rows of each of its
+// pack_heads heads, else seqlen_q rows (varlen: the longest sequence's) up to the tile's rows.
+inline int tile_rows_stored(int pack_heads, int seqlen_q, int tile_rows) {
+  return pack_heads > 0 ? pack_heads * seqlen_q : (seqlen_q < tile_rows ? seqlen_q : tile_rows);
+}
+
+inline bool combine_in_kernel(SplitCombine mode, int64_t split_tiles, int ctas, int rows_stored) {
   if (mode != SplitCombine::Auto) return mode == SplitCombine::InKernel;
-  return split_tiles <= ctas && seqlen_q <= kMaxRowsMergedInKernel;
+  return split_tiles <= ctas && rows_stored <= kMaxRowsMergedInKernel;
 }
 
-// Arrival flags of the combine in the kernel: one 32-bit word per (base tile, 16-row group of its
-// tile_rows, split).
-inline int64_t split_arrival_words(int64_t base_tiles, int tile_rows, int splits) {
-  return base_tiles * (tile_rows / 16) * splits;
-}
+// Arrival flags of the combine in the kernel: one 32-bit word per (base tile, split).
+inline int64_t split_arrival_words(int64_t base_tiles, int splits) { return base_tiles * splits; }
 
 // The n-th call's arrival token: a signalling-NaN bit pattern (0x7F800001 ... 0x7FBFFFFF), which
 // no fp32 partial (arithmetic gives the quiet NaN), LSE or key count in a reused workspace holds,

@@ -80,10 +80,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
-    // Split-KV with the combine in the kernel: each warp's partials are all stored; the last warp
-    // of each row group merges it (fwd/combine_in_kernel.cuh).
+    // Split-KV with the combine in the kernel: the CTA's partials are all stored once every
+    // consumer warp is here; the last CTA of each tile merges it (fwd/combine_in_kernel.cuh).
     if constexpr (Cfg::kSplit)
-      if (p.split.arrivals != nullptr) merge_in_kernel<T, Cfg>(p, consumer_warpgroup());
+      if (p.split.arrivals != nullptr) merge_in_kernel<T, Cfg>(p);
     if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
   }
 }

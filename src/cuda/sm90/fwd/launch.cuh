@@ -69,8 +69,9 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     params.split.splits = cuda_backend::FastDiv(unsigned(splits));
     if (tiles > 0) st = cuda_backend::persistent_grid(int(tiles), &ctas);
     if (!st.ok()) return st;
-    if (cuda_backend::combine_in_kernel(cuda_backend::split_combine_mode(), tiles, ctas, lp.attn.seqlen_q))
-      arrival_words = cuda_backend::split_arrival_words(params.sched.tiles, Cfg::kBlockM, splits);
+    const int rows = cuda_backend::tile_rows_stored(lp.pack.rows > 0 ? lp.pack.heads : 0, lp.attn.seqlen_q, Cfg::kBlockM);
+    if (cuda_backend::combine_in_kernel(cuda_backend::split_combine_mode(), tiles, ctas, rows))
+      arrival_words = cuda_backend::split_arrival_words(params.sched.tiles, splits);
   }
   auto kernel = fwd_kernel<T, Cfg>;
   const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
