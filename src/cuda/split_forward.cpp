@@ -1,8 +1,5 @@
 #include "cuda/split_forward.h"
 
-#include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "cuda/sched/split_plan.h"
@@ -11,57 +8,22 @@
 
 namespace fastattn::cuda_backend {
 
-namespace {
-
-std::atomic<int> g_combine_mode{-1};  // SplitCombine, or -1 before the environment is read
-std::atomic<uint64_t> g_calls{0};     // arrival tokens handed out
-
-SplitCombine mode_from_env() {
-  const char* v = std::getenv("FASTATTN_SPLIT_COMBINE");
-  if (v != nullptr && std::strcmp(v, "kernel") == 0) return SplitCombine::Kernel;
-  if (v != nullptr && std::strcmp(v, "in-kernel") == 0) return SplitCombine::InKernel;
-  return SplitCombine::Auto;
-}
-
-}  // namespace
-
-SplitCombine split_combine_mode() {
-  int m = g_combine_mode.load(std::memory_order_relaxed);
-  if (m < 0) {
-    int unset = -1;
-    g_combine_mode.compare_exchange_strong(unset, int(mode_from_env()));
-    m = g_combine_mode.load(std::memory_order_relaxed);
-  }
-  return SplitCombine(m);
-}
-
-void set_split_combine_mode(SplitCombine mode) { g_combine_mode.store(int(mode), std::memory_order_relaxed); }
-
-Status split_buffers(const LaunchProblem& lp, int splits, int64_t arrival_words, cudaStream_t stream,
-                     SplitBuffers* b) {
+Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b) {
   const detail::Problem& p = *lp.problem;
   b->rows_per_head = p.varlen ? p.total_q : lp.attn.seqlen_q;
   b->rows = split_rows(lp.attn, p.total_q);
-  const int64_t bytes = split_workspace_bytes(splits, b->rows, p.head_dim_v, arrival_words);
+  const int64_t bytes = split_workspace_bytes(splits, b->rows, p.head_dim_v);
   if (Status st = stream_alloc(size_t(bytes), stream, "num_splits: the split workspace", &b->base); !st.ok())
     return st;
-  // The parts' offsets as split_workspace_bytes lays them out.
-  const int64_t o_bytes = split_workspace_bytes(splits, b->rows, p.head_dim_v) - int64_t(splits) * b->rows * 4;
-  char* base = static_cast<char*>(b->base);
-  b->o = reinterpret_cast<float*>(base);
-  b->lse = reinterpret_cast<float*>(base + o_bytes);
-  b->arrivals = nullptr;
-  if (arrival_words > 0) {
-    b->arrivals = reinterpret_cast<uint32_t*>(base + (bytes - arrival_words * 4));
-    b->token = arrival_token(g_calls.fetch_add(1, std::memory_order_relaxed));
-  }
+  b->o = static_cast<float*>(b->base);
+  b->lse = reinterpret_cast<float*>(static_cast<char*>(b->base) + (bytes - int64_t(splits) * b->rows * 4));
   return Status::Ok();
 }
 
 Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, bool launched, cudaStream_t stream) {
   const detail::Problem& p = *lp.problem;
   Status st = Status::Ok();
-  if (launched && b.arrivals == nullptr) {
+  if (launched) {
     SplitCombineParams c;
     c.splits = splits;
     c.dv = p.head_dim_v;

@@ -8,7 +8,6 @@
 #include <cstdint>
 
 #include "cuda/launch_plan.h"
-#include "cuda/sched/split_plan.h"
 #include "fastattn/types.h"
 
 namespace fastattn::cuda_backend {
@@ -17,25 +16,15 @@ struct SplitBuffers {
   void* base = nullptr;
   float* o = nullptr;          // (splits, rows, d_v)
   float* lse = nullptr;        // (splits, rows)
-  uint32_t* arrivals = nullptr;  // the combine in the kernel's flags; null: the combine kernel merges
-  uint32_t token = 0;          // this call's raised flag (sched/split_plan.h: arrival_token)
   int64_t rows = 0;            // rows of one split (sched/split_plan.h: split_rows)
   int64_t rows_per_head = 0;   // seqlen_q, or total_q when varlen
 };
 
-// Where split launches merge their partials (sched/split_plan.h: SplitCombine): Auto unless the
-// environment's FASTATTN_SPLIT_COMBINE says "kernel" or "in-kernel" (read once), or a test or
-// benchmark set it. Process-wide.
-SplitCombine split_combine_mode();
-void set_split_combine_mode(SplitCombine mode);
+// Allocates the partials of `splits` splits of lp's problem on `stream`.
+Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b);
 
-// Allocates the partials of `splits` splits of lp's problem on `stream`, with `arrival_words`
-// arrival flags and a fresh token when > 0 (the combine in the kernel).
-Status split_buffers(const LaunchProblem& lp, int splits, int64_t arrival_words, cudaStream_t stream,
-                     SplitBuffers* b);
-
-// Merges the partials into out and lse (cuda/split_combine.h) when `launched` and the kernel did
-// not (b.arrivals null), then frees them; both on `stream`.
+// Merges the partials into out and lse (cuda/split_combine.h) when `launched`, then frees them;
+// both on `stream`.
 Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, bool launched, cudaStream_t stream);
 
 }  // namespace fastattn::cuda_backend

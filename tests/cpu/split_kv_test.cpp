@@ -157,43 +157,5 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   EXPECT_EQ(cuda_backend::split_workspace_bytes(1, 3, 8), 256 + 12);
 }
 
-// Where the partials are merged (SplitCombine): Auto takes the split kernel's own combine exactly
-// when every split tile has its own CTA (tiles x splits <= CTAs) and a tile stores at most
-// kMaxRowsMergedInKernel rows; forced modes as forced. The heuristic's decode shapes all fit: b1
-// h 32/8 4k 8 x 8 = 64 split tiles, b2 16 x 4, b4 32 x 2, each tile 4 heads x s_q rows.
-TEST(SplitPlan, WhereThePartialsAreMerged) {
-  using cuda_backend::combine_in_kernel;
-  using cuda_backend::SplitCombine;
-  using cuda_backend::tile_rows_stored;
-  EXPECT_EQ(tile_rows_stored(4, 1, 128), 4);     // packed: heads x s_q
-  EXPECT_EQ(tile_rows_stored(4, 4, 128), 16);
-  EXPECT_EQ(tile_rows_stored(0, 3, 128), 3);     // unpacked: s_q
-  EXPECT_EQ(tile_rows_stored(0, 4097, 128), 128);
-  EXPECT_TRUE(combine_in_kernel(SplitCombine::Auto, 64, 64, 4));
-  EXPECT_TRUE(combine_in_kernel(SplitCombine::Auto, 1, 1, 1));
-  EXPECT_TRUE(combine_in_kernel(SplitCombine::Auto, 64, 132, 16));
-  EXPECT_FALSE(combine_in_kernel(SplitCombine::Auto, 64, 132, 17));   // 3 rows for some warp
-  EXPECT_FALSE(combine_in_kernel(SplitCombine::Auto, 133, 132, 1));  // a CTA would walk two tiles
-  EXPECT_FALSE(combine_in_kernel(SplitCombine::Auto, 300 * 16, 132, 1));
-  EXPECT_TRUE(combine_in_kernel(SplitCombine::InKernel, 300 * 16, 132, 113));
-  EXPECT_FALSE(combine_in_kernel(SplitCombine::Kernel, 8, 8, 1));
-  // The workspace with the combine in the kernel: O, then the LSEs padded to 256 bytes, then one
-  // flag per (base tile, split): b1 h 32/8 decode at 8 splits.
-  const int64_t words = cuda_backend::split_arrival_words(8, 8);
-  EXPECT_EQ(words, 8 * 8);
-  EXPECT_EQ(cuda_backend::split_workspace_bytes(8, 32, 128, words), 8 * 32 * 128 * 4 + 8 * 32 * 4 + words * 4);
-  EXPECT_EQ(cuda_backend::split_workspace_bytes(1, 3, 8, 2), 256 + 256 + 8);
-  EXPECT_EQ(cuda_backend::split_workspace_bytes(1, 3, 8, 0), cuda_backend::split_workspace_bytes(1, 3, 8));
-  // Tokens: signalling-NaN patterns, never 0 (a lowered flag), never the quiet NaN arithmetic
-  // gives, distinct for consecutive calls, and wrapping within the range.
-  for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(0x3FFFFE), uint64_t(0x3FFFFF), uint64_t(1) << 40}) {
-    const uint32_t t = cuda_backend::arrival_token(n);
-    EXPECT_GE(t, 0x7F800001u) << n;
-    EXPECT_LE(t, 0x7FBFFFFFu) << n;
-    EXPECT_NE(t, cuda_backend::arrival_token(n + 1)) << n;
-  }
-  EXPECT_EQ(cuda_backend::arrival_token(0), cuda_backend::arrival_token(0x3FFFFF));
-}
-
 }  // namespace
 }  // namespace fastattn::testing

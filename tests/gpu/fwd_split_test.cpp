@@ -4,38 +4,19 @@
 // key blocks (splits that see no key), s_q 1/4/17/113 against s_k 1/17/4097 and 16k+, GQA 1/4/8
 // (packed and not), causal (bottom-right), local, softcap, varlen with empty sequences, seqused,
 // the heuristic (num_splits 0), CUDA-graph capture and replay, and proof that the split path ran.
-// Both merges (cuda/sched/split_plan.h: SplitCombine): the combine in the split kernel and the
-// combine kernel, each against the reference, and against each other bit for bit.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstring>
-#include <random>
 
-#include "cuda/split_forward.h"
 #include "cuda/stream_alloc.h"
 #include "fwd_case.h"
 
 namespace fastattn::gputest {
 namespace {
 
-using cuda_backend::SplitCombine;
-
-// Every test starts and ends on the default merge choice (Auto: the combine in the kernel where the
-// split tiles fit the grid at once and s_q <= 4, as in most decode cases here).
-class Sm90FwdSplit : public HopperTest {
- protected:
-  void SetUp() override {
-    HopperTest::SetUp();
-    cuda_backend::set_split_combine_mode(SplitCombine::Auto);
-  }
-  void TearDown() override {
-    cuda_backend::set_split_combine_mode(SplitCombine::Auto);
-    HopperTest::TearDown();
-  }
-};
+class Sm90FwdSplit : public HopperTest {};
 
 #define EXPECT_OK(expr) EXPECT_EQ((expr), cudaSuccess) << #expr
 
@@ -252,182 +233,6 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
   EXPECT_EQ(high_after(1), 0u);
   const uint64_t rows = uint64_t(b) * hq * sq;
   EXPECT_GE(high_after(4), 4 * rows * (d + 1) * 4);
-}
-
-// The case under each forced merge against the float64 reference: the combine kernel (Auto takes
-// it past one wave of split tiles and past 16 rows a tile) and the combine in the kernel (forced
-// there too: past one wave a CTA walks several tiles before its arrivals, at s_q 17 a CTA's warps
-// merge a tile's 17-68 rows in turn).
-void run_both_merges(const FwdCase& c) {
-  for (SplitCombine m : {SplitCombine::Kernel, SplitCombine::InKernel}) {
-    SCOPED_TRACE(m == SplitCombine::Kernel ? "combine kernel" : "combine in the kernel");
-    cuda_backend::set_split_combine_mode(m);
-    run_fwd_case(c);
-  }
-  cuda_backend::set_split_combine_mode(SplitCombine::Auto);
-}
-
-TEST_F(Sm90FwdSplit, BothMergesAgainstReference) {
-  const int gqa[3][2] = {{2, 2}, {8, 2}, {32, 8}};
-  int i = 0;
-  for (int splits : {0, 3, 300})
-    for (int sq : {1, 17})
-      for (int sk : {17, 4097}) {
-        FwdCase c = split_case(sq, sk, gqa[i % 3][0], gqa[i % 3][1], splits);
-        c.batch = i % 2 ? 3 : 1;
-        ++i;
-        run_both_merges(c);
-      }
-  FwdCase many = split_case(113, 4097, 8, 2, 7);  // 4 x 8 base tiles x 7 splits: past one wave
-  many.batch = 4;
-  many.causal = true;
-  run_both_merges(many);
-  FwdCase v = split_case(0, 0, 8, 2, 5);
-  v.lens_q = {1, 0, 17, 4};
-  v.lens_k = {4097, 17, 0, 300};
-  run_both_merges(v);
-}
-
-// out and lse of one problem under both merges: poisoned before each call, then bitwise equal (the
-// same combine_row code, the same order of splits). Inputs drawn fresh; varlen through CaseIndex.
-void expect_merges_bitwise_equal(const FwdCase& c) {
-  SCOPED_TRACE("case " + c.str());
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> normal(0.f, 1.f);
-  const CaseIndex idx(c);
-  TestTensor q(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0), k(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0);
-  TestTensor v(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0), out(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0);
-  for (TestTensor* t : {&q, &k, &v}) {
-    for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
-    t->dev->upload(t->host.data());
-  }
-  const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
-  DeviceBuffer lse(lse_n * 4);
-  std::vector<uint16_t> outs[2];
-  std::vector<float> lses[2];
-  const SplitCombine modes[2] = {SplitCombine::Kernel, SplitCombine::InKernel};
-  for (int m = 0; m < 2; ++m) {
-    cuda_backend::set_split_combine_mode(modes[m]);
-    out.dev->poison();
-    lse.poison();
-    AttnArgs a;
-    a.q = q.view(q.dev->get(), c.dtype, Device::CUDA);
-    a.k = k.view(k.dev->get(), c.dtype, Device::CUDA);
-    a.v = v.view(v.dev->get(), c.dtype, Device::CUDA);
-    a.out = out.view(out.dev->get(), c.dtype, Device::CUDA);
-    a.lse = idx.lse(c, lse.get(), Device::CUDA);
-    idx.apply(a, c, true);
-    a.num_splits = c.num_splits;
-    Status st = forward(a, nullptr);
-    ASSERT_TRUE(st.ok()) << st.message;
-    FA_CUDA_OK(cudaDeviceSynchronize());
-    outs[m].resize(out.host.size());
-    lses[m].resize(lse_n);
-    out.dev->download(outs[m].data());
-    lse.download(lses[m].data());
-  }
-  cuda_backend::set_split_combine_mode(SplitCombine::Auto);
-  size_t poisoned = 0;
-  for (uint16_t x : outs[1]) poisoned += x == 0xFFFF;
-  EXPECT_EQ(poisoned, 0u) << "out elements the combine in the kernel left unwritten";
-  EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * 2), 0) << "out differs between the merges";
-  EXPECT_EQ(std::memcmp(lses[0].data(), lses[1].data(), lse_n * 4), 0) << "lse differs between the merges";
-}
-
-TEST_F(Sm90FwdSplit, CombineInKernelBitwiseEqualsCombineKernel) {
-  for (int splits : {0, 2, 8, 33, 300})  // 33: a second chunk of 32 splits; 300: splits with no key
-    for (int sq : {1, 4, 17}) {
-      FwdCase c = split_case(sq, 4097, 32, 8, splits);
-      run_fwd_case(c);  // Auto
-      expect_merges_bitwise_equal(c);
-    }
-  FwdCase f16 = split_case(1, 16411, 32, 8, 0);
-  f16.dtype = DType::F16;
-  f16.batch = 2;
-  expect_merges_bitwise_equal(f16);
-  FwdCase causal = split_case(113, 1000, 4, 4, 3);
-  causal.causal = true;
-  causal.batch = 2;
-  expect_merges_bitwise_equal(causal);
-  FwdCase local = split_case(17, 4097, 8, 2, 5);
-  local.wl = 300;
-  local.wr = 0;
-  local.softcap = 30.f;
-  expect_merges_bitwise_equal(local);
-  FwdCase v = split_case(0, 0, 8, 2, 6);
-  v.lens_q = {1, 0, 4, 17};
-  v.lens_k = {4097, 17, 0, 1000};
-  expect_merges_bitwise_equal(v);
-}
-
-// A graph captured with the combine in the kernel, replayed with new K/V between replays: each
-// replay's flags must start lowered (a flag left raised by the replay before would let a warp merge
-// partials of the old K/V). Each replay against an eager call on the same inputs through the
-// combine kernel, bit for bit.
-TEST_F(Sm90FwdSplit, CombineInKernelGraphReplaysWithNewKeys) {
-  const int b = 1, sq = 1, sk = 4097, hq = 32, hkv = 8, d = 128;
-  std::mt19937 rng(std::random_device{}());
-  std::normal_distribution<float> normal(0.f, 1.f);
-  std::vector<uint16_t> host(size_t(b) * sk * hkv * d);
-  DeviceBuffer q(size_t(b) * sq * hq * d * 2), k(host.size() * 2), v(host.size() * 2), o(q.bytes()), o_ref(q.bytes());
-  DeviceBuffer lse(size_t(b) * hq * sq * 4), lse_ref(lse.bytes());
-  auto fill = [&](DeviceBuffer& buf, size_t n) {
-    std::vector<uint16_t> h(n);
-    for (auto& x : h) x = to_bits(normal(rng), DType::BF16);
-    buf.upload(h.data());
-  };
-  fill(q, size_t(b) * sq * hq * d);
-  auto args = [&](DeviceBuffer& out, DeviceBuffer& l) {
-    AttnArgs a;
-    a.q = make_tensor(q.get(), DType::BF16, {b, sq, hq, d}, Device::CUDA);
-    a.k = make_tensor(k.get(), DType::BF16, {b, sk, hkv, d}, Device::CUDA);
-    a.v = make_tensor(v.get(), DType::BF16, {b, sk, hkv, d}, Device::CUDA);
-    a.out = make_tensor(out.get(), DType::BF16, {b, sq, hq, d}, Device::CUDA);
-    a.lse = make_tensor(l.get(), DType::F32, {b, hq, sq}, Device::CUDA);
-    a.num_splits = 8;
-    return a;
-  };
-  fill(k, host.size());
-  fill(v, host.size());
-  cudaStream_t stream = nullptr;
-  FA_CUDA_OK(cudaStreamCreate(&stream));
-  cuda_backend::set_split_combine_mode(SplitCombine::InKernel);
-  cudaGraph_t g;
-  FA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  Status st = forward(args(o, lse), stream);
-  FA_CUDA_OK(cudaStreamEndCapture(stream, &g));
-  ASSERT_TRUE(st.ok()) << st.message;
-  cudaGraphExec_t exec = nullptr;
-  FA_CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
-  cudaGraphDestroy(g);
-  for (int replay = 0; replay < 4; ++replay) {
-    SCOPED_TRACE("replay " + std::to_string(replay));
-    if (replay > 0) {
-      fill(k, host.size());
-      fill(v, host.size());
-    }
-    o.poison();
-    lse.poison();
-    FA_CUDA_OK(cudaGraphLaunch(exec, stream));
-    FA_CUDA_OK(cudaStreamSynchronize(stream));
-    cuda_backend::set_split_combine_mode(SplitCombine::Kernel);
-    o_ref.poison();
-    lse_ref.poison();
-    st = forward(args(o_ref, lse_ref), nullptr);
-    ASSERT_TRUE(st.ok()) << st.message;
-    FA_CUDA_OK(cudaDeviceSynchronize());
-    cuda_backend::set_split_combine_mode(SplitCombine::InKernel);
-    std::vector<uint16_t> got(o.bytes() / 2), want(got.size());
-    std::vector<float> got_lse(lse.bytes() / 4), want_lse(got_lse.size());
-    o.download(got.data());
-    o_ref.download(want.data());
-    lse.download(got_lse.data());
-    lse_ref.download(want_lse.data());
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), o.bytes()), 0) << "out differs from the combine kernel's";
-    EXPECT_EQ(std::memcmp(got_lse.data(), want_lse.data(), lse.bytes()), 0) << "lse differs";
-  }
-  cudaGraphExecDestroy(exec);
-  cudaStreamDestroy(stream);
 }
 
 }  // namespace

@@ -17,7 +17,6 @@
 #include <cuda.h>
 #include <cuda/ptx>
 
-#include "cuda/sm90/fwd/combine_in_kernel.cuh"
 #include "cuda/sm90/fwd/config.h"
 #include "cuda/sm90/fwd/mainloop.cuh"
 #include "cuda/sm90/fwd/params.h"
@@ -62,7 +61,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
   // Split-KV: the combine that follows (cuda/split_combine.h, early_launch) may be scheduled now;
-  // it waits on the device for this grid's partials. (With the combine in the kernel none follows.)
+  // it waits on the device for this grid's partials.
   if constexpr (Cfg::kSplit) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 
   // Both roles walk the same tiles; tiles that see no key load nothing.
@@ -80,10 +79,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
-    // Split-KV with the combine in the kernel: the CTA's partials are all stored once every
-    // consumer warp is here; the last CTA of each tile merges it (fwd/combine_in_kernel.cuh).
-    if constexpr (Cfg::kSplit)
-      if (p.split.arrivals != nullptr) merge_in_kernel<T, Cfg>(p);
     if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
   }
 }

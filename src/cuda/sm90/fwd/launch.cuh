@@ -61,7 +61,6 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   int ctas = 0;
   st = cuda_backend::plan_schedule(lp, shape, &params.sched, &ctas);
   if (!st.ok()) return st;
-  int64_t arrival_words = 0;  // > 0: the split kernel merges its partials itself
   if constexpr (Cfg::kSplit) {  // each of the schedule's tiles becomes `splits` tiles, split innermost
     const int64_t tiles = int64_t(params.sched.tiles) * splits;
     if (tiles > INT32_MAX) return Status::Unsupported("num_splits: more than 2^31 tiles x splits");
@@ -69,9 +68,6 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     params.split.splits = cuda_backend::FastDiv(unsigned(splits));
     if (tiles > 0) st = cuda_backend::persistent_grid(int(tiles), &ctas);
     if (!st.ok()) return st;
-    const int rows = cuda_backend::tile_rows_stored(lp.pack.rows > 0 ? lp.pack.heads : 0, lp.attn.seqlen_q, Cfg::kBlockM);
-    if (cuda_backend::combine_in_kernel(cuda_backend::split_combine_mode(), tiles, ctas, rows))
-      arrival_words = cuda_backend::split_arrival_words(params.sched.tiles, splits);
   }
   auto kernel = fwd_kernel<T, Cfg>;
   const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
@@ -84,10 +80,8 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   if (params.sched.tiles == 0) return Status::Ok();
   cuda_backend::SplitBuffers parts;
   if constexpr (Cfg::kSplit) {
-    st = cuda_backend::split_buffers(lp, splits, arrival_words, stream, &parts);
+    st = cuda_backend::split_buffers(lp, splits, stream, &parts);
     if (!st.ok()) return st;
-    params.split.arrivals = parts.arrivals;
-    params.split.token = parts.token;
     params.split.o_part = parts.o;
     params.split.lse_part = parts.lse;
     params.split.rows = parts.rows;

@@ -27,10 +27,6 @@ struct FwdSplit {
   float* lse_part = nullptr;
   int64_t rows = 0;               // rows of one split's partials
   int64_t rows_per_head = 0;      // seqlen_q, or total_q when varlen
-  // Combine in the kernel (fwd/combine_in_kernel.cuh) when not null, else the combine kernel
-  // follows: one arrival flag per (base tile, 16-row group of the tile, split), raised to `token`.
-  uint32_t* arrivals = nullptr;
-  uint32_t token = 0;
 };
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)

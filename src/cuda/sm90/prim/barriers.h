@@ -7,13 +7,10 @@ namespace fastattn::sm90 {
 
 // The forward (sm90/fwd): consumer warpgroup w (0..2) waits on kPingPongBar + w for its turn to
 // issue, and syncs its four warps on kStoreBar + w once its O rows are staged in smem for TMA.
-// Split-KV with the combine in the kernel: all consumer warps sync on kMergeBar around a tile's
-// arrival (fwd/combine_in_kernel.cuh).
 enum FwdNamedBarrier : int {
   kPingPongBar = 1,  // 1..3
   kStoreBar = 4,     // 4..6
-  kMergeBar = 7,
-  kFwdBarrierEnd = 8,
+  kFwdBarrierEnd = 7,
 };
 
 // The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T is in
