@@ -9,7 +9,8 @@
 # usage: bench/ab.sh [--rounds R] [--out FILE] [--dims "64;128"] [--field backward] NAME=TREE... -- SHAPE=FLAGS...
 #   NAME=TREE     a variant: a name for the table and a source tree (its build goes to TREE/build-ab)
 #   SHAPE=FLAGS   a shape: a name and the `fastattn run` flags, e.g. 'd128-s8k-causal=--batch 2
-#                 --seqlen 8192 --heads 16 --kv-heads 16 --dim 128 --causal'
+#                 --seqlen 8192 --heads 16 --kv-heads 16 --dim 128 --causal'; each shape names its
+#                 mask (--causal, --no-causal or --window): the CLI's default is causal
 #   --dims        FASTATTN_HEAD_DIMS of the builds (default: all)
 #   --field       which pass's median the table shows: forward (default) or backward (the shapes'
 #                 flags then include --backward)
@@ -28,6 +29,12 @@ while (($#)); do
   esac
 done
 ((${#variants[@]} >= 1 && ${#shapes[@]} >= 1)) || { echo "ab.sh: need NAME=TREE... -- SHAPE=FLAGS..." >&2; exit 2; }
+# `fastattn run` is causal unless told otherwise: a shape must say its mask, so a row named "full"
+# cannot time the causal problem.
+for s in "${shapes[@]}"; do
+  [[ " ${s#*=} " =~ \ --(causal|no-causal|window)\  ]] ||
+    { echo "ab.sh: shape '${s%%=*}' names no mask: add --causal, --no-causal or --window L,R" >&2; exit 2; }
+done
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 
 names=() clis=()

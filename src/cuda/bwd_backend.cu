@@ -98,6 +98,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   p.deterministic = deterministic ? 1 : 0;
 
   // Workspace: dQ accumulator, lse_log2, D (per q head and padded row), semaphores and the ticket.
+  // The preprocess clears each q-block's accumulator run (no memset of it here).
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t rows = int64_t(a.heads_q) * p.padded_rows;
   const int64_t sems = p.deterministic ? int64_t(a.batch) * a.heads_q * p.m_blocks + 1 : 0;
@@ -116,7 +117,6 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
       p.tile_ticket = p.dq_sem + (sems - 1);
       e = cudaMemsetAsync(p.dq_sem, 0, size_t(sems) * 4, s);
     }
-    if (e == cudaSuccess && accum_bytes > 0) e = cudaMemsetAsync(p.dq_accum, 0, accum_bytes, s);
     if (e != cudaSuccess) {
       cudaFreeAsync(ws, s);
       return {Code::CudaError, std::string("backward workspace clear: ") + cudaGetErrorString(e)};

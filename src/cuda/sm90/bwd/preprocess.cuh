@@ -1,7 +1,8 @@
 // The backward's two small kernels around the main one:
 //   preprocess: per (q-block of the config's kBlockM rows, q head, sequence) D = rowsum(dO * O) in
 //     fp32 and the forward's lse in log2 units, both into the padded workspace (+inf lse and D = 0
-//     for rows past the used ones and rows that kept no key, so their P is exactly 0);
+//     for rows past the used ones and rows that kept no key, so their P is exactly 0), and the
+//     q-block's dQ accumulator run cleared;
 //   postprocess: dq = scale * dQ accumulator, from its fragment order into dq's strides, per 64
 //     rows (a 128-row q-block's run is two 64-row runs: dq_layout.h).
 #pragma once
@@ -20,30 +21,71 @@ namespace fastattn::sm90 {
 
 constexpr int kBwdAuxThreads = 256;
 
+// Each row's D from 16-byte loads: a row is kRowLanes lanes (the power of two that covers d / 8), a
+// warp takes 32 / kRowLanes rows at a time. The CTA also clears its q-block's dQ accumulator run
+// (one float4 store per 16 bytes): fused here, the memset of the whole accumulator before it cost a
+// pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
+// are read element by element in the same lane order.
 template <class T, int D>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   constexpr int kRows = BwdConfig<D>::kBlockM;  // the main kernel's q-block: all its rows are written
+  constexpr int kVec = 16 / int(sizeof(T));     // elements per 16-byte load
+  constexpr int kRowLanes = D / kVec <= 8 ? 8 : D / kVec <= 16 ? 16 : 32;
+  constexpr int kRowsPerWarp = 32 / kRowLanes, kWarps = kBwdAuxThreads / 32;
+  static_assert(D % kVec == 0 && D / kVec <= 32 && kRows % (kWarps * kRowsPerWarp) == 0);
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const cuda_backend::BwdSeq seq(p, b, kRows);
   if (m * kRows >= seq.rows_q) return;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kRowLanes;
   const int64_t b_off = seq.batch_coord;
   const int64_t ws = int64_t(h) * p.padded_rows + seq.padded_q + m * kRows;
+  const T* o_h = static_cast<const T*>(p.attn.out) + b_off * p.attn.out_stride_b + h * p.attn.out_stride_h;
+  const T* g_h = static_cast<const T*>(p.dout) + b_off * p.dout_stride_b + h * p.dout_stride_h;
+  const bool vec = ((reinterpret_cast<uintptr_t>(o_h) | reinterpret_cast<uintptr_t>(g_h)) % 16 == 0) &&
+                   (p.attn.out_stride_s % kVec == 0) && (p.dout_stride_s % kVec == 0);
   constexpr float kLog2e = 1.4426950408889634f;
-  for (int r = warp; r < kRows; r += kBwdAuxThreads / 32) {
-    const int i = m * kRows + r;
-    float acc = 0.f, lse = INFINITY;
-    if (i < seq.len_q) {
-      const int64_t tok = seq.q_offset + i;
-      const T* o = static_cast<const T*>(p.attn.out) + b_off * p.attn.out_stride_b + tok * p.attn.out_stride_s + h * p.attn.out_stride_h;
-      const T* g = static_cast<const T*>(p.dout) + b_off * p.dout_stride_b + tok * p.dout_stride_s + h * p.dout_stride_h;
-      for (int c = lane; c < D; c += 32) acc += float(o[c]) * float(g[c]);
+  constexpr int kIters = kRows / (kWarps * kRowsPerWarp);
+  // All the CTA's loads first (kIters rows per lane), then the sums: the loads are all in flight.
+  uint4 ov[kIters], gv[kIters];
 #pragma unroll
-      for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-      const float l = p.attn.lse[b_off * p.attn.lse_stride_b + int64_t(h) * p.attn.lse_stride_h + tok * p.attn.lse_stride_s];
-      lse = l == -INFINITY ? INFINITY : l * kLog2e;  // a row that kept no key: P = exp2(s - inf) = 0
+  for (int it = 0; it < kIters; ++it) {
+    const int i = m * kRows + (it * kWarps + warp) * kRowsPerWarp + lane / kRowLanes;
+    ov[it] = gv[it] = make_uint4(0, 0, 0, 0);
+    if (i < seq.len_q && sub * kVec < D) {
+      const int64_t tok = seq.q_offset + i;
+      const T* o = o_h + tok * p.attn.out_stride_s + sub * kVec;
+      const T* g = g_h + tok * p.dout_stride_s + sub * kVec;
+      if (vec) {
+        ov[it] = *reinterpret_cast<const uint4*>(o);
+        gv[it] = *reinterpret_cast<const uint4*>(g);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          reinterpret_cast<T*>(&ov[it])[e] = o[e];
+          reinterpret_cast<T*>(&gv[it])[e] = g[e];
+        }
+      }
     }
-    if (lane == 0) {
+  }
+  float4* run = reinterpret_cast<float4*>(p.dq_accum + ws * D);  // cleared while the loads are in flight
+#pragma unroll 4
+  for (int f = threadIdx.x; f < kRows * D / 4; f += kBwdAuxThreads) run[f] = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int it = 0; it < kIters; ++it) {
+    const int r = (it * kWarps + warp) * kRowsPerWarp + lane / kRowLanes, i = m * kRows + r;
+    float acc = 0.f;
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      acc += float(reinterpret_cast<const T*>(&ov[it])[e]) * float(reinterpret_cast<const T*>(&gv[it])[e]);
+#pragma unroll
+    for (int off = kRowLanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (sub == 0) {
+      float lse = INFINITY;  // rows past the used ones, and a row that kept no key: P = exp2(s - inf) = 0
+      if (i < seq.len_q) {
+        const float l = p.attn.lse[b_off * p.attn.lse_stride_b + int64_t(h) * p.attn.lse_stride_h +
+                                   (seq.q_offset + i) * p.attn.lse_stride_s];
+        if (l != -INFINITY) lse = l * kLog2e;
+      }
       p.dpsum[ws + r] = acc;
       p.lse_log2[ws + r] = lse;
     }
