@@ -25,8 +25,9 @@ Status forward(const AttnArgs& args, void* stream = nullptr);
 
 // Gradients of forward. Reads args.q/k/v/out/lse (lse as written by forward); writes dq, dk, dv
 // (same shapes and dtypes as q, k, v). CUDA (sm_90a, head dims 64/96/128): the workspace (an fp32
-// dQ accumulator and two fp32 scalars per q row, padded to 64-row blocks) is allocated with
-// cudaMallocAsync and freed with cudaFreeAsync on `stream`: the call is stream-ordered and can be
+// dQ accumulator and two fp32 scalars per q row, padded to the kernel's q-block) is allocated and
+// freed on `stream` (fastattn's stream-ordered pool, which keeps up to 64 MiB mapped across
+// synchronizes; cudaMallocAsync under graph capture): the call is stream-ordered and can be
 // captured in a CUDA graph (with check_index_arrays off for varlen). args.deterministic makes dq
 // bitwise reproducible (dk and dv always are).
 Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,

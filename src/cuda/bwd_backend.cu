@@ -15,6 +15,7 @@
 #include "cuda/launch_plan.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/config.h"  // bwd_block_m
+#include "cuda/stream_alloc.h"
 #include "cuda/tma_map.h"
 
 namespace fastattn::cuda_backend {
@@ -106,8 +107,8 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   const size_t bytes = accum_bytes + 2 * scalar_bytes + size_t(sems) * 4;
   void* ws = nullptr;
   if (bytes > 0) {
-    cudaError_t e = cudaMallocAsync(&ws, bytes, s);
-    if (e != cudaSuccess) return {Code::CudaError, std::string("backward workspace: ") + cudaGetErrorString(e)};
+    if (Status st = stream_alloc(bytes, s, "backward workspace", &ws); !st.ok()) return st;
+    cudaError_t e = cudaSuccess;
     char* base = static_cast<char*>(ws);
     p.dq_accum = reinterpret_cast<float*>(base);
     p.lse_log2 = reinterpret_cast<float*>(base + accum_bytes);
@@ -118,7 +119,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
       e = cudaMemsetAsync(p.dq_sem, 0, size_t(sems) * 4, s);
     }
     if (e != cudaSuccess) {
-      cudaFreeAsync(ws, s);
+      stream_free(ws, s);
       return {Code::CudaError, std::string("backward workspace clear: ") + cudaGetErrorString(e)};
     }
   }
@@ -130,7 +131,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
 #undef FASTATTN_BWD_CASE
 #endif
   if (ws != nullptr) {
-    const cudaError_t e = cudaFreeAsync(ws, s);
+    const cudaError_t e = stream_free(ws, s);
     if (st.ok() && e != cudaSuccess) return {Code::CudaError, std::string("backward workspace free: ") + cudaGetErrorString(e)};
   }
   return st;

@@ -9,8 +9,10 @@ namespace fastattn::cuda_backend {
 namespace {
 
 constexpr int kMaxDevices = 64;
-// What a pool keeps across synchronizations: decode workspaces are kilobytes to a few megabytes;
-// anything above this goes back at the next synchronize, as from the default pool.
+// What a pool keeps across synchronizations: decode workspaces are kilobytes to a few megabytes, a
+// backward's dQ accumulator 4 bytes per q row and head dim (33 MB at b1 s4k h16 d128); anything
+// above this goes back at the next synchronize, as from the default pool (memory fastattn holds is
+// invisible to torch's allocator, so it holds little).
 constexpr uint64_t kKeepBytes = uint64_t(64) << 20;
 
 }  // namespace

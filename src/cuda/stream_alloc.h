@@ -1,5 +1,5 @@
 // Stream-ordered workspace memory for the launches (split-KV partials, the KV-cache call's key
-// counts): no host sync, capturable in CUDA graphs.
+// counts, the backward's dQ accumulator and row scalars): no host sync, capturable in CUDA graphs.
 #pragma once
 
 #include <cuda_runtime.h>
