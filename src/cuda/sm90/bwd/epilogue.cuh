@@ -1,9 +1,14 @@
 // Epilogue of the Hopper backward: dK (times the softmax scale) and dV of a thread's two keys, from
-// the accumulator layout by 4-byte stores; keys past len_k hold 0, keys past the sequence are skipped.
+// the accumulator layout by 4-byte stores (d > 128), or at d <= 128 through shared memory (the K / V
+// tiles, free once every MMA is done) by 16-byte stores of whole rows; keys past len_k hold 0, keys
+// past the sequence are skipped.
 #pragma once
 
 #include "cuda/common/math.cuh"  // pack2
+#include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/prim/regs.cuh"   // named_bar_sync
+#include "cuda/sm90/prim/wgmma.cuh"  // smem_addr
 
 namespace fastattn::sm90 {
 
@@ -27,6 +32,65 @@ __device__ __forceinline__ void store_dk_dv(const BwdParams& p, const BwdTile& t
       *reinterpret_cast<uint32_t*>(gk + col) =
           cuda_backend::pack2<T>(dk[4 * c + 2 * hh] * p.scale, dk[4 * c + 2 * hh + 1] * p.scale);
       *reinterpret_cast<uint32_t*>(gv + col) = cuda_backend::pack2<T>(dv[4 * c + 2 * hh], dv[4 * c + 2 * hh + 1]);
+    }
+  }
+}
+
+// d <= 128: warpgroup wg's 64 keys of dK and dV, staged in the K and V tiles as rows of D elements
+// (16-byte chunks xor-swizzled by the row within whole groups of eight, so that a warp's 4-byte
+// writes of eight rows and its 16-byte reads of a row fall in distinct banks), then stored by rows
+// with 16-byte stores (element stores where dk / dv rows are not 16-byte aligned). At 1k keys a
+// CTA's 4-byte stores were ~20% of the main kernel's samples (lg throttle and drain; notes).
+// The caller has made sure that no MMA reads K or V any more (both warpgroups past their last one).
+template <class T, int D>
+__device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const BwdTile& t, uint8_t* k_tile,
+                                                   uint8_t* v_tile, int wg, const float (&dk)[D / 2],
+                                                   const float (&dv)[D / 2]) {
+  constexpr int kRowBytes = D * int(sizeof(T)), kChunks = kRowBytes / 16;
+  auto swz = [](int row, int chunk) {  // swizzled within whole 8-chunk groups only (d 96: the last 4 stay)
+    return (chunk | 7) < kChunks ? chunk ^ (row % 8) : chunk;
+  };
+  const int tid = threadIdx.x % 128, lane = tid % 32, quad_col = lane % 4;
+  const int row0 = 64 * wg + (tid / 32) * 16 + lane / 4;  // this thread's keys in the tile: row0, row0 + 8
+  const uint32_t k_base = smem_addr(k_tile), v_base = smem_addr(v_tile);
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int r = row0 + 8 * hh;
+#pragma unroll
+    for (int c = 0; c < D / 8; ++c) {  // columns 8 c + 2 quad_col, + 1: chunk c of the row, bytes 4 quad_col
+      const uint32_t at = r * kRowBytes + swz(r, c) * 16 + 4 * quad_col;
+      const uint32_t kv = cuda_backend::pack2<T>(dk[4 * c + 2 * hh] * p.scale, dk[4 * c + 2 * hh + 1] * p.scale);
+      const uint32_t vv = cuda_backend::pack2<T>(dv[4 * c + 2 * hh], dv[4 * c + 2 * hh + 1]);
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(k_base + at), "r"(kv) : "memory");
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(v_base + at), "r"(vv) : "memory");
+    }
+  }
+  named_bar_sync(kBwdDqBar + wg, 128);  // this warpgroup's rows are staged (only it reads them)
+  const int64_t b_off = t.seq.batch_coord;
+  T* gk0 = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + int64_t(t.kv_head) * p.dk_stride_h;
+  T* gv0 = static_cast<T*>(p.dv) + b_off * p.dv_stride_b + int64_t(t.kv_head) * p.dv_stride_h;
+  const bool vec = ((reinterpret_cast<uintptr_t>(gk0) | reinterpret_cast<uintptr_t>(gv0)) % 16 == 0) &&
+                   (p.dk_stride_s * int64_t(sizeof(T))) % 16 == 0 && (p.dv_stride_s * int64_t(sizeof(T))) % 16 == 0;
+#pragma unroll
+  for (int e = tid; e < 64 * kChunks; e += 128) {
+    const int r = 64 * wg + e / kChunks, k = e % kChunks, j = t.n0 + r;
+    if (j >= t.seq.rows_k) continue;
+    const int64_t tok = t.seq.k_offset + j;
+    const uint32_t at = r * kRowBytes + swz(r, k) * 16;
+    uint4 kx, vx;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(kx.x), "=r"(kx.y), "=r"(kx.z), "=r"(kx.w) : "r"(k_base + at));
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(vx.x), "=r"(vx.y), "=r"(vx.z), "=r"(vx.w) : "r"(v_base + at));
+    T* gk = gk0 + tok * p.dk_stride_s + 8 * k;
+    T* gv = gv0 + tok * p.dv_stride_s + 8 * k;
+    if (vec) {  // by asm: from plain uint4 stores nvcc emitted four 4-byte stores here
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gk), "r"(kx.x), "r"(kx.y), "r"(kx.z), "r"(kx.w) : "memory");
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gv), "r"(vx.x), "r"(vx.y), "r"(vx.z), "r"(vx.w) : "memory");
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        gk[i] = reinterpret_cast<const T*>(&kx)[i];
+        gv[i] = reinterpret_cast<const T*>(&vx)[i];
+      }
     }
   }
 }

@@ -264,8 +264,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       tma_store_wait_all();  // the stage must outlive the last reduce-add's reads
     }
   }
-  if constexpr (!Cfg::kSplitD) store_dk_dv<T, D>(p, t, key_row, quad_col, 0, dk, dv);
-  else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
+  if constexpr (!Cfg::kSplitD) {
+    // Both warpgroups past their last MMA (each ends its step with a full wgmma wait): K and V are free.
+    named_bar_sync(kBwdDsBar, 256);
+    store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, dk, dv);
+  } else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
   else store_dk_dv<T, Cfg::kDkvCols1>(p, t, key_row, quad_col, Cfg::kDkvCols0, dk, dv);
 }
 
