@@ -65,7 +65,7 @@ __device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const Bwd
       asm volatile("st.shared.b32 [%0], %1;" ::"r"(v_base + at), "r"(vv) : "memory");
     }
   }
-  named_bar_sync(kBwdDqBar + wg, 128);  // this warpgroup's rows are staged (only it reads them)
+  named_bar_sync(kBwdEpiBar + wg, 128);  // this warpgroup's rows are staged (only it reads them)
   const int64_t b_off = t.seq.batch_coord;
   T* gk0 = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + int64_t(t.kv_head) * p.dk_stride_h;
   T* gv0 = static_cast<T*>(p.dv) + b_off * p.dv_stride_b + int64_t(t.kv_head) * p.dv_stride_h;

@@ -15,11 +15,13 @@ enum FwdNamedBarrier : int {
 
 // The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T is in
 // smem; at d > 128 warpgroup w syncs its four warps on kBwdDqBar + w once its dQ is staged in the
-// step's Q / dO stage (the d <= 128 deterministic staging goes by mbarriers).
+// step's Q / dO stage (the d <= 128 deterministic staging goes by mbarriers); at d <= 128 warpgroup
+// w syncs its four warps on kBwdEpiBar + w once its dK / dV rows are staged in the K / V tiles.
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
-  kBwdDqBar = 2,  // 2..3
-  kBwdBarrierEnd = 4,
+  kBwdDqBar = 2,   // 2..3
+  kBwdEpiBar = 4,  // 4..5
+  kBwdBarrierEnd = 6,
 };
 
 }  // namespace fastattn::sm90
