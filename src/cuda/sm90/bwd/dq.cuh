@@ -167,6 +167,57 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   }
 }
 
+// d 256 (Cfg::kDqOwnAtoms): dQ = dS K for warpgroup wg's 128 columns, issued ahead of dK += dS^T Q
+// (issue_dk), then staged in the stage's atoms that only this warpgroup's dV and dK read: the first
+// half of its run (float4 rows 0..7, dq_layout.h) in dO's atoms 2 wg, 2 wg + 1 once dV is done,
+// added while dK runs; the second half in Q's once dK is done. Each half is one bulk reduce-add by
+// the warpgroup's issuer; the stage goes back to the producer a step later (kernel.cuh), as for
+// d 192. No meeting of both warpgroups: neither writes what the other's MMAs still read.
+template <class T, class Cfg, bool kDet, class IssueDk>
+__device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg, int s,
+                                                 int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
+                                                 float (&dk)[Cfg::kDkvColsMax / 2], int*& pending_sem,
+                                                 IssueDk issue_dk) {
+  constexpr int N = Cfg::kDqCols0, kHalfBytes = 2 * Cfg::kQAtomBytes, kHalfRows = N / 16;
+  static_assert(Cfg::kDqCols1 == N && Cfg::kDkvCols0 == N && Cfg::kDkvCols1 == N && 64 * N * 4 == 2 * kHalfBytes,
+                "each warpgroup's dQ fills its own atoms of Q and dO");
+  float dq[N / 2];
+  const int c0 = wg * N;
+  const uint32_t a_lo = desc_mn_major_lo(sm.ds[s], Cfg::kBlockN * 128);
+  const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes, Cfg::kKAtomBytes);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+    WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+  wgmma_commit();
+  issue_dk();
+  float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim + 64 * c0;
+  const uint32_t tid16 = 16 * (threadIdx.x % 128);
+  auto stage_half = [&](const uint8_t* tile, int half) {
+    const uint32_t at = smem_addr(tile + wg * kHalfBytes) + tid16;
+#pragma unroll
+    for (int q = 0; q < kHalfRows; ++q) {
+      const int r = half * kHalfRows + q;
+      sts_f32x4(at + 2048 * q, dq[4 * r], dq[4 * r + 1], dq[4 * r + 2], dq[4 * r + 3]);
+    }
+    fence_smem_for_tma();
+    named_bar_sync(kBwdDqBar + wg, 128);
+    if (issuer) {
+      if constexpr (kDet)
+        if (half == 0) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
+      bulk_reduce_add_f32(run + half * kHalfBytes / 4, reinterpret_cast<const float*>(tile + wg * kHalfBytes), kHalfBytes);
+      tma_store_commit();
+    }
+  };
+  wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T and Q
+  fence_operands(dv);
+  fence_operands(dq);
+  stage_half(sm.dout[s], 0);
+  wgmma_wait<0>();  // dK done: Q's atoms are free
+  fence_operands(dk);
+  stage_half(sm.q[s], 1);
+}
+
 // The dQ writer (one thread of the producer warpgroup), d <= 128: per step, once both consumer
 // warpgroups have staged the q-block's dQ, one bulk reduce-add of the whole kBlockM x d run; the buffer
 // goes back to the consumers when read. Deterministic mode: the add also waits until the key blocks

@@ -251,12 +251,17 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       }
       store_tile_t(sm.ds[s], dsf);
       named_bar_sync(kBwdDsBar, 256);
-      if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
-      if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
-      else
-        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk,
-                                            pf, dsf, pending_sem, dq_ps);
+      if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
+        bwd_dq_own_atoms<T, Cfg, kDet>(sm, p, t, wg, s, h, m, issuer, dv, dk, pending_sem,
+                                       [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
+      } else {
+        if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
+        if (wg == 0)
+          bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
+        else
+          bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, issuer, dv,
+                                              dk, pf, dsf, pending_sem, dq_ps);
+      }
     }
   if constexpr (Cfg::kDqInStage) {
     if (issuer) {
