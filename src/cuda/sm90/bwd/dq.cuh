@@ -170,28 +170,24 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
 // d 256 (Cfg::kDqOwnAtoms): dQ = dS K for warpgroup wg's 128 columns, issued ahead of dK += dS^T Q
 // (issue_dk), then staged in the stage's atoms that only this warpgroup's dV and dK read: the first
 // half of its run (float4 rows 0..7, dq_layout.h) in dO's atoms 2 wg, 2 wg + 1 once dV is done,
-// added while dK runs; the second half in Q's once dK is done. Each half is one bulk reduce-add by
-// the warpgroup's issuer; the stage goes back to the producer a step later (kernel.cuh), as for
-// d 192. No meeting of both warpgroups: neither writes what the other's MMAs still read.
-template <class T, class Cfg, bool kDet, class IssueDk>
-__device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg, int s,
-                                                 int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
-                                                 float (&dk)[Cfg::kDkvColsMax / 2], int*& pending_sem,
-                                                 IssueDk issue_dk) {
+// while dK runs; the second half in Q's once dK is done. Each warp hands each half over to the dQ
+// writer (bwd_write_dq_in_stage) on its own: no meeting of both warpgroups (neither writes what
+// the other's MMAs still read), no bulk-copy wait in the consumers.
+template <class T, class Cfg, class IssueDk>
+__device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, int wg, int s, float (&dv)[Cfg::kDkvColsMax / 2],
+                                                 float (&dk)[Cfg::kDkvColsMax / 2], IssueDk issue_dk) {
   constexpr int N = Cfg::kDqCols0, kHalfBytes = 2 * Cfg::kQAtomBytes, kHalfRows = N / 16;
   static_assert(Cfg::kDqCols1 == N && Cfg::kDkvCols0 == N && Cfg::kDkvCols1 == N && 64 * N * 4 == 2 * kHalfBytes,
                 "each warpgroup's dQ fills its own atoms of Q and dO");
   float dq[N / 2];
-  const int c0 = wg * N;
   const uint32_t a_lo = desc_mn_major_lo(sm.ds[s], Cfg::kBlockN * 128);
-  const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes, Cfg::kKAtomBytes);
+  const uint32_t b_lo = desc_mn_major_lo(sm.k + (wg * N / kAtomCols) * Cfg::kKAtomBytes, Cfg::kKAtomBytes);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
     WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
   wgmma_commit();
   issue_dk();
-  float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim + 64 * c0;
   const uint32_t tid16 = 16 * (threadIdx.x % 128);
   auto stage_half = [&](const uint8_t* tile, int half) {
     const uint32_t at = smem_addr(tile + wg * kHalfBytes) + tid16;
@@ -201,13 +197,8 @@ __device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, const BwdPara
       sts_f32x4(at + 2048 * q, dq[4 * r], dq[4 * r + 1], dq[4 * r + 2], dq[4 * r + 3]);
     }
     fence_smem_for_tma();
-    named_bar_sync(kBwdDqBar + wg, 128);
-    if (issuer) {
-      if constexpr (kDet)
-        if (half == 0) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
-      bulk_reduce_add_f32(run + half * kHalfBytes / 4, reinterpret_cast<const float*>(tile + wg * kHalfBytes), kHalfBytes);
-      tma_store_commit();
-    }
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_staged[s][half]);
   };
   wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T and Q
   fence_operands(dv);
@@ -216,6 +207,51 @@ __device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, const BwdPara
   wgmma_wait<0>();  // dK done: Q's atoms are free
   fence_operands(dk);
   stage_half(sm.q[s], 1);
+}
+
+// The dQ writer at d 256 (one thread of the producer warpgroup): per step, each half of the staged
+// dQ (dO's atoms, then Q's) added by one bulk reduce-add per warpgroup as soon as all eight consumer
+// warps have staged it; the stage goes back to the producer once the adds have read it.
+// Deterministic mode: the adds wait for the q-block's turn, which passes on once they have landed.
+template <class Cfg, bool kDet>
+__device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
+  constexpr int kHalfBytes = 2 * Cfg::kQAtomBytes, kWgFloats = 64 * Cfg::kDqCols0;
+  PipeState<Cfg::kStages> ps;
+  int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
+    const int s = ps.stage();
+    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
+    int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
+    if constexpr (kDet) {
+      const int want = dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block;
+      int seen;
+      do {
+        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+      } while (seen < want);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      mbar_wait(&sm.dq_staged[s][half], ps.phase());
+      const uint8_t* tile = half ? sm.q[s] : sm.dout[s];
+#pragma unroll
+      for (int wg = 0; wg < 2; ++wg)
+        bulk_reduce_add_f32(run + wg * kWgFloats + half * (kHalfBytes / 4),
+                            reinterpret_cast<const float*>(tile + wg * kHalfBytes), kHalfBytes);
+      tma_store_commit();
+    }
+    tma_store_wait_read();
+    mbar_arrive(&sm.q_empty[s]);
+    if constexpr (kDet) {
+      tma_store_wait_all();  // landed: the next key block's adds come after these
+      asm volatile("fence.proxy.async.global;" ::: "memory");
+      asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
+    }
+    if (++m == t.q_blocks.end) {  // the next q head of the group
+      m = t.q_blocks.begin;
+      ++h;
+    }
+  }
+  tma_store_wait_all();  // the CTA's smem must outlive the last add
 }
 
 // The dQ writer (one thread of the producer warpgroup), d <= 128: per step, once both consumer

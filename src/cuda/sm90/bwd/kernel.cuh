@@ -123,7 +123,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                               desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
         wgmma_commit();
       }
-      if constexpr (Cfg::kDqInStage) {  // the previous step's stage, once its dQ adds have read it
+      if constexpr (Cfg::kDqInStage && !Cfg::kDqOwnAtoms) {  // the previous step's stage, once its dQ adds have read it
         if (issuer && stage_held) {
           tma_store_wait_read();
           mbar_arrive(&sm.q_empty[s ^ 1]);
@@ -252,8 +252,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       store_tile_t(sm.ds[s], dsf);
       named_bar_sync(kBwdDsBar, 256);
       if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
-        bwd_dq_own_atoms<T, Cfg, kDet>(sm, p, t, wg, s, h, m, issuer, dv, dk, pending_sem,
-                                       [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
+        bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
       } else {
         if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
         if (wg == 0)
@@ -263,7 +262,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                                               dk, pf, dsf, pending_sem, dq_ps);
       }
     }
-  if constexpr (Cfg::kDqInStage) {
+  if constexpr (Cfg::kDqInStage && !Cfg::kDqOwnAtoms) {
     if (issuer) {
       release_dq_turn(pending_sem);
       tma_store_wait_all();  // the stage must outlive the last reduce-add's reads
@@ -300,8 +299,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.q_full[s], 1);
-      // One arrival per consumer warp; d > 128: per warpgroup, once its dQ adds have read the stage.
-      mbar_init(&sm.q_empty[s], Cfg::kDqInStage ? 2 : 8);
+      // One arrival per consumer warp; d 192: per warpgroup, once its dQ adds have read the stage;
+      // d 256: the dQ writer's, likewise.
+      mbar_init(&sm.q_empty[s], Cfg::kDqOwnAtoms ? 1 : Cfg::kDqInStage ? 2 : 8);
+      if constexpr (Cfg::kDqOwnAtoms) {
+        mbar_init(&sm.dq_staged[s][0], 8);  // one arrival per consumer warp
+        mbar_init(&sm.dq_staged[s][1], 8);
+      }
     }
 #pragma unroll
     for (int b = 0; b < BwdSmem<Cfg>::kDqBufs; ++b) {
@@ -319,8 +323,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if constexpr (!Cfg::kDqInStage && (kDet || Cfg::kDqBeforeDk))  // else the consumers add themselves
+    if constexpr (Cfg::kDqOwnAtoms) {
+      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq_in_stage<Cfg, kDet>(sm, p, t);
+    } else if constexpr (!Cfg::kDqInStage && (kDet || Cfg::kDqBeforeDk)) {  // else the consumers add themselves
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet>(sm, p, t);
+    }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1);
