@@ -2,8 +2,7 @@
 // fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
 // (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 / 96 in
 // the default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
-// stage and bulk-added by each warpgroup (in deterministic mode in the same order, each warpgroup
-// awaiting the q-block's turn).
+// stage for the same writer warp (deterministic mode: in the same order).
 #pragma once
 
 #include "cuda/sm90/bwd/smem.cuh"
@@ -15,38 +14,6 @@
 #include "cuda/sm90/prim/wgmma.cuh"
 
 namespace fastattn::sm90 {
-
-// Deterministic mode: once this thread's reduce-adds have landed, the next key block may add into
-// their q-block (one count per warpgroup: d > 128's waiters expect two per key block).
-__device__ __forceinline__ void release_dq_turn(int*& sem) {
-  if (sem == nullptr) return;
-  tma_store_wait_all();
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
-  sem = nullptr;
-}
-
-// Deterministic mode: waits (one thread) until the key blocks above this one that see q-block m of
-// head h (tile.cuh, dq_last_block) have added into it; returns the q-block's semaphore.
-template <class Cfg>
-__device__ __forceinline__ int* wait_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m) {
-  int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
-  const int want = 2 * (dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
-  int seen;
-  do {
-    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
-  } while (seen < want);
-  return sem;
-}
-
-// Deterministic mode, before a step's adds: the previous step's adds are released now, a step after
-// their issue, so that waiting for them to land does not stall this warpgroup; then this q-block's
-// turn is awaited.
-template <class Cfg>
-__device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m, int*& pending_sem) {
-  release_dq_turn(pending_sem);
-  pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
-}
 
 // d <= 128: this warpgroup's dQ (N columns, from float run_off of the run) into staging buffer
 // `dq_ps` once the writer warp has read its previous contents (thread t's registers 4 q .. 4 q + 3
@@ -72,13 +39,12 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
 // issued behind the step's dV and ahead of its dK (RS), so that staging dQ for the writer warp
 // overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise issued behind dV and dK (whose
 // end frees the stage), then d 64 / 96 added by vector atomics (deterministic mode: staged for
-// the writer), d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
+// the writer), d 192 staged in the Q / dO stage for the dQ writer (d 256: bwd_dq_own_atoms).
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
-                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
+                                       int ds_buf, int h, int m, float (&dv)[Cfg::kDkvColsMax / 2],
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
-                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], int*& pending_sem,
-                                       PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
+                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
   const int run_off = Cfg::kDqRowSplit ? 64 * Cfg::kHeadDim * wg : 64 * c0;  // this warpgroup's floats in the run
   const uint8_t* ds_rows = sm.ds[ds_buf];  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
@@ -137,10 +103,10 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     }
     return;
   }
-  // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
-  // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
-  // with it; the stage goes back to the producer when the adds have read it (kernel.cuh). Thread
-  // t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h), as at d <= 128.
+  // d 192: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
+  // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done with
+  // it, for the dQ writer (bwd_write_dq_in_stage), which frees the stage once its adds have read it.
+  // Thread t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h).
   named_bar_sync(kBwdDsBar, 256);
   const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
 #pragma unroll
@@ -150,21 +116,8 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     sts_f32x4(at, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
   }
   fence_smem_for_tma();
-  named_bar_sync(kBwdDqBar + wg, 128);
-  if (issuer) {
-    if constexpr (kDet) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
-    const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
-    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
-    if (b0 < Cfg::kQBytes)
-      bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
-                          min(b1, Cfg::kQBytes) - b0);
-    if (b1 > Cfg::kQBytes) {
-      const int lo = max(b0, Cfg::kQBytes);
-      bulk_reduce_add_f32(run + lo / 4, reinterpret_cast<const float*>(sm.dout[ds_buf] + (lo - Cfg::kQBytes)),
-                          b1 - lo);
-    }
-    tma_store_commit();
-  }
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_staged[ds_buf][0]);
 }
 
 // d 256 (Cfg::kDqOwnAtoms): dQ = dS K for warpgroup wg's 128 columns, issued ahead of dK += dS^T Q
@@ -209,10 +162,11 @@ __device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, int wg, int s
   stage_half(sm.q[s], 1);
 }
 
-// The dQ writer at d 256 (one thread of the producer warpgroup): per step, each half of the staged
-// dQ (dO's atoms, then Q's) added by one bulk reduce-add per warpgroup as soon as all eight consumer
-// warps have staged it; the stage goes back to the producer once the adds have read it.
-// Deterministic mode: the adds wait for the q-block's turn, which passes on once they have landed.
+// The dQ writer at d > 128 (one thread of the producer warpgroup): per step, the dQ staged in the
+// Q / dO stage added by bulk reduce-adds as soon as all eight consumer warps have staged it (d 256:
+// each half, dO's atoms then Q's, one add per warpgroup; d 192: the run's bytes in Q, then in dO);
+// the stage goes back to the producer once the adds have read it. Deterministic mode: the adds wait
+// for the q-block's turn, which passes on once they have landed.
 template <class Cfg, bool kDet>
 __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
   constexpr int kHalfBytes = 2 * Cfg::kQAtomBytes, kWgFloats = 64 * Cfg::kDqCols0;
@@ -229,14 +183,21 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
         asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
       } while (seen < want);
     }
+    if constexpr (Cfg::kDqOwnAtoms) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      mbar_wait(&sm.dq_staged[s][half], ps.phase());
-      const uint8_t* tile = half ? sm.q[s] : sm.dout[s];
+      for (int half = 0; half < 2; ++half) {
+        mbar_wait(&sm.dq_staged[s][half], ps.phase());
+        const uint8_t* tile = half ? sm.q[s] : sm.dout[s];
 #pragma unroll
-      for (int wg = 0; wg < 2; ++wg)
-        bulk_reduce_add_f32(run + wg * kWgFloats + half * (kHalfBytes / 4),
-                            reinterpret_cast<const float*>(tile + wg * kHalfBytes), kHalfBytes);
+        for (int wg = 0; wg < 2; ++wg)
+          bulk_reduce_add_f32(run + wg * kWgFloats + half * (kHalfBytes / 4),
+                              reinterpret_cast<const float*>(tile + wg * kHalfBytes), kHalfBytes);
+        tma_store_commit();
+      }
+    } else {
+      mbar_wait(&sm.dq_staged[s][0], ps.phase());
+      bulk_reduce_add_f32(run, reinterpret_cast<const float*>(sm.q[s]), Cfg::kQBytes);
+      bulk_reduce_add_f32(run + Cfg::kQBytes / 4, reinterpret_cast<const float*>(sm.dout[s]), Cfg::kQBytes);
       tma_store_commit();
     }
     tma_store_wait_read();

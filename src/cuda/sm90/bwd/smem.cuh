@@ -41,8 +41,8 @@ struct BwdSmem {
   alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
   uint64_t dq_full[kDqBufs], dq_empty[kDqBufs];  // d <= 128: consumers -> dQ writer -> consumers
-  // d 256 (kDqOwnAtoms): a stage's dO atoms (half 0) / Q atoms (half 1) hold staged dQ -> dQ writer
-  uint64_t dq_staged[Cfg::kDqOwnAtoms ? Cfg::kStages : 1][2];
+  // d > 128: a stage holds staged dQ (d 256: its dO atoms, half 0, and Q atoms, half 1) -> dQ writer
+  uint64_t dq_staged[Cfg::kDqInStage ? Cfg::kStages : 1][2];
   int item;  // the CTA's work item (kernel.cuh): here, not in static smem, which would offset the base
   // Last, so that a launch without the staging (d > 128) leaves it out.
   alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : Cfg::kBlockM * Cfg::kHeadDim];  // a step's dQ, fragment order

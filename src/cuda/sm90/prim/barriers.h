@@ -13,13 +13,11 @@ enum FwdNamedBarrier : int {
   kFwdBarrierEnd = 7,
 };
 
-// The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T is in
-// smem; at d > 128 warpgroup w syncs its four warps on kBwdDqBar + w once its dQ is staged in the
-// step's Q / dO stage (the d <= 128 deterministic staging goes by mbarriers).
+// The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T (at
+// d > 128 also P^T) is in smem; staged dQ goes to the writer warp by mbarriers.
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
-  kBwdDqBar = 2,  // 2..3
-  kBwdBarrierEnd = 4,
+  kBwdBarrierEnd = 2,
 };
 
 }  // namespace fastattn::sm90
