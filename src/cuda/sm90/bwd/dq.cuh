@@ -117,7 +117,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   }
   fence_smem_for_tma();
   __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_staged[ds_buf][0]);
+  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[2 * ds_buf]);
 }
 
 // d 256 (Cfg::kDqOwnAtoms): dQ = dS K for warpgroup wg's 128 columns, issued ahead of dK += dS^T Q
@@ -151,7 +151,7 @@ __device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, int wg, int s
     }
     fence_smem_for_tma();
     __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_staged[s][half]);
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[2 * s + half]);
   };
   wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T and Q
   fence_operands(dv);
@@ -186,7 +186,7 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
     if constexpr (Cfg::kDqOwnAtoms) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        mbar_wait(&sm.dq_staged[s][half], ps.phase());
+        mbar_wait(&sm.dq_full[2 * s + half], ps.phase());
         const uint8_t* tile = half ? sm.q[s] : sm.dout[s];
 #pragma unroll
         for (int wg = 0; wg < 2; ++wg)
@@ -195,7 +195,7 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
         tma_store_commit();
       }
     } else {
-      mbar_wait(&sm.dq_staged[s][0], ps.phase());
+      mbar_wait(&sm.dq_full[2 * s], ps.phase());
       bulk_reduce_add_f32(run, reinterpret_cast<const float*>(sm.q[s]), Cfg::kQBytes);
       bulk_reduce_add_f32(run + Cfg::kQBytes / 4, reinterpret_cast<const float*>(sm.dout[s]), Cfg::kQBytes);
       tma_store_commit();

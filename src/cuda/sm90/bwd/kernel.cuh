@@ -286,13 +286,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       // One arrival per consumer warp; d > 128: the dQ writer's, once its adds have read the stage.
       mbar_init(&sm.q_empty[s], Cfg::kDqInStage ? 1 : 8);
       if constexpr (Cfg::kDqInStage) {
-        mbar_init(&sm.dq_staged[s][0], 8);  // one arrival per consumer warp
-        mbar_init(&sm.dq_staged[s][1], 8);
+        mbar_init(&sm.dq_full[2 * s], 8);  // one arrival per consumer warp and half
+        mbar_init(&sm.dq_full[2 * s + 1], 8);
       }
     }
 #pragma unroll
     for (int b = 0; b < BwdSmem<Cfg>::kDqBufs; ++b) {
-      mbar_init(&sm.dq_full[b], 8);  // one arrival per consumer warp
+      if constexpr (!Cfg::kDqInStage) mbar_init(&sm.dq_full[b], 8);  // one arrival per consumer warp
       mbar_init(&sm.dq_empty[b], 1);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
