@@ -15,6 +15,21 @@
 
 namespace fastattn::sm90 {
 
+// Deterministic mode, in the dQ writer: waits until `want` key blocks have added into the q-block
+// whose semaphore is `sem` (the ones above this one: tile.cuh, dq_last_block) ...
+__device__ __forceinline__ void await_dq_turn(const int* sem, int want) {
+  int seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
+  } while (seen < want);
+}
+// ... and once this thread's adds have landed, passes the turn to the next key block.
+__device__ __forceinline__ void pass_dq_turn(int* sem) {
+  tma_store_wait_all();
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
+}
+
 // d <= 128: this warpgroup's dQ (N columns, from float run_off of the run) into staging buffer
 // `dq_ps` once the writer warp has read its previous contents (thread t's registers 4 q .. 4 q + 3
 // as float4 128 q + t from run_off: dq_layout.h); each warp hands its part over on its own (no
@@ -176,13 +191,7 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
     const int s = ps.stage();
     float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
     int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
-    if constexpr (kDet) {
-      const int want = dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block;
-      int seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
-      } while (seen < want);
-    }
+    if constexpr (kDet) await_dq_turn(sem, dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
     if constexpr (Cfg::kDqOwnAtoms) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
@@ -202,11 +211,7 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
     }
     tma_store_wait_read();
     mbar_arrive(&sm.q_empty[s]);
-    if constexpr (kDet) {
-      tma_store_wait_all();  // landed: the next key block's adds come after these
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-      asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
-    }
+    if constexpr (kDet) pass_dq_turn(sem);  // the next key block's adds come after these
     if (++m == t.q_blocks.end) {  // the next q head of the group
       m = t.q_blocks.begin;
       ++h;
@@ -232,22 +237,12 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
     const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM;
     const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
     mbar_wait(&sm.dq_full[b], ps.phase());
-    if constexpr (kDet) {
-      const int want = dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
-      int seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(p.dq_sem + sem_at) : "memory");
-      } while (seen < want);
-    }
+    if constexpr (kDet) await_dq_turn(p.dq_sem + sem_at, dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
     bulk_reduce_add_f32(p.dq_accum + row * Cfg::kHeadDim, sm.dq[b], kBytes);
     tma_store_commit();
     tma_store_wait_read();
     mbar_arrive(&sm.dq_empty[b]);
-    if constexpr (kDet) {
-      tma_store_wait_all();  // landed: the next key block's adds come after these
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-      asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p.dq_sem + sem_at) : "memory");
-    }
+    if constexpr (kDet) pass_dq_turn(p.dq_sem + sem_at);  // the next key block's adds come after these
     if (++m == t.q_blocks.end) {  // the next q head of the group
       m = t.q_blocks.begin;
       ++h;
