@@ -58,6 +58,11 @@ struct BwdConfig {
   // and serialises the wgmmas).
   static constexpr bool kPackAfterDs = kBlockM == 128;
   static constexpr bool kDqInStage = kSplitD;
+  // d 256: warpgroup w's dV / dK read only atoms 2 w, 2 w + 1 of the stage's dO / Q, and its dQ
+  // (64 x 128 fp32) is exactly as large as those four atoms: it is staged there (dO's once dV is
+  // done, while dK runs; Q's once dK is done), with no meeting of both warpgroups (dq.cuh). d 192's
+  // shares are uneven (its warpgroup 1 reads one atom of each but adds 128 columns).
+  static constexpr bool kDqOwnAtoms = D == 256;
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;
   // d 128: the default mode's CTA order under a causal mask is longest-first (tile.cuh, lpt_item).

@@ -2,8 +2,7 @@
 // fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
 // (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 / 96 in
 // the default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
-// stage and bulk-added by each warpgroup (in deterministic mode in the same order, each warpgroup
-// awaiting the q-block's turn).
+// stage for the same writer warp (deterministic mode: in the same order).
 #pragma once
 
 #include "cuda/sm90/bwd/smem.cuh"
@@ -16,36 +15,19 @@
 
 namespace fastattn::sm90 {
 
-// Deterministic mode: once this thread's reduce-adds have landed, the next key block may add into
-// their q-block (one count per warpgroup: d > 128's waiters expect two per key block).
-__device__ __forceinline__ void release_dq_turn(int*& sem) {
-  if (sem == nullptr) return;
-  tma_store_wait_all();
-  asm volatile("fence.proxy.async.global;" ::: "memory");
-  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
-  sem = nullptr;
-}
-
-// Deterministic mode: waits (one thread) until the key blocks above this one that see q-block m of
-// head h (tile.cuh, dq_last_block) have added into it; returns the q-block's semaphore.
-template <class Cfg>
-__device__ __forceinline__ int* wait_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m) {
-  int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;
-  const int want = 2 * (dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
+// Deterministic mode, in the dQ writer: waits until `want` key blocks have added into the q-block
+// whose semaphore is `sem` (the ones above this one: tile.cuh, dq_last_block) ...
+__device__ __forceinline__ void await_dq_turn(const int* sem, int want) {
   int seen;
   do {
     asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(sem) : "memory");
   } while (seen < want);
-  return sem;
 }
-
-// Deterministic mode, before a step's adds: the previous step's adds are released now, a step after
-// their issue, so that waiting for them to land does not stall this warpgroup; then this q-block's
-// turn is awaited.
-template <class Cfg>
-__device__ __forceinline__ void take_dq_turn(const BwdParams& p, const BwdTile& t, int h, int m, int*& pending_sem) {
-  release_dq_turn(pending_sem);
-  pending_sem = wait_dq_turn<Cfg>(p, t, h, m);
+// ... and once this thread's adds have landed, passes the turn to the next key block.
+__device__ __forceinline__ void pass_dq_turn(int* sem) {
+  tma_store_wait_all();
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(sem) : "memory");
 }
 
 // d <= 128: this warpgroup's dQ (N columns, from float run_off of the run) into staging buffer
@@ -72,13 +54,12 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
 // issued behind the step's dV and ahead of its dK (RS), so that staging dQ for the writer warp
 // overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise issued behind dV and dK (whose
 // end frees the stage), then d 64 / 96 added by vector atomics (deterministic mode: staged for
-// the writer), d > 128 staged in the Q / dO stage and bulk-added by the warpgroup's issuer.
+// the writer), d 192 staged in the Q / dO stage for the dQ writer (d 256: bwd_dq_own_atoms).
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
-                                       int ds_buf, int h, int m, bool issuer, float (&dv)[Cfg::kDkvColsMax / 2],
+                                       int ds_buf, int h, int m, float (&dv)[Cfg::kDkvColsMax / 2],
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
-                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], int*& pending_sem,
-                                       PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
+                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
   const int run_off = Cfg::kDqRowSplit ? 64 * Cfg::kHeadDim * wg : 64 * c0;  // this warpgroup's floats in the run
   const uint8_t* ds_rows = sm.ds[ds_buf];  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
@@ -137,10 +118,10 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     }
     return;
   }
-  // d > 128: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
-  // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done
-  // with it; the stage goes back to the producer when the adds have read it (kernel.cuh). Thread
-  // t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h), as at d <= 128.
+  // d 192: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
+  // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done with
+  // it, for the dQ writer (bwd_write_dq_in_stage), which frees the stage once its adds have read it.
+  // Thread t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h).
   named_bar_sync(kBwdDsBar, 256);
   const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
 #pragma unroll
@@ -150,21 +131,93 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     sts_f32x4(at, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
   }
   fence_smem_for_tma();
-  named_bar_sync(kBwdDqBar + wg, 128);
-  if (issuer) {
-    if constexpr (kDet) take_dq_turn<Cfg>(p, t, h, m, pending_sem);
-    const int b0 = 256 * c0, b1 = 256 * (c0 + N);  // this warpgroup's bytes of the run
-    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
-    if (b0 < Cfg::kQBytes)
-      bulk_reduce_add_f32(run + b0 / 4, reinterpret_cast<const float*>(sm.q[ds_buf] + b0),
-                          min(b1, Cfg::kQBytes) - b0);
-    if (b1 > Cfg::kQBytes) {
-      const int lo = max(b0, Cfg::kQBytes);
-      bulk_reduce_add_f32(run + lo / 4, reinterpret_cast<const float*>(sm.dout[ds_buf] + (lo - Cfg::kQBytes)),
-                          b1 - lo);
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[2 * ds_buf]);
+}
+
+// d 256 (Cfg::kDqOwnAtoms): dQ = dS K for warpgroup wg's 128 columns, issued ahead of dK += dS^T Q
+// (issue_dk), then staged in the stage's atoms that only this warpgroup's dV and dK read: the first
+// half of its run (float4 rows 0..7, dq_layout.h) in dO's atoms 2 wg, 2 wg + 1 once dV is done,
+// while dK runs; the second half in Q's once dK is done. Each warp hands each half over to the dQ
+// writer (bwd_write_dq_in_stage) on its own: no meeting of both warpgroups (neither writes what
+// the other's MMAs still read), no bulk-copy wait in the consumers.
+template <class T, class Cfg, class IssueDk>
+__device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, int wg, int s, float (&dv)[Cfg::kDkvColsMax / 2],
+                                                 float (&dk)[Cfg::kDkvColsMax / 2], IssueDk issue_dk) {
+  constexpr int N = Cfg::kDqCols0, kHalfBytes = 2 * Cfg::kQAtomBytes, kHalfRows = N / 16;
+  static_assert(Cfg::kDqCols1 == N && Cfg::kDkvCols0 == N && Cfg::kDkvCols1 == N && 64 * N * 4 == 2 * kHalfBytes,
+                "each warpgroup's dQ fills its own atoms of Q and dO");
+  float dq[N / 2];
+  const uint32_t a_lo = desc_mn_major_lo(sm.ds[s], Cfg::kBlockN * 128);
+  const uint32_t b_lo = desc_mn_major_lo(sm.k + (wg * N / kAtomCols) * Cfg::kKAtomBytes, Cfg::kKAtomBytes);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+    WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+  wgmma_commit();
+  issue_dk();
+  const uint32_t tid16 = 16 * (threadIdx.x % 128);
+  auto stage_half = [&](const uint8_t* tile, int half) {
+    const uint32_t at = smem_addr(tile + wg * kHalfBytes) + tid16;
+#pragma unroll
+    for (int q = 0; q < kHalfRows; ++q) {
+      const int r = half * kHalfRows + q;
+      sts_f32x4(at + 2048 * q, dq[4 * r], dq[4 * r + 1], dq[4 * r + 2], dq[4 * r + 3]);
     }
-    tma_store_commit();
+    fence_smem_for_tma();
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[2 * s + half]);
+  };
+  wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T and Q
+  fence_operands(dv);
+  fence_operands(dq);
+  stage_half(sm.dout[s], 0);
+  wgmma_wait<0>();  // dK done: Q's atoms are free
+  fence_operands(dk);
+  stage_half(sm.q[s], 1);
+}
+
+// The dQ writer at d > 128 (one thread of the producer warpgroup): per step, the dQ staged in the
+// Q / dO stage added by bulk reduce-adds as soon as all eight consumer warps have staged it (d 256:
+// each half, dO's atoms then Q's, one add per warpgroup; d 192: the run's bytes in Q, then in dO);
+// the stage goes back to the producer once the adds have read it. Deterministic mode: the adds wait
+// for the q-block's turn, which passes on once they have landed.
+template <class Cfg, bool kDet>
+__device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
+  constexpr int kHalfBytes = 2 * Cfg::kQAtomBytes, kWgFloats = 64 * Cfg::kDqCols0;
+  PipeState<Cfg::kStages> ps;
+  int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
+    const int s = ps.stage();
+    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
+    int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
+    if constexpr (kDet) await_dq_turn(sem, dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
+    if constexpr (Cfg::kDqOwnAtoms) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        mbar_wait(&sm.dq_full[2 * s + half], ps.phase());
+        const uint8_t* tile = half ? sm.q[s] : sm.dout[s];
+#pragma unroll
+        for (int wg = 0; wg < 2; ++wg)
+          bulk_reduce_add_f32(run + wg * kWgFloats + half * (kHalfBytes / 4),
+                              reinterpret_cast<const float*>(tile + wg * kHalfBytes), kHalfBytes);
+        tma_store_commit();
+      }
+    } else {
+      mbar_wait(&sm.dq_full[2 * s], ps.phase());
+      bulk_reduce_add_f32(run, reinterpret_cast<const float*>(sm.q[s]), Cfg::kQBytes);
+      bulk_reduce_add_f32(run + Cfg::kQBytes / 4, reinterpret_cast<const float*>(sm.dout[s]), Cfg::kQBytes);
+      tma_store_commit();
+    }
+    tma_store_wait_read();
+    mbar_arrive(&sm.q_empty[s]);
+    if constexpr (kDet) pass_dq_turn(sem);  // the next key block's adds come after these
+    if (++m == t.q_blocks.end) {  // the next q head of the group
+      m = t.q_blocks.begin;
+      ++h;
+    }
   }
+  tma_store_wait_all();  // the CTA's smem must outlive the last add
 }
 
 // The dQ writer (one thread of the producer warpgroup), d <= 128: per step, once both consumer
@@ -197,22 +250,12 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
     const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM;
     const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
     mbar_wait(&sm.dq_full[b], ps.phase());
-    if constexpr (kDet) {
-      const int want = dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block;  // the key blocks adding into q-block m before this one
-      int seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(p.dq_sem + sem_at) : "memory");
-      } while (seen < want);
-    }
+    if constexpr (kDet) await_dq_turn(p.dq_sem + sem_at, dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
     bulk_reduce_add_f32(p.dq_accum + row * Cfg::kHeadDim, sm.dq[b], kBytes);
     tma_store_commit();
     tma_store_wait_read();
     mbar_arrive(&sm.dq_empty[b]);
-    if constexpr (kDet) {
-      tma_store_wait_all();  // landed: the next key block's adds come after these
-      asm volatile("fence.proxy.async.global;" ::: "memory");
-      asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(p.dq_sem + sem_at) : "memory");
-    }
+    if constexpr (kDet) pass_dq_turn(p.dq_sem + sem_at);  // the next key block's adds come after these
     next_q_block(m, h);
     if constexpr (kWriters > 1) {  // past the other writer's step
       ps.advance();

@@ -87,9 +87,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
   const int key_row = t.n0 + wg * Cfg::kWgKeyStride + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
   const int q_col0 = wg * Cfg::kWgQStride;  // this warpgroup's first q row of the block (its first S^T column)
-  const bool issuer = threadIdx.x % 128 == 0;
-  int* pending_sem = nullptr;  // deterministic: the q-block semaphore of the last reduce-add, to release
-  bool stage_held = false;     // d > 128: the previous step's stage holds its dQ until the adds read it
   float dk[Cfg::kDkvColsMax / 2], dv[Cfg::kDkvColsMax / 2];
 #pragma unroll
   for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) dk[i] = dv[i] = 0.f;
@@ -122,13 +119,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           WgmmaSS<T, kN>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
                               desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
         wgmma_commit();
-      }
-      if constexpr (Cfg::kDqInStage) {  // the previous step's stage, once its dQ adds have read it
-        if (issuer && stage_held) {
-          tma_store_wait_read();
-          mbar_arrive(&sm.q_empty[s ^ 1]);
-        }
-        stage_held = true;
       }
       // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
       // P = exp2(-inf) = 0 with no per-element test after the exp.
@@ -251,19 +241,17 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       }
       store_tile_t(sm.ds[s], dsf);
       named_bar_sync(kBwdDsBar, 256);
-      if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
-      if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, issuer, dv, dk, pf, dsf, pending_sem, dq_ps);
-      else
-        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, issuer, dv, dk,
-                                            pf, dsf, pending_sem, dq_ps);
+      if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
+        bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
+      } else {
+        if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
+        if (wg == 0)
+          bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
+        else
+          bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, dv,
+                                              dk, pf, dsf, dq_ps);
+      }
     }
-  if constexpr (Cfg::kDqInStage) {
-    if (issuer) {
-      release_dq_turn(pending_sem);
-      tma_store_wait_all();  // the stage must outlive the last reduce-add's reads
-    }
-  }
   if constexpr (!Cfg::kSplitD) {
     // Both warpgroups past their last MMA (each ends its step with a full wgmma wait): K and V are free.
     named_bar_sync(kBwdDsBar, 256);
@@ -298,12 +286,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.q_full[s], 1);
-      // One arrival per consumer warp; d > 128: per warpgroup, once its dQ adds have read the stage.
-      mbar_init(&sm.q_empty[s], Cfg::kDqInStage ? 2 : 8);
+      // One arrival per consumer warp; d > 128: the dQ writer's, once its adds have read the stage.
+      mbar_init(&sm.q_empty[s], Cfg::kDqInStage ? 1 : 8);
+      if constexpr (Cfg::kDqInStage) {
+        mbar_init(&sm.dq_full[2 * s], 8);  // one arrival per consumer warp and half
+        mbar_init(&sm.dq_full[2 * s + 1], 8);
+      }
     }
 #pragma unroll
     for (int b = 0; b < BwdSmem<Cfg>::kDqBufs; ++b) {
-      mbar_init(&sm.dq_full[b], 8);  // one arrival per consumer warp
+      if constexpr (!Cfg::kDqInStage) mbar_init(&sm.dq_full[b], 8);  // one arrival per consumer warp
       mbar_init(&sm.dq_empty[b], 1);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
@@ -320,7 +312,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if constexpr (!Cfg::kDqInStage && (kDet || Cfg::kDqBeforeDk)) {  // else the consumers add themselves
+    if constexpr (Cfg::kDqInStage) {
+      if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq_in_stage<Cfg, kDet>(sm, p, t);
+    } else if constexpr (kDet || Cfg::kDqBeforeDk) {  // else the consumers add themselves
       constexpr int kWriters = kDet ? Cfg::kDetWriters : 1;  // lane 0 of warp 1 (and of warp 2)
       static_assert(kWriters <= 2);
       if ((threadIdx.x == 32 || (kWriters > 1 && threadIdx.x == 64)) && t.steps(p.attn.q_per_kv) > 0)

@@ -40,7 +40,10 @@ struct BwdSmem {
   alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
   alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
-  uint64_t dq_full[kDqBufs], dq_empty[kDqBufs];  // d <= 128: consumers -> dQ writer -> consumers
+  // Consumers -> dQ writer (-> consumers: dq_empty). d <= 128: per staging buffer. d > 128: per ring
+  // stage and half, dq_full[2 s + half] (d 256: half 0 in the stage's dO atoms, half 1 in its Q atoms;
+  // d 192: half 0 only), the stage itself going back by q_empty.
+  uint64_t dq_full[Cfg::kDqInStage ? 2 * Cfg::kStages : kDqBufs], dq_empty[kDqBufs];
   int item;  // the CTA's work item (kernel.cuh): here, not in static smem, which would offset the base
   // Last, so that a launch without the staging (d > 128) leaves it out.
   alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : Cfg::kBlockM * Cfg::kHeadDim];  // a step's dQ, fragment order

@@ -13,15 +13,14 @@ enum FwdNamedBarrier : int {
   kFwdBarrierEnd = 7,
 };
 
-// The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T is in
-// smem; at d > 128 warpgroup w syncs its four warps on kBwdDqBar + w once its dQ is staged in the
-// step's Q / dO stage (the d <= 128 deterministic staging goes by mbarriers); at d <= 128 warpgroup
-// w syncs its four warps on kBwdEpiBar + w once its dK / dV rows are staged in the K / V tiles.
+// The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T (at
+// d > 128 also P^T) is in smem; staged dQ goes to the writer warp by mbarriers; at d <= 128
+// warpgroup w syncs its four warps on kBwdEpiBar + w once its dK / dV rows are staged in the K / V
+// tiles.
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
-  kBwdDqBar = 2,   // 2..3
-  kBwdEpiBar = 4,  // 4..5
-  kBwdBarrierEnd = 6,
+  kBwdEpiBar = 2,  // 2..3
+  kBwdBarrierEnd = 4,
 };
 
 }  // namespace fastattn::sm90
