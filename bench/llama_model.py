@@ -141,13 +141,48 @@ def compare(name, got, want):
     return rel, agree, ok
 
 
+def warm_up(fn, calls=2):
+    """fn run on a side stream before its capture (lazy initialisations, allocator pools)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(calls):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+
+
+def capture(fn):
+    """(graph, output) of fn captured in a CUDA graph."""
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = fn()
+    return g, out
+
+
+def replay_interleaved(graphs, reps):
+    """Replays {label: (graph, output, ...)} in turns, reps + 1 times: ({label: times of replays 2..},
+    {label: output of the first replay})."""
+    times, first = {label: [] for label in graphs}, {}
+    for i in range(reps + 1):
+        for label, (g, out, *_) in graphs.items():
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            g.replay()
+            torch.cuda.synchronize()
+            if i == 0:
+                first[label] = out.clone()
+            else:
+                times[label].append(time.perf_counter() - t0)
+    return times, first
+
+
 def graph_decode(model, args, ids, step_ids, device):
     """A decode step against a StaticCache, captured in a CUDA graph per implementation and replayed
     (each replay appends one token: the position advances on the device, as in a serving loop).
     Returns ({impl: replay times}, {impl: first replay's logits})."""
     from transformers import StaticCache
 
-    cfg, graphs, first = model.config, {}, {}
+    cfg, graphs = model.config, {}
     impls = {"sdpa": "sdpa", "fastattn": "fastattn_static"}
     for label, impl in impls.items():
         use(model, impl)
@@ -160,68 +195,31 @@ def graph_decode(model, args, ids, step_ids, device):
             logits = model(tok, past_key_values=cache, position_ids=pos, use_cache=True).logits
             pos.add_(1)
             return logits
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                step()
-        torch.cuda.current_stream().wait_stream(side)
+        warm_up(step)
         pos.fill_(args.seqlen)  # the warm-up steps are overwritten: the first replay is token seqlen
         for layer in cache.layers:
             layer.cumulative_length.fill_(args.seqlen)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = step()
+        g, out = capture(step)
         # The graph reads and writes these tensors by address: they must outlive it (a freed cache or
         # token tensor is reused by the next implementation's allocations, and the replay then
         # scribbles on them: the illegal address seen before this was kept).
         graphs[label] = (g, out, (cache, pos, tok))
-    times = {label: [] for label in impls}
-    for i in range(args.decode_reps + 1):
-        for label, (g, out, _) in graphs.items():
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            g.replay()
-            torch.cuda.synchronize()
-            if i == 0:
-                first[label] = out.clone()  # the step at position seqlen, as the eager check's
-            else:
-                times[label].append(time.perf_counter() - t0)
-    return times, first
+    return replay_interleaved(graphs, args.decode_reps)  # first: the step at position seqlen, as the eager check's
 
 
 def graph_prefill(model, ids, reps):
     """The prefill (no cache) captured in a CUDA graph per implementation and replayed, the two
     taking turns: GPU time without transformers' host work, which in eager mode hides the attention
     kernels' share (~2 %) in its spread. Returns ({impl: replay times}, {impl: logits})."""
-    graphs, first = {}, {}
+    graphs = {}
     for impl in ("sdpa", "fastattn"):
         use(model, impl)
 
         def forward():
             return model(ids, use_cache=False).logits
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                forward()
-        torch.cuda.current_stream().wait_stream(side)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = forward()
-        graphs[impl] = (g, out)
-    times = {impl: [] for impl in graphs}
-    for i in range(reps + 1):
-        for impl, (g, out) in graphs.items():
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            g.replay()
-            torch.cuda.synchronize()
-            if i == 0:
-                first[impl] = out.clone()
-            else:
-                times[impl].append(time.perf_counter() - t0)
-    return times, first
+        warm_up(forward)
+        graphs[impl] = capture(forward)
+    return replay_interleaved(graphs, reps)
 
 
 def main():
@@ -316,7 +314,7 @@ def main():
              f"{transformers.__version__}, {time.strftime('%Y-%m-%d')})", "",
              f"{args.layers} layers, hidden {cfg.hidden_size}, h {cfg.num_attention_heads}/"
              f"{cfg.num_key_value_heads}, d {cfg.head_dim}, MLP {cfg.intermediate_size}, vocab "
-             f"{cfg.vocab_size}, {str(dtype).replace('torch.', '')}, random weights, batch 1, eager unless "CUDA graph"; "
+             f"{cfg.vocab_size}, {str(dtype).replace('torch.', '')}, random weights, batch 1, eager unless 'CUDA graph'; "
              "wall time per forward (synchronized), median [quartiles] of the interleaved runs", "",
              "| forward | sdpa ms | fastattn ms | sdpa / fastattn | logits max rel diff | argmax agree |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
