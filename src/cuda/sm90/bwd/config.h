@@ -65,7 +65,8 @@ struct BwdConfig {
   static constexpr bool kDqOwnAtoms = D == 256;
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;
-  // d 128: the default mode's CTA order under a causal mask is longest-first (tile.cuh, lpt_item).
+  // d 128: the default mode's CTA order under a causal mask (or a window with a right edge) is
+  // longest-first (tile.cuh, lpt_item).
   static constexpr bool kLptOrder = D == 128;
   // dQ writer threads of the deterministic mode (d <= 128), taking the steps in turn: each waits for
   // its add to land before passing the q-block's turn on, which at d 128 took about as long as a

@@ -111,7 +111,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
       stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
     } else {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget; the run as staged
       float4* run = reinterpret_cast<float4*>(
-          p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim + run_off);
+          p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim + run_off);
 #pragma unroll
       for (int q = 0; q < N / 8; ++q)
         atomicAdd(run + 128 * q + tid, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
@@ -189,8 +189,8 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
   int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
     const int s = ps.stage();
-    float* run = p.dq_accum + (int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM) * Cfg::kHeadDim;
-    int* sem = p.dq_sem + (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
+    float* run = p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim;
+    int* sem = t.dq_sem(p, h, m);  // kDet
     if constexpr (kDet) await_dq_turn(sem, dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
     if constexpr (Cfg::kDqOwnAtoms) {
 #pragma unroll
@@ -212,10 +212,7 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
     tma_store_wait_read();
     mbar_arrive(&sm.q_empty[s]);
     if constexpr (kDet) pass_dq_turn(sem);  // the next key block's adds come after these
-    if (++m == t.q_blocks.end) {  // the next q head of the group
-      m = t.q_blocks.begin;
-      ++h;
-    }
+    t.next_q_block(h, m);
   }
   tma_store_wait_all();  // the CTA's smem must outlive the last add
 }
@@ -235,31 +232,24 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
   static_assert(kWriters == 1 || kWriters == BwdSmem<Cfg>::kDqBufs, "a writer per staging buffer");
   PipeState<BwdSmem<Cfg>::kDqBufs> ps;
   int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
-  auto next_q_block = [&t](int& m, int& h) {
-    if (++m == t.q_blocks.end) {  // the next q head of the group
-      m = t.q_blocks.begin;
-      ++h;
-    }
-  };
   if (kWriters > 1 && writer > 0) {
     ps.advance();
-    next_q_block(m, h);
+    t.next_q_block(h, m);
   }
   for (int i = t.steps(p.attn.q_per_kv) - writer; i > 0; i -= kWriters, ps.advance()) {
     const int b = ps.stage();
-    const int64_t row = int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM;
-    const int64_t sem_at = (int64_t(t.batch) * p.attn.heads_q + h) * p.m_blocks + m;  // the q-block's semaphore (kDet)
+    const int64_t row = t.ws_row<Cfg::kBlockM>(p, h, m);
     mbar_wait(&sm.dq_full[b], ps.phase());
-    if constexpr (kDet) await_dq_turn(p.dq_sem + sem_at, dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
+    if constexpr (kDet) await_dq_turn(t.dq_sem(p, h, m), dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
     bulk_reduce_add_f32(p.dq_accum + row * Cfg::kHeadDim, sm.dq[b], kBytes);
     tma_store_commit();
     tma_store_wait_read();
     mbar_arrive(&sm.dq_empty[b]);
-    if constexpr (kDet) pass_dq_turn(p.dq_sem + sem_at);  // the next key block's adds come after these
-    next_q_block(m, h);
+    if constexpr (kDet) pass_dq_turn(t.dq_sem(p, h, m));  // the next key block's adds come after these
+    t.next_q_block(h, m);
     if constexpr (kWriters > 1) {  // past the other writer's step
       ps.advance();
-      next_q_block(m, h);
+      t.next_q_block(h, m);
     }
   }
   tma_store_wait_all();  // the CTA's smem must outlive the last add

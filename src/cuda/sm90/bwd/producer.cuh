@@ -35,7 +35,7 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
         tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
         tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
       }
-      const int64_t ws = int64_t(h) * p.padded_rows + t.seq.padded_q + m * Cfg::kBlockM;
+      const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
       bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
       bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
     }

@@ -20,9 +20,27 @@ struct BwdTile {
   // those kept whole (no mask).
   cuda_backend::BlockRange q_blocks;
   __device__ __forceinline__ int steps(int q_per_kv) const { return q_blocks.empty() ? 0 : q_per_kv * q_blocks.count(); }
+  // Workspace row of q-block m (of kBlockM rows) of q head h: its lse / D there, and times d its dQ
+  // accumulator run.
+  template <int kBlockM>
+  __device__ __forceinline__ int64_t ws_row(const BwdParams& p, int h, int m) const {
+    return int64_t(h) * p.padded_rows + seq.padded_q + m * kBlockM;
+  }
+  // Deterministic mode: the semaphore of q-block m of q head h (the key blocks that added into it).
+  __device__ __forceinline__ int* dq_sem(const BwdParams& p, int h, int m) const {
+    return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + m;
+  }
+  // The dQ writers' flat walk over the steps: q-blocks upwards, then the group's next q head.
+  __device__ __forceinline__ void next_q_block(int& h, int& m) const {
+    if (++m == q_blocks.end) {
+      m = q_blocks.begin;
+      ++h;
+    }
+  }
 };
 
-// Default mode under a causal mask (lpt_order.h): the section of (sequence, KV head) units whose Q,
+// Default mode under a causal mask (folded into window_right 0) or any window with a right edge
+// (lpt_order.h): the section of (sequence, KV head) units whose Q,
 // dO and fp32 dQ accumulator fit in 40 MB of L2 together, a power of two (so that it divides the
 // usual head counts: a short last section brings the tail back), and the CTA's block-index item.
 inline constexpr float kBwdLptL2Bytes = 40.f * (1 << 20);
