@@ -4,6 +4,7 @@
 #ifndef FASTATTN_C_API_H
 #define FASTATTN_C_API_H
 
+#include "fastattn/export.h"
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -69,22 +70,22 @@ typedef struct fastattn_kvcache_args {
 } fastattn_kvcache_args;
 
 /* Fills defaults: scale = NaN, windows -1, rotary_interleaved 1, index checks on, backend auto. */
-void fastattn_kvcache_args_init(fastattn_kvcache_args* args);
-int fastattn_forward_kvcache(const fastattn_kvcache_args* args, void* stream);
+FASTATTN_API void fastattn_kvcache_args_init(fastattn_kvcache_args* args);
+FASTATTN_API int fastattn_forward_kvcache(const fastattn_kvcache_args* args, void* stream);
 /* Workspace bytes for args on the CUDA backend (0 on the host or for invalid args). */
-uint64_t fastattn_kvcache_workspace_bytes(const fastattn_kvcache_args* args);
+FASTATTN_API uint64_t fastattn_kvcache_workspace_bytes(const fastattn_kvcache_args* args);
 
 /* Fills defaults: scale = NaN (meaning 1/sqrt(d)), windows -1, no varlen, backend auto. */
-void fastattn_args_init(fastattn_args* args);
+FASTATTN_API void fastattn_args_init(fastattn_args* args);
 
-int fastattn_forward(const fastattn_args* args, void* stream);
-int fastattn_backward(const fastattn_args* args, const fastattn_tensor* dout,
-                      const fastattn_tensor* dq, const fastattn_tensor* dk,
-                      const fastattn_tensor* dv, void* stream);
-const char* fastattn_last_error(void);
-int fastattn_cuda_available(void);
-const char* fastattn_version(void);
-const char* fastattn_build_info(void);
+FASTATTN_API int fastattn_forward(const fastattn_args* args, void* stream);
+FASTATTN_API int fastattn_backward(const fastattn_args* args, const fastattn_tensor* dout,
+                                   const fastattn_tensor* dq, const fastattn_tensor* dk,
+                                   const fastattn_tensor* dv, void* stream);
+FASTATTN_API const char* fastattn_last_error(void);
+FASTATTN_API int fastattn_cuda_available(void);
+FASTATTN_API const char* fastattn_version(void);
+FASTATTN_API const char* fastattn_build_info(void);
 
 #ifdef __cplusplus
 }

@@ -9,19 +9,20 @@
 #pragma once
 
 #include "fastattn/kvcache.h"
+#include "fastattn/export.h"
 #include "fastattn/types.h"
 
 namespace fastattn {
 
 // Checks every argument (shapes, dtypes, strides, head dims of the chosen backend, GQA ratio,
 // cu_seqlens, windows, scale, pointers) without touching any output.
-Status validate_forward(const AttnArgs& args);
-Status validate_backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq,
-                         const Tensor& dk, const Tensor& dv);
+FASTATTN_API Status validate_forward(const AttnArgs& args);
+FASTATTN_API Status validate_backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq,
+                                      const Tensor& dk, const Tensor& dv);
 
 // out = softmax(mask(scale * q k^T)) v, lse = logsumexp of the masked scaled scores (natural log).
 // `stream` is a cudaStream_t for the CUDA backend (nullptr = default stream); ignored on the CPU.
-Status forward(const AttnArgs& args, void* stream = nullptr);
+FASTATTN_API Status forward(const AttnArgs& args, void* stream = nullptr);
 
 // Gradients of forward. Reads args.q/k/v/out/lse (lse as written by forward); writes dq, dk, dv
 // (same shapes and dtypes as q, k, v). CUDA (sm_90a, head dims 64/96/128): the workspace (an fp32
@@ -30,12 +31,12 @@ Status forward(const AttnArgs& args, void* stream = nullptr);
 // synchronizes; cudaMallocAsync under graph capture): the call is stream-ordered and can be
 // captured in a CUDA graph (with check_index_arrays off for varlen). args.deterministic makes dq
 // bitwise reproducible (dk and dv always are).
-Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,
-                const Tensor& dv, void* stream = nullptr);
+FASTATTN_API Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,
+                             const Tensor& dv, void* stream = nullptr);
 
 // What this build and machine can run.
-bool cuda_available();               // CUDA kernels compiled in and a device present
-const char* version();
-const char* build_info();            // archs, dtypes, head dims, kernel count
+FASTATTN_API bool cuda_available();  // CUDA kernels compiled in and a device present
+FASTATTN_API const char* version();
+FASTATTN_API const char* build_info();  // archs, dtypes, head dims, kernel count
 
 }  // namespace fastattn

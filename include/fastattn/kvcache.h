@@ -76,12 +76,12 @@ struct KvCacheArgs {
 };
 
 // Every rule of forward_kvcache, without touching the cache or any output.
-Status validate_kvcache(const KvCacheArgs& args);
+FASTATTN_API Status validate_kvcache(const KvCacheArgs& args);
 
 // Appends k_new/v_new into the cache (when given), then writes out (and lse when defined).
-Status forward_kvcache(const KvCacheArgs& args, void* stream = nullptr);
+FASTATTN_API Status forward_kvcache(const KvCacheArgs& args, void* stream = nullptr);
 
 // Workspace forward_kvcache needs on the CUDA backend for these args (0 on the host backends).
-size_t kvcache_workspace_bytes(const KvCacheArgs& args);
+FASTATTN_API size_t kvcache_workspace_bytes(const KvCacheArgs& args);
 
 }  // namespace fastattn

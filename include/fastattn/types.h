@@ -1,6 +1,7 @@
 // fastattn public types: tensors, arguments, masks and status. No CUDA headers here.
 #pragma once
 
+#include "fastattn/export.h"
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -16,8 +17,8 @@ enum class Device : int32_t { CPU = 0, CUDA = 1 };
 // the CPU backend when they live in host memory. Reference: the float64 naive oracle (slow; tests).
 enum class Backend : int32_t { Auto = 0, CPU = 1, CUDA = 2, Reference = 3 };
 
-const char* dtype_name(DType dt);
-int dtype_size(DType dt);
+FASTATTN_API const char* dtype_name(DType dt);
+FASTATTN_API int dtype_size(DType dt);
 
 // A strided view of memory, as (pointer, shape, int64 strides in elements, dtype, device).
 // The last dimension must have unit stride (like FlashAttention); other strides are free.
@@ -35,8 +36,8 @@ struct Tensor {
 };
 
 // Contiguous tensor over `data` with the given shape (row-major).
-Tensor make_tensor(void* data, DType dtype, std::initializer_list<int64_t> shape,
-                   Device device = Device::CPU, int32_t device_index = 0);
+FASTATTN_API Tensor make_tensor(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                                Device device = Device::CPU, int32_t device_index = 0);
 
 // A 1-D int32 array (cu_seqlens, seqused); lives where the attention tensors live.
 struct IndexArray {

@@ -1,6 +1,7 @@
 // Call-level validation rules, in the order a user most likely needs to hear about them.
 // Every failure returns before any output is written; the message names the argument and rule.
 #include "api/validate.h"
+#include "fastattn/fastattn.h"  // the public declarations (exported) of validate_forward / _backward
 
 #include <algorithm>
 #include <cmath>
