@@ -57,6 +57,10 @@ struct BwdConfig {
   // registers beside S^T, dP^T, dK and dV (224) through dS, which does not fit 240 (ptxas spills
   // and serialises the wgmmas).
   static constexpr bool kPackAfterDs = kBlockM == 128;
+  // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
+  // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
+  // values of a k-step are one 16-byte load (preprocess.cuh writes them so).
+  static constexpr bool kStatsByQuad = kBlockM == 128;
   static constexpr bool kDqInStage = kSplitD;
   // d 256: warpgroup w's dV / dK read only atoms 2 w, 2 w + 1 of the stage's dO / Q, and its dQ
   // (64 x 128 fp32) is exactly as large as those four atoms: it is staged there (dO's once dV is

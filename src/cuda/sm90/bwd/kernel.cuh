@@ -136,9 +136,19 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       wgmma_wait<1>();
       fence_operands(st);
       uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
-      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
-      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + 8 * quad_col;
-      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + 8 * quad_col;
+      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2
+      // (kStatsByQuad: the k-step's four values in one 16-byte load; the loads of r and r ^ 1 are one).
+      constexpr int kStatBytes = Cfg::kStatsByQuad ? 16 : 8;
+      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + kStatBytes * quad_col;
+      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + kStatBytes * quad_col;
+      auto stat_pair = [](uint32_t addr, int kk, int r) {
+        if constexpr (Cfg::kStatsByQuad) {
+          const float4 v = lds_f32x4(addr + 64 * kk);
+          return r / 2 ? make_float2(v.z, v.w) : make_float2(v.x, v.y);
+        } else {
+          return lds_f32x2(addr + 32 * (2 * kk + r / 2));
+        }
+      };
       const float scale_log2 = p.attn.scale_log2;
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
       // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
@@ -154,7 +164,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-              const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+              const float2 lse = stat_pair(lse_addr, kk, r);
               float pv[2];
 #pragma unroll
               for (int e = 0; e < 2; ++e) {
@@ -204,9 +214,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            const float2 dps = lds_f32x2(dpsum_addr + 32 * (2 * kk + r / 2));
+            const float2 dps = stat_pair(dpsum_addr, kk, r);
             float2 lse;
-            if constexpr (kCap) lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            if constexpr (kCap) lse = stat_pair(lse_addr, kk, r);
             float ds[2], pvs[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
