@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
     if constexpr (Cfg::kDqInStage) {
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq_in_stage<Cfg, kDet>(sm, p, t);
-    } else if constexpr (kDet || Cfg::kDqBeforeDk) {  // else the consumers add themselves
+    } else if constexpr (kDet || !Cfg::kDqByAtomics) {  // else the consumers add themselves
       constexpr int kWriters = kDet ? Cfg::kDetWriters : 1;  // lane 0 of warp 1 (and of warp 2)
       static_assert(kWriters <= 2);
       if ((threadIdx.x == 32 || (kWriters > 1 && threadIdx.x == 64)) && t.steps(p.attn.q_per_kv) > 0)
