@@ -178,8 +178,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       };
       // A fragments (P^T or dS^T) into a keys x kBlockM q rows tile in the 128-byte-swizzled layout
       // (64 q rows per atom; chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the
-      // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); then visible to wgmma, which reads
-      // through the async proxy.
+      // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); made visible to wgmma, which reads
+      // through the async proxy, by a fence after it (fence_smem_for_tma).
       auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
         const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
         const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
@@ -191,7 +191,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                                                  : (j / 8) * (Cfg::kBlockN * kAtomRowBytes) + (((j % 8) * 16) ^ chunk_xor);
           stmatrix_x4(row_base + at, frag[j / 2][0], frag[j / 2][1], frag[j / 2][2], frag[j / 2][3]);
         }
-        fence_smem_for_tma();
       };
       if (p.attn.softcap != 0.f)
         p_phase(std::true_type{});
@@ -199,6 +198,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         p_phase(std::false_type{});
       if constexpr (Cfg::kSplitD) {  // dV += P^T dO once both halves of P^T are stored
         store_tile_t(sm.pt[s], pf);
+        fence_smem_for_tma();
         named_bar_sync(kBwdDsBar, 256);
         mma_dkv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
       } else if constexpr (!Cfg::kPackAfterDs) {
@@ -239,9 +239,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       else
         ds_phase(std::false_type{});
       // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
-      // d 64 / 96: dK (from the dS^T registers) is issued before the meeting (kPackAfterDs: behind
-      // dV); d 128 behind dQ (dq.cuh).
-      if constexpr (Cfg::kPackAfterDs) mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+      // d 96: dK (from the dS^T registers) is issued before the meeting; d 64 / 128 behind dQ
+      // (dq.cuh). kPackAfterDs (d 64): dS^T stored before dV is issued (FA3's d 64 order: the
+      // meeting comes sooner), the fence behind dV's issue.
+      if constexpr (Cfg::kPackAfterDs) {
+        store_tile_t(sm.ds[s], dsf);
+        mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+      }
       if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
         const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
         wgmma_fence();
@@ -249,7 +253,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
         wgmma_commit();
       }
-      store_tile_t(sm.ds[s], dsf);
+      if constexpr (!Cfg::kPackAfterDs) store_tile_t(sm.ds[s], dsf);
+      fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
       if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
         bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
