@@ -57,7 +57,7 @@ struct BwdConfig {
   // else staged for the writer warp.
   static constexpr bool kDqByAtomics = D == 64 || D == 96;
   // kBlockM 128: S^T and dP^T are both awaited before P^T and dS^T are packed (FA3's order), and dV
-  // is issued with dK: packing P^T as soon as S^T lands (the 64-row step) would hold P^T's 32
+  // is issued once both are (behind dS^T's store: kernel.cuh): packing P^T as soon as S^T lands (the 64-row step) would hold P^T's 32
   // registers beside S^T, dP^T, dK and dV (224) through dS, which does not fit 240 (ptxas spills
   // and serialises the wgmmas).
   static constexpr bool kPackAfterDs = kBlockM == 128;

@@ -8,7 +8,7 @@
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split; at
 //   d 64's 128-row q-blocks split on the q rows instead)
-//   (d 128: dK issued behind dQ, so that dQ's staging overlaps it; d 64 / 96: before the meeting)
+//   (d 128 / 64: dK issued behind dQ, so that adding dQ overlaps it; d 96: before the meeting)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
 //   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
 //   at d 64 / 96 in the default mode by vector atomics

@@ -1,8 +1,8 @@
 // The backward's two small kernels around the main one:
 //   preprocess: per (q-block of the config's kBlockM rows, q head, sequence) D = rowsum(dO * O) in
 //     fp32 and the forward's lse in log2 units, both into the padded workspace (+inf lse and D = 0
-//     for rows past the used ones and rows that kept no key, so their P is exactly 0), and the
-//     q-block's dQ accumulator run cleared;
+//     for rows past the used ones and rows that kept no key, so their P is exactly 0; d 64 in the
+//     main kernel's read order, bwd_stat_slot), and the q-block's dQ accumulator run cleared;
 //   postprocess: dq = scale * dQ accumulator, from its fragment order into dq's strides, per 64
 //     rows (a 128-row q-block's run is two 64-row runs: dq_layout.h).
 #pragma once

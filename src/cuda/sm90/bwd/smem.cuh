@@ -37,6 +37,7 @@ struct BwdSmem {
   alignas(1024) uint8_t ds[2][kDsBytes];
   // P^T in the same layout (split shape only: both warpgroups' dV MMAs read all of its q rows).
   alignas(1024) uint8_t pt[Cfg::kSplitD ? 2 : 1][Cfg::kSplitD ? Cfg::kBlockN * 128 : 16];
+  // The q-block's lse / D in the workspace's order (Cfg::kStatsByQuad: by quad column, preprocess.cuh).
   alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
   alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
