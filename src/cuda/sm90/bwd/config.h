@@ -43,20 +43,28 @@ struct BwdConfig {
   static constexpr bool kDqRowSplit = kBlockM == 128;
   static constexpr int kDqCols0 = kDqRowSplit ? D : D == 96 || D == 192 ? 64 : D / 2;
   static constexpr int kDqCols1 = kDqRowSplit ? D : D - kDqCols0;
-  // The end of a step, and dQ into the accumulator. d 128 (kDqBeforeDk): dQ = dS K issued before
-  // dK += dS^T Q, staged in smem buffers of its own while dK runs and bulk-added by a writer warp
-  // (deterministic mode: in turn). d 64 / 96: dK issued before the dS^T barrier, dQ last, added by
-  // vector atomics from registers (deterministic mode: staged for the writer warp). d > 128: bulk
+  // The end of a step, and dQ into the accumulator. d 128 / 64 (kDqBeforeDk): dQ = dS K issued
+  // before dK += dS^T Q and added while dK runs: d 128 staged in smem buffers of its own and
+  // bulk-added by a writer warp, d 64 by vector atomics from registers (FA3's d 64 order; both
+  // deterministic modes: staged, added in turn). d 96: dK issued before the dS^T barrier, dQ last,
+  // added by vector atomics (deterministic mode: staged for the writer warp). d > 128: bulk
   // reduce-adds staged in the step's Q / dO stage, which the fp32 dQ fills exactly (a buffer of its
   // own does not fit). By measurement (notes): the atomics held the consumer warps ~15% of their
   // time at d 128 and took as long as the rest of the step at d > 128; at d 64 the d 128 scheme
   // lost 5-11%.
-  static constexpr bool kDqBeforeDk = D == 128;
+  static constexpr bool kDqBeforeDk = D == 128 || D == 64;
+  // dQ of the default mode added by vector atomics from registers (d 64: issued while dK runs);
+  // else staged for the writer warp.
+  static constexpr bool kDqByAtomics = D == 64 || D == 96;
   // kBlockM 128: S^T and dP^T are both awaited before P^T and dS^T are packed (FA3's order), and dV
-  // is issued with dK: packing P^T as soon as S^T lands (the 64-row step) would hold P^T's 32
+  // is issued once both are (behind dS^T's store: kernel.cuh): packing P^T as soon as S^T lands (the 64-row step) would hold P^T's 32
   // registers beside S^T, dP^T, dK and dV (224) through dS, which does not fit 240 (ptxas spills
   // and serialises the wgmmas).
   static constexpr bool kPackAfterDs = kBlockM == 128;
+  // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
+  // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
+  // values of a k-step are one 16-byte load (preprocess.cuh writes them so).
+  static constexpr bool kStatsByQuad = kBlockM == 128;
   static constexpr bool kDqInStage = kSplitD;
   // d 256: warpgroup w's dV / dK read only atoms 2 w, 2 w + 1 of the stage's dO / Q, and its dQ
   // (64 x 128 fp32) is exactly as large as those four atoms: it is staged there (dO's once dV is

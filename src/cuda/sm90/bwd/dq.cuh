@@ -47,14 +47,26 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
   if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
 }
 
+// Default mode, d 64 / 96: this warpgroup's dQ added into the run by vector fp32 atomics
+// (red.global.add.v4.f32), fire and forget, in the staged order (dq_layout.h).
+template <class Cfg, int N>
+__device__ __forceinline__ void add_dq_atomic(const BwdParams& p, const BwdTile& t, int h, int m, int run_off,
+                                              const float (&dq)[N / 2]) {
+  float4* run = reinterpret_cast<float4*>(p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim + run_off) +
+                threadIdx.x % 128;
+#pragma unroll
+  for (int q = 0; q < N / 8; ++q) atomicAdd(run + 128 * q, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
+}
+
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), then accumulated into the q-block's run. Cfg::kDqRowSplit (128-row
 // q-blocks): warpgroup wg takes the q rows [64 wg, 64 wg + 64) (atom wg of the dS^T tile) and all
-// of d (c0 = 0, N = d), added at float 64 d wg of the run. Cfg::kDqBeforeDk (d 128):
-// issued behind the step's dV and ahead of its dK (RS), so that staging dQ for the writer warp
-// overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise issued behind dV and dK (whose
-// end frees the stage), then d 64 / 96 added by vector atomics (deterministic mode: staged for
-// the writer), d 192 staged in the Q / dO stage for the dQ writer (d 256: bwd_dq_own_atoms).
+// of d (c0 = 0, N = d), added at float 64 d wg of the run. Cfg::kDqBeforeDk (d 128 / 64):
+// issued behind the step's dV and ahead of its dK (RS), so that adding dQ (d 128 staged for the
+// writer warp, d 64 by atomics) overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise
+// issued behind dV and dK (whose end frees the stage), then d 96 added by vector atomics
+// (deterministic mode: staged for the writer), d 192 staged in the Q / dO stage for the dQ writer
+// (d 256: bwd_dq_own_atoms).
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, float (&dv)[Cfg::kDkvColsMax / 2],
@@ -82,7 +94,10 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
 #pragma unroll
     for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
     fence_operands(dq);
-    stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
+    if constexpr (kDet || !Cfg::kDqByAtomics)
+      stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
+    else
+      add_dq_atomic<Cfg, N>(p, t, h, m, run_off, dq);
     wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
     fence_operands(dk);
 #pragma unroll
@@ -109,12 +124,8 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   if constexpr (!Cfg::kDqInStage) {
     if constexpr (kDet) {
       stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
-    } else {  // vector fp32 atomics (red.global.add.v4.f32), fire and forget; the run as staged
-      float4* run = reinterpret_cast<float4*>(
-          p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim + run_off);
-#pragma unroll
-      for (int q = 0; q < N / 8; ++q)
-        atomicAdd(run + 128 * q + tid, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
+    } else {
+      add_dq_atomic<Cfg, N>(p, t, h, m, run_off, dq);
     }
     return;
   }

@@ -8,7 +8,7 @@
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split; at
 //   d 64's 128-row q-blocks split on the q rows instead)
-//   (d 128: dK issued behind dQ, so that dQ's staging overlaps it; d 64 / 96: before the meeting)
+//   (d 128 / 64: dK issued behind dQ, so that adding dQ overlaps it; d 96: before the meeting)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
 //   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
 //   at d 64 / 96 in the default mode by vector atomics
@@ -136,9 +136,19 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       wgmma_wait<1>();
       fence_operands(st);
       uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
-      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2.
-      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + 8 * quad_col;
-      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + 8 * quad_col;
+      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2
+      // (kStatsByQuad: the k-step's four values in one 16-byte load; the loads of r and r ^ 1 are one).
+      constexpr int kStatBytes = Cfg::kStatsByQuad ? 16 : 8;
+      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + kStatBytes * quad_col;
+      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + kStatBytes * quad_col;
+      auto stat_pair = [](uint32_t addr, int kk, int r) {
+        if constexpr (Cfg::kStatsByQuad) {
+          const float4 v = lds_f32x4(addr + 64 * kk);
+          return r / 2 ? make_float2(v.z, v.w) : make_float2(v.x, v.y);
+        } else {
+          return lds_f32x2(addr + 32 * (2 * kk + r / 2));
+        }
+      };
       const float scale_log2 = p.attn.scale_log2;
       // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
       // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
@@ -154,7 +164,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-              const float2 lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+              const float2 lse = stat_pair(lse_addr, kk, r);
               float pv[2];
 #pragma unroll
               for (int e = 0; e < 2; ++e) {
@@ -168,8 +178,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       };
       // A fragments (P^T or dS^T) into a keys x kBlockM q rows tile in the 128-byte-swizzled layout
       // (64 q rows per atom; chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the
-      // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); then visible to wgmma, which reads
-      // through the async proxy.
+      // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); made visible to wgmma, which reads
+      // through the async proxy, by a fence after it (fence_smem_for_tma).
       auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
         const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
         const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
@@ -181,7 +191,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                                                  : (j / 8) * (Cfg::kBlockN * kAtomRowBytes) + (((j % 8) * 16) ^ chunk_xor);
           stmatrix_x4(row_base + at, frag[j / 2][0], frag[j / 2][1], frag[j / 2][2], frag[j / 2][3]);
         }
-        fence_smem_for_tma();
       };
       if (p.attn.softcap != 0.f)
         p_phase(std::true_type{});
@@ -189,6 +198,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         p_phase(std::false_type{});
       if constexpr (Cfg::kSplitD) {  // dV += P^T dO once both halves of P^T are stored
         store_tile_t(sm.pt[s], pf);
+        fence_smem_for_tma();
         named_bar_sync(kBwdDsBar, 256);
         mma_dkv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
       } else if constexpr (!Cfg::kPackAfterDs) {
@@ -204,9 +214,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            const float2 dps = lds_f32x2(dpsum_addr + 32 * (2 * kk + r / 2));
+            const float2 dps = stat_pair(dpsum_addr, kk, r);
             float2 lse;
-            if constexpr (kCap) lse = lds_f32x2(lse_addr + 32 * (2 * kk + r / 2));
+            if constexpr (kCap) lse = stat_pair(lse_addr, kk, r);
             float ds[2], pvs[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
@@ -229,9 +239,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       else
         ds_phase(std::false_type{});
       // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
-      // d 64 / 96: dK (from the dS^T registers) is issued before the meeting (kPackAfterDs: behind
-      // dV); d 128 behind dQ (dq.cuh).
-      if constexpr (Cfg::kPackAfterDs) mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+      // d 96: dK (from the dS^T registers) is issued before the meeting; d 64 / 128 behind dQ
+      // (dq.cuh). kPackAfterDs (d 64): dS^T stored before dV is issued (FA3's d 64 order: the
+      // meeting comes sooner), the fence behind dV's issue.
+      if constexpr (Cfg::kPackAfterDs) {
+        store_tile_t(sm.ds[s], dsf);
+        mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+      }
       if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
         const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
         wgmma_fence();
@@ -239,7 +253,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
         wgmma_commit();
       }
-      store_tile_t(sm.ds[s], dsf);
+      if constexpr (!Cfg::kPackAfterDs) store_tile_t(sm.ds[s], dsf);
+      fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
       if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
         bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
@@ -314,7 +329,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
     if constexpr (Cfg::kDqInStage) {
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq_in_stage<Cfg, kDet>(sm, p, t);
-    } else if constexpr (kDet || Cfg::kDqBeforeDk) {  // else the consumers add themselves
+    } else if constexpr (kDet || !Cfg::kDqByAtomics) {  // else the consumers add themselves
       constexpr int kWriters = kDet ? Cfg::kDetWriters : 1;  // lane 0 of warp 1 (and of warp 2)
       static_assert(kWriters <= 2);
       if ((threadIdx.x == 32 || (kWriters > 1 && threadIdx.x == 64)) && t.steps(p.attn.q_per_kv) > 0)

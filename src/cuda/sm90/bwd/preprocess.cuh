@@ -1,8 +1,8 @@
 // The backward's two small kernels around the main one:
 //   preprocess: per (q-block of the config's kBlockM rows, q head, sequence) D = rowsum(dO * O) in
 //     fp32 and the forward's lse in log2 units, both into the padded workspace (+inf lse and D = 0
-//     for rows past the used ones and rows that kept no key, so their P is exactly 0), and the
-//     q-block's dQ accumulator run cleared;
+//     for rows past the used ones and rows that kept no key, so their P is exactly 0; d 64 in the
+//     main kernel's read order, bwd_stat_slot), and the q-block's dQ accumulator run cleared;
 //   postprocess: dq = scale * dQ accumulator, from its fragment order into dq's strides, per 64
 //     rows (a 128-row q-block's run is two 64-row runs: dq_layout.h).
 #pragma once
@@ -20,6 +20,14 @@
 namespace fastattn::sm90 {
 
 constexpr int kBwdAuxThreads = 256;
+
+// The workspace slot of row r of a q-block's lse / D: r itself, or with BwdConfig::kStatsByQuad
+// row 8 jj + 2 qc + e of each 16 at 4 qc + 2 jj + e (the main kernel reads a quad column's four at once).
+template <class Cfg>
+__device__ __forceinline__ int bwd_stat_slot(int r) {
+  if constexpr (!Cfg::kStatsByQuad) return r;
+  return (r & ~15) | ((r >> 1 & 3) << 2) | ((r >> 3 & 1) << 1) | (r & 1);
+}
 
 // Each row's D from 16-byte loads: a row is kRowLanes lanes (the power of two that covers d / 8), a
 // warp takes 32 / kRowLanes rows at a time. The CTA also clears its q-block's dQ accumulator run
@@ -86,8 +94,9 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
                                    (seq.q_offset + i) * p.attn.lse_stride_s];
         if (l != -INFINITY) lse = l * kLog2e;
       }
-      p.dpsum[ws + r] = acc;
-      p.lse_log2[ws + r] = lse;
+      const int slot = bwd_stat_slot<BwdConfig<D>>(r);
+      p.dpsum[ws + slot] = acc;
+      p.lse_log2[ws + slot] = lse;
     }
   }
 }

@@ -37,6 +37,7 @@ struct BwdSmem {
   alignas(1024) uint8_t ds[2][kDsBytes];
   // P^T in the same layout (split shape only: both warpgroups' dV MMAs read all of its q rows).
   alignas(1024) uint8_t pt[Cfg::kSplitD ? 2 : 1][Cfg::kSplitD ? Cfg::kBlockN * 128 : 16];
+  // The q-block's lse / D in the workspace's order (Cfg::kStatsByQuad: by quad column, preprocess.cuh).
   alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
   alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
@@ -64,6 +65,11 @@ constexpr int kBwdSmemSlack = bwd_smem_struct_bytes<Cfg>() + kBwdAlignSlack <= k
 __device__ __forceinline__ float2 lds_f32x2(uint32_t addr) {
   float2 v;
   asm("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ float4 lds_f32x4(uint32_t addr) {
+  float4 v;
+  asm("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr));
   return v;
 }
 __device__ __forceinline__ void sts_f32x4(uint32_t addr, float a, float b, float c, float d) {
