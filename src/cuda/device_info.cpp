@@ -54,12 +54,4 @@ Status persistent_grid(int tiles, int* ctas) {
   return Status::Ok();
 }
 
-int paged_warm_ahead() {
-  static const int ahead = [] {
-    const char* v = std::getenv("FASTATTN_PAGED_WARM");
-    return v != nullptr ? std::max(0, std::atoi(v)) : 3;
-  }();
-  return ahead;
-}
-
 }  // namespace fastattn::cuda_backend

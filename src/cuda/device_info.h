@@ -19,8 +19,4 @@ Status compute_major(int* out);
 // profiling knob: the GPU tests use it to make every CTA walk many tiles).
 Status persistent_grid(int tiles, int* ctas);
 
-// How many key blocks ahead a paged forward's producer touches its pages (KvCacheParams::
-// warm_ahead): 3, or FASTATTN_PAGED_WARM when set (0 turns it off; an A/B knob).
-int paged_warm_ahead();
-
 }  // namespace fastattn::cuda_backend

@@ -19,14 +19,6 @@ struct KvCacheParams {
   // block then splits into boxes that each lie in one page, at 16-row (2 KB) smem steps, so the
   // 128-byte swizzle lands as one box of kBlockN rows would.
   int box_rows = 0;
-  // Paged: the producer touches the pages of the block `warm_ahead` blocks down its walk (0: none),
-  // one line per page of K and of V, so that their address translations are in place when the
-  // block's TMA boxes ask (a pool's pages lie anywhere: a new translation every page, where a
-  // contiguous cache's stream needs one every 2 MB). Pool bases and byte strides per page and head.
-  int warm_ahead = 0;
-  const char* k_pool = nullptr;
-  const char* v_pool = nullptr;
-  int64_t k_page_bytes = 0, v_page_bytes = 0, k_head_bytes = 0, v_head_bytes = 0;
 };
 
 }  // namespace fastattn::cuda_backend

@@ -33,17 +33,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), q_box_rows, &tq, Cfg::kBlockM / q_box_rows);
   // A paged cache's K/V boxes hold the keys of one page piece (KvCacheParams::box_rows).
   cuda_backend::KvCacheParams kv = lp.kv;
-  if (kv.page_table != nullptr) {
-    kv.box_rows = std::gcd(int(kv.page_size.d), Cfg::kBlockN);
-    kv.warm_ahead = cuda_backend::paged_warm_ahead();
-    const cuda_backend::TmaTensor k = tma_tensor(pr, Role::K), v = tma_tensor(pr, Role::V);
-    kv.k_pool = static_cast<const char*>(k.data);
-    kv.v_pool = static_cast<const char*>(v.data);
-    kv.k_page_bytes = k.stride_b * int64_t(sizeof(T));
-    kv.v_page_bytes = v.stride_b * int64_t(sizeof(T));
-    kv.k_head_bytes = k.stride_h * int64_t(sizeof(T));
-    kv.v_head_bytes = v.stride_h * int64_t(sizeof(T));
-  }
+  if (kv.page_table != nullptr) kv.box_rows = std::gcd(int(kv.page_size.d), Cfg::kBlockN);
   const int kv_box_rows = kv.page_table != nullptr ? kv.box_rows : Cfg::kBlockN;
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), kv_box_rows, &tk);
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), kv_box_rows, &tv);

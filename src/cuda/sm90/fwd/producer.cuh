@@ -81,17 +81,6 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     for (int r = 2 * kv.box_rows, j = 2; r < Cfg::kBlockN; r += kv.box_rows, ++j)
       load_box(map, dst, r, sm.kv_boxes[stage][j], full);
   };
-  // Paged: one line of each page of block `row` (K and V, the tile's head) into L2 through the
-  // bulk-copy unit, blocks before its loads, so that the pages' address translations are ready
-  // when the boxes come. Pages >= 64 keys all; smaller ones every 64 keys (they share translations).
-  auto warm_pages = [&](int row) {
-    const int32_t* pages = kv.page_table + int64_t(seq) * kv.pages_per_seq;
-    for (int r = 0; r < Cfg::kBlockN && row + r < t.seq.len_k; r += max(kv.box_rows, 64)) {
-      const int64_t page = __ldg(pages + kv.page_size.div(uint32_t(row + r)));
-      bulk_prefetch_l2(kv.k_pool + page * kv.k_page_bytes + t.kv_head * kv.k_head_bytes, 128);
-      bulk_prefetch_l2(kv.v_pool + page * kv.v_page_bytes + t.kv_head * kv.v_head_bytes, 128);
-    }
-  };
   // K's tile of block `row`; its boxes looked up first when paged.
   auto load_k = [&](const PipeState<Cfg::kStages>& s, int row) {
     if (kv.page_table != nullptr) look_up_boxes(s.stage(), row);
@@ -112,11 +101,6 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     }
     load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(it),
               ps.stage());
-    if (kv.warm_ahead > 0) {  // paged only (0 otherwise)
-      int ahead = it;
-      for (int i = 0; i < kv.warm_ahead; ++i) ahead = b.next(ahead);
-      if (!b.done(ahead)) warm_pages(row_of(ahead));
-    }
   }
 }
 

@@ -32,12 +32,6 @@ __device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bu
 // Makes this thread's ordinary smem writes visible to the TMA unit (the async proxy).
 __device__ __forceinline__ void fence_smem_for_tma() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
-// Asks the bulk-copy unit to bring `bytes` (a multiple of 16, 16-byte aligned) of global memory
-// into L2; nothing to wait for. Used for its side effect of translating the address early.
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(reinterpret_cast<uint64_t>(src)), "r"(bytes));
-}
-
 __device__ __forceinline__ void prefetch_tma_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
