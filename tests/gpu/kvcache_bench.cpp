@@ -3,11 +3,13 @@
 // captured in a CUDA graph of kStepsPerGraph calls; the time is the median over replays (CUDA
 // events) divided by the calls. Only the public API, so the same file also times another build
 // of the library (the contiguous baseline of an earlier commit).
-//   fastattn_kvcache_bench [page_size] [in-order]
+//   fastattn_kvcache_bench [page_size] [in-order] [splits=N] [batches=B,B,...]
 // page_size: default 64; 0: the contiguous cache only. Prints a markdown table. The pages lie in a
 // random order in the pool, as a server's do; `in-order` lays them out in sequence order instead, so
 // that the paged cache occupies the same bytes as the contiguous one: what the paged call costs then
 // is the kernel's own work (lookups, TMA boxes), without the scattered placement's memory effects.
+// splits=N forces num_splits for both caches (default 0: the heuristic's count for each);
+// batches= times only those batches (default 1,4,16,64).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include <initializer_list>
 #include <numeric>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -91,15 +94,31 @@ double time_step(KvCacheArgs a, cudaStream_t s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int page = argc > 1 ? std::atoi(argv[1]) : 64;
-  const bool in_order = argc > 2 && std::string(argv[2]) == "in-order";
+  int page = 64, splits = 0;
+  bool in_order = false;
+  std::vector<int> batches = {1, 4, 16, 64};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "in-order") {
+      in_order = true;
+    } else if (arg.rfind("splits=", 0) == 0) {
+      splits = std::atoi(arg.c_str() + 7);
+    } else if (arg.rfind("batches=", 0) == 0) {
+      batches.clear();
+      std::stringstream list(arg.substr(8));
+      for (std::string b; std::getline(list, b, ',');) batches.push_back(std::atoi(b.c_str()));
+    } else {
+      page = std::atoi(arg.c_str());
+    }
+  }
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreate(&s));
   std::mt19937 rng(1);
+  if (splits > 0) std::printf("num_splits forced to %d\n\n", splits);
   std::printf("| batch | s_k | contiguous us | paged %d%s us | paged / contiguous | K+V floor us |\n", page,
               in_order ? " in order" : "");
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
-  for (int b : {1, 4, 16, 64}) {
+  for (int b : batches) {
     for (int sk : {4096, 8192, 16384, 32768}) {
       const size_t row = size_t(kHeadsKv) * kDim * 2;  // bytes of one position's K (or V)
       DeviceMem q(size_t(b) * kHeadsQ * kDim * 2), out(size_t(b) * kHeadsQ * kDim * 2);
@@ -118,6 +137,7 @@ int main(int argc, char** argv) {
       a.v_cache = bf16(vc.p, {b, sk, kHeadsKv, kDim});
       a.cache_seqlens = {static_cast<const int32_t*>(seq.p), b};
       a.causal = true;
+      a.num_splits = splits;
       const double contiguous = time_step(a, s);
 
       const double floor = 2.0 * b * sk * row / kHbmBytesPerUs;
