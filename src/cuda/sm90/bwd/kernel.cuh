@@ -31,6 +31,7 @@
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq.cuh"
 #include "cuda/sm90/bwd/epilogue.cuh"
+#include "cuda/sm90/bwd/lpt_order.h"
 #include "cuda/sm90/bwd/producer.cuh"
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
@@ -99,8 +100,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   PipeState<Cfg::kStages> ps;
   PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps;  // deterministic: the dQ staging buffer
-  for (int h = t.kv_head * p.attn.q_per_kv; h < (t.kv_head + 1) * p.attn.q_per_kv; ++h)
-    for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance(), dq_ps.advance()) {
+  int h, m;
+  t.first_step(p, h, m);
+  for (int i = steps; i > 0; --i, ps.advance(), dq_ps.advance(), t.next_step(p, h, m)) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
       // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
@@ -303,9 +305,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
   int item;  // by its shared address: a generic load here cost d 128 a spill
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
-  if constexpr (!kDet && Cfg::kLptOrder) {
-    if (p.attn.window_right >= 0) item = lpt_item<Cfg::kHeadDim>(p, item);
-  }
+  if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
   const BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 

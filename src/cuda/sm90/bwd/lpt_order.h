@@ -20,4 +20,18 @@ FASTATTN_HD int bwd_lpt_item(int item, int units, int n_blocks, int section) {
   return unit * n_blocks + n_block;
 }
 
+// The L2 share that a section's Q, dO and dQ accumulator may take (FA3's figure for its sections).
+inline constexpr double kBwdLptL2Bytes = 40.0 * (1 << 20);
+
+// The section width (host): the largest power of two of units (so that it divides the usual head
+// counts: a short last section brings the tail back) whose Q, dO and fp32 dQ accumulator (8 d bytes
+// per q row and q head) fit `l2_bytes` together, at least 1 and at most `units`.
+inline int bwd_lpt_section(int units, int q_per_kv, int seqlen_q, int head_dim, double l2_bytes) {
+  const double unit_bytes = double(q_per_kv) * double(seqlen_q > 1 ? seqlen_q : 1) * (8.0 * head_dim);
+  const double fit = l2_bytes / unit_bytes < units ? l2_bytes / unit_bytes : double(units);
+  int section = 1;
+  while (2.0 * section <= fit) section *= 2;
+  return section;
+}
+
 }  // namespace fastattn::sm90
