@@ -30,24 +30,26 @@ struct BwdTile {
     return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + m;
   }
   // The CTA's walk over its steps (q head h, q-block m), the same in the producer, the consumers and
-  // the dQ writers. BwdParams::q_walk_down: q-blocks downwards from the last, the group's q heads
-  // inner, so that a unit's key blocks that start together read the same Q / dO tile and add into
-  // the same dQ run in the same step whatever their walk's length (the causal walk's lengths differ
-  // by key block); else q heads outer, q-blocks upwards (deterministic mode: the turn order's slack
-  // relies on it, tile.cuh dq_last_block).
+  // the dQ writers (BwdParams::q_walk). kWalkHeadsOuter: q heads outer, q-blocks upwards
+  // (deterministic mode: the turn order's slack relies on the upward walk, dq_last_block).
+  // kWalkHeadsInnerDown: q-blocks downwards from the last, the group's q heads inner: key blocks of a
+  // unit that start together read the same Q / dO tile and add into the same dQ run in the same
+  // step, whatever their walk's length (the causal walk's lengths differ by key block).
+  // kWalkHeadsInnerUp: q-blocks upwards, heads inner: key block n + 1 reaches a tile q_per_kv x
+  // (kBlockN / kBlockM) steps after key block n, so blocks dispatched that far apart walk in step.
   __device__ __forceinline__ void first_step(const BwdParams& p, int& h, int& m) const {
     h = kv_head * p.attn.q_per_kv;
-    m = p.q_walk_down ? q_blocks.end - 1 : q_blocks.begin;
+    m = p.q_walk == cuda_backend::kWalkHeadsInnerDown ? q_blocks.end - 1 : q_blocks.begin;
   }
   __device__ __forceinline__ void next_step(const BwdParams& p, int& h, int& m) const {
-    if (p.q_walk_down) {
-      if (++h == (kv_head + 1) * p.attn.q_per_kv) {
-        h = kv_head * p.attn.q_per_kv;
-        --m;
+    if (p.q_walk == cuda_backend::kWalkHeadsOuter) {
+      if (++m == q_blocks.end) {
+        m = q_blocks.begin;
+        ++h;
       }
-    } else if (++m == q_blocks.end) {
-      m = q_blocks.begin;
-      ++h;
+    } else if (++h == (kv_head + 1) * p.attn.q_per_kv) {
+      h = kv_head * p.attn.q_per_kv;
+      m += p.q_walk == cuda_backend::kWalkHeadsInnerDown ? -1 : 1;
     }
   }
 };
