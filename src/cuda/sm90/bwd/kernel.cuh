@@ -306,7 +306,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   int item;  // by its shared address: a generic load here cost d 128 a spill
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
   if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
-  const BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
+  BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
+  t.walk = kDet ? cuda_backend::kWalkHeadsOuter : p.q_walk;  // deterministic: dq_last_block's slack needs it
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {

@@ -15,6 +15,7 @@ struct BwdTile {
   cuda_backend::BwdSeq seq;
   cuda_backend::WindowMask mask;
   int n_block, batch, kv_head, n0;
+  int walk;  // the order of the steps (first_step / next_step): a kWalk* of bwd_params.h
   // The q-blocks seen (the same for every q head of the group), walked upwards from begin, and
   // those kept whole (no mask).
   cuda_backend::BlockRange q_blocks;
@@ -30,7 +31,7 @@ struct BwdTile {
     return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + m;
   }
   // The CTA's walk over its steps (q head h, q-block m), the same in the producer, the consumers and
-  // the dQ writers (BwdParams::q_walk). kWalkHeadsOuter: q heads outer, q-blocks upwards
+  // the dQ writers (`walk`: BwdParams::q_walk; the deterministic kernel's is a constant). kWalkHeadsOuter: q heads outer, q-blocks upwards
   // (deterministic mode: the turn order's slack relies on the upward walk, dq_last_block).
   // kWalkHeadsInnerDown: q-blocks downwards from the last, the group's q heads inner: key blocks of a
   // unit that start together read the same Q / dO tile and add into the same dQ run in the same
@@ -39,17 +40,17 @@ struct BwdTile {
   // (kBlockN / kBlockM) steps after key block n, so blocks dispatched that far apart walk in step.
   __device__ __forceinline__ void first_step(const BwdParams& p, int& h, int& m) const {
     h = kv_head * p.attn.q_per_kv;
-    m = p.q_walk == cuda_backend::kWalkHeadsInnerDown ? q_blocks.end - 1 : q_blocks.begin;
+    m = walk == cuda_backend::kWalkHeadsInnerDown ? q_blocks.end - 1 : q_blocks.begin;
   }
   __device__ __forceinline__ void next_step(const BwdParams& p, int& h, int& m) const {
-    if (p.q_walk == cuda_backend::kWalkHeadsOuter) {
+    if (walk == cuda_backend::kWalkHeadsOuter) {
       if (++m == q_blocks.end) {
         m = q_blocks.begin;
         ++h;
       }
     } else if (++h == (kv_head + 1) * p.attn.q_per_kv) {
       h = kv_head * p.attn.q_per_kv;
-      m += p.q_walk == cuda_backend::kWalkHeadsInnerDown ? -1 : 1;
+      m += walk == cuda_backend::kWalkHeadsInnerDown ? -1 : 1;
     }
   }
 };
