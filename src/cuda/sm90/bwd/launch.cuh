@@ -31,7 +31,7 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     p.lpt_section = bwd_lpt_section(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.attn.seqlen_q, D, kBwdLptL2Bytes);
   // EXPERIMENT (not to land): run-time overrides for the A/B of one build.
   if (const char* e = std::getenv("FA_BWD_LPT_SECTION"); e && !p.deterministic && p.attn.window_right >= 0) p.lpt_section = std::atoi(e);
-  if (const char* e = std::getenv("FA_BWD_WALK"); e && !p.deterministic) p.q_walk = std::atoi(e);
+  if (const char* e = std::getenv("FA_BWD_WALK"); e && !p.deterministic && p.attn.window_right >= 0) p.q_walk = std::atoi(e);
   if (const char* e = std::getenv("FA_BWD_DET_CHUNK"); e && p.deterministic) p.det_chunk = std::min(p.n_blocks, std::atoi(e));
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
