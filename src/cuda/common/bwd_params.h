@@ -48,13 +48,9 @@ struct BwdParams {
   // order is longest first, units (sequence x KV head) in sections of lpt_section (sm90/bwd/lpt_order.h);
   // 0: block-index order.
   int lpt_section = 0;
-  // The order of a CTA's steps over (q head, q-block): one of the kWalk* below (sm90/bwd/tile.cuh,
-  // BwdTile::next_step).
-  int q_walk = 0;
+  // Default mode under a right-bounded mask, d 128: each CTA walks its steps downwards, the group's
+  // q heads inner (sm90/bwd/lpt_order.h, bwd_walk_next); 0: heads outer, q-blocks upwards.
+  int q_walk_down = 0;
 };
-
-inline constexpr int kWalkHeadsOuter = 0;      // q heads outer, q-blocks upwards
-inline constexpr int kWalkHeadsInnerDown = 1;  // q-blocks downwards, the group's q heads inner
-inline constexpr int kWalkHeadsInnerUp = 2;    // q-blocks upwards, the group's q heads inner
 
 }  // namespace fastattn::cuda_backend

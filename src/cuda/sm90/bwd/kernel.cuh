@@ -31,7 +31,6 @@
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq.cuh"
 #include "cuda/sm90/bwd/epilogue.cuh"
-#include "cuda/sm90/bwd/lpt_order.h"
 #include "cuda/sm90/bwd/producer.cuh"
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
@@ -307,7 +306,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
   if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
   BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
-  t.walk = kDet ? cuda_backend::kWalkHeadsOuter : p.q_walk;  // deterministic: dq_last_block's slack needs it
+  t.walk_down = !kDet && p.q_walk_down;  // deterministic: upwards (dq_last_block's slack needs it)
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {

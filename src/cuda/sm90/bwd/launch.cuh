@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "cuda/common/bwd_params.h"
@@ -26,13 +25,12 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
   p.n_blocks = (p.attn.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   // Deterministic CTA order: chunks of 2048 keys, 8 heads' Q, dO in L2 at d 128 s 8k.
   if (p.deterministic) p.det_chunk = std::min(p.n_blocks, Cfg::kDetChunk);
-  // Default mode under a right-bounded mask (causal folded in as window_right 0): longest first.
-  if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0)
+  // Default mode under a right-bounded mask (causal folded in as window_right 0): longest first, in
+  // sections of units that fit L2, each CTA walking downwards with the group's heads inner.
+  if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0) {
     p.lpt_section = bwd_lpt_section(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.attn.seqlen_q, D, kBwdLptL2Bytes);
-  // EXPERIMENT (not to land): run-time overrides for the A/B of one build.
-  if (const char* e = std::getenv("FA_BWD_LPT_SECTION"); e && !p.deterministic && p.attn.window_right >= 0) p.lpt_section = std::atoi(e);
-  if (const char* e = std::getenv("FA_BWD_WALK"); e && !p.deterministic && p.attn.window_right >= 0) p.q_walk = std::atoi(e);
-  if (const char* e = std::getenv("FA_BWD_DET_CHUNK"); e && p.deterministic) p.det_chunk = std::min(p.n_blocks, std::atoi(e));
+    p.q_walk_down = 1;
+  }
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();

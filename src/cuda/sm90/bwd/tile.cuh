@@ -5,6 +5,7 @@
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/mask/block_source.cuh"
 #include "cuda/mask/window_mask.cuh"
+#include "cuda/sm90/bwd/lpt_order.h"
 
 namespace fastattn::sm90 {
 
@@ -15,7 +16,7 @@ struct BwdTile {
   cuda_backend::BwdSeq seq;
   cuda_backend::WindowMask mask;
   int n_block, batch, kv_head, n0;
-  int walk;  // the order of the steps (first_step / next_step): a kWalk* of bwd_params.h
+  bool walk_down;  // the order of the steps (first_step / next_step): BwdParams::q_walk_down
   // The q-blocks seen (the same for every q head of the group), walked upwards from begin, and
   // those kept whole (no mask).
   cuda_backend::BlockRange q_blocks;
@@ -31,27 +32,12 @@ struct BwdTile {
     return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + m;
   }
   // The CTA's walk over its steps (q head h, q-block m), the same in the producer, the consumers and
-  // the dQ writers (`walk`: BwdParams::q_walk; the deterministic kernel's is a constant). kWalkHeadsOuter: q heads outer, q-blocks upwards
-  // (deterministic mode: the turn order's slack relies on the upward walk, dq_last_block).
-  // kWalkHeadsInnerDown: q-blocks downwards from the last, the group's q heads inner: key blocks of a
-  // unit that start together read the same Q / dO tile and add into the same dQ run in the same
-  // step, whatever their walk's length (the causal walk's lengths differ by key block).
-  // kWalkHeadsInnerUp: q-blocks upwards, heads inner: key block n + 1 reaches a tile q_per_kv x
-  // (kBlockN / kBlockM) steps after key block n, so blocks dispatched that far apart walk in step.
+  // the dQ writers (lpt_order.h).
   __device__ __forceinline__ void first_step(const BwdParams& p, int& h, int& m) const {
-    h = kv_head * p.attn.q_per_kv;
-    m = walk == cuda_backend::kWalkHeadsInnerDown ? q_blocks.end - 1 : q_blocks.begin;
+    bwd_walk_first(walk_down, kv_head * p.attn.q_per_kv, q_blocks.begin, q_blocks.end, h, m);
   }
   __device__ __forceinline__ void next_step(const BwdParams& p, int& h, int& m) const {
-    if (walk == cuda_backend::kWalkHeadsOuter) {
-      if (++m == q_blocks.end) {
-        m = q_blocks.begin;
-        ++h;
-      }
-    } else if (++h == (kv_head + 1) * p.attn.q_per_kv) {
-      h = kv_head * p.attn.q_per_kv;
-      m += walk == cuda_backend::kWalkHeadsInnerDown ? -1 : 1;
-    }
+    bwd_walk_next(walk_down, kv_head * p.attn.q_per_kv, p.attn.q_per_kv, q_blocks.begin, q_blocks.end, h, m);
   }
 };
 
