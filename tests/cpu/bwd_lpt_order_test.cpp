@@ -1,7 +1,8 @@
 // The backward's causal CTA order (src/cuda/sm90/bwd/lpt_order.h) on the host: every (unit, key
 // block) is worked on by exactly one CTA, inside each section key blocks go in rising order (the
-// longest first under a causal mask) with every unit of the section in each round, and the
-// list-scheduling model of the notes finds the tail that the order removes.
+// longest first under a causal mask) with every unit of the section in each round, the list-
+// scheduling model of the notes finds the tail that the order removes, the sections are sized as
+// measured, and each walk over a CTA's steps takes every (q head, q-block) once in its order.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -66,6 +67,47 @@ TEST(BwdLptOrder, ModelRemovesTheCausalTail) {
   EXPECT_LT(tail(32, 64, 4, true), 1.01);
   EXPECT_GT(tail(64, 32, 1, false), 1.04);
   EXPECT_LT(tail(64, 32, 8, true), 1.01);
+}
+
+// Sections of whole units whose Q, dO and fp32 dQ (8 d bytes per row and q head) fit 40 MB: the
+// dense d 128 shapes of the notes get 4 (s 8k) and 8 (s 4k); the GQA shape (8 q heads per unit,
+// 32 MiB) one unit, i.e. block order (wider sections were measured slower there: L2).
+TEST(BwdLptOrder, SectionsOfUnitsThatFitL2) {
+  EXPECT_EQ(bwd_lpt_section(2 * 16, 1, 8192, 128, kBwdLptL2Bytes), 4);
+  EXPECT_EQ(bwd_lpt_section(4 * 16, 1, 4096, 128, kBwdLptL2Bytes), 8);
+  EXPECT_EQ(bwd_lpt_section(4 * 8, 8, 4096, 128, kBwdLptL2Bytes), 1);
+  EXPECT_EQ(bwd_lpt_section(2, 1, 1024, 128, kBwdLptL2Bytes), 2) << "at most the units there are";
+  EXPECT_EQ(bwd_lpt_section(3, 1, 1, 64, kBwdLptL2Bytes), 2) << "a power of two";
+  EXPECT_EQ(bwd_lpt_section(7, 64, 1 << 20, 256, kBwdLptL2Bytes), 1) << "at least one";
+}
+
+// Both walks take every (head, q-block) of the group x range exactly once in heads x blocks steps;
+// upwards: heads outer, q-blocks rising; downwards: q-blocks falling from the last, heads inner.
+TEST(BwdLptOrder, WalksVisitEveryStepOnce) {
+  for (bool down : {false, true})
+    for (int heads : {1, 3, 8})
+      for (int begin : {0, 5})
+        for (int count : {1, 2, 17}) {
+          SCOPED_TRACE(std::string(down ? "down" : "up") + " heads " + std::to_string(heads) + " begin " +
+                       std::to_string(begin) + " count " + std::to_string(count));
+          const int h_first = 2 * heads, end = begin + count;
+          std::vector<int> seen(size_t(heads) * count, 0);
+          int h = -1, m = -1;
+          bwd_walk_first(down, h_first, begin, end, h, m);
+          for (int i = 0; i < heads * count; ++i) {
+            ASSERT_GE(h, h_first);
+            ASSERT_LT(h, h_first + heads);
+            ASSERT_GE(m, begin);
+            ASSERT_LT(m, end);
+            ++seen[size_t(h - h_first) * count + (m - begin)];
+            const int step_h = down ? h_first + i % heads : h_first + i / count;
+            const int step_m = down ? end - 1 - i / heads : begin + i % count;
+            ASSERT_EQ(h, step_h) << "step " << i;
+            ASSERT_EQ(m, step_m) << "step " << i;
+            bwd_walk_next(down, h_first, heads, begin, end, h, m);
+          }
+          for (int n : seen) ASSERT_EQ(n, 1);
+        }
 }
 
 }  // namespace

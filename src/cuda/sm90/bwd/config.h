@@ -74,7 +74,7 @@ struct BwdConfig {
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;
   // d 128: the default mode's CTA order under a causal mask (or a window with a right edge) is
-  // longest-first (tile.cuh, lpt_item).
+  // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh).
   static constexpr bool kLptOrder = D == 128;
   // dQ writer threads of the deterministic mode (d <= 128), taking the steps in turn: each waits for
   // its add to land before passing the q-block's turn on, which at d 128 took about as long as a

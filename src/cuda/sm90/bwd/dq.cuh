@@ -197,7 +197,8 @@ template <class Cfg, bool kDet>
 __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
   constexpr int kHalfBytes = 2 * Cfg::kQAtomBytes, kWgFloats = 64 * Cfg::kDqCols0;
   PipeState<Cfg::kStages> ps;
-  int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
+  int h, m;
+  t.first_step(p, h, m);
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance()) {
     const int s = ps.stage();
     float* run = p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim;
@@ -223,7 +224,7 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
     tma_store_wait_read();
     mbar_arrive(&sm.q_empty[s]);
     if constexpr (kDet) pass_dq_turn(sem);  // the next key block's adds come after these
-    t.next_q_block(h, m);
+    t.next_step(p, h, m);
   }
   tma_store_wait_all();  // the CTA's smem must outlive the last add
 }
@@ -242,10 +243,11 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   static_assert(kWriters == 1 || kWriters == BwdSmem<Cfg>::kDqBufs, "a writer per staging buffer");
   PipeState<BwdSmem<Cfg>::kDqBufs> ps;
-  int h = t.kv_head * p.attn.q_per_kv, m = t.q_blocks.begin;
+  int h, m;
+  t.first_step(p, h, m);
   if (kWriters > 1 && writer > 0) {
     ps.advance();
-    t.next_q_block(h, m);
+    t.next_step(p, h, m);
   }
   for (int i = t.steps(p.attn.q_per_kv) - writer; i > 0; i -= kWriters, ps.advance()) {
     const int b = ps.stage();
@@ -257,10 +259,10 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
     tma_store_wait_read();
     mbar_arrive(&sm.dq_empty[b]);
     if constexpr (kDet) pass_dq_turn(t.dq_sem(p, h, m));  // the next key block's adds come after these
-    t.next_q_block(h, m);
+    t.next_step(p, h, m);
     if constexpr (kWriters > 1) {  // past the other writer's step
       ps.advance();
-      t.next_q_block(h, m);
+      t.next_step(p, h, m);
     }
   }
   tma_store_wait_all();  // the CTA's smem must outlive the last add

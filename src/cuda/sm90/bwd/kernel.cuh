@@ -99,8 +99,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   PipeState<Cfg::kStages> ps;
   PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps;  // deterministic: the dQ staging buffer
-  for (int h = t.kv_head * p.attn.q_per_kv; h < (t.kv_head + 1) * p.attn.q_per_kv; ++h)
-    for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance(), dq_ps.advance()) {
+  int h, m;
+  t.first_step(p, h, m);
+  for (int i = steps; i > 0; --i, ps.advance(), dq_ps.advance(), t.next_step(p, h, m)) {
       const int s = ps.stage();
       mbar_wait(&sm.q_full[s], ps.phase());
       // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
@@ -318,10 +319,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
   int item;  // by its shared address: a generic load here cost d 128 a spill
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
-  if constexpr (!kDet && Cfg::kLptOrder) {
-    if (p.attn.window_right >= 0) item = lpt_item<Cfg::kHeadDim>(p, item);
-  }
-  const BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
+  if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
+  BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
+  t.walk_down = !kDet && p.q_walk_down;  // deterministic: upwards (dq_last_block's slack needs it)
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
 
   if (warp < 4) {

@@ -11,6 +11,7 @@
 #include "cuda/common/bwd_params.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/kernel.cuh"
+#include "cuda/sm90/bwd/lpt_order.h"
 #include "cuda/sm90/bwd/preprocess.cuh"
 #include "cuda/tma_map.h"
 
@@ -24,6 +25,12 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
   p.n_blocks = (p.attn.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   // Deterministic CTA order: chunks of 2048 keys, 8 heads' Q, dO in L2 at d 128 s 8k.
   if (p.deterministic) p.det_chunk = std::min(p.n_blocks, Cfg::kDetChunk);
+  // Default mode under a right-bounded mask (causal folded in as window_right 0): longest first, in
+  // sections of units that fit L2, each CTA walking downwards with the group's heads inner.
+  if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0) {
+    p.lpt_section = bwd_lpt_section(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.attn.seqlen_q, D, kBwdLptL2Bytes);
+    p.q_walk_down = 1;
+  }
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();

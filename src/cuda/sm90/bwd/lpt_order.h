@@ -1,11 +1,14 @@
-// The default mode's CTA order under a causal mask, as a permutation of the grid's items (host and
-// device: the CPU tests check it). A key block's work falls with its index there (key block 0 sees
-// every q-block), so block-index order (item = unit x n_blocks + key block) ends each unit's run of
-// key blocks on its shortest and starts the next unit's on its longest, and the grid ends on the
-// last unit's longest blocks: a tail of ~6% at d128 s 4k-8k (a list-scheduling model over 132
-// SMs; docs/notes/bwd-sm90.md). Here the longest key blocks go first over the whole grid, the units
-// (sequence, KV head) in sections of `section` whose Q / dO / dQ fit in L2 together: key block 0
-// of every unit of a section, then key block 1, ..; the last section may be narrower.
+// The default mode's CTA order under a right-bounded mask (causal, windows with a right edge), host
+// and device (the CPU tests check it): the grid's items permuted longest first, and each CTA's walk
+// over its steps. A key block's work falls with its index there (key block 0 sees every q-block),
+// so block-index order (item = unit x n_blocks + key block) ends the grid on the last unit's
+// longest blocks: a tail of ~6% at d128 s 4k-8k by a list-scheduling model over 132 SMs
+// (docs/notes/bwd-sm90.md). The permutation takes the longest key blocks first, the units
+// (sequence, KV head) in sections of `section`: key block 0 of every unit of a section, then key
+// block 1, ..; the last section may be narrower. A section interleaves its units' starts, and a
+// unit's key blocks share its Q / dO tiles and dQ runs in L2 only while they run close together,
+// so sections stay as narrow as whole units' Q, dO and dQ fitting L2 allows (GQA s 4k: one unit,
+// block order; wider was measured slower).
 #pragma once
 
 #include "cuda/common/host_device.h"
@@ -18,6 +21,43 @@ FASTATTN_HD int bwd_lpt_item(int item, int units, int n_blocks, int section) {
   const int within = item - first * n_blocks, width = units - first < section ? units - first : section;
   const int n_block = within / width, unit = first + within % width;
   return unit * n_blocks + n_block;
+}
+
+// The L2 share that a section's Q, dO and dQ accumulator may take (FA3's figure for its sections).
+inline constexpr double kBwdLptL2Bytes = 40.0 * (1 << 20);
+
+// The section width (host): the largest power of two of units (so that it divides the usual head
+// counts: a short last section brings the tail back) whose Q, dO and fp32 dQ accumulator (8 d bytes
+// per q row and q head of the group) fit `l2_bytes` together, at least 1 and at most `units`.
+inline int bwd_lpt_section(int units, int q_per_kv, int seqlen_q, int head_dim, double l2_bytes) {
+  const double unit_bytes = double(q_per_kv) * double(seqlen_q > 1 ? seqlen_q : 1) * (8.0 * head_dim);
+  const double fit = l2_bytes / unit_bytes < units ? l2_bytes / unit_bytes : double(units);
+  int section = 1;
+  while (2.0 * section <= fit) section *= 2;
+  return section;
+}
+
+// A CTA's walk over its steps: (q head h, q-block m) over the heads [h_first, h_first + heads) of
+// its KV head's group and the q-blocks [begin, end) its key block sees, every pair once. Upwards
+// (`down` false): heads outer, q-blocks rising (the deterministic mode's turn order relies on it:
+// tile.cuh, dq_last_block). Downwards: q-blocks falling from the last, the group's heads inner, so
+// that a unit's key blocks which start together read the same Q / dO tile and add into the same dQ
+// run in the same step whatever their walk's length (under a causal mask block n starts at q-block
+// ~2n): one tile of L2 per unit in flight rather than every head's (GQA causal -14%, notes).
+FASTATTN_HD void bwd_walk_first(bool down, int h_first, int begin, int end, int& h, int& m) {
+  h = h_first;
+  m = down ? end - 1 : begin;
+}
+FASTATTN_HD void bwd_walk_next(bool down, int h_first, int heads, int begin, int end, int& h, int& m) {
+  if (down) {
+    if (++h == h_first + heads) {
+      h = h_first;
+      --m;
+    }
+  } else if (++m == end) {
+    m = begin;
+    ++h;
+  }
 }
 
 }  // namespace fastattn::sm90

@@ -24,21 +24,22 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
     tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
   }
   PipeState<Cfg::kStages> ps;
-  for (int h = t.kv_head * p.attn.q_per_kv; h < (t.kv_head + 1) * p.attn.q_per_kv; ++h)
-    for (int m = t.q_blocks.begin; m < t.q_blocks.end; ++m, ps.advance()) {
-      const int s = ps.stage();
-      mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
-      mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
-      const int q_row = t.seq.q_offset + m * Cfg::kBlockM;
+  int h, m;
+  t.first_step(p, h, m);
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), t.next_step(p, h, m)) {
+    const int s = ps.stage();
+    mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
+    mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
+    const int q_row = t.seq.q_offset + m * Cfg::kBlockM;
 #pragma unroll
-      for (int a = 0; a < Cfg::kAtoms; ++a) {
-        tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
-        tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
-      }
-      const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
-      bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
-      bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+    for (int a = 0; a < Cfg::kAtoms; ++a) {
+      tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+      tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
     }
+    const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
+    bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+    bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+  }
 }
 
 }  // namespace fastattn::sm90

@@ -16,6 +16,7 @@ struct BwdTile {
   cuda_backend::BwdSeq seq;
   cuda_backend::WindowMask mask;
   int n_block, batch, kv_head, n0;
+  bool walk_down;  // the order of the steps (first_step / next_step): BwdParams::q_walk_down
   // The q-blocks seen (the same for every q head of the group), walked upwards from begin, and
   // those kept whole (no mask).
   cuda_backend::BlockRange q_blocks;
@@ -30,27 +31,15 @@ struct BwdTile {
   __device__ __forceinline__ int* dq_sem(const BwdParams& p, int h, int m) const {
     return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + m;
   }
-  // The dQ writers' flat walk over the steps: q-blocks upwards, then the group's next q head.
-  __device__ __forceinline__ void next_q_block(int& h, int& m) const {
-    if (++m == q_blocks.end) {
-      m = q_blocks.begin;
-      ++h;
-    }
+  // The CTA's walk over its steps (q head h, q-block m), the same in the producer, the consumers and
+  // the dQ writers (lpt_order.h).
+  __device__ __forceinline__ void first_step(const BwdParams& p, int& h, int& m) const {
+    bwd_walk_first(walk_down, kv_head * p.attn.q_per_kv, q_blocks.begin, q_blocks.end, h, m);
+  }
+  __device__ __forceinline__ void next_step(const BwdParams& p, int& h, int& m) const {
+    bwd_walk_next(walk_down, kv_head * p.attn.q_per_kv, p.attn.q_per_kv, q_blocks.begin, q_blocks.end, h, m);
   }
 };
-
-// Default mode under a causal mask (folded into window_right 0) or any window with a right edge
-// (lpt_order.h): the section of (sequence, KV head) units whose Q,
-// dO and fp32 dQ accumulator fit in 40 MB of L2 together, a power of two (so that it divides the
-// usual head counts: a short last section brings the tail back), and the CTA's block-index item.
-inline constexpr float kBwdLptL2Bytes = 40.f * (1 << 20);
-template <int kHeadDim>
-__device__ __forceinline__ int lpt_item(const BwdParams& p, int item) {
-  const int units = p.attn.heads_kv * p.attn.batch;
-  const float unit_bytes = float(p.attn.q_per_kv) * float(max(p.attn.seqlen_q, 1)) * (8 * kHeadDim);  // Q, dO 16-bit; dQ fp32
-  const int fit = int(fminf(__fdividef(kBwdLptL2Bytes, unit_bytes), float(units)));  // a heuristic: approximate
-  return bwd_lpt_item(item, units, p.n_blocks, fit > 1 ? 1 << (31 - __clz(fit)) : 1);
-}
 
 template <int kBlockN, int kBlockM>
 __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
