@@ -57,9 +57,9 @@ struct BwdConfig {
   // else staged for the writer warp.
   static constexpr bool kDqByAtomics = D == 64 || D == 96;
   // kBlockM 128: S^T and dP^T are both awaited before P^T and dS^T are packed (FA3's order), and dV
-  // is issued once both are (behind dS^T's store: kernel.cuh): packing P^T as soon as S^T lands (the 64-row step) would hold P^T's 32
-  // registers beside S^T, dP^T, dK and dV (224) through dS, which does not fit 240 (ptxas spills
-  // and serialises the wgmmas).
+  // is issued once both are (behind dS^T's store: kernel.cuh): packing P^T as soon as S^T lands
+  // (the 64-row step) would hold P^T's 32 registers beside S^T, dP^T, dK and dV (224) through dS,
+  // which does not fit 240 (ptxas spills and serialises the wgmmas).
   static constexpr bool kPackAfterDs = kBlockM == 128;
   // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
   // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
@@ -74,7 +74,8 @@ struct BwdConfig {
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;
   // d 128: the default mode's CTA order under a causal mask (or a window with a right edge) is
-  // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh).
+  // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh). At
+  // d 64 and d 256 the same order measured level or slower (notes, session 25).
   static constexpr bool kLptOrder = D == 128;
   // dQ writer threads of the deterministic mode (d <= 128), taking the steps in turn: each waits for
   // its add to land before passing the q-block's turn on, which at d 128 took about as long as a
