@@ -102,172 +102,172 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   int h, m;
   t.first_step(p, h, m);
   for (int i = steps; i > 0; --i, ps.advance(), dq_ps.advance(), t.next_step(p, h, m)) {
-      const int s = ps.stage();
-      mbar_wait(&sm.q_full[s], ps.phase());
-      // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
-      float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
-      {
-        const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
-        const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
-        wgmma_fence();
+    const int s = ps.stage();
+    mbar_wait(&sm.q_full[s], ps.phase());
+    // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
+    float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
+    {
+      const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
+      const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
+      wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          WgmmaSS<T, kN>::run(st, desc_k_major(k_lo, Cfg::kKAtomBytes, kk), desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
-                              kk > 0);
-        wgmma_commit();
+      for (int kk = 0; kk < D / 16; ++kk)
+        WgmmaSS<T, kN>::run(st, desc_k_major(k_lo, Cfg::kKAtomBytes, kk), desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
+                            kk > 0);
+      wgmma_commit();
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk)
-          WgmmaSS<T, kN>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
-                              desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
-        wgmma_commit();
+      for (int kk = 0; kk < D / 16; ++kk)
+        WgmmaSS<T, kN>::run(dpt, desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
+                            desc_k_major(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
+      wgmma_commit();
+    }
+    // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
+    // P = exp2(-inf) = 0 with no per-element test after the exp.
+    auto mask_scores = [&] {
+      if (t.q_blocks.full(m)) return;
+      const int m0 = m * Cfg::kBlockM + q_col0;
+      cuda_backend::apply_keep_bits<kN, 0>(
+          st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
+      cuda_backend::apply_keep_bits<kN, 1>(
+          st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
+    };
+    // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
+    // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO
+    // (Cfg::kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
+    wgmma_wait<1>();
+    fence_operands(st);
+    uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
+    // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2
+    // (kStatsByQuad: the k-step's four values in one 16-byte load; the loads of r and r ^ 1 are one).
+    constexpr int kStatBytes = Cfg::kStatsByQuad ? 16 : 8;
+    const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + kStatBytes * quad_col;
+    const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + kStatBytes * quad_col;
+    auto stat_pair = [](uint32_t addr, int kk, int r) {
+      if constexpr (Cfg::kStatsByQuad) {
+        const float4 v = lds_f32x4(addr + 64 * kk);
+        return r / 2 ? make_float2(v.z, v.w) : make_float2(v.x, v.y);
+      } else {
+        return lds_f32x2(addr + 32 * (2 * kk + r / 2));
       }
-      // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
-      // P = exp2(-inf) = 0 with no per-element test after the exp.
-      auto mask_scores = [&] {
-        if (t.q_blocks.full(m)) return;
-        const int m0 = m * Cfg::kBlockM + q_col0;
-        cuda_backend::apply_keep_bits<kN, 0>(
-            st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
-        cuda_backend::apply_keep_bits<kN, 1>(
-            st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
-      };
-      // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
-      // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO
-      // (Cfg::kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
-      wgmma_wait<1>();
-      fence_operands(st);
-      uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
-      // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2
-      // (kStatsByQuad: the k-step's four values in one 16-byte load; the loads of r and r ^ 1 are one).
-      constexpr int kStatBytes = Cfg::kStatsByQuad ? 16 : 8;
-      const uint32_t lse_addr = smem_addr(sm.lse[s] + q_col0) + kStatBytes * quad_col;
-      const uint32_t dpsum_addr = smem_addr(sm.dpsum[s] + q_col0) + kStatBytes * quad_col;
-      auto stat_pair = [](uint32_t addr, int kk, int r) {
-        if constexpr (Cfg::kStatsByQuad) {
-          const float4 v = lds_f32x4(addr + 64 * kk);
-          return r / 2 ? make_float2(v.z, v.w) : make_float2(v.x, v.y);
-        } else {
-          return lds_f32x2(addr + 32 * (2 * kk + r / 2));
-        }
-      };
-      const float scale_log2 = p.attn.scale_log2;
-      // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
-      // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
-      auto p_phase = [&](auto softcap) {
-        constexpr bool kCap = decltype(softcap)::value;
-        if constexpr (kCap) {
+    };
+    const float scale_log2 = p.attn.scale_log2;
+    // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
+    // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
+    auto p_phase = [&](auto softcap) {
+      constexpr bool kCap = decltype(softcap)::value;
+      if constexpr (kCap) {
 #pragma unroll
-          for (int i = 0; i < kN / 2; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
-        }
-        mask_scores();
-        if constexpr (!(kCap && Cfg::kPackAfterDs)) {  // else P is computed with dS^T, from the capped score
-#pragma unroll
-          for (int kk = 0; kk < kSteps; ++kk)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-              const float2 lse = stat_pair(lse_addr, kk, r);
-              float pv[2];
-#pragma unroll
-              for (int e = 0; e < 2; ++e) {
-                float& x = st[8 * kk + 2 * r + e];
-                pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
-                if constexpr (!kCap) x = pv[e];
-              }
-              if constexpr (!Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
-            }
-        }
-      };
-      // A fragments (P^T or dS^T) into a keys x kBlockM q rows tile in the 128-byte-swizzled layout
-      // (64 q rows per atom; chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the
-      // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); made visible to wgmma, which reads
-      // through the async proxy, by a fence after it (fence_smem_for_tma).
-      auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
-        const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
-        const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
-        const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
-#pragma unroll
-        for (int j = 0; j < kN / 8; j += 2) {
-          // Column group j of 8 q rows, 8 to an atom (kBlockM 64: q_col0 + kN <= 64, one atom).
-          const uint32_t at = Cfg::kBlockM == 64 ? (((q_col0 / 8 + j) * 16) ^ chunk_xor)
-                                                 : (j / 8) * (Cfg::kBlockN * kAtomRowBytes) + (((j % 8) * 16) ^ chunk_xor);
-          stmatrix_x4(row_base + at, frag[j / 2][0], frag[j / 2][1], frag[j / 2][2], frag[j / 2][3]);
-        }
-      };
-      if (p.attn.softcap != 0.f)
-        p_phase(std::true_type{});
-      else
-        p_phase(std::false_type{});
-      if constexpr (Cfg::kSplitD) {  // dV += P^T dO once both halves of P^T are stored
-        store_tile_t(sm.pt[s], pf);
-        fence_smem_for_tma();
-        named_bar_sync(kBwdDsBar, 256);
-        mma_dkv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
-      } else if constexpr (!Cfg::kPackAfterDs) {
-        mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+        for (int i = 0; i < kN / 2; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
       }
-      // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q
-      // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
-      wgmma_wait<Cfg::kPackAfterDs ? 0 : 1>();
-      fence_operands(dpt);
-      auto ds_phase = [&](auto softcap) {
-        constexpr bool kCap = decltype(softcap)::value;
+      mask_scores();
+      if constexpr (!(kCap && Cfg::kPackAfterDs)) {  // else P is computed with dS^T, from the capped score
 #pragma unroll
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            const float2 dps = stat_pair(dpsum_addr, kk, r);
-            float2 lse;
-            if constexpr (kCap) lse = stat_pair(lse_addr, kk, r);
-            float ds[2], pvs[2];
+            const float2 lse = stat_pair(lse_addr, kk, r);
+            float pv[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
-              const int i = 8 * kk + 2 * r + e;
-              float pv = st[i], dcap = 1.f;
-              if constexpr (kCap) {  // masked: st = -inf, P = 0, tanh clamped to -1 (no 0 * inf)
-                pv = cuda_backend::fast_exp2(st[i] - (e ? lse.y : lse.x));
-                const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
-                dcap = 1.f - th * th;
-              }
-              ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
-              pvs[e] = pv;  // packed as P^T here where Cfg::kPackAfterDs
+              float& x = st[8 * kk + 2 * r + e];
+              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
+              if constexpr (!kCap) x = pv[e];
             }
-            dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
-            if constexpr (Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
+            if constexpr (!Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
           }
-      };
-      if (p.attn.softcap != 0.f)
-        ds_phase(std::true_type{});
-      else
-        ds_phase(std::false_type{});
-      // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
-      // d 96: dK (from the dS^T registers) is issued before the meeting; d 64 / 128 behind dQ
-      // (dq.cuh). kPackAfterDs (d 64): dS^T stored before dV is issued (FA3's d 64 order: the
-      // meeting comes sooner), the fence behind dV's issue.
-      if constexpr (Cfg::kPackAfterDs) {
-        store_tile_t(sm.ds[s], dsf);
-        mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
       }
-      if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
-        const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
-        wgmma_fence();
+    };
+    // A fragments (P^T or dS^T) into a keys x kBlockM q rows tile in the 128-byte-swizzled layout
+    // (64 q rows per atom; chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the
+    // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); made visible to wgmma, which reads
+    // through the async proxy, by a fence after it (fence_smem_for_tma).
+    auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
+      const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
+      const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
+      const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
 #pragma unroll
-        for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
-        wgmma_commit();
+      for (int j = 0; j < kN / 8; j += 2) {
+        // Column group j of 8 q rows, 8 to an atom (kBlockM 64: q_col0 + kN <= 64, one atom).
+        const uint32_t at = Cfg::kBlockM == 64 ? (((q_col0 / 8 + j) * 16) ^ chunk_xor)
+                                               : (j / 8) * (Cfg::kBlockN * kAtomRowBytes) + (((j % 8) * 16) ^ chunk_xor);
+        stmatrix_x4(row_base + at, frag[j / 2][0], frag[j / 2][1], frag[j / 2][2], frag[j / 2][3]);
       }
-      if constexpr (!Cfg::kPackAfterDs) store_tile_t(sm.ds[s], dsf);
+    };
+    if (p.attn.softcap != 0.f)
+      p_phase(std::true_type{});
+    else
+      p_phase(std::false_type{});
+    if constexpr (Cfg::kSplitD) {  // dV += P^T dO once both halves of P^T are stored
+      store_tile_t(sm.pt[s], pf);
       fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
-      if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
-        bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
-      } else {
-        if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
-        if (wg == 0)
-          bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
-        else
-          bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, dv,
-                                              dk, pf, dsf, dq_ps);
-      }
+      mma_dkv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
+    } else if constexpr (!Cfg::kPackAfterDs) {
+      mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
+    // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q
+    // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
+    wgmma_wait<Cfg::kPackAfterDs ? 0 : 1>();
+    fence_operands(dpt);
+    auto ds_phase = [&](auto softcap) {
+      constexpr bool kCap = decltype(softcap)::value;
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float2 dps = stat_pair(dpsum_addr, kk, r);
+          float2 lse;
+          if constexpr (kCap) lse = stat_pair(lse_addr, kk, r);
+          float ds[2], pvs[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int i = 8 * kk + 2 * r + e;
+            float pv = st[i], dcap = 1.f;
+            if constexpr (kCap) {  // masked: st = -inf, P = 0, tanh clamped to -1 (no 0 * inf)
+              pv = cuda_backend::fast_exp2(st[i] - (e ? lse.y : lse.x));
+              const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
+              dcap = 1.f - th * th;
+            }
+            ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
+            pvs[e] = pv;  // packed as P^T here where Cfg::kPackAfterDs
+          }
+          dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
+          if constexpr (Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
+        }
+    };
+    if (p.attn.softcap != 0.f)
+      ds_phase(std::true_type{});
+    else
+      ds_phase(std::false_type{});
+    // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
+    // d 96: dK (from the dS^T registers) is issued before the meeting; d 64 / 128 behind dQ
+    // (dq.cuh). kPackAfterDs (d 64): dS^T stored before dV is issued (FA3's d 64 order: the
+    // meeting comes sooner), the fence behind dV's issue.
+    if constexpr (Cfg::kPackAfterDs) {
+      store_tile_t(sm.ds[s], dsf);
+      mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+    }
+    if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
+      const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+      wgmma_commit();
+    }
+    if constexpr (!Cfg::kPackAfterDs) store_tile_t(sm.ds[s], dsf);
+    fence_smem_for_tma();
+    named_bar_sync(kBwdDsBar, 256);
+    if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
+      bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
+    } else {
+      if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
+      if (wg == 0)
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
+      else
+        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, dv,
+                                            dk, pf, dsf, dq_ps);
+    }
+  }
   if constexpr (!Cfg::kSplitD) {
     // Both warpgroups past their last MMA (each ends its step with a full wgmma wait): K and V are free.
     named_bar_sync(kBwdDsBar, 256);
