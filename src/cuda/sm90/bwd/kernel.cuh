@@ -1,5 +1,5 @@
 // Hopper backward, main kernel. One CTA per (key block of 128, sequence, KV head): K and V are
-// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block (64 rows; 128 at d 64)
+// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block (64 rows; 128 at d 64; 80 at d 128 without mask)
 // that the mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
 // warpgroups, 64 keys each, run per q-block (swap-AB: keys are the MMA rows, so P^T and dS^T land in
 // registers in the A-operand layout):
