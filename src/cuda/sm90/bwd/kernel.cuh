@@ -1,8 +1,8 @@
 // Hopper backward, main kernel. One CTA per (key block of 128, sequence, KV head): K and V are
-// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block (64 rows; 128 at d 64; 80 at d 128 without mask)
-// that the mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
-// warpgroups, 64 keys each, run per q-block (swap-AB: keys are the MMA rows, so P^T and dS^T land in
-// registers in the A-operand layout):
+// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block (64 rows; 128 at d 64;
+// 80 at d 128 without mask) that the mask keeps, for every q head of the KV head's group, through a
+// 2-stage TMA ring; two consumer warpgroups, 64 keys each, run per q-block (swap-AB: keys are the
+// MMA rows, so P^T and dS^T land in registers in the A-operand layout):
 //   S^T = K Q^T, dP^T = V dO^T                        (SS, both K-major)
 //   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
