@@ -23,6 +23,9 @@ SS_USES = {
     # warpgroup's share of the head dim (d 64: 32 + 32, d 96: 64 + 32, d 128: 64 + 64, d 192: 64 + 128,
     # d 256: 128 + 128).
     "backward dQ = dS K": [(32, MN, MN), (64, MN, MN), (128, MN, MN)],
+    # d 128 with 80-row q-blocks: dQ^T = K^T dS^T, A = the K tile (head-dim rows contiguous: MN), B =
+    # the dS tile stored q-major (keys contiguous: K); N = the 80 q rows.
+    "backward dQ^T = K^T dS^T": [(80, MN, K)],
     # d > 128: A = the P^T / dS^T tile in smem (keys x query rows, K-major), B = dO / Q (N-major); N =
     # the warpgroup's share of the head dim (d 192: 128 + 64, d 256: 128 + 128).
     "backward d > 128 dV += P^T dO, dK += dS^T Q": [(128, K, MN), (64, K, MN)],

@@ -90,7 +90,9 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   strides(g.dk, p.dk_stride_b, p.dk_stride_s, p.dk_stride_h);
   strides(g.dv, p.dv_stride_b, p.dv_stride_s, p.dv_stride_h);
   const AttnParams& a = p.attn;
-  const int bm = sm90::bwd_block_m(d);  // rows per q-block, and the workspace's padding per sequence
+  // Rows per q-block, and the workspace's padding per sequence (80 at d 128 without mask: config.h).
+  const int bm = sm90::bwd_block_m(d, sm90::bwd_rows80(d, deterministic, a.window_left, a.window_right, a.softcap));
+  p.block_m = bm;
   p.m_blocks = (a.seqlen_q + bm - 1) / bm;
   p.padded_rows = problem.varlen ? (problem.total_q + bm * int64_t(a.batch) + bm - 1) / bm * bm
                                  : padded_q_offset(0, a.batch, false, a.seqlen_q, bm);

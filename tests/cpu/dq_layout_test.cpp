@@ -42,5 +42,26 @@ TEST(DqLayout, InverseMatchesForwardMap) {
   check_layout(256, 128);
 }
 
+// d 128 with 80-row q-blocks (BwdConfig<128, 80>): dQ^T's run, each warpgroup's 64 head-dim rows.
+TEST(DqLayout, SwappedInverseMatchesForwardMap) {
+  constexpr int kRows = 80, kD = 128;
+  std::vector<int> seen(kRows * kD, 0);
+  for (int row = 0; row < kRows; ++row)
+    for (int col = 0; col < kD; ++col) {
+      const int at = dq_t_accum_index(row, col, kRows);
+      ASSERT_GE(at, 0);
+      ASSERT_LT(at, kRows * kD);
+      ++seen[at];
+    }
+  for (int n : seen) ASSERT_EQ(n, 1) << "the forward map is not a permutation";
+  for (int f = 0; f < kRows * kD / 4; ++f) {
+    const DqPairs e = dq_t_accum_quad(f, kRows);
+    ASSERT_EQ(dq_t_accum_index(e.row, e.col, kRows), 4 * f) << "float4 " << f;
+    ASSERT_EQ(dq_t_accum_index(e.row + 1, e.col, kRows), 4 * f + 1) << "float4 " << f;
+    ASSERT_EQ(dq_t_accum_index(e.row, e.col + 8, kRows), 4 * f + 2) << "float4 " << f;
+    ASSERT_EQ(dq_t_accum_index(e.row + 1, e.col + 8, kRows), 4 * f + 3) << "float4 " << f;
+  }
+}
+
 }  // namespace
 }  // namespace fastattn::sm90

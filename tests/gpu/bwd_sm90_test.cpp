@@ -288,6 +288,43 @@ TEST_F(Sm90Bwd, D64Tile) {
   deterministic_cases(64, 64, 64);
 }
 
+// d 128 without mask in the default mode: q-blocks of 80 rows (BwdConfig<128, 80>: S^T / dP^T with
+// N = 80, dQ^T = K^T dS^T, dS stored q-major), the workspace padded to 80 per sequence. Lengths
+// around 80 (a last block of 1, 79 or 80 rows), s_q != s_k both ways, GQA, varlen with empty
+// sequences and seqused; then the neighbours that keep 64 rows on the same unmasked problems
+// (softcap, deterministic mode), so that the host's choice is checked on both sides.
+TEST_F(Sm90Bwd, D128Rows80) {
+  for (int sq : {1, 79, 80, 81, 161, 4097})
+    for (int sk : {17, 80, 300}) {
+      BwdCase c = bcase((sq + sk) % 2 == 0 ? DType::BF16 : DType::F16, 128, sq, sk);
+      run_bwd_case(c);
+    }
+  BwdCase g = bcase(DType::BF16, 128, 241, 250);
+  g.hq = 8;
+  g.hkv = 2;
+  run_bwd_case(g);
+  BwdCase v = bcase(DType::F16, 128, 0, 0);
+  v.lens_q = {81, 0, 160, 1, 239};
+  v.lens_k = {80, 3, 300, 0, 129};
+  v.hq = 4;
+  v.hkv = 1;
+  run_bwd_case(v);
+  BwdCase u = bcase(DType::BF16, 128, 0, 0);
+  u.lens_q = {170, 79, 5};
+  u.lens_k = {90, 200, 81};
+  u.used_q = {161, 0, 5};
+  u.used_k = {90, 113, 1};
+  run_bwd_case(u);
+  BwdCase cap = bcase(DType::BF16, 128, 161, 200);
+  cap.softcap = 5.f;
+  run_bwd_case(cap);
+  BwdCase det = bcase(DType::F16, 128, 161, 300);
+  det.hq = 4;
+  det.hkv = 2;
+  det.deterministic = true;
+  run_bwd_case(det);
+}
+
 // d 192 / 256: 64-key CTAs, S^T / dP^T split on q rows, dK / dV / dQ split on d (BwdConfig::kSplitD).
 TEST_F(Sm90Bwd, LargeDimsDtypes) { dtype_cases({192, 256}); }
 

@@ -24,16 +24,17 @@ struct BwdParams {
   int64_t dv_stride_b = 0, dv_stride_s = 0, dv_stride_h = 0;
 
   // Workspace (bwd_workspace in the launch), per q head over `padded_rows` rows: every sequence's
-  // rows start at a multiple of the config's q-block size (64, or 128 at d 64: bwd_block_m,
+  // rows start at a multiple of the config's q-block size (64; 128 at d 64, 80 at d 128 unmasked: bwd_block_m,
   // padded_q_offset), so a q-block's scalars and dQ accumulator are each one contiguous run.
-  float* dq_accum = nullptr;   // [h_q][padded_rows][d] fp32, each 64 x d in fragment order
+  float* dq_accum = nullptr;   // [h_q][padded_rows][d] fp32, each q-block's run in fragment order (dq_layout.h)
   float* lse_log2 = nullptr;   // [h_q][padded_rows]: lse * log2(e); +inf where no key is kept
   float* dpsum = nullptr;      // [h_q][padded_rows]: D = rowsum(dO * O); 0 past the used rows
   int* dq_sem = nullptr;       // deterministic: [b][h_q][m_blocks] count of dQ adds done
   int* tile_ticket = nullptr;  // deterministic: CTA start order
   int64_t padded_rows = 0;
 
-  int m_blocks = 0;          // q-blocks (of bwd_block_m(d) rows) per sequence (at attn.seqlen_q)
+  int block_m = 0;           // rows per q-block (sm90/bwd/config.h, bwd_block_m): picks the launch's config
+  int m_blocks = 0;          // q-blocks (of block_m rows) per sequence (at attn.seqlen_q)
   int n_blocks = 0;          // key blocks per sequence (at attn.seqlen_k; launch_bwd: of the config's kBlockN)
   float scale = 0.f;         // softmax scale (dK at the end, dQ in the postprocess)
   float tanh_of_log2 = 0.f;  // 1 / (softcap * scale_log2): tanh from a capped score in log2 units

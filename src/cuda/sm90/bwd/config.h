@@ -12,12 +12,16 @@ namespace fastattn::sm90 {
 // d > 128 (kSplitD): dK + dV of 64 keys would be 192 / 256 registers, so a CTA holds 64 keys and
 // both warpgroups share them: S^T / dP^T split on the q rows (32 each), P^T and dS^T through smem,
 // dK / dV / dQ split on the head dim by whole atoms (docs/notes/bwd-sm90.md).
-template <int D>
+// BM = 80 (d 128, default mode, no mask, no softcap: bwd_rows80): FA3's full-mask tile, S^T / dP^T
+// with N = 80, so a step's fixed costs are paid per 80 rows; dQ (80 rows: not a wgmma M) is computed
+// swapped, dQ^T = K^T dS^T with M = d split over the warpgroups (kDqSwapAB).
+template <int D, int BM = (D == 64 ? 128 : 64)>
 struct BwdConfig {
   static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "backward head dims: 64, 96, 128, 192, 256");
+  static_assert(BM == (D == 64 ? 128 : 64) || (D == 128 && BM == 80), "q-block sizes: the head dim's, or 80 at d 128");
   static constexpr int kHeadDim = D;
   static constexpr bool kSplitD = D > 128;
-  static constexpr int kBlockM = D == 64 ? 128 : 64;  // q rows per step (a multiple of 64)
+  static constexpr int kBlockM = BM;  // q rows per step
   static constexpr int kBlockN = kSplitD ? 64 : 128;   // keys per CTA
   static constexpr int kStages = 2;                    // Q / dO ring depth
   static constexpr int kAtoms = (D + 63) / 64;
@@ -40,9 +44,14 @@ struct BwdConfig {
   // kBlockM 128 (kDqRowSplit): split on the q rows instead, warpgroup w's rows [64 w, 64 w + 64)
   // with all of d (atom w of the dS^T tile as A); each half's run is laid out as a 64-row run
   // whose columns are all "warpgroup 0's" (dq_layout.h with cols0 = d).
+  // kBlockM 80 (kDqSwapAB): dQ^T = K^T dS^T, warpgroup w's head-dim rows [64 w, 64 w + 64) (atom w
+  // of K as an MN-major A) times dS (stored q-major: kDsQMajor) with N = the 80 q rows; each
+  // warpgroup's 64 x 80 run in the accumulator (dq_layout.h, dq_t_accum_index). kDqCols: the N.
   static constexpr bool kDqRowSplit = kBlockM == 128;
-  static constexpr int kDqCols0 = kDqRowSplit ? D : D == 96 || D == 192 ? 64 : D / 2;
-  static constexpr int kDqCols1 = kDqRowSplit ? D : D - kDqCols0;
+  static constexpr bool kDqSwapAB = kBlockM == 80;
+  static constexpr bool kDsQMajor = kDqSwapAB;  // the dS tile: q rows x keys (else keys x q rows)
+  static constexpr int kDqCols0 = kDqSwapAB ? kBlockM : kDqRowSplit ? D : D == 96 || D == 192 ? 64 : D / 2;
+  static constexpr int kDqCols1 = kDqSwapAB ? kBlockM : kDqRowSplit ? D : D - kDqCols0;
   // The end of a step, and dQ into the accumulator. d 128 / 64 (kDqBeforeDk): dQ = dS K issued
   // before dK += dS^T Q and added while dK runs: d 128 staged in smem buffers of its own and
   // bulk-added by a writer warp, d 64 by vector atomics from registers (FA3's d 64 order; both
@@ -60,7 +69,9 @@ struct BwdConfig {
   // is issued once both are (behind dS^T's store: kernel.cuh): packing P^T as soon as S^T lands
   // (the 64-row step) would hold P^T's 32 registers beside S^T, dP^T, dK and dV (224) through dS,
   // which does not fit 240 (ptxas spills and serialises the wgmmas).
-  static constexpr bool kPackAfterDs = kBlockM == 128;
+  // kBlockM 80 takes the same order: P^T packed early beside S^T (kept fp32 for dS), dP^T, dK, dV
+  // would hold 228 registers before addresses.
+  static constexpr bool kPackAfterDs = kBlockM != 64;
   // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
   // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
   // values of a k-step are one 16-byte load (preprocess.cuh writes them so).
@@ -81,15 +92,28 @@ struct BwdConfig {
   // its add to land before passing the q-block's turn on, which at d 128 took about as long as a
   // step, so one writer held the consumers back.
   static constexpr int kDetWriters = D == 128 ? 2 : 1;
+  // The 80-row tile has room for one dQ staging buffer only (227 KB with it), and two writers need
+  // two: deterministic mode keeps the 64-row tile (bwd_rows80), and no such kernel is built.
+  static constexpr bool kHasDetKernel = kBlockM != 80;
+  // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
+  static constexpr bool kHasSoftcap = kBlockM != 80;
   static constexpr int kThreads = 384;   // producer warpgroup + two consumer warpgroups
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
 };
 
+// Whether a backward takes the 80-row tile (BwdConfig<128, 80>): d 128, default mode, no mask
+// (no causal, no window: window_left = window_right = -1) and no softcap, as FA3 (which keeps 64 rows
+// for causal, local and softcap, where masked steps and the tanh's registers favour the smaller tile).
+constexpr bool bwd_rows80(int d, bool deterministic, int window_left, int window_right, float softcap) {
+  return d == 128 && !deterministic && window_left < 0 && window_right < 0 && softcap == 0.f;
+}
+
 // The q-block size of the backward at head dim d, for the host's workspace (each sequence padded
-// to a multiple of it) and q-block count.
-constexpr int bwd_block_m(int d) {
-  return d == 64 ? BwdConfig<64>::kBlockM : d == 96 ? BwdConfig<96>::kBlockM : d == 128 ? BwdConfig<128>::kBlockM
+// to a multiple of it) and q-block count; the launch picks the config with the same size.
+constexpr int bwd_block_m(int d, bool rows80) {
+  return rows80 ? BwdConfig<128, 80>::kBlockM
+       : d == 64 ? BwdConfig<64>::kBlockM : d == 96 ? BwdConfig<96>::kBlockM : d == 128 ? BwdConfig<128>::kBlockM
        : d == 192 ? BwdConfig<192>::kBlockM : BwdConfig<256>::kBlockM;
 }
 

@@ -61,7 +61,9 @@ __device__ __forceinline__ void add_dq_atomic(const BwdParams& p, const BwdTile&
 // dQ of one step for warpgroup wg's N columns from c0: dS (the step's dS^T buffer, MN-major A) times
 // K's columns (MN-major B), then accumulated into the q-block's run. Cfg::kDqRowSplit (128-row
 // q-blocks): warpgroup wg takes the q rows [64 wg, 64 wg + 64) (atom wg of the dS^T tile) and all
-// of d (c0 = 0, N = d), added at float 64 d wg of the run. Cfg::kDqBeforeDk (d 128 / 64):
+// of d (c0 = 0, N = d), added at float 64 d wg of the run. Cfg::kDqSwapAB (80-row q-blocks):
+// dQ^T for warpgroup wg's 64 head-dim rows, N = the q rows (c0 unused), added at float 64 kBlockM wg.
+// Cfg::kDqBeforeDk (d 128 / 64):
 // issued behind the step's dV and ahead of its dK (RS), so that adding dQ (d 128 staged for the
 // writer warp, d 64 by atomics) overlaps the dK MMA, whose end frees the Q / dO stage. Otherwise
 // issued behind dV and dK (whose end frees the stage), then d 96 added by vector atomics
@@ -73,16 +75,29 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
                                        uint32_t (&dsf)[Cfg::kSdpCols / 16][4], PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
-  const int run_off = Cfg::kDqRowSplit ? 64 * Cfg::kHeadDim * wg : 64 * c0;  // this warpgroup's floats in the run
-  const uint8_t* ds_rows = sm.ds[ds_buf];  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
-  if constexpr (Cfg::kDqRowSplit) ds_rows += wg * Cfg::kBlockN * kAtomRowBytes;
-  const uint32_t a_lo = desc_mn_major_lo(ds_rows, Cfg::kBlockN * 128);
-  const uint32_t b_lo = desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
-  wgmma_fence();
+  // This warpgroup's floats in the run (dq_layout.h).
+  const int run_off = Cfg::kDqSwapAB ? 64 * Cfg::kBlockM * wg : Cfg::kDqRowSplit ? 64 * Cfg::kHeadDim * wg : 64 * c0;
+  if constexpr (Cfg::kDqSwapAB) {  // dQ^T = K^T dS^T: atom wg of K (MN-major A) times the q-major dS tile (K-major B)
+    const uint32_t a_lo = desc_mn_major_lo(sm.k + wg * Cfg::kKAtomBytes, Cfg::kKAtomBytes);
+    const uint32_t b_lo = desc_k_major_lo(sm.ds[ds_buf]);
+    wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
-    WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
-  wgmma_commit();
+    for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+      WgmmaSS<T, N, Major::MN, Major::K>::run(dq, desc_mn_major(a_lo, kk), desc_k_major(b_lo, Cfg::kQAtomBytes, kk),
+                                              kk > 0);
+    wgmma_commit();
+  } else {
+    const uint8_t* ds_rows = sm.ds[ds_buf];  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
+    if constexpr (Cfg::kDqRowSplit) ds_rows += wg * Cfg::kBlockN * kAtomRowBytes;
+    const uint32_t a_lo = desc_mn_major_lo(ds_rows, Cfg::kBlockN * 128);
+    const uint32_t b_lo =
+        desc_mn_major_lo(sm.k + (c0 / kAtomCols) * Cfg::kKAtomBytes + (c0 % kAtomCols) * 2, Cfg::kKAtomBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+      WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+    wgmma_commit();
+  }
   if constexpr (Cfg::kDqBeforeDk) {
     const uint32_t q_lo = desc_n_major_lo(sm.q[ds_buf], Cfg::kQAtomBytes);
 #pragma unroll

@@ -1,13 +1,14 @@
 // Hopper backward, main kernel. One CTA per (key block of 128, sequence, KV head): K and V are
-// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block (64 rows; 128 at d 64)
-// that the mask keeps, for every q head of the KV head's group, through a 2-stage TMA ring; two consumer
-// warpgroups, 64 keys each, run per q-block (swap-AB: keys are the MMA rows, so P^T and dS^T land in
-// registers in the A-operand layout):
+// loaded once; a producer warp streams the (Q, dO, lse, D) of every q-block (64 rows; 128 at d 64;
+// 80 at d 128 without mask) that the mask keeps, for every q head of the KV head's group, through a
+// 2-stage TMA ring; two consumer warpgroups, 64 keys each, run per q-block (swap-AB: keys are the
+// MMA rows, so P^T and dS^T land in registers in the A-operand layout):
 //   S^T = K Q^T, dP^T = V dO^T                        (SS, both K-major)
 //   P^T = exp2(S^T scale log2e - lse), dS^T = P^T (dP^T - D)   (softcap: times its derivative)
 //   dV += P^T dO, dK += dS^T Q                         (RS, B N-major, accumulated over the group)
 //   dS^T -> smem (stmatrix), both warpgroups meet, dQ = dS K  (SS, both MN-major, N split; at
-//   d 64's 128-row q-blocks split on the q rows instead)
+//   d 64's 128-row q-blocks split on the q rows instead; at d 128's 80-row q-blocks swapped,
+//   dQ^T = K^T dS^T with M = d split, dS stored q-major by stmatrix.trans)
 //   (d 128 / 64: dK issued behind dQ, so that adding dQ overlaps it; d 96: before the meeting)
 //   dQ into the q-block's fp32 accumulator run (dq.cuh): staged in smem for a writer warp's bulk
 //   reduce-add (deterministic mode: in an order fixed by key block, a semaphore per q-block), or
@@ -193,7 +194,25 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         stmatrix_x4(row_base + at, frag[j / 2][0], frag[j / 2][1], frag[j / 2][2], frag[j / 2][3]);
       }
     };
-    if (p.attn.softcap != 0.f)
+    // Cfg::kDsQMajor: dS as a q rows x keys tile (keys contiguous, 64 to an atom of kBlockM rows,
+    // the same swizzle), each warpgroup's 64 keys its own atom, by stmatrix.trans: the 8 x 8 block
+    // (keys 16 warp + 8 (mtx % 2) .., q rows 16 kk + 8 (mtx / 2) ..) of matrix mtx = lane / 8 goes to
+    // those q rows' 16-byte key chunk 2 warp + mtx % 2, lane % 8 naming the row.
+    auto store_tile_q = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
+      const int mtx = lane / 8;
+      const uint32_t at = smem_addr(tile) + wg * Cfg::kQAtomBytes + (8 * (mtx >> 1) + lane % 8) * kAtomRowBytes +
+                          (((2 * warp_in_wg + (mtx & 1)) ^ (lane % 8)) * 16);
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk)
+        stmatrix_x4_trans(at + 16 * kk * kAtomRowBytes, frag[kk][0], frag[kk][1], frag[kk][2], frag[kk][3]);
+    };
+    auto store_ds = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
+      if constexpr (Cfg::kDsQMajor)
+        store_tile_q(tile, frag);
+      else
+        store_tile_t(tile, frag);
+    };
+    if (Cfg::kHasSoftcap && p.attn.softcap != 0.f)
       p_phase(std::true_type{});
     else
       p_phase(std::false_type{});
@@ -235,7 +254,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           if constexpr (Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
         }
     };
-    if (p.attn.softcap != 0.f)
+    if (Cfg::kHasSoftcap && p.attn.softcap != 0.f)
       ds_phase(std::true_type{});
     else
       ds_phase(std::false_type{});
@@ -244,7 +263,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // (dq.cuh). kPackAfterDs (d 64): dS^T stored before dV is issued (FA3's d 64 order: the
     // meeting comes sooner), the fence behind dV's issue.
     if constexpr (Cfg::kPackAfterDs) {
-      store_tile_t(sm.ds[s], dsf);
+      store_ds(sm.ds[s], dsf);
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
     if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
@@ -254,14 +273,16 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
       wgmma_commit();
     }
-    if constexpr (!Cfg::kPackAfterDs) store_tile_t(sm.ds[s], dsf);
+    if constexpr (!Cfg::kPackAfterDs) store_ds(sm.ds[s], dsf);
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
     if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
       bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
     } else {
       if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
-      if (wg == 0)
+      if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
+      else if (wg == 0)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
       else
         bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, dv,

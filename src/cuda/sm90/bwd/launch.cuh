@@ -17,10 +17,11 @@
 
 namespace fastattn::sm90 {
 
-template <class T, int D>
-Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& args,
-                  cudaStream_t stream) {
-  using Cfg = BwdConfig<D>;
+// One config (head dim, q-block size) of the three kernels.
+template <class T, class Cfg>
+Status launch_bwd_config(const detail::Problem& problem, const detail::GradOperands& grads,
+                         const cuda_backend::BwdParams& args, cudaStream_t stream) {
+  constexpr int D = Cfg::kHeadDim;
   cuda_backend::BwdParams p = args;  // + the key blocks, whose size is the config's
   p.n_blocks = (p.attn.seqlen_k + Cfg::kBlockN - 1) / Cfg::kBlockN;
   // Deterministic CTA order: chunks of 2048 keys, 8 heads' Q, dO in L2 at d 128 s 8k.
@@ -39,7 +40,7 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
   };
   const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
   if (p.m_blocks > 0) {
-    bwd_preprocess_kernel<T, D><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+    bwd_preprocess_kernel<T, Cfg><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
   const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk : p.n_blocks;
@@ -66,17 +67,34 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     static bool det_attr = false, plain_attr = false;
     constexpr int kBytes = bwd_smem_struct_bytes<Cfg>() + kBwdSmemSlack<Cfg>;
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
-    st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kBytes, det_attr)
-                         : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
+    if constexpr (Cfg::kHasDetKernel) {
+      st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kBytes, det_attr)
+                           : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
+    } else {
+      if (p.deterministic) return Status::Unsupported("backward: no deterministic kernel for this q-block size");
+      st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
+    }
     if (!st.ok()) return st;
     if (st = launched("backward launch"); !st.ok()) return st;
   }
-  if (p.m_blocks > 0) {  // per 64 rows
-    const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kBlockM / 64)), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
-    bwd_postprocess_kernel<T, D, Cfg::kDqCols0><<<post_grid, kBwdAuxThreads, 0, stream>>>(p);
+  if (p.m_blocks > 0) {  // per 64 rows, or per 80-row q-block
+    const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kDqSwapAB ? 1 : Cfg::kBlockM / 64)), unsigned(p.attn.heads_q),
+                         unsigned(p.attn.batch));
+    bwd_postprocess_kernel<T, Cfg><<<post_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward postprocess launch"); !st.ok()) return st;
   }
   return Status::Ok();
+}
+
+// The config whose q-block size the host chose (BwdParams::block_m: it padded the workspace so).
+template <class T, int D>
+Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
+                  cudaStream_t stream) {
+  if constexpr (D == 128) {
+    if (p.block_m == BwdConfig<128, 80>::kBlockM) return launch_bwd_config<T, BwdConfig<128, 80>>(problem, grads, p, stream);
+  }
+  if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
+  return launch_bwd_config<T, BwdConfig<D>>(problem, grads, p, stream);
 }
 
 }  // namespace fastattn::sm90

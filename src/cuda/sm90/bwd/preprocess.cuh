@@ -4,7 +4,7 @@
 //     for rows past the used ones and rows that kept no key, so their P is exactly 0; d 64 in the
 //     main kernel's read order, bwd_stat_slot), and the q-block's dQ accumulator run cleared;
 //   postprocess: dq = scale * dQ accumulator, from its fragment order into dq's strides, per 64
-//     rows (a 128-row q-block's run is two 64-row runs: dq_layout.h).
+//     rows (a 128-row q-block's run is two 64-row runs: dq_layout.h), or per 80-row q-block (dQ^T).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -34,9 +34,9 @@ __device__ __forceinline__ int bwd_stat_slot(int r) {
 // (one float4 store per 16 bytes): fused here, the memset of the whole accumulator before it cost a
 // pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
 // are read element by element in the same lane order.
-template <class T, int D>
+template <class T, class Cfg>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
-  constexpr int kRows = BwdConfig<D>::kBlockM;  // the main kernel's q-block: all its rows are written
+  constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM;  // the main kernel's q-block: all its rows are written
   constexpr int kVec = 16 / int(sizeof(T));     // elements per 16-byte load
   constexpr int kRowLanes = D / kVec <= 8 ? 8 : D / kVec <= 16 ? 16 : 32;
   constexpr int kRowsPerWarp = 32 / kRowLanes, kWarps = kBwdAuxThreads / 32;
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
                                    (seq.q_offset + i) * p.attn.lse_stride_s];
         if (l != -INFINITY) lse = l * kLog2e;
       }
-      const int slot = bwd_stat_slot<BwdConfig<D>>(r);
+      const int slot = bwd_stat_slot<Cfg>(r);
       p.dpsum[ws + slot] = acc;
       p.lse_log2[ws + slot] = lse;
     }
@@ -102,31 +102,44 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
 }
 
 // dq = scale * the q-block's accumulator, through smem: float4 loads in the accumulator's own order
-// (coalesced; each holds two pairs of columns, dq_layout.h), rounded pairs into a row-major 64 x D
-// tile, then each row of dq (contiguous) stored in 16-byte pieces. Read straight from the fragment
-// order, a warp's stores would be pieces of eight rows, one row stride apart. The tile's rows are
-// padded by 16 bytes, so that a warp's eight rows fall in different banks. One CTA per 64 rows
-// (blockIdx.x counts 64-row blocks also where the main kernel's q-blocks have 128).
-template <class T, int D, int Cols0>
+// (coalesced; each holds two pairs of columns, dq_layout.h), rounded pairs into a row-major kRunRows
+// x D tile, then each row of dq (contiguous) stored in 16-byte pieces. Read straight from the
+// fragment order, a warp's stores would be pieces of eight rows, one row stride apart. The tile's
+// rows are padded by 16 bytes, so that a warp's eight rows fall in different banks. One CTA per run:
+// 64 rows (blockIdx.x counts 64-row blocks also where the main kernel's q-blocks have 128), or a
+// whole 80-row q-block, whose dQ^T float4s hold pairs of rows (stored element by element).
+template <class T, class Cfg>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
+  constexpr int D = Cfg::kHeadDim, kRunRows = Cfg::kDqSwapAB ? Cfg::kBlockM : 64;
   constexpr int kRowBytes = D * int(sizeof(T)) + 16, kChunks = D * int(sizeof(T)) / 16;
-  __shared__ alignas(16) uint8_t tile[64 * kRowBytes];
+  __shared__ alignas(16) uint8_t tile[kRunRows * kRowBytes];
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
-  const cuda_backend::BwdSeq seq(p, b, BwdConfig<D>::kBlockM);
-  if (m * 64 >= seq.rows_q) return;
-  const float4* acc = reinterpret_cast<const float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * 64) * D);
-  for (int f = threadIdx.x; f < 16 * D; f += kBwdAuxThreads) {
+  const cuda_backend::BwdSeq seq(p, b, Cfg::kBlockM);
+  if (m * kRunRows >= seq.rows_q) return;
+  const float4* acc =
+      reinterpret_cast<const float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * kRunRows) * D);
+  for (int f = threadIdx.x; f < kRunRows * D / 4; f += kBwdAuxThreads) {
     const float4 x = acc[f];
-    const DqPairs e = dq_accum_pairs(f, Cols0);
-    uint8_t* at = tile + e.row * kRowBytes + e.col * int(sizeof(T));
-    *reinterpret_cast<uint32_t*>(at) = cuda_backend::pack2<T>(p.scale * x.x, p.scale * x.y);
-    *reinterpret_cast<uint32_t*>(at + 8 * kRowBytes) = cuda_backend::pack2<T>(p.scale * x.z, p.scale * x.w);
+    if constexpr (Cfg::kDqSwapAB) {
+      const DqPairs e = dq_t_accum_quad(f, kRunRows);
+      T* at = reinterpret_cast<T*>(tile + e.row * kRowBytes) + e.col;
+      T* below = reinterpret_cast<T*>(tile + (e.row + 1) * kRowBytes) + e.col;
+      at[0] = T(p.scale * x.x);
+      below[0] = T(p.scale * x.y);
+      at[8] = T(p.scale * x.z);
+      below[8] = T(p.scale * x.w);
+    } else {
+      const DqPairs e = dq_accum_pairs(f, Cfg::kDqCols0);
+      uint8_t* at = tile + e.row * kRowBytes + e.col * int(sizeof(T));
+      *reinterpret_cast<uint32_t*>(at) = cuda_backend::pack2<T>(p.scale * x.x, p.scale * x.y);
+      *reinterpret_cast<uint32_t*>(at + 8 * kRowBytes) = cuda_backend::pack2<T>(p.scale * x.z, p.scale * x.w);
+    }
   }
   __syncthreads();
-  const int rows = min(64, seq.rows_q - m * 64);
+  const int rows = min(kRunRows, seq.rows_q - m * kRunRows);
   for (int e = threadIdx.x; e < rows * kChunks; e += kBwdAuxThreads) {
     const int r = e / kChunks, k = e % kChunks;
-    const int64_t tok = seq.q_offset + m * 64 + r;
+    const int64_t tok = seq.q_offset + m * kRunRows + r;
     T* row = static_cast<T*>(p.dq) + int64_t(seq.batch_coord) * p.dq_stride_b + tok * p.dq_stride_s + int64_t(h) * p.dq_stride_h;
     const uint4 v = *reinterpret_cast<const uint4*>(tile + r * kRowBytes + 16 * k);
     if (reinterpret_cast<uintptr_t>(row) % 16 == 0) {

@@ -34,6 +34,7 @@ struct BwdSmem {
   alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
   alignas(1024) uint8_t dout[Cfg::kStages][Cfg::kQBytes];
   // dS^T, keys x kBlockM q rows: one atom per 64 q rows (q rows 64 a.. in atom a); two steps deep.
+  // Cfg::kDsQMajor: dS, kBlockM q rows x keys, one atom per 64 keys (as Q for S^T).
   alignas(1024) uint8_t ds[2][kDsBytes];
   // P^T in the same layout (split shape only: both warpgroups' dV MMAs read all of its q rows).
   alignas(1024) uint8_t pt[Cfg::kSplitD ? 2 : 1][Cfg::kSplitD ? Cfg::kBlockN * 128 : 16];

@@ -14,4 +14,12 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t row_addr, uint32_t m0, uint
                : "memory");
 }
 
+// The same with each 8 x 8 matrix stored transposed: lane l's pair (row l / 4, columns 2 (l % 4), + 1)
+// lands in memory rows 2 (l % 4), + 1 at element l / 4, so the addresses name the matrix's columns.
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t row_addr, uint32_t m0, uint32_t m1, uint32_t m2, uint32_t m3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(row_addr), "r"(m0),
+               "r"(m1), "r"(m2), "r"(m3)
+               : "memory");
+}
+
 }  // namespace fastattn::sm90
