@@ -44,15 +44,13 @@ TEST(BwdLptOrder, PermutationLongestFirstPerSection) {
         if (section <= std::max(units, 1)) check_order(units, n_blocks, section);
 }
 
-// Greedy dispatch of CTAs in start order onto `sms` SMs (a CTA starts when an SM frees), each CTA
-// taking its key block's causal step count plus a fixed cost: the finish time over the ideal.
-double tail(int units, int n_blocks, int section, bool lpt, int sms = 132) {
+// Greedy dispatch of CTAs in start order onto `sms` SMs (a CTA starts when an SM frees), CTA i taking
+// works[i] steps: the finish time over the ideal (total work / sms).
+double finish_over_ideal(const std::vector<double>& works, int sms = 132) {
   std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
   for (int i = 0; i < sms; ++i) free_at.push(0);
   double end = 0, total = 0;
-  for (int item = 0; item < units * n_blocks; ++item) {
-    const int at = lpt ? bwd_lpt_item(item, units, n_blocks, section) : item;
-    const double work = 2.0 * (n_blocks - at % n_blocks) + 2;  // 64-row q-blocks, 128-key blocks
+  for (double work : works) {
     const double t = free_at.top() + work;
     free_at.pop();
     free_at.push(t);
@@ -60,6 +58,17 @@ double tail(int units, int n_blocks, int section, bool lpt, int sms = 132) {
     total += work;
   }
   return end / (total / sms);
+}
+
+// One CTA per key block, each taking its causal step count (64-row q-blocks, 128-key blocks, times
+// the group's q heads) plus a fixed cost, in block order or longest first.
+double tail(int units, int n_blocks, int section, bool lpt, int heads = 1) {
+  std::vector<double> works;
+  for (int item = 0; item < units * n_blocks; ++item) {
+    const int at = lpt ? bwd_lpt_item(item, units, n_blocks, section) : item;
+    works.push_back(2.0 * heads * (n_blocks - at % n_blocks) + 2);
+  }
+  return finish_over_ideal(works);
 }
 
 TEST(BwdLptOrder, ModelRemovesTheCausalTail) {
@@ -134,38 +143,18 @@ TEST(BwdLptOrder, PairsCoverEveryKeyBlockOnce) {
   }
 }
 
-// Paired CTAs for units of key blocks under a causal mask (block n: 2 (N - n) q-blocks per head),
-// each tile with the fixed cost of the model above; all in the block order of the pairs.
-double pair_tail(int units, int n_blocks, int heads, int sms = 132) {
-  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-  for (int i = 0; i < sms; ++i) free_at.push(0);
-  double end = 0, total = 0;
+// Paired CTAs for units of key blocks under a causal mask, each tile with the fixed cost of the
+// model above; all in the block order of the pairs.
+double pair_tail(int units, int n_blocks, int heads) {
+  std::vector<double> works;
   for (int item = 0; item < units * ((n_blocks + 1) / 2); ++item) {
     int first, second;
     const int tiles = bwd_pair_blocks(item % ((n_blocks + 1) / 2), n_blocks, first, second);
     double work = 2.0 * heads * (n_blocks - first) + 2;
     if (tiles == 2) work += 2.0 * heads * (n_blocks - second) + 2;
-    const double t = free_at.top() + work;
-    free_at.pop();
-    free_at.push(t);
-    end = std::max(end, t);
-    total += work;
+    works.push_back(work);
   }
-  return end / (total / sms);
-}
-double block_order_tail(int units, int n_blocks, int heads, int sms = 132) {
-  std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
-  for (int i = 0; i < sms; ++i) free_at.push(0);
-  double end = 0, total = 0;
-  for (int item = 0; item < units * n_blocks; ++item) {
-    const double work = 2.0 * heads * (n_blocks - item % n_blocks) + 2;
-    const double t = free_at.top() + work;
-    free_at.pop();
-    free_at.push(t);
-    end = std::max(end, t);
-    total += work;
-  }
-  return end / (total / sms);
+  return finish_over_ideal(works);
 }
 
 // Equal CTAs: every pair of N key blocks under a causal mask sees 2 N + 2 q-blocks of 64 rows (the
@@ -181,7 +170,7 @@ TEST(BwdLptOrder, PairsEvenTheCausalTail) {
       EXPECT_EQ(q_blocks, tiles == 2 ? 2 * n + 2 : n + 1) << n << " " << j;
     }
   }
-  EXPECT_GT(block_order_tail(32, 32, 8), 1.12);
+  EXPECT_GT(tail(32, 32, 1, false, 8), 1.12);
   EXPECT_LT(pair_tail(32, 32, 8), 1.04);
   EXPECT_TRUE(bwd_pair_key_blocks(bwd_lpt_section(4 * 8, 8, 4096, 128, kBwdLptL2Bytes), 32, 32, 132)) << "GQA s4k";
   EXPECT_FALSE(bwd_pair_key_blocks(bwd_lpt_section(2 * 16, 1, 8192, 128, kBwdLptL2Bytes), 32, 64, 132)) << "s8k";
