@@ -9,6 +9,7 @@
 #include <functional>
 #include <queue>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/sm90/bwd/lpt_order.h"
@@ -43,15 +44,13 @@ TEST(BwdLptOrder, PermutationLongestFirstPerSection) {
         if (section <= std::max(units, 1)) check_order(units, n_blocks, section);
 }
 
-// Greedy dispatch of CTAs in start order onto `sms` SMs (a CTA starts when an SM frees), each CTA
-// taking its key block's causal step count plus a fixed cost: the finish time over the ideal.
-double tail(int units, int n_blocks, int section, bool lpt, int sms = 132) {
+// Greedy dispatch of CTAs in start order onto `sms` SMs (a CTA starts when an SM frees), CTA i taking
+// works[i] steps: the finish time over the ideal (total work / sms).
+double finish_over_ideal(const std::vector<double>& works, int sms = 132) {
   std::priority_queue<double, std::vector<double>, std::greater<double>> free_at;
   for (int i = 0; i < sms; ++i) free_at.push(0);
   double end = 0, total = 0;
-  for (int item = 0; item < units * n_blocks; ++item) {
-    const int at = lpt ? bwd_lpt_item(item, units, n_blocks, section) : item;
-    const double work = 2.0 * (n_blocks - at % n_blocks) + 2;  // 64-row q-blocks, 128-key blocks
+  for (double work : works) {
     const double t = free_at.top() + work;
     free_at.pop();
     free_at.push(t);
@@ -59,6 +58,17 @@ double tail(int units, int n_blocks, int section, bool lpt, int sms = 132) {
     total += work;
   }
   return end / (total / sms);
+}
+
+// One CTA per key block, each taking its causal step count (64-row q-blocks, 128-key blocks, times
+// the group's q heads) plus a fixed cost, in block order or longest first.
+double tail(int units, int n_blocks, int section, bool lpt, int heads = 1) {
+  std::vector<double> works;
+  for (int item = 0; item < units * n_blocks; ++item) {
+    const int at = lpt ? bwd_lpt_item(item, units, n_blocks, section) : item;
+    works.push_back(2.0 * heads * (n_blocks - at % n_blocks) + 2);
+  }
+  return finish_over_ideal(works);
 }
 
 TEST(BwdLptOrder, ModelRemovesTheCausalTail) {
@@ -81,33 +91,121 @@ TEST(BwdLptOrder, SectionsOfUnitsThatFitL2) {
   EXPECT_EQ(bwd_lpt_section(7, 64, 1 << 20, 256, kBwdLptL2Bytes), 1) << "at least one";
 }
 
-// Both walks take every (head, q-block) of the group x range exactly once in heads x blocks steps;
-// upwards: heads outer, q-blocks rising; downwards: q-blocks falling from the last, heads inner.
+// Every walk takes every (head, q-block) of the group x range exactly once in heads x blocks steps;
+// upwards: heads outer, q-blocks rising; downwards: q-blocks falling from the last, heads inner;
+// upwards with the heads inner: q-blocks rising from the first.
 TEST(BwdLptOrder, WalksVisitEveryStepOnce) {
-  for (bool down : {false, true})
+  for (int walk : {kBwdWalkUp, kBwdWalkDown, kBwdWalkUpInner})
     for (int heads : {1, 3, 8})
       for (int begin : {0, 5})
         for (int count : {1, 2, 17}) {
-          SCOPED_TRACE(std::string(down ? "down" : "up") + " heads " + std::to_string(heads) + " begin " +
+          SCOPED_TRACE("walk " + std::to_string(walk) + " heads " + std::to_string(heads) + " begin " +
                        std::to_string(begin) + " count " + std::to_string(count));
           const int h_first = 2 * heads, end = begin + count;
           std::vector<int> seen(size_t(heads) * count, 0);
           int h = -1, m = -1;
-          bwd_walk_first(down, h_first, begin, end, h, m);
+          bwd_walk_first(walk, h_first, begin, end, h, m);
           for (int i = 0; i < heads * count; ++i) {
             ASSERT_GE(h, h_first);
             ASSERT_LT(h, h_first + heads);
             ASSERT_GE(m, begin);
             ASSERT_LT(m, end);
             ++seen[size_t(h - h_first) * count + (m - begin)];
-            const int step_h = down ? h_first + i % heads : h_first + i / count;
-            const int step_m = down ? end - 1 - i / heads : begin + i % count;
+            const int step_h = walk == kBwdWalkUp ? h_first + i / count : h_first + i % heads;
+            const int step_m = walk == kBwdWalkUp     ? begin + i % count
+                               : walk == kBwdWalkDown ? end - 1 - i / heads
+                                                      : begin + i / heads;
             ASSERT_EQ(h, step_h) << "step " << i;
             ASSERT_EQ(m, step_m) << "step " << i;
-            bwd_walk_next(down, h_first, heads, begin, end, h, m);
+            bwd_walk_next(walk, h_first, heads, begin, end, h, m);
           }
           for (int n : seen) ASSERT_EQ(n, 1);
         }
+}
+
+// Pairs: over the pairs j < ceil(N / 2) of a sequence's N key blocks every block comes once (the
+// middle one of odd N alone); j past the pairs has none (a sequence shorter than the longest).
+TEST(BwdLptOrder, PairsCoverEveryKeyBlockOnce) {
+  for (int n : {0, 1, 2, 3, 17, 32, 33, 65}) {
+    SCOPED_TRACE("key blocks " + std::to_string(n));
+    std::vector<int> seen(size_t(n), 0);
+    for (int j = 0; j < (n + 1) / 2 + 3; ++j) {
+      int first = -1, second = -1;
+      const int tiles = bwd_pair_blocks(j, n, first, second);
+      ASSERT_EQ(tiles, j < n / 2 ? 2 : (2 * j + 1 == n ? 1 : 0)) << "pair " << j;
+      if (tiles >= 1) ++seen[size_t(first)];
+      if (tiles == 2) {
+        ASSERT_LT(first, second);
+        ++seen[size_t(second)];
+      }
+    }
+    for (int c : seen) ASSERT_EQ(c, 1);
+  }
+}
+
+// Paired CTAs for units of key blocks under a causal mask, each tile with the fixed cost of the
+// model above; all in the block order of the pairs.
+double pair_tail(int units, int n_blocks, int heads) {
+  std::vector<double> works;
+  for (int item = 0; item < units * ((n_blocks + 1) / 2); ++item) {
+    int first, second;
+    const int tiles = bwd_pair_blocks(item % ((n_blocks + 1) / 2), n_blocks, first, second);
+    double work = 2.0 * heads * (n_blocks - first) + 2;
+    if (tiles == 2) work += 2.0 * heads * (n_blocks - second) + 2;
+    works.push_back(work);
+  }
+  return finish_over_ideal(works);
+}
+
+// Equal CTAs: every pair of N key blocks under a causal mask sees 2 N + 2 q-blocks of 64 rows (the
+// middle block of odd N: N + 1); the GQA s4k shape's tail (block order 1.14 x) falls to ~1.03 x
+// (3.88 waves of equal CTAs); and the host pairs exactly there (sections of 1, pairs >= SMs), not
+// at the dense shapes that longest first already serves, nor where the pairs leave SMs idle.
+TEST(BwdLptOrder, PairsEvenTheCausalTail) {
+  for (int n : {31, 32, 64}) {
+    for (int j = 0; j < (n + 1) / 2; ++j) {
+      int first, second;
+      const int tiles = bwd_pair_blocks(j, n, first, second);
+      const int q_blocks = 2 * (n - first) + (tiles == 2 ? 2 * (n - second) : 0);
+      EXPECT_EQ(q_blocks, tiles == 2 ? 2 * n + 2 : n + 1) << n << " " << j;
+    }
+  }
+  EXPECT_GT(tail(32, 32, 1, false, 8), 1.12);
+  EXPECT_LT(pair_tail(32, 32, 8), 1.04);
+  EXPECT_TRUE(bwd_pair_key_blocks(bwd_lpt_section(4 * 8, 8, 4096, 128, kBwdLptL2Bytes), 32, 32, 132)) << "GQA s4k";
+  EXPECT_FALSE(bwd_pair_key_blocks(bwd_lpt_section(2 * 16, 1, 8192, 128, kBwdLptL2Bytes), 32, 64, 132)) << "s8k";
+  EXPECT_FALSE(bwd_pair_key_blocks(bwd_lpt_section(4 * 16, 1, 4096, 128, kBwdLptL2Bytes), 64, 32, 132)) << "s4k";
+  EXPECT_FALSE(bwd_pair_key_blocks(1, 1, 33, 132)) << "17 pairs on 132 SMs: all at once either way";
+  EXPECT_TRUE(bwd_pair_key_blocks(1, 1, 33, 3)) << "the tests' 3 CTAs";
+}
+
+// The pair's walks keep a unit's CTAs on one q-block: started together, block j walks down from the
+// last q-block and block N - 1 - j then walks up from where its range starts, so at each step every
+// CTA of the unit is on q-block 2N - 1 - T (first tiles) or T - 2 (second tiles), T = step / heads.
+TEST(BwdLptOrder, PairWalksMeetOnOneQBlock) {
+  const int n = 32, heads = 8, m_blocks = 2 * n;
+  std::vector<std::vector<std::pair<int, int>>> walks;  // per CTA: (head, q-block) per step
+  for (int j = 0; j < n / 2; ++j) {
+    int first, second;
+    ASSERT_EQ(bwd_pair_blocks(j, n, first, second), 2);
+    std::vector<std::pair<int, int>> w;
+    for (int tile = 0; tile < 2; ++tile) {
+      const int walk = tile ? kBwdWalkUpInner : kBwdWalkDown, begin = 2 * (tile ? second : first);
+      int h, m;
+      bwd_walk_first(walk, 0, begin, m_blocks, h, m);
+      for (int i = 0; i < heads * (m_blocks - begin); ++i, bwd_walk_next(walk, 0, heads, begin, m_blocks, h, m))
+        w.emplace_back(h, m);
+    }
+    ASSERT_EQ(int(w.size()), heads * (2 * n + 2));
+    walks.push_back(w);
+  }
+  for (int step = 0; step < heads * (2 * n + 2); ++step) {
+    std::vector<std::pair<int, int>> at;
+    for (const auto& w : walks) at.push_back(w[size_t(step)]);
+    std::sort(at.begin(), at.end());
+    at.erase(std::unique(at.begin(), at.end()), at.end());
+    ASSERT_LE(at.size(), 2u) << "step " << step;
+  }
 }
 
 }  // namespace

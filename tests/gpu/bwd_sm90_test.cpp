@@ -225,6 +225,39 @@ TEST_F(Sm90Bwd, Long) {
   run_bwd_case(w);
 }
 
+// Paired key blocks (d 128 default mode under a causal-like mask, sm90/bwd/lpt_order.h): the host
+// pairs where the pairs fill the SMs, which FASTATTN_MAX_CTAS = 3 makes every case here do. Odd key
+// block counts (a middle block alone), one block (17, 113: no second tile), s_q != s_k both ways,
+// GQA, a right-edged window without a left edge, varlen with empty sequences and seqused.
+struct CtaCap {
+  CtaCap() { setenv("FASTATTN_MAX_CTAS", "3", 1); }
+  ~CtaCap() { unsetenv("FASTATTN_MAX_CTAS"); }
+};
+TEST_F(Sm90Bwd, PairedKeyBlocks) {
+  CtaCap cap;
+  struct S {
+    int sq, sk, batch;
+  };
+  for (const S& sh : {S{1, 1, 3}, S{17, 17, 3}, S{113, 113, 3}, S{300, 300, 2}, S{700, 700, 1}, S{17, 300, 2},
+                      S{300, 17, 3}, S{1500, 700, 1}, S{4097, 4097, 1}}) {
+    BwdCase c = bcase(sh.sq == 300 ? DType::F16 : DType::BF16, 128, sh.sq, sh.sk);
+    c.batch = sh.batch;
+    c.hq = c.hkv = 1;
+    c.causal = true;
+    run_bwd_case(c);
+  }
+  BwdCase g = bcase(DType::F16, 128, 257, 300);
+  g.hq = 8;
+  g.hkv = 2;
+  g.causal = true;
+  run_bwd_case(g);
+  BwdCase w = bcase(DType::BF16, 128, 333, 400);
+  w.wl = -1;
+  w.wr = 20;
+  run_bwd_case(w);
+  varlen_cases(128, 128, 128);
+}
+
 TEST_F(Sm90Bwd, Gqa) {
   for (int ratio : {1, 4, 8}) {
     BwdCase c = bcase(DType::F16, 128, 257, 300);

@@ -52,6 +52,10 @@ struct BwdParams {
   // Default mode under a right-bounded mask, d 128: each CTA walks its steps downwards, the group's
   // q heads inner (sm90/bwd/lpt_order.h, bwd_walk_next); 0: heads outer, q-blocks upwards.
   int q_walk_down = 0;
+  // Default mode under a causal-like mask (right edge, no left edge), d 128, where lpt_section is 1:
+  // each CTA works on key blocks j and N - 1 - j of its sequence (sm90/bwd/lpt_order.h,
+  // bwd_pair_blocks; the items are unit x ceil(n_blocks / 2) + j), the second walked upwards.
+  int kv_pair = 0;
 };
 
 }  // namespace fastattn::cuda_backend

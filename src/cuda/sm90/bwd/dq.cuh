@@ -250,14 +250,15 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
 // above this one that see the q-block (tile.cuh, dq_last_block) have added theirs, and the turn
 // passes on once it has landed; waiting here instead of in the consumers lets them run up to
 // kDqBufs steps ahead. One flat loop over the steps, with the workspace offsets recomputed per
-// step: the producer warpgroup's 24 registers hold no more. kWriters > 1: writer w of them takes the
+// step: the producer warpgroup's 24 registers hold no more. `ps` (the staging buffer) runs on from
+// the CTA's previous tile (paired key blocks). kWriters > 1: writer w of them takes the
 // steps w, w + kWriters, .. (buffer w when there are as many buffers), so that one add's landing
 // and the turn it passes on overlap the next step's.
 template <class Cfg, bool kDet, int kWriters = 1>
-__device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int writer) {
+__device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int writer,
+                                             PipeState<BwdSmem<Cfg>::kDqBufs>& ps) {
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   static_assert(kWriters == 1 || kWriters == BwdSmem<Cfg>::kDqBufs, "a writer per staging buffer");
-  PipeState<BwdSmem<Cfg>::kDqBufs> ps;
   int h, m;
   t.first_step(p, h, m);
   if (kWriters > 1 && writer > 0) {

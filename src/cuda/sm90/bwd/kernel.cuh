@@ -82,8 +82,12 @@ __device__ __forceinline__ void mma_dv_rs(float (&dv)[Cfg::kDkvColsMax / 2], con
   wgmma_commit();
 }
 
+// One tile's steps and its dK / dV. The ring's and the dQ staging's pipe states run on from the CTA's
+// previous tile (paired key blocks); kv_phase: the parity of the K / V loads before this tile's.
 template <class T, class Cfg, bool kDet>
-__device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg) {
+__device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg,
+                                            PipeState<Cfg::kStages>& ps, PipeState<BwdSmem<Cfg>::kDqBufs>& dq_ps,
+                                            int kv_phase) {
   constexpr int D = Cfg::kHeadDim, kN = Cfg::kSdpCols, kSteps = kN / 16;  // S^T / dP^T columns, as k-steps
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
   const int key_row = t.n0 + wg * Cfg::kWgKeyStride + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
@@ -93,13 +97,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) dk[i] = dv[i] = 0.f;
 
   const int steps = t.steps(p.attn.q_per_kv);
-  if (steps > 0) mbar_wait(&sm.kv_full, 0);
+  if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
-  PipeState<Cfg::kStages> ps;
-  PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps;  // deterministic: the dQ staging buffer
   int h, m;
   t.first_step(p, h, m);
   for (int i = steps; i > 0; --i, ps.advance(), dq_ps.advance(), t.next_step(p, h, m)) {
@@ -320,6 +322,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     prefetch_tma_map(&tv);
     prefetch_tma_map(&tdo);
     mbar_init(&sm.kv_full, 1);
+    mbar_init(&sm.kv_empty, 8);  // paired key blocks: one arrival per consumer warp (K / V free again)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.q_full[s], 1);
@@ -340,25 +343,70 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
   int item;  // by its shared address: a generic load here cost d 128 a spill
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
-  if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
-  BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
-  t.walk_down = !kDet && p.q_walk_down;  // deterministic: upwards (dq_last_block's slack needs it)
-  if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
+  // Paired key blocks (d 128 default mode, BwdParams::kv_pair): two tiles, key blocks j and N - 1 - j
+  // of the sequence (lpt_order.h), the second walked upwards; each role works on both in turn, the
+  // second's calls inlined apart from the first's, its tile derived from the first's (the producer
+  // warpgroup's 24 registers hold no loop state) or rebuilt from the item (the consumers' registers
+  // hold none over the first tile's steps).
+  constexpr bool kPairable = Cfg::kLptOrder && !kDet && !Cfg::kDqInStage && !Cfg::kSplitD;
+  BwdTile t;
+  if (kPairable && p.kv_pair) {
+    int tiles;
+    t = make_bwd_pair_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item, tiles);
+    if (tiles == 0) return;  // past the sequence's pairs
+  } else {
+    if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
+    t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
+    t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)
+    if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
+  }
+  const bool pairs = kPairable && p.kv_pair;  // then the second tile is there if its block is above the first's
+  auto second = [&](const BwdTile& first) { return bwd_pair_second<Cfg::kBlockN, Cfg::kBlockM>(p, first); };
 
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
+    if (threadIdx.x == 0) {
+      PipeState<Cfg::kStages> ps;
+      if (t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, false>(sm, p, t, &tq, &tk, &tv, &tdo, ps);
+      if (pairs) {
+        const BwdTile u = second(t);
+        if (u.n_block > t.n_block && u.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, true>(sm, p, u, &tq, &tk, &tv, &tdo, ps);
+      }
+    }
     if constexpr (Cfg::kDqInStage) {
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq_in_stage<Cfg, kDet>(sm, p, t);
     } else if constexpr (kDet || !Cfg::kDqByAtomics) {  // else the consumers add themselves
       constexpr int kWriters = kDet ? Cfg::kDetWriters : 1;  // lane 0 of warp 1 (and of warp 2)
       static_assert(kWriters <= 2);
-      if ((threadIdx.x == 32 || (kWriters > 1 && threadIdx.x == 64)) && t.steps(p.attn.q_per_kv) > 0)
-        bwd_write_dq<Cfg, kDet, kWriters>(sm, p, t, kWriters > 1 && threadIdx.x == 64);
+      if (threadIdx.x == 32 || (kWriters > 1 && threadIdx.x == 64)) {
+        PipeState<BwdSmem<Cfg>::kDqBufs> ps;
+        if (t.steps(p.attn.q_per_kv) > 0)
+          bwd_write_dq<Cfg, kDet, kWriters>(sm, p, t, kWriters > 1 && threadIdx.x == 64, ps);
+        if (pairs) {
+          const BwdTile u = second(t);
+          if (u.n_block > t.n_block && u.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet, kWriters>(sm, p, u, 0, ps);
+        }
+      }
     }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1);
+    PipeState<Cfg::kStages> ps;
+    PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps;  // deterministic: the dQ staging buffer
+    bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1, ps, dq_ps, 0);
+    if (pairs) {
+      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
+      int tiles;
+      const BwdTile u = second(make_bwd_pair_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item, tiles));
+      if (tiles > 1) {
+        // dK / dV staged out of the K / V tiles: the second tile's TMA may overwrite them.
+        fence_smem_for_tma();
+        __syncwarp();
+        if (threadIdx.x % 32 == 0) mbar_arrive(&sm.kv_empty);
+        // K / V load 1: with no left edge the first (lower) key block sees every q row that the
+        // second sees, so when the second has steps the first had its load too.
+        bwd_consume<T, Cfg, kDet>(sm, p, u, warp / 4 - 1, ps, dq_ps, 1);
+      }
+    }
   }
 }
 

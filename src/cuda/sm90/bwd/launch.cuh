@@ -6,9 +6,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "cuda/common/bwd_params.h"
+#include "cuda/device_info.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/kernel.cuh"
 #include "cuda/sm90/bwd/lpt_order.h"
@@ -31,6 +33,16 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0) {
     p.lpt_section = bwd_lpt_section(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.attn.seqlen_q, D, kBwdLptL2Bytes);
     p.q_walk_down = 1;
+    // Causal-like (no left edge): key blocks j and N - 1 - j in one CTA where longest first cannot act
+    // (lpt_order.h; the SMs as a persistent grid sees them, so that the tests' FASTATTN_MAX_CTAS
+    // sends small problems through the pairs too).
+    int sms = 0;
+    if (Status st = cuda_backend::persistent_grid(INT32_MAX, &sms); !st.ok()) return st;
+    const int units = p.attn.heads_kv * p.attn.batch;
+    if (p.attn.window_left < 0 && bwd_pair_key_blocks(p.lpt_section, units, p.n_blocks, sms)) {
+      p.kv_pair = 1;
+      p.lpt_section = 0;  // equal CTAs: block order keeps a unit's CTAs together
+    }
   }
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
@@ -43,7 +55,9 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     bwd_preprocess_kernel<T, Cfg><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
-  const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk : p.n_blocks;
+  const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk
+                          : p.kv_pair    ? (p.n_blocks + 1) / 2
+                                         : p.n_blocks;
   const int64_t items = n_slots * p.attn.heads_kv * p.attn.batch;
   if (items > 0) {  // also without q rows: it writes dk = dv = 0
     CUtensorMap tq, tk, tv, tdo;

@@ -37,22 +37,47 @@ inline int bwd_lpt_section(int units, int q_per_kv, int seqlen_q, int head_dim, 
   return section;
 }
 
+// Paired key blocks (BwdParams::kv_pair): under a causal mask key block n of a sequence's N sees
+// ~N - n q-blocks of its size, so the CTA of pair j works on key blocks j and N - 1 - j, ~N + 1
+// together: every CTA of a unit the same length, so that waves end together (the GQA s 4k tail:
+// 1.14 x the ideal in block order, 1.03 paired; notes). Pair j of N key blocks: `first` = j and
+// `second` = N - 1 - j; returns how many of them there are (2; 1 for the middle block of odd N;
+// 0 for j past the pairs).
+FASTATTN_HD int bwd_pair_blocks(int j, int n_blocks, int& first, int& second) {
+  first = j;
+  second = n_blocks - 1 - j;
+  return j < second ? 2 : (j == second ? 1 : 0);
+}
+
+// The host's rule, for `units` (sequence x KV head) of `n_blocks` key blocks on `sms` SMs: pair where
+// the longest-first order cannot act (sections of one unit: block order, whose tail pairing removes)
+// and the pairs still fill the SMs (with fewer CTAs than SMs all run at once and the longest single
+// block sets the time, which a pair only lengthens). Where sections interleave units, longest first
+// already reaches the ideal in the model, and pairs of 2N + 2 steps would quantize the waves (7.76
+// -> 8 at d128 s 4k-8k).
+inline bool bwd_pair_key_blocks(int lpt_section, int units, int n_blocks, int sms) {
+  return lpt_section == 1 && double(units) * ((n_blocks + 1) / 2) >= double(sms);
+}
+
 // A CTA's walk over its steps: (q head h, q-block m) over the heads [h_first, h_first + heads) of
-// its KV head's group and the q-blocks [begin, end) its key block sees, every pair once. Upwards
-// (`down` false): heads outer, q-blocks rising (the deterministic mode's turn order relies on it:
-// tile.cuh, dq_last_block). Downwards: q-blocks falling from the last, the group's heads inner, so
+// its KV head's group and the q-blocks [begin, end) its key block sees, every pair once.
+// kBwdWalkUp: heads outer, q-blocks rising (the deterministic mode's turn order relies on it:
+// tile.cuh, dq_last_block). kBwdWalkDown: q-blocks falling from the last, the group's heads inner, so
 // that a unit's key blocks which start together read the same Q / dO tile and add into the same dQ
 // run in the same step whatever their walk's length (under a causal mask block n starts at q-block
 // ~2n): one tile of L2 per unit in flight rather than every head's (GQA causal -14%, notes).
-FASTATTN_HD void bwd_walk_first(bool down, int h_first, int begin, int end, int& h, int& m) {
+// kBwdWalkUpInner: q-blocks rising, heads inner: a pair's second (short) key block, which starts
+// where the first one's downward walk ended, so that the unit's CTAs still meet on one q-block.
+enum BwdWalk : int { kBwdWalkUp = 0, kBwdWalkDown = 1, kBwdWalkUpInner = 2 };
+FASTATTN_HD void bwd_walk_first(int walk, int h_first, int begin, int end, int& h, int& m) {
   h = h_first;
-  m = down ? end - 1 : begin;
+  m = walk == kBwdWalkDown ? end - 1 : begin;
 }
-FASTATTN_HD void bwd_walk_next(bool down, int h_first, int heads, int begin, int end, int& h, int& m) {
-  if (down) {
+FASTATTN_HD void bwd_walk_next(int walk, int h_first, int heads, int begin, int end, int& h, int& m) {
+  if (walk != kBwdWalkUp) {
     if (++h == h_first + heads) {
       h = h_first;
-      --m;
+      m += walk == kBwdWalkDown ? -1 : 1;
     }
   } else if (++m == end) {
     m = begin;

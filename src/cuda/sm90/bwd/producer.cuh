@@ -12,21 +12,30 @@
 
 namespace fastattn::sm90 {
 
-template <class Cfg>
+// A CTA's second tile (kAfterTile, paired key blocks): its first Q / dO stages go out while the
+// consumers finish the first tile, its K / V once they have staged the first tile's dK / dV out of
+// the K / V tiles (kv_empty). The ring's pipe state `ps` runs on across the tiles.
+template <class Cfg, bool kAfterTile>
 __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t,
                                             const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                                            const CUtensorMap* tdo) {
-  const int kv_row = t.seq.k_offset + t.n0;
-  mbar_expect_tx(&sm.kv_full, 2 * Cfg::kKBytes);
+                                            const CUtensorMap* tdo, PipeState<Cfg::kStages>& ps) {
+  auto load_kv = [&] {
+    if constexpr (kAfterTile) mbar_wait(&sm.kv_empty, 0);
+    const int kv_row = t.seq.k_offset + t.n0;
+    mbar_expect_tx(&sm.kv_full, 2 * Cfg::kKBytes);
 #pragma unroll
-  for (int a = 0; a < Cfg::kAtoms; ++a) {
-    tma_load_4d(sm.k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
-    tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
-  }
-  PipeState<Cfg::kStages> ps;
+    for (int a = 0; a < Cfg::kAtoms; ++a) {
+      tma_load_4d(sm.k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
+      tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
+    }
+  };
+  const int steps = t.steps(p.attn.q_per_kv);
+  const int kv_at = steps < Cfg::kStages ? steps : Cfg::kStages;  // kAfterTile
+  if constexpr (!kAfterTile) load_kv();
   int h, m;
   t.first_step(p, h, m);
-  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), t.next_step(p, h, m)) {
+  for (int i = 0; i < steps; ++i, ps.advance(), t.next_step(p, h, m)) {
+    if (kAfterTile && i == kv_at) load_kv();
     const int s = ps.stage();
     mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
     mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
@@ -40,6 +49,7 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
     bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
     bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
   }
+  if (kAfterTile && kv_at == steps) load_kv();
 }
 
 }  // namespace fastattn::sm90

@@ -42,6 +42,7 @@ struct BwdSmem {
   alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
   alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages];
+  uint64_t kv_empty;  // paired key blocks: the consumers are done with the first tile's K / V (kernel.cuh)
   // Consumers -> dQ writer (-> consumers: dq_empty). d <= 128: per staging buffer. d > 128: per ring
   // stage and half, dq_full[2 s + half] (d 256: half 0 in the stage's dO atoms, half 1 in its Q atoms;
   // d 192: half 0 only), the stage itself going back by q_empty.

@@ -16,7 +16,7 @@ struct BwdTile {
   cuda_backend::BwdSeq seq;
   cuda_backend::WindowMask mask;
   int n_block, batch, kv_head, n0;
-  bool walk_down;  // the order of the steps (first_step / next_step): BwdParams::q_walk_down
+  int walk;  // the order of the steps (first_step / next_step): BwdWalk (lpt_order.h)
   // The q-blocks seen (the same for every q head of the group), walked upwards from begin, and
   // those kept whole (no mask).
   cuda_backend::BlockRange q_blocks;
@@ -34,17 +34,26 @@ struct BwdTile {
   // The CTA's walk over its steps (q head h, q-block m), the same in the producer, the consumers and
   // the dQ writers (lpt_order.h).
   __device__ __forceinline__ void first_step(const BwdParams& p, int& h, int& m) const {
-    bwd_walk_first(walk_down, kv_head * p.attn.q_per_kv, q_blocks.begin, q_blocks.end, h, m);
+    bwd_walk_first(walk, kv_head * p.attn.q_per_kv, q_blocks.begin, q_blocks.end, h, m);
   }
   __device__ __forceinline__ void next_step(const BwdParams& p, int& h, int& m) const {
-    bwd_walk_next(walk_down, kv_head * p.attn.q_per_kv, p.attn.q_per_kv, q_blocks.begin, q_blocks.end, h, m);
+    bwd_walk_next(walk, kv_head * p.attn.q_per_kv, p.attn.q_per_kv, q_blocks.begin, q_blocks.end, h, m);
   }
 };
+
+// The tile's mask and the q-blocks its key block sees, once seq and n_block are set.
+template <int kBlockN, int kBlockM>
+__device__ __forceinline__ void set_bwd_tile_block(const BwdParams& p, BwdTile& t, int n_block) {
+  t.n_block = n_block;
+  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
+  t.n0 = n_block * kBlockN;
+  t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + kBlockN, kBlockM);
+}
 
 template <int kBlockN, int kBlockM>
 __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
   BwdTile t;
-  int rest;
+  int rest, n_block;
   if (p.det_chunk > 0) {
     // Deterministic: chunks of det_chunk key blocks per (sequence, KV head), all heads' chunk before
     // the next, from the last key block down (dq_last_block: higher key blocks add first). Slots past the
@@ -52,17 +61,39 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
     const int per_chunk = p.det_chunk * p.attn.batch * p.attn.heads_kv;
     const int n_slots = (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk;
     rest = item % per_chunk / p.det_chunk;
-    t.n_block = n_slots - 1 - (item / per_chunk * p.det_chunk + item % p.det_chunk);
+    n_block = n_slots - 1 - (item / per_chunk * p.det_chunk + item % p.det_chunk);
   } else {
-    t.n_block = item % p.n_blocks;
+    n_block = item % p.n_blocks;
     rest = item / p.n_blocks;
   }
   t.kv_head = rest % p.attn.heads_kv;
   t.batch = rest / p.attn.heads_kv;
   t.seq = cuda_backend::BwdSeq(p, t.batch, kBlockM);
-  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
-  t.n0 = t.n_block * kBlockN;
-  t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + kBlockN, kBlockM);
+  set_bwd_tile_block<kBlockN, kBlockM>(p, t, n_block);
+  return t;
+}
+
+// Paired key blocks (BwdParams::kv_pair): item = unit x ceil(n_blocks / 2) + j. The CTA's first tile
+// (key block j, walked downwards) and the count of its tiles (bwd_pair_blocks over the sequence's own
+// key blocks, so that a pair never reaches past rows_k).
+template <int kBlockN, int kBlockM>
+__device__ __forceinline__ BwdTile make_bwd_pair_tile(const BwdParams& p, int item, int& tiles) {
+  BwdTile t;
+  const int n_pairs = (p.n_blocks + 1) / 2, j = item % n_pairs, rest = item / n_pairs;
+  t.kv_head = rest % p.attn.heads_kv;
+  t.batch = rest / p.attn.heads_kv;
+  t.seq = cuda_backend::BwdSeq(p, t.batch, kBlockM);
+  int first, second;
+  tiles = bwd_pair_blocks(j, (t.seq.rows_k + kBlockN - 1) / kBlockN, first, second);
+  set_bwd_tile_block<kBlockN, kBlockM>(p, t, first);
+  t.walk = kBwdWalkDown;
+  return t;
+}
+// The pair's second tile, from the first (key block N - 1 - j, walked upwards with the heads inner).
+template <int kBlockN, int kBlockM>
+__device__ __forceinline__ BwdTile bwd_pair_second(const BwdParams& p, BwdTile t) {
+  set_bwd_tile_block<kBlockN, kBlockM>(p, t, (t.seq.rows_k + kBlockN - 1) / kBlockN - 1 - t.n_block);
+  t.walk = kBwdWalkUpInner;
   return t;
 }
 
