@@ -122,24 +122,28 @@ void print_stamps(int b, int sk, double ghz) {
       first = std::min(first, t);
     }
   }
-  const char* names[] = {"start skew", "barrier set-up", "to first K landed", "first K to last PV",
-                         "last PV to stored", "start to stored", "first start to this store"};
-  std::vector<std::vector<double>> v(7);
+  const char* names[] = {"start skew",        "barrier set-up",    "to first tile known", "to Q + K issued",
+                         "to first K landed", "first K to last PV", "last PV to stored",   "start to stored",
+                         "first start to this store"};
+  constexpr int kRows = sizeof(names) / sizeof(names[0]);
+  std::vector<std::vector<double>> v(kRows);
   for (int c : ctas) {
     const unsigned long long* x = &w[size_t(c) * kStampWords];
     auto ns = [&](int a, int z) { return double(x[z] - x[a]) / ghz; };
     const double skew = double(x[kStamps] - first);
     v[0].push_back(skew);
     v[1].push_back(ns(kStampStart, kStampBarrier));
-    v[2].push_back(ns(kStampBarrier, kStampFirstK));
-    v[3].push_back(ns(kStampFirstK, kStampLastPv));
-    v[4].push_back(ns(kStampLastPv, kStampStored));
-    v[5].push_back(ns(kStampStart, kStampStored));
-    v[6].push_back(skew + ns(kStampStart, kStampStored));
+    v[2].push_back(ns(kStampBarrier, kStampTile));
+    v[3].push_back(ns(kStampTile, kStampIssued));
+    v[4].push_back(ns(kStampIssued, kStampFirstK));
+    v[5].push_back(ns(kStampFirstK, kStampLastPv));
+    v[6].push_back(ns(kStampLastPv, kStampStored));
+    v[7].push_back(ns(kStampStart, kStampStored));
+    v[8].push_back(skew + ns(kStampStart, kStampStored));
   }
   std::printf("\nstamps b%d s_k %d: %zu CTAs (ns; SM clock %.2f GHz): phase | min | median | max\n", b, sk,
               ctas.size(), ghz);
-  for (int i = 0; i < 7; ++i) {
+  for (int i = 0; i < kRows; ++i) {
     std::sort(v[i].begin(), v[i].end());
     if (v[i].empty()) continue;
     std::printf("  %-26s | %7.0f | %7.0f | %7.0f\n", names[i], v[i].front(), v[i][v[i].size() / 2], v[i].back());

@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include "cuda/sm90/fwd/split_stamps.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/tma.cuh"
@@ -20,6 +21,7 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
                                         const CUtensorMap* tk, const CUtensorMap* tv,
                                         PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs,
                                         const cuda_backend::KvCacheParams& kv) {
+  split_stamp<Cfg>(kStampTile);  // first tile only: later tiles overwrite it (stamps builds only)
   mbar_wait(&sm.q_empty[qs.stage()], qs.phase() ^ 1);
   mbar_expect_tx(&sm.q_full[qs.stage()], Cfg::kQBytes);
 #pragma unroll
@@ -102,6 +104,7 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   auto row_of = [&](int it) { return b.block(it) * Cfg::kBlockN; };
   PipeState<Cfg::kStages> pk = ps;
   load_k(pk, row_of(b.first()));
+  split_stamp<Cfg>(kStampIssued);
   pk.advance();
   for (int it = b.first(); !b.done(it); it = b.next(it), ps.advance()) {
     if (b.has_next(it)) {

@@ -7,6 +7,8 @@ namespace fastattn::sm90 {
 enum SplitStamp : int {
   kStampStart,    // kernel entry (thread 0)
   kStampBarrier,  // after the barrier set-up's __syncthreads (thread 0)
+  kStampTile,     // producer: its first tile known (sequence lengths read, key range split)
+  kStampIssued,   // producer: Q and the first K tile's TMA issued
   kStampFirstK,   // consumer warpgroup 0: Q and the first K tile have landed
   kStampLastPv,   // consumer warpgroup 0: the tile's last PV has retired
   kStampStored,   // consumer warpgroup 0: the partial O and LSE stores issued
