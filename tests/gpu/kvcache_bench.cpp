@@ -122,9 +122,9 @@ void print_stamps(int b, int sk, double ghz) {
       first = std::min(first, t);
     }
   }
-  const char* names[] = {"start skew",        "barrier set-up",    "to first tile known", "to Q + K issued",
-                         "to first K landed", "first K to last PV", "last PV to stored",   "start to stored",
-                         "first start to this store"};
+  const char* names[] = {"start skew",         "barrier set-up",    "to producer regs given", "to first tile known",
+                         "to Q + K issued",    "to first K landed", "first K to last PV",     "last PV to stored",
+                         "start to stored",    "first start to this store"};
   constexpr int kRows = sizeof(names) / sizeof(names[0]);
   std::vector<std::vector<double>> v(kRows);
   for (int c : ctas) {
@@ -133,13 +133,14 @@ void print_stamps(int b, int sk, double ghz) {
     const double skew = double(x[kStamps] - first);
     v[0].push_back(skew);
     v[1].push_back(ns(kStampStart, kStampBarrier));
-    v[2].push_back(ns(kStampBarrier, kStampTile));
-    v[3].push_back(ns(kStampTile, kStampIssued));
-    v[4].push_back(ns(kStampIssued, kStampFirstK));
-    v[5].push_back(ns(kStampFirstK, kStampLastPv));
-    v[6].push_back(ns(kStampLastPv, kStampStored));
-    v[7].push_back(ns(kStampStart, kStampStored));
-    v[8].push_back(skew + ns(kStampStart, kStampStored));
+    v[2].push_back(ns(kStampBarrier, kStampRegs));
+    v[3].push_back(ns(kStampRegs, kStampTile));
+    v[4].push_back(ns(kStampTile, kStampIssued));
+    v[5].push_back(ns(kStampIssued, kStampFirstK));
+    v[6].push_back(ns(kStampFirstK, kStampLastPv));
+    v[7].push_back(ns(kStampLastPv, kStampStored));
+    v[8].push_back(ns(kStampStart, kStampStored));
+    v[9].push_back(skew + ns(kStampStart, kStampStored));
   }
   std::printf("\nstamps b%d s_k %d: %zu CTAs (ns; SM clock %.2f GHz): phase | min | median | max\n", b, sk,
               ctas.size(), ghz);

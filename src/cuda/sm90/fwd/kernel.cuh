@@ -71,6 +71,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x != 0) return;
+    split_stamp<Cfg>(kStampRegs);
     PipeState<Cfg::kStages> ps;
     PipeState<Cfg::kQBuffers> qs;
     TileWalk walk;

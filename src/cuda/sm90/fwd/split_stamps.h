@@ -7,6 +7,7 @@ namespace fastattn::sm90 {
 enum SplitStamp : int {
   kStampStart,    // kernel entry (thread 0)
   kStampBarrier,  // after the barrier set-up's __syncthreads (thread 0)
+  kStampRegs,     // producer: its registers given back (setmaxnreg), before the tile walk
   kStampTile,     // producer: its first tile known (sequence lengths read, key range split)
   kStampIssued,   // producer: Q and the first K tile's TMA issued
   kStampFirstK,   // consumer warpgroup 0: Q and the first K tile have landed
