@@ -70,28 +70,50 @@ TmaTensor tma_tensor(const Tensor& t) {
   return m;
 }
 
-Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_heads) {
+namespace {
+
+// Encodes `rank` dims (innermost first; strides of dims 1.. in bytes) with the 128-byte swizzle.
+Status encode_tiled(const TmaTensor& t, int rank, const cuuint64_t* dims, cuuint64_t* strides,
+                    const cuuint32_t* box, CUtensorMap* out) {
   EncodeFn encode = encode_fn();
   if (encode == nullptr) return {Code::CudaError, "cuTensorMapEncodeTiled is not available from the driver"};
-  const int esz = dtype_size(t.dtype);
-  // Innermost first: dim, seq, heads, batch.
-  const int64_t d = t.dim, h = t.heads, s = t.rows, b = t.batch;
-  // A size-0 dim cannot be encoded; such a tensor is never read, so any extent of 1 will do.
-  cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(s > 0 ? s : 1), cuuint64_t(h > 0 ? h : 1),
-                        cuuint64_t(b > 0 ? b : 1)};
-  auto stride_bytes = [&](int64_t st) { return cuuint64_t((st > 0 ? st : 1) * esz); };
-  cuuint64_t strides[3] = {stride_bytes(t.stride_s), stride_bytes(t.stride_h), stride_bytes(t.stride_b)};
-  for (auto& st : strides) st = (st + 15) / 16 * 16;  // only size-1 dims can be unaligned here
-  cuuint32_t box[4] = {64, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
-  cuuint32_t elem_strides[4] = {1, 1, 1, 1};
+  for (int i = 0; i < rank - 1; ++i) strides[i] = (strides[i] + 15) / 16 * 16;  // only size-1 dims can be unaligned here
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   const CUtensorMapDataType dt =
       t.dtype == DType::BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  CUresult r = encode(out, dt, 4, t.data, dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+  CUresult r = encode(out, dt, cuuint32_t(rank), t.data, dims, strides, box, elem_strides,
+                      CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                       CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return {Code::CudaError, "cuTensorMapEncodeTiled failed (CUresult " + std::to_string(int(r)) + ")"};
   return Status::Ok();
+}
+
+// A size-0 dim cannot be encoded; such a tensor is never read, so any extent of 1 will do.
+cuuint64_t extent(int64_t n) { return cuuint64_t(n > 0 ? n : 1); }
+
+}  // namespace
+
+Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_heads) {
+  const int esz = dtype_size(t.dtype);
+  auto stride_bytes = [&](int64_t st) { return cuuint64_t((st > 0 ? st : 1) * esz); };
+  // Innermost first: dim, seq, heads, batch.
+  const cuuint64_t dims[4] = {extent(t.dim), extent(t.rows), extent(t.heads), extent(t.batch)};
+  cuuint64_t strides[3] = {stride_bytes(t.stride_s), stride_bytes(t.stride_h), stride_bytes(t.stride_b)};
+  const cuuint32_t box[4] = {64, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
+  return encode_tiled(t, 4, dims, strides, box, out);
+}
+
+Status make_tma_map_by_atom(const TmaTensor& t, int box_rows, CUtensorMap* out) {
+  if (t.dim % 64 != 0) return Status::Unsupported("internal: an atom-spanning TMA box needs dim % 64 == 0");
+  const int esz = dtype_size(t.dtype);
+  auto stride_bytes = [&](int64_t st) { return cuuint64_t((st > 0 ? st : 1) * esz); };
+  // Innermost first: 64 columns, seq, atom (128 bytes apart), heads, batch.
+  const cuuint64_t dims[5] = {64, extent(t.rows), cuuint64_t(t.dim / 64), extent(t.heads), extent(t.batch)};
+  cuuint64_t strides[4] = {stride_bytes(t.stride_s), cuuint64_t(64 * esz), stride_bytes(t.stride_h),
+                           stride_bytes(t.stride_b)};
+  const cuuint32_t box[5] = {64, cuuint32_t(box_rows), cuuint32_t(t.dim / 64), 1, 1};
+  return encode_tiled(t, 5, dims, strides, box, out);
 }
 
 bool aligned16(const TmaTensor& t) {

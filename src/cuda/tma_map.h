@@ -31,6 +31,11 @@ TmaTensor tma_tensor(const Tensor& t);
 // Strides must be multiples of 16 bytes (checked before, in check_forward).
 Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_heads = 1);
 
+// The same tensor seen as (64 columns, rows, dim / 64 atoms, heads, batch), one box = `box_rows`
+// rows of every atom: it lands as [atom][box_rows] 128-byte rows (a paged cache's key half,
+// sm90 SplitConfig's PageHalves). dim a multiple of 64.
+Status make_tma_map_by_atom(const TmaTensor& t, int box_rows, CUtensorMap* out);
+
 // Base and every stride of a dim longer than 1 a multiple of 16 bytes.
 bool aligned16(const TmaTensor& t);
 

@@ -10,6 +10,8 @@
 // is the kernel's own work (lookups, TMA boxes), without the scattered placement's memory effects.
 // splits=N forces num_splits for both caches (default 0: the heuristic's count for each);
 // batches= times only those batches (default 1,4,16,64).
+// A build with -DFASTATTN_SPLIT_STAMPS (library and bench; cuda/sm90/fwd/split_stamps.cuh) also
+// takes `stamps`: after each contiguous timing it prints the last split launch's CTA timeline.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +25,16 @@
 #include <vector>
 
 #include "fastattn/kvcache.h"
+
+#ifdef FASTATTN_SPLIT_STAMPS
+#include <cuda_bf16.h>
+
+#include "cuda/sm90/fwd/split_stamps.h"
+namespace fastattn::sm90 {
+template <class T, int D>
+cudaError_t read_split_stamps(unsigned long long* out, int ctas);
+}
+#endif
 
 using namespace fastattn;
 
@@ -91,16 +103,71 @@ double time_step(KvCacheArgs a, cudaStream_t s) {
   return ms[kReplays / 2] * 1e3 / kStepsPerGraph;
 }
 
+#ifdef FASTATTN_SPLIT_STAMPS
+// The CTAs of the last bf16 d 128 split launch (those that started within 100 us of the last
+// start: the array keeps older launches' CTAs past this grid) as quantiles over CTAs of each phase,
+// in ns (SM clocks at `ghz`), and the launch's span from the first start to the last store.
+void print_stamps(int b, int sk, double ghz) {
+  using namespace fastattn::sm90;
+  std::vector<unsigned long long> w(size_t(kStampCtas) * kStampWords);
+  CHECK_CUDA((read_split_stamps<__nv_bfloat16, 128>(w.data(), kStampCtas)));
+  unsigned long long last = 0;
+  for (int c = 0; c < kStampCtas; ++c) last = std::max(last, w[size_t(c) * kStampWords + kStamps]);
+  std::vector<int> ctas;
+  unsigned long long first = last;
+  for (int c = 0; c < kStampCtas; ++c) {
+    const unsigned long long t = w[size_t(c) * kStampWords + kStamps];
+    if (t + 100000 >= last && t != 0) {
+      ctas.push_back(c);
+      first = std::min(first, t);
+    }
+  }
+  const char* names[] = {"start skew",         "barrier set-up",    "to producer regs given", "to first tile known",
+                         "to Q + K issued",    "to first K landed", "first K to last PV",     "last PV to stored",
+                         "start to stored",    "first start to this store"};
+  constexpr int kRows = sizeof(names) / sizeof(names[0]);
+  std::vector<std::vector<double>> v(kRows);
+  for (int c : ctas) {
+    const unsigned long long* x = &w[size_t(c) * kStampWords];
+    auto ns = [&](int a, int z) { return double(x[z] - x[a]) / ghz; };
+    const double skew = double(x[kStamps] - first);
+    v[0].push_back(skew);
+    v[1].push_back(ns(kStampStart, kStampBarrier));
+    v[2].push_back(ns(kStampBarrier, kStampRegs));
+    v[3].push_back(ns(kStampRegs, kStampTile));
+    v[4].push_back(ns(kStampTile, kStampIssued));
+    v[5].push_back(ns(kStampIssued, kStampFirstK));
+    v[6].push_back(ns(kStampFirstK, kStampLastPv));
+    v[7].push_back(ns(kStampLastPv, kStampStored));
+    v[8].push_back(ns(kStampStart, kStampStored));
+    v[9].push_back(skew + ns(kStampStart, kStampStored));
+  }
+  std::printf("\nstamps b%d s_k %d: %zu CTAs (ns; SM clock %.2f GHz): phase | min | median | max\n", b, sk,
+              ctas.size(), ghz);
+  for (int i = 0; i < kRows; ++i) {
+    std::sort(v[i].begin(), v[i].end());
+    if (v[i].empty()) continue;
+    std::printf("  %-26s | %7.0f | %7.0f | %7.0f\n", names[i], v[i].front(), v[i][v[i].size() / 2], v[i].back());
+  }
+  std::printf("\n");
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int page = 64, splits = 0;
   bool in_order = false;
+  [[maybe_unused]] bool stamps = false;
+  [[maybe_unused]] double ghz = 1.98;  // the H100's SM clock under load (stamps only)
+  if (const char* g = std::getenv("FASTATTN_STAMP_GHZ")) ghz = std::atof(g);
   std::vector<int> batches = {1, 4, 16, 64};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "in-order") {
       in_order = true;
+    } else if (arg == "stamps") {
+      stamps = true;
     } else if (arg.rfind("splits=", 0) == 0) {
       splits = std::atoi(arg.c_str() + 7);
     } else if (arg.rfind("batches=", 0) == 0) {
@@ -139,6 +206,9 @@ int main(int argc, char** argv) {
       a.causal = true;
       a.num_splits = splits;
       const double contiguous = time_step(a, s);
+#ifdef FASTATTN_SPLIT_STAMPS
+      if (stamps) print_stamps(b, sk, ghz);
+#endif
 
       const double floor = 2.0 * b * sk * row / kHbmBytesPerUs;
       if (page == 0) {

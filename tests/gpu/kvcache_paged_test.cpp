@@ -95,6 +95,27 @@ TEST_F(KvCachePagedGpu, DecodeEveryPageSize) {
   check_paged_equals_contiguous(s, {48, 80, 240});
 }
 
+// Split calls at d 128 over pages of half a key block (64, 192: gcd with 128 is 64) take the
+// key-half kernel (K/V tiles by page half, one TMA copy a page, QK as two 64-key wgmmas): the
+// bits of the contiguous cache's split kernel at the same split count, every split count,
+// including splits that see no keys (1 and 17 keys across 5 splits) and a page ending in a block.
+TEST_F(KvCachePagedGpu, KeyHalfLayoutSplitDecode) {
+  KvSpec s = long_decode();
+  s.batch = 4;
+  s.seqlen_cache = 4800;  // 75 pages of 64, 25 of 192
+  s.seqlens = {1, 17, 4097, 4799};
+  for (int splits : {2, 5, 8}) {
+    s.num_splits = splits;
+    check_paged_equals_contiguous(s, {64, 192});
+  }
+  s.num_splits = 0;  // the heuristic's count, GQA 8 and a causal append of 4
+  s.heads_q = 16;
+  s.seqlen_q = s.seqlen_new = 4;
+  s.seqlens = {0, 113, 2000, 4796};
+  s.causal = true;
+  check_paged_equals_contiguous(s, {64});
+}
+
 TEST_F(KvCachePagedGpu, AppendRotaryCausal) {
   KvSpec s = long_decode(4);
   s.heads_kv = 8;  // GQA 1

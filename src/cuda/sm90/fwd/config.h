@@ -62,6 +62,8 @@ struct FwdConfig {
   static constexpr bool kDeferredMax = ConsumerWGs == 2 && N <= 128;
   // Split-KV (SplitConfig below): off in the menu's configs, whose kernels stay as they are.
   static constexpr bool kSplit = false;
+  // K/V tiles in smem by key half (SplitConfig's PageHalves below): off in the menu's configs.
+  static constexpr bool kPageHalves = false;
 };
 
 // A config's split-KV twin: the tile space gains a split index (each split walks a balanced
@@ -69,9 +71,17 @@ struct FwdConfig {
 // workspace instead of out and lse (sm90/fwd/split.h). A layout change of the store, hence a
 // type: the number of splits stays a run-time argument. Its own type name keeps the kernel's
 // symbol apart from the unsplit one's.
-template <class Base>
+// PageHalves: a paged cache whose pages hold half a key block (page 64 at 128 keys) gets its K and
+// V tiles in smem as [key half][atom][kBlockN / 2 rows] instead of [atom][kBlockN rows], so that
+// one TMA copy (a 3-D box: 64 columns x kBlockN / 2 rows x every atom) brings one page's keys:
+// 2 copies a tile instead of 4. The consumers then take QK as two N = kBlockN / 2 wgmmas (the
+// same columns of S, the same sums: bitwise the contiguous tile's S) and read V's halves from
+// their own addresses (fwd/mainloop.cuh).
+template <class Base, bool PageHalves = false>
 struct SplitConfig : Base {
+  static_assert(!PageHalves || Base::kBlockN == 128, "page halves: 128-key tiles (64-key wgmma halves)");
   static constexpr bool kSplit = true;
+  static constexpr bool kPageHalves = PageHalves;
 };
 
 }  // namespace fastattn::sm90

@@ -21,6 +21,7 @@
 #include "cuda/sm90/fwd/mainloop.cuh"
 #include "cuda/sm90/fwd/params.h"
 #include "cuda/sm90/fwd/producer.cuh"
+#include "cuda/sm90/fwd/split_stamps.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
@@ -39,6 +40,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
+    split_stamp<Cfg>(kStampStart);
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
@@ -60,6 +62,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
+  if (threadIdx.x == 0) split_stamp<Cfg>(kStampBarrier);
   // Split-KV: the combine that follows (cuda/split_combine.h, early_launch) may be scheduled now;
   // it waits on the device for this grid's partials.
   if constexpr (Cfg::kSplit) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
@@ -68,6 +71,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x != 0) return;
+    split_stamp<Cfg>(kStampRegs);
     PipeState<Cfg::kStages> ps;
     PipeState<Cfg::kQBuffers> qs;
     TileWalk walk;

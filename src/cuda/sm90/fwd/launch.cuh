@@ -35,8 +35,15 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   cuda_backend::KvCacheParams kv = lp.kv;
   if (kv.page_table != nullptr) kv.box_rows = std::gcd(int(kv.page_size.d), Cfg::kBlockN);
   const int kv_box_rows = kv.page_table != nullptr ? kv.box_rows : Cfg::kBlockN;
-  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), kv_box_rows, &tk);
-  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), kv_box_rows, &tv);
+  if constexpr (Cfg::kPageHalves) {  // one box a page half, every atom (launch_split.cuh picks it)
+    if (kv.page_table == nullptr || kv.box_rows != Cfg::kBlockN / 2 || pr.head_dim_v != D)
+      return Status::Unsupported("internal: the key-half forward takes paged caches of page half a block");
+    if (st.ok()) st = cuda_backend::make_tma_map_by_atom(tma_tensor(pr, Role::K), kv_box_rows, &tk);
+    if (st.ok()) st = cuda_backend::make_tma_map_by_atom(tma_tensor(pr, Role::V), kv_box_rows, &tv);
+  } else {
+    if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), kv_box_rows, &tk);
+    if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), kv_box_rows, &tv);
+  }
   if (!st.ok()) return st;
   // O goes out by TMA (64-row boxes, one per consumer warpgroup) where the kernel can stage it in
   // a spare Q buffer and TMA can address it: fixed-length (TMA cannot stop at a varlen sequence's

@@ -8,9 +8,27 @@
 
 namespace fastattn::sm90 {
 
+// d = 128 over a paged cache whose pages hold half a key block (page 64, 192, ...): the key-half
+// layout, 2 TMA copies a K or V tile instead of 4 (config.h, SplitConfig's PageHalves). The same
+// sums in the same order as the contiguous cache's kernel, so paged and contiguous calls stay
+// bitwise equal.
 template <class T, int D>
 Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, int splits, cudaStream_t stream) {
-  return launch_cfg<T, SplitConfig<typename SplitBase<D>::type>>(lp, stream, splits);
+  using Base = typename SplitBase<D>::type;
+  if constexpr (D == 128 && Base::kBlockN == 128) {
+    const bool half_pages = lp.kv.page_table != nullptr && std::gcd(int(lp.kv.page_size.d), Base::kBlockN) == 64 &&
+                            lp.problem->head_dim_v == D;
+    if (half_pages) return launch_cfg<T, SplitConfig<Base, true>>(lp, stream, splits);
+  }
+  return launch_cfg<T, SplitConfig<Base>>(lp, stream, splits);
 }
+
+#ifdef FASTATTN_SPLIT_STAMPS
+// The stamps of this unit's last split launch (split_stamps.cuh): kStampWords per CTA, `ctas` CTAs.
+template <class T, int D>
+cudaError_t read_split_stamps(unsigned long long* out, int ctas) {
+  return cudaMemcpyFromSymbol(out, g_split_stamps, sizeof(unsigned long long) * kStampWords * size_t(ctas));
+}
+#endif
 
 }  // namespace fastattn::sm90

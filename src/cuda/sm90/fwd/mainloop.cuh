@@ -23,6 +23,7 @@
 #include "cuda/sm90/prim/stmatrix.cuh"
 #include "cuda/sm90/prim/tma.cuh"
 #include "cuda/sm90/prim/wgmma.cuh"
+#include "cuda/sm90/fwd/split_stamps.cuh"
 
 namespace fastattn::sm90 {
 
@@ -61,26 +62,51 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   const bool store_thread = warp_in_wg == 0 && lane == 0;
   int q_pending = -1;  // Q buffer whose O store is in flight, to be released
 
+  // A key-half tile (Cfg::kPageHalves): half h's keys at h * kHalfBytes, its atoms kHalfAtomBytes
+  // apart. S's columns [0, N/2) are the first N / 4 of an N-wide accumulator's registers, so the
+  // two N / 2 halves fill s as one N-wide wgmma would.
+  constexpr int kHalfAtomBytes = Cfg::kKVAtomBytes / 2, kHalfBytes = Cfg::kAtoms * kHalfAtomBytes;
   auto issue_qk = [&](int stage) {
     const uint32_t q_lo = desc_k_major_lo(sm.q[qs.stage()] + q_row_bytes);
     const uint32_t k_lo = desc_k_major_lo(sm.k[stage]);
     wgmma_fence();
+    if constexpr (Cfg::kPageHalves) {
+      const uint32_t k_hi = desc_k_major_lo(sm.k[stage] + kHalfBytes);
+      auto& s_lo = *reinterpret_cast<float(*)[N / 4]>(s);
+      auto& s_hi = *reinterpret_cast<float(*)[N / 4]>(s + N / 4);
 #pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk)
-      WgmmaSS<T, N>::run(s, desc_k_major(q_lo, Cfg::kQAtomBytes, kk), desc_k_major(k_lo, Cfg::kKVAtomBytes, kk),
-                         kk > 0);
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const uint64_t q_desc = desc_k_major(q_lo, Cfg::kQAtomBytes, kk);
+        WgmmaSS<T, N / 2>::run(s_lo, q_desc, desc_k_major(k_lo, kHalfAtomBytes, kk), kk > 0);
+        WgmmaSS<T, N / 2>::run(s_hi, q_desc, desc_k_major(k_hi, kHalfAtomBytes, kk), kk > 0);
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk)
+        WgmmaSS<T, N>::run(s, desc_k_major(q_lo, Cfg::kQAtomBytes, kk), desc_k_major(k_lo, Cfg::kKVAtomBytes, kk),
+                           kk > 0);
+    }
     wgmma_commit();
   };
   // A tile's first PV overwrites O instead of accumulating (wgmma scale-d = 0): no zeroing of O
   // between tiles, so O has one definition through the loop (zeroing it in the tile-boundary
   // branch made ptxas copy all 64 accumulators every iteration: +3-5% time).
   auto issue_pv = [&](int stage, bool first_of_tile) {
-    const uint32_t v_lo = desc_n_major_lo(sm.v[stage], Cfg::kKVAtomBytes);
     wgmma_fence();
+    if constexpr (Cfg::kPageHalves) {  // steps of 16 keys: the first N / 32 in half 0
+      const uint32_t v_lo = desc_n_major_lo(sm.v[stage], kHalfAtomBytes);
+      const uint32_t v_hi = desc_n_major_lo(sm.v[stage] + kHalfBytes, kHalfAtomBytes);
 #pragma unroll
-    for (int kk = 0; kk < N / 16; ++kk)
-      WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(v_lo, kk),
-                         kk > 0 || !first_of_tile);
+      for (int kk = 0; kk < N / 16; ++kk)
+        WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(kk < N / 32 ? v_lo : v_hi, kk % (N / 32)),
+                           kk > 0 || !first_of_tile);
+    } else {
+      const uint32_t v_lo = desc_n_major_lo(sm.v[stage], Cfg::kKVAtomBytes);
+#pragma unroll
+      for (int kk = 0; kk < N / 16; ++kk)
+        WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(v_lo, kk),
+                           kk > 0 || !first_of_tile);
+    }
     wgmma_commit();
   };
   // Warp-granular release: each consumer warp arrives once its wgmma reads are done.
@@ -252,6 +278,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     if (Cfg::kPingPong && wg == kWGs - 1) named_bar_arrive(kPingPongBar, 256);
     mbar_wait(&sm.q_full[qs.stage()], qs.phase());
     mbar_wait(&sm.k_full[ps.stage()], ps.phase());
+    if (threadIdx.x == 128) split_stamp<Cfg>(kStampFirstK);
     my_turn();
     issue_qk(ps.stage());
     your_turn(false);
@@ -416,12 +443,14 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     your_turn(true);
     wgmma_wait<0>();
     fence_operands(o);
+    if (threadIdx.x == 128) split_stamp<Cfg>(kStampLastPv);
     release(&sm.v_empty[ps.stage()]);
     ps.advance();
     float inv[2], lse[2];
     softmax.finish(inv, lse);
     release_stored_q();
     store_output(done, qs.stage(), inv, lse);
+    if (threadIdx.x == 128) split_stamp<Cfg>(kStampStored);
     release_stored_q();
     probe.mark(prof::kEpilogueEnd);
     probe.finish();

@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include "cuda/sm90/fwd/split_stamps.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/tma.cuh"
@@ -20,6 +21,7 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
                                         const CUtensorMap* tk, const CUtensorMap* tv,
                                         PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs,
                                         const cuda_backend::KvCacheParams& kv) {
+  split_stamp<Cfg>(kStampTile);  // first tile only: later tiles overwrite it (stamps builds only)
   mbar_wait(&sm.q_empty[qs.stage()], qs.phase() ^ 1);
   mbar_expect_tx(&sm.q_full[qs.stage()], Cfg::kQBytes);
 #pragma unroll
@@ -50,11 +52,18 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     }
   };
   // Keys [r, r + box_rows) of a paged tile, every atom, from `at` = (page, position in the page).
+  // A key-half layout (Cfg::kPageHalves, box_rows = kBlockN / 2) takes them in one copy: the map's
+  // box spans every atom, landing as [atom][box_rows] at the half's place.
   auto load_box = [&](const CUtensorMap* map, uint8_t* dst, int r, int2 at, uint64_t* full) {
-#pragma unroll
-    for (int a = 0; a < Cfg::kAtoms; ++a)
-      tma_load_4d(dst + a * Cfg::kKVAtomBytes + r * (Cfg::kKVAtomBytes / Cfg::kBlockN), map, a * kAtomCols, at.y,
+    if constexpr (Cfg::kPageHalves) {
+      tma_load_5d(dst + (r / (Cfg::kBlockN / 2)) * Cfg::kAtoms * (Cfg::kKVAtomBytes / 2), map, 0, at.y, 0,
                   t.kv_head, at.x, full);
+    } else {
+#pragma unroll
+      for (int a = 0; a < Cfg::kAtoms; ++a)
+        tma_load_4d(dst + a * Cfg::kKVAtomBytes + r * (Cfg::kKVAtomBytes / Cfg::kBlockN), map, a * kAtomCols,
+                    at.y, t.kv_head, at.x, full);
+    }
   };
   // One K or V tile (keys [row, row + kBlockN) of the sequence) into ring slot `stage`, once the
   // consumers have released that slot. Paged: box by box, each from its page; the first two boxes'
@@ -62,14 +71,14 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   // the TMA issues follow one another as the contiguous tile's do, with no smem load between.
   auto load_tile = [&](const CUtensorMap* map, uint8_t* dst, uint64_t* empty, uint64_t* full, uint32_t phase,
                        int row, int stage) {
-    const bool paged = kv.page_table != nullptr;
-    const bool two_boxes = kv.box_rows < Cfg::kBlockN;
+    const bool paged = Cfg::kPageHalves || kv.page_table != nullptr;
+    const bool two_boxes = Cfg::kPageHalves || kv.box_rows < Cfg::kBlockN;
     int2 box0 = make_int2(0, 0), box1 = make_int2(0, 0);
     if (paged) box0 = sm.kv_boxes[stage][0];
     if (paged && two_boxes) box1 = sm.kv_boxes[stage][1];
     mbar_wait(empty, phase ^ 1);
     mbar_expect_tx(full, Cfg::kAtoms * Cfg::kKVAtomBytes);
-    if (!paged) {
+    if (!paged) {  // a key-half kernel runs paged calls only (launch.cuh)
 #pragma unroll
       for (int a = 0; a < Cfg::kAtoms; ++a)
         tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, k_row0 + row, t.kv_head, k_batch, full);
@@ -77,9 +86,11 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
     }
     load_box(map, dst, 0, box0, full);
     if (!two_boxes) return;
-    load_box(map, dst, kv.box_rows, box1, full);
-    for (int r = 2 * kv.box_rows, j = 2; r < Cfg::kBlockN; r += kv.box_rows, ++j)
-      load_box(map, dst, r, sm.kv_boxes[stage][j], full);
+    load_box(map, dst, Cfg::kPageHalves ? Cfg::kBlockN / 2 : kv.box_rows, box1, full);
+    if constexpr (!Cfg::kPageHalves) {
+      for (int r = 2 * kv.box_rows, j = 2; r < Cfg::kBlockN; r += kv.box_rows, ++j)
+        load_box(map, dst, r, sm.kv_boxes[stage][j], full);
+    }
   };
   // K's tile of block `row`; its boxes looked up first when paged.
   auto load_k = [&](const PipeState<Cfg::kStages>& s, int row) {
@@ -93,6 +104,7 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   auto row_of = [&](int it) { return b.block(it) * Cfg::kBlockN; };
   PipeState<Cfg::kStages> pk = ps;
   load_k(pk, row_of(b.first()));
+  split_stamp<Cfg>(kStampIssued);
   pk.advance();
   for (int it = b.first(); !b.done(it); it = b.next(it), ps.advance()) {
     if (b.has_next(it)) {

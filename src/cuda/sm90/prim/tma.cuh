@@ -16,6 +16,15 @@ __device__ __forceinline__ void tma_load_4d(void* smem_dst, const CUtensorMap* m
                                   coords, bar);
 }
 
+// 5-D tiled load: coords innermost first (a paged cache's key-half box: column, position in the
+// page, atom, head, page; cuda/tma_map.h's make_tma_map_by_atom).
+__device__ __forceinline__ void tma_load_5d(void* smem_dst, const CUtensorMap* map, int c0, int c1, int c2,
+                                            int c3, int c4, uint64_t* bar) {
+  const int32_t coords[5] = {c0, c1, c2, c3, c4};
+  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem_dst, map,
+                                  coords, bar);
+}
+
 // 4-D tiled store from smem (same coords); rows past the tensor's extent are not written.
 __device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, const void* smem_src, int c0, int c1, int c2,
                                              int c3) {
