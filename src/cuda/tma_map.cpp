@@ -92,26 +92,27 @@ Status encode_tiled(const TmaTensor& t, int rank, const cuuint64_t* dims, cuuint
 // A size-0 dim cannot be encoded; such a tensor is never read, so any extent of 1 will do.
 cuuint64_t extent(int64_t n) { return cuuint64_t(n > 0 ? n : 1); }
 
+// A stride in elements as bytes (a size-1 dim's stride may be 0: any value serves).
+cuuint64_t stride_bytes(const TmaTensor& t, int64_t stride) {
+  return cuuint64_t((stride > 0 ? stride : 1) * dtype_size(t.dtype));
+}
+
 }  // namespace
 
 Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_heads) {
-  const int esz = dtype_size(t.dtype);
-  auto stride_bytes = [&](int64_t st) { return cuuint64_t((st > 0 ? st : 1) * esz); };
   // Innermost first: dim, seq, heads, batch.
   const cuuint64_t dims[4] = {extent(t.dim), extent(t.rows), extent(t.heads), extent(t.batch)};
-  cuuint64_t strides[3] = {stride_bytes(t.stride_s), stride_bytes(t.stride_h), stride_bytes(t.stride_b)};
+  cuuint64_t strides[3] = {stride_bytes(t, t.stride_s), stride_bytes(t, t.stride_h), stride_bytes(t, t.stride_b)};
   const cuuint32_t box[4] = {64, cuuint32_t(box_rows), cuuint32_t(box_heads), 1};
   return encode_tiled(t, 4, dims, strides, box, out);
 }
 
 Status make_tma_map_by_atom(const TmaTensor& t, int box_rows, CUtensorMap* out) {
   if (t.dim % 64 != 0) return Status::Unsupported("internal: an atom-spanning TMA box needs dim % 64 == 0");
-  const int esz = dtype_size(t.dtype);
-  auto stride_bytes = [&](int64_t st) { return cuuint64_t((st > 0 ? st : 1) * esz); };
   // Innermost first: 64 columns, seq, atom (128 bytes apart), heads, batch.
   const cuuint64_t dims[5] = {64, extent(t.rows), cuuint64_t(t.dim / 64), extent(t.heads), extent(t.batch)};
-  cuuint64_t strides[4] = {stride_bytes(t.stride_s), cuuint64_t(64 * esz), stride_bytes(t.stride_h),
-                           stride_bytes(t.stride_b)};
+  cuuint64_t strides[4] = {stride_bytes(t, t.stride_s), stride_bytes(t, 64), stride_bytes(t, t.stride_h),
+                           stride_bytes(t, t.stride_b)};
   const cuuint32_t box[5] = {64, cuuint32_t(box_rows), cuuint32_t(t.dim / 64), 1, 1};
   return encode_tiled(t, 5, dims, strides, box, out);
 }
