@@ -100,6 +100,7 @@ struct BwdConfig {
   static constexpr bool kHasDetKernel = kBlockM != 80;
   // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
   static constexpr bool kHasSoftcap = kBlockM != 80;
+  static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   static constexpr int kThreads = 384;   // producer warpgroup + two consumer warpgroups
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -135,6 +136,11 @@ struct BwdConfigKeys80 {
   static constexpr int kKBytes = kAtoms * kKAtomBytes;
   static constexpr bool kStatsByQuad = false;  // lse / D in plain row order (preprocess.cuh)
   static constexpr bool kDqTransposed = true;
+  static constexpr bool kKeys80 = true;
+  // Launch settings of the default mode only (launch.cuh): block order, no deterministic kernel.
+  static constexpr bool kLptOrder = false;
+  static constexpr bool kHasDetKernel = false;
+  static constexpr int kDetChunk = 2048 / kBlockN;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
