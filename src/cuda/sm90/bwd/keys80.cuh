@@ -21,6 +21,8 @@
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/sm90/bwd/config.h"
+#include "cuda/sm90/bwd/epilogue.cuh"
+#include "cuda/sm90/bwd/producer.cuh"  // bwd_load_kv
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/bulk_copy.cuh"
@@ -57,13 +59,7 @@ __device__ __forceinline__ void bwd_produce_keys80(BwdSmemKeys80& sm, const BwdP
                                                    const CUtensorMap* tq, const CUtensorMap* tk,
                                                    const CUtensorMap* tv, const CUtensorMap* tdo) {
   using Cfg = BwdConfigKeys80;
-  const int kv_row = t.seq.k_offset + t.n0;
-  mbar_expect_tx(&sm.kv_full, 2 * Cfg::kKBytes);
-#pragma unroll
-  for (int a = 0; a < Cfg::kAtoms; ++a) {
-    tma_load_4d(sm.k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
-    tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
-  }
+  bwd_load_kv<Cfg>(sm.k, sm.v, &sm.kv_full, t, tk, tv);
   PipeState<Cfg::kStages> ps;
   PipeState<1> dps;
   int h, m;
@@ -117,9 +113,8 @@ __device__ __forceinline__ void add_dq_t(float* run, int slice, const float (&dq
 
 // dK^T and dV^T (warpgroup wg's head-dim rows, two halves of 64 x 80 keys) staged transposed in the K
 // and V tiles as 80 rows of 256 elements (512 bytes; 16-byte chunk c of row r at c ^ (r % 8) within
-// its group of 8, so that stmatrix's eight rows and the row reads fall in distinct banks), then each
-// row stored with 16-byte stores (element stores where a row is not 16-byte aligned). Keys past the
-// sequence are skipped. The caller has made sure no MMA reads K or V any more.
+// its group of 8, so that stmatrix's eight rows and the row reads fall in distinct banks), then
+// stored by rows (store_staged_dk_dv_rows). The caller has made sure no MMA reads K or V any more.
 template <class T>
 __device__ __forceinline__ void store_dk_dv_keys80(const BwdParams& p, const BwdTile& t, BwdSmemKeys80& sm, int wg,
                                                    float (&dkt)[2][40], float (&dvt)[2][40]) {
@@ -147,32 +142,9 @@ __device__ __forceinline__ void store_dk_dv_keys80(const BwdParams& p, const Bwd
     }
   }
   named_bar_sync(kBwdDsBar, 256);  // every row holds both warpgroups' columns
-  const int64_t b_off = t.seq.batch_coord;
-  T* gk0 = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + int64_t(t.kv_head) * p.dk_stride_h;
-  T* gv0 = static_cast<T*>(p.dv) + b_off * p.dv_stride_b + int64_t(t.kv_head) * p.dv_stride_h;
-  const bool vec = ((reinterpret_cast<uintptr_t>(gk0) | reinterpret_cast<uintptr_t>(gv0)) % 16 == 0) &&
-                   (p.dk_stride_s * int64_t(sizeof(T))) % 16 == 0 && (p.dv_stride_s * int64_t(sizeof(T))) % 16 == 0;
-  for (int e = threadIdx.x - 128; e < Cfg::kBlockN * kChunks; e += 256) {
-    const int r = e / kChunks, k = e % kChunks, j = t.n0 + r;
-    if (j >= t.seq.rows_k) continue;
-    const int64_t tok = t.seq.k_offset + j;
-    const uint32_t at = r * kRowBytes + 16 * ((k & ~7) | ((k ^ r) & 7));
-    uint4 kx, vx;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(kx.x), "=r"(kx.y), "=r"(kx.z), "=r"(kx.w) : "r"(k_base + at));
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(vx.x), "=r"(vx.y), "=r"(vx.z), "=r"(vx.w) : "r"(v_base + at));
-    T* gk = gk0 + tok * p.dk_stride_s + 8 * k;
-    T* gv = gv0 + tok * p.dv_stride_s + 8 * k;
-    if (vec) {
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gk), "r"(kx.x), "r"(kx.y), "r"(kx.z), "r"(kx.w) : "memory");
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gv), "r"(vx.x), "r"(vx.y), "r"(vx.z), "r"(vx.w) : "memory");
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        gk[i] = reinterpret_cast<const T*>(&kx)[i];
-        gv[i] = reinterpret_cast<const T*>(&vx)[i];
-      }
-    }
-  }
+  store_staged_dk_dv_rows<T, kChunks, Cfg::kBlockN, 256>(
+      p, t, k_base, v_base, 0, threadIdx.x - 128,
+      [](int r, int k) { return uint32_t(r * kRowBytes + 16 * ((k & ~7) | ((k ^ r) & 7))); });
 }
 
 // Consumer warpgroup wg: every step of the tile, then dK / dV.
