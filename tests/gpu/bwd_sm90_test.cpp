@@ -197,6 +197,36 @@ void softcap_cases(int d_a, int d_b) {
   }
 }
 
+// The 80-row (d 128) and 80-key (d 256) tiles: varlen with empty sequences and tails of 80 on
+// either side (GQA 4:1), and varlen + seqused ...
+void tile80_varlen_cases(int d, bool causal) {
+  BwdCase v = bcase(DType::F16, d, 0, 0);
+  v.lens_q = {81, 0, 160, 1, 239};
+  v.lens_k = {80, 3, 300, 0, 129};
+  v.hq = 4;
+  v.hkv = 1;
+  v.causal = causal;
+  run_bwd_case(v);
+  BwdCase u = bcase(DType::BF16, d, 0, 0);
+  u.lens_q = {170, 79, 5};
+  u.lens_k = {90, 200, 81};
+  u.used_q = {161, 0, 5};
+  u.used_k = {90, 113, 1};
+  run_bwd_case(u);
+}
+// ... and the neighbours that keep the 64-row / 64-key kernel on the same kind of problem (softcap,
+// deterministic mode), so that the host's choice is checked on both sides.
+void tile80_neighbour_cases(int d) {
+  BwdCase cap = bcase(DType::BF16, d, 161, 200);
+  cap.softcap = 5.f;
+  run_bwd_case(cap);
+  BwdCase det = bcase(DType::F16, d, 161, 300);
+  det.hq = 4;
+  det.hkv = 2;
+  det.deterministic = true;
+  run_bwd_case(det);
+}
+
 TEST_F(Sm90Bwd, HeadDimsAndDtypes) { dtype_cases({64, 96, 128}); }
 
 TEST_F(Sm90Bwd, OddLengths) {
@@ -336,26 +366,8 @@ TEST_F(Sm90Bwd, D128Rows80) {
   g.hq = 8;
   g.hkv = 2;
   run_bwd_case(g);
-  BwdCase v = bcase(DType::F16, 128, 0, 0);
-  v.lens_q = {81, 0, 160, 1, 239};
-  v.lens_k = {80, 3, 300, 0, 129};
-  v.hq = 4;
-  v.hkv = 1;
-  run_bwd_case(v);
-  BwdCase u = bcase(DType::BF16, 128, 0, 0);
-  u.lens_q = {170, 79, 5};
-  u.lens_k = {90, 200, 81};
-  u.used_q = {161, 0, 5};
-  u.used_k = {90, 113, 1};
-  run_bwd_case(u);
-  BwdCase cap = bcase(DType::BF16, 128, 161, 200);
-  cap.softcap = 5.f;
-  run_bwd_case(cap);
-  BwdCase det = bcase(DType::F16, 128, 161, 300);
-  det.hq = 4;
-  det.hkv = 2;
-  det.deterministic = true;
-  run_bwd_case(det);
+  tile80_varlen_cases(128, false);
+  tile80_neighbour_cases(128);
 }
 
 // d 192 / 256: 64-key CTAs, S^T / dP^T split on q rows, dK / dV / dQ split on d (BwdConfig::kSplitD).
@@ -441,27 +453,8 @@ TEST_F(Sm90Bwd, LargeDimsKeys80) {
   w.wl = -1;
   w.wr = 20;
   run_bwd_case(w);
-  BwdCase v = bcase(DType::F16, 256, 0, 0);
-  v.lens_q = {81, 0, 160, 1, 239};
-  v.lens_k = {80, 3, 300, 0, 129};
-  v.hq = 4;
-  v.hkv = 1;
-  v.causal = true;
-  run_bwd_case(v);
-  BwdCase u = bcase(DType::BF16, 256, 0, 0);
-  u.lens_q = {170, 79, 5};
-  u.lens_k = {90, 200, 81};
-  u.used_q = {161, 0, 5};
-  u.used_k = {90, 113, 1};
-  run_bwd_case(u);
-  BwdCase cap = bcase(DType::BF16, 256, 161, 200);
-  cap.softcap = 5.f;
-  run_bwd_case(cap);
-  BwdCase det = bcase(DType::F16, 256, 161, 300);
-  det.hq = 4;
-  det.hkv = 2;
-  det.deterministic = true;
-  run_bwd_case(det);
+  tile80_varlen_cases(256, true);
+  tile80_neighbour_cases(256);
   BwdCase local = bcase(DType::BF16, 256, 300, 300);
   local.wl = 50;
   local.wr = 0;
