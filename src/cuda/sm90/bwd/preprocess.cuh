@@ -110,7 +110,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
 // whole 80-row q-block, whose dQ^T float4s hold pairs of rows (stored element by element).
 template <class T, class Cfg>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
-  constexpr int D = Cfg::kHeadDim, kRunRows = Cfg::kDqSwapAB ? Cfg::kBlockM : 64;
+  constexpr int D = Cfg::kHeadDim, kRunRows = Cfg::kDqTransposed ? Cfg::kBlockM : 64;
   constexpr int kRowBytes = D * int(sizeof(T)) + 16, kChunks = D * int(sizeof(T)) / 16;
   __shared__ alignas(16) uint8_t tile[kRunRows * kRowBytes];
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const _
       reinterpret_cast<const float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * kRunRows) * D);
   for (int f = threadIdx.x; f < kRunRows * D / 4; f += kBwdAuxThreads) {
     const float4 x = acc[f];
-    if constexpr (Cfg::kDqSwapAB) {
+    if constexpr (Cfg::kDqTransposed) {
       const DqPairs e = dq_t_accum_quad(f, kRunRows);
       T* at = reinterpret_cast<T*>(tile + e.row * kRowBytes) + e.col;
       T* below = reinterpret_cast<T*>(tile + (e.row + 1) * kRowBytes) + e.col;
