@@ -65,7 +65,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   };
   const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
   if (p.m_blocks > 0) {
-    bwd_preprocess_kernel<T, Cfg><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+    bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
   const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk

@@ -34,6 +34,16 @@ __device__ __forceinline__ int bwd_stat_slot(int r) {
 // (one float4 store per 16 bytes): fused here, the memset of the whole accumulator before it cost a
 // pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
 // are read element by element in the same lane order.
+// Its layout (head dim, q-block rows, stats order) is all it takes from a config: the configs that
+// share it share one instance (BwdStatsLayout).
+template <int D_, int BlockM, bool StatsByQuad>
+struct BwdStatsLayout {
+  static constexpr int kHeadDim = D_, kBlockM = BlockM;
+  static constexpr bool kStatsByQuad = StatsByQuad;
+};
+template <class Cfg>
+using BwdStatsLayoutOf = BwdStatsLayout<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kStatsByQuad>;
+
 template <class T, class Cfg>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM;  // the main kernel's q-block: all its rows are written
