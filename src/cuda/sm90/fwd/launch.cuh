@@ -16,6 +16,65 @@
 
 namespace fastattn::sm90 {
 
+static_assert(kMaxClusterSplits == cuda_backend::kClusterMaxSplits && kClusterMergeRows == cuda_backend::kClusterKeptRows,
+              "the host's cluster rule and the kernel's merge agree");
+
+using FwdKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, FwdParams);
+
+// How many clusters of `splits` CTAs of Cfg's split kernel fit on the device at once (asked once
+// per config and split count).
+template <class Cfg>
+Status clusters_at_once(FwdKernel kernel, int smem, int splits, int* out) {
+  static int cached[cuda_backend::kClusterMaxSplits + 1] = {};  // 0: not asked yet; racing first calls store the same value
+  if (splits < 2 || splits > cuda_backend::kClusterMaxSplits) {
+    *out = 0;
+    return Status::Ok();
+  }
+  if (cached[splits] == 0) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(unsigned(splits));
+    cfg.blockDim = dim3(Cfg::kThreads);
+    cfg.dynamicSmemBytes = size_t(smem);
+    cudaLaunchAttribute cluster[1];
+    cluster[0].id = cudaLaunchAttributeClusterDimension;
+    cluster[0].val.clusterDim.x = unsigned(splits);
+    cluster[0].val.clusterDim.y = 1;
+    cluster[0].val.clusterDim.z = 1;
+    cfg.attrs = cluster;
+    cfg.numAttrs = 1;
+    int n = 0;
+    const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
+    if (e != cudaSuccess)
+      return {Code::CudaError, std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(e)};
+    cached[splits] = n > 0 ? n : -1;
+  }
+  *out = cached[splits] > 0 ? cached[splits] : 0;
+  return Status::Ok();
+}
+
+// The split kernel with one CTA per split tile, a cluster of `splits` CTAs per base tile (tile id
+// = base tile x splits + split, so a cluster's rank is its CTA's split).
+template <class Cfg>
+Status launch_in_clusters(FwdKernel kernel, int ctas, int splits, int smem, cudaStream_t stream, const CUtensorMap& tq,
+                          const CUtensorMap& tk, const CUtensorMap& tv, const CUtensorMap& to, const FwdParams& params) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(ctas));
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = stream;
+  cudaLaunchAttribute cluster[1];
+  cluster[0].id = cudaLaunchAttributeClusterDimension;
+  cluster[0].val.clusterDim.x = unsigned(splits);
+  cluster[0].val.clusterDim.y = 1;
+  cluster[0].val.clusterDim.z = 1;
+  cfg.attrs = cluster;
+  cfg.numAttrs = 1;
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, to, params);
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch (clusters): ") + cudaGetErrorString(e)};
+  return Status::Ok();
+}
+
 // `splits`: split-KV configs only (SplitConfig): the key splits per tile, > 1.
 template <class T, class Cfg>
 Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, int splits = 1) {
@@ -85,6 +144,17 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     attr_set = true;
   }
   if (params.sched.tiles == 0) return Status::Ok();
+  if constexpr (Cfg::kSplit && Cfg::kQBuffers == 2) {
+    if (cuda_backend::cluster_merge_allowed()) {
+      int clusters = 0;
+      st = clusters_at_once<Cfg>(kernel, smem, splits, &clusters);
+      if (!st.ok()) return st;
+      if (cuda_backend::merge_in_cluster(splits, params.sched.tiles, lp.pack, lp.attn.seqlen_q, clusters)) {
+        params.split.cluster = 1;  // no workspace, no combine: cluster_merge.cuh
+        return launch_in_clusters<Cfg>(kernel, params.split.tiles, splits, smem, stream, tq, tk, tv, to, params);
+      }
+    }
+  }
   cuda_backend::SplitBuffers parts;
   if constexpr (Cfg::kSplit) {
     st = cuda_backend::split_buffers(lp, splits, stream, &parts);

@@ -211,9 +211,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // Tile e's output from o and the finished softmax state. The caller keeps e from when the tile
   // was current (re-deriving it from the tile id cost ~100 instructions of integer division, and
   // for varlen two global loads, at every tile boundary).
-  auto store_output = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
+  auto store_output = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2], auto in_stream) {
     if (!tma_out) {
-      store_rows<T, Cfg>(p, e, row_in_tile, quad_col, o, inv, lse);
+      store_rows<T, Cfg, decltype(in_stream)::value>(sm, p, e, row_in_tile, quad_col, o, inv, lse);
       return;
     }
     if constexpr (Cfg::kQBuffers == 2) stage_and_store(e, q_buf, inv, lse);  // tma_out implies it
@@ -224,7 +224,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     while (walk.next<Cfg>(p)) {
       if (walk.t.sees_keys()) return true;
       float zero[D / 2] = {}, inv[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
-      store_rows<T, Cfg>(p, walk.t, row_in_tile, quad_col, zero, inv, lse);
+      store_rows<T, Cfg>(sm, p, walk.t, row_in_tile, quad_col, zero, inv, lse);
     }
     return false;
   };
@@ -374,7 +374,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         probe.mark(prof::kSoftmaxDone);
         release_stored_q();
         wait_pv();
-        if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse);
+        if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse, std::true_type{});
       };
       // A full step: the row maxima, then the exps; O rescaled where a max moved.
       auto full_step = [&](auto&& hook) {
@@ -449,7 +449,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     float inv[2], lse[2];
     softmax.finish(inv, lse);
     release_stored_q();
-    store_output(done, qs.stage(), inv, lse);
+    store_output(done, qs.stage(), inv, lse, std::false_type{});
     if (threadIdx.x == 128) split_stamp<Cfg>(kStampStored);
     release_stored_q();
     probe.mark(prof::kEpilogueEnd);
