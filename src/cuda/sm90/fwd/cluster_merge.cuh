@@ -23,8 +23,9 @@ namespace fastattn::sm90 {
 
 constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 
-// barrier.cluster's arrive releases and its wait acquires (their default semantics) at cluster
-// scope, over the cluster's non-exited threads (the producer warpgroup has left by then).
+// barrier.cluster over the cluster's non-exited threads (the producer warpgroup has left by then):
+// the arrive releases (ptxas: MEMBAR.ALL.GPU, which waits for the CTA's outstanding stores) and the
+// wait acquires.
 __device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
 __device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
 __device__ __forceinline__ unsigned cluster_rank() {
@@ -52,26 +53,32 @@ __device__ __forceinline__ float4 ld_cluster4(uint32_t a) {
   return v;
 }
 
-// One warp merges tile row t (stored: w) of tile e from the cluster's `splits` CTAs into out / lse.
-template <class T, class Cfg>
-__device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int t,
-                                          const StoredRow& w, int splits, int lane) {
+// Tile row t merged from the cluster's `splits` CTAs by one warp, held until it is stored: lane l
+// holds columns c0 + 4 l, + 4 of each 128-column step.
+template <class Cfg>
+struct MergedRow {
+  static constexpr int kSteps = (Cfg::kHeadDim + 127) / 128;
+  float4 acc[kSteps];
+  float inv, lse;
+  StoredRow w;
+};
+
+template <class Cfg>
+__device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int t, int splits, int lane, MergedRow<Cfg>& row) {
   constexpr int D = Cfg::kHeadDim;
   const float ls0 = lane < splits ? ld_cluster(cluster_map(smem_addr(&sm.merge.lse[t]), lane)) : -INFINITY;
   const float m = cuda_backend::warp_max(ls0);
   const float w0 = ls0 == -INFINITY ? 0.f : expf(ls0 - m);
   const float sum = cuda_backend::warp_sum(w0);
-  const float inv = sum > 0.f ? 1.f / sum : 0.f;
-  const cuda_backend::AttnParams& a = p.attn;
-  const int64_t b_off = e.seq.batch_coord, head = e.head + w.g, token = e.seq.q_offset + w.r;
-  T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + token * a.out_stride_s + head * a.out_stride_h;
-  const uint32_t row = smem_addr(partial_row<Cfg>(sm, t));
+  row.inv = sum > 0.f ? 1.f / sum : 0.f;
+  row.lse = sum > 0.f ? m + logf(sum) : -INFINITY;
+  const uint32_t base = smem_addr(partial_row<Cfg>(sm, t));
 #pragma unroll
-  for (int c0 = 0; c0 < D; c0 += 128) {
+  for (int step = 0; step < MergedRow<Cfg>::kSteps; ++step) {
     // Every lane walks every column step (the weights' shuffles need the whole warp); a lane past
     // D loads a valid column and stores nothing.
-    const int c = min(c0 + 4 * lane, D - 4);
-    const uint32_t at = row + 4 * partial_chunk(t, c / 4);
+    const int c = min(128 * step + 4 * lane, D - 4);
+    const uint32_t at = base + 4 * partial_chunk(t, c / 4);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (m != -INFINITY) {
       float4 x[kMaxClusterSplits];
@@ -81,41 +88,62 @@ __device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, const FwdParams& p, 
       for (int k = 0; k < kMaxClusterSplits; ++k)  // lanes past the last split hold weight 0
         cuda_backend::add_weighted(acc, __shfl_sync(0xffffffffu, w0, k), x[k]);
     }
-    if (c0 + 4 * lane < D) {
-      out[c] = cuda_backend::from_f32<T>(acc.x * inv);
-      out[c + 1] = cuda_backend::from_f32<T>(acc.y * inv);
-      out[c + 2] = cuda_backend::from_f32<T>(acc.z * inv);
-      out[c + 3] = cuda_backend::from_f32<T>(acc.w * inv);
+    row.acc[step] = acc;
+  }
+}
+
+template <class T, class Cfg>
+__device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTile& e, const MergedRow<Cfg>& row,
+                                             int lane) {
+  constexpr int D = Cfg::kHeadDim;
+  const cuda_backend::AttnParams& a = p.attn;
+  const int64_t b_off = e.seq.batch_coord, head = e.head + row.w.g, token = e.seq.q_offset + row.w.r;
+  T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + token * a.out_stride_s + head * a.out_stride_h;
+#pragma unroll
+  for (int step = 0; step < MergedRow<Cfg>::kSteps; ++step) {
+    const int c = 128 * step + 4 * lane;
+    if (c < D) {
+      out[c] = cuda_backend::from_f32<T>(row.acc[step].x * row.inv);
+      out[c + 1] = cuda_backend::from_f32<T>(row.acc[step].y * row.inv);
+      out[c + 2] = cuda_backend::from_f32<T>(row.acc[step].z * row.inv);
+      out[c + 3] = cuda_backend::from_f32<T>(row.acc[step].w * row.inv);
     }
   }
-  if (lane == 0 && a.lse != nullptr)
-    a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + token * a.lse_stride_s] =
-        sum > 0.f ? m + logf(sum) : -INFINITY;
+  if (lane == 0 && a.lse != nullptr) a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + token * a.lse_stride_s] = row.lse;
 }
 
 // The consumer warps, after their tile's partials are in smem: meet the cluster, merge this CTA's
-// share of the stored rows, meet again before leaving.
+// share of the stored rows (tile row t to CTA t % splits, warp t / splits % 8; at most 4 a warp),
+// meet again once every read of the others' smem has returned (the arrive releases them; the out
+// stores come after it, so it does not wait for them), store, and leave when all have read.
 template <class T, class Cfg>
 __device__ __forceinline__ void cluster_merge(FwdSmem<Cfg>& sm, const FwdParams& p) {
   constexpr int kWarps = 4 * Cfg::kConsumerWarpgroups;
+  constexpr int kRowsPerWarp = kClusterMergeRows / (2 * kWarps);  // at 2 splits, the fewest
   cluster_arrive();
   // While the other CTAs finish: this CTA's tile again (a cluster launch gives each CTA one; its
   // base tile is the cluster's).
   TileWalk walk;
   const bool has_tile = walk.next<Cfg>(p);
+  const FwdTile& e = walk.t;
   const int splits = int(p.split.splits.d), lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 4;
   const int first = int(cluster_rank()) + splits * warp;
+  const int heads = has_tile ? min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head) : 0;
+  MergedRow<Cfg> rows[kRowsPerWarp];
   cluster_wait();
-  if (has_tile) {
-    const FwdTile& e = walk.t;
-    const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
-    for (int t = first; t < kClusterMergeRows; t += splits * kWarps) {
-      float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as o 0, lse -inf
-      const StoredRow w = stored_row(p, e, t, heads, inv, lse);
-      if (w.keep) merge_row<T, Cfg>(sm, p, e, t, w, splits, lane);
-    }
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int t = first + i * splits * kWarps;
+    rows[i].w.keep = false;
+    if (!has_tile || t >= kClusterMergeRows) continue;
+    float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as o 0, lse -inf
+    rows[i].w = stored_row(p, e, t, heads, inv, lse);
+    if (rows[i].w.keep) merge_row<Cfg>(sm, t, splits, lane, rows[i]);
   }
   cluster_arrive();
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i)
+    if (rows[i].w.keep) store_merged<T, Cfg>(p, e, rows[i], lane);
   cluster_wait();
 }
 
