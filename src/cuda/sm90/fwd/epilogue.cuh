@@ -34,10 +34,10 @@ __device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTil
 
 // Split-KV (Cfg::kSplit): tile e's rows as fp32 partials of split e.split (FwdSplit's layout), O
 // normalised by this split's own sum; rows that kept no key of the split get o = 0 and lse = -inf,
-// which the combine weighs 0. The rows kept are store_rows's (stored_row). Merged in the cluster
-// (p.split.cluster): into this CTA's smem instead (cluster_partials.cuh), the same values; that
-// branch stays out of the block stream's stores (kInStream): a cluster launch gives each CTA one
-// tile, stored after the stream.
+// which the combine weighs 0. The rows kept are store_rows's (stored_row). Cluster-merge configs:
+// into this CTA's smem instead (cluster_partials.cuh), the same values; not in the block stream's
+// stores (kInStream), which such a kernel never runs: a cluster launch gives each CTA one tile,
+// stored after the stream.
 template <class Cfg, bool kInStream>
 __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
                                               int quad_col, const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
@@ -50,17 +50,15 @@ __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams&
     const int t = row_in_tile + 8 * h;
     const StoredRow w = stored_row(p, e, t, heads, inv[h], lse[h]);
     if (!w.keep) continue;
-    if constexpr (Cfg::kQBuffers == 2 && !kInStream) {
-      if (sp.cluster) {
-        if (t >= kClusterMergeRows) continue;  // the launch's rule keeps stored rows below it
-        float* dst = partial_row<Cfg>(sm, t);
+    if constexpr (Cfg::kClusterMerge && !kInStream) {
+      if (t >= kClusterMergeRows) continue;  // the launch's rule keeps stored rows below it
+      float* dst = partial_row<Cfg>(sm, t);
 #pragma unroll
-        for (int j = 0; j < D / 8; ++j)  // columns 8 j + 2 quad_col, + 1: half of chunk 2 j + quad_col / 2
-          *reinterpret_cast<float2*>(dst + partial_chunk(t, 2 * j + quad_col / 2) + 2 * (quad_col % 2)) =
-              make_float2(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
-        if (quad_col == 0) sm.merge.lse[t] = lse[h];
-        continue;
-      }
+      for (int j = 0; j < D / 8; ++j)  // columns 8 j + 2 quad_col, + 1: half of chunk 2 j + quad_col / 2
+        *reinterpret_cast<float2*>(dst + partial_chunk(t, 2 * j + quad_col / 2) + 2 * (quad_col % 2)) =
+            make_float2(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+      if (quad_col == 0) sm.merge.lse[t] = lse[h];
+      continue;
     }
     const int64_t row = e.split * sp.rows +
                         (int64_t(e.seq.batch_coord) * p.attn.heads_q + e.head + w.g) * sp.rows_per_head +

@@ -85,10 +85,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     regs_claim<Cfg::kConsumerRegs>();
     consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
     if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
-    // Split kernels launched in clusters merge their splits there (cluster_merge.cuh); the producer
+    // Cluster-merge configs merge their splits in the cluster (cluster_merge.cuh); the producer
     // warpgroup has no part in it (a cluster barrier waits for the non-exited threads only).
-    if constexpr (Cfg::kSplit && Cfg::kQBuffers == 2)
-      if (p.split.cluster) cluster_merge<T, Cfg>(sm, p);
+    if constexpr (Cfg::kClusterMerge) cluster_merge<T, Cfg>(sm, p);
   }
 }
 

@@ -21,8 +21,30 @@ static_assert(kMaxClusterSplits == cuda_backend::kClusterMaxSplits && kClusterMe
 
 using FwdKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, FwdParams);
 
+template <class Cfg>
+constexpr int fwd_smem_bytes() {
+  return int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+}
+
+// A launch of Cfg's kernel on `ctas` CTAs in clusters of `splits` along x (`attr`: the cluster dims).
+template <class Cfg>
+cudaLaunchConfig_t cluster_launch(int ctas, int splits, int smem, cudaStream_t stream, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(ctas));
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = stream;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = unsigned(splits);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
 // How many clusters of `splits` CTAs of Cfg's split kernel fit on the device at once (asked once
-// per config and split count).
+// per config and split count; sets the kernel's smem size first, as launch_cfg does).
 template <class Cfg>
 Status clusters_at_once(FwdKernel kernel, int smem, int splits, int* out) {
   static int cached[cuda_backend::kClusterMaxSplits + 1] = {};  // 0: not asked yet; racing first calls store the same value
@@ -31,19 +53,12 @@ Status clusters_at_once(FwdKernel kernel, int smem, int splits, int* out) {
     return Status::Ok();
   }
   if (cached[splits] == 0) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(unsigned(splits));
-    cfg.blockDim = dim3(Cfg::kThreads);
-    cfg.dynamicSmemBytes = size_t(smem);
-    cudaLaunchAttribute cluster[1];
-    cluster[0].id = cudaLaunchAttributeClusterDimension;
-    cluster[0].val.clusterDim.x = unsigned(splits);
-    cluster[0].val.clusterDim.y = 1;
-    cluster[0].val.clusterDim.z = 1;
-    cfg.attrs = cluster;
-    cfg.numAttrs = 1;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = cluster_launch<Cfg>(splits, splits, smem, nullptr, &attr);
     int n = 0;
-    const cudaError_t e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
+    e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
     if (e != cudaSuccess)
       return {Code::CudaError, std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(e)};
     cached[splits] = n > 0 ? n : -1;
@@ -57,18 +72,8 @@ Status clusters_at_once(FwdKernel kernel, int smem, int splits, int* out) {
 template <class Cfg>
 Status launch_in_clusters(FwdKernel kernel, int ctas, int splits, int smem, cudaStream_t stream, const CUtensorMap& tq,
                           const CUtensorMap& tk, const CUtensorMap& tv, const CUtensorMap& to, const FwdParams& params) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(ctas));
-  cfg.blockDim = dim3(Cfg::kThreads);
-  cfg.dynamicSmemBytes = size_t(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute cluster[1];
-  cluster[0].id = cudaLaunchAttributeClusterDimension;
-  cluster[0].val.clusterDim.x = unsigned(splits);
-  cluster[0].val.clusterDim.y = 1;
-  cluster[0].val.clusterDim.z = 1;
-  cfg.attrs = cluster;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_launch<Cfg>(ctas, splits, smem, stream, &attr);
   cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, to, params);
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch (clusters): ") + cudaGetErrorString(e)};
@@ -136,7 +141,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     if (!st.ok()) return st;
   }
   auto kernel = fwd_kernel<T, Cfg>;
-  const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+  const int smem = fwd_smem_bytes<Cfg>();
   static bool attr_set = false;  // per instantiation; racing first calls set the same value
   if (!attr_set) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -144,17 +149,9 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     attr_set = true;
   }
   if (params.sched.tiles == 0) return Status::Ok();
-  if constexpr (Cfg::kSplit && Cfg::kQBuffers == 2) {
-    if (cuda_backend::cluster_merge_allowed()) {
-      int clusters = 0;
-      st = clusters_at_once<Cfg>(kernel, smem, splits, &clusters);
-      if (!st.ok()) return st;
-      if (cuda_backend::merge_in_cluster(splits, params.sched.tiles, lp.pack, lp.attn.seqlen_q, clusters)) {
-        params.split.cluster = 1;  // no workspace, no combine: cluster_merge.cuh
-        return launch_in_clusters<Cfg>(kernel, params.split.tiles, splits, smem, stream, tq, tk, tv, to, params);
-      }
-    }
-  }
+  // One CTA per split tile in clusters of `splits`: no workspace, no combine (cluster_merge.cuh).
+  if constexpr (Cfg::kClusterMerge)
+    return launch_in_clusters<Cfg>(kernel, params.split.tiles, splits, smem, stream, tq, tk, tv, to, params);
   cuda_backend::SplitBuffers parts;
   if constexpr (Cfg::kSplit) {
     st = cuda_backend::split_buffers(lp, splits, stream, &parts);

@@ -67,11 +67,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // two N / 2 halves fill s as one N-wide wgmma would.
   constexpr int kHalfAtomBytes = Cfg::kKVAtomBytes / 2, kHalfBytes = Cfg::kAtoms * kHalfAtomBytes;
   auto issue_qk = [&](int stage) {
-    const uint32_t q_lo = desc_k_major_lo<Cfg::kSplit>(sm.q[qs.stage()] + q_row_bytes);
-    const uint32_t k_lo = desc_k_major_lo<Cfg::kSplit>(sm.k[stage]);
+    const uint32_t q_lo = desc_k_major_lo<Cfg::kClusterMerge>(sm.q[qs.stage()] + q_row_bytes);
+    const uint32_t k_lo = desc_k_major_lo<Cfg::kClusterMerge>(sm.k[stage]);
     wgmma_fence();
     if constexpr (Cfg::kPageHalves) {
-      const uint32_t k_hi = desc_k_major_lo<Cfg::kSplit>(sm.k[stage] + kHalfBytes);
+      const uint32_t k_hi = desc_k_major_lo<Cfg::kClusterMerge>(sm.k[stage] + kHalfBytes);
       auto& s_lo = *reinterpret_cast<float(*)[N / 4]>(s);
       auto& s_hi = *reinterpret_cast<float(*)[N / 4]>(s + N / 4);
 #pragma unroll
@@ -94,14 +94,14 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   auto issue_pv = [&](int stage, bool first_of_tile) {
     wgmma_fence();
     if constexpr (Cfg::kPageHalves) {  // steps of 16 keys: the first N / 32 in half 0
-      const uint32_t v_lo = desc_n_major_lo<Cfg::kSplit>(sm.v[stage], kHalfAtomBytes);
-      const uint32_t v_hi = desc_n_major_lo<Cfg::kSplit>(sm.v[stage] + kHalfBytes, kHalfAtomBytes);
+      const uint32_t v_lo = desc_n_major_lo<Cfg::kClusterMerge>(sm.v[stage], kHalfAtomBytes);
+      const uint32_t v_hi = desc_n_major_lo<Cfg::kClusterMerge>(sm.v[stage] + kHalfBytes, kHalfAtomBytes);
 #pragma unroll
       for (int kk = 0; kk < N / 16; ++kk)
         WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(kk < N / 32 ? v_lo : v_hi, kk % (N / 32)),
                            kk > 0 || !first_of_tile);
     } else {
-      const uint32_t v_lo = desc_n_major_lo<Cfg::kSplit>(sm.v[stage], Cfg::kKVAtomBytes);
+      const uint32_t v_lo = desc_n_major_lo<Cfg::kClusterMerge>(sm.v[stage], Cfg::kKVAtomBytes);
 #pragma unroll
       for (int kk = 0; kk < N / 16; ++kk)
         WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(v_lo, kk),

@@ -26,10 +26,8 @@ struct FwdSplit {
   float* o_part = nullptr;
   float* lse_part = nullptr;
   int64_t rows = 0;               // rows of one split's partials
-  int64_t rows_per_head = 0;      // seqlen_q, or total_q when varlen
-  // Merged in the launch's thread-block clusters (cluster_merge.cuh): one CTA per split tile, a
-  // cluster per base tile; the partials stay in each CTA's smem, o_part / lse_part are unused.
-  int cluster = 0;
+  int64_t rows_per_head = 0;      // seqlen_q, or total_q when varlen (o_part, lse_part, rows and
+                                  // rows_per_head unused by cluster-merge configs: kClusterMerge)
 };
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)

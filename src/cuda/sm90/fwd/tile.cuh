@@ -14,10 +14,10 @@
 namespace fastattn::sm90 {
 
 // The LSEs of the partial rows a CTA keeps for the merge in its cluster (cluster_merge.cuh; its
-// partial O goes to the spare Q buffer): split kernels with two Q buffers only, empty elsewhere
-// (then one byte in the struct's tail padding: the other members keep their offsets).
+// partial O goes to the spare Q buffer): cluster-merge configs only, empty elsewhere (then one byte
+// in the struct's tail padding: the other members keep their offsets).
 constexpr int kClusterMergeRows = 64;  // tile rows a CTA keeps: the first consumer warpgroup's
-template <class Cfg, bool = Cfg::kSplit && Cfg::kQBuffers == 2>
+template <class Cfg, bool = Cfg::kClusterMerge>
 struct ClusterMergeSmem {};
 template <class Cfg>
 struct ClusterMergeSmem<Cfg, true> {
