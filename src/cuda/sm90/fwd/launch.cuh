@@ -44,27 +44,22 @@ cudaLaunchConfig_t cluster_launch(int ctas, int splits, int smem, cudaStream_t s
 }
 
 // How many clusters of `splits` CTAs of Cfg's split kernel fit on the device at once (asked once
-// per config and split count; sets the kernel's smem size first, as launch_cfg does).
+// per config and split count; sets the kernel's smem size first, as launch_cfg does). 0 where the
+// device cannot say (the query's error is cleared): the combine kernel then merges.
 template <class Cfg>
-Status clusters_at_once(FwdKernel kernel, int smem, int splits, int* out) {
+int clusters_at_once(FwdKernel kernel, int smem, int splits) {
   static int cached[cuda_backend::kClusterMaxSplits + 1] = {};  // 0: not asked yet; racing first calls store the same value
-  if (splits < 2 || splits > cuda_backend::kClusterMaxSplits) {
-    *out = 0;
-    return Status::Ok();
-  }
+  if (splits < 2 || splits > cuda_backend::kClusterMaxSplits) return 0;
   if (cached[splits] == 0) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = cluster_launch<Cfg>(splits, splits, smem, nullptr, &attr);
     int n = 0;
-    e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
-    if (e != cudaSuccess)
-      return {Code::CudaError, std::string("cudaOccupancyMaxActiveClusters: ") + cudaGetErrorString(e)};
-    cached[splits] = n > 0 ? n : -1;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    cached[splits] = e == cudaSuccess && n > 0 ? n : -1;
   }
-  *out = cached[splits] > 0 ? cached[splits] : 0;
-  return Status::Ok();
+  return cached[splits] > 0 ? cached[splits] : 0;
 }
 
 // The split kernel with one CTA per split tile, a cluster of `splits` CTAs per base tile (tile id

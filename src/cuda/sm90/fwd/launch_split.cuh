@@ -20,9 +20,7 @@ Status launch_split_merge(const cuda_backend::LaunchProblem& lp, int splits, cud
   if constexpr (Plain::kQBuffers == 2) {
     if (cuda_backend::cluster_merge_allowed()) {
       using InCluster = SplitConfig<Base, PageHalves, true>;
-      int clusters = 0;
-      Status st = clusters_at_once<InCluster>(fwd_kernel<T, InCluster>, fwd_smem_bytes<InCluster>(), splits, &clusters);
-      if (!st.ok()) return st;
+      const int clusters = clusters_at_once<InCluster>(fwd_kernel<T, InCluster>, fwd_smem_bytes<InCluster>(), splits);
       cuda_backend::TileSchedule s;
       const int64_t base_tiles = cuda_backend::plan_tile_space(lp.attn, lp.mask, lp.pack, InCluster::kBlockM, true, s);
       if (cuda_backend::merge_in_cluster(splits, base_tiles, lp.pack, lp.attn.seqlen_q, clusters))
