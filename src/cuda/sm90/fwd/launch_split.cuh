@@ -8,10 +8,6 @@
 
 namespace fastattn::sm90 {
 
-// d = 128 over a paged cache whose pages hold half a key block (page 64, 192, ...): the key-half
-// layout, 2 TMA copies a K or V tile instead of 4 (config.h, SplitConfig's PageHalves). The same
-// sums in the same order as the contiguous cache's kernel, so paged and contiguous calls stay
-// bitwise equal.
 // The splits merged in thread-block clusters where the plan fits (sched/split_plan.h:
 // merge_in_cluster; FASTATTN_SPLIT_MERGE=kernel turns it off), else by the combine kernel.
 template <class T, class Base, bool PageHalves>
@@ -30,6 +26,10 @@ Status launch_split_merge(const cuda_backend::LaunchProblem& lp, int splits, cud
   return launch_cfg<T, Plain>(lp, stream, splits);
 }
 
+// d = 128 over a paged cache whose pages hold half a key block (page 64, 192, ...): the key-half
+// layout, 2 TMA copies a K or V tile instead of 4 (config.h, SplitConfig's PageHalves). The same
+// sums in the same order as the contiguous cache's kernel, so paged and contiguous calls stay
+// bitwise equal.
 template <class T, int D>
 Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, int splits, cudaStream_t stream) {
   using Base = typename SplitBase<D>::type;
