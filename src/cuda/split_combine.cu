@@ -17,22 +17,12 @@
 
 #include "cuda/common/element.cuh"
 #include "cuda/split_combine.h"
+#include "cuda/split_merge_math.cuh"
 
 namespace fastattn::cuda_backend {
 namespace {
 
 constexpr int kWarpsPerBlock = 4;
-
-__device__ __forceinline__ float warp_max(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
-  return x;
-}
-__device__ __forceinline__ float warp_sum(float x) {
-#pragma unroll
-  for (int o = 16; o > 0; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
-  return x;
-}
 
 // Partial rows loaded together: one L2 round trip covers a decode call's usual 8-16 splits.
 constexpr int kGroup = 16;
@@ -43,15 +33,6 @@ __device__ __forceinline__ float split_weight(const float* lse, int64_t rows, in
   if (s >= splits) return 0.f;
   const float ls = lse[s * rows];
   return ls == -INFINITY ? 0.f : expf(ls - m);
-}
-
-// acc += w * x for the splits with weight; the others' x is never looked at (it may be NaN).
-__device__ __forceinline__ void add_weighted(float4& acc, float w, const float4& x) {
-  const bool use = w > 0.f;
-  acc.x = use ? fmaf(w, x.x, acc.x) : acc.x;
-  acc.y = use ? fmaf(w, x.y, acc.y) : acc.y;
-  acc.z = use ? fmaf(w, x.z, acc.z) : acc.z;
-  acc.w = use ? fmaf(w, x.w, acc.w) : acc.w;
 }
 
 template <typename T>

@@ -1,5 +1,8 @@
 #include "cuda/split_forward.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cuda/sched/split_plan.h"
@@ -7,6 +10,19 @@
 #include "cuda/stream_alloc.h"
 
 namespace fastattn::cuda_backend {
+
+namespace {
+std::atomic<int>& cluster_merge_setting() {
+  static std::atomic<int> allowed{[] {
+    const char* v = std::getenv("FASTATTN_SPLIT_MERGE");
+    return v != nullptr && std::strcmp(v, "kernel") == 0 ? 0 : 1;
+  }()};
+  return allowed;
+}
+}  // namespace
+
+bool cluster_merge_allowed() { return cluster_merge_setting().load(std::memory_order_relaxed) != 0; }
+void set_cluster_merge_allowed(bool allowed) { cluster_merge_setting().store(allowed ? 1 : 0, std::memory_order_relaxed); }
 
 Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b) {
   const detail::Problem& p = *lp.problem;

@@ -20,6 +20,12 @@ struct SplitBuffers {
   int64_t rows_per_head = 0;   // seqlen_q, or total_q when varlen
 };
 
+// Whether split launches may merge their splits inside thread-block clusters where the plan allows
+// (sched/split_plan.h: merge_in_cluster): yes, unless the environment holds
+// FASTATTN_SPLIT_MERGE=kernel (the combine kernel always: A/B on one build) or a test set it off.
+bool cluster_merge_allowed();
+void set_cluster_merge_allowed(bool allowed);
+
 // Allocates the partials of `splits` splits of lp's problem on `stream`.
 Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b);
 

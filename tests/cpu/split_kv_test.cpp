@@ -157,5 +157,32 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   EXPECT_EQ(cuda_backend::split_workspace_bytes(1, 3, 8), 256 + 12);
 }
 
+// Where the splits merge inside thread-block clusters (merge_in_cluster): GQA-packed tiles whose
+// stored rows lie in the first 64 ((heads - 1) x R + s_q), 2-8 splits, every cluster in one wave.
+TEST(SplitPlan, MergeInCluster) {
+  using cuda_backend::choose_gqa_pack;
+  using cuda_backend::merge_in_cluster;
+  const cuda_backend::GqaPack decode = choose_gqa_pack(4, 1, false);  // h 32/8 s_q 1: 4 rows a tile
+  EXPECT_TRUE(merge_in_cluster(8, 8, decode, 1, 16));   // b1: 8 clusters of 8
+  EXPECT_TRUE(merge_in_cluster(2, 32, decode, 1, 66));  // b4: 32 clusters of 2
+  EXPECT_TRUE(merge_in_cluster(2, 1, decode, 1, 1));
+  EXPECT_FALSE(merge_in_cluster(1, 8, decode, 1, 16));   // unsplit
+  EXPECT_FALSE(merge_in_cluster(9, 8, decode, 1, 16));   // past the portable cluster size
+  EXPECT_FALSE(merge_in_cluster(13, 8, decode, 1, 16));
+  EXPECT_FALSE(merge_in_cluster(8, 17, decode, 1, 16));  // more clusters than fit at once
+  EXPECT_FALSE(merge_in_cluster(8, 8, decode, 1, 0));    // the device runs none of this size
+  EXPECT_FALSE(merge_in_cluster(8, 0, decode, 1, 16));
+  // Stored rows: (G - 1) x R + s_q <= 64.
+  EXPECT_TRUE(merge_in_cluster(4, 4, choose_gqa_pack(16, 4, false), 4, 16));   // 15 x 4 + 4 = 64
+  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(32, 4, false), 4, 16));  // 31 x 4 + 4 = 128
+  EXPECT_TRUE(merge_in_cluster(4, 4, choose_gqa_pack(4, 16, false), 16, 16));  // 3 x 16 + 16 = 64
+  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(4, 17, false), 17, 16)); // 3 x 32 + 17 = 113
+  EXPECT_TRUE(merge_in_cluster(4, 4, choose_gqa_pack(2, 32, false), 32, 16));   // 1 x 32 + 32 = 64
+  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(6, 32, false), 32, 16));  // 2 groups of G 3: 96
+  // Unpacked tiles (MHA, varlen) keep the combine kernel: their stored rows may sit at a tile's bottom.
+  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(1, 1, false), 1, 16));
+  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(4, 1, true), 1, 16));
+}
+
 }  // namespace
 }  // namespace fastattn::testing

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/split_forward.h"
 #include "util/half.h"
 #include "fastattn/fastattn.h"
 #include "gpu_buffers.h"
@@ -45,6 +46,9 @@ struct FwdCase {
   // probe), 0 the heuristic, > 1 split-KV (fwd_split_test.cpp).
   int num_splits = 1;
   bool graph = false;  // capture the GPU call in a CUDA graph and replay it (twice: runs[0], runs[1])
+  // Split-KV: one more GPU call with the merge in thread-block clusters turned off (the combine
+  // kernel merges); its out and lse must be bitwise runs[0]'s.
+  bool same_bits_as_combine_kernel = false;
 
   std::string str() const {
     std::ostringstream o;
@@ -52,7 +56,8 @@ struct FwdCase {
       << (causal ? " causal" : "") << " win(" << wl << "," << wr << ")" << " softcap" << softcap << " pad" << row_pad << " out_pad" << out_pad
       << (lens_q.empty() ? "" : " varlen") << (key_ramp != 0.f ? " key_ramp" + std::to_string(key_ramp) : "")
       << (key_spike != 0.f ? " key_spike" + std::to_string(key_spike) : "")
-      << (num_splits != 1 ? " splits" + std::to_string(num_splits) : "") << (graph ? " graph" : "");
+      << (num_splits != 1 ? " splits" + std::to_string(num_splits) : "") << (graph ? " graph" : "")
+      << (same_bits_as_combine_kernel ? " vs-combine-kernel" : "");
     return o.str();
   }
 };
@@ -242,6 +247,23 @@ inline void run_fwd_case(const FwdCase& c) {
   }
   ASSERT_EQ(std::memcmp(runs[0].out.data(), runs[1].out.data(), runs[0].out.size() * 2), 0) << "out differs between runs (race?)";
   ASSERT_EQ(std::memcmp(runs[0].lse.data(), runs[1].lse.data(), runs[0].lse.size() * 4), 0) << "lse differs between runs";
+  if (c.same_bits_as_combine_kernel) {
+    out.dev->poison();
+    lse_dev.poison();
+    cuda_backend::set_cluster_merge_allowed(false);
+    AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
+    Status st = forward(a, nullptr);
+    cuda_backend::set_cluster_merge_allowed(true);
+    ASSERT_TRUE(st.ok()) << st.message;
+    FA_CUDA_OK(cudaDeviceSynchronize());
+    FwdOutputs combined;
+    combined.out.resize(out.host.size());
+    combined.lse.resize(lse_n);
+    out.dev->download(combined.out.data());
+    lse_dev.download(combined.lse.data());
+    EXPECT_EQ(std::memcmp(runs[0].out.data(), combined.out.data(), combined.out.size() * 2), 0) << "out: cluster merge != combine kernel";
+    EXPECT_EQ(std::memcmp(runs[0].lse.data(), combined.lse.data(), combined.lse.size() * 4), 0) << "lse: cluster merge != combine kernel";
+  }
 
   // Reference (float64) and baseline (P rounded to the input dtype) on host copies.
   std::vector<uint16_t> out_host(out.host.size());

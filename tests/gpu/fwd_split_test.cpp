@@ -3,7 +3,8 @@
 // checked with FA3's rule, two runs bitwise equal): forced split counts 2/3/7 and more splits than
 // key blocks (splits that see no key), s_q 1/4/17/113 against s_k 1/17/4097 and 16k+, GQA 1/4/8
 // (packed and not), causal (bottom-right), local, softcap, varlen with empty sequences, seqused,
-// the heuristic (num_splits 0), CUDA-graph capture and replay, and proof that the split path ran.
+// the heuristic (num_splits 0), CUDA-graph capture and replay, and proof that the split path ran;
+// the merge inside thread-block clusters against the reference and bitwise against the combine kernel.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -128,6 +129,49 @@ TEST_F(Sm90FwdSplit, GraphCaptureAndReplay) {
   run_fwd_case(v);
 }
 
+// The merge inside thread-block clusters (sm90/fwd/cluster_merge.cuh; sched/split_plan.h:
+// merge_in_cluster): decode shapes with splits <= 8 against the reference and bitwise against the
+// combine kernel. GQA packs of 4, 8, 16 heads (at s_q 4: 64 stored rows, the rule's edge) and 3;
+// 32 heads at s_q 4 store 128 rows and keep the combine kernel. s_k 1 and 17: splits that see no key.
+TEST_F(Sm90FwdSplit, ClusterMergeDecode) {
+  const int packs[5][2] = {{32, 8}, {8, 1}, {16, 1}, {6, 2}, {32, 1}};
+  int i = 0;
+  for (int splits : {2, 3, 5, 8})
+    for (int sq : {1, 4})
+      for (int sk : {1, 17, 113, 4097}) {
+        FwdCase c = split_case(sq, sk, packs[i % 5][0], packs[i % 5][1], splits);
+        c.batch = 1 + i % 3;
+        c.causal = sq == 4 && i % 2 == 0;
+        c.dtype = i % 7 == 3 ? DType::F16 : DType::BF16;
+        c.same_bits_as_combine_kernel = true;
+        ++i;
+        run_fwd_case(c);
+      }
+}
+
+// The KV-cache layout (fixed length, seqused_k 0 / 1 / full) and the heuristic's count.
+TEST_F(Sm90FwdSplit, ClusterMergeSeqused) {
+  for (int splits : {0, 8, 3}) {
+    FwdCase u = split_case(1, 4097, 32, 8, splits);
+    u.batch = 3;
+    u.used_k = {0, 1, 4097};
+    u.same_bits_as_combine_kernel = true;
+    run_fwd_case(u);
+    u.sq = 4;
+    u.causal = true;
+    run_fwd_case(u);
+  }
+}
+
+TEST_F(Sm90FwdSplit, ClusterMergeGraphReplay) {
+  for (int splits : {0, 4}) {
+    FwdCase c = split_case(1, 16411, 32, 8, splits);
+    c.batch = splits == 0 ? 1 : 2;
+    c.graph = true;
+    run_fwd_case(c);
+  }
+}
+
 // Head dims other than 128 (each dim's default config as a SplitConfig): 64 (192-key tiles), 256
 // (one Q buffer, 80-key tiles); 96 and 192 apart, so that a device run built for 64;128;256 can
 // filter them out.
@@ -202,8 +246,9 @@ TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
   }
 }
 
-// The split path really runs: a split call takes its partials from fastattn's workspace pool (its
-// high-water mark covers splits x rows x (d + 1) floats), an unsplit one allocates nothing.
+// The split path really runs: a split call merged by the combine kernel takes its partials from
+// fastattn's workspace pool (its high-water mark covers splits x rows x (d + 1) floats); an
+// unsplit one, and one merged in clusters, allocate nothing.
 TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
   int dev = 0;
   FA_CUDA_OK(cudaGetDevice(&dev));
@@ -231,8 +276,13 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
     return uint64_t(high);
   };
   EXPECT_EQ(high_after(1), 0u);
+  // This shape's plan merges in clusters (packed tiles of 16 rows, 4 clusters of 4): no workspace;
+  // with the combine kernel the partials.
+  EXPECT_EQ(high_after(4), 0u);
+  cuda_backend::set_cluster_merge_allowed(false);
   const uint64_t rows = uint64_t(b) * hq * sq;
   EXPECT_GE(high_after(4), 4 * rows * (d + 1) * 4);
+  cuda_backend::set_cluster_merge_allowed(true);
 }
 
 }  // namespace

@@ -31,6 +31,24 @@ inline int plan_num_splits(int requested, const AttnParams& a, MaskClass mask, c
   return std::max(1, int(detail::choose_num_splits(shape)));
 }
 
+// The merge inside thread-block clusters (sm90/fwd/cluster_merge.cuh): a base tile's splits form
+// one cluster of at most kClusterMaxSplits CTAs (the portable cluster size), each keeping its
+// partial rows in its smem: the tile rows of its first consumer warpgroup, kClusterKeptRows.
+constexpr int kClusterMaxSplits = 8;
+constexpr int kClusterKeptRows = 64;
+
+// Whether a split launch merges its splits in clusters instead of by the combine kernel: every
+// split tile then has its own CTA and every cluster runs in the first wave (`base_tiles` clusters
+// of `splits` CTAs, at most `clusters_at_once` of them co-resident: cudaOccupancyMaxActiveClusters),
+// and the tiles store only rows of their first 64: GQA-packed tiles (decode) whose
+// (heads - 1) x R + s_q rows fit. Elsewhere (more splits, more clusters than a wave, tiles that
+// store more rows, unpacked tiles whose rows may sit at the bottom) the combine kernel merges.
+inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack, int seqlen_q, int clusters_at_once) {
+  return splits >= 2 && splits <= kClusterMaxSplits && pack.rows > 0 && seqlen_q >= 1 && seqlen_q <= pack.rows &&
+         int64_t(pack.heads - 1) * pack.rows + seqlen_q <= kClusterKeptRows && base_tiles >= 1 &&
+         base_tiles <= clusters_at_once;
+}
+
 // Rows of one split's partials: every (batch, q head, query token), in the combine's order.
 inline int64_t split_rows(const AttnParams& a, int64_t total_q) {
   return a.cu_seqlens_q != nullptr ? int64_t(a.heads_q) * total_q : int64_t(a.batch) * a.heads_q * a.seqlen_q;

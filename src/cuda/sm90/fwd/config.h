@@ -64,6 +64,8 @@ struct FwdConfig {
   static constexpr bool kSplit = false;
   // K/V tiles in smem by key half (SplitConfig's PageHalves below): off in the menu's configs.
   static constexpr bool kPageHalves = false;
+  // Split partials merged inside a thread-block cluster (SplitConfig's InCluster below): off.
+  static constexpr bool kClusterMerge = false;
 };
 
 // A config's split-KV twin: the tile space gains a split index (each split walks a balanced
@@ -77,11 +79,17 @@ struct FwdConfig {
 // 2 copies a tile instead of 4. The consumers then take QK as two N = kBlockN / 2 wgmmas (the
 // same columns of S, the same sums: bitwise the contiguous tile's S) and read V's halves from
 // their own addresses (fwd/mainloop.cuh).
-template <class Base, bool PageHalves = false>
+// InCluster: the kernel is launched in thread-block clusters of `splits` CTAs, one CTA per split
+// tile, and keeps its partials in smem, where the cluster merges them (cluster_merge.cuh; the rule:
+// sched/split_plan.h, merge_in_cluster). A type of its own, so that the split kernels merged by the
+// combine kernel stay as they are (no cluster code, no run-time flag).
+template <class Base, bool PageHalves = false, bool InCluster = false>
 struct SplitConfig : Base {
   static_assert(!PageHalves || Base::kBlockN == 128, "page halves: 128-key tiles (64-key wgmma halves)");
+  static_assert(!InCluster || Base::kQBuffers == 2, "the cluster merge keeps its partials in the spare Q buffer");
   static constexpr bool kSplit = true;
   static constexpr bool kPageHalves = PageHalves;
+  static constexpr bool kClusterMerge = InCluster;
 };
 
 }  // namespace fastattn::sm90

@@ -8,6 +8,7 @@
 
 #include "cuda/common/math.cuh"
 #include "cuda/common/quad_transpose.cuh"
+#include "cuda/sm90/fwd/cluster_partials.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
 
 namespace fastattn::sm90 {
@@ -33,18 +34,32 @@ __device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTil
 
 // Split-KV (Cfg::kSplit): tile e's rows as fp32 partials of split e.split (FwdSplit's layout), O
 // normalised by this split's own sum; rows that kept no key of the split get o = 0 and lse = -inf,
-// which the combine weighs 0. The rows kept are store_rows's (stored_row).
-template <class Cfg>
-__device__ __forceinline__ void store_partial(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
-                                              const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
+// which the combine weighs 0. The rows kept are store_rows's (stored_row). Cluster-merge configs:
+// into this CTA's smem instead (cluster_partials.cuh), the same values; not in the block stream's
+// stores (kInStream), which such a kernel never runs: a cluster launch gives each CTA one tile,
+// stored after the stream.
+template <class Cfg, bool kInStream>
+__device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
+                                              int quad_col, const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
                                               float (&lse)[2]) {
   constexpr int D = Cfg::kHeadDim;
   const FwdSplit& sp = p.split;
   const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const StoredRow w = stored_row(p, e, row_in_tile + 8 * h, heads, inv[h], lse[h]);
+    const int t = row_in_tile + 8 * h;
+    const StoredRow w = stored_row(p, e, t, heads, inv[h], lse[h]);
     if (!w.keep) continue;
+    if constexpr (Cfg::kClusterMerge && !kInStream) {
+      if (t >= kClusterMergeRows) continue;  // the launch's rule keeps stored rows below it
+      float* dst = partial_row<Cfg>(sm, t);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)  // columns 8 j + 2 quad_col, + 1: half of chunk 2 j + quad_col / 2
+        *reinterpret_cast<float2*>(dst + partial_chunk(t, 2 * j + quad_col / 2) + 2 * (quad_col % 2)) =
+            make_float2(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+      if (quad_col == 0) sm.merge.lse[t] = lse[h];
+      continue;
+    }
     const int64_t row = e.split * sp.rows +
                         (int64_t(e.seq.batch_coord) * p.attn.heads_q + e.head + w.g) * sp.rows_per_head +
                         e.seq.q_offset + w.r;
@@ -65,12 +80,12 @@ __device__ __forceinline__ void store_partial(const FwdParams& p, const FwdTile&
 // runs inside an iteration next to the next tile's softmax: there the shuffles' temporaries made
 // ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
 // cost more than they saved (d64 s1k causal 0.944); plain pairs there.
-template <class T, class Cfg>
-__device__ __forceinline__ void store_rows(const FwdParams& p, const FwdTile& e, int row_in_tile, int quad_col,
-                                           const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
+template <class T, class Cfg, bool kInStream = false>
+__device__ __forceinline__ void store_rows(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
+                                           int quad_col, const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
                                            float (&lse)[2]) {
   if constexpr (Cfg::kSplit) {
-    store_partial<Cfg>(p, e, row_in_tile, quad_col, o, inv, lse);
+    store_partial<Cfg, kInStream>(sm, p, e, row_in_tile, quad_col, o, inv, lse);
     return;
   }
   constexpr int D = Cfg::kHeadDim;

@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cuda/ptx>
 
+#include "cuda/sm90/fwd/cluster_merge.cuh"
 #include "cuda/sm90/fwd/config.h"
 #include "cuda/sm90/fwd/mainloop.cuh"
 #include "cuda/sm90/fwd/params.h"
@@ -84,6 +85,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     regs_claim<Cfg::kConsumerRegs>();
     consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
     if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
+    // Cluster-merge configs merge their splits in the cluster (cluster_merge.cuh); the producer
+    // warpgroup has no part in it (a cluster barrier waits for the non-exited threads only).
+    if constexpr (Cfg::kClusterMerge) cluster_merge<T, Cfg>(sm, p);
   }
 }
 

@@ -16,6 +16,65 @@
 
 namespace fastattn::sm90 {
 
+static_assert(kMaxClusterSplits == cuda_backend::kClusterMaxSplits && kClusterMergeRows == cuda_backend::kClusterKeptRows,
+              "the host's cluster rule and the kernel's merge agree");
+
+using FwdKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, FwdParams);
+
+template <class Cfg>
+constexpr int fwd_smem_bytes() {
+  return int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+}
+
+// A launch of Cfg's kernel on `ctas` CTAs in clusters of `splits` along x (`attr`: the cluster dims).
+template <class Cfg>
+cudaLaunchConfig_t cluster_launch(int ctas, int splits, int smem, cudaStream_t stream, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(unsigned(ctas));
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = size_t(smem);
+  cfg.stream = stream;
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = unsigned(splits);
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cfg;
+}
+
+// How many clusters of `splits` CTAs of Cfg's split kernel fit on the device at once (asked once
+// per config and split count; sets the kernel's smem size first, as launch_cfg does). 0 where the
+// device cannot say (the query's error is cleared): the combine kernel then merges.
+template <class Cfg>
+int clusters_at_once(FwdKernel kernel, int smem, int splits) {
+  static int cached[cuda_backend::kClusterMaxSplits + 1] = {};  // 0: not asked yet; racing first calls store the same value
+  if (splits < 2 || splits > cuda_backend::kClusterMaxSplits) return 0;
+  if (cached[splits] == 0) {
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = cluster_launch<Cfg>(splits, splits, smem, nullptr, &attr);
+    int n = 0;
+    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e == cudaSuccess) e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    cached[splits] = e == cudaSuccess && n > 0 ? n : -1;
+  }
+  return cached[splits] > 0 ? cached[splits] : 0;
+}
+
+// The split kernel with one CTA per split tile, a cluster of `splits` CTAs per base tile (tile id
+// = base tile x splits + split, so a cluster's rank is its CTA's split).
+template <class Cfg>
+Status launch_in_clusters(FwdKernel kernel, int ctas, int splits, int smem, cudaStream_t stream, const CUtensorMap& tq,
+                          const CUtensorMap& tk, const CUtensorMap& tv, const CUtensorMap& to, const FwdParams& params) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_launch<Cfg>(ctas, splits, smem, stream, &attr);
+  cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, tq, tk, tv, to, params);
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch (clusters): ") + cudaGetErrorString(e)};
+  return Status::Ok();
+}
+
 // `splits`: split-KV configs only (SplitConfig): the key splits per tile, > 1.
 template <class T, class Cfg>
 Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, int splits = 1) {
@@ -77,7 +136,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     if (!st.ok()) return st;
   }
   auto kernel = fwd_kernel<T, Cfg>;
-  const int smem = int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
+  const int smem = fwd_smem_bytes<Cfg>();
   static bool attr_set = false;  // per instantiation; racing first calls set the same value
   if (!attr_set) {
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -85,6 +144,9 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     attr_set = true;
   }
   if (params.sched.tiles == 0) return Status::Ok();
+  // One CTA per split tile in clusters of `splits`: no workspace, no combine (cluster_merge.cuh).
+  if constexpr (Cfg::kClusterMerge)
+    return launch_in_clusters<Cfg>(kernel, params.split.tiles, splits, smem, stream, tq, tk, tv, to, params);
   cuda_backend::SplitBuffers parts;
   if constexpr (Cfg::kSplit) {
     st = cuda_backend::split_buffers(lp, splits, stream, &parts);

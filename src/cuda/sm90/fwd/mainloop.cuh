@@ -67,11 +67,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // two N / 2 halves fill s as one N-wide wgmma would.
   constexpr int kHalfAtomBytes = Cfg::kKVAtomBytes / 2, kHalfBytes = Cfg::kAtoms * kHalfAtomBytes;
   auto issue_qk = [&](int stage) {
-    const uint32_t q_lo = desc_k_major_lo(sm.q[qs.stage()] + q_row_bytes);
-    const uint32_t k_lo = desc_k_major_lo(sm.k[stage]);
+    const uint32_t q_lo = desc_k_major_lo<Cfg::kClusterMerge>(sm.q[qs.stage()] + q_row_bytes);
+    const uint32_t k_lo = desc_k_major_lo<Cfg::kClusterMerge>(sm.k[stage]);
     wgmma_fence();
     if constexpr (Cfg::kPageHalves) {
-      const uint32_t k_hi = desc_k_major_lo(sm.k[stage] + kHalfBytes);
+      const uint32_t k_hi = desc_k_major_lo<Cfg::kClusterMerge>(sm.k[stage] + kHalfBytes);
       auto& s_lo = *reinterpret_cast<float(*)[N / 4]>(s);
       auto& s_hi = *reinterpret_cast<float(*)[N / 4]>(s + N / 4);
 #pragma unroll
@@ -94,14 +94,14 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   auto issue_pv = [&](int stage, bool first_of_tile) {
     wgmma_fence();
     if constexpr (Cfg::kPageHalves) {  // steps of 16 keys: the first N / 32 in half 0
-      const uint32_t v_lo = desc_n_major_lo(sm.v[stage], kHalfAtomBytes);
-      const uint32_t v_hi = desc_n_major_lo(sm.v[stage] + kHalfBytes, kHalfAtomBytes);
+      const uint32_t v_lo = desc_n_major_lo<Cfg::kClusterMerge>(sm.v[stage], kHalfAtomBytes);
+      const uint32_t v_hi = desc_n_major_lo<Cfg::kClusterMerge>(sm.v[stage] + kHalfBytes, kHalfAtomBytes);
 #pragma unroll
       for (int kk = 0; kk < N / 16; ++kk)
         WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(kk < N / 32 ? v_lo : v_hi, kk % (N / 32)),
                            kk > 0 || !first_of_tile);
     } else {
-      const uint32_t v_lo = desc_n_major_lo(sm.v[stage], Cfg::kKVAtomBytes);
+      const uint32_t v_lo = desc_n_major_lo<Cfg::kClusterMerge>(sm.v[stage], Cfg::kKVAtomBytes);
 #pragma unroll
       for (int kk = 0; kk < N / 16; ++kk)
         WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(v_lo, kk),
@@ -211,9 +211,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // Tile e's output from o and the finished softmax state. The caller keeps e from when the tile
   // was current (re-deriving it from the tile id cost ~100 instructions of integer division, and
   // for varlen two global loads, at every tile boundary).
-  auto store_output = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
+  auto store_output = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2], auto in_stream) {
     if (!tma_out) {
-      store_rows<T, Cfg>(p, e, row_in_tile, quad_col, o, inv, lse);
+      store_rows<T, Cfg, decltype(in_stream)::value>(sm, p, e, row_in_tile, quad_col, o, inv, lse);
       return;
     }
     if constexpr (Cfg::kQBuffers == 2) stage_and_store(e, q_buf, inv, lse);  // tma_out implies it
@@ -224,7 +224,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     while (walk.next<Cfg>(p)) {
       if (walk.t.sees_keys()) return true;
       float zero[D / 2] = {}, inv[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
-      store_rows<T, Cfg>(p, walk.t, row_in_tile, quad_col, zero, inv, lse);
+      store_rows<T, Cfg>(sm, p, walk.t, row_in_tile, quad_col, zero, inv, lse);
     }
     return false;
   };
@@ -374,7 +374,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         probe.mark(prof::kSoftmaxDone);
         release_stored_q();
         wait_pv();
-        if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse);
+        if (new_tile) store_output(done, qs.stage() ^ 1, inv, lse, std::true_type{});
       };
       // A full step: the row maxima, then the exps; O rescaled where a max moved.
       auto full_step = [&](auto&& hook) {
@@ -449,7 +449,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     float inv[2], lse[2];
     softmax.finish(inv, lse);
     release_stored_q();
-    store_output(done, qs.stage(), inv, lse);
+    store_output(done, qs.stage(), inv, lse, std::false_type{});
     if (threadIdx.x == 128) split_stamp<Cfg>(kStampStored);
     release_stored_q();
     probe.mark(prof::kEpilogueEnd);

@@ -26,7 +26,8 @@ struct FwdSplit {
   float* o_part = nullptr;
   float* lse_part = nullptr;
   int64_t rows = 0;               // rows of one split's partials
-  int64_t rows_per_head = 0;      // seqlen_q, or total_q when varlen
+  int64_t rows_per_head = 0;      // seqlen_q, or total_q when varlen (o_part, lse_part, rows and
+                                  // rows_per_head unused by cluster-merge configs: kClusterMerge)
 };
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)

@@ -13,6 +13,17 @@
 
 namespace fastattn::sm90 {
 
+// The LSEs of the partial rows a CTA keeps for the merge in its cluster (cluster_merge.cuh; its
+// partial O goes to the spare Q buffer): cluster-merge configs only, empty elsewhere (then one byte
+// in the struct's tail padding: the other members keep their offsets).
+constexpr int kClusterMergeRows = 64;  // tile rows a CTA keeps: the first consumer warpgroup's
+template <class Cfg, bool = Cfg::kClusterMerge>
+struct ClusterMergeSmem {};
+template <class Cfg>
+struct ClusterMergeSmem<Cfg, true> {
+  float lse[kClusterMergeRows];
+};
+
 template <class Cfg>
 struct FwdSmem {
   alignas(1024) uint8_t q[Cfg::kQBuffers][Cfg::kQBytes];
@@ -25,6 +36,7 @@ struct FwdSmem {
   // Paged KV cache: where each box of the block in K/V ring slot s lies, (page, position of its
   // first key in the page) (producer.cuh), looked up for its K tile and read again for its V tile.
   int2 kv_boxes[Cfg::kStages][Cfg::kBlockN / 16];
+  ClusterMergeSmem<Cfg> merge;
 };
 
 

@@ -29,9 +29,15 @@ __device__ __forceinline__ uint32_t smem_addr(const void* smem) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 }
 
-// The low word of the descriptor of `smem` with the given leading byte offset.
+// The low word of the descriptor of `smem` with the given leading byte offset. kInCluster: the
+// kernel may run in a thread-block cluster, where a CTA's shared addresses carry its rank in the
+// cluster above bit 24 (the shared::cluster window); the descriptor takes bits [4, 18) of the
+// address, so those are masked off (unmasked, they land in the leading offset).
+template <bool kInCluster = false>
 __device__ __forceinline__ uint32_t desc_lo(const void* smem, uint32_t lbo_bytes) {
-  return (smem_addr(smem) >> 4) | ((lbo_bytes >> 4) << 16);
+  uint32_t a = smem_addr(smem);
+  if constexpr (kInCluster) a &= (1u << 18) - 1;
+  return (a >> 4) | ((lbo_bytes >> 4) << 16);
 }
 
 // The descriptor `byte_offset` bytes past the buffer whose low word is lo (byte_offset % 16 == 0).
@@ -44,15 +50,19 @@ __device__ __forceinline__ uint64_t desc_at(uint32_t lo, uint32_t byte_offset) {
 // K-major operand (rows = M or N, the contraction dim contiguous): the leading offset is unused
 // with swizzling. Step k (16 columns) of the contraction starts 32 bytes further inside the atom,
 // and at the next atom after 4 steps.
-__device__ __forceinline__ uint32_t desc_k_major_lo(const void* atom0) { return desc_lo(atom0, 16); }
+template <bool kInCluster = false>
+__device__ __forceinline__ uint32_t desc_k_major_lo(const void* atom0) {
+  return desc_lo<kInCluster>(atom0, 16);
+}
 __device__ __forceinline__ uint64_t desc_k_major(uint32_t lo, int atom_bytes, int k_step) {
   return desc_at(lo, (k_step / 4) * atom_bytes + (k_step % 4) * 32);
 }
 
 // N-major B operand (V: keys are the contraction dim, head-dim columns contiguous): step k covers
 // 16 key rows (2048 bytes into each atom); the leading offset jumps between 64-column atoms.
+template <bool kInCluster = false>
 __device__ __forceinline__ uint32_t desc_n_major_lo(const void* atom0, int atom_bytes) {
-  return desc_lo(atom0, static_cast<uint32_t>(atom_bytes));
+  return desc_lo<kInCluster>(atom0, static_cast<uint32_t>(atom_bytes));
 }
 __device__ __forceinline__ uint64_t desc_n_major(uint32_t lo, int k_step) {
   return desc_at(lo, k_step * 16 * kAtomRowBytes);
