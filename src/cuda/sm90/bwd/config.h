@@ -98,6 +98,9 @@ struct BwdConfig {
   static constexpr bool kHasDetKernel = kBlockM != 80;
   // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
   static constexpr bool kHasSoftcap = kBlockM != 80;
+  // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
+  // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).
+  static constexpr bool kHasRingKernel = D == 128 && kBlockM == 64;
   static constexpr int kThreads = 384;   // producer warpgroup + two consumer warpgroups
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
