@@ -133,8 +133,9 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t rows = int64_t(a.heads_q) * p.padded_rows;
   const bool ring = p.dq_ring_slots > 0;
-  const int64_t positions = int64_t(a.batch) * a.heads_q * p.m_blocks;
-  const int64_t sems = p.deterministic ? positions + 1 : ring ? 2 * positions + 1 : 0;
+  const int64_t positions =
+      ring ? sm90::bwd_ring_positions(a.batch * a.heads_kv, a.q_per_kv, p.m_blocks, p.ring_section) : 0;
+  const int64_t sems = p.deterministic ? int64_t(a.batch) * a.heads_q * p.m_blocks + 1 : ring ? 2 * positions + 1 : 0;
   const size_t accum_bytes =
       ring ? size_t(sm90::bwd_ring_slots_held(p.dq_ring_slots, positions)) * bm * d * 4 : size_t(rows) * d * 4;
   const size_t scalar_bytes = size_t(rows) * 4;

@@ -1,6 +1,6 @@
 // The backward's L2-resident dQ ring (src/cuda/sm90/bwd/dq_ring.h) on the host: the host rule (which
 // problems take the ring), the per-q-block visit counts against a count over every key block's
-// q-blocks, the positions as a bijection, and the order argument the ring's deadlock freedom rests
+// q-blocks, the positions one to one, and the order argument the ring's deadlock freedom rests
 // on: under the longest-first ticket order, every key block of the q-block R positions back starts
 // before any key block of the q-block itself (random windows, lengths, GQA, sections, varlen).
 #include <gtest/gtest.h>
@@ -42,6 +42,7 @@ TEST(BwdDqRing, HostRule) {
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 1000, 25, true, 32, 1, 128, s8k), 0) << "wider than kBwdRingMaxWindow";
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 64, 0, false, 32, 1, 128, s8k), 0) << "dq not pair-aligned";
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 64, 0, true, 0, 1, 128, s8k), 0) << "no positions";
+  EXPECT_EQ(bwd_dq_ring_slots(128, false, 64, 0, true, 6, 3, 16, 2), 0) << "a group of 3: R no multiple of it";
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 1000, 0, true, 8, 8, 64, 8), 0) << "lag 19 x 8 x 8 > 512 slots";
 }
 
@@ -67,22 +68,28 @@ TEST(BwdDqRing, VisitsCountEveryKeyBlock) {
   }
 }
 
-TEST(BwdDqRing, PositionsAreABijection) {
+// One to one, below bwd_ring_positions, and a narrow last section's units where a full one's would be.
+TEST(BwdDqRing, PositionsOneToOne) {
   for (int units : {1, 3, 6, 32})
     for (int q_per_kv : {1, 4})
       for (int section : {1, 2, 4, 8}) {
         if (section > units) continue;
         const int heads_kv = units % 2 == 0 ? 2 : 1, batch = units / heads_kv, m_blocks = 5;
-        std::vector<int> seen(size_t(units) * m_blocks * q_per_kv, 0);
+        std::vector<int> seen(size_t(bwd_ring_positions(units, q_per_kv, m_blocks, section)), 0);
         for (int b = 0; b < batch; ++b)
           for (int h = 0; h < heads_kv * q_per_kv; ++h)
             for (int m = 0; m < m_blocks; ++m) {
-              const int64_t at = bwd_ring_position(b, h, m, heads_kv, q_per_kv, units, m_blocks, section);
+              const int64_t at = bwd_ring_position(b, h, m, heads_kv, q_per_kv, m_blocks, section);
               ASSERT_GE(at, 0);
               ASSERT_LT(at, int64_t(seen.size()));
               ++seen[size_t(at)];
             }
-        for (int n : seen) ASSERT_EQ(n, 1) << "units " << units << " q_per_kv " << q_per_kv << " section " << section;
+        int used = 0;
+        for (int n : seen) {
+          ASSERT_LE(n, 1) << "units " << units << " q_per_kv " << q_per_kv << " section " << section;
+          used += n;
+        }
+        ASSERT_EQ(used, units * m_blocks * q_per_kv);
       }
 }
 
@@ -108,7 +115,7 @@ void check_order(const std::vector<int>& len_q, const std::vector<int>& len_k, i
   const int batch = int(len_q.size()), units = batch * heads_kv;
   const int max_q = *std::max_element(len_q.begin(), len_q.end()), max_k = *std::max_element(len_k.begin(), len_k.end());
   const int m_blocks = blocks_of(max_q, 64), n_blocks = blocks_of(max_k, 128);
-  const int64_t positions = int64_t(units) * m_blocks * q_per_kv;
+  const int64_t positions = bwd_ring_positions(units, q_per_kv, m_blocks, section);
   std::vector<int> first(size_t(positions), -1), last(size_t(positions), -1), visits(size_t(positions), 0);
   for (int ticket = 0; ticket < units * n_blocks; ++ticket) {
     const int item = bwd_lpt_item(ticket, units, n_blocks, section), unit = item / n_blocks, n = item % n_blocks;
@@ -118,7 +125,7 @@ void check_order(const std::vector<int>& len_q, const std::vector<int>& len_k, i
     const cuda_backend::BlockRange r = bwd_key_block_q_blocks(mask, n, 128, 64);
     for (int h = kv_head * q_per_kv; h < (kv_head + 1) * q_per_kv; ++h)
       for (int m = r.begin; m < r.end; ++m) {
-        const size_t at = size_t(bwd_ring_position(b, h, m, heads_kv, q_per_kv, units, m_blocks, section));
+        const size_t at = size_t(bwd_ring_position(b, h, m, heads_kv, q_per_kv, m_blocks, section));
         if (first[at] < 0) first[at] = ticket;
         last[at] = ticket;
         ++visits[at];
@@ -128,7 +135,7 @@ void check_order(const std::vector<int>& len_q, const std::vector<int>& len_k, i
     const WindowMask mask{len_k[size_t(b)], len_k[size_t(b)] - len_q[size_t(b)], left, right};
     for (int h = 0; h < heads_kv * q_per_kv; ++h)
       for (int m = 0; m < m_blocks; ++m) {
-        const size_t at = size_t(bwd_ring_position(b, h, m, heads_kv, q_per_kv, units, m_blocks, section));
+        const size_t at = size_t(bwd_ring_position(b, h, m, heads_kv, q_per_kv, m_blocks, section));
         ASSERT_EQ(visits[at], bwd_q_block_visits(mask, m, 128, 64)) << "the preprocess's count, position " << at;
       }
   }
@@ -144,7 +151,7 @@ TEST(BwdDqRing, SlotWaitsOnlyOnEarlierCtas) {
   for (int trial = 0; trial < 300; ++trial) {
     const int batch = rng.uniform_int(1, 4), heads_kv = rng.uniform_int(1, 3), q_per_kv = rng.uniform_int(0, 2) == 0 ? 4 : 1;
     const bool varlen = trial % 3 == 0;
-    std::vector<int> len_q(size_t(batch)), len_k(size_t(batch));
+    std::vector<int> len_q(static_cast<size_t>(batch)), len_k(static_cast<size_t>(batch));
     const int sq = rng.uniform_int(1, 1500), sk = trial % 4 == 1 ? sq : rng.uniform_int(1, 1500);
     for (int b = 0; b < batch; ++b) {
       len_q[size_t(b)] = varlen ? rng.uniform_int(0, sq) : sq;
@@ -155,7 +162,9 @@ TEST(BwdDqRing, SlotWaitsOnlyOnEarlierCtas) {
     const int left = rng.uniform_int(0, 3) == 0 ? rng.uniform_int(0, 3) : rng.uniform_int(0, 400);
     const int right = rng.uniform_int(0, 2) == 0 ? 0 : rng.uniform_int(0, 300);
     const int units = batch * heads_kv;
-    const int section = std::min(units, 1 << rng.uniform_int(0, 3));  // also a narrower last section
+    // A power of two up to the units (bwd_lpt_section's), also with a narrower last section.
+    int section = 1 << rng.uniform_int(0, 3);
+    while (section > units) section /= 2;
     const int lag_slots = bwd_ring_lag(left, right, 128, 64) * section * q_per_kv;
     SCOPED_TRACE("trial " + std::to_string(trial) + " window (" + std::to_string(left) + ", " + std::to_string(right) +
                  ") sq " + std::to_string(sq) + " sk " + std::to_string(sk) + " units " + std::to_string(units) +

@@ -54,16 +54,20 @@ FASTATTN_HD int bwd_ring_lag(int left, int right, int block_n, int block_m) {
 
 // The ring position of (sequence b, q head h, q-block m): q-blocks in the order the longest-first
 // CTA order (lpt_order.h: per section of units, key block n of every unit before key block n + 1)
-// reaches them: by section, then q-block, then unit, then the group's q head. A bijection onto
-// [0, units x m_blocks x q_per_kv). With R >= lag x section x q_per_kv slots, position P - R is in
-// an earlier section or at a q-block <= m - lag of the same one: all its key blocks' CTAs start
-// (take their ticket) before any of P's, which makes waiting for its slot deadlock-free.
-FASTATTN_HD int64_t bwd_ring_position(int b, int h, int m, int heads_kv, int q_per_kv, int units, int m_blocks,
-                                      int section) {
+// reaches them: by section, then q-block, then unit, then the group's q head, every section counted
+// `section` units wide (a narrower last one leaves positions unused). One to one, below
+// bwd_ring_positions. With R a multiple of section x q_per_kv and at least lag times it, position
+// P - R is the same unit and q head at q-block m - R / (section x q_per_kv) <= m - lag (the lag's
+// argument holds within one sequence), or in an earlier section: every key block that adds into it
+// starts (takes its ticket) before any key block of P, which makes waiting for its slot
+// deadlock-free (induction on the tickets: the earliest unfinished CTA waits on finished ones only).
+FASTATTN_HD int64_t bwd_ring_position(int b, int h, int m, int heads_kv, int q_per_kv, int m_blocks, int section) {
   const int unit = b * heads_kv + h / q_per_kv;
   const int first = unit / section * section;
-  const int width = units - first < section ? units - first : section;
-  return ((int64_t(first) * m_blocks + int64_t(m) * width + (unit - first)) * q_per_kv) + h % q_per_kv;
+  return ((int64_t(first) * m_blocks + int64_t(m) * section + (unit - first)) * q_per_kv) + h % q_per_kv;
+}
+FASTATTN_HD int64_t bwd_ring_positions(int units, int q_per_kv, int m_blocks, int section) {
+  return int64_t((units + section - 1) / section) * section * m_blocks * q_per_kv;
 }
 
 // 512 slots of 64 x 128 fp32: 16 MB of the 50 MB L2, more than the ~264 q-blocks that a wave of 132
@@ -74,15 +78,17 @@ inline constexpr int kBwdRingMaxWindow = 1024;
 
 // The host's rule: the ring's slot count R, or 0 for the accumulator path. Default mode, d 128 (the
 // 64-row tile, longest-first order: launch.cuh), both window edges set and narrow, dq's element
-// pairs 4-byte aligned (dq is stored as pairs), and the lag's slots (lag x section x q_per_kv) within
-// kBwdRingSlots. R is a power of two (slot = position & (R - 1)); `wanted` (tests: fewer slots, so
-// that the ring wraps and writers wait) is raised to the lag's minimum. The workspace holds
-// bwd_ring_slots_held of them: no more than the positions (then no position waits).
+// pairs 4-byte aligned (dq is stored as pairs), a power-of-two group (q_per_kv; the section is one),
+// and the lag's slots (lag x section x q_per_kv) within kBwdRingSlots. R is a power of two (slot =
+// position & (R - 1)), so a multiple of section x q_per_kv; `wanted` (tests: fewer slots, so that the
+// ring wraps and writers wait) is raised to the lag's minimum. The workspace holds
+// bwd_ring_slots_held of them: no more than the positions.
 inline int bwd_dq_ring_slots(int d, bool deterministic, int left, int right, bool dq_pairs, int units, int q_per_kv,
                              int m_blocks, int section, int wanted = kBwdRingSlots) {
   if (d != 128 || deterministic || left < 0 || right < 0 || left + right > kBwdRingMaxWindow || !dq_pairs) return 0;
-  const int64_t positions = int64_t(units) * m_blocks * q_per_kv;
-  if (positions == 0 || positions >= (int64_t(1) << 31)) return 0;
+  if (units <= 0 || m_blocks <= 0 || q_per_kv <= 0 || (q_per_kv & (q_per_kv - 1)) != 0 || (section & (section - 1)) != 0)
+    return 0;
+  if (bwd_ring_positions(units, q_per_kv, m_blocks, section) >= (int64_t(1) << 31)) return 0;
   const int64_t lag_slots = int64_t(bwd_ring_lag(left, right, 128, 64)) * section * q_per_kv;
   if (lag_slots > kBwdRingSlots) return 0;
   int slots = 1;

@@ -32,8 +32,9 @@ __device__ __forceinline__ int bwd_stat_slot(int r) {
   return (r & ~15) | ((r >> 1 & 3) << 2) | ((r >> 3 & 1) << 1) | (r & 1);
 }
 
-// The dQ ring's preparation by preprocess CTA (m, h, b), before any early return (every position and
-// slot has its CTA): the slots from the CTA's linear index on, the grid's size apart, cleared; the
+// The dQ ring's preparation by preprocess CTA (m, h, b), before any early return (every used position
+// has its CTA; positions of a narrow last section's missing units are never waited on: dq_ring.h):
+// the held slots from the CTA's linear index on, the grid's size apart, cleared; the
 // q-block's position gets its visit count (the same per-key-block q-blocks as the main kernel's
 // tile) and an arrival count that marks it free when no key block visits it (need + 1 = 1); CTA 0
 // resets the ticket. A q-block that no key block works on (rows that keep no key) gets dq = 0 here,
@@ -43,15 +44,16 @@ __device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& 
                                                  int m, int h, int b) {
   constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM, kRunFloat4s = kRows * D / 4;
   const int64_t cta = (int64_t(b) * gridDim.y + h) * gridDim.x + m, ctas = int64_t(gridDim.x) * gridDim.y * gridDim.z;
-  for (int64_t s = cta; s < bwd_ring_slots_held(p.dq_ring_slots, ctas); s += ctas) {  // a CTA per position
+  const int64_t held = bwd_ring_slots_held(
+      p.dq_ring_slots, bwd_ring_positions(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.m_blocks, p.ring_section));
+  for (int64_t s = cta; s < held; s += ctas) {
     float4* slot = reinterpret_cast<float4*>(p.dq_ring + s * (kRows * D));
     for (int f = threadIdx.x; f < kRunFloat4s; f += kBwdAuxThreads) slot[f] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   const cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
   const int need = bwd_q_block_visits(mask, m, Cfg::kBlockN, kRows);
   if (threadIdx.x == 0) {
-    const int64_t at = bwd_ring_position(b, h, m, p.attn.heads_kv, p.attn.q_per_kv, p.attn.heads_kv * p.attn.batch,
-                                         p.m_blocks, p.ring_section);
+    const int64_t at = bwd_ring_position(b, h, m, p.attn.heads_kv, p.attn.q_per_kv, p.m_blocks, p.ring_section);
     p.dq_ring_need[at] = need;
     p.dq_ring_count[at] = need == 0 ? 1 : 0;
     if (cta == 0) *p.tile_ticket = 0;

@@ -34,8 +34,7 @@ struct BwdTile {
   }
   // The dQ ring's position of q-block m of q head h (dq_ring.h; below 2^31 by the host's rule).
   __device__ __forceinline__ int ring_position(const BwdParams& p, int h, int m) const {
-    return (int)bwd_ring_position(batch, h, m, p.attn.heads_kv, p.attn.q_per_kv, p.attn.heads_kv * p.attn.batch,
-                             p.m_blocks, p.ring_section);
+    return (int)bwd_ring_position(batch, h, m, p.attn.heads_kv, p.attn.q_per_kv, p.m_blocks, p.ring_section);
   }
   // The CTA's walk over its steps (q head h, q-block m), the same in the producer, the consumers and
   // the dQ writers (lpt_order.h).
