@@ -2,7 +2,8 @@
 // problems take the ring), the per-q-block visit counts against a count over every key block's
 // q-blocks, the positions one to one, and the order argument the ring's deadlock freedom rests
 // on: under the longest-first ticket order, every key block of the q-block R positions back starts
-// before any key block of the q-block itself (random windows, lengths, GQA, sections, varlen).
+// before any key block of the q-block itself, and the whole protocol (counts, waits, frees) run one
+// CTA at a time finishes (random windows, lengths, GQA, sections, varlen).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -146,6 +147,54 @@ void check_order(const std::vector<int>& len_q, const std::vector<int>& len_k, i
   }
 }
 
+// The protocol run by one CTA at a time in ticket order (the schedule of a one-SM grid): each CTA's
+// steps in the kernel's walk (walked down, heads inner), a step of a q-block with one visitor storing
+// at once, else waiting for its slot (position P - R at its free count), counting its add, and the
+// last add freeing the slot. No step may find its slot taken (that CTA would wait forever), and
+// every position ends free.
+void run_protocol(const std::vector<int>& len_q, const std::vector<int>& len_k, int heads_kv, int q_per_kv, int left,
+                  int right, int section, int slots) {
+  const int batch = int(len_q.size()), units = batch * heads_kv;
+  const int m_blocks = blocks_of(*std::max_element(len_q.begin(), len_q.end()), 64);
+  const int n_blocks = blocks_of(*std::max_element(len_k.begin(), len_k.end()), 128);
+  const int64_t positions = bwd_ring_positions(units, q_per_kv, m_blocks, section);
+  // Positions of a narrow last section's missing units are never written (nor waited on): -1.
+  std::vector<int> need(size_t(positions), -1), count(size_t(positions), -1);
+  auto mask_of = [&](int b) { return WindowMask{len_k[size_t(b)], len_k[size_t(b)] - len_q[size_t(b)], left, right}; };
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < heads_kv * q_per_kv; ++h)
+      for (int m = 0; m < m_blocks; ++m) {  // the preprocess
+        const size_t at = size_t(bwd_ring_position(b, h, m, heads_kv, q_per_kv, m_blocks, section));
+        need[at] = bwd_q_block_visits(mask_of(b), m, 128, 64);
+        count[at] = bwd_ring_initial_count(need[at]);
+      }
+  for (int ticket = 0; ticket < units * n_blocks; ++ticket) {
+    const int item = bwd_lpt_item(ticket, units, n_blocks, section), unit = item / n_blocks, n = item % n_blocks;
+    const int b = unit / heads_kv, kv_head = unit % heads_kv;
+    if (n * 128 >= len_k[size_t(b)]) continue;
+    const cuda_backend::BlockRange r = bwd_key_block_q_blocks(mask_of(b), n, 128, 64);
+    if (r.empty()) continue;
+    int h, m;
+    bwd_walk_first(kBwdWalkDown, kv_head * q_per_kv, r.begin, r.end, h, m);
+    for (int i = 0; i < q_per_kv * r.count(); ++i, bwd_walk_next(kBwdWalkDown, kv_head * q_per_kv, q_per_kv, r.begin, r.end, h, m)) {
+      const int64_t at = bwd_ring_position(b, h, m, heads_kv, q_per_kv, m_blocks, section);
+      const int nd = need[size_t(at)];
+      ASSERT_GE(nd, 1) << "a visited q-block counted no visitor, position " << at;
+      if (nd == 1) continue;
+      if (at >= slots) {
+        const size_t prev = size_t(at - slots);
+        ASSERT_GE(need[prev], 0) << "position " << at << " waits on an unused position " << prev;
+        ASSERT_EQ(count[prev], bwd_ring_free_count(need[prev])) << "ticket " << ticket << " position " << at
+                                                                << " would wait forever on " << prev;
+      }
+      if (++count[size_t(at)] == nd) count[size_t(at)] = bwd_ring_free_count(nd);
+    }
+  }
+  for (int64_t at = 0; at < positions; ++at)
+    if (need[size_t(at)] >= 0)
+      ASSERT_EQ(count[size_t(at)], bwd_ring_free_count(need[size_t(at)])) << "position " << at << " not done";
+}
+
 TEST(BwdDqRing, SlotWaitsOnlyOnEarlierCtas) {
   testing::Rng rng(27);
   for (int trial = 0; trial < 300; ++trial) {
@@ -170,8 +219,12 @@ TEST(BwdDqRing, SlotWaitsOnlyOnEarlierCtas) {
                  ") sq " + std::to_string(sq) + " sk " + std::to_string(sk) + " units " + std::to_string(units) +
                  " q_per_kv " + std::to_string(q_per_kv) + " section " + std::to_string(section));
     check_order(len_q, len_k, heads_kv, q_per_kv, left, right, section, lag_slots);  // the bound itself
+    run_protocol(len_q, len_k, heads_kv, q_per_kv, left, right, section, lag_slots);
     const int slots = bwd_dq_ring_slots(128, false, left, right, true, units, q_per_kv, blocks_of(sq, 64), section, 1);
-    if (slots > 0) check_order(len_q, len_k, heads_kv, q_per_kv, left, right, section, slots);
+    if (slots > 0) {
+      check_order(len_q, len_k, heads_kv, q_per_kv, left, right, section, slots);
+      run_protocol(len_q, len_k, heads_kv, q_per_kv, left, right, section, slots);
+    }
   }
 }
 

@@ -344,8 +344,8 @@ void ring_cases() {
   cap.wr = 0;
   run_bwd_case(cap);
 }
-TEST_F(Sm90Bwd, DqRingWindows) {
-  ring_cases();
+TEST_F(Sm90Bwd, DqRingWindows) { ring_cases(); }
+TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
   RingSlots fewest("1");
   ring_cases();
 }

@@ -289,10 +289,11 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
 }
 
 // The dQ ring (dq_ring.h), in the writer's leader: waits until the slot's previous q-block (position
-// `prev`) is done, all its adds landed and its slot cleared (count = need + 1); the proxy fence
+// `prev`) is done: all its adds landed and its slot cleared, or it never used the slot (its count at
+// bwd_ring_free_count, dq_ring.h); the proxy fence
 // orders that clearing (another CTA's generic stores) before this thread's bulk add.
 __device__ __forceinline__ void await_ring_slot(const BwdParams& p, int prev) {
-  const int done = p.dq_ring_need[prev] + 1;
+  const int done = bwd_ring_free_count(p.dq_ring_need[prev]);
   const int* count = p.dq_ring_count + prev;
   int seen;
   do {

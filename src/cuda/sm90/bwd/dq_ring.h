@@ -70,6 +70,13 @@ FASTATTN_HD int64_t bwd_ring_positions(int units, int q_per_kv, int m_blocks, in
   return int64_t((units + section - 1) / section) * section * m_blocks * q_per_kv;
 }
 
+// A position's arrival count: the writers of a q-block with two or more visitors count their adds
+// (0 .. need), the last one then frees the slot (need + 1); a q-block with one visitor or none never
+// touches its slot, so it starts free. A writer waits for position P - R's count to reach its free
+// value before its first add into slot P.
+FASTATTN_HD int bwd_ring_free_count(int need) { return need + 1; }
+FASTATTN_HD int bwd_ring_initial_count(int need) { return need <= 1 ? bwd_ring_free_count(need) : 0; }
+
 // 512 slots of 64 x 128 fp32: 16 MB of the 50 MB L2, more than the ~264 q-blocks that a wave of 132
 // CTAs of the (64, 0) window spans at s 8k, so that a writer rarely waits for its slot.
 inline constexpr int kBwdRingSlots = 512;

@@ -36,7 +36,7 @@ __device__ __forceinline__ int bwd_stat_slot(int r) {
 // has its CTA; positions of a narrow last section's missing units are never waited on: dq_ring.h):
 // the held slots from the CTA's linear index on, the grid's size apart, cleared; the
 // q-block's position gets its visit count (the same per-key-block q-blocks as the main kernel's
-// tile) and an arrival count that marks it free when no key block visits it (need + 1 = 1); CTA 0
+// tile) and its initial arrival count (free at once with one visitor or none: dq_ring.h); CTA 0
 // resets the ticket. A q-block that no key block works on (rows that keep no key) gets dq = 0 here,
 // as element pairs (the ring's rule: dq pair-aligned).
 template <class T, class Cfg>
@@ -55,7 +55,7 @@ __device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& 
   if (threadIdx.x == 0) {
     const int64_t at = bwd_ring_position(b, h, m, p.attn.heads_kv, p.attn.q_per_kv, p.m_blocks, p.ring_section);
     p.dq_ring_need[at] = need;
-    p.dq_ring_count[at] = need == 0 ? 1 : 0;
+    p.dq_ring_count[at] = bwd_ring_initial_count(need);
     if (cta == 0) *p.tile_ticket = 0;
   }
   const int rows = min(kRows, seq.rows_q - m * kRows);
