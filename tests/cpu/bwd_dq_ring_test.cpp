@@ -148,7 +148,7 @@ void check_order(const std::vector<int>& len_q, const std::vector<int>& len_k, i
 }
 
 // The protocol run by one CTA at a time in ticket order (the schedule of a one-SM grid): each CTA's
-// steps in the kernel's walk (walked down, heads inner), a step of a q-block with one visitor storing
+// steps in the ring kernel's walk (kBwdRingWalk), a step of a q-block with one visitor storing
 // at once, else waiting for its slot (position P - R at its free count), counting its add, and the
 // last add freeing the slot. No step may find its slot taken (that CTA would wait forever), and
 // every position ends free.
@@ -175,8 +175,8 @@ void run_protocol(const std::vector<int>& len_q, const std::vector<int>& len_k, 
     const cuda_backend::BlockRange r = bwd_key_block_q_blocks(mask_of(b), n, 128, 64);
     if (r.empty()) continue;
     int h, m;
-    bwd_walk_first(kBwdWalkDown, kv_head * q_per_kv, r.begin, r.end, h, m);
-    for (int i = 0; i < q_per_kv * r.count(); ++i, bwd_walk_next(kBwdWalkDown, kv_head * q_per_kv, q_per_kv, r.begin, r.end, h, m)) {
+    bwd_walk_first(kBwdRingWalk, kv_head * q_per_kv, r.begin, r.end, h, m);
+    for (int i = 0; i < q_per_kv * r.count(); ++i, bwd_walk_next(kBwdRingWalk, kv_head * q_per_kv, q_per_kv, r.begin, r.end, h, m)) {
       const int64_t at = bwd_ring_position(b, h, m, heads_kv, q_per_kv, m_blocks, section);
       const int nd = need[size_t(at)];
       ASSERT_GE(nd, 1) << "a visited q-block counted no visitor, position " << at;

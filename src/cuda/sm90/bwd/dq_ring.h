@@ -77,6 +77,12 @@ FASTATTN_HD int64_t bwd_ring_positions(int units, int q_per_kv, int m_blocks, in
 FASTATTN_HD int bwd_ring_free_count(int need) { return need + 1; }
 FASTATTN_HD int bwd_ring_initial_count(int need) { return need <= 1 ? bwd_ring_free_count(need) : 0; }
 
+// The ring kernel's walk over a CTA's steps: q-blocks rising, the group's heads inner. A key block's
+// lowest q-block is shared with the block below (an earlier ticket), so its writer is usually the
+// last there and loads the slot back: walking up puts that first, behind the tile's other steps,
+// and leaves the CTA's last step an add (walking down ended every CTA on a load-back and store).
+inline constexpr int kBwdRingWalk = kBwdWalkUpInner;
+
 // 512 slots of 64 x 128 fp32: 16 MB of the 50 MB L2, more than the ~264 q-blocks that a wave of 132
 // CTAs of the (64, 0) window spans at s 8k, so that a writer rarely waits for its slot.
 inline constexpr int kBwdRingSlots = 512;

@@ -362,6 +362,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
     t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
     t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)
+    if constexpr (kRing) t.walk = kBwdRingWalk;
     if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
   }
   const bool pairs = kPairable && p.kv_pair;  // then the second tile is there if its block is above the first's
