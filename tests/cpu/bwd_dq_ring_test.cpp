@@ -2,8 +2,9 @@
 // problems take the ring), the per-q-block visit counts against a count over every key block's
 // q-blocks, the positions one to one, and the order argument the ring's deadlock freedom rests
 // on: under the longest-first ticket order, every key block of the q-block R positions back starts
-// before any key block of the q-block itself, and the whole protocol (counts, waits, frees) run one
-// CTA at a time finishes (random windows, lengths, GQA, sections, varlen).
+// before any key block of the q-block itself, and the whole protocol (counts, waits, slots, frees)
+// under random schedules of resident CTAs finishes with no slot shared (random windows, lengths,
+// GQA, sections, varlen).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -147,19 +148,20 @@ void check_order(const std::vector<int>& len_q, const std::vector<int>& len_k, i
   }
 }
 
-// The protocol run by one CTA at a time in ticket order (the schedule of a one-SM grid): each CTA's
-// steps in the ring kernel's walk (kBwdRingWalk), a step of a q-block with one visitor storing
-// at once, else waiting for its slot (position P - R at its free count), counting its add, and the
-// last add freeing the slot. No step may find its slot taken (that CTA would wait forever), and
-// every position ends free.
+// The protocol under a schedule of up to `resident` CTAs at once, admitted in ticket order (a CTA
+// takes its ticket when it starts), each step of a randomly chosen runnable CTA done whole: a
+// q-block with one visitor stores at once; else the writer waits for bwd_ring_wait_target to be free,
+// adds (the slot must then hold nothing or this q-block), counts, and the last add frees the slot.
+// A CTA whose wait is not met is blocked; with work left and none runnable the grid would hang.
+// Every position ends free, every slot empty. resident = 1 is the one-SM grid.
 void run_protocol(const std::vector<int>& len_q, const std::vector<int>& len_k, int heads_kv, int q_per_kv, int left,
-                  int right, int section, int slots) {
+                  int right, int section, int slots, int resident, testing::Rng& rng) {
   const int batch = int(len_q.size()), units = batch * heads_kv;
   const int m_blocks = blocks_of(*std::max_element(len_q.begin(), len_q.end()), 64);
   const int n_blocks = blocks_of(*std::max_element(len_k.begin(), len_k.end()), 128);
   const int64_t positions = bwd_ring_positions(units, q_per_kv, m_blocks, section);
   // Positions of a narrow last section's missing units are never written (nor waited on): -1.
-  std::vector<int> need(size_t(positions), -1), count(size_t(positions), -1);
+  std::vector<int> need(size_t(positions), -1), count(size_t(positions), -1), owner(size_t(slots), -1);
   auto mask_of = [&](int b) { return WindowMask{len_k[size_t(b)], len_k[size_t(b)] - len_q[size_t(b)], left, right}; };
   for (int b = 0; b < batch; ++b)
     for (int h = 0; h < heads_kv * q_per_kv; ++h)
@@ -168,31 +170,59 @@ void run_protocol(const std::vector<int>& len_q, const std::vector<int>& len_k, 
         need[at] = bwd_q_block_visits(mask_of(b), m, 128, 64);
         count[at] = bwd_ring_initial_count(need[at]);
       }
+  // Each CTA's steps (positions in the ring kernel's walk, kBwdRingWalk), by ticket.
+  std::vector<std::vector<int>> steps;
   for (int ticket = 0; ticket < units * n_blocks; ++ticket) {
     const int item = bwd_lpt_item(ticket, units, n_blocks, section), unit = item / n_blocks, n = item % n_blocks;
     const int b = unit / heads_kv, kv_head = unit % heads_kv;
-    if (n * 128 >= len_k[size_t(b)]) continue;
+    std::vector<int> mine;
     const cuda_backend::BlockRange r = bwd_key_block_q_blocks(mask_of(b), n, 128, 64);
-    if (r.empty()) continue;
-    int h, m;
-    bwd_walk_first(kBwdRingWalk, kv_head * q_per_kv, r.begin, r.end, h, m);
-    for (int i = 0; i < q_per_kv * r.count(); ++i, bwd_walk_next(kBwdRingWalk, kv_head * q_per_kv, q_per_kv, r.begin, r.end, h, m)) {
-      const int64_t at = bwd_ring_position(b, h, m, heads_kv, q_per_kv, m_blocks, section);
-      const int nd = need[size_t(at)];
-      ASSERT_GE(nd, 1) << "a visited q-block counted no visitor, position " << at;
-      if (nd == 1) continue;
-      if (at >= slots) {
-        const size_t prev = size_t(at - slots);
-        ASSERT_GE(need[prev], 0) << "position " << at << " waits on an unused position " << prev;
-        ASSERT_EQ(count[prev], bwd_ring_free_count(need[prev])) << "ticket " << ticket << " position " << at
-                                                                << " would wait forever on " << prev;
+    if (n * 128 < len_k[size_t(b)] && !r.empty()) {
+      int h, m;
+      bwd_walk_first(kBwdRingWalk, kv_head * q_per_kv, r.begin, r.end, h, m);
+      for (int i = 0; i < q_per_kv * r.count(); ++i) {
+        mine.push_back(int(bwd_ring_position(b, h, m, heads_kv, q_per_kv, m_blocks, section)));
+        bwd_walk_next(kBwdRingWalk, kv_head * q_per_kv, q_per_kv, r.begin, r.end, h, m);
       }
-      if (++count[size_t(at)] == nd) count[size_t(at)] = bwd_ring_free_count(nd);
+    }
+    steps.push_back(mine);
+  }
+  auto need_of = [&](int i) { return need[size_t(i)]; };
+  auto runnable = [&](int at) {
+    if (need[size_t(at)] <= 1) return true;
+    const int prev = bwd_ring_wait_target(at, slots, need_of);
+    return prev < 0 || count[size_t(prev)] == bwd_ring_free_count(need[size_t(prev)]);
+  };
+  std::vector<std::pair<int, size_t>> live;  // (ticket, next step)
+  int next_ticket = 0;
+  for (;;) {
+    while (int(live.size()) < resident && next_ticket < int(steps.size())) live.push_back({next_ticket++, 0});
+    live.erase(std::remove_if(live.begin(), live.end(), [&](const auto& c) { return c.second == steps[size_t(c.first)].size(); }),
+               live.end());
+    if (live.empty() && next_ticket == int(steps.size())) break;
+    if (int(live.size()) < resident && next_ticket < int(steps.size())) continue;
+    std::vector<size_t> ready;
+    for (size_t c = 0; c < live.size(); ++c)
+      if (runnable(steps[size_t(live[c].first)][live[c].second])) ready.push_back(c);
+    ASSERT_FALSE(ready.empty()) << "every resident CTA waits: the grid hangs (ticket " << live[0].first << ")";
+    auto& cta = live[ready[size_t(rng.uniform_int(0, int(ready.size()) - 1))]];
+    const int at = steps[size_t(cta.first)][cta.second++];
+    const int nd = need[size_t(at)];
+    ASSERT_GE(nd, 1) << "a visited q-block counted no visitor, position " << at;
+    if (nd == 1) continue;
+    const int slot = at & (slots - 1);
+    ASSERT_TRUE(owner[size_t(slot)] < 0 || owner[size_t(slot)] == at)
+        << "position " << at << " adds into slot " << slot << " while position " << owner[size_t(slot)] << " holds it";
+    owner[size_t(slot)] = at;
+    if (++count[size_t(at)] == nd) {
+      count[size_t(at)] = bwd_ring_free_count(nd);
+      owner[size_t(slot)] = -1;
     }
   }
   for (int64_t at = 0; at < positions; ++at)
     if (need[size_t(at)] >= 0)
       ASSERT_EQ(count[size_t(at)], bwd_ring_free_count(need[size_t(at)])) << "position " << at << " not done";
+  for (int o : owner) ASSERT_EQ(o, -1);
 }
 
 TEST(BwdDqRing, SlotWaitsOnlyOnEarlierCtas) {
@@ -219,11 +249,14 @@ TEST(BwdDqRing, SlotWaitsOnlyOnEarlierCtas) {
                  ") sq " + std::to_string(sq) + " sk " + std::to_string(sk) + " units " + std::to_string(units) +
                  " q_per_kv " + std::to_string(q_per_kv) + " section " + std::to_string(section));
     check_order(len_q, len_k, heads_kv, q_per_kv, left, right, section, lag_slots);  // the bound itself
-    run_protocol(len_q, len_k, heads_kv, q_per_kv, left, right, section, lag_slots);
+    const int resident = 1 + rng.uniform_int(0, 1) * rng.uniform_int(1, 40);
+    int pow2 = 1;  // the kernel's slot = position & (R - 1): the lag's minimum as a power of two
+    while (pow2 < lag_slots) pow2 *= 2;
+    run_protocol(len_q, len_k, heads_kv, q_per_kv, left, right, section, pow2, resident, rng);
     const int slots = bwd_dq_ring_slots(128, false, left, right, true, units, q_per_kv, blocks_of(sq, 64), section, 1);
     if (slots > 0) {
       check_order(len_q, len_k, heads_kv, q_per_kv, left, right, section, slots);
-      run_protocol(len_q, len_k, heads_kv, q_per_kv, left, right, section, slots);
+      run_protocol(len_q, len_k, heads_kv, q_per_kv, left, right, section, slots, resident, rng);
     }
   }
 }

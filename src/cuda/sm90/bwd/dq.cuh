@@ -288,11 +288,13 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
   tma_store_wait_all();  // the CTA's smem must outlive the last add
 }
 
-// The dQ ring (dq_ring.h), in the writer's leader: waits until the slot's previous q-block (position
-// `prev`) is done: all its adds landed and its slot cleared, or it never used the slot (its count at
-// bwd_ring_free_count, dq_ring.h); the proxy fence
-// orders that clearing (another CTA's generic stores) before this thread's bulk add.
-__device__ __forceinline__ void await_ring_slot(const BwdParams& p, int prev) {
+// The dQ ring (dq_ring.h), in the writer's leader: waits until the slot's last earlier user
+// (bwd_ring_wait_target) is done: all its adds landed and the slot cleared (its count at
+// bwd_ring_free_count); the proxy fence orders that clearing (another CTA's generic stores) before
+// this thread's bulk add.
+__device__ __forceinline__ void await_ring_slot(const BwdParams& p, int at) {
+  const int prev = bwd_ring_wait_target(at, p.dq_ring_slots, [&](int i) { return p.dq_ring_need[i]; });
+  if (prev < 0) return;
   const int done = bwd_ring_free_count(p.dq_ring_need[prev]);
   const int* count = p.dq_ring_count + prev;
   int seen;
@@ -349,7 +351,7 @@ __device__ __forceinline__ void store_dq_rows(const BwdParams& p, const BwdTile&
 // keeps each side's loop state within the warpgroup's 24 registers. Per step, once both consumer
 // warpgroups have staged the q-block's dQ:
 //   one visitor (need 1): dq stored straight from the staging buffer, the ring untouched;
-//   else the leader waits until the q-block's slot is free (the q-block R positions back is done:
+//   else the leader waits until the q-block's slot is free (its last earlier user is done:
 //   deadlock-free by the ticket order, dq_ring.h), bulk-adds into it and waits for the add to land,
 //   then counts it; the last arrival loads the slot back into the staging buffer (its add has read
 //   it), and the storers store dq from there, clear the slot, and the leader frees it.
@@ -375,7 +377,7 @@ __device__ __forceinline__ void bwd_ring_lead(BwdSmem<Cfg>& sm, const BwdParams&
       const int need = p.dq_ring_need[at];
       if (need > 1) {
         float* slot = p.dq_ring + int64_t(slot_index) * (kBytes / 4);
-        if (at >= p.dq_ring_slots) await_ring_slot(p, at - p.dq_ring_slots);
+        await_ring_slot(p, at);
         bulk_reduce_add_f32(slot, sm.dq[b], kBytes);
         tma_store_commit();
         tma_store_wait_all();

@@ -71,11 +71,23 @@ FASTATTN_HD int64_t bwd_ring_positions(int units, int q_per_kv, int m_blocks, in
 }
 
 // A position's arrival count: the writers of a q-block with two or more visitors count their adds
-// (0 .. need), the last one then frees the slot (need + 1); a q-block with one visitor or none never
-// touches its slot, so it starts free. A writer waits for position P - R's count to reach its free
-// value before its first add into slot P.
+// (0 .. need), the last one then frees the slot (need + 1). A q-block with one visitor or none never
+// touches its slot (its count starts at the free value; nobody waits on it).
 FASTATTN_HD int bwd_ring_free_count(int need) { return need + 1; }
 FASTATTN_HD int bwd_ring_initial_count(int need) { return need <= 1 ? bwd_ring_free_count(need) : 0; }
+
+// The position a writer of position `at` (need >= 2) waits for before its first add: the slot's
+// last earlier user, at - k R for the smallest k whose q-block has two or more visitors (those
+// between never touched the slot, so their "free" says nothing about it); -1 when there is none.
+// Once that one is free, every earlier user is (it waited likewise before its adds). It lies k R
+// positions back, so the order argument above holds for it as for at - R. `need(i)`: position i's
+// visit count.
+template <class Need>
+FASTATTN_HD int bwd_ring_wait_target(int at, int slots, const Need& need) {
+  int prev = at - slots;
+  while (prev >= 0 && need(prev) <= 1) prev -= slots;
+  return prev;
+}
 
 // The ring kernel's walk over a CTA's steps: q-blocks rising, the group's heads inner. A key block's
 // lowest q-block is shared with the block below (an earlier ticket), so its writer is usually the
