@@ -219,9 +219,11 @@ void run_protocol(const std::vector<int>& len_q, const std::vector<int>& len_k, 
       owner[size_t(slot)] = -1;
     }
   }
-  for (int64_t at = 0; at < positions; ++at)
-    if (need[size_t(at)] >= 0)
+  for (int64_t at = 0; at < positions; ++at) {
+    if (need[size_t(at)] >= 0) {
       ASSERT_EQ(count[size_t(at)], bwd_ring_free_count(need[size_t(at)])) << "position " << at << " not done";
+    }
+  }
   for (int o : owner) ASSERT_EQ(o, -1);
 }
 
