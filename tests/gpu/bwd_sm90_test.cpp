@@ -302,6 +302,11 @@ struct RingSlots {
   explicit RingSlots(const char* n) { setenv("FASTATTN_BWD_RING_SLOTS", n, 1); }
   ~RingSlots() { unsetenv("FASTATTN_BWD_RING_SLOTS"); }
 };
+BwdCase windowed(BwdCase c, int wl, int wr) {
+  c.wl = wl;
+  c.wr = wr;
+  return c;
+}
 void ring_cases() {
   struct W {
     int wl, wr, sq, sk, batch, heads;
@@ -310,38 +315,28 @@ void ring_cases() {
                      W{64, 64, 113, 113, 3, 1}, W{300, 17, 300, 113, 1, 2}, W{64, 0, 700, 900, 1, 2},
                      W{100, 50, 900, 700, 2, 1}, W{0, 0, 500, 200, 2, 2}, W{64, 0, 1000, 1000, 3, 4},
                      W{300, 17, 1500, 1500, 1, 1}, W{64, 0, 4097, 4097, 1, 1}, W{64, 0, 2048, 2048, 2, 2}}) {
-    BwdCase c = bcase((w.sq + w.wl) % 2 == 0 ? DType::BF16 : DType::F16, 128, w.sq, w.sk);
-    c.wl = w.wl;
-    c.wr = w.wr;
+    BwdCase c = windowed(bcase((w.sq + w.wl) % 2 == 0 ? DType::BF16 : DType::F16, 128, w.sq, w.sk), w.wl, w.wr);
     c.batch = w.batch;
     c.hq = c.hkv = w.heads;
     run_bwd_case(c);
   }
-  BwdCase g = bcase(DType::BF16, 128, 257, 300);
+  BwdCase g = windowed(bcase(DType::BF16, 128, 257, 300), 64, 64);  // GQA 4
   g.hq = 8;
   g.hkv = 2;
-  g.wl = 64;
-  g.wr = 64;
   run_bwd_case(g);
-  BwdCase v = bcase(DType::BF16, 128, 0, 0);
+  BwdCase v = windowed(bcase(DType::BF16, 128, 0, 0), 64, 0);  // varlen with empty sequences
   v.lens_q = {17, 200, 0, 64, 300};
   v.lens_k = {300, 30, 5, 0, 290};
   v.hq = 4;
   v.hkv = 2;
-  v.wl = 64;
-  v.wr = 0;
   run_bwd_case(v);
-  BwdCase u = bcase(DType::F16, 128, 300, 400);
+  BwdCase u = windowed(bcase(DType::F16, 128, 300, 400), 100, 3);  // seqused
   u.batch = 3;
   u.used_q = {300, 0, 129};
   u.used_k = {1, 400, 200};
-  u.wl = 100;
-  u.wr = 3;
   run_bwd_case(u);
-  BwdCase cap = bcase(DType::BF16, 128, 333, 300);
+  BwdCase cap = windowed(bcase(DType::BF16, 128, 333, 300), 64, 0);
   cap.softcap = 30.f;
-  cap.wl = 64;
-  cap.wr = 0;
   run_bwd_case(cap);
 }
 TEST_F(Sm90Bwd, DqRingWindows) { ring_cases(); }
