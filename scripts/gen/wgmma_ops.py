@@ -26,6 +26,9 @@ SS_USES = {
     # d 128 with 80-row q-blocks: dQ^T = K^T dS^T, A = the K tile (head-dim rows contiguous: MN), B =
     # the dS tile stored q-major (keys contiguous: K); N = the 80 q rows.
     "backward dQ^T = K^T dS^T": [(80, MN, K)],
+    # d 256 with 80 keys per CTA: S = Q K^T, dP = dO V^T not swapped, N = a warpgroup's 40 keys;
+    # dV^T += dO^T P^T, dK^T += Q^T dS^T take (80, MN, K) above, dQ^T = K^T dS (64, MN, MN).
+    "backward d 256 80-key S = Q K^T, dP = dO V^T": [(40, K, K)],
     # d > 128: A = the P^T / dS^T tile in smem (keys x query rows, K-major), B = dO / Q (N-major); N =
     # the warpgroup's share of the head dim (d 192: 128 + 64, d 256: 128 + 128).
     "backward d > 128 dV += P^T dO, dK += dS^T Q": [(128, K, MN), (64, K, MN)],

@@ -42,25 +42,41 @@ TEST(DqLayout, InverseMatchesForwardMap) {
   check_layout(256, 128);
 }
 
-// d 128 with 80-row q-blocks (BwdConfig<128, 80>): dQ^T's run, each warpgroup's 64 head-dim rows.
-TEST(DqLayout, SwappedInverseMatchesForwardMap) {
-  constexpr int kRows = 80, kD = 128;
-  std::vector<int> seen(kRows * kD, 0);
-  for (int row = 0; row < kRows; ++row)
-    for (int col = 0; col < kD; ++col) {
-      const int at = dq_t_accum_index(row, col, kRows);
+void check_t_layout(int rows, int d) {
+  SCOPED_TRACE("rows " + std::to_string(rows) + " d " + std::to_string(d));
+  std::vector<int> seen(rows * d, 0);
+  for (int row = 0; row < rows; ++row)
+    for (int col = 0; col < d; ++col) {
+      const int at = dq_t_accum_index(row, col, rows);
       ASSERT_GE(at, 0);
-      ASSERT_LT(at, kRows * kD);
+      ASSERT_LT(at, rows * d);
       ++seen[at];
     }
   for (int n : seen) ASSERT_EQ(n, 1) << "the forward map is not a permutation";
-  for (int f = 0; f < kRows * kD / 4; ++f) {
-    const DqPairs e = dq_t_accum_quad(f, kRows);
-    ASSERT_EQ(dq_t_accum_index(e.row, e.col, kRows), 4 * f) << "float4 " << f;
-    ASSERT_EQ(dq_t_accum_index(e.row + 1, e.col, kRows), 4 * f + 1) << "float4 " << f;
-    ASSERT_EQ(dq_t_accum_index(e.row, e.col + 8, kRows), 4 * f + 2) << "float4 " << f;
-    ASSERT_EQ(dq_t_accum_index(e.row + 1, e.col + 8, kRows), 4 * f + 3) << "float4 " << f;
+  for (int f = 0; f < rows * d / 4; ++f) {
+    const DqPairs e = dq_t_accum_quad(f, rows);
+    ASSERT_EQ(dq_t_accum_index(e.row, e.col, rows), 4 * f) << "float4 " << f;
+    ASSERT_EQ(dq_t_accum_index(e.row + 1, e.col, rows), 4 * f + 1) << "float4 " << f;
+    ASSERT_EQ(dq_t_accum_index(e.row, e.col + 8, rows), 4 * f + 2) << "float4 " << f;
+    ASSERT_EQ(dq_t_accum_index(e.row + 1, e.col + 8, rows), 4 * f + 3) << "float4 " << f;
   }
+  // The main kernel's adds: element i of thread t of the m64nN accumulator of head-dim slice w
+  // (M row 16 (t / 32) + t % 32 / 4 + 8 (i / 2 % 2) = column lc of dQ, N column 8 (i / 4) + 2 (t % 4)
+  // + i % 2 = the q row) goes to float 64 rows w + 4 (t + 128 (i / 4)) + i % 4.
+  for (int w = 0; w < d / 64; ++w)
+    for (int t = 0; t < 128; ++t)
+      for (int i = 0; i < rows / 2; ++i) {
+        const int lc = 16 * (t / 32) + (t % 32) / 4 + 8 * (i / 2 % 2), row = 8 * (i / 4) + 2 * (t % 4) + i % 2;
+        ASSERT_EQ(dq_t_accum_index(row, 64 * w + lc, rows), 64 * rows * w + 4 * (t + 128 * (i / 4)) + i % 4)
+            << "slice " << w << " thread " << t << " element " << i;
+      }
+}
+
+// dQ^T runs: d 128 with 80-row q-blocks (BwdConfig<128, 80>, a warpgroup's 64 head-dim rows a
+// slice) and d 256's 80-key tile (BwdConfigKeys80: 64-row q-blocks, two slices per warpgroup).
+TEST(DqLayout, SwappedInverseMatchesForwardMap) {
+  check_t_layout(80, 128);
+  check_t_layout(64, 256);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Hopper backward vs the float64 reference: dq, dk, dv of random problems with FA3's rule
 //   max|g - ref| <= 2 * max|baseline - ref| + rounding step of the dtype at 0.3 + max|ref|,
 // where the baseline is the reference with P and dS rounded to the input dtype. Head dims 64 / 96 /
-// 128 and (LargeDims*, the 64-key split shape) 192 / 256, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
+// 128 and (LargeDims*: the 64-key split shape, and at d 256 the 80-key tile) 192 / 256, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
 // empty sequences, seqused, causal, local windows, softcap. The forward (out, lse) comes from the
 // CUDA forward; gradients are poisoned before every run; each case runs twice: dk and dv must be
 // bitwise equal always, dq too in deterministic mode (three runs there).
@@ -197,6 +197,36 @@ void softcap_cases(int d_a, int d_b) {
   }
 }
 
+// The 80-row (d 128) and 80-key (d 256) tiles: varlen with empty sequences and tails of 80 on
+// either side (GQA 4:1), and varlen + seqused ...
+void tile80_varlen_cases(int d, bool causal) {
+  BwdCase v = bcase(DType::F16, d, 0, 0);
+  v.lens_q = {81, 0, 160, 1, 239};
+  v.lens_k = {80, 3, 300, 0, 129};
+  v.hq = 4;
+  v.hkv = 1;
+  v.causal = causal;
+  run_bwd_case(v);
+  BwdCase u = bcase(DType::BF16, d, 0, 0);
+  u.lens_q = {170, 79, 5};
+  u.lens_k = {90, 200, 81};
+  u.used_q = {161, 0, 5};
+  u.used_k = {90, 113, 1};
+  run_bwd_case(u);
+}
+// ... and the neighbours that keep the 64-row / 64-key kernel on the same kind of problem (softcap,
+// deterministic mode), so that the host's choice is checked on both sides.
+void tile80_neighbour_cases(int d) {
+  BwdCase cap = bcase(DType::BF16, d, 161, 200);
+  cap.softcap = 5.f;
+  run_bwd_case(cap);
+  BwdCase det = bcase(DType::F16, d, 161, 300);
+  det.hq = 4;
+  det.hkv = 2;
+  det.deterministic = true;
+  run_bwd_case(det);
+}
+
 TEST_F(Sm90Bwd, HeadDimsAndDtypes) { dtype_cases({64, 96, 128}); }
 
 TEST_F(Sm90Bwd, OddLengths) {
@@ -389,26 +419,8 @@ TEST_F(Sm90Bwd, D128Rows80) {
   g.hq = 8;
   g.hkv = 2;
   run_bwd_case(g);
-  BwdCase v = bcase(DType::F16, 128, 0, 0);
-  v.lens_q = {81, 0, 160, 1, 239};
-  v.lens_k = {80, 3, 300, 0, 129};
-  v.hq = 4;
-  v.hkv = 1;
-  run_bwd_case(v);
-  BwdCase u = bcase(DType::BF16, 128, 0, 0);
-  u.lens_q = {170, 79, 5};
-  u.lens_k = {90, 200, 81};
-  u.used_q = {161, 0, 5};
-  u.used_k = {90, 113, 1};
-  run_bwd_case(u);
-  BwdCase cap = bcase(DType::BF16, 128, 161, 200);
-  cap.softcap = 5.f;
-  run_bwd_case(cap);
-  BwdCase det = bcase(DType::F16, 128, 161, 300);
-  det.hq = 4;
-  det.hkv = 2;
-  det.deterministic = true;
-  run_bwd_case(det);
+  tile80_varlen_cases(128, false);
+  tile80_neighbour_cases(128);
 }
 
 // d 192 / 256: 64-key CTAs, S^T / dP^T split on q rows, dK / dV / dQ split on d (BwdConfig::kSplitD).
@@ -459,6 +471,47 @@ TEST_F(Sm90Bwd, LargeDimsWindowsSoftcap) {
     run_bwd_case(c);
   }
   softcap_cases(192, 256);
+}
+
+// d 256 in the default mode without softcap or left window edge: 80 keys per CTA (BwdConfigKeys80:
+// S / dP not swapped with N = 40 per warpgroup, dK^T / dV^T / dQ^T swapped, dQ^T by atomics into
+// its own run order). Key tails of 80 (s_k 1, 17, 79, 80, 81, 113, 161, 4097), s_q != s_k both ways,
+// causal and a right-only window, rows that keep no key, GQA 1/4/8, varlen with empty sequences and
+// seqused; then the neighbours that keep the 64-key kernel on the same problems (softcap,
+// deterministic mode, a left window edge), so that the host's choice is checked on both sides.
+TEST_F(Sm90Bwd, LargeDimsKeys80) {
+  for (int sq : {1, 65, 200})
+    for (int sk : {1, 17, 79, 80, 81, 113, 161}) {
+      BwdCase c = bcase((sq + sk) % 2 == 0 ? DType::BF16 : DType::F16, 256, sq, sk);
+      c.causal = (sq + sk) % 3 != 0;
+      run_bwd_case(c);
+    }
+  for (bool causal : {false, true}) {
+    BwdCase c = bcase(DType::BF16, 256, 129, 4097);
+    c.hq = c.hkv = 1;
+    c.causal = causal;
+    run_bwd_case(c);
+  }
+  BwdCase none = bcase(DType::F16, 256, 500, 170);  // causal, s_q > s_k: the first 330 rows keep no key
+  none.causal = true;
+  run_bwd_case(none);
+  for (int ratio : {1, 4, 8}) {
+    BwdCase g = bcase(ratio == 4 ? DType::F16 : DType::BF16, 256, 161, 250);
+    g.hkv = 2;
+    g.hq = 2 * ratio;
+    g.causal = ratio != 1;
+    run_bwd_case(g);
+  }
+  BwdCase w = bcase(DType::BF16, 256, 333, 400);
+  w.wl = -1;
+  w.wr = 20;
+  run_bwd_case(w);
+  tile80_varlen_cases(256, true);
+  tile80_neighbour_cases(256);
+  BwdCase local = bcase(DType::BF16, 256, 300, 300);
+  local.wl = 50;
+  local.wr = 0;
+  run_bwd_case(local);
 }
 
 TEST_F(Sm90Bwd, LargeDimsVarlen) { varlen_cases(256, 192, 256); }

@@ -50,6 +50,8 @@ struct BwdConfig {
   static constexpr bool kDqRowSplit = kBlockM == 128;
   static constexpr bool kDqSwapAB = kBlockM == 80;
   static constexpr bool kDsQMajor = kDqSwapAB;  // the dS tile: q rows x keys (else keys x q rows)
+  // The accumulator run holds dQ^T's fragments (dq_layout.h, dq_t_accum_index): the postprocess reads it so.
+  static constexpr bool kDqTransposed = kDqSwapAB;
   static constexpr int kDqCols0 = kDqSwapAB ? kBlockM : kDqRowSplit ? D : D == 96 || D == 192 ? 64 : D / 2;
   static constexpr int kDqCols1 = kDqSwapAB ? kBlockM : kDqRowSplit ? D : D - kDqCols0;
   // The end of a step, and dQ into the accumulator. d 128 / 64 (kDqBeforeDk): dQ = dS K issued
@@ -98,6 +100,7 @@ struct BwdConfig {
   static constexpr bool kHasDetKernel = kBlockM != 80;
   // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
   static constexpr bool kHasSoftcap = kBlockM != 80;
+  static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
   // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).
   static constexpr bool kHasRingKernel = D == 128 && kBlockM == 64;
@@ -111,6 +114,48 @@ struct BwdConfig {
 // for causal, local and softcap, where masked steps and the tanh's registers favour the smaller tile).
 constexpr bool bwd_rows80(int d, bool deterministic, int window_left, int window_right, float softcap) {
   return d == 128 && !deterministic && window_left < 0 && window_right < 0 && softcap == 0.f;
+}
+
+// d 256 with 80 keys per CTA (FA3's d 256 tile; default mode without softcap or a left window
+// edge: bwd_keys80). The d 256 kernel is L2-bound: per key block a step's Q / dO reads and dQ adds
+// are fixed by the q-block, so 80 keys instead of 64 cut the bytes per FLOP by a fifth
+// (docs/notes/bwd-sm90.md). Warpgroup w computes S = Q K^T and dP = dO V^T for its keys
+// [40 w, 40 w + 40) and all 64 q rows (not swapped: N = 40), stores P^T and dS^T as keys x q tiles,
+// and then computes dV^T, dK^T and dQ^T (swap-AB: the head dim is M) for its 128 head-dim rows in
+// two halves of 64. dO has one stage (two do not fit beside 80 keys); dQ^T is added by vector atomics
+// into the q-block's run in dQ^T's fragment order (kDqTransposed). The q-block stays 64 rows, so the
+// workspace is the 64-key kernel's.
+struct BwdConfigKeys80 {
+  static constexpr int kHeadDim = 256;
+  static constexpr int kBlockM = 64;   // q rows per step
+  static constexpr int kBlockN = 80;   // keys per CTA
+  static constexpr int kWgKeys = 40;   // keys of a warpgroup's S / dP: the N of S = Q K^T
+  static constexpr int kWgCols = 128;  // head-dim rows of a warpgroup's dK^T / dV^T / dQ^T
+  static constexpr int kStages = 2;    // Q ring depth (dO: one stage)
+  static constexpr int kAtoms = kHeadDim / 64;
+  static constexpr int kQAtomBytes = kBlockM * 128;
+  static constexpr int kKAtomBytes = kBlockN * 128;
+  static constexpr int kQBytes = kAtoms * kQAtomBytes;
+  static constexpr int kKBytes = kAtoms * kKAtomBytes;
+  static constexpr bool kStatsByQuad = false;  // lse / D in plain row order (preprocess.cuh)
+  static constexpr bool kDqTransposed = true;
+  static constexpr bool kKeys80 = true;
+  static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
+  // Launch settings of the default mode only (launch.cuh): block order, no deterministic kernel.
+  static constexpr bool kLptOrder = false;
+  static constexpr bool kHasDetKernel = false;
+  static constexpr int kDetChunk = 2048 / kBlockN;
+  static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+};
+
+// Whether a backward takes the 80-key d 256 tile: default mode (the atomics' order is not fixed),
+// no softcap (its tanh's registers do not fit beside dK^T + dV^T of 80 keys), no left window edge
+// (full, causal and right-only windows; local windows keep the 64-key tile, as FA3 keeps its smaller
+// tiles for local masks).
+constexpr bool bwd_keys80(int d, bool deterministic, int window_left, float softcap) {
+  return d == 256 && !deterministic && window_left < 0 && softcap == 0.f;
 }
 
 // The q-block size of the backward at head dim d, for the host's workspace (each sequence padded

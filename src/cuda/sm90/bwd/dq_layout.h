@@ -29,9 +29,10 @@ FASTATTN_HD DqPairs dq_accum_pairs(int f, int cols0) {
   return {16 * (t / 32) + lane / 4, (second ? cols0 : 0) + 8 * (q4 / 128) + 2 * (lane % 4)};
 }
 
-// 80-row q-blocks (BwdConfig::kDqSwapAB): the run (rows x D) holds dQ^T as the MMA leaves it,
-// warpgroup w's head-dim columns [64 w, 64 w + 64) (the rows of its dQ^T) at float 64 rows w; in
-// there, element (row, 64 w + lc) sits where element (lc, row) of a 64 x rows accumulator does:
+// dQ^T runs (BwdConfig::kDqTransposed: d 128's 80-row q-blocks, d 256's 80-key tile): the run
+// (rows x D) holds dQ^T as the MMA leaves it, the 64-row slice w of its head-dim rows (columns
+// [64 w, 64 w + 64) of dQ: a warpgroup's at d 128, half a warpgroup's at d 256) at float 64 rows w;
+// in there, element (row, 64 w + lc) sits where element (lc, row) of a 64 x rows accumulator does:
 // 512 (i / 4) + 4 t + i % 4, a float4 per thread as above.
 FASTATTN_HD int dq_t_accum_index(int row, int col, int rows) {
   const int w = col / 64, lc = col % 64;

@@ -36,6 +36,42 @@ __device__ __forceinline__ void store_dk_dv(const BwdParams& p, const BwdTile& t
   }
 }
 
+// Rows [row0, row0 + kRows) of dK / dV staged in smem (16-byte chunk k of row r at offset
+// chunk_at(r, k) of both tiles) stored as keys n0 + r of dk / dv by kThreads threads (thread tid),
+// with 16-byte stores (element stores where dk / dv rows are not 16-byte aligned); keys past the
+// sequence are skipped.
+template <class T, int kChunks, int kRows, int kThreads, class ChunkAt>
+__device__ __forceinline__ void store_staged_dk_dv_rows(const BwdParams& p, const BwdTile& t, uint32_t k_base,
+                                                        uint32_t v_base, int row0, int tid, ChunkAt chunk_at) {
+  const int64_t b_off = t.seq.batch_coord;
+  T* gk0 = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + int64_t(t.kv_head) * p.dk_stride_h;
+  T* gv0 = static_cast<T*>(p.dv) + b_off * p.dv_stride_b + int64_t(t.kv_head) * p.dv_stride_h;
+  const bool vec = ((reinterpret_cast<uintptr_t>(gk0) | reinterpret_cast<uintptr_t>(gv0)) % 16 == 0) &&
+                   (p.dk_stride_s * int64_t(sizeof(T))) % 16 == 0 && (p.dv_stride_s * int64_t(sizeof(T))) % 16 == 0;
+#pragma unroll
+  for (int e = tid; e < kRows * kChunks; e += kThreads) {
+    const int r = row0 + e / kChunks, k = e % kChunks, j = t.n0 + r;
+    if (j >= t.seq.rows_k) continue;
+    const int64_t tok = t.seq.k_offset + j;
+    const uint32_t at = chunk_at(r, k);
+    uint4 kx, vx;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(kx.x), "=r"(kx.y), "=r"(kx.z), "=r"(kx.w) : "r"(k_base + at));
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(vx.x), "=r"(vx.y), "=r"(vx.z), "=r"(vx.w) : "r"(v_base + at));
+    T* gk = gk0 + tok * p.dk_stride_s + 8 * k;
+    T* gv = gv0 + tok * p.dv_stride_s + 8 * k;
+    if (vec) {  // by asm: from plain uint4 stores nvcc emitted four 4-byte stores here
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gk), "r"(kx.x), "r"(kx.y), "r"(kx.z), "r"(kx.w) : "memory");
+      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gv), "r"(vx.x), "r"(vx.y), "r"(vx.z), "r"(vx.w) : "memory");
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        gk[i] = reinterpret_cast<const T*>(&kx)[i];
+        gv[i] = reinterpret_cast<const T*>(&vx)[i];
+      }
+    }
+  }
+}
+
 // d <= 128: warpgroup wg's 64 keys of dK and dV, staged in the K and V tiles as rows of D elements
 // (16-byte chunks xor-swizzled by the row within whole groups of eight, so that a warp's 4-byte
 // writes of eight rows and its 16-byte reads of a row fall in distinct banks), then stored by rows
@@ -66,33 +102,8 @@ __device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const Bwd
     }
   }
   named_bar_sync(kBwdEpiBar + wg, 128);  // this warpgroup's rows are staged (only it reads them)
-  const int64_t b_off = t.seq.batch_coord;
-  T* gk0 = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + int64_t(t.kv_head) * p.dk_stride_h;
-  T* gv0 = static_cast<T*>(p.dv) + b_off * p.dv_stride_b + int64_t(t.kv_head) * p.dv_stride_h;
-  const bool vec = ((reinterpret_cast<uintptr_t>(gk0) | reinterpret_cast<uintptr_t>(gv0)) % 16 == 0) &&
-                   (p.dk_stride_s * int64_t(sizeof(T))) % 16 == 0 && (p.dv_stride_s * int64_t(sizeof(T))) % 16 == 0;
-#pragma unroll
-  for (int e = tid; e < 64 * kChunks; e += 128) {
-    const int r = 64 * wg + e / kChunks, k = e % kChunks, j = t.n0 + r;
-    if (j >= t.seq.rows_k) continue;
-    const int64_t tok = t.seq.k_offset + j;
-    const uint32_t at = r * kRowBytes + swz(r, k) * 16;
-    uint4 kx, vx;
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(kx.x), "=r"(kx.y), "=r"(kx.z), "=r"(kx.w) : "r"(k_base + at));
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(vx.x), "=r"(vx.y), "=r"(vx.z), "=r"(vx.w) : "r"(v_base + at));
-    T* gk = gk0 + tok * p.dk_stride_s + 8 * k;
-    T* gv = gv0 + tok * p.dv_stride_s + 8 * k;
-    if (vec) {  // by asm: from plain uint4 stores nvcc emitted four 4-byte stores here
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gk), "r"(kx.x), "r"(kx.y), "r"(kx.z), "r"(kx.w) : "memory");
-      asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(gv), "r"(vx.x), "r"(vx.y), "r"(vx.z), "r"(vx.w) : "memory");
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        gk[i] = reinterpret_cast<const T*>(&kx)[i];
-        gv[i] = reinterpret_cast<const T*>(&vx)[i];
-      }
-    }
-  }
+  store_staged_dk_dv_rows<T, kChunks, 64, 128>(p, t, k_base, v_base, 64 * wg, tid,
+                                               [&](int r, int k) { return uint32_t(r * kRowBytes + swz(r, k) * 16); });
 }
 
 }  // namespace fastattn::sm90

@@ -13,11 +13,24 @@
 #include "cuda/device_info.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/kernel.cuh"
+#include "cuda/sm90/bwd/keys80.cuh"
 #include "cuda/sm90/bwd/lpt_order.h"
 #include "cuda/sm90/bwd/preprocess.cuh"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
+
+// Whether d 256 takes the 80-key tile where bwd_keys80 allows it.
+inline constexpr bool kBwdKeys80On = true;
+
+// The dynamic shared memory of a config's main kernel.
+template <class Cfg>
+constexpr int bwd_launch_smem_bytes() {
+  if constexpr (Cfg::kKeys80)
+    return kBwdKeys80SmemBytes;
+  else
+    return bwd_smem_struct_bytes<Cfg>() + kBwdSmemSlack<Cfg>;
+}
 
 // One config (head dim, q-block size) of the three kernels.
 template <class T, class Cfg>
@@ -57,10 +70,10 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
   if (p.m_blocks > 0) {
     if constexpr (Cfg::kHasRingKernel) {
-      if (ring) bwd_preprocess_kernel<T, Cfg, true><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
-      else bwd_preprocess_kernel<T, Cfg><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+      if (ring) bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>, true><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+      else bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     } else {
-      bwd_preprocess_kernel<T, Cfg><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+      bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     }
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
@@ -88,7 +101,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
     static bool det_attr = false, plain_attr = false, ring_attr = false;
-    constexpr int kBytes = bwd_smem_struct_bytes<Cfg>() + kBwdSmemSlack<Cfg>;
+    constexpr int kBytes = bwd_launch_smem_bytes<Cfg>();
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
     if constexpr (Cfg::kHasRingKernel) {
       if (ring) st = launch(bwd_kernel<T, Cfg, false, true>, kBytes, ring_attr);
@@ -98,15 +111,18 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
         st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kBytes, det_attr)
                              : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
       } else {
-        if (p.deterministic) return Status::Unsupported("backward: no deterministic kernel for this q-block size");
-        st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
+        if (p.deterministic) return Status::Unsupported("backward: no deterministic kernel for this tile");
+        if constexpr (Cfg::kKeys80)
+          st = launch(bwd_kernel_keys80<T>, kBytes, plain_attr);
+        else
+          st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
       }
     }
     if (!st.ok()) return st;
     if (st = launched("backward launch"); !st.ok()) return st;
   }
-  if (p.m_blocks > 0 && !ring) {  // per 64 rows, or per 80-row q-block
-    const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kDqSwapAB ? 1 : Cfg::kBlockM / 64)), unsigned(p.attn.heads_q),
+  if (p.m_blocks > 0 && !ring) {  // per 64 rows, or per q-block of dQ^T
+    const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kDqTransposed ? 1 : Cfg::kBlockM / 64)), unsigned(p.attn.heads_q),
                          unsigned(p.attn.batch));
     bwd_postprocess_kernel<T, Cfg><<<post_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward postprocess launch"); !st.ok()) return st;
@@ -120,6 +136,11 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
                   cudaStream_t stream) {
   if constexpr (D == 128) {
     if (p.block_m == BwdConfig<128, 80>::kBlockM) return launch_bwd_config<T, BwdConfig<128, 80>>(problem, grads, p, stream);
+  }
+  if constexpr (D == 256) {  // same q-block (and workspace) as BwdConfig<256>: chosen here by the host rule
+    if (kBwdKeys80On && p.block_m == BwdConfigKeys80::kBlockM &&
+        bwd_keys80(D, p.deterministic != 0, p.attn.window_left, p.attn.softcap))
+      return launch_bwd_config<T, BwdConfigKeys80>(problem, grads, p, stream);
   }
   if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
   return launch_bwd_config<T, BwdConfig<D>>(problem, grads, p, stream);

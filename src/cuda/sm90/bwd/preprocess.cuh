@@ -43,6 +43,8 @@ template <class T, class Cfg>
 __device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& p, const cuda_backend::BwdSeq& seq,
                                                  int m, int h, int b) {
   constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM, kRunFloat4s = kRows * D / 4;
+  using Ring = BwdConfig<D, kRows>;  // the ring's main kernel: its key blocks are the visitors counted
+  static_assert(Ring::kHasRingKernel, "the dQ ring runs on the d 128 64-row tile");
   const int64_t cta = (int64_t(b) * gridDim.y + h) * gridDim.x + m, ctas = int64_t(gridDim.x) * gridDim.y * gridDim.z;
   const int64_t held = bwd_ring_slots_held(
       p.dq_ring_slots, bwd_ring_positions(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.m_blocks, p.ring_section));
@@ -51,7 +53,7 @@ __device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& 
     for (int f = threadIdx.x; f < kRunFloat4s; f += kBwdAuxThreads) slot[f] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
   const cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
-  const int need = bwd_q_block_visits(mask, m, Cfg::kBlockN, kRows);
+  const int need = bwd_q_block_visits(mask, m, Ring::kBlockN, kRows);
   if (threadIdx.x == 0) {
     const int64_t at = bwd_ring_position(b, h, m, p.attn.heads_kv, p.attn.q_per_kv, p.m_blocks, p.ring_section);
     p.dq_ring_need[at] = need;
@@ -72,6 +74,16 @@ __device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& 
 // pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
 // are read element by element in the same lane order. kRing: the dQ ring's preparation instead of
 // the clear (bwd_ring_prepare).
+// Its layout (head dim, q-block rows, stats order) is all it takes from a config: the configs that
+// share it share one instance (BwdStatsLayout).
+template <int D_, int BlockM, bool StatsByQuad>
+struct BwdStatsLayout {
+  static constexpr int kHeadDim = D_, kBlockM = BlockM;
+  static constexpr bool kStatsByQuad = StatsByQuad;
+};
+template <class Cfg>
+using BwdStatsLayoutOf = BwdStatsLayout<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kStatsByQuad>;
+
 template <class T, class Cfg, bool kRing = false>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM;  // the main kernel's q-block: all its rows are written
@@ -151,7 +163,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
 // whole 80-row q-block, whose dQ^T float4s hold pairs of rows (stored element by element).
 template <class T, class Cfg>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
-  constexpr int D = Cfg::kHeadDim, kRunRows = Cfg::kDqSwapAB ? Cfg::kBlockM : 64;
+  constexpr int D = Cfg::kHeadDim, kRunRows = Cfg::kDqTransposed ? Cfg::kBlockM : 64;
   constexpr int kRowBytes = D * int(sizeof(T)) + 16, kChunks = D * int(sizeof(T)) / 16;
   __shared__ alignas(16) uint8_t tile[kRunRows * kRowBytes];
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -161,7 +173,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const _
       reinterpret_cast<const float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * kRunRows) * D);
   for (int f = threadIdx.x; f < kRunRows * D / 4; f += kBwdAuxThreads) {
     const float4 x = acc[f];
-    if constexpr (Cfg::kDqSwapAB) {
+    if constexpr (Cfg::kDqTransposed) {
       const DqPairs e = dq_t_accum_quad(f, kRunRows);
       T* at = reinterpret_cast<T*>(tile + e.row * kRowBytes) + e.col;
       T* below = reinterpret_cast<T*>(tile + (e.row + 1) * kRowBytes) + e.col;

@@ -12,6 +12,19 @@
 
 namespace fastattn::sm90 {
 
+// The tile's K and V (Cfg::kBlockN rows, all atoms) into k / v, completing on `full`.
+template <class Cfg>
+__device__ __forceinline__ void bwd_load_kv(uint8_t* k, uint8_t* v, uint64_t* full, const BwdTile& t,
+                                            const CUtensorMap* tk, const CUtensorMap* tv) {
+  const int kv_row = t.seq.k_offset + t.n0;
+  mbar_expect_tx(full, 2 * Cfg::kKBytes);
+#pragma unroll
+  for (int a = 0; a < Cfg::kAtoms; ++a) {
+    tma_load_4d(k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, full);
+    tma_load_4d(v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, full);
+  }
+}
+
 // A CTA's second tile (kAfterTile, paired key blocks): its first Q / dO stages go out while the
 // consumers finish the first tile, its K / V once they have staged the first tile's dK / dV out of
 // the K / V tiles (kv_empty). The ring's pipe state `ps` runs on across the tiles.
@@ -21,13 +34,7 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
                                             const CUtensorMap* tdo, PipeState<Cfg::kStages>& ps) {
   auto load_kv = [&] {
     if constexpr (kAfterTile) mbar_wait(&sm.kv_empty, 0);
-    const int kv_row = t.seq.k_offset + t.n0;
-    mbar_expect_tx(&sm.kv_full, 2 * Cfg::kKBytes);
-#pragma unroll
-    for (int a = 0; a < Cfg::kAtoms; ++a) {
-      tma_load_4d(sm.k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
-      tma_load_4d(sm.v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, &sm.kv_full);
-    }
+    bwd_load_kv<Cfg>(sm.k, sm.v, &sm.kv_full, t, tk, tv);
   };
   const int steps = t.steps(p.attn.q_per_kv);
   const int kv_at = steps < Cfg::kStages ? steps : Cfg::kStages;  // kAfterTile

@@ -1,0 +1,321 @@
+// Hopper backward, d 256 with 80 keys per CTA (BwdConfigKeys80: default mode, no softcap, no left
+// window edge; bwd_keys80). One CTA per (key block of 80, sequence, KV head): K and V loaded once, a
+// producer thread streams each kept q-block's (Q, lse, D) through a 2-stage ring and its dO through
+// one stage; two consumer warpgroups run per q-block of 64 rows:
+//   S = Q K^T, dP = dO V^T          warpgroup w: keys [40 w, 40 w + 40), all 64 q rows (SS, K-major)
+//   P = exp2(S scale log2e - lse), dS = P (dP - D)   (masked by q row: keep-bits over 40 keys)
+//   P^T, dS^T -> smem (keys x 64 q, stmatrix.trans); both warpgroups meet
+//   dV^T += dO^T P^T, dQ^T = K^T dS, dK^T += Q^T dS^T   (swap-AB: warpgroup w's head-dim rows
+//                                       [128 w, 128 w + 128) in two M = 64 halves)
+//   dQ^T added by vector fp32 atomics into the q-block's run (dq_layout.h, dq_t_accum_index)
+// and at the end dK^T, dV^T staged transposed in the freed K / V tiles and stored by rows.
+// The 64-key d 256 kernel (kernel.cuh) keeps the deterministic mode, softcap and local windows.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda/ptx>
+
+#include "cuda/common/math.cuh"            // pack2
+#include "cuda/common/online_softmax.cuh"  // fast_exp2
+#include "cuda/mask/keep_bits.cuh"
+#include "cuda/sm90/bwd/config.h"
+#include "cuda/sm90/bwd/epilogue.cuh"
+#include "cuda/sm90/bwd/producer.cuh"  // bwd_load_kv
+#include "cuda/sm90/bwd/smem.cuh"
+#include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/prim/bulk_copy.cuh"
+#include "cuda/sm90/prim/mbarrier.cuh"
+#include "cuda/sm90/prim/regs.cuh"
+#include "cuda/sm90/prim/stmatrix.cuh"
+#include "cuda/sm90/prim/tma.cuh"
+#include "cuda/sm90/prim/wgmma.cuh"
+
+namespace fastattn::sm90 {
+
+// 222 KB of the 227: two Q stages do fit, a second dO stage does not (docs/notes/bwd-sm90.md).
+struct BwdSmemKeys80 {
+  using Cfg = BwdConfigKeys80;
+  static constexpr int kTileBytes = Cfg::kBlockN * kAtomRowBytes;  // keys x 64 q rows of 16 bits: one atom
+  alignas(1024) uint8_t k[Cfg::kKBytes];
+  alignas(1024) uint8_t v[Cfg::kKBytes];
+  alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
+  alignas(1024) uint8_t dout[Cfg::kQBytes];
+  // P^T and dS^T, two deep (indexed by the Q stage): a warpgroup stores step i + 1's while the
+  // other's MMAs may still read step i's, so the step's one meeting orders every reuse.
+  alignas(1024) uint8_t pt[Cfg::kStages][kTileBytes];
+  alignas(1024) uint8_t ds[Cfg::kStages][kTileBytes];
+  alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
+  alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
+  uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages], do_full, do_empty;
+};
+inline constexpr int kBwdKeys80SmemBytes = int(sizeof(BwdSmemKeys80)) + kBwdAlignSlack;
+static_assert(kBwdKeys80SmemBytes <= kBwdSmemMax, "the 80-key d 256 tile exceeds sm_90's 227 KB");
+
+// The producer (one thread): K and V once, then per step Q / lse / D into the ring's stage and dO
+// into its one stage (once both warpgroups' dV^T of the previous step has read it).
+__device__ __forceinline__ void bwd_produce_keys80(BwdSmemKeys80& sm, const BwdParams& p, const BwdTile& t,
+                                                   const CUtensorMap* tq, const CUtensorMap* tk,
+                                                   const CUtensorMap* tv, const CUtensorMap* tdo) {
+  using Cfg = BwdConfigKeys80;
+  bwd_load_kv<Cfg>(sm.k, sm.v, &sm.kv_full, t, tk, tv);
+  PipeState<Cfg::kStages> ps;
+  PipeState<1> dps;
+  int h, m;
+  t.first_step(p, h, m);
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), dps.advance(), t.next_step(p, h, m)) {
+    const int s = ps.stage(), q_row = t.seq.q_offset + m * Cfg::kBlockM;
+    mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
+    mbar_expect_tx(&sm.q_full[s], Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
+#pragma unroll
+    for (int a = 0; a < Cfg::kAtoms; ++a)
+      tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+    const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
+    bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+    bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+    mbar_wait(&sm.do_empty, dps.phase() ^ 1);
+    mbar_expect_tx(&sm.do_full, Cfg::kQBytes);
+#pragma unroll
+    for (int a = 0; a < Cfg::kAtoms; ++a)
+      tma_load_4d(sm.dout + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.do_full);
+  }
+}
+
+// acc (M = 64 head-dim rows of the dO / Q atom `atom`, N = the 80 keys) += atom^T (MN-major A, K = the
+// 64 q rows) times the keys x q tile whose descriptor low word is b_lo (K-major B).
+template <class T>
+__device__ __forceinline__ void mma_dkv_t(float (&acc)[40], const uint8_t* atom, uint32_t b_lo) {
+  const uint32_t a_lo = desc_mn_major_lo(atom, BwdConfigKeys80::kQAtomBytes);
+#pragma unroll
+  for (int kk = 0; kk < BwdConfigKeys80::kBlockM / 16; ++kk)
+    WgmmaSS<T, 80, Major::MN, Major::K>::run(acc, desc_mn_major(a_lo, kk), desc_k_major(b_lo, 0, kk), 1);
+}
+
+// dQ^T (M = the 64 head-dim rows of K's atom `atom`, N = the 64 q rows) = atom^T (MN-major A, K = the
+// 80 keys) times dS (the dS^T tile read MN-major).
+template <class T>
+__device__ __forceinline__ void mma_dq_t(float (&acc)[32], const uint8_t* atom, const uint8_t* ds_tile) {
+  const uint32_t a_lo = desc_mn_major_lo(atom, BwdConfigKeys80::kKAtomBytes);
+  const uint32_t b_lo = desc_mn_major_lo(ds_tile, BwdSmemKeys80::kTileBytes);
+#pragma unroll
+  for (int kk = 0; kk < BwdConfigKeys80::kBlockN / 16; ++kk)
+    WgmmaSS<T, 64, Major::MN, Major::MN>::run(acc, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+}
+
+// dQ^T of head-dim slice `slice` (64 rows) into the q-block's run at float 64 x 64 slice, thread t's
+// registers 4 g .. 4 g + 3 as float4 t + 128 g (dq_layout.h), by fire-and-forget vector atomics.
+__device__ __forceinline__ void add_dq_t(float* run, int slice, const float (&dq)[32]) {
+  float4* at = reinterpret_cast<float4*>(run + 64 * 64 * slice) + threadIdx.x % 128;
+#pragma unroll
+  for (int g = 0; g < 8; ++g) atomicAdd(at + 128 * g, make_float4(dq[4 * g], dq[4 * g + 1], dq[4 * g + 2], dq[4 * g + 3]));
+}
+
+// dK^T and dV^T (warpgroup wg's head-dim rows, two halves of 64 x 80 keys) staged transposed in the K
+// and V tiles as 80 rows of 256 elements (512 bytes; 16-byte chunk c of row r at c ^ (r % 8) within
+// its group of 8, so that stmatrix's eight rows and the row reads fall in distinct banks), then
+// stored by rows (store_staged_dk_dv_rows). The caller has made sure no MMA reads K or V any more.
+template <class T>
+__device__ __forceinline__ void store_dk_dv_keys80(const BwdParams& p, const BwdTile& t, BwdSmemKeys80& sm, int wg,
+                                                   float (&dkt)[2][40], float (&dvt)[2][40]) {
+  using Cfg = BwdConfigKeys80;
+  constexpr int kRowBytes = Cfg::kHeadDim * 2, kChunks = kRowBytes / 16;
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, r8 = lane % 8;
+  // Matrix lane / 8 of an x4: head-dim rows + 8 (its % 2) of the warp's 16, keys + 8 (its / 2).
+  const uint32_t lane_off = (8 * (lane / 16) + r8) * kRowBytes;
+  const uint32_t k_base = smem_addr(sm.k), v_base = smem_addr(sm.v);
+#pragma unroll
+  for (int c = 0; c < 2; ++c) {
+    const int chunk = 16 * wg + 8 * c + ((2 * warp_in_wg + (lane / 8) % 2) ^ r8);
+    const uint32_t off = lane_off + 16 * chunk;
+#pragma unroll
+    for (int j = 0; j < 10; j += 2) {
+      uint32_t kf[4], vf[4];
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {  // x = 2 (j's pair) + row half
+        const int i = 4 * (j + x / 2) + 2 * (x % 2);
+        kf[x] = cuda_backend::pack2<T>(dkt[c][i] * p.scale, dkt[c][i + 1] * p.scale);
+        vf[x] = cuda_backend::pack2<T>(dvt[c][i], dvt[c][i + 1]);
+      }
+      stmatrix_x4_trans(k_base + off + 8 * j * kRowBytes, kf[0], kf[1], kf[2], kf[3]);
+      stmatrix_x4_trans(v_base + off + 8 * j * kRowBytes, vf[0], vf[1], vf[2], vf[3]);
+    }
+  }
+  named_bar_sync(kBwdDsBar, 256);  // every row holds both warpgroups' columns
+  store_staged_dk_dv_rows<T, kChunks, Cfg::kBlockN, 256>(
+      p, t, k_base, v_base, 0, threadIdx.x - 128,
+      [](int r, int k) { return uint32_t(r * kRowBytes + 16 * ((k & ~7) | ((k ^ r) & 7))); });
+}
+
+// Consumer warpgroup wg: every step of the tile, then dK / dV.
+template <class T>
+__device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdParams& p, const BwdTile& t, int wg) {
+  using Cfg = BwdConfigKeys80;
+  constexpr int kN = Cfg::kWgKeys, kJ = kN / 8;  // S / dP columns, in groups of 8
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4, r8 = lane % 8;
+  const int q_row = 16 * warp_in_wg + lane / 4;  // this thread's q rows of the block: + 0 and + 8
+  const int key0 = t.n0 + wg * kN;               // this warpgroup's first key
+  float dkt[2][40], dvt[2][40];                  // dK^T / dV^T halves: head-dim rows 128 wg + 64 c
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int i = 0; i < 40; ++i) dkt[c][i] = dvt[c][i] = 0.f;
+  // P / dS pairs (q rows + 8 h, keys 8 j ..) into the keys x q tiles by stmatrix.trans: matrix
+  // lane / 8 of an x4 is (row half (lane / 8) % 2, key group j + lane / 16); key row 40 wg + 8 j .. of
+  // the tile (40 wg is a multiple of the swizzle's 8 rows), its q chunk 2 warp + half.
+  const uint32_t tile_off =
+      (wg * kN + 8 * (lane / 16) + r8) * kAtomRowBytes + (((2 * warp_in_wg + (lane / 8) % 2) ^ r8) * 16);
+  auto store_t = [&](uint8_t* tile, const uint32_t(&f)[kJ][2]) {
+    const uint32_t at = smem_addr(tile) + tile_off;
+    stmatrix_x4_trans(at, f[0][0], f[0][1], f[1][0], f[1][1]);
+    stmatrix_x4_trans(at + 16 * kAtomRowBytes, f[2][0], f[2][1], f[3][0], f[3][1]);
+    stmatrix_x2_trans(at + 32 * kAtomRowBytes, f[4][0], f[4][1]);
+  };
+
+  const int steps = t.steps(p.attn.q_per_kv);
+  if (steps > 0) mbar_wait(&sm.kv_full, 0);
+  const uint32_t k_lo = desc_k_major_lo(sm.k + wg * kN * kAtomRowBytes);
+  const uint32_t v_lo = desc_k_major_lo(sm.v + wg * kN * kAtomRowBytes);
+  const float scale_log2 = p.attn.scale_log2;
+  PipeState<Cfg::kStages> ps;
+  PipeState<1> dps;
+  int h, m;
+  t.first_step(p, h, m);
+  for (int i = steps; i > 0; --i, ps.advance(), dps.advance(), t.next_step(p, h, m)) {
+    const int s = ps.stage();
+    float sa[kN / 2], dpa[kN / 2];  // S, dP: 64 q rows x this warpgroup's 40 keys
+    mbar_wait(&sm.q_full[s], ps.phase());
+    {
+      const uint32_t q_lo = desc_k_major_lo(sm.q[s]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk)
+        WgmmaSS<T, kN>::run(sa, desc_k_major(q_lo, Cfg::kQAtomBytes, kk), desc_k_major(k_lo, Cfg::kKAtomBytes, kk), kk > 0);
+      wgmma_commit();
+      mbar_wait(&sm.do_full, dps.phase());
+      wgmma_fence();  // past the wait's loop (else ptxas injects one, C7519)
+      const uint32_t do_lo = desc_k_major_lo(sm.dout);
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk)
+        WgmmaSS<T, kN>::run(dpa, desc_k_major(do_lo, Cfg::kQAtomBytes, kk), desc_k_major(v_lo, Cfg::kKAtomBytes, kk),
+                            kk > 0);
+      wgmma_commit();
+    }
+    // Element 4 j + 2 hh + e of S / dP: q row q_row + 8 hh, key key0 + 8 j + 2 quad_col + e.
+    const uint32_t lse_addr = smem_addr(sm.lse[s] + q_row), dps_addr = smem_addr(sm.dpsum[s] + q_row);
+    const float lse[2] = {lds_f32(lse_addr), lds_f32(lse_addr + 32)};
+    wgmma_wait<1>();
+    fence_operands(sa);
+    // Partial q-blocks (and key tails): masked scores to -inf by keep-bits, so P = 0 with no test after the exp.
+    if (!t.q_blocks.full(m)) {
+      const int row = m * Cfg::kBlockM + q_row;  // in the sequence
+      cuda_backend::apply_keep_bits<kN, 0>(
+          sa, cuda_backend::keep_bits<kN>(t.mask.lo(row) - key0, t.mask.hi(row) - key0, quad_col));
+      cuda_backend::apply_keep_bits<kN, 1>(
+          sa, cuda_backend::keep_bits<kN>(t.mask.lo(row + 8) - key0, t.mask.hi(row + 8) - key0, quad_col));
+    }
+    {  // P (kept fp32 in sa for dS) -> P^T tile, while dP runs
+      uint32_t pf[kJ][2];
+#pragma unroll
+      for (int j = 0; j < kJ; ++j)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          float& x0 = sa[4 * j + 2 * hh];
+          float& x1 = sa[4 * j + 2 * hh + 1];
+          x0 = cuda_backend::fast_exp2(x0 * scale_log2 - lse[hh]);
+          x1 = cuda_backend::fast_exp2(x1 * scale_log2 - lse[hh]);
+          pf[j][hh] = cuda_backend::pack2<T>(x0, x1);
+        }
+      store_t(sm.pt[s], pf);
+    }
+    const float dsum[2] = {lds_f32(dps_addr), lds_f32(dps_addr + 32)};
+    wgmma_wait<0>();
+    fence_operands(dpa);
+    {  // dS = P (dP - D) -> dS^T tile
+      uint32_t df[kJ][2];
+#pragma unroll
+      for (int j = 0; j < kJ; ++j)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const int i0 = 4 * j + 2 * hh;
+          df[j][hh] = cuda_backend::pack2<T>(sa[i0] * (dpa[i0] - dsum[hh]), sa[i0 + 1] * (dpa[i0 + 1] - dsum[hh]));
+        }
+      store_t(sm.ds[s], df);
+    }
+    fence_smem_for_tma();  // the MMAs read the tiles through the async proxy
+    named_bar_sync(kBwdDsBar, 256);
+    // dV^T (both halves), dQ^T half 0, dK^T (both halves); dQ^T half 1 once dQ^T half 0 is out.
+    const uint32_t pt_lo = desc_k_major_lo(sm.pt[s]), ds_lo = desc_k_major_lo(sm.ds[s]);
+    float dq[32];
+    wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < 2; ++c) mma_dkv_t<T>(dvt[c], sm.dout + (2 * wg + c) * Cfg::kQAtomBytes, pt_lo);
+    wgmma_commit();
+    mma_dq_t<T>(dq, sm.k + (2 * wg) * Cfg::kKAtomBytes, sm.ds[s]);
+    wgmma_commit();
+#pragma unroll
+    for (int c = 0; c < 2; ++c) mma_dkv_t<T>(dkt[c], sm.q[s] + (2 * wg + c) * Cfg::kQAtomBytes, ds_lo);
+    wgmma_commit();
+    float* run = p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim;
+    wgmma_wait<1>();  // dV^T and dQ^T half 0 done: dO is free
+    fence_operands(dvt[0]);
+    fence_operands(dvt[1]);
+    fence_operands(dq);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.do_empty);
+    add_dq_t(run, 2 * wg, dq);
+    wgmma_fence();
+    mma_dq_t<T>(dq, sm.k + (2 * wg + 1) * Cfg::kKAtomBytes, sm.ds[s]);
+    wgmma_commit();
+    wgmma_wait<1>();  // dK^T done: the Q stage (and its lse / D) is free
+    fence_operands(dkt[0]);
+    fence_operands(dkt[1]);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.q_empty[s]);
+    wgmma_wait<0>();
+    fence_operands(dq);
+    add_dq_t(run, 2 * wg + 1, dq);
+  }
+  // Both warpgroups past their last MMA (each ends its step with a full wgmma wait): K and V are free.
+  named_bar_sync(kBwdDsBar, 256);
+  store_dk_dv_keys80<T>(p, t, sm, wg, dkt, dvt);
+}
+
+template <class T>
+__global__ void __launch_bounds__(BwdConfigKeys80::kThreads, 1)
+    bwd_kernel_keys80(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                      const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
+                      const __grid_constant__ BwdParams p) {
+  using Cfg = BwdConfigKeys80;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  auto& sm = *reinterpret_cast<BwdSmemKeys80*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
+  if (threadIdx.x == 0) {
+    prefetch_tma_map(&tq);
+    prefetch_tma_map(&tk);
+    prefetch_tma_map(&tv);
+    prefetch_tma_map(&tdo);
+    mbar_init(&sm.kv_full, 1);
+#pragma unroll
+    for (int s = 0; s < Cfg::kStages; ++s) {
+      mbar_init(&sm.q_full[s], 1);
+      mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
+    }
+    mbar_init(&sm.do_full, 1);
+    mbar_init(&sm.do_empty, 8);
+    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  }
+  __syncthreads();
+  BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, int(blockIdx.x));
+  t.walk = kBwdWalkUp;
+  if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
+  if (warp < 4) {
+    regs_release<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce_keys80(sm, p, t, &tq, &tk, &tv, &tdo);
+  } else {
+    regs_claim<Cfg::kConsumerRegs>();
+    bwd_consume_keys80<T>(sm, p, t, warp / 4 - 1);
+  }
+}
+
+}  // namespace fastattn::sm90
