@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/built_kernels.h"
@@ -15,6 +16,8 @@
 #include "cuda/launch_plan.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/config.h"  // bwd_block_m
+#include "cuda/sm90/bwd/dq_ring.h"
+#include "cuda/sm90/bwd/lpt_order.h"
 #include "cuda/stream_alloc.h"
 #include "cuda/tma_map.h"
 
@@ -28,6 +31,28 @@ bool pair_aligned(const Tensor& t) {
   for (int i = 0; i + 1 < t.ndim; ++i)
     if (t.shape[i] > 1 && (t.stride[i] * dtype_size(t.dtype)) % 4 != 0) return false;
   return t.stride[t.ndim - 1] == 1;
+}
+
+// dq's rows as 4-byte element pairs (the dQ ring stores them so): base and strides even in elements.
+bool pairs_aligned(const detail::Operand& o) {
+  return reinterpret_cast<uintptr_t>(o.data) % 4 == 0 && o.batch_stride % 2 == 0 && o.token_stride % 2 == 0 &&
+         o.head_stride % 2 == 0;
+}
+
+// The dQ ring's slot count (sm90/bwd/dq_ring.h; 0: the accumulator path) and the longest-first
+// section its positions follow (the launch's: launch.cuh). FASTATTN_BWD_RING_SLOTS asks for fewer
+// slots (tests: so that the ring wraps and writers wait for their slots).
+int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::Operand& dq, int m_blocks,
+                  int* section) {
+  const int units = a.batch * a.heads_kv;
+  *section = sm90::bwd_lpt_section(units, a.q_per_kv, a.seqlen_q, d, sm90::kBwdLptL2Bytes);
+  int wanted = sm90::kBwdRingSlots;
+  if (const char* env = std::getenv("FASTATTN_BWD_RING_SLOTS")) {
+    const int n = std::atoi(env);
+    if (n > 0) wanted = n;
+  }
+  return sm90::bwd_dq_ring_slots(d, deterministic, a.window_left, a.window_right, pairs_aligned(dq), units,
+                                 a.q_per_kv, m_blocks, *section, wanted);
 }
 
 // The forward's messages name the forward; the same rules hold for the backward.
@@ -100,22 +125,34 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
   p.deterministic = deterministic ? 1 : 0;
 
-  // Workspace: dQ accumulator, lse_log2, D (per q head and padded row), semaphores and the ticket.
-  // The preprocess clears each q-block's accumulator run (no memset of it here).
+  p.dq_ring_slots = dq_ring_slots(a, d, deterministic, g.dq, p.m_blocks, &p.ring_section);
+
+  // Workspace: dQ accumulator (or the dQ ring), lse_log2, D (per q head and padded row), semaphores
+  // (or the ring's counts) and the ticket. The preprocess clears each q-block's accumulator run, or
+  // the ring and its counts and the ticket (no memset of them here).
   auto s = static_cast<cudaStream_t>(stream);
   const int64_t rows = int64_t(a.heads_q) * p.padded_rows;
-  const int64_t sems = p.deterministic ? int64_t(a.batch) * a.heads_q * p.m_blocks + 1 : 0;
-  const size_t accum_bytes = size_t(rows) * d * 4, scalar_bytes = size_t(rows) * 4;
+  const bool ring = p.dq_ring_slots > 0;
+  const int64_t positions =
+      ring ? sm90::bwd_ring_positions(a.batch * a.heads_kv, a.q_per_kv, p.m_blocks, p.ring_section) : 0;
+  const int64_t sems = p.deterministic ? int64_t(a.batch) * a.heads_q * p.m_blocks + 1 : ring ? 2 * positions + 1 : 0;
+  const size_t accum_bytes =
+      ring ? size_t(sm90::bwd_ring_slots_held(p.dq_ring_slots, positions)) * bm * d * 4 : size_t(rows) * d * 4;
+  const size_t scalar_bytes = size_t(rows) * 4;
   const size_t bytes = accum_bytes + 2 * scalar_bytes + size_t(sems) * 4;
   void* ws = nullptr;
   if (bytes > 0) {
     if (Status st = stream_alloc(bytes, s, "backward workspace", &ws); !st.ok()) return st;
     cudaError_t e = cudaSuccess;
     char* base = static_cast<char*>(ws);
-    p.dq_accum = reinterpret_cast<float*>(base);
+    (ring ? p.dq_ring : p.dq_accum) = reinterpret_cast<float*>(base);
     p.lse_log2 = reinterpret_cast<float*>(base + accum_bytes);
     p.dpsum = reinterpret_cast<float*>(base + accum_bytes + scalar_bytes);
-    if (sems > 0) {
+    if (ring) {
+      p.dq_ring_need = reinterpret_cast<int*>(base + accum_bytes + 2 * scalar_bytes);
+      p.dq_ring_count = p.dq_ring_need + positions;
+      p.tile_ticket = p.dq_ring_count + positions;
+    } else if (sems > 0) {
       p.dq_sem = reinterpret_cast<int*>(base + accum_bytes + 2 * scalar_bytes);
       p.tile_ticket = p.dq_sem + (sems - 1);
       e = cudaMemsetAsync(p.dq_sem, 0, size_t(sems) * 4, s);

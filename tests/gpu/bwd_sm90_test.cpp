@@ -322,6 +322,59 @@ TEST_F(Sm90Bwd, LocalWindows) {
   run_bwd_case(c);
 }
 
+// d 128 default mode under a window with both edges: dQ through the L2-resident ring (sm90/bwd/dq_ring.h:
+// no accumulator, no postprocess; the last key block to add into a q-block stores its dq). Odd
+// lengths, s_q != s_k both ways, rows and whole q-blocks with no key (dq = 0 from the preprocess),
+// GQA, varlen with empty sequences and seqused, softcap; each first with the ring's full size, then
+// with the fewest slots the order allows (FASTATTN_BWD_RING_SLOTS = 1), so that slots are reused and
+// writers wait for them, over several sections of units.
+struct RingSlots {
+  explicit RingSlots(const char* n) { setenv("FASTATTN_BWD_RING_SLOTS", n, 1); }
+  ~RingSlots() { unsetenv("FASTATTN_BWD_RING_SLOTS"); }
+};
+BwdCase windowed(BwdCase c, int wl, int wr) {
+  c.wl = wl;
+  c.wr = wr;
+  return c;
+}
+void ring_cases() {
+  struct W {
+    int wl, wr, sq, sk, batch, heads;
+  };
+  for (const W& w : {W{64, 0, 1, 1, 2, 1}, W{64, 0, 17, 113, 2, 1}, W{64, 0, 113, 17, 1, 2}, W{0, 0, 17, 300, 1, 1},
+                     W{64, 64, 113, 113, 3, 1}, W{300, 17, 300, 113, 1, 2}, W{64, 0, 700, 900, 1, 2},
+                     W{100, 50, 900, 700, 2, 1}, W{0, 0, 500, 200, 2, 2}, W{64, 0, 1000, 1000, 3, 4},
+                     W{300, 17, 1500, 1500, 1, 1}, W{64, 0, 4097, 4097, 1, 1}, W{64, 0, 2048, 2048, 2, 2}}) {
+    BwdCase c = windowed(bcase((w.sq + w.wl) % 2 == 0 ? DType::BF16 : DType::F16, 128, w.sq, w.sk), w.wl, w.wr);
+    c.batch = w.batch;
+    c.hq = c.hkv = w.heads;
+    run_bwd_case(c);
+  }
+  BwdCase g = windowed(bcase(DType::BF16, 128, 257, 300), 64, 64);  // GQA 4
+  g.hq = 8;
+  g.hkv = 2;
+  run_bwd_case(g);
+  BwdCase v = windowed(bcase(DType::BF16, 128, 0, 0), 64, 0);  // varlen with empty sequences
+  v.lens_q = {17, 200, 0, 64, 300};
+  v.lens_k = {300, 30, 5, 0, 290};
+  v.hq = 4;
+  v.hkv = 2;
+  run_bwd_case(v);
+  BwdCase u = windowed(bcase(DType::F16, 128, 300, 400), 100, 3);  // seqused
+  u.batch = 3;
+  u.used_q = {300, 0, 129};
+  u.used_k = {1, 400, 200};
+  run_bwd_case(u);
+  BwdCase cap = windowed(bcase(DType::BF16, 128, 333, 300), 64, 0);
+  cap.softcap = 30.f;
+  run_bwd_case(cap);
+}
+TEST_F(Sm90Bwd, DqRingWindows) { ring_cases(); }
+TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
+  RingSlots fewest("1");
+  ring_cases();
+}
+
 TEST_F(Sm90Bwd, Softcap) { softcap_cases(64, 128); }
 
 TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }

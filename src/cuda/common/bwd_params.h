@@ -30,7 +30,7 @@ struct BwdParams {
   float* lse_log2 = nullptr;   // [h_q][padded_rows]: lse * log2(e); +inf where no key is kept
   float* dpsum = nullptr;      // [h_q][padded_rows]: D = rowsum(dO * O); 0 past the used rows
   int* dq_sem = nullptr;       // deterministic: [b][h_q][m_blocks] count of dQ adds done
-  int* tile_ticket = nullptr;  // deterministic: CTA start order
+  int* tile_ticket = nullptr;  // deterministic and the dQ ring: CTA start order
   int64_t padded_rows = 0;
 
   int block_m = 0;           // rows per q-block (sm90/bwd/config.h, bwd_block_m): picks the launch's config
@@ -56,6 +56,18 @@ struct BwdParams {
   // each CTA works on key blocks j and N - 1 - j of its sequence (sm90/bwd/lpt_order.h,
   // bwd_pair_blocks; the items are unit x ceil(n_blocks / 2) + j), the second walked upwards.
   int kv_pair = 0;
+
+  // (Last, so that the other paths' kernels see their fields where they were.)
+  // The default mode's dQ ring (sm90/bwd/dq_ring.h; then no dq_accum and no postprocess): slots of
+  // block_m x d fp32 in fragment order, q-block position P in slot P & (dq_ring_slots - 1) (a power of
+  // two; the workspace holds min(slots, positions) of them); per position
+  // the key blocks that add into it (need) and the adds landed so far (count; need + 1 once its slot
+  // is free again). ring_section: the longest-first section width that the positions follow.
+  float* dq_ring = nullptr;
+  int* dq_ring_need = nullptr;
+  int* dq_ring_count = nullptr;
+  int dq_ring_slots = 0;  // 0: the accumulator path
+  int ring_section = 0;
 };
 
 }  // namespace fastattn::cuda_backend

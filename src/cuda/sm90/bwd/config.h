@@ -101,6 +101,9 @@ struct BwdConfig {
   // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
   static constexpr bool kHasSoftcap = kBlockM != 80;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
+  // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
+  // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).
+  static constexpr bool kHasRingKernel = D == 128 && kBlockM == 64;
   static constexpr int kThreads = 384;   // producer warpgroup + two consumer warpgroups
   static constexpr int kProducerRegs = 24;
   static constexpr int kConsumerRegs = 240;
@@ -137,6 +140,7 @@ struct BwdConfigKeys80 {
   static constexpr bool kStatsByQuad = false;  // lse / D in plain row order (preprocess.cuh)
   static constexpr bool kDqTransposed = true;
   static constexpr bool kKeys80 = true;
+  static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
   // Launch settings of the default mode only (launch.cuh): block order, no deterministic kernel.
   static constexpr bool kLptOrder = false;
   static constexpr bool kHasDetKernel = false;

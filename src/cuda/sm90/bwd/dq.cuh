@@ -2,9 +2,13 @@
 // fp32 run. d <= 128: staged in smem for the dQ writer warp, which bulk-adds each staged q-block
 // (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 / 96 in
 // the default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
-// stage for the same writer warp (deterministic mode: in the same order).
+// stage for the same writer warp (deterministic mode: in the same order). The default mode's dQ ring
+// (d 128 windows with both edges, dq_ring.h): the writer warps add into an L2-resident slot per
+// q-block, and the last one stores dq (bwd_ring_lead, bwd_ring_store).
 #pragma once
 
+#include "cuda/common/math.cuh"  // pack2
+#include "cuda/sm90/bwd/dq_layout.h"
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/bulk_copy.cuh"
@@ -282,6 +286,147 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
     }
   }
   tma_store_wait_all();  // the CTA's smem must outlive the last add
+}
+
+// The dQ ring (dq_ring.h), in the writer's leader: waits until the slot's last earlier user
+// (bwd_ring_wait_target) is done: all its adds landed and the slot cleared (its count at
+// bwd_ring_free_count); the proxy fence orders that clearing (another CTA's generic stores) before
+// this thread's bulk add.
+__device__ __forceinline__ void await_ring_slot(const BwdParams& p, int at) {
+  const int prev = bwd_ring_wait_target(at, p.dq_ring_slots, [&](int i) { return p.dq_ring_need[i]; });
+  if (prev < 0) return;
+  const int done = bwd_ring_free_count(p.dq_ring_need[prev]);
+  const int* count = p.dq_ring_count + prev;
+  int seen;
+  do {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(count) : "memory");
+  } while (seen < done);
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+}
+// Counts this thread's add into its q-block, once it has landed (tma_store_wait_all); true for the
+// last of `need`, which then sees every add (acquire) and reads the slot through the async proxy.
+__device__ __forceinline__ bool ring_arrive(int* count, int need) {
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(old) : "l"(count) : "memory");
+  if (old != need - 1) return false;
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+  return true;
+}
+// Frees the slot: the clearing stores of every writer thread are fenced and behind the barrier.
+__device__ __forceinline__ void ring_free(int* count) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;" ::"l"(count) : "memory");
+}
+
+// dq rows of q-block m of q head h from a kBlockM x d fp32 tile in fragment order (smem address
+// `tile`, dq_layout.h), scaled and rounded, by kThreads threads (tid) over a 128-thread
+// pattern: thread slot u of the 128 holds, in float4 128 j + u, the column pair e.col + 8 j of rows
+// e.row and e.row + 8 (e = dq_accum_pairs(u)); so each thread keeps two row pointers and walks the
+// columns. Stored as 4-byte pairs (the ring's rule: dq pair-aligned); a warp's 32 cover 16 rows x 16 bytes.
+template <class T, class Cfg, int kThreads>
+__device__ __forceinline__ void store_dq_rows(const BwdParams& p, const BwdTile& t, int h, int m, uint32_t tile,
+                                              int tid) {
+  static_assert(Cfg::kBlockM == 64 && !Cfg::kDqSwapAB && !Cfg::kDqRowSplit && 128 % kThreads == 0,
+                "64-row runs (dq_accum_pairs)");
+  const int rows = min(Cfg::kBlockM, t.seq.rows_q - m * Cfg::kBlockM);
+  T* dq = static_cast<T*>(p.dq) + int64_t(t.seq.batch_coord) * p.dq_stride_b +
+          int64_t(t.seq.q_offset + m * Cfg::kBlockM) * p.dq_stride_s + int64_t(h) * p.dq_stride_h;
+#pragma unroll 1
+  for (int u = tid; u < 128; u += kThreads) {
+    const DqPairs e = dq_accum_pairs(u, Cfg::kDqCols0);
+    uint32_t* top = reinterpret_cast<uint32_t*>(dq + e.row * p.dq_stride_s + e.col);
+    uint32_t* low = reinterpret_cast<uint32_t*>(dq + (e.row + 8) * p.dq_stride_s + e.col);
+    const bool top_in = e.row < rows, low_in = e.row + 8 < rows;
+#pragma unroll 4
+    for (int j = 0; j < Cfg::kHeadDim / 8; ++j) {
+      const float4 x = lds_f32x4(tile + 16 * (128 * j + u));
+      if (top_in) top[4 * j] = cuda_backend::pack2<T>(p.scale * x.x, p.scale * x.y);
+      if (low_in) low[4 * j] = cuda_backend::pack2<T>(p.scale * x.z, p.scale * x.w);
+    }
+  }
+}
+
+// The dQ writer of the ring path (BwdParams::dq_ring_slots, dq_ring.h): warp 1 of the producer
+// warpgroup leads (its lane 0 issues the bulk copies and counts), warps 2-3 store dq; the split
+// keeps each side's loop state within the warpgroup's 24 registers. Per step, once both consumer
+// warpgroups have staged the q-block's dQ:
+//   one visitor (need 1): dq stored straight from the staging buffer, the ring untouched;
+//   else the leader waits until the q-block's slot is free (its last earlier user is done:
+//   deadlock-free by the ticket order, dq_ring.h), bulk-adds into it and waits for the add to land,
+//   then counts it; the last arrival loads the slot back into the staging buffer (its add has read
+//   it), and the storers store dq from there, clear the slot, and the leader frees it.
+// The staging buffer goes back to the consumers once every use of it is done. A store job goes to the
+// storers through sm.ring_job (kind, buffer, q head, q-block, slot) between two barriers of the 96 threads;
+// kind 0 ends their loop.
+enum RingJob : int { kRingEnd = 0, kRingSole = 1, kRingLast = 2, kRingAdded = 3 };  // kRingAdded: no job
+constexpr int kRingWriters = 96, kRingStorers = 64;
+
+template <class Cfg>
+__device__ __forceinline__ void bwd_ring_lead(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
+  constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
+  const bool lane0 = threadIdx.x % 32 == 0;
+  PipeState<BwdSmem<Cfg>::kDqBufs> ps;
+  int h, m;
+  t.first_step(p, h, m);
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), t.next_step(p, h, m)) {
+    const int b = ps.stage();
+    int job = kRingSole;
+    if (lane0) {
+      const int at = t.ring_position(p, h, m), slot_index = at & (p.dq_ring_slots - 1);
+      mbar_wait(&sm.dq_full[b], ps.phase());
+      const int need = p.dq_ring_need[at];
+      if (need > 1) {
+        float* slot = p.dq_ring + int64_t(slot_index) * (kBytes / 4);
+        await_ring_slot(p, at);
+        bulk_reduce_add_f32(slot, sm.dq[b], kBytes);
+        tma_store_commit();
+        tma_store_wait_all();
+        job = ring_arrive(p.dq_ring_count + at, need) ? kRingLast : kRingAdded;
+        if (job == kRingLast) {
+          const uint64_t token = mbar_expect_tx_token(&sm.ring_full, kBytes);
+          bulk_load(sm.dq[b], slot, kBytes, &sm.ring_full);
+          mbar_wait_token(&sm.ring_full, token);
+        }
+      }
+      if (job != kRingAdded) {
+        sm.ring_job[0] = job;
+        sm.ring_job[1] = b;
+        sm.ring_job[2] = h;
+        sm.ring_job[3] = m;
+        sm.ring_job[4] = slot_index;
+      }
+    }
+    job = __shfl_sync(0xffffffffu, job, 0);
+    if (job != kRingAdded) {
+      named_bar_sync(kBwdRingBar, kRingWriters);  // the job to the storers
+      named_bar_sync(kBwdRingBar, kRingWriters);  // stored, the slot cleared
+      if (lane0 && job == kRingLast) ring_free(p.dq_ring_count + t.ring_position(p, h, m));
+    }
+    __syncwarp();
+    if (lane0) mbar_arrive(&sm.dq_empty[b]);
+  }
+  if (lane0) sm.ring_job[0] = kRingEnd;
+  named_bar_sync(kBwdRingBar, kRingWriters);
+}
+
+// The storers (warps 2-3; sid 0..63): dq from the staging buffer of each job, and after the last
+// arrival the slot cleared (fenced before the leader frees it).
+template <class T, class Cfg>
+__device__ __forceinline__ void bwd_ring_store(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int sid) {
+  constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
+  for (;;) {
+    named_bar_sync(kBwdRingBar, kRingWriters);
+    const int job = sm.ring_job[0];
+    if (job == kRingEnd) return;
+    store_dq_rows<T, Cfg, kRingStorers>(p, t, sm.ring_job[2], sm.ring_job[3], smem_addr(sm.dq[sm.ring_job[1]]), sid);
+    if (job == kRingLast) {
+      float4* run = reinterpret_cast<float4*>(p.dq_ring + int64_t(sm.ring_job[4]) * (kBytes / 4));
+#pragma unroll 4
+      for (int f = sid; f < kBytes / 16; f += kRingStorers) run[f] = make_float4(0.f, 0.f, 0.f, 0.f);
+      __threadfence();
+    }
+    named_bar_sync(kBwdRingBar, kRingWriters);
+  }
 }
 
 }  // namespace fastattn::sm90

@@ -300,8 +300,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 }
 
 // kDet: deterministic mode (BwdParams::deterministic), a kernel of its own so that the default
-// mode's consumer loop is compiled without the staging path.
-template <class T, class Cfg, bool kDet>
+// mode's consumer loop is compiled without the staging path. kRing: the default mode's dQ ring
+// (BwdParams::dq_ring_slots, dq_ring.h), a kernel of its own too: CTAs take their item by ticket
+// and warps 1-3 write dQ through the ring (dq.cuh, bwd_ring_lead); the consumers are the same.
+template <class T, class Cfg, bool kDet, bool kRing = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
@@ -314,9 +316,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
-    // Deterministic mode: the work item is the CTA's start order, so a CTA waits (bwd_write_dq) only on
-    // CTAs that started before it, never on one that may not be resident yet.
-    sm.item = kDet ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
+    // Deterministic mode and the dQ ring: the work item is the CTA's start order, so a CTA waits
+    // (bwd_write_dq, bwd_ring_lead) only on CTAs that started before it, never on one that may not
+    // be resident yet.
+    sm.item = kDet || kRing ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
@@ -338,6 +341,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if constexpr (!Cfg::kDqInStage) mbar_init(&sm.dq_full[b], 8);  // one arrival per consumer warp
       mbar_init(&sm.dq_empty[b], 1);
     }
+    if constexpr (kRing) mbar_init(&sm.ring_full, 1);
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
@@ -348,7 +352,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // second's calls inlined apart from the first's, its tile derived from the first's (the producer
   // warpgroup's 24 registers hold no loop state) or rebuilt from the item (the consumers' registers
   // hold none over the first tile's steps).
-  constexpr bool kPairable = Cfg::kLptOrder && !kDet && !Cfg::kDqInStage && !Cfg::kSplitD;
+  constexpr bool kPairable = Cfg::kLptOrder && !kDet && !kRing && !Cfg::kDqInStage && !Cfg::kSplitD;
   BwdTile t;
   if (kPairable && p.kv_pair) {
     int tiles;
@@ -358,6 +362,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
     t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
     t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)
+    if constexpr (kRing) t.walk = kBwdRingWalk;
     if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
   }
   const bool pairs = kPairable && p.kv_pair;  // then the second tile is there if its block is above the first's
@@ -375,6 +380,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     if constexpr (Cfg::kDqInStage) {
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq_in_stage<Cfg, kDet>(sm, p, t);
+    } else if constexpr (kRing) {
+      static_assert(Cfg::kHasRingKernel && !kDet);
+      if (warp == 1 && t.steps(p.attn.q_per_kv) > 0) bwd_ring_lead<Cfg>(sm, p, t);
+      if (warp >= 2 && t.steps(p.attn.q_per_kv) > 0) bwd_ring_store<T, Cfg>(sm, p, t, int(threadIdx.x) - 64);
     } else if constexpr (kDet || !Cfg::kDqByAtomics) {  // else the consumers add themselves
       constexpr int kWriters = kDet ? Cfg::kDetWriters : 1;  // lane 0 of warp 1 (and of warp 2)
       static_assert(kWriters <= 2);

@@ -1,5 +1,5 @@
 // Host launch of the Hopper backward for one (dtype, head dim): preprocess, main kernel,
-// postprocess, on one stream. The workspace in `p` is allocated and cleared by the caller
+// postprocess (not with the dQ ring: dq_ring.h), on one stream. The workspace in `p` is allocated and cleared by the caller
 // (bwd_backend.cu).
 #pragma once
 
@@ -57,6 +57,10 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       p.lpt_section = 0;  // equal CTAs: block order keeps a unit's CTAs together
     }
   }
+  // The dQ ring's positions follow the longest-first order that the host planned them with.
+  const bool ring = p.dq_ring_slots > 0;
+  if (ring && (!Cfg::kHasRingKernel || p.lpt_section != p.ring_section || p.kv_pair))
+    return {Code::Internal, "backward: the dQ ring's plan does not match the launch's CTA order"};
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();
@@ -65,7 +69,12 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   };
   const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
   if (p.m_blocks > 0) {
-    bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+    if constexpr (Cfg::kHasRingKernel) {
+      if (ring) bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>, true><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+      else bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+    } else {
+      bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+    }
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
   const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk
@@ -91,23 +100,28 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       return Status::Ok();
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
-    static bool det_attr = false, plain_attr = false;
+    static bool det_attr = false, plain_attr = false, ring_attr = false;
     constexpr int kBytes = bwd_launch_smem_bytes<Cfg>();
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
-    if constexpr (Cfg::kHasDetKernel) {
-      st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kBytes, det_attr)
-                           : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
-    } else {
-      if (p.deterministic) return Status::Unsupported("backward: no deterministic kernel for this tile");
-      if constexpr (Cfg::kKeys80)
-        st = launch(bwd_kernel_keys80<T>, kBytes, plain_attr);
-      else
-        st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
+    if constexpr (Cfg::kHasRingKernel) {
+      if (ring) st = launch(bwd_kernel<T, Cfg, false, true>, kBytes, ring_attr);
+    }
+    if (!ring) {
+      if constexpr (Cfg::kHasDetKernel) {
+        st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kBytes, det_attr)
+                             : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
+      } else {
+        if (p.deterministic) return Status::Unsupported("backward: no deterministic kernel for this tile");
+        if constexpr (Cfg::kKeys80)
+          st = launch(bwd_kernel_keys80<T>, kBytes, plain_attr);
+        else
+          st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
+      }
     }
     if (!st.ok()) return st;
     if (st = launched("backward launch"); !st.ok()) return st;
   }
-  if (p.m_blocks > 0) {  // per 64 rows, or per q-block of dQ^T
+  if (p.m_blocks > 0 && !ring) {  // per 64 rows, or per q-block of dQ^T
     const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kDqTransposed ? 1 : Cfg::kBlockM / 64)), unsigned(p.attn.heads_q),
                          unsigned(p.attn.batch));
     bwd_postprocess_kernel<T, Cfg><<<post_grid, kBwdAuxThreads, 0, stream>>>(p);

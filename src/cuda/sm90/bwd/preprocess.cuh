@@ -3,6 +3,8 @@
 //     fp32 and the forward's lse in log2 units, both into the padded workspace (+inf lse and D = 0
 //     for rows past the used ones and rows that kept no key, so their P is exactly 0; d 64 in the
 //     main kernel's read order, bwd_stat_slot), and the q-block's dQ accumulator run cleared;
+//     with the dQ ring (dq_ring.h) instead of the run's clear: the ring's slots, the q-block's visit
+//     and arrival counts, the CTA ticket, and dq = 0 where no key block works on the q-block;
 //   postprocess: dq = scale * dQ accumulator, from its fragment order into dq's strides, per 64
 //     rows (a 128-row q-block's run is two 64-row runs: dq_layout.h), or per 80-row q-block (dQ^T).
 #pragma once
@@ -16,6 +18,7 @@
 #include "cuda/common/math.cuh"  // pack2
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq_layout.h"
+#include "cuda/sm90/bwd/dq_ring.h"
 
 namespace fastattn::sm90 {
 
@@ -29,11 +32,48 @@ __device__ __forceinline__ int bwd_stat_slot(int r) {
   return (r & ~15) | ((r >> 1 & 3) << 2) | ((r >> 3 & 1) << 1) | (r & 1);
 }
 
+// The dQ ring's preparation by preprocess CTA (m, h, b), before any early return (every used position
+// has its CTA; positions of a narrow last section's missing units are never waited on: dq_ring.h):
+// the held slots from the CTA's linear index on, the grid's size apart, cleared; the
+// q-block's position gets its visit count (the same per-key-block q-blocks as the main kernel's
+// tile) and its initial arrival count (free at once with one visitor or none: dq_ring.h); CTA 0
+// resets the ticket. A q-block that no key block works on (rows that keep no key) gets dq = 0 here,
+// as element pairs (the ring's rule: dq pair-aligned).
+template <class T, class Cfg>
+__device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& p, const cuda_backend::BwdSeq& seq,
+                                                 int m, int h, int b) {
+  constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM, kRunFloat4s = kRows * D / 4;
+  using Ring = BwdConfig<D, kRows>;  // the ring's main kernel: its key blocks are the visitors counted
+  static_assert(Ring::kHasRingKernel, "the dQ ring runs on the d 128 64-row tile");
+  const int64_t cta = (int64_t(b) * gridDim.y + h) * gridDim.x + m, ctas = int64_t(gridDim.x) * gridDim.y * gridDim.z;
+  const int64_t held = bwd_ring_slots_held(
+      p.dq_ring_slots, bwd_ring_positions(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.m_blocks, p.ring_section));
+  for (int64_t s = cta; s < held; s += ctas) {
+    float4* slot = reinterpret_cast<float4*>(p.dq_ring + s * (kRows * D));
+    for (int f = threadIdx.x; f < kRunFloat4s; f += kBwdAuxThreads) slot[f] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  const cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
+  const int need = bwd_q_block_visits(mask, m, Ring::kBlockN, kRows);
+  if (threadIdx.x == 0) {
+    const int64_t at = bwd_ring_position(b, h, m, p.attn.heads_kv, p.attn.q_per_kv, p.m_blocks, p.ring_section);
+    p.dq_ring_need[at] = need;
+    p.dq_ring_count[at] = bwd_ring_initial_count(need);
+    if (cta == 0) *p.tile_ticket = 0;
+  }
+  const int rows = min(kRows, seq.rows_q - m * kRows);
+  if (need > 0 || rows <= 0) return;
+  T* dq = static_cast<T*>(p.dq) + int64_t(seq.batch_coord) * p.dq_stride_b +
+          int64_t(seq.q_offset + m * kRows) * p.dq_stride_s + int64_t(h) * p.dq_stride_h;
+  for (int e = threadIdx.x; e < rows * D / 2; e += kBwdAuxThreads)
+    *reinterpret_cast<uint32_t*>(dq + (e / (D / 2)) * p.dq_stride_s + 2 * (e % (D / 2))) = 0u;
+}
+
 // Each row's D from 16-byte loads: a row is kRowLanes lanes (the power of two that covers d / 8), a
 // warp takes 32 / kRowLanes rows at a time. The CTA also clears its q-block's dQ accumulator run
 // (one float4 store per 16 bytes): fused here, the memset of the whole accumulator before it cost a
 // pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
-// are read element by element in the same lane order.
+// are read element by element in the same lane order. kRing: the dQ ring's preparation instead of
+// the clear (bwd_ring_prepare).
 // Its layout (head dim, q-block rows, stats order) is all it takes from a config: the configs that
 // share it share one instance (BwdStatsLayout).
 template <int D_, int BlockM, bool StatsByQuad>
@@ -44,7 +84,7 @@ struct BwdStatsLayout {
 template <class Cfg>
 using BwdStatsLayoutOf = BwdStatsLayout<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kStatsByQuad>;
 
-template <class T, class Cfg>
+template <class T, class Cfg, bool kRing = false>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM;  // the main kernel's q-block: all its rows are written
   constexpr int kVec = 16 / int(sizeof(T));     // elements per 16-byte load
@@ -53,6 +93,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
   static_assert(D % kVec == 0 && D / kVec <= 32 && kRows % (kWarps * kRowsPerWarp) == 0);
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const cuda_backend::BwdSeq seq(p, b, kRows);
+  if constexpr (kRing) bwd_ring_prepare<T, Cfg>(p, seq, m, h, b);
   if (m * kRows >= seq.rows_q) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kRowLanes;
   const int64_t b_off = seq.batch_coord;
@@ -85,9 +126,11 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
       }
     }
   }
-  float4* run = reinterpret_cast<float4*>(p.dq_accum + ws * D);  // cleared while the loads are in flight
+  if constexpr (!kRing) {
+    float4* run = reinterpret_cast<float4*>(p.dq_accum + ws * D);  // cleared while the loads are in flight
 #pragma unroll 4
-  for (int f = threadIdx.x; f < kRows * D / 4; f += kBwdAuxThreads) run[f] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int f = threadIdx.x; f < kRows * D / 4; f += kBwdAuxThreads) run[f] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
     const int r = (it * kWarps + warp) * kRowsPerWarp + lane / kRowLanes, i = m * kRows + r;

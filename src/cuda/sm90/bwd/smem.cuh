@@ -48,8 +48,13 @@ struct BwdSmem {
   // d 192: half 0 only), the stage itself going back by q_empty.
   uint64_t dq_full[Cfg::kDqInStage ? 2 * Cfg::kStages : kDqBufs], dq_empty[kDqBufs];
   int item;  // the CTA's work item (kernel.cuh): here, not in static smem, which would offset the base
-  // Last, so that a launch without the staging (d > 128) leaves it out.
+  // Last but the ring's fields, so that a launch without the staging (d > 128) leaves it out.
   alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : Cfg::kBlockM * Cfg::kHeadDim];  // a step's dQ, fragment order
+  // The dQ ring's writer (d 128 only; dq.cuh, bwd_ring_lead): a slot's load back into the staging
+  // buffer completes on ring_full; a store job (kind, buffer, q head, q-block, slot) goes to the
+  // storers in ring_job. After dq, so that the other paths' offsets stay where they were.
+  uint64_t ring_full;
+  int ring_job[5];
 };
 
 // The bytes a launch asks for: the struct (without dq where dQ is staged in the Q / dO stage), plus

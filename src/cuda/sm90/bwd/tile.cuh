@@ -5,6 +5,7 @@
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/mask/block_source.cuh"
 #include "cuda/mask/window_mask.cuh"
+#include "cuda/sm90/bwd/dq_ring.h"
 #include "cuda/sm90/bwd/lpt_order.h"
 
 namespace fastattn::sm90 {
@@ -31,6 +32,10 @@ struct BwdTile {
   __device__ __forceinline__ int* dq_sem(const BwdParams& p, int h, int m) const {
     return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + m;
   }
+  // The dQ ring's position of q-block m of q head h (dq_ring.h; below 2^31 by the host's rule).
+  __device__ __forceinline__ int ring_position(const BwdParams& p, int h, int m) const {
+    return (int)bwd_ring_position(batch, h, m, p.attn.heads_kv, p.attn.q_per_kv, p.m_blocks, p.ring_section);
+  }
   // The CTA's walk over its steps (q head h, q-block m), the same in the producer, the consumers and
   // the dQ writers (lpt_order.h).
   __device__ __forceinline__ void first_step(const BwdParams& p, int& h, int& m) const {
@@ -47,7 +52,7 @@ __device__ __forceinline__ void set_bwd_tile_block(const BwdParams& p, BwdTile& 
   t.n_block = n_block;
   t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
   t.n0 = n_block * kBlockN;
-  t.q_blocks = cuda_backend::query_blocks(t.mask, t.n0, t.n0 + kBlockN, kBlockM);
+  t.q_blocks = bwd_key_block_q_blocks(t.mask, n_block, kBlockN, kBlockM);
 }
 
 template <int kBlockN, int kBlockM>

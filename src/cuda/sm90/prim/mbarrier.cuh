@@ -30,6 +30,17 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// A one-off wait by the thread that announces the bytes: the arrival's state token names the phase,
+// so the caller keeps no parity in a register.
+__device__ __forceinline__ uint64_t mbar_expect_tx_token(uint64_t* bar, uint32_t bytes) {
+  return cuda::ptx::mbarrier_arrive_expect_tx(cuda::ptx::sem_release, cuda::ptx::scope_cta, cuda::ptx::space_shared,
+                                              bar, bytes);
+}
+__device__ __forceinline__ void mbar_wait_token(uint64_t* bar, uint64_t state) {
+  while (!cuda::ptx::mbarrier_try_wait(bar, state)) {
+  }
+}
+
 // The ring state is arch-neutral (common/pipe_state.h); the Hopper kernels name it unqualified.
 using cuda_backend::PipeState;
 
