@@ -42,6 +42,23 @@ Status compute_major(int* out) {
 
 Status l2_bytes(int* out) { return cached_attribute<cudaDevAttrL2CacheSize>("L2 cache size", out); }
 
+Status current_device(int* dev) {
+  const cudaError_t e = cudaGetDevice(dev);
+  if (e != cudaSuccess) return {Code::CudaError, std::string("cudaGetDevice: ") + cudaGetErrorString(e)};
+  return Status::Ok();
+}
+
+Status set_max_dynamic_smem(const void* kernel, int bytes, PerDeviceFlags& done) {
+  int dev = 0;
+  if (Status st = current_device(&dev); !st.ok()) return st;
+  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit != 0 && (done.bits.load(std::memory_order_relaxed) & bit) != 0) return Status::Ok();
+  const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
+  done.bits.fetch_or(bit, std::memory_order_relaxed);  // racing first calls set the same value
+  return Status::Ok();
+}
+
 Status persistent_grid(int tiles, int* ctas) {
   int sms = 0;
   Status st = sm_count(&sms);

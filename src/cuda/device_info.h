@@ -1,6 +1,9 @@
 // Facts about the current CUDA device that launches need, cached per device.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
+
 #include "fastattn/types.h"
 
 namespace fastattn::cuda_backend {
@@ -18,5 +21,19 @@ Status compute_major(int* out);
 // less work, and at most FASTATTN_MAX_CTAS when that environment variable is set (a testing and
 // profiling knob: the GPU tests use it to make every CTA walk many tiles).
 Status persistent_grid(int tiles, int* ctas);
+
+// The devices on which a kernel's attribute was set already (bit d: device d < 64; devices past 63
+// are set on every call). One per kernel instantiation, static in its launcher.
+struct PerDeviceFlags {
+  std::atomic<uint64_t> bits{0};
+};
+
+// Raises `kernel`'s dynamic shared memory limit to `bytes` on the current device, once per device:
+// a function's attributes belong to a device's context, so a process that launches on a second GPU
+// must set them there too.
+Status set_max_dynamic_smem(const void* kernel, int bytes, PerDeviceFlags& done);
+
+// The current device's index (cudaGetDevice), as a Status.
+Status current_device(int* dev);
 
 }  // namespace fastattn::cuda_backend

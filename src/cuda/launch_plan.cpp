@@ -13,6 +13,16 @@
 
 namespace fastattn::cuda_backend {
 
+namespace {
+
+// A window edge that reaches past every row's keys on its side (left >= the longest key run, right
+// >= the longest query run: row i + diag - left < 0, row i + diag + right >= len_k) bounds nothing:
+// -1, the same mask. It also keeps the kernels' int arithmetic on rows and edges (window_mask.cuh,
+// the backward's dQ ring rule) from overflowing for edges near INT32_MAX.
+int32_t effective_edge(int32_t edge, int32_t longest) { return edge >= longest ? -1 : edge; }
+
+}  // namespace
+
 LaunchProblem make_launch_problem(const detail::Problem& p) {
   LaunchProblem lp;
   lp.problem = &p;
@@ -45,14 +55,14 @@ LaunchProblem make_launch_problem(const detail::Problem& p) {
   } else {
     a.scale_log2 = p.scale * kLog2e;
   }
-  a.window_left = p.window_left;
-  a.window_right = p.window_right;
+  a.window_left = effective_edge(p.window_left, p.max_rows_k);
+  a.window_right = effective_edge(p.window_right, p.max_rows_q);
   lp.kv.batch_idx = p.cache.batch_idx;
   lp.kv.leftpad = p.cache.leftpad;
   lp.kv.page_table = p.cache.page_table;
   lp.kv.pages_per_seq = p.cache.pages_per_seq;
   lp.kv.page_size = FastDiv(uint32_t(p.cache.page_size));
-  lp.mask = classify_mask(p.window_left, p.window_right);
+  lp.mask = classify_mask(a.window_left, a.window_right);
   lp.pack = choose_gqa_pack(a.q_per_kv, a.seqlen_q, p.varlen);
   lp.num_splits = p.num_splits_arg;
   return lp;

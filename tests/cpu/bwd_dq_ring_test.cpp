@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,10 @@ TEST(BwdDqRing, HostRule) {
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 64, 0, true, 0, 1, 128, s8k), 0) << "no positions";
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 64, 0, true, 6, 3, 16, 2), 0) << "a group of 3: R no multiple of it";
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 1000, 0, true, 8, 8, 64, 8), 0) << "lag 19 x 8 x 8 > 512 slots";
+  // Edges whose sum passes INT32_MAX are wide, not narrow (the sum wrapped negative once).
+  EXPECT_EQ(bwd_dq_ring_slots(128, false, 1 << 30, 1 << 30, true, 1, 2, 512, 1), 0);
+  EXPECT_EQ(bwd_dq_ring_slots(128, false, INT32_MAX, 1, true, 1, 2, 512, 1), 0);
+  EXPECT_EQ(bwd_dq_ring_slots(128, false, 1, INT32_MAX, true, 1, 2, 512, 1), 0);
 }
 
 // The visit count of every q-block equals the number of key blocks whose q-blocks (the kernel's

@@ -76,6 +76,8 @@ inline std::vector<NamedCase> cpu_cases(bool full) {
       {"local_0_0", local(shape(1, 70, 90, 1, 1, 32, 32, F32), 0, 0)},
       {"local_left_only", local(shape(1, 100, 80, 1, 1, 32, 32, F32), 20, -1)},
       {"local_right_only", local(shape(1, 80, 100, 1, 1, 32, 32, F32), -1, 3)},
+      {"local_huge_edges", local(shape(1, 70, 90, 2, 1, 32, 32, F32), 1 << 30, 2147483647)},
+      {"local_huge_left", local(shape(1, 90, 70, 1, 1, 32, 32, F32), 2147483647, 0)},
       {"causal_local", causal(local(shape(1, 113, 113, 2, 1, 64, 64, F32), 16, -1))},
       {"softcap", ranged(softcap(shape(1, 70, 70, 2, 2, 64, 64, F32), 1.5f), 1.5f)},
       {"softcap_causal_gqa", ranged(softcap(causal(shape(1, 65, 65, 4, 1, 32, 32, F32)), 2.0f), 1.5f)},

@@ -7,6 +7,9 @@
 // bitwise equal always, dq too in deterministic mode (three runs there).
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <utility>
+
 #include "fwd_case.h"
 
 namespace fastattn::gputest {
@@ -344,7 +347,8 @@ void ring_cases() {
   for (const W& w : {W{64, 0, 1, 1, 2, 1}, W{64, 0, 17, 113, 2, 1}, W{64, 0, 113, 17, 1, 2}, W{0, 0, 17, 300, 1, 1},
                      W{64, 64, 113, 113, 3, 1}, W{300, 17, 300, 113, 1, 2}, W{64, 0, 700, 900, 1, 2},
                      W{100, 50, 900, 700, 2, 1}, W{0, 0, 500, 200, 2, 2}, W{64, 0, 1000, 1000, 3, 4},
-                     W{300, 17, 1500, 1500, 1, 1}, W{64, 0, 4097, 4097, 1, 1}, W{64, 0, 2048, 2048, 2, 2}}) {
+                     W{300, 17, 1500, 1500, 1, 1}, W{64, 0, 4097, 4097, 1, 1}, W{64, 0, 2048, 2048, 2, 2},
+                     W{64, 0, 4096, 4096, 2, 8}}) {  // the last: 512 CTAs, more than are resident
     BwdCase c = windowed(bcase((w.sq + w.wl) % 2 == 0 ? DType::BF16 : DType::F16, 128, w.sq, w.sk), w.wl, w.wr);
     c.batch = w.batch;
     c.hq = c.hkv = w.heads;
@@ -354,6 +358,11 @@ void ring_cases() {
   g.hq = 8;
   g.hkv = 2;
   run_bwd_case(g);
+  BwdCase wide = windowed(bcase(DType::F16, 128, 2048, 2048), 64, 0);  // GQA 4, 256 CTAs: waits on later tickets
+  wide.batch = 4;
+  wide.hq = 16;
+  wide.hkv = 4;
+  run_bwd_case(wide);
   BwdCase v = windowed(bcase(DType::BF16, 128, 0, 0), 64, 0);  // varlen with empty sequences
   v.lens_q = {17, 200, 0, 64, 300};
   v.lens_k = {300, 30, 5, 0, 290};
@@ -373,6 +382,15 @@ TEST_F(Sm90Bwd, DqRingWindows) { ring_cases(); }
 TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
   RingSlots fewest("1");
   ring_cases();
+}
+
+// Window edges past every row's reach (up to INT32_MAX) bound nothing: the same answers as the
+// unbounded side (the kernels' int arithmetic on rows and edges must not wrap; the ring must not
+// take such a window for a narrow one).
+TEST_F(Sm90Bwd, HugeWindowEdges) {
+  for (auto [wl, wr] : {std::pair{1 << 30, 1 << 30}, std::pair{INT32_MAX, 0}, std::pair{-1, INT32_MAX},
+                        std::pair{INT32_MAX, INT32_MAX}, std::pair{64, INT32_MAX}})
+    for (int d : {128, 256}) run_bwd_case(windowed(bcase(DType::BF16, d, 300, 257), wl, wr));
 }
 
 TEST_F(Sm90Bwd, Softcap) { softcap_cases(64, 128); }

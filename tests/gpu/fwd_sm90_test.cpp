@@ -4,8 +4,10 @@
 // case also runs twice and must be bitwise identical.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <utility>
 
 #include "fwd_case.h"
 
@@ -260,6 +262,19 @@ TEST_F(Sm90Fwd, LocalWindows) {
   narrow.wl = 40;
   narrow.wr = 24;
   run_fwd_case(narrow);
+}
+
+// Window edges past every row's reach (up to INT32_MAX) bound nothing: the same answers as the
+// unbounded side, not a wrapped sum that keeps no key.
+TEST_F(Sm90Fwd, HugeWindowEdges) {
+  for (auto [wl, wr] : {std::pair{1 << 30, 1 << 30}, std::pair{INT32_MAX, 0}, std::pair{-1, INT32_MAX},
+                        std::pair{INT32_MAX, INT32_MAX}, std::pair{64, INT32_MAX}})
+    for (int d : {64, 128}) {
+      FwdCase c = base(DType::BF16, d, 257, 300);
+      c.wl = wl;
+      c.wr = wr;
+      run_fwd_case(c);
+    }
 }
 
 TEST_F(Sm90Fwd, Softcap) {

@@ -110,7 +110,9 @@ inline constexpr int kBwdRingMaxWindow = 1024;
 // bwd_ring_slots_held of them: no more than the positions.
 inline int bwd_dq_ring_slots(int d, bool deterministic, int left, int right, bool dq_pairs, int units, int q_per_kv,
                              int m_blocks, int section, int wanted = kBwdRingSlots) {
-  if (d != 128 || deterministic || left < 0 || right < 0 || left + right > kBwdRingMaxWindow || !dq_pairs) return 0;
+  if (d != 128 || deterministic || left < 0 || right < 0 || left > kBwdRingMaxWindow || right > kBwdRingMaxWindow ||
+      left + right > kBwdRingMaxWindow || !dq_pairs)  // each edge first: no int overflow in the sum
+    return 0;
   if (units <= 0 || m_blocks <= 0 || q_per_kv <= 0 || (q_per_kv & (q_per_kv - 1)) != 0 || (section & (section - 1)) != 0)
     return 0;
   if (bwd_ring_positions(units, q_per_kv, m_blocks, section) >= (int64_t(1) << 31)) return 0;

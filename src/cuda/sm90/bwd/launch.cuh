@@ -90,17 +90,15 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::V), Cfg::kBlockN, &tv);
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::Out, grads.dout), Cfg::kBlockM, &tdo);
     if (!st.ok()) return st;
-    auto launch = [&](auto kernel, int smem, bool& attr_set) -> Status {
-      if (!attr_set) {  // per kernel; racing first calls set the same value
-        const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
-        attr_set = true;
-      }
+    auto launch = [&](auto kernel, int smem, cuda_backend::PerDeviceFlags& attr_set) -> Status {
+      if (Status st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set);
+          !st.ok())
+        return st;
       kernel<<<unsigned(items), Cfg::kThreads, smem, stream>>>(tq, tk, tv, tdo, p);
       return Status::Ok();
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
-    static bool det_attr = false, plain_attr = false, ring_attr = false;
+    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr;
     constexpr int kBytes = bwd_launch_smem_bytes<Cfg>();
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
     if constexpr (Cfg::kHasRingKernel) {

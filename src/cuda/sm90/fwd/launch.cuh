@@ -48,18 +48,28 @@ cudaLaunchConfig_t cluster_launch(int ctas, int splits, int smem, cudaStream_t s
 // device cannot say (the query's error is cleared): the combine kernel then merges.
 template <class Cfg>
 int clusters_at_once(FwdKernel kernel, int smem, int splits) {
-  static int cached[cuda_backend::kClusterMaxSplits + 1] = {};  // 0: not asked yet; racing first calls store the same value
-  if (splits < 2 || splits > cuda_backend::kClusterMaxSplits) return 0;
-  if (cached[splits] == 0) {
+  // Per device (a MIG slice or a smaller part holds fewer) and split count; 0: not asked yet.
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> cached[kMaxDevices][cuda_backend::kClusterMaxSplits + 1] = {};
+  static cuda_backend::PerDeviceFlags attr_set;
+  int dev = 0;
+  if (splits < 2 || splits > cuda_backend::kClusterMaxSplits || !cuda_backend::current_device(&dev).ok() || dev < 0 ||
+      dev >= kMaxDevices)
+    return 0;
+  std::atomic<int>& known = cached[dev][splits];
+  if (known.load(std::memory_order_relaxed) == 0) {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = cluster_launch<Cfg>(splits, splits, smem, nullptr, &attr);
     int n = 0;
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    cudaError_t e = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set).ok()
+                        ? cudaSuccess
+                        : cudaErrorInvalidValue;
     if (e == cudaSuccess) e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
-    if (e != cudaSuccess) (void)cudaGetLastError();
-    cached[splits] = e == cudaSuccess && n > 0 ? n : -1;
+    if (e != cudaSuccess) (void)cudaGetLastError();  // this query's own error
+    known.store(e == cudaSuccess && n > 0 ? n : -1, std::memory_order_relaxed);
   }
-  return cached[splits] > 0 ? cached[splits] : 0;
+  const int n = known.load(std::memory_order_relaxed);
+  return n > 0 ? n : 0;
 }
 
 // The split kernel with one CTA per split tile, a cluster of `splits` CTAs per base tile (tile id
@@ -137,12 +147,9 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   }
   auto kernel = fwd_kernel<T, Cfg>;
   const int smem = fwd_smem_bytes<Cfg>();
-  static bool attr_set = false;  // per instantiation; racing first calls set the same value
-  if (!attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};
-    attr_set = true;
-  }
+  static cuda_backend::PerDeviceFlags attr_set;  // per instantiation
+  if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set); !st.ok())
+    return st;
   if (params.sched.tiles == 0) return Status::Ok();
   // One CTA per split tile in clusters of `splits`: no workspace, no combine (cluster_merge.cuh).
   if constexpr (Cfg::kClusterMerge)
