@@ -141,8 +141,10 @@ struct BwdConfigKeys80 {
   static constexpr bool kDqTransposed = true;
   static constexpr bool kKeys80 = true;
   static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
-  // Launch settings of the default mode only (launch.cuh): block order, no deterministic kernel.
-  static constexpr bool kLptOrder = false;
+  // Launch settings of the default mode only (launch.cuh): no deterministic kernel; under a right
+  // edge d 128's longest-first order (sections, walk down; no paired key blocks), as FA3 orders its
+  // causal d 256 backward.
+  static constexpr bool kLptOrder = true;
   static constexpr bool kHasDetKernel = false;
   static constexpr int kDetChunk = 2048 / kBlockN;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups

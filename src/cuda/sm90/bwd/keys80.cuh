@@ -306,8 +306,10 @@ __global__ void __launch_bounds__(BwdConfigKeys80::kThreads, 1)
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
-  BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, int(blockIdx.x));
-  t.walk = kBwdWalkUp;
+  int item = int(blockIdx.x);
+  if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
+  BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
+  t.walk = p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/common/bwd_params.h"
@@ -46,13 +47,19 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0) {
     p.lpt_section = bwd_lpt_section(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.attn.seqlen_q, D, kBwdLptL2Bytes);
     p.q_walk_down = 1;
+    // A/B only (removed before landing): the 80-key kernel walking upwards in the same order (FA3's).
+    if constexpr (Cfg::kKeys80) {
+      static const bool walk_up = std::getenv("FASTATTN_BWD_KEYS80_WALK_UP") != nullptr;
+      if (walk_up) p.q_walk_down = 0;
+    }
     // Causal-like (no left edge): key blocks j and N - 1 - j in one CTA where longest first cannot act
     // (lpt_order.h; the SMs as a persistent grid sees them, so that the tests' FASTATTN_MAX_CTAS
-    // sends small problems through the pairs too).
+    // sends small problems through the pairs too). The 80-key kernel has no pair tiles: it keeps the
+    // sections.
     int sms = 0;
     if (Status st = cuda_backend::persistent_grid(INT32_MAX, &sms); !st.ok()) return st;
     const int units = p.attn.heads_kv * p.attn.batch;
-    if (p.attn.window_left < 0 && bwd_pair_key_blocks(p.lpt_section, units, p.n_blocks, sms)) {
+    if (!Cfg::kKeys80 && p.attn.window_left < 0 && bwd_pair_key_blocks(p.lpt_section, units, p.n_blocks, sms)) {
       p.kv_pair = 1;
       p.lpt_section = 0;  // equal CTAs: block order keeps a unit's CTAs together
     }
