@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include "cuda/common/bwd_params.h"
@@ -43,15 +42,10 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   // Deterministic CTA order: chunks of 2048 keys, 8 heads' Q, dO in L2 at d 128 s 8k.
   if (p.deterministic) p.det_chunk = std::min(p.n_blocks, Cfg::kDetChunk);
   // Default mode under a right-bounded mask (causal folded in as window_right 0): longest first, in
-  // sections of units that fit L2, each CTA walking downwards with the group's heads inner.
+  // sections of units that fit L2; d 128's CTAs walk downwards with the group's heads inner.
   if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0) {
     p.lpt_section = bwd_lpt_section(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.attn.seqlen_q, D, kBwdLptL2Bytes);
-    p.q_walk_down = 1;
-    // A/B only (removed before landing): the 80-key kernel walking upwards in the same order (FA3's).
-    if constexpr (Cfg::kKeys80) {
-      static const bool walk_up = std::getenv("FASTATTN_BWD_KEYS80_WALK_UP") != nullptr;
-      if (walk_up) p.q_walk_down = 0;
-    }
+    p.q_walk_down = Cfg::kKeys80 ? 0 : 1;  // the 80-key kernel walks upwards (keys80.cuh)
     // Causal-like (no left edge): key blocks j and N - 1 - j in one CTA where longest first cannot act
     // (lpt_order.h; the SMs as a persistent grid sees them, so that the tests' FASTATTN_MAX_CTAS
     // sends small problems through the pairs too). The 80-key kernel has no pair tiles: it keeps the
