@@ -88,8 +88,9 @@ struct BwdConfig {
   static constexpr int kDetChunk = 2048 / kBlockN;
   // d 128: the default mode's CTA order under a causal mask (or a window with a right edge) is
   // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh). At
-  // d 64 and d 256 the same order measured level or slower (notes, session 25). The 80-row tile
-  // serves no mask (bwd_rows80), so it is built without this order and without paired key blocks.
+  // d 64 and on the 64-key d 256 kernel the same order measured level or slower (notes, session 25;
+  // the 80-key d 256 tile takes it, walking upwards: BwdConfigKeys80). The 80-row tile serves no
+  // mask (bwd_rows80), so it is built without this order and without paired key blocks.
   static constexpr bool kLptOrder = D == 128 && kBlockM == 64;
   // dQ writer threads of the deterministic mode (d <= 128), taking the steps in turn: each waits for
   // its add to land before passing the q-block's turn on, which at d 128 took about as long as a
