@@ -39,7 +39,7 @@ void check_order(int units, int n_blocks, int section) {
 
 TEST(BwdLptOrder, PermutationLongestFirstPerSection) {
   for (int units : {1, 2, 3, 7, 8, 9, 32, 33, 64})
-    for (int n_blocks : {1, 2, 5, 32, 64})
+    for (int n_blocks : {1, 2, 5, 13, 32, 52, 64})  // 13, 52: 80-key blocks of s 1k, 4k
       for (int section : {1, 2, 4, 8, 16})
         if (section <= std::max(units, 1)) check_order(units, n_blocks, section);
 }
@@ -86,6 +86,10 @@ TEST(BwdLptOrder, SectionsOfUnitsThatFitL2) {
   EXPECT_EQ(bwd_lpt_section(2 * 16, 1, 8192, 128, kBwdLptL2Bytes), 4);
   EXPECT_EQ(bwd_lpt_section(4 * 16, 1, 4096, 128, kBwdLptL2Bytes), 8);
   EXPECT_EQ(bwd_lpt_section(4 * 8, 8, 4096, 128, kBwdLptL2Bytes), 1);
+  // The 80-key d 256 tile's causal shapes: s4k b4 h8 (8 MiB a unit; FA3's section there is 4 too)
+  // and s1k b16 h8.
+  EXPECT_EQ(bwd_lpt_section(4 * 8, 1, 4096, 256, kBwdLptL2Bytes), 4);
+  EXPECT_EQ(bwd_lpt_section(16 * 8, 1, 1024, 256, kBwdLptL2Bytes), 16);
   EXPECT_EQ(bwd_lpt_section(2, 1, 1024, 128, kBwdLptL2Bytes), 2) << "at most the units there are";
   EXPECT_EQ(bwd_lpt_section(3, 1, 1, 64, kBwdLptL2Bytes), 2) << "a power of two";
   EXPECT_EQ(bwd_lpt_section(7, 64, 1 << 20, 256, kBwdLptL2Bytes), 1) << "at least one";

@@ -45,8 +45,8 @@ struct BwdParams {
   // key blocks of a head running at once (the chain a wave waits along) are only det_chunk, while
   // det_chunk x heads resident CTAs still share their heads' Q and dO in L2.
   int det_chunk = 0;
-  // Default mode under a right-bounded mask (causal, windows with a right edge), d 128: the CTA
-  // order is longest first, units (sequence x KV head) in sections of lpt_section (sm90/bwd/lpt_order.h);
+  // Default mode under a right-bounded mask (causal, windows with a right edge), d 128 and the
+  // 80-key d 256 tile: the CTA order is longest first, units (sequence x KV head) in sections of lpt_section (sm90/bwd/lpt_order.h);
   // 0: block-index order.
   int lpt_section = 0;
   // Default mode under a right-bounded mask, d 128: each CTA walks its steps downwards, the group's

@@ -88,8 +88,9 @@ struct BwdConfig {
   static constexpr int kDetChunk = 2048 / kBlockN;
   // d 128: the default mode's CTA order under a causal mask (or a window with a right edge) is
   // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh). At
-  // d 64 and d 256 the same order measured level or slower (notes, session 25). The 80-row tile
-  // serves no mask (bwd_rows80), so it is built without this order and without paired key blocks.
+  // d 64 and on the 64-key d 256 kernel the same order measured level or slower (notes, session 25;
+  // the 80-key d 256 tile takes it, walking upwards: BwdConfigKeys80). The 80-row tile serves no
+  // mask (bwd_rows80), so it is built without this order and without paired key blocks.
   static constexpr bool kLptOrder = D == 128 && kBlockM == 64;
   // dQ writer threads of the deterministic mode (d <= 128), taking the steps in turn: each waits for
   // its add to land before passing the q-block's turn on, which at d 128 took about as long as a
@@ -141,8 +142,10 @@ struct BwdConfigKeys80 {
   static constexpr bool kDqTransposed = true;
   static constexpr bool kKeys80 = true;
   static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
-  // Launch settings of the default mode only (launch.cuh): block order, no deterministic kernel.
-  static constexpr bool kLptOrder = false;
+  // Launch settings of the default mode only (launch.cuh): no deterministic kernel; under a right
+  // edge the longest-first order in L2 sections (lpt_order.h), each CTA walking upwards and no
+  // paired key blocks: FA3's causal d 256 order (notes: s4k causal +5 % over block order).
+  static constexpr bool kLptOrder = true;
   static constexpr bool kHasDetKernel = false;
   static constexpr int kDetChunk = 2048 / kBlockN;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups

@@ -42,17 +42,18 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   // Deterministic CTA order: chunks of 2048 keys, 8 heads' Q, dO in L2 at d 128 s 8k.
   if (p.deterministic) p.det_chunk = std::min(p.n_blocks, Cfg::kDetChunk);
   // Default mode under a right-bounded mask (causal folded in as window_right 0): longest first, in
-  // sections of units that fit L2, each CTA walking downwards with the group's heads inner.
+  // sections of units that fit L2; d 128's CTAs walk downwards with the group's heads inner.
   if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0) {
     p.lpt_section = bwd_lpt_section(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.attn.seqlen_q, D, kBwdLptL2Bytes);
-    p.q_walk_down = 1;
+    p.q_walk_down = Cfg::kKeys80 ? 0 : 1;  // the 80-key kernel walks upwards (keys80.cuh)
     // Causal-like (no left edge): key blocks j and N - 1 - j in one CTA where longest first cannot act
     // (lpt_order.h; the SMs as a persistent grid sees them, so that the tests' FASTATTN_MAX_CTAS
-    // sends small problems through the pairs too).
+    // sends small problems through the pairs too). The 80-key kernel has no pair tiles: it keeps the
+    // sections.
     int sms = 0;
     if (Status st = cuda_backend::persistent_grid(INT32_MAX, &sms); !st.ok()) return st;
     const int units = p.attn.heads_kv * p.attn.batch;
-    if (p.attn.window_left < 0 && bwd_pair_key_blocks(p.lpt_section, units, p.n_blocks, sms)) {
+    if (!Cfg::kKeys80 && p.attn.window_left < 0 && bwd_pair_key_blocks(p.lpt_section, units, p.n_blocks, sms)) {
       p.kv_pair = 1;
       p.lpt_section = 0;  // equal CTAs: block order keeps a unit's CTAs together
     }
