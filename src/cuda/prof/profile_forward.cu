@@ -63,7 +63,11 @@ Status capture_launch(const AttnArgs& args, cudaStream_t stream, CapturedLaunch*
   // Relaxed: the backend's device queries during the call are not stream work and may run.
   Status st = cuda_status(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
   if (!st.ok()) return st;
-  const Status fwd = forward(args, stream);
+  // The probed kernel is the unsplit forward: a split call (num_splits 0 lets the heuristic split a
+  // small problem) would add the combine and run the split twin.
+  AttnArgs unsplit = args;
+  unsplit.num_splits = 1;
+  const Status fwd = forward(unsplit, stream);
   st = cuda_status(cudaStreamEndCapture(stream, &out->graph), "cudaStreamEndCapture");
   if (!fwd.ok()) st = fwd;
   if (!st.ok()) return st;
