@@ -63,11 +63,7 @@ Status capture_launch(const AttnArgs& args, cudaStream_t stream, CapturedLaunch*
   // Relaxed: the backend's device queries during the call are not stream work and may run.
   Status st = cuda_status(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture");
   if (!st.ok()) return st;
-  // The probed kernel is the unsplit forward: a split call (num_splits 0 lets the heuristic split a
-  // small problem) would add the combine and run the split twin.
-  AttnArgs unsplit = args;
-  unsplit.num_splits = 1;
-  const Status fwd = forward(unsplit, stream);
+  const Status fwd = forward(args, stream);
   st = cuda_status(cudaStreamEndCapture(stream, &out->graph), "cudaStreamEndCapture");
   if (!fwd.ok()) st = fwd;
   if (!st.ok()) return st;
@@ -171,13 +167,18 @@ Status profile_forward(const AttnArgs& args, const ProfileRequest& request, Prof
       return st;
     stream = own;
   }
+  // The probed kernel is the unsplit forward: a split call (num_splits 0 lets the heuristic split a
+  // small problem) would add the combine and run the split twin, so the default run, its capture
+  // and the probed replays all take num_splits = 1.
+  AttnArgs unsplit = args;
+  unsplit.num_splits = 1;
   cudaGraphExec_t exec = nullptr;
-  Status st = forward(args, stream);  // as the library runs it; also sets its smem attribute outside the capture
+  Status st = forward(unsplit, stream);  // as the library runs it; also sets its smem attribute outside the capture
   std::vector<std::byte> want_out, want_lse, got;
   if (st.ok()) st = download(args.out, want_out, stream);
   if (st.ok()) st = download(args.lse, want_lse, stream);
   CapturedLaunch launch{};
-  if (st.ok()) st = capture_launch(args, stream, &launch, &result->default_kernel, &exec);
+  if (st.ok()) st = capture_launch(unsplit, stream, &launch, &result->default_kernel, &exec);
   if (st.ok()) {
     const cudaKernelNodeParams& kp = launch.params;
     result->grid[0] = int(kp.gridDim.x), result->grid[1] = int(kp.gridDim.y), result->grid[2] = int(kp.gridDim.z);
