@@ -15,17 +15,16 @@ namespace {
 // in CUDA graphs.
 template <cudaDeviceAttr Attr>
 Status cached_attribute(const char* what, int* out) {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cache[kMaxDevices] = {};
+  static std::atomic<int> cache[kMaxCachedDevices] = {};
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e != cudaSuccess) return {Code::CudaError, std::string("cudaGetDevice: ") + cudaGetErrorString(e)};
-  if (dev >= 0 && dev < kMaxDevices && (*out = cache[dev].load(std::memory_order_relaxed)) > 0)
+  if (dev >= 0 && dev < kMaxCachedDevices && (*out = cache[dev].load(std::memory_order_relaxed)) > 0)
     return Status::Ok();
   int n = 0;
   e = cudaDeviceGetAttribute(&n, Attr, dev);
   if (e != cudaSuccess || n <= 0) return {Code::CudaError, std::string(what) + ": " + cudaGetErrorString(e)};
-  if (dev >= 0 && dev < kMaxDevices) cache[dev].store(n, std::memory_order_relaxed);
+  if (dev >= 0 && dev < kMaxCachedDevices) cache[dev].store(n, std::memory_order_relaxed);
   *out = n;
   return Status::Ok();
 }
@@ -51,7 +50,8 @@ Status current_device(int* dev) {
 Status set_max_dynamic_smem(const void* kernel, int bytes, PerDeviceFlags& done) {
   int dev = 0;
   if (Status st = current_device(&dev); !st.ok()) return st;
-  const uint64_t bit = dev >= 0 && dev < 64 ? uint64_t(1) << dev : 0;
+  static_assert(kMaxCachedDevices <= 64, "one bit a device");
+  const uint64_t bit = dev >= 0 && dev < kMaxCachedDevices ? uint64_t(1) << dev : 0;
   if (bit != 0 && (done.bits.load(std::memory_order_relaxed) & bit) != 0) return Status::Ok();
   const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e != cudaSuccess) return {Code::CudaError, std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e)};

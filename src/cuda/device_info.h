@@ -22,8 +22,11 @@ Status compute_major(int* out);
 // profiling knob: the GPU tests use it to make every CTA walk many tiles).
 Status persistent_grid(int tiles, int* ctas);
 
-// The devices on which a kernel's attribute was set already (bit d: device d < 64; devices past 63
-// are set on every call). One per kernel instantiation, static in its launcher.
+// Per-device caches cover devices 0 .. kMaxCachedDevices - 1; a device past them asks every time.
+constexpr int kMaxCachedDevices = 64;
+
+// The devices on which a kernel's attribute was set already (bit d: device d). One per kernel
+// instantiation, static in its launcher.
 struct PerDeviceFlags {
   std::atomic<uint64_t> bits{0};
 };

@@ -32,7 +32,7 @@ constexpr int kGroup = 16;
 __device__ __forceinline__ float split_weight(const float* lse, int64_t rows, int splits, int s, float m) {
   if (s >= splits) return 0.f;
   const float ls = lse[s * rows];
-  return ls == -INFINITY ? 0.f : expf(ls - m);
+  return merge_weight(ls, m);
 }
 
 template <typename T>
@@ -56,12 +56,12 @@ __global__ void combine_rows(SplitCombineParams p) {
     float m = ls0;
     for (int s = lane + 32; s < p.splits; s += 32) m = fmaxf(m, lse[s * rows]);
     m = warp_max(m);
-    const float w0 = ls0 == -INFINITY ? 0.f : expf(ls0 - m);
+    const float w0 = merge_weight(ls0, m);
     float sum = w0;
     if (m != -INFINITY)
       for (int s = lane + 32; s < p.splits; s += 32) sum += split_weight(lse, rows, p.splits, s, m);
     sum = warp_sum(sum);
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    const float inv = merged_inv(sum);
     T* out = static_cast<T*>(p.out) + b * p.out_stride_b + i * p.out_stride_s + h * p.out_stride_h;
     const float* o = p.o + r * p.dv;  // split s at o[s * rows * dv]
     const int64_t split_stride = rows * p.dv;
@@ -85,12 +85,7 @@ __global__ void combine_rows(SplitCombineParams p) {
               add_weighted(acc, __shfl_sync(0xffffffffu, w_lane, (k0 + k) % 32), x[k]);
           }
         }
-        if (c0 + 4 * lane < p.dv) {
-          out[c] = from_f32<T>(acc.x * inv);
-          out[c + 1] = from_f32<T>(acc.y * inv);
-          out[c + 2] = from_f32<T>(acc.z * inv);
-          out[c + 3] = from_f32<T>(acc.w * inv);
-        }
+        if (c0 + 4 * lane < p.dv) store_merged4(out, c, acc, inv);
       }
     } else {
       for (int c = lane; c < p.dv; c += 32) {
@@ -104,7 +99,7 @@ __global__ void combine_rows(SplitCombineParams p) {
       }
     }
     if (lane == 0 && p.lse_out) {
-      p.lse_out[b * p.lse_stride_b + h * p.lse_stride_h + i * p.lse_stride_s] = sum > 0.f ? m + logf(sum) : -INFINITY;
+      p.lse_out[b * p.lse_stride_b + h * p.lse_stride_h + i * p.lse_stride_s] = merged_lse(m, sum);
     }
   }
 }

@@ -70,12 +70,11 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   };
   const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
   if (p.m_blocks > 0) {
+    auto preprocess = bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>, false>;
     if constexpr (Cfg::kHasRingKernel) {
-      if (ring) bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>, true><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
-      else bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
-    } else {
-      bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>><<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
+      if (ring) preprocess = bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>, true>;
     }
+    preprocess<<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
   const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk

@@ -68,14 +68,8 @@ __device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& 
     *reinterpret_cast<uint32_t*>(dq + (e / (D / 2)) * p.dq_stride_s + 2 * (e % (D / 2))) = 0u;
 }
 
-// Each row's D from 16-byte loads: a row is kRowLanes lanes (the power of two that covers d / 8), a
-// warp takes 32 / kRowLanes rows at a time. The CTA also clears its q-block's dQ accumulator run
-// (one float4 store per 16 bytes): fused here, the memset of the whole accumulator before it cost a
-// pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
-// are read element by element in the same lane order. kRing: the dQ ring's preparation instead of
-// the clear (bwd_ring_prepare).
-// Its layout (head dim, q-block rows, stats order) is all it takes from a config: the configs that
-// share it share one instance (BwdStatsLayout).
+// What the preprocess takes from a config: its layout (head dim, q-block rows, stats order), so that
+// configs sharing it (the d 256 64- and 80-key tiles) share one preprocess instance.
 template <int D_, int BlockM, bool StatsByQuad>
 struct BwdStatsLayout {
   static constexpr int kHeadDim = D_, kBlockM = BlockM;
@@ -84,6 +78,12 @@ struct BwdStatsLayout {
 template <class Cfg>
 using BwdStatsLayoutOf = BwdStatsLayout<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kStatsByQuad>;
 
+// Each row's D from 16-byte loads: a row is kRowLanes lanes (the power of two that covers d / 8), a
+// warp takes 32 / kRowLanes rows at a time. The CTA also clears its q-block's dQ accumulator run
+// (one float4 store per 16 bytes): fused here, the memset of the whole accumulator before it cost a
+// pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
+// are read element by element in the same lane order. kRing: the dQ ring's preparation instead of
+// the clear (bwd_ring_prepare).
 template <class T, class Cfg, bool kRing = false>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM;  // the main kernel's q-block: all its rows are written

@@ -68,10 +68,10 @@ __device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int t, int splits, i
   constexpr int D = Cfg::kHeadDim;
   const float ls0 = lane < splits ? ld_cluster(cluster_map(smem_addr(&sm.merge.lse[t]), lane)) : -INFINITY;
   const float m = cuda_backend::warp_max(ls0);
-  const float w0 = ls0 == -INFINITY ? 0.f : expf(ls0 - m);
+  const float w0 = cuda_backend::merge_weight(ls0, m);
   const float sum = cuda_backend::warp_sum(w0);
-  row.inv = sum > 0.f ? 1.f / sum : 0.f;
-  row.lse = sum > 0.f ? m + logf(sum) : -INFINITY;
+  row.inv = cuda_backend::merged_inv(sum);
+  row.lse = cuda_backend::merged_lse(m, sum);
   const uint32_t base = smem_addr(partial_row<Cfg>(sm, t));
 #pragma unroll
   for (int step = 0; step < MergedRow<Cfg>::kSteps; ++step) {
@@ -102,12 +102,7 @@ __device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTile& 
 #pragma unroll
   for (int step = 0; step < MergedRow<Cfg>::kSteps; ++step) {
     const int c = 128 * step + 4 * lane;
-    if (c < D) {
-      out[c] = cuda_backend::from_f32<T>(row.acc[step].x * row.inv);
-      out[c + 1] = cuda_backend::from_f32<T>(row.acc[step].y * row.inv);
-      out[c + 2] = cuda_backend::from_f32<T>(row.acc[step].z * row.inv);
-      out[c + 3] = cuda_backend::from_f32<T>(row.acc[step].w * row.inv);
-    }
+    if (c < D) cuda_backend::store_merged4(out, c, row.acc[step], row.inv);
   }
   if (lane == 0 && a.lse != nullptr) a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + token * a.lse_stride_s] = row.lse;
 }

@@ -48,25 +48,23 @@ cudaLaunchConfig_t cluster_launch(int ctas, int splits, int smem, cudaStream_t s
 // device cannot say (the query's error is cleared): the combine kernel then merges.
 template <class Cfg>
 int clusters_at_once(FwdKernel kernel, int smem, int splits) {
-  // Per device (a MIG slice or a smaller part holds fewer) and split count; 0: not asked yet.
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> cached[kMaxDevices][cuda_backend::kClusterMaxSplits + 1] = {};
+  // Per device (a MIG slice or a smaller part holds fewer) and split count; 0: not asked yet, -1: no answer.
+  static std::atomic<int> cached[cuda_backend::kMaxCachedDevices][cuda_backend::kClusterMaxSplits + 1] = {};
   static cuda_backend::PerDeviceFlags attr_set;
   int dev = 0;
   if (splits < 2 || splits > cuda_backend::kClusterMaxSplits || !cuda_backend::current_device(&dev).ok() || dev < 0 ||
-      dev >= kMaxDevices)
+      dev >= cuda_backend::kMaxCachedDevices)
     return 0;
   std::atomic<int>& known = cached[dev][splits];
   if (known.load(std::memory_order_relaxed) == 0) {
+    const void* fn = reinterpret_cast<const void*>(kernel);
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = cluster_launch<Cfg>(splits, splits, smem, nullptr, &attr);
     int n = 0;
-    cudaError_t e = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set).ok()
-                        ? cudaSuccess
-                        : cudaErrorInvalidValue;
-    if (e == cudaSuccess) e = cudaOccupancyMaxActiveClusters(&n, reinterpret_cast<const void*>(kernel), &cfg);
-    if (e != cudaSuccess) (void)cudaGetLastError();  // this query's own error
-    known.store(e == cudaSuccess && n > 0 ? n : -1, std::memory_order_relaxed);
+    const bool asked = cuda_backend::set_max_dynamic_smem(fn, smem, attr_set).ok() &&
+                       cudaOccupancyMaxActiveClusters(&n, fn, &cfg) == cudaSuccess;
+    if (!asked) (void)cudaGetLastError();  // this query's own error
+    known.store(asked && n > 0 ? n : -1, std::memory_order_relaxed);
   }
   const int n = known.load(std::memory_order_relaxed);
   return n > 0 ? n : 0;
