@@ -4,9 +4,10 @@
 // one stage; two consumer warpgroups run per q-block of 64 rows:
 //   S = Q K^T, dP = dO V^T          warpgroup w: keys [40 w, 40 w + 40), all 64 q rows (SS, K-major)
 //   P = exp2(S scale log2e - lse), dS = P (dP - D)   (masked by q row: keep-bits over 40 keys)
-//   P^T, dS^T -> smem (keys x 64 q, stmatrix.trans); both warpgroups meet
-//   dV^T += dO^T P^T, dQ^T = K^T dS, dK^T += Q^T dS^T   (swap-AB: warpgroup w's head-dim rows
-//                                       [128 w, 128 w + 128) in two M = 64 halves)
+//   P^T -> smem (keys x 64 q, stmatrix.trans); both warpgroups meet; dV^T += dO^T P^T (runs behind dP)
+//   dS^T -> smem; both warpgroups meet; dQ^T = K^T dS, dK^T += Q^T dS^T
+//                                      (swap-AB: warpgroup w's head-dim rows [128 w, 128 w + 128)
+//                                       in two M = 64 halves)
 //   dQ^T added by vector fp32 atomics into the q-block's run (dq_layout.h, dq_t_accum_index)
 // and at the end dK^T, dV^T staged transposed in the freed K / V tiles and stored by rows.
 // The 64-key d 256 kernel (kernel.cuh) keeps the deterministic mode, softcap and local windows.
@@ -43,7 +44,7 @@ struct BwdSmemKeys80 {
   alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
   alignas(1024) uint8_t dout[Cfg::kQBytes];
   // P^T and dS^T, two deep (indexed by the Q stage): a warpgroup stores step i + 1's while the
-  // other's MMAs may still read step i's, so the step's one meeting orders every reuse.
+  // other's MMAs may still read step i's, so the step's meetings order every reuse.
   alignas(1024) uint8_t pt[Cfg::kStages][kTileBytes];
   alignas(1024) uint8_t ds[Cfg::kStages][kTileBytes];
   alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
@@ -228,8 +229,17 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
         }
       store_t(sm.pt[s], pf);
     }
+    // Every key's P^T in smem: dV^T (both halves) queues behind dP on the tensor pipe while dS is
+    // made, and dO is free once it is done (its one stage refills a dQ^T half earlier).
+    fence_smem_for_tma();  // the MMAs read the tiles through the async proxy
+    named_bar_sync(kBwdPtBar, 256);
+    wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+      mma_dkv_t<T>(dvt[c], sm.dout + (2 * wg + c) * Cfg::kQAtomBytes, desc_k_major_lo(sm.pt[s]));
+    wgmma_commit();
     const float dsum[2] = {lds_f32(dps_addr), lds_f32(dps_addr + 32)};
-    wgmma_wait<0>();
+    wgmma_wait<1>();  // dP done (dV^T may still run)
     fence_operands(dpa);
     {  // dS = P (dP - D) -> dS^T tile
       uint32_t df[kJ][2];
@@ -242,27 +252,25 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
         }
       store_t(sm.ds[s], df);
     }
-    fence_smem_for_tma();  // the MMAs read the tiles through the async proxy
+    fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
-    // dV^T (both halves), dQ^T half 0, dK^T (both halves); dQ^T half 1 once dQ^T half 0 is out.
-    const uint32_t pt_lo = desc_k_major_lo(sm.pt[s]), ds_lo = desc_k_major_lo(sm.ds[s]);
+    // dQ^T half 0, dK^T (both halves); dQ^T half 1 once dQ^T half 0 is out.
+    const uint32_t ds_lo = desc_k_major_lo(sm.ds[s]);
     float dq[32];
     wgmma_fence();
-#pragma unroll
-    for (int c = 0; c < 2; ++c) mma_dkv_t<T>(dvt[c], sm.dout + (2 * wg + c) * Cfg::kQAtomBytes, pt_lo);
-    wgmma_commit();
     mma_dq_t<T>(dq, sm.k + (2 * wg) * Cfg::kKAtomBytes, sm.ds[s]);
     wgmma_commit();
 #pragma unroll
     for (int c = 0; c < 2; ++c) mma_dkv_t<T>(dkt[c], sm.q[s] + (2 * wg + c) * Cfg::kQAtomBytes, ds_lo);
     wgmma_commit();
     float* run = p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim;
-    wgmma_wait<1>();  // dV^T and dQ^T half 0 done: dO is free
+    wgmma_wait<2>();  // dV^T done: dO is free
     fence_operands(dvt[0]);
     fence_operands(dvt[1]);
-    fence_operands(dq);
     __syncwarp();
     if (lane == 0) mbar_arrive(&sm.do_empty);
+    wgmma_wait<1>();  // dQ^T half 0 done
+    fence_operands(dq);
     add_dq_t(run, 2 * wg, dq);
     wgmma_fence();
     mma_dq_t<T>(dq, sm.k + (2 * wg + 1) * Cfg::kKAtomBytes, sm.ds[s]);
