@@ -33,10 +33,10 @@ struct MergedRow {
   StoredRow w;
 };
 
+// The row whose slot group starts at slot0 (split s's copy in slot slot0 + s).
 template <class Cfg>
-__device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int t, int splits, int lane, MergedRow<Cfg>& row) {
+__device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int slot0, int splits, int lane, MergedRow<Cfg>& row) {
   constexpr int D = Cfg::kHeadDim;
-  const int slot0 = merge_slot(t, splits, 0);  // split s's copy in slot slot0 + s
   const float ls0 = lane < splits ? sm.merge.lse[slot0 + lane] : -INFINITY;
   const float m = cuda_backend::warp_max(ls0);
   const float w0 = cuda_backend::merge_weight(ls0, m);
@@ -81,41 +81,43 @@ __device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTile& 
 
 // The consumer warps, after their tile's partials are pushed: this CTA's tile again (a cluster
 // launch gives each CTA one; its base tile is the cluster's), the bytes of the rows it merges
-// (tile row t to CTA t % splits, warp t / splits % 8; at most 4 a warp) announced on merge.full,
-// and once they have landed, the merge and the stores.
+// announced on merge.full, and once they have landed, the merge and the stores. This CTA (rank r)
+// merges the rows of slot groups j (tile row j x splits + r, slots from j x splits), group j to
+// consumer warp j % 8; at most 32 groups (2 splits), so the first warp counts them a lane each.
 template <class T, class Cfg>
 __device__ __forceinline__ void cluster_merge(FwdSmem<Cfg>& sm, const FwdParams& p) {
   constexpr int kWarps = 4 * Cfg::kConsumerWarpgroups;
   constexpr int kRowsPerWarp = kClusterMergeRows / (2 * kWarps);  // at 2 splits, the fewest
+  static_assert(kClusterMergeRows / 2 <= 32, "a lane per slot group");
   TileWalk walk;
   const bool has_tile = walk.next<Cfg>(p);
   const FwdTile& e = walk.t;
   const int splits = int(p.split.splits.d), lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 4;
-  const int rank = int(cluster_rank()), first = rank + splits * warp;
+  const int rank = int(cluster_rank());
   const int heads = has_tile ? min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head) : 0;
   float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as o 0, lse -inf
-  auto merged_here = [&](int t) {
-    return has_tile && t < kClusterMergeRows && merged_in_cluster(t, splits) && stored_row(p, e, t, heads, inv, lse).keep;
+  // Group j's row, if it is stored and its group fits (the rows store_partial pushes).
+  auto merged_here = [&](int j) {
+    return has_tile && group_fits(j * splits, splits) && stored_row(p, e, j * splits + rank, heads, inv, lse).keep;
   };
-  if (threadIdx.x == 128) {  // the rows every split pushes here (store_partial keeps the same ones)
-    uint32_t rows = 0;
-    for (int t = rank; t < kClusterMergeRows; t += splits) rows += merged_here(t);
-    mbar_expect_tx(&sm.merge.full, rows * uint32_t(splits) * kMergeRowBytes<Cfg>);
+  if (warp == 0) {
+    const unsigned rows = __popc(__ballot_sync(0xffffffffu, merged_here(lane)));
+    if (lane == 0) mbar_expect_tx(&sm.merge.full, rows * uint32_t(splits) * kMergeRowBytes<Cfg>);
   }
   MergedRow<Cfg> rows[kRowsPerWarp];
   bool waited = false;
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int t = first + i * splits * kWarps;
-    rows[i].w.keep = merged_here(t);
+    const int j = warp + i * kWarps;
+    rows[i].w.keep = merged_here(j);
     if (!rows[i].w.keep) continue;
-    rows[i].w = stored_row(p, e, t, heads, inv, lse);
+    rows[i].w = stored_row(p, e, j * splits + rank, heads, inv, lse);
     if (!waited) {  // the pushes are weak stores whose bytes complete on the barrier at cluster scope
       while (!cuda::ptx::mbarrier_try_wait_parity(cuda::ptx::sem_acquire, cuda::ptx::scope_cluster, &sm.merge.full, 0u)) {
       }
       waited = true;
     }
-    merge_row<Cfg>(sm, t, splits, lane, rows[i]);
+    merge_row<Cfg>(sm, j * splits, splits, lane, rows[i]);
   }
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i)

@@ -8,6 +8,7 @@
 // not for a cluster barrier, and no CTA reads another's smem.
 #pragma once
 
+#include "cuda/common/fast_div.h"
 #include "cuda/sm90/fwd/tile.cuh"
 #include "cuda/sm90/prim/cluster.cuh"
 #include "cuda/sm90/prim/wgmma.cuh"
@@ -25,32 +26,40 @@ __device__ __forceinline__ float* partial_row(FwdSmem<Cfg>& sm, int slot) {
 // Float offset in a slot of columns [4 chunk, 4 chunk + 4).
 __device__ __forceinline__ int partial_chunk(int slot, int chunk) { return 4 * (chunk ^ (slot & 7)); }
 
-__device__ __forceinline__ int merge_slot(int t, int splits, int split) { return t - t % splits + split; }
-
-// Whether tile row t's slots fit its owner (the launch's rule, sched/split_plan.h: merge_in_cluster,
-// puts every stored row below the last whole group of `splits` slots).
-__device__ __forceinline__ bool merged_in_cluster(int t, int splits) {
-  return t - t % splits + splits <= kClusterMergeRows;
+// Tile row t's slot group at its owner: the owner's rank (t % splits) and the group's first slot
+// (t - t % splits; split s's copy in slot first + s).
+struct MergeSlots {
+  int owner, first;
+};
+__device__ __forceinline__ MergeSlots merge_slots(int t, const cuda_backend::FastDiv& splits) {
+  const int first = int(splits.div(unsigned(t)) * splits.d);
+  return {t - first, first};
 }
+
+// Whether a slot group fits the owner (the launch's rule, sched/split_plan.h: merge_in_cluster,
+// puts every stored row's group below kClusterMergeRows).
+__device__ __forceinline__ bool group_fits(int first, int splits) { return first + splits <= kClusterMergeRows; }
 
 // Bytes one split pushes for one row: its O and its LSE.
 template <class Cfg>
 constexpr uint32_t kMergeRowBytes = 4 * Cfg::kHeadDim + 4;
 
-// Tile row t of split `split` (this CTA) to its owner: this thread's column pairs 8 j + 2 quad_col,
-// + 1 of `o` (half h of the fragment) times inv, and with quad_col 0 the LSE.
+// Tile row t of split `split` (this CTA) to its owner, if its group fits: this thread's column
+// pairs 8 j + 2 quad_col, + 1 of `o` (half h of the fragment) times inv, and with quad_col 0 the LSE.
 template <class Cfg>
-__device__ __forceinline__ void push_partial_row(FwdSmem<Cfg>& sm, int t, int splits, int split, int quad_col,
-                                                 const float (&o)[Cfg::kHeadDim / 2], int h, float inv, float lse) {
-  const unsigned owner = unsigned(t % splits);
-  const int slot = merge_slot(t, splits, split);
-  const uint32_t bar = cluster_map(smem_addr(&sm.merge.full), owner);
-  const uint32_t row = cluster_map(smem_addr(partial_row<Cfg>(sm, slot)), owner);
+__device__ __forceinline__ void push_partial_row(FwdSmem<Cfg>& sm, int t, const cuda_backend::FastDiv& splits,
+                                                 int split, int quad_col, const float (&o)[Cfg::kHeadDim / 2], int h,
+                                                 float inv, float lse) {
+  const MergeSlots g = merge_slots(t, splits);
+  if (!group_fits(g.first, int(splits.d))) return;
+  const int slot = g.first + split;
+  const uint32_t bar = cluster_map(smem_addr(&sm.merge.full), unsigned(g.owner));
+  const uint32_t row = cluster_map(smem_addr(partial_row<Cfg>(sm, slot)), unsigned(g.owner));
 #pragma unroll
   for (int j = 0; j < Cfg::kHeadDim / 8; ++j)  // half of chunk 2 j + quad_col / 2
     st_async(row + 4 * (partial_chunk(slot, 2 * j + quad_col / 2) + 2 * (quad_col % 2)), o[4 * j + 2 * h] * inv,
              o[4 * j + 2 * h + 1] * inv, bar);
-  if (quad_col == 0) st_async(cluster_map(smem_addr(&sm.merge.lse[slot]), owner), lse, bar);
+  if (quad_col == 0) st_async(cluster_map(smem_addr(&sm.merge.lse[slot]), unsigned(g.owner)), lse, bar);
 }
 
 }  // namespace fastattn::sm90

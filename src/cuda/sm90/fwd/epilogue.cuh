@@ -51,8 +51,7 @@ __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams&
     const StoredRow w = stored_row(p, e, t, heads, inv[h], lse[h]);
     if (!w.keep) continue;
     if constexpr (Cfg::kClusterMerge && !kInStream) {
-      const int splits = int(sp.splits.d);
-      if (merged_in_cluster(t, splits)) push_partial_row<Cfg>(sm, t, splits, e.split, quad_col, o, h, inv[h], lse[h]);
+      push_partial_row<Cfg>(sm, t, sp.splits, e.split, quad_col, o, h, inv[h], lse[h]);
       continue;
     }
     const int64_t row = e.split * sp.rows +
