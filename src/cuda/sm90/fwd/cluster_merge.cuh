@@ -112,11 +112,8 @@ __device__ __forceinline__ void cluster_merge(FwdSmem<Cfg>& sm, const FwdParams&
     rows[i].w.keep = merged_here(j);
     if (!rows[i].w.keep) continue;
     rows[i].w = stored_row(p, e, j * splits + rank, heads, inv, lse);
-    if (!waited) {  // the pushes are weak stores whose bytes complete on the barrier at cluster scope
-      while (!cuda::ptx::mbarrier_try_wait_parity(cuda::ptx::sem_acquire, cuda::ptx::scope_cluster, &sm.merge.full, 0u)) {
-      }
-      waited = true;
-    }
+    if (!waited) mbar_wait_cluster(&sm.merge.full, 0);  // every split's rows for this CTA have landed
+    waited = true;
     merge_row<Cfg>(sm, j * splits, splits, lane, rows[i]);
   }
 #pragma unroll

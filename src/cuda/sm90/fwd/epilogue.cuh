@@ -35,9 +35,9 @@ __device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTil
 // Split-KV (Cfg::kSplit): tile e's rows as fp32 partials of split e.split (FwdSplit's layout), O
 // normalised by this split's own sum; rows that kept no key of the split get o = 0 and lse = -inf,
 // which the combine weighs 0. The rows kept are store_rows's (stored_row). Cluster-merge configs:
-// pushed to the row's merging CTA instead (cluster_partials.cuh), the same values; not in the block stream's
-// stores (kInStream), which such a kernel never runs: a cluster launch gives each CTA one tile,
-// stored after the stream.
+// pushed to the row's merging CTA instead (cluster_partials.cuh), the same values; not in the block
+// stream's stores (kInStream), which such a kernel never runs: a cluster launch gives each CTA one
+// tile, stored after the stream.
 template <class Cfg, bool kInStream>
 __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
                                               int quad_col, const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],

@@ -17,7 +17,7 @@ namespace fastattn::sm90 {
 // the spare Q buffer): the slots' LSEs and the mbarrier that counts the pushed bytes. Cluster-merge
 // configs only, empty elsewhere (then one byte in the struct's tail padding: the other members
 // keep their offsets).
-constexpr int kClusterMergeRows = 64;  // slots a CTA receives; tile rows merged: the first consumer warpgroup's
+constexpr int kClusterMergeRows = 64;  // slots a CTA receives (tile rows: the first warpgroup's)
 template <class Cfg, bool = Cfg::kClusterMerge>
 struct ClusterMergeSmem {};
 template <class Cfg>
