@@ -158,7 +158,8 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
 }
 
 // Where the splits merge inside thread-block clusters (merge_in_cluster): GQA-packed tiles whose
-// stored rows lie in the first 64 ((heads - 1) x R + s_q), 2-8 splits, every cluster in one wave.
+// stored rows ((heads - 1) x R + s_q), rounded up to a multiple of the splits (each row's owner
+// takes a whole group of `splits` slots), are at most 64; 2-8 splits, every cluster in one wave.
 TEST(SplitPlan, MergeInCluster) {
   using cuda_backend::choose_gqa_pack;
   using cuda_backend::merge_in_cluster;
@@ -179,6 +180,16 @@ TEST(SplitPlan, MergeInCluster) {
   EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(4, 17, false), 17, 16)); // 3 x 32 + 17 = 113
   EXPECT_TRUE(merge_in_cluster(4, 4, choose_gqa_pack(2, 32, false), 32, 16));   // 1 x 32 + 32 = 64
   EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(6, 32, false), 32, 16));  // 2 groups of G 3: 96
+  // Rounded up to the splits: 64 rows need 66 slots at 3 splits (row 63's owner holds slots 63-65).
+  EXPECT_TRUE(merge_in_cluster(2, 4, choose_gqa_pack(16, 4, false), 4, 16));   // 64
+  EXPECT_TRUE(merge_in_cluster(8, 4, choose_gqa_pack(16, 4, false), 4, 16));   // 64
+  EXPECT_FALSE(merge_in_cluster(3, 4, choose_gqa_pack(16, 4, false), 4, 16));  // 66
+  EXPECT_FALSE(merge_in_cluster(5, 4, choose_gqa_pack(16, 4, false), 4, 16));  // 65
+  EXPECT_FALSE(merge_in_cluster(7, 4, choose_gqa_pack(16, 4, false), 4, 16));  // 70
+  EXPECT_TRUE(merge_in_cluster(3, 4, choose_gqa_pack(16, 3, false), 3, 16));   // 15 x 4 + 3 = 63
+  EXPECT_TRUE(merge_in_cluster(7, 4, choose_gqa_pack(16, 3, false), 3, 16));   // 63
+  EXPECT_FALSE(merge_in_cluster(5, 4, choose_gqa_pack(16, 3, false), 3, 16));  // 65
+  EXPECT_TRUE(merge_in_cluster(5, 4, choose_gqa_pack(16, 2, false), 2, 16));   // 15 x 2 + 2 = 32 -> 35
   // Unpacked tiles (MHA, varlen) keep the combine kernel: their stored rows may sit at a tile's bottom.
   EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(1, 1, false), 1, 16));
   EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(4, 1, true), 1, 16));

@@ -163,6 +163,27 @@ TEST_F(Sm90FwdSplit, ClusterMergeSeqused) {
   }
 }
 
+// The pushes' slots (cluster_partials.cuh: row t to CTA t % splits, slot t - t % splits + split)
+// at their edges: GQA 16 at s_q 3 stores 63 rows (3 and 7 splits: the last owner's group ends at
+// slot 62; 5 splits would need 65 and keep the combine kernel), s_q 4 stores 64 (2 splits: an owner
+// merges 32 rows, 4 a warp; 8 splits), s_q 2 at 5 and 6 splits (owners with 6-7 rows and none).
+// s_k 1 / 17 / 113 / 4097 (splits that see no key), seqused 0 / 1 / full, f16 and bf16.
+TEST_F(Sm90FwdSplit, ClusterMergeSlotGroups) {
+  const int shapes[6][2] = {{3, 3}, {3, 7}, {4, 2}, {4, 8}, {2, 5}, {2, 6}};  // s_q, splits
+  int i = 0;
+  for (const auto& sh : shapes)
+    for (int sk : {1, 17, 113, 4097}) {
+      FwdCase c = split_case(sh[0], sk, 32, 2, sh[1]);
+      c.batch = 1 + i % 3;
+      if (sk == 4097 && c.batch == 3) c.used_k = {0, 1, 4097};
+      c.causal = i % 2 == 1;
+      c.dtype = i % 5 == 2 ? DType::F16 : DType::BF16;
+      c.same_bits_as_combine_kernel = true;
+      ++i;
+      run_fwd_case(c);
+    }
+}
+
 TEST_F(Sm90FwdSplit, ClusterMergeGraphReplay) {
   for (int splits : {0, 4}) {
     FwdCase c = split_case(1, 16411, 32, 8, splits);
@@ -254,10 +275,10 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
   FA_CUDA_OK(cudaGetDevice(&dev));
   cudaMemPool_t pool = cuda_backend::workspace_pool();
   if (pool == nullptr) FA_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, dev));
-  const int b = 2, sq = 4, sk = 1000, hq = 8, hkv = 2, d = 128;
-  DeviceBuffer q(size_t(b) * sq * hq * d * 2), k(size_t(b) * sk * hkv * d * 2), v(k.bytes()), o(q.bytes());
+  const int b = 2, sk = 1000, hkv = 1, d = 128;
+  DeviceBuffer q(size_t(b) * 4 * 16 * d * 2), k(size_t(b) * sk * hkv * d * 2), v(k.bytes()), o(q.bytes());
   for (const DeviceBuffer* x : {&q, &k, &v}) FA_CUDA_OK(cudaMemset(x->get(), 0, x->bytes()));
-  auto high_after = [&](int splits) {
+  auto high_after = [&](int splits, int sq = 4, int hq = 4) {  // GQA hq (1 KV head)
     EXPECT_OK(cudaDeviceSynchronize());
     EXPECT_OK(cudaMemPoolTrimTo(pool, 0));
     uint64_t zero = 0;
@@ -276,11 +297,14 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
     return uint64_t(high);
   };
   EXPECT_EQ(high_after(1), 0u);
-  // This shape's plan merges in clusters (packed tiles of 16 rows, 4 clusters of 4): no workspace;
+  // This shape's plan merges in clusters (packed tiles of 16 rows, 2 clusters of 4): no workspace;
   // with the combine kernel the partials.
   EXPECT_EQ(high_after(4), 0u);
+  // GQA 16: 63 stored rows fit 3 splits' slot groups (clusters); 64 would need 66 slots.
+  EXPECT_EQ(high_after(3, 3, 16), 0u);
+  EXPECT_GE(high_after(3, 4, 16), 3 * uint64_t(b) * 16 * 4 * (d + 1) * 4);
   cuda_backend::set_cluster_merge_allowed(false);
-  const uint64_t rows = uint64_t(b) * hq * sq;
+  const uint64_t rows = uint64_t(b) * 4 * 4;
   EXPECT_GE(high_after(4), 4 * rows * (d + 1) * 4);
   cuda_backend::set_cluster_merge_allowed(true);
 }

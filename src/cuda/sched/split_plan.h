@@ -32,21 +32,23 @@ inline int plan_num_splits(int requested, const AttnParams& a, MaskClass mask, c
 }
 
 // The merge inside thread-block clusters (sm90/fwd/cluster_merge.cuh): a base tile's splits form
-// one cluster of at most kClusterMaxSplits CTAs (the portable cluster size), each keeping its
-// partial rows in its smem: the tile rows of its first consumer warpgroup, kClusterKeptRows.
+// one cluster of at most kClusterMaxSplits CTAs (the portable cluster size); tile row t is merged
+// by the cluster's CTA t % splits, which receives every split's copy of it in one of its
+// kClusterKeptRows slots: slot t - t % splits + split (sm90/fwd/cluster_partials.cuh).
 constexpr int kClusterMaxSplits = 8;
 constexpr int kClusterKeptRows = 64;
 
 // Whether a split launch merges its splits in clusters instead of by the combine kernel: every
 // split tile then has its own CTA and every cluster runs in the first wave (`base_tiles` clusters
 // of `splits` CTAs, at most `clusters_at_once` of them co-resident: cudaOccupancyMaxActiveClusters),
-// and the tiles store only rows of their first 64: GQA-packed tiles (decode) whose
-// (heads - 1) x R + s_q rows fit. Elsewhere (more splits, more clusters than a wave, tiles that
-// store more rows, unpacked tiles whose rows may sit at the bottom) the combine kernel merges.
+// and the tiles store only rows whose slots fit: GQA-packed tiles (decode) whose
+// (heads - 1) x R + s_q stored rows, rounded up to a multiple of `splits`, are at most 64.
+// Elsewhere (more splits, more clusters than a wave, tiles that store more rows, unpacked tiles
+// whose rows may sit at the bottom) the combine kernel merges.
 inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack, int seqlen_q, int clusters_at_once) {
-  return splits >= 2 && splits <= kClusterMaxSplits && pack.rows > 0 && seqlen_q >= 1 && seqlen_q <= pack.rows &&
-         int64_t(pack.heads - 1) * pack.rows + seqlen_q <= kClusterKeptRows && base_tiles >= 1 &&
-         base_tiles <= clusters_at_once;
+  if (splits < 2 || splits > kClusterMaxSplits || pack.rows <= 0 || seqlen_q < 1 || seqlen_q > pack.rows) return false;
+  const int64_t rows = int64_t(pack.heads - 1) * pack.rows + seqlen_q;
+  return (rows + splits - 1) / splits * splits <= kClusterKeptRows && base_tiles >= 1 && base_tiles <= clusters_at_once;
 }
 
 // Rows of one split's partials: every (batch, q head, query token), in the combine's order.

@@ -1,13 +1,12 @@
 // Split-KV merged inside a thread-block cluster: where a launch gives every split tile its own CTA
 // and a base tile's splits one cluster (sched/split_plan.h: merge_in_cluster; cluster rank =
-// split), each CTA keeps its partial rows in its own smem (cluster_partials.cuh, written by
-// store_partial), the cluster meets at one barrier (release / acquire at cluster scope: no
-// GPU-scope fence, no flags, no global partials), and its CTAs then merge the tile's stored rows
-// side by side, reading the other CTAs' partials through distributed shared memory: tile row t
-// goes to CTA t % splits, consumer warp t / splits % 8. The merge is the combine kernel's
-// arithmetic (split_merge_math.cuh: lane s holds split s's LSE, the same shuffles, the splits'
-// fmaf chain in order), so out and lse are bitwise the combine kernel's. A second barrier keeps
-// every CTA's smem alive until the others have read it.
+// split), each CTA pushes its partial rows into the smem of the row's merging CTA (t % splits; the
+// epilogue's store_partial, cluster_partials.cuh), whose mbarrier counts the bytes. A CTA then
+// waits for the bytes of the rows it merges (no cluster barrier, so no GPU-scope fence; no flags,
+// no global partials) and merges each from its own smem: tile row t to consumer warp t / splits %
+// 8. The merge is the combine kernel's arithmetic (split_merge_math.cuh: lane s holds split s's
+// LSE, the same shuffles, the splits' fmaf chain in order), so out and lse are bitwise the combine
+// kernel's. No CTA reads another's smem, so none waits for the others to leave.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,41 +16,12 @@
 #include "cuda/sm90/fwd/cluster_partials.cuh"
 #include "cuda/sm90/fwd/epilogue.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
-#include "cuda/sm90/prim/wgmma.cuh"
+#include "cuda/sm90/prim/cluster.cuh"
+#include "cuda/sm90/prim/mbarrier.cuh"
 
 namespace fastattn::sm90 {
 
 constexpr int kMaxClusterSplits = 8;  // the portable cluster size
-
-// barrier.cluster over the cluster's non-exited threads (the producer warpgroup has left by then):
-// the arrive releases (ptxas: MEMBAR.ALL.GPU, which waits for the CTA's outstanding stores) and the
-// wait acquires.
-__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive;" ::: "memory"); }
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait;" ::: "memory"); }
-__device__ __forceinline__ unsigned cluster_rank() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-// The address of this CTA's smem address `a` in the smem of the cluster's CTA `rank`.
-__device__ __forceinline__ uint32_t cluster_map(uint32_t a, unsigned rank) {
-  uint32_t r;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank));
-  return r;
-}
-__device__ __forceinline__ float ld_cluster(uint32_t a) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
-  return v;
-}
-__device__ __forceinline__ float4 ld_cluster4(uint32_t a) {
-  float4 v;
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(a)
-               : "memory");
-  return v;
-}
 
 // Tile row t merged from the cluster's `splits` CTAs by one warp, held until it is stored: lane l
 // holds columns c0 + 4 l, + 4 of each 128-column step.
@@ -63,27 +33,29 @@ struct MergedRow {
   StoredRow w;
 };
 
+// The row whose slot group starts at slot0 (split s's copy in slot slot0 + s).
 template <class Cfg>
-__device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int t, int splits, int lane, MergedRow<Cfg>& row) {
+__device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int slot0, int splits, int lane, MergedRow<Cfg>& row) {
   constexpr int D = Cfg::kHeadDim;
-  const float ls0 = lane < splits ? ld_cluster(cluster_map(smem_addr(&sm.merge.lse[t]), lane)) : -INFINITY;
+  const float ls0 = lane < splits ? sm.merge.lse[slot0 + lane] : -INFINITY;
   const float m = cuda_backend::warp_max(ls0);
   const float w0 = cuda_backend::merge_weight(ls0, m);
   const float sum = cuda_backend::warp_sum(w0);
   row.inv = cuda_backend::merged_inv(sum);
   row.lse = cuda_backend::merged_lse(m, sum);
-  const uint32_t base = smem_addr(partial_row<Cfg>(sm, t));
 #pragma unroll
   for (int step = 0; step < MergedRow<Cfg>::kSteps; ++step) {
     // Every lane walks every column step (the weights' shuffles need the whole warp); a lane past
     // D loads a valid column and stores nothing.
     const int c = min(128 * step + 4 * lane, D - 4);
-    const uint32_t at = base + 4 * partial_chunk(t, c / 4);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     if (m != -INFINITY) {
       float4 x[kMaxClusterSplits];
 #pragma unroll
-      for (int k = 0; k < kMaxClusterSplits; ++k) x[k] = ld_cluster4(cluster_map(at, unsigned(min(k, splits - 1))));
+      for (int k = 0; k < kMaxClusterSplits; ++k) {
+        const int slot = slot0 + min(k, splits - 1);
+        x[k] = *reinterpret_cast<const float4*>(partial_row<Cfg>(sm, slot) + partial_chunk(slot, c / 4));
+      }
 #pragma unroll
       for (int k = 0; k < kMaxClusterSplits; ++k)  // lanes past the last split hold weight 0
         cuda_backend::add_weighted(acc, __shfl_sync(0xffffffffu, w0, k), x[k]);
@@ -107,39 +79,46 @@ __device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTile& 
   if (lane == 0 && a.lse != nullptr) a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + token * a.lse_stride_s] = row.lse;
 }
 
-// The consumer warps, after their tile's partials are in smem: meet the cluster, merge this CTA's
-// share of the stored rows (tile row t to CTA t % splits, warp t / splits % 8; at most 4 a warp),
-// meet again once every read of the others' smem has returned (the arrive releases them; the out
-// stores come after it, so it does not wait for them), store, and leave when all have read.
+// The consumer warps, after their tile's partials are pushed: this CTA's tile again (a cluster
+// launch gives each CTA one; its base tile is the cluster's), the bytes of the rows it merges
+// announced on merge.full, and once they have landed, the merge and the stores. This CTA (rank r)
+// merges the rows of slot groups j (tile row j x splits + r, slots from j x splits), group j to
+// consumer warp j % 8; at most 32 groups (2 splits), so the first warp counts them a lane each.
 template <class T, class Cfg>
 __device__ __forceinline__ void cluster_merge(FwdSmem<Cfg>& sm, const FwdParams& p) {
   constexpr int kWarps = 4 * Cfg::kConsumerWarpgroups;
   constexpr int kRowsPerWarp = kClusterMergeRows / (2 * kWarps);  // at 2 splits, the fewest
-  cluster_arrive();
-  // While the other CTAs finish: this CTA's tile again (a cluster launch gives each CTA one; its
-  // base tile is the cluster's).
+  static_assert(kClusterMergeRows / 2 <= 32, "a lane per slot group");
   TileWalk walk;
   const bool has_tile = walk.next<Cfg>(p);
   const FwdTile& e = walk.t;
   const int splits = int(p.split.splits.d), lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 4;
-  const int first = int(cluster_rank()) + splits * warp;
+  const int rank = int(cluster_rank());
   const int heads = has_tile ? min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head) : 0;
+  float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as o 0, lse -inf
+  // Group j's row, if it is stored and its group fits (the rows store_partial pushes).
+  auto merged_here = [&](int j) {
+    return has_tile && group_fits(j * splits, splits) && stored_row(p, e, j * splits + rank, heads, inv, lse).keep;
+  };
+  if (warp == 0) {
+    const unsigned rows = __popc(__ballot_sync(0xffffffffu, merged_here(lane)));
+    if (lane == 0) mbar_expect_tx(&sm.merge.full, rows * uint32_t(splits) * kMergeRowBytes<Cfg>);
+  }
   MergedRow<Cfg> rows[kRowsPerWarp];
-  cluster_wait();
+  bool waited = false;
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
-    const int t = first + i * splits * kWarps;
-    rows[i].w.keep = false;
-    if (!has_tile || t >= kClusterMergeRows) continue;
-    float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as o 0, lse -inf
-    rows[i].w = stored_row(p, e, t, heads, inv, lse);
-    if (rows[i].w.keep) merge_row<Cfg>(sm, t, splits, lane, rows[i]);
+    const int j = warp + i * kWarps;
+    rows[i].w.keep = merged_here(j);
+    if (!rows[i].w.keep) continue;
+    rows[i].w = stored_row(p, e, j * splits + rank, heads, inv, lse);
+    if (!waited) mbar_wait_cluster(&sm.merge.full, 0);  // every split's rows for this CTA have landed
+    waited = true;
+    merge_row<Cfg>(sm, j * splits, splits, lane, rows[i]);
   }
-  cluster_arrive();
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i)
     if (rows[i].w.keep) store_merged<T, Cfg>(p, e, rows[i], lane);
-  cluster_wait();
 }
 
 }  // namespace fastattn::sm90

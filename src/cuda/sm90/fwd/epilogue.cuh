@@ -35,9 +35,9 @@ __device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTil
 // Split-KV (Cfg::kSplit): tile e's rows as fp32 partials of split e.split (FwdSplit's layout), O
 // normalised by this split's own sum; rows that kept no key of the split get o = 0 and lse = -inf,
 // which the combine weighs 0. The rows kept are store_rows's (stored_row). Cluster-merge configs:
-// into this CTA's smem instead (cluster_partials.cuh), the same values; not in the block stream's
-// stores (kInStream), which such a kernel never runs: a cluster launch gives each CTA one tile,
-// stored after the stream.
+// pushed to the row's merging CTA instead (cluster_partials.cuh), the same values; not in the block
+// stream's stores (kInStream), which such a kernel never runs: a cluster launch gives each CTA one
+// tile, stored after the stream.
 template <class Cfg, bool kInStream>
 __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
                                               int quad_col, const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
@@ -51,13 +51,7 @@ __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams&
     const StoredRow w = stored_row(p, e, t, heads, inv[h], lse[h]);
     if (!w.keep) continue;
     if constexpr (Cfg::kClusterMerge && !kInStream) {
-      if (t >= kClusterMergeRows) continue;  // the launch's rule keeps stored rows below it
-      float* dst = partial_row<Cfg>(sm, t);
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)  // columns 8 j + 2 quad_col, + 1: half of chunk 2 j + quad_col / 2
-        *reinterpret_cast<float2*>(dst + partial_chunk(t, 2 * j + quad_col / 2) + 2 * (quad_col % 2)) =
-            make_float2(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
-      if (quad_col == 0) sm.merge.lse[t] = lse[h];
+      push_partial_row<Cfg>(sm, t, sp.splits, e.split, quad_col, o, h, inv[h], lse[h]);
       continue;
     }
     const int64_t row = e.split * sp.rows +

@@ -24,6 +24,7 @@
 #include "cuda/sm90/fwd/producer.cuh"
 #include "cuda/sm90/fwd/split_stamps.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
+#include "cuda/sm90/prim/cluster.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/tma.cuh"
@@ -60,9 +61,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       mbar_init(&sm.k_empty[s], 4 * Cfg::kConsumerWarpgroups);
       mbar_init(&sm.v_empty[s], 4 * Cfg::kConsumerWarpgroups);
     }
+    if constexpr (Cfg::kClusterMerge) mbar_init(&sm.merge.full, 1);
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
   }
   __syncthreads();
+  // Cluster merge: the other CTAs push their partials onto merge.full, which must be initialised
+  // first. Every thread arrives here (relaxed: the init's fence releases it) and the consumers wait
+  // before their first push; the CTAs of a cluster start together, so by the end of the stream
+  // the wait is passed.
+  if constexpr (Cfg::kClusterMerge) cluster_arrive_relaxed();
   if (threadIdx.x == 0) split_stamp<Cfg>(kStampBarrier);
   // Split-KV: the combine that follows (cuda/split_combine.h, early_launch) may be scheduled now;
   // it waits on the device for this grid's partials.
@@ -83,10 +90,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
+    if constexpr (Cfg::kClusterMerge) cluster_wait();
     consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
     if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
-    // Cluster-merge configs merge their splits in the cluster (cluster_merge.cuh); the producer
-    // warpgroup has no part in it (a cluster barrier waits for the non-exited threads only).
+    // Cluster-merge configs merge their splits in the cluster (cluster_merge.cuh): the partials
+    // were pushed by the epilogue; the producer warpgroup has no part in it.
     if constexpr (Cfg::kClusterMerge) cluster_merge<T, Cfg>(sm, p);
   }
 }

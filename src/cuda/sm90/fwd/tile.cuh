@@ -13,14 +13,16 @@
 
 namespace fastattn::sm90 {
 
-// The LSEs of the partial rows a CTA keeps for the merge in its cluster (cluster_merge.cuh; its
-// partial O goes to the spare Q buffer): cluster-merge configs only, empty elsewhere (then one byte
-// in the struct's tail padding: the other members keep their offsets).
-constexpr int kClusterMergeRows = 64;  // tile rows a CTA keeps: the first consumer warpgroup's
+// What a CTA receives for the merge in its cluster (cluster_partials.cuh; the partial O rows go to
+// the spare Q buffer): the slots' LSEs and the mbarrier that counts the pushed bytes. Cluster-merge
+// configs only, empty elsewhere (then one byte in the struct's tail padding: the other members
+// keep their offsets).
+constexpr int kClusterMergeRows = 64;  // slots a CTA receives (tile rows: the first warpgroup's)
 template <class Cfg, bool = Cfg::kClusterMerge>
 struct ClusterMergeSmem {};
 template <class Cfg>
 struct ClusterMergeSmem<Cfg, true> {
+  uint64_t full;  // one arrival (the CTA's own, with the bytes it expects) + the pushes' bytes
   float lse[kClusterMergeRows];
 };
 

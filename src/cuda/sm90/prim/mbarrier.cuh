@@ -30,6 +30,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// mbar_wait for bytes that other CTAs of the cluster stored (st.async): their completion releases
+// at cluster scope, so the wait acquires at cluster scope.
+__device__ __forceinline__ void mbar_wait_cluster(uint64_t* bar, uint32_t parity) {
+  while (!cuda::ptx::mbarrier_try_wait_parity(cuda::ptx::sem_acquire, cuda::ptx::scope_cluster, bar, parity)) {
+  }
+}
+
 // A one-off wait by the thread that announces the bytes: the arrival's state token names the phase,
 // so the caller keeps no parity in a register.
 __device__ __forceinline__ uint64_t mbar_expect_tx_token(uint64_t* bar, uint32_t bytes) {
