@@ -161,6 +161,7 @@ struct BwdConfigKeys80 {
   // paired key blocks: FA3's causal d 256 order (notes: s4k causal +5 % over block order).
   static constexpr bool kLptOrder = true;
   static constexpr bool kHasDetKernel = false;
+  static constexpr bool kSoftcapKernel = false;  // no softcap on this tile (bwd_keys80)
   static constexpr int kDetChunk = 2048 / kBlockN;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kProducerRegs = 24;
