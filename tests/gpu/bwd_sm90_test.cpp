@@ -404,6 +404,7 @@ BwdCase capped(BwdCase c, int hq, int hkv, bool causal, float softcap, bool dete
   c.deterministic = deterministic;
   return c;
 }
+
 // d 128's softcap kernel of its own (bwd_softcap_kernel: default mode, 64-row q-blocks): causal with
 // paired key blocks (FASTATTN_MAX_CTAS) and GQA, full with odd lengths, varlen with empty sequences;
 // and the deterministic kernel, which keeps softcap as a run-time branch, causal and full.
