@@ -73,8 +73,9 @@ struct BwdConfig {
   // which does not fit 240 (ptxas spills and serialises the wgmmas).
   // kBlockM 80 takes the same order: P^T packed early beside S^T (kept fp32 for dS), dP^T, dK, dV
   // would hold 228 registers before addresses.
-  // A kernel built without the softcap path (kernel.cuh, BwdCap::Off) takes this order at every tile:
-  // at d 128 64 rows the softcap kernel of its own frees the tanh's registers (kSoftcapKernel).
+  // A kernel built without the softcap path (kernel.cuh, BwdCap::Off) takes this order at every
+  // tile: at d 128 64 rows the default mode's kernel, whose softcap calls go to a kernel of their own
+  // (kSoftcapKernel), so that the tanh's registers are not beside it.
   static constexpr bool kPackAfterDs = kBlockM != 64;
   // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
   // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
@@ -104,9 +105,10 @@ struct BwdConfig {
   // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
   static constexpr bool kHasSoftcap = kBlockM != 80;
   // d 128, 64 rows: the default mode's kernel (the accumulator path) is built twice, without the
-  // softcap path and with it (bwd_softcap_kernel picks). Its branches kept ptxas from moving the dP^T
-  // wait into the exp2 stream, and without them the kernel takes FA3's order (kPackAfterDs), which
-  // beside the softcap's registers spills. The deterministic and dQ ring kernels keep the run-time branch.
+  // softcap path and with it (bwd_softcap_kernel picks). The softcap branches kept ptxas from moving
+  // the dP^T wait into the exp2 stream, and without them the kernel takes FA3's order (kPackAfterDs),
+  // which beside the softcap's registers spills. The deterministic and dQ ring kernels keep the
+  // run-time branch.
   static constexpr bool kSoftcapKernel = D == 128 && kBlockM == 64;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
