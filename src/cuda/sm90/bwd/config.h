@@ -81,12 +81,6 @@ struct BwdConfig {
   // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
   // values of a k-step are one 16-byte load (preprocess.cuh writes them so).
   static constexpr bool kStatsByQuad = kBlockM == 128;
-  // The k-steps (of 16 q rows) whose lse / D are loaded before the MMA wait that precedes their use
-  // (kernel.cuh, FA3's order): two of each on the 80-row tile (0 spill; three cost more issue cycles
-  // than they hide, five spill). The 64-row d 128 kernel spills with even one (its paired second
-  // tile's loop), so it and the other head dims load them after the wait.
-  static constexpr int kLseAhead = D == 128 && kBlockM == 80 ? 2 : 0;
-  static constexpr int kDpsumAhead = kLseAhead;
   static constexpr bool kDqInStage = kSplitD;
   // d 256: warpgroup w's dV / dK read only atoms 2 w, 2 w + 1 of the stage's dO / Q, and its dQ
   // (64 x 128 fp32) is exactly as large as those four atoms: it is staged there (dO's once dV is

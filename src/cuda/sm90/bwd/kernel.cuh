@@ -98,14 +98,6 @@ __device__ __forceinline__ void with_softcap_path(const BwdParams& p, Phase&& ph
   }
 }
 
-// lse or D of a thread's first kSteps k-steps, loaded ahead of their use (bwd_consume): four per
-// k-step, the column pairs j = 2 kk and 2 kk + 1.
-template <int N>
-struct BwdStatsAhead {
-  static constexpr int kSteps = N;
-  float v[N > 0 ? N : 1][4];
-};
-
 // One tile's steps and its dK / dV. The ring's and the dQ staging's pipe states run on from the CTA's
 // previous tile (paired key blocks); kv_phase: the parity of the K / V loads before this tile's.
 template <class T, class Cfg, bool kDet, BwdCap kCapPath>
@@ -160,6 +152,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       cuda_backend::apply_keep_bits<kN, 1>(
           st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
     };
+    // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
+    // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO
+    // (kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
+    wgmma_wait<1>();
+    fence_operands(st);
+    uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
     // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2
     // (kStatsByQuad: the k-step's four values in one 16-byte load; the loads of r and r ^ 1 are one).
     constexpr int kStatBytes = Cfg::kStatsByQuad ? 16 : 8;
@@ -173,32 +171,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         return lds_f32x2(addr + 32 * (2 * kk + r / 2));
       }
     };
-    // lse of the first Cfg::kLseAhead k-steps and D of the first Cfg::kDpsumAhead are loaded before
-    // the MMA wait that precedes their use (lse before S^T's, D before dP^T's: FA3's order), so that
-    // the loads' latency runs under the MMA's tail instead of heading the exp2 / dS chains; the later
-    // k-steps' loads are issued while the first ones are computed.
-    auto load_ahead = [&](uint32_t addr, auto ahead) {
-      BwdStatsAhead<decltype(ahead)::value> a;
-#pragma unroll
-      for (int kk = 0; kk < decltype(ahead)::value; ++kk)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 v = stat_pair(addr, kk, 2 * h);
-          a.v[kk][2 * h] = v.x;
-          a.v[kk][2 * h + 1] = v.y;
-        }
-      return a;
-    };
-    auto stat_at = [&](const auto& a, uint32_t addr, int kk, int r) {
-      return kk < a.kSteps ? make_float2(a.v[kk][r / 2 * 2], a.v[kk][r / 2 * 2 + 1]) : stat_pair(addr, kk, r);
-    };
-    const auto lse_ahead = load_ahead(lse_addr, std::integral_constant<int, Cfg::kLseAhead>{});
-    // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
-    // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO
-    // (kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
-    wgmma_wait<1>();
-    fence_operands(st);
-    uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
     const float scale_log2 = p.attn.scale_log2;
     // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
     // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
@@ -214,7 +186,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
-            const float2 lse = stat_at(lse_ahead, lse_addr, kk, r);
+            const float2 lse = stat_pair(lse_addr, kk, r);
             float pv[2];
 #pragma unroll
             for (int e = 0; e < 2; ++e) {
@@ -271,7 +243,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     }
     // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q
     // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
-    const auto dpsum_ahead = load_ahead(dpsum_addr, std::integral_constant<int, Cfg::kDpsumAhead>{});
     wgmma_wait<kPackAfterDs ? 0 : 1>();
     fence_operands(dpt);
     auto ds_phase = [&](auto softcap) {
@@ -280,7 +251,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-          const float2 dps = stat_at(dpsum_ahead, dpsum_addr, kk, r);
+          const float2 dps = stat_pair(dpsum_addr, kk, r);
           float2 lse;
           if constexpr (kCap) lse = stat_pair(lse_addr, kk, r);
           float ds[2], pvs[2];
