@@ -58,6 +58,7 @@ FLUSH_BYTES = 256 << 20
 COPY_BYTES = 1 << 30
 EXIT_LOST = 3        # worker exit status: CUDA context lost
 MAX_WORKERS = 4      # first worker + restarts
+LEFT_OUT = "left out: "  # the reason of a peer --exclude left out (else it broke a worker)
 FLOOR_TARGET = 1.25  # local rows: fastattn within 1.25x of the HBM floor
 SPIN_HZ = 2.0e9      # cycles/s for the GPU spin; above H100's boost clock, so spins run long, not short
 FLOPS_RULE = "4*b*h_q*d*kept_pairs (dense: s_q*s_k; causal: s(s+1)/2; windows: exact pair count)"
@@ -250,7 +251,7 @@ def _cell(x):
     if x is None:
         return "-"
     if "error" in x:
-        return "crashed" if x.get("excluded") else "err"
+        return ("left out" if x["error"].startswith(LEFT_OUT) else "crashed") if x.get("excluded") else "err"
     if "wrong" in x:
         return "wrong output"
     if x.get("ms") is None:
@@ -394,7 +395,7 @@ def _bwd_cell(x, key="ms"):
     if x is None:
         return "-"
     if "error" in x and x.get(key) is None:
-        return "crashed" if x.get("excluded") else "err"
+        return ("left out" if x["error"].startswith(LEFT_OUT) else "crashed") if x.get("excluded") else "err"
     if "wrong" in x:
         return "wrong grads"
     if x.get(key) is None:
@@ -957,7 +958,7 @@ class Worker:
             key = f"{i}:{peer}"
             if key in self.excluded:
                 res[peer] = dict(error=self.excluded[key], excluded=True)
-                print(f"  check {peer:15s} skipped: it broke the previous worker ({self.excluded[key]})", flush=True)
+                print(f"  check {peer:15s} skipped: {self.excluded[key]}", flush=True)
                 continue
             self.emit(type="start", case=i, peer=peer, stage="check")
             if os.environ.get("FASTATTN_BENCH_CRASH") == key:  # test hook: a peer that kills the process
@@ -1296,7 +1297,9 @@ def drive(args, plan):
     open(events, "w").close()
     t_start = time.time()
     deadline = t_start + args.budget_s
-    excluded, restarts, start = {}, [], 0
+    # peers left out from the start (--exclude), and those that broke a worker
+    excluded = {k: LEFT_OUT + why for k, why in (e.split("=", 1) for e in args.exclude)}
+    restarts, start = [], 0
     for attempt in range(MAX_WORKERS):
         cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--events", events, "--start", str(start),
                "--deadline", str(deadline)] + worker_args(args) + [f"--exclude={k}={v}" for k, v in excluded.items()]
@@ -1388,7 +1391,8 @@ def main(argv=None):
     ap.add_argument("--events", help=argparse.SUPPRESS)
     ap.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=float("inf"), help=argparse.SUPPRESS)
-    ap.add_argument("--exclude", action="append", default=[], help=argparse.SUPPRESS)
+    ap.add_argument("--exclude", action="append", default=[], metavar="CASE:PEER=WHY",
+                    help="leave PEER out of case CASE (its index among the cases --filter keeps); repeatable")
     args = ap.parse_args(argv)
     if args.worker:
         return Worker(args).run()

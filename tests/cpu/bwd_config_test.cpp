@@ -1,5 +1,6 @@
 // The host rules that pick the Hopper backward's tile (src/cuda/sm90/bwd/config.h): which problems
-// take the 80-row d 128 tile and the 80-key d 256 tile, and which keep the 64-row / 64-key kernels.
+// take the 80-row d 128 tile and the 80-key d 256 tile, and which keep the 64-row / 64-key kernels;
+// and which d 128 calls take the softcap kernel of its own.
 #include <gtest/gtest.h>
 
 #include "cuda/sm90/bwd/config.h"
@@ -30,6 +31,26 @@ TEST(BwdConfig, Rows80Rule) {
   EXPECT_EQ(bwd_block_m(128, true), 80);
   EXPECT_EQ(bwd_block_m(256, false), 64);
   EXPECT_EQ(bwd_block_m(64, false), 128);
+}
+
+TEST(BwdConfig, SoftcapKernelRule) {
+  // d 128 64-row q-blocks, default mode on the accumulator path, with a softcap (causal or local: the
+  // 80-row tile takes no softcap, so full-mask softcap calls come here too).
+  EXPECT_TRUE(bwd_softcap_kernel(128, 64, false, false, 30.f));
+  EXPECT_TRUE(bwd_softcap_kernel(128, 64, false, false, 0.5f));
+  // No softcap, deterministic mode and the dQ ring keep their kernels; so do other tiles and head dims.
+  EXPECT_FALSE(bwd_softcap_kernel(128, 64, false, false, 0.f));
+  EXPECT_FALSE(bwd_softcap_kernel(128, 64, true, false, 30.f));
+  EXPECT_FALSE(bwd_softcap_kernel(128, 64, false, true, 30.f));
+  EXPECT_FALSE(bwd_softcap_kernel(128, 80, false, false, 30.f));
+  for (int d : {64, 96, 192, 256})
+    EXPECT_FALSE(bwd_softcap_kernel(d, bwd_block_m(d, false), false, false, 30.f)) << "d " << d;
+  // A softcap call never takes the 80-row tile, so the rule sees the 64-row q-block it was built for.
+  EXPECT_EQ(bwd_block_m(128, bwd_rows80(128, false, -1, -1, 30.f)), 64);
+  // The rule and the configs that build the kernel agree.
+  static_assert(BwdConfig<128>::kSoftcapKernel && BwdConfig<128>::kHasSoftcap);
+  static_assert(!BwdConfig<128, 80>::kSoftcapKernel && !BwdConfig<64>::kSoftcapKernel && !BwdConfig<96>::kSoftcapKernel &&
+                !BwdConfig<192>::kSoftcapKernel && !BwdConfig<256>::kSoftcapKernel);
 }
 
 }  // namespace

@@ -395,6 +395,34 @@ TEST_F(Sm90Bwd, HugeWindowEdges) {
 
 TEST_F(Sm90Bwd, Softcap) { softcap_cases(64, 128); }
 
+// c with GQA hq:hkv, the mask, a softcap and the mode.
+BwdCase capped(BwdCase c, int hq, int hkv, bool causal, float softcap, bool deterministic = false) {
+  c.hq = hq;
+  c.hkv = hkv;
+  c.causal = causal;
+  c.softcap = softcap;
+  c.deterministic = deterministic;
+  return c;
+}
+
+// d 128's softcap kernel of its own (bwd_softcap_kernel: default mode, 64-row q-blocks): causal with
+// paired key blocks (FASTATTN_MAX_CTAS) and GQA, full with odd lengths, varlen with empty sequences;
+// and the deterministic kernel, which keeps softcap as a run-time branch, causal and full.
+TEST_F(Sm90Bwd, D128SoftcapKernels) {
+  {
+    CtaCap pairs;
+    run_bwd_case(capped(bcase(DType::F16, 128, 1000, 1000), 8, 2, true, 30.f));
+    run_bwd_case(capped(bcase(DType::BF16, 128, 113, 4097), 1, 1, true, 5.f));
+  }
+  run_bwd_case(capped(bcase(DType::F16, 128, 4097, 113), 1, 1, false, 5.f));
+  BwdCase v = bcase(DType::BF16, 128, 0, 0);
+  v.lens_q = {17, 200, 0, 64, 300};
+  v.lens_k = {300, 30, 5, 0, 290};
+  run_bwd_case(capped(v, 4, 2, true, 30.f));
+  run_bwd_case(capped(bcase(DType::BF16, 128, 1000, 1100), 4, 1, true, 30.f, true));
+  run_bwd_case(capped(bcase(DType::F16, 128, 777, 300), 1, 1, false, 5.f, true));
+}
+
 TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
 
 TEST_F(Sm90Bwd, DeterministicBitwise) { deterministic_cases(128, 64, 96); }

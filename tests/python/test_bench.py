@@ -194,6 +194,7 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
              "results": {"fastattn": timed([1.0, 1.1, 0.9], mhz_rounds=[1500, 1600, 1400]),
                          "fa3": timed([1.2, 1.2, 1.0], maxdiff=0.003),
                          "sdpa-cudnn": timed([1.1, 1.0, 1.0], mhz_rounds=[1500, 1760, None], maxdiff=0.004),
+                         "sdpa-efficient": {"error": rp.LEFT_OUT + "time", "excluded": True},
                          "sdpa-flash": {"error": "boom", "excluded": True},
                          "flex": {"maxdiff": 4.5, "wrong": "max |diff| 4.5 at (b=0, i=0, h=0)"},
                          "cudnn-bhsd": timed([1.2, 1.2, 1.2], maxdiff=0.004)},
@@ -215,7 +216,7 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "1000 (1.000)" and cells[2] == "833 (1.200)"
     assert cells[3] == "-"  # fa4: no result (its wheel absent)
-    assert cells[5] == "crashed" and cells[6] == "-" and cells[7] == "wrong output"
+    assert cells[5] == "crashed" and cells[6] == "left out" and cells[7] == "wrong output"  # --exclude: left out
     assert cells[9:12] == ["1.10", "0.91-1.11", "1.20"]  # per round 1.1/1.0, 1.0/1.1, 1.0/0.9
     # fa3 ratio: cuDNN/fa3 per round 1.1/1.2, 1.0/1.2, 1.0; vs fa3: fa3/ours 1.2, 1.2/1.1, 1.0/0.9
     assert cells[12:14] == ["0.92", "1.11"]

@@ -78,15 +78,25 @@ __device__ __forceinline__ void store_staged_dk_dv_rows(const BwdParams& p, cons
 // with 16-byte stores (element stores where dk / dv rows are not 16-byte aligned). At 1k keys a
 // CTA's 4-byte stores were ~20% of the main kernel's samples (lg throttle and drain; notes).
 // The caller has made sure that no MMA reads K or V any more (both warpgroups past their last one).
+// %tid.x read afresh (volatile): the paired key blocks' second epilogue takes its thread index so,
+// else ptxas shares the first epilogue's addresses with it and holds them across the second tile's
+// steps (d 128: 8 B spilled).
+__device__ __forceinline__ uint32_t tid_x_fresh() {
+  uint32_t t;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
+  return t;
+}
+
+// tid_x: threadIdx.x (or tid_x_fresh()).
 template <class T, int D>
 __device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const BwdTile& t, uint8_t* k_tile,
-                                                   uint8_t* v_tile, int wg, const float (&dk)[D / 2],
+                                                   uint8_t* v_tile, int wg, uint32_t tid_x, const float (&dk)[D / 2],
                                                    const float (&dv)[D / 2]) {
   constexpr int kRowBytes = D * int(sizeof(T)), kChunks = kRowBytes / 16;
   auto swz = [](int row, int chunk) {  // swizzled within whole 8-chunk groups only (d 96: the last 4 stay)
     return (chunk | 7) < kChunks ? chunk ^ (row % 8) : chunk;
   };
-  const int tid = threadIdx.x % 128, lane = tid % 32, quad_col = lane % 4;
+  const int tid = tid_x % 128, lane = tid % 32, quad_col = lane % 4;
   const int row0 = 64 * wg + (tid / 32) * 16 + lane / 4;  // this thread's keys in the tile: row0, row0 + 8
   const uint32_t k_base = smem_addr(k_tile), v_base = smem_addr(v_tile);
 #pragma unroll
