@@ -395,6 +395,32 @@ TEST_F(Sm90Bwd, HugeWindowEdges) {
 
 TEST_F(Sm90Bwd, Softcap) { softcap_cases(64, 128); }
 
+// c with GQA hq:hkv, the mask, a softcap and the mode.
+BwdCase capped(BwdCase c, int hq, int hkv, bool causal, float softcap, bool deterministic = false) {
+  c.hq = hq;
+  c.hkv = hkv;
+  c.causal = causal;
+  c.softcap = softcap;
+  c.deterministic = deterministic;
+  return c;
+}
+
+// d 64's softcap kernel of its own (bwd_softcap_kernel: default mode): causal GQA (masked diagonal
+// steps), causal and full with odd lengths either way, varlen with empty sequences, a local window;
+// and the deterministic kernel, which keeps softcap as a run-time branch, causal and full.
+TEST_F(Sm90Bwd, D64SoftcapKernels) {
+  run_bwd_case(capped(bcase(DType::F16, 64, 1000, 1000), 8, 2, true, 30.f));
+  run_bwd_case(capped(bcase(DType::BF16, 64, 113, 4097), 1, 1, true, 5.f));
+  run_bwd_case(capped(bcase(DType::F16, 64, 4097, 113), 1, 1, false, 5.f));
+  BwdCase v = bcase(DType::BF16, 64, 0, 0);
+  v.lens_q = {17, 200, 0, 129, 300};
+  v.lens_k = {300, 30, 5, 0, 290};
+  run_bwd_case(capped(v, 4, 2, true, 30.f));
+  run_bwd_case(windowed(capped(bcase(DType::F16, 64, 700, 900), 2, 1, false, 30.f), 100, 50));
+  run_bwd_case(capped(bcase(DType::BF16, 64, 1000, 1100), 4, 1, true, 30.f, true));
+  run_bwd_case(capped(bcase(DType::F16, 64, 777, 300), 1, 1, false, 5.f, true));
+}
+
 TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
 
 TEST_F(Sm90Bwd, DeterministicBitwise) { deterministic_cases(128, 64, 96); }

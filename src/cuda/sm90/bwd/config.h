@@ -73,6 +73,7 @@ struct BwdConfig {
   // which does not fit 240 (ptxas spills and serialises the wgmmas).
   // kBlockM 80 takes the same order: P^T packed early beside S^T (kept fp32 for dS), dP^T, dK, dV
   // would hold 228 registers before addresses.
+  // A kernel built without the softcap path (kernel.cuh, BwdCap::Off) takes this order at every tile.
   static constexpr bool kPackAfterDs = kBlockM != 64;
   // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
   // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
@@ -101,6 +102,12 @@ struct BwdConfig {
   static constexpr bool kHasDetKernel = kBlockM != 80;
   // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
   static constexpr bool kHasSoftcap = kBlockM != 80;
+  // d 64: the default mode's kernel is built twice, without the softcap path and with it
+  // (bwd_softcap_kernel picks). At the softcap branches' merge points ptxas cannot move the dP^T wait
+  // into the exp2 stream: with them all 64 exp2 of a step issue as one MUFU burst and dS^T's math
+  // after it; without them dS^T's math runs in the MUFU's shadow (FA3's schedule; notes: session 28).
+  // The deterministic kernel keeps the run-time branch.
+  static constexpr bool kSoftcapKernel = D == 64;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
   // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).
@@ -115,6 +122,13 @@ struct BwdConfig {
 // for causal, local and softcap, where masked steps and the tanh's registers favour the smaller tile).
 constexpr bool bwd_rows80(int d, bool deterministic, int window_left, int window_right, float softcap) {
   return d == 128 && !deterministic && window_left < 0 && window_right < 0 && softcap == 0.f;
+}
+
+// Whether a backward takes the softcap kernel of its own (BwdConfig::kSoftcapKernel: d 64, 128-row
+// q-blocks): default mode (no dQ ring) with a softcap. Deterministic mode keeps the softcap as a
+// run-time branch of its kernel.
+constexpr bool bwd_softcap_kernel(int d, int block_m, bool deterministic, bool ring, float softcap) {
+  return d == 64 && block_m == 128 && !deterministic && !ring && softcap != 0.f;
 }
 
 // d 256 with 80 keys per CTA (FA3's d 256 tile; default mode without softcap or a left window
@@ -147,6 +161,7 @@ struct BwdConfigKeys80 {
   // paired key blocks: FA3's causal d 256 order (notes: s4k causal +5 % over block order).
   static constexpr bool kLptOrder = true;
   static constexpr bool kHasDetKernel = false;
+  static constexpr bool kSoftcapKernel = false;  // no softcap on this tile (bwd_keys80)
   static constexpr int kDetChunk = 2048 / kBlockN;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kProducerRegs = 24;

@@ -82,9 +82,25 @@ __device__ __forceinline__ void mma_dv_rs(float (&dv)[Cfg::kDkvColsMax / 2], con
   wgmma_commit();
 }
 
+// The softcap path of the consumers' step: a run-time branch on BwdParams' softcap, or fixed at
+// compile time in the kernels that the config builds with and without it (BwdConfig::kSoftcapKernel).
+enum class BwdCap { Runtime, Off, On };
+// phase(std::bool_constant<capped>): the step's phase with or without the softcap's math.
+template <BwdCap kCapPath, class Phase>
+__device__ __forceinline__ void with_softcap_path(const BwdParams& p, Phase&& phase) {
+  if constexpr (kCapPath == BwdCap::Runtime) {
+    if (p.attn.softcap != 0.f)
+      phase(std::true_type{});
+    else
+      phase(std::false_type{});
+  } else {
+    phase(std::bool_constant<kCapPath == BwdCap::On>{});
+  }
+}
+
 // One tile's steps and its dK / dV. The ring's and the dQ staging's pipe states run on from the CTA's
 // previous tile (paired key blocks); kv_phase: the parity of the K / V loads before this tile's.
-template <class T, class Cfg, bool kDet>
+template <class T, class Cfg, bool kDet, BwdCap kCapPath>
 __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg,
                                             PipeState<Cfg::kStages>& ps, PipeState<BwdSmem<Cfg>::kDqBufs>& dq_ps,
                                             int kv_phase) {
@@ -96,6 +112,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
   for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) dk[i] = dv[i] = 0.f;
 
+  // Without the softcap path every tile takes FA3's order (BwdConfig::kPackAfterDs says why not with it).
+  constexpr bool kPackAfterDs = Cfg::kPackAfterDs || kCapPath == BwdCap::Off;
   const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
@@ -136,7 +154,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     };
     // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
     // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO
-    // (Cfg::kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
+    // (kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
     wgmma_wait<1>();
     fence_operands(st);
     uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
@@ -163,7 +181,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         for (int i = 0; i < kN / 2; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
       }
       mask_scores();
-      if constexpr (!(kCap && Cfg::kPackAfterDs)) {  // else P is computed with dS^T, from the capped score
+      if constexpr (!(kCap && kPackAfterDs)) {  // else P is computed with dS^T, from the capped score
 #pragma unroll
         for (int kk = 0; kk < kSteps; ++kk)
 #pragma unroll
@@ -176,7 +194,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
               pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
               if constexpr (!kCap) x = pv[e];
             }
-            if constexpr (!Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
+            if constexpr (!kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
           }
       }
     };
@@ -214,21 +232,18 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       else
         store_tile_t(tile, frag);
     };
-    if (Cfg::kHasSoftcap && p.attn.softcap != 0.f)
-      p_phase(std::true_type{});
-    else
-      p_phase(std::false_type{});
+    with_softcap_path<kCapPath>(p, p_phase);
     if constexpr (Cfg::kSplitD) {  // dV += P^T dO once both halves of P^T are stored
       store_tile_t(sm.pt[s], pf);
       fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
       mma_dkv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
-    } else if constexpr (!Cfg::kPackAfterDs) {
+    } else if constexpr (!kPackAfterDs) {
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
     // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q
     // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
-    wgmma_wait<Cfg::kPackAfterDs ? 0 : 1>();
+    wgmma_wait<kPackAfterDs ? 0 : 1>();
     fence_operands(dpt);
     auto ds_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
@@ -250,21 +265,18 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
               dcap = 1.f - th * th;
             }
             ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
-            pvs[e] = pv;  // packed as P^T here where Cfg::kPackAfterDs
+            pvs[e] = pv;  // packed as P^T here where kPackAfterDs
           }
           dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
-          if constexpr (Cfg::kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
+          if constexpr (kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
         }
     };
-    if (Cfg::kHasSoftcap && p.attn.softcap != 0.f)
-      ds_phase(std::true_type{});
-    else
-      ds_phase(std::false_type{});
+    with_softcap_path<kCapPath>(p, ds_phase);
     // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
     // d 96: dK (from the dS^T registers) is issued before the meeting; d 64 / 128 behind dQ
-    // (dq.cuh). kPackAfterDs (d 64): dS^T stored before dV is issued (FA3's d 64 order: the
-    // meeting comes sooner), the fence behind dV's issue.
-    if constexpr (Cfg::kPackAfterDs) {
+    // (dq.cuh). kPackAfterDs: dS^T stored before dV is issued (FA3's order: the meeting comes
+    // sooner), the fence behind dV's issue.
+    if constexpr (kPackAfterDs) {
       store_ds(sm.ds[s], dsf);
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
@@ -275,7 +287,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
       wgmma_commit();
     }
-    if constexpr (!Cfg::kPackAfterDs) store_ds(sm.ds[s], dsf);
+    if constexpr (!kPackAfterDs) store_ds(sm.ds[s], dsf);
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
     if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
@@ -303,11 +315,17 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 // mode's consumer loop is compiled without the staging path. kRing: the default mode's dQ ring
 // (BwdParams::dq_ring_slots, dq_ring.h), a kernel of its own too: CTAs take their item by ticket
 // and warps 1-3 write dQ through the ring (dq.cuh, bwd_ring_lead); the consumers are the same.
-template <class T, class Cfg, bool kDet, bool kRing = false>
+// kSoftcap: the default mode's softcap kernel where the config builds one (kSoftcapKernel; then the
+// kernel with kSoftcap false has no softcap path).
+template <class T, class Cfg, bool kDet, bool kRing = false, bool kSoftcap = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
                const __grid_constant__ BwdParams p) {
+  constexpr bool kCapSplit = Cfg::kSoftcapKernel && !kDet && !kRing;
+  static_assert(!kSoftcap || kCapSplit, "a softcap kernel of its own: the default mode's, where the config builds one");
+  constexpr BwdCap kCapPath = kCapSplit ? (kSoftcap ? BwdCap::On : BwdCap::Off)
+                        : Cfg::kHasSoftcap ? BwdCap::Runtime : BwdCap::Off;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uintptr_t base = reinterpret_cast<uintptr_t>(smem_raw);
   auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>(kBwdSmemSlack<Cfg> > 0 ? (base + 1023) & ~uintptr_t(1023) : base);
@@ -401,7 +419,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     regs_claim<Cfg::kConsumerRegs>();
     PipeState<Cfg::kStages> ps;
     PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps;  // deterministic: the dQ staging buffer
-    bwd_consume<T, Cfg, kDet>(sm, p, t, warp / 4 - 1, ps, dq_ps, 0);
+    bwd_consume<T, Cfg, kDet, kCapPath>(sm, p, t, warp / 4 - 1, ps, dq_ps, 0);
     if (pairs) {
       asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
       int tiles;
@@ -413,7 +431,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if (threadIdx.x % 32 == 0) mbar_arrive(&sm.kv_empty);
         // K / V load 1: with no left edge the first (lower) key block sees every q row that the
         // second sees, so when the second has steps the first had its load too.
-        bwd_consume<T, Cfg, kDet>(sm, p, u, warp / 4 - 1, ps, dq_ps, 1);
+        bwd_consume<T, Cfg, kDet, kCapPath>(sm, p, u, warp / 4 - 1, ps, dq_ps, 1);
       }
     }
   }

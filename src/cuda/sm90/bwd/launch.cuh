@@ -98,13 +98,18 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       return Status::Ok();
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
-    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr;
+    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr;
     constexpr int kBytes = bwd_launch_smem_bytes<Cfg>();
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
     if constexpr (Cfg::kHasRingKernel) {
       if (ring) st = launch(bwd_kernel<T, Cfg, false, true>, kBytes, ring_attr);
     }
-    if (!ring) {
+    bool capped = false;
+    if constexpr (Cfg::kSoftcapKernel) {
+      capped = bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring, p.attn.softcap);
+      if (capped) st = launch(bwd_kernel<T, Cfg, false, false, true>, kBytes, cap_attr);
+    }
+    if (!ring && !capped) {
       if constexpr (Cfg::kHasDetKernel) {
         st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kBytes, det_attr)
                              : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
