@@ -1,7 +1,8 @@
 // The host rules that pick the Hopper backward's tile (src/cuda/sm90/bwd/config.h): which problems
 // take the 80-row d 128 tile and the 80-key d 256 tile, and which keep the 64-row / 64-key kernels;
-// and which d 128 calls take the softcap kernel of its own.
+// and which d 64 / d 128 calls take the softcap kernel of its own.
 #include <gtest/gtest.h>
+#include <utility>
 
 #include "cuda/sm90/bwd/config.h"
 
@@ -34,23 +35,29 @@ TEST(BwdConfig, Rows80Rule) {
 }
 
 TEST(BwdConfig, SoftcapKernelRule) {
-  // d 128 64-row q-blocks, default mode on the accumulator path, with a softcap (causal or local: the
-  // 80-row tile takes no softcap, so full-mask softcap calls come here too).
-  EXPECT_TRUE(bwd_softcap_kernel(128, 64, false, false, 30.f));
-  EXPECT_TRUE(bwd_softcap_kernel(128, 64, false, false, 0.5f));
-  // No softcap, deterministic mode and the dQ ring keep their kernels; so do other tiles and head dims.
-  EXPECT_FALSE(bwd_softcap_kernel(128, 64, false, false, 0.f));
-  EXPECT_FALSE(bwd_softcap_kernel(128, 64, true, false, 30.f));
-  EXPECT_FALSE(bwd_softcap_kernel(128, 64, false, true, 30.f));
+  // d 64 (128-row q-blocks) and d 128 (64-row), default mode on the accumulator path, with a softcap
+  // (full, causal or windowed: the 80-row d 128 tile takes no softcap, so its full-mask softcap calls
+  // come to the 64-row one).
+  for (auto [d, bm] : {std::pair{64, 128}, std::pair{128, 64}}) {
+    EXPECT_TRUE(bwd_softcap_kernel(d, bm, false, false, 30.f)) << "d " << d;
+    EXPECT_TRUE(bwd_softcap_kernel(d, bm, false, false, 0.5f)) << "d " << d;
+    // No softcap, deterministic mode and the dQ ring keep their kernels.
+    EXPECT_FALSE(bwd_softcap_kernel(d, bm, false, false, 0.f)) << "d " << d;
+    EXPECT_FALSE(bwd_softcap_kernel(d, bm, true, false, 30.f)) << "d " << d;
+    EXPECT_FALSE(bwd_softcap_kernel(d, bm, false, true, 30.f)) << "d " << d;
+  }
+  // So do the other tiles and head dims.
   EXPECT_FALSE(bwd_softcap_kernel(128, 80, false, false, 30.f));
-  for (int d : {64, 96, 192, 256})
+  for (int d : {96, 192, 256})
     EXPECT_FALSE(bwd_softcap_kernel(d, bwd_block_m(d, false), false, false, 30.f)) << "d " << d;
-  // A softcap call never takes the 80-row tile, so the rule sees the 64-row q-block it was built for.
+  // The rule sees the q-blocks the kernels are built for: a softcap call never takes the 80-row tile.
+  EXPECT_EQ(bwd_block_m(64, false), 128);
   EXPECT_EQ(bwd_block_m(128, bwd_rows80(128, false, -1, -1, 30.f)), 64);
-  // The rule and the configs that build the kernel agree.
+  // The rule and the configs that build the kernels agree.
+  static_assert(BwdConfig<64>::kSoftcapKernel && BwdConfig<64>::kHasSoftcap && BwdConfig<64>::kPackAfterDs);
   static_assert(BwdConfig<128>::kSoftcapKernel && BwdConfig<128>::kHasSoftcap);
-  static_assert(!BwdConfig<128, 80>::kSoftcapKernel && !BwdConfig<64>::kSoftcapKernel && !BwdConfig<96>::kSoftcapKernel &&
-                !BwdConfig<192>::kSoftcapKernel && !BwdConfig<256>::kSoftcapKernel);
+  static_assert(!BwdConfig<96>::kSoftcapKernel && !BwdConfig<128, 80>::kSoftcapKernel && !BwdConfig<192>::kSoftcapKernel &&
+                !BwdConfig<256>::kSoftcapKernel && !BwdConfigKeys80::kSoftcapKernel);
 }
 
 }  // namespace

@@ -405,23 +405,30 @@ BwdCase capped(BwdCase c, int hq, int hkv, bool causal, float softcap, bool dete
   return c;
 }
 
-// d 128's softcap kernel of its own (bwd_softcap_kernel: default mode, 64-row q-blocks): causal with
-// paired key blocks (FASTATTN_MAX_CTAS) and GQA, full with odd lengths, varlen with empty sequences;
-// and the deterministic kernel, which keeps softcap as a run-time branch, causal and full.
-TEST_F(Sm90Bwd, D128SoftcapKernels) {
+// The softcap kernels of their own (bwd_softcap_kernel: default mode; d 64 with 128-row q-blocks,
+// d 128 with 64-row): causal GQA (masked diagonal steps) and causal odd lengths with paired key blocks
+// (FASTATTN_MAX_CTAS), full with odd lengths, varlen with empty sequences, a local window (at d 128
+// the dQ ring's kernel, which keeps the run-time branch); and the deterministic kernel, which keeps
+// softcap as a run-time branch, causal and full.
+void softcap_kernel_cases(int d) {
   {
     CtaCap pairs;
-    run_bwd_case(capped(bcase(DType::F16, 128, 1000, 1000), 8, 2, true, 30.f));
-    run_bwd_case(capped(bcase(DType::BF16, 128, 113, 4097), 1, 1, true, 5.f));
+    run_bwd_case(capped(bcase(DType::F16, d, 1000, 1000), 8, 2, true, 30.f));
+    run_bwd_case(capped(bcase(DType::BF16, d, 113, 4097), 1, 1, true, 5.f));
   }
-  run_bwd_case(capped(bcase(DType::F16, 128, 4097, 113), 1, 1, false, 5.f));
-  BwdCase v = bcase(DType::BF16, 128, 0, 0);
-  v.lens_q = {17, 200, 0, 64, 300};
+  run_bwd_case(capped(bcase(DType::F16, d, 4097, 113), 1, 1, false, 5.f));
+  BwdCase v = bcase(DType::BF16, d, 0, 0);
+  v.lens_q = {17, 200, 0, 129, 300};
   v.lens_k = {300, 30, 5, 0, 290};
   run_bwd_case(capped(v, 4, 2, true, 30.f));
-  run_bwd_case(capped(bcase(DType::BF16, 128, 1000, 1100), 4, 1, true, 30.f, true));
-  run_bwd_case(capped(bcase(DType::F16, 128, 777, 300), 1, 1, false, 5.f, true));
+  run_bwd_case(windowed(capped(bcase(DType::F16, d, 700, 900), 2, 1, false, 30.f), 100, 50));
+  run_bwd_case(capped(bcase(DType::BF16, d, 1000, 1100), 4, 1, true, 30.f, true));
+  run_bwd_case(capped(bcase(DType::F16, d, 777, 300), 1, 1, false, 5.f, true));
 }
+
+TEST_F(Sm90Bwd, D64SoftcapKernels) { softcap_kernel_cases(64); }
+
+TEST_F(Sm90Bwd, D128SoftcapKernels) { softcap_kernel_cases(128); }
 
 TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
 

@@ -74,8 +74,8 @@ struct BwdConfig {
   // kBlockM 80 takes the same order: P^T packed early beside S^T (kept fp32 for dS), dP^T, dK, dV
   // would hold 228 registers before addresses.
   // A kernel built without the softcap path (kernel.cuh, BwdCap::Off) takes this order at every
-  // tile: at d 128 64 rows the default mode's kernel, whose softcap calls go to a kernel of their own
-  // (kSoftcapKernel), so that the tanh's registers are not beside it.
+  // tile: at d 64 and at d 128 64 rows the default mode's kernel, whose softcap calls go to a kernel
+  // of their own (kSoftcapKernel), so that the tanh's registers are not beside it.
   static constexpr bool kPackAfterDs = kBlockM != 64;
   // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
   // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
@@ -104,12 +104,13 @@ struct BwdConfig {
   static constexpr bool kHasDetKernel = kBlockM != 80;
   // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
   static constexpr bool kHasSoftcap = kBlockM != 80;
-  // d 128, 64 rows: the default mode's kernel (the accumulator path) is built twice, without the
-  // softcap path and with it (bwd_softcap_kernel picks). The softcap branches kept ptxas from moving
-  // the dP^T wait into the exp2 stream, and without them the kernel takes FA3's order (kPackAfterDs),
-  // which beside the softcap's registers spills. The deterministic and dQ ring kernels keep the
-  // run-time branch.
-  static constexpr bool kSoftcapKernel = D == 128 && kBlockM == 64;
+  // d 64 and d 128 64 rows: the default mode's kernel (the accumulator path) is built twice, without
+  // the softcap path and with it (bwd_softcap_kernel picks). At the softcap branches' merge points
+  // ptxas cannot move the dP^T wait into the exp2 stream: with them a step's exp2 issue as one MUFU
+  // burst and dS^T's math after it; without them dS^T's math runs in the MUFU's shadow (FA3's
+  // schedule; at d 128 also FA3's order, kPackAfterDs, which beside the softcap's registers spills;
+  // notes: session 28). The deterministic and dQ ring kernels keep the run-time branch.
+  static constexpr bool kSoftcapKernel = D == 64 || (D == 128 && kBlockM == 64);
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
   // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).
@@ -126,11 +127,12 @@ constexpr bool bwd_rows80(int d, bool deterministic, int window_left, int window
   return d == 128 && !deterministic && window_left < 0 && window_right < 0 && softcap == 0.f;
 }
 
-// Whether a backward takes the softcap kernel of its own (BwdConfig::kSoftcapKernel: d 128, 64-row
-// q-blocks): default mode on the accumulator path (no dQ ring) with a softcap. Deterministic mode and
-// the ring keep the softcap as a run-time branch of their kernels; the 80-row tile serves no softcap.
+// Whether a backward takes the softcap kernel of its own (BwdConfig::kSoftcapKernel: d 64 with
+// 128-row q-blocks, d 128 with 64-row): default mode on the accumulator path (no dQ ring) with a
+// softcap. Deterministic mode and the ring keep the softcap as a run-time branch of their kernels;
+// the 80-row tile serves no softcap.
 constexpr bool bwd_softcap_kernel(int d, int block_m, bool deterministic, bool ring, float softcap) {
-  return d == 128 && block_m == 64 && !deterministic && !ring && softcap != 0.f;
+  return ((d == 64 && block_m == 128) || (d == 128 && block_m == 64)) && !deterministic && !ring && softcap != 0.f;
 }
 
 // d 256 with 80 keys per CTA (FA3's d 256 tile; default mode without softcap or a left window
