@@ -14,9 +14,10 @@ enum FwdNamedBarrier : int {
 };
 
 // The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T (at
-// d > 128 also P^T) is in smem, and the 80-key d 256 tile's also on kBwdPtBar once its P^T is; staged dQ goes to the writer warp by mbarriers; at d <= 128
-// warpgroup w syncs its four warps on kBwdEpiBar + w once its dK / dV rows are staged in the K / V
-// tiles; the dQ ring's writer warps (warps 1-3) sync on kBwdRingBar around each q-block they store.
+// d > 128 also P^T) is in smem, and the 80-key d 256 tile's also on kBwdPtBar once its P^T is;
+// staged dQ goes to the writer warp by mbarriers; at d <= 128 warpgroup w syncs its four warps on
+// kBwdEpiBar + w once its dK / dV rows are staged in the K / V tiles; the dQ ring's writer warps
+// (warps 1-3) sync on kBwdRingBar around each q-block they store.
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
   kBwdEpiBar = 2,  // 2..3
