@@ -247,11 +247,16 @@ def _missing_row(r, n_cells):
     return f"| {r['case']} | " + " | ".join("-" for _ in range(n_cells)) + f" | {r.get('missing', '')} |"
 
 
+def _error_cell(x):
+    """A peer that did not run: left out by --exclude, crashed (broke a worker) or an error of its own."""
+    return ("left out" if x["error"].startswith(LEFT_OUT) else "crashed") if x.get("excluded") else "err"
+
+
 def _cell(x):
     if x is None:
         return "-"
     if "error" in x:
-        return ("left out" if x["error"].startswith(LEFT_OUT) else "crashed") if x.get("excluded") else "err"
+        return _error_cell(x)
     if "wrong" in x:
         return "wrong output"
     if x.get("ms") is None:
@@ -395,7 +400,7 @@ def _bwd_cell(x, key="ms"):
     if x is None:
         return "-"
     if "error" in x and x.get(key) is None:
-        return ("left out" if x["error"].startswith(LEFT_OUT) else "crashed") if x.get("excluded") else "err"
+        return _error_cell(x)
     if "wrong" in x:
         return "wrong grads"
     if x.get(key) is None:
@@ -1292,6 +1297,16 @@ def worker_args(args):
     return out
 
 
+def exclude_arg(text):
+    """--exclude's value: CASE:PEER=WHY, CASE a case's index among those --filter keeps, PEER a peer's name."""
+    m = re.fullmatch(r"(\d+):([^=:]+)=(.+)", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"'{text}': expected CASE:PEER=WHY (e.g. 3:flex=slow compile)")
+    if m.group(2) not in PEERS + BWD_PEERS:
+        raise argparse.ArgumentTypeError(f"'{text}': no peer '{m.group(2)}' (peers: {', '.join(sorted(set(PEERS + BWD_PEERS)))})")
+    return text
+
+
 def drive(args, plan):
     events = os.path.join(args.out, "events.jsonl")
     open(events, "w").close()
@@ -1391,12 +1406,15 @@ def main(argv=None):
     ap.add_argument("--events", help=argparse.SUPPRESS)
     ap.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--deadline", type=float, default=float("inf"), help=argparse.SUPPRESS)
-    ap.add_argument("--exclude", action="append", default=[], metavar="CASE:PEER=WHY",
-                    help="leave PEER out of case CASE (its index among the cases --filter keeps); repeatable")
+    ap.add_argument("--exclude", action="append", default=[], metavar="CASE:PEER=WHY", type=exclude_arg,
+                    help="leave PEER out of case CASE (its 0-based index among the cases --filter keeps: --list numbers from 1); repeatable")
     args = ap.parse_args(argv)
     if args.worker:
         return Worker(args).run()
     plan = select(plan_for(args), args.filter)
+    for e in args.exclude:
+        if int(e.split(":", 1)[0]) >= len(plan):
+            ap.error(f"--exclude {e}: case {e.split(':', 1)[0]} is past the {len(plan)} cases --filter keeps (0-based)")
     if args.list:
         backward = args.mode == "backward"
         for i, c in enumerate(plan):

@@ -131,7 +131,8 @@ TEST_F(Sm90FwdSplit, GraphCaptureAndReplay) {
 
 // The merge inside thread-block clusters (sm90/fwd/cluster_merge.cuh; sched/split_plan.h:
 // merge_in_cluster): decode shapes with splits <= 8 against the reference and bitwise against the
-// combine kernel. GQA packs of 4, 8, 16 heads (at s_q 4: 64 stored rows, the rule's edge) and 3;
+// combine kernel. GQA packs of 4, 8, 16 heads (at s_q 4: 64 stored rows, the rule's edge at 2 and 8
+// splits; at 3 and 5 they round up past 64 and keep the combine kernel) and 3;
 // 32 heads at s_q 4 store 128 rows and keep the combine kernel. s_k 1 and 17: splits that see no key.
 TEST_F(Sm90FwdSplit, ClusterMergeDecode) {
   const int packs[5][2] = {{32, 8}, {8, 1}, {16, 1}, {6, 2}, {32, 1}};
@@ -166,7 +167,8 @@ TEST_F(Sm90FwdSplit, ClusterMergeSeqused) {
 // The pushes' slots (cluster_partials.cuh: row t to CTA t % splits, slot t - t % splits + split)
 // at their edges: GQA 16 at s_q 3 stores 63 rows (3 and 7 splits: the last owner's group ends at
 // slot 62; 5 splits would need 65 and keep the combine kernel), s_q 4 stores 64 (2 splits: an owner
-// merges 32 rows, 4 a warp; 8 splits), s_q 2 at 5 and 6 splits (owners with 6-7 rows and none).
+// merges 32 rows, 4 a warp; 8 splits), s_q 2 at 5 and 6 splits (32 rows: owners merge 6-7 and 5-6
+// rows, the last group partly stored; CTAs with no row to merge: ClusterMergeDecode).
 // s_k 1 / 17 / 113 / 4097 (splits that see no key), seqused 0 / 1 / full, f16 and bf16.
 TEST_F(Sm90FwdSplit, ClusterMergeSlotGroups) {
   const int shapes[6][2] = {{3, 3}, {3, 7}, {4, 2}, {4, 8}, {2, 5}, {2, 6}};  // s_q, splits

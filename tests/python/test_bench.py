@@ -313,3 +313,13 @@ def test_run_peers_backward_markdown():
     assert cells[16] == "1.400 / 1.800 / 1.600"
     assert f"| {nbytes / 1e6:.0f} | {nbytes / 3000.0 / 1e6:.4f} | 0.5000 |" in md
     assert "2.5 x forward" in md and "wrong gradients: dq" in md and "flex: boom" in md
+
+
+def test_run_peers_exclude_argument_is_checked():
+    import argparse
+    rp = _run_peers()
+    assert rp.exclude_arg("3:flex=slow compile") == "3:flex=slow compile"
+    assert rp.exclude_arg("0:fa3-det=x=y") == "0:fa3-det=x=y"  # the reason may hold '='
+    for bad in ("3:flex", "flex=slow", "x:flex=slow", "3:=why", "3:nope=why", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            rp.exclude_arg(bad)

@@ -15,6 +15,11 @@ namespace fastattn::sm90 {
 // BM = 80 (d 128, default mode, no mask, no softcap: bwd_rows80): FA3's full-mask tile, S^T / dP^T
 // with N = 80, so a step's fixed costs are paid per 80 rows; dQ (80 rows: not a wgmma M) is computed
 // swapped, dQ^T = K^T dS^T with M = d split over the warpgroups (kDqSwapAB).
+// The tiles whose default-mode kernel is built twice, without the softcap path and with it
+// (BwdConfig::kSoftcapKernel; the host's rule bwd_softcap_kernel): d 64 with 128-row q-blocks, d 128
+// with 64-row. One function for both, so that the kernels built and the calls routed agree.
+constexpr bool bwd_softcap_tile(int d, int block_m) { return (d == 64 && block_m == 128) || (d == 128 && block_m == 64); }
+
 template <int D, int BM = (D == 64 ? 128 : 64)>
 struct BwdConfig {
   static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "backward head dims: 64, 96, 128, 192, 256");
@@ -110,7 +115,7 @@ struct BwdConfig {
   // burst and dS^T's math after it; without them dS^T's math runs in the MUFU's shadow (FA3's
   // schedule; at d 128 also FA3's order, kPackAfterDs, which beside the softcap's registers spills;
   // notes: session 28). The deterministic and dQ ring kernels keep the run-time branch.
-  static constexpr bool kSoftcapKernel = D == 64 || (D == 128 && kBlockM == 64);
+  static constexpr bool kSoftcapKernel = bwd_softcap_tile(D, BM);
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
   // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).
@@ -132,7 +137,7 @@ constexpr bool bwd_rows80(int d, bool deterministic, int window_left, int window
 // softcap. Deterministic mode and the ring keep the softcap as a run-time branch of their kernels;
 // the 80-row tile serves no softcap.
 constexpr bool bwd_softcap_kernel(int d, int block_m, bool deterministic, bool ring, float softcap) {
-  return ((d == 64 && block_m == 128) || (d == 128 && block_m == 64)) && !deterministic && !ring && softcap != 0.f;
+  return bwd_softcap_tile(d, block_m) && !deterministic && !ring && softcap != 0.f;
 }
 
 // d 256 with 80 keys per CTA (FA3's d 256 tile; default mode without softcap or a left window

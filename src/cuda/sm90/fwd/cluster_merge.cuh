@@ -2,8 +2,9 @@
 // and a base tile's splits one cluster (sched/split_plan.h: merge_in_cluster; cluster rank =
 // split), each CTA pushes its partial rows into the smem of the row's merging CTA (t % splits; the
 // epilogue's store_partial, cluster_partials.cuh), whose mbarrier counts the bytes. A CTA then
-// waits for the bytes of the rows it merges (no cluster barrier, so no GPU-scope fence; no flags,
-// no global partials) and merges each from its own smem: tile row t to consumer warp t / splits %
+// waits for the bytes of the rows it merges (no cluster barrier after the stream, so no GPU-scope
+// fence; only the start-up's relaxed one, which orders the mbarrier's init before any push; no
+// flags, no global partials) and merges each from its own smem: tile row t to consumer warp t / splits %
 // 8. The merge is the combine kernel's arithmetic (split_merge_math.cuh: lane s holds split s's
 // LSE, the same shuffles, the splits' fmaf chain in order), so out and lse are bitwise the combine
 // kernel's. No CTA reads another's smem, so none waits for the others to leave.

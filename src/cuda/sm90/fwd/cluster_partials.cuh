@@ -37,13 +37,20 @@ __device__ __forceinline__ MergeSlots merge_slots(int t, const cuda_backend::Fas
 }
 
 // Whether a slot group fits the owner (the launch's rule, sched/split_plan.h: merge_in_cluster,
-// puts every stored row's group below kClusterMergeRows).
+// puts every stored row's group below kClusterMergeRows). The pushers (here) and the owner's byte
+// count (cluster_merge.cuh) must apply the same stored-row and group_fits rule: the owner waits for
+// exactly the bytes it counted, so a row counted but not pushed would hang it (CPU tests pin the
+// rule's edges; GPU test ClusterMergeSlotGroups).
 __device__ __forceinline__ bool group_fits(int first, int splits) { return first + splits <= kClusterMergeRows; }
 
 // Bytes one split pushes for one row: its O and its LSE.
 template <class Cfg>
 constexpr uint32_t kMergeRowBytes = 4 * Cfg::kHeadDim + 4;
 
+// A pushing CTA may exit with its pushes in flight (a CTA with no row to merge does). The PTX ISA
+// (st.async) asks only that the destination and its mbarrier belong to one CTA of the cluster; the
+// CUDA guide asks that a CTA's shared memory outlive every access to it, which the owner keeps by
+// waiting for every byte before it merges and exits. Nothing binds the issuer's lifetime.
 // Tile row t of split `split` (this CTA) to its owner, if its group fits: this thread's column
 // pairs 8 j + 2 quad_col, + 1 of `o` (half h of the fragment) times inv, and with quad_col 0 the LSE.
 template <class Cfg>

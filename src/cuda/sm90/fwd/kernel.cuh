@@ -67,8 +67,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
   // Cluster merge: the other CTAs push their partials onto merge.full, which must be initialised
   // first. Every thread arrives here (relaxed: the init's fence releases it) and the consumers wait
-  // before their first push; the CTAs of a cluster start together, so by the end of the stream
-  // the wait is passed.
+  // before their stream (below), so before any push; the CTAs of a cluster start together, so the
+  // wait is short.
   if constexpr (Cfg::kClusterMerge) cluster_arrive_relaxed();
   if (threadIdx.x == 0) split_stamp<Cfg>(kStampBarrier);
   // Split-KV: the combine that follows (cuda/split_combine.h, early_launch) may be scheduled now;

@@ -1,6 +1,7 @@
 // Thread-block cluster operations (sm_90): the cluster barrier, a CTA's rank, distributed shared
 // memory addresses, and st.async, which stores into another CTA's smem and counts its bytes on an
-// mbarrier there (the receiver waits for bytes, as for a TMA load; no fence, no barrier).
+// mbarrier there (the receiver waits for bytes, as for a TMA load: no fence and no cluster barrier
+// after the pushes; the mbarrier's init is ordered before them by one relaxed barrier at start-up).
 #pragma once
 
 #include <cstdint>
