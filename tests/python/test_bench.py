@@ -115,15 +115,19 @@ def test_rounds_rotate_peers_and_report_ratio_spread(tmp_path):
 
 # --- bench/run-peers.py: its GPU-free parts (plan, statistics, tables) -------------------------
 
-def _run_peers():
+def _bench_script(file_name, module_name):
     import importlib.util
     import pathlib
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / "run-peers.py"
-    spec = importlib.util.spec_from_file_location("run_peers", path)
+    path = pathlib.Path(__file__).resolve().parents[2] / "bench" / file_name
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)  # imports no torch at module level
     return module
+
+
+def _run_peers():
+    return _bench_script("run-peers.py", "run_peers")
 
 
 @pytest.mark.parametrize("s, causal, window", [
@@ -323,3 +327,17 @@ def test_run_peers_exclude_argument_is_checked():
     for bad in ("3:flex", "flex=slow", "x:flex=slow", "3:=why", "3:nope=why", ""):
         with pytest.raises(argparse.ArgumentTypeError):
             rp.exclude_arg(bad)
+
+
+def test_ab_pairs_shapes_and_ratio_quantiles():
+    ab = _bench_script("ab-pairs.py", "ab_pairs")
+    assert ab.parse_shape("2,8192,16,128,causal") == (2, 8192, 16, 128, True, (-1, -1), "causal")
+    assert ab.parse_shape("1,17,3,64,full") == (1, 17, 3, 64, False, (-1, -1), "full")
+    assert ab.parse_shape("2,8192,16,128,w64-0") == (2, 8192, 16, 128, False, (64, 0), "w64-0")
+    for bad in ("2,8192,16,128", "2,8192,16,128,diag", "2,8192,16,128,w64"):
+        with pytest.raises(SystemExit):
+            ab.parse_shape(bad)
+    xs = [1.0, 4.0, 2.0, 3.0, 5.0]
+    assert ab.quantile(xs, 0.0) == 1.0 and ab.quantile(xs, 1.0) == 5.0
+    assert ab.quantile(xs, 0.5) == 3.0 and ab.quantile(xs, 0.25) == 2.0
+    assert ab.quantile([1.0, 2.0], 0.5) == 1.5

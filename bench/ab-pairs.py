@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Backward A/B of fastattn builds (and FA3) call by call: the sides' calls interleaved, so that every
+pair of calls shares one power state.
+
+Why: on the lent H100s (700 W cap) the SM clock drifts by up to 30 % over seconds
+(docs/notes/bench-power.md); kernels timed in bursts of their own (bench/ab.sh, one process per side;
+or rounds of 10 calls per side in one process) came out up to 3-4 % apart with identical code
+(docs/notes/bwd-sm90.md, sessions 28-29). Here one iteration calls every side once, in an order
+rotated per iteration, each call between two CUDA events on one stream (the host queues ahead: no
+launch gap inside a call); a side's ratio is taken per iteration against the first side's call of
+the same iteration, then summarized. Drift slower than one iteration (a few ms) cancels in the ratio.
+
+usage: ab-pairs.py --lib NAME=LIBFASTATTN.so [--lib ...] [--fa3-lib libfa3peer.so]
+                   [--shape b,s,h,d,MODE ...] [--iters N] [--deterministic]
+  MODE: causal | full | wL-R (window (L, R)). Prints one line per side and shape:
+  median ms, ratio to the first side (median of per-iteration ratios, its 25-75 % range) and the
+  share of iterations in which the side was faster than the first.
+"""
+import argparse
+import importlib.util
+import os
+import statistics
+import sys
+
+
+def load_peers():
+    spec = importlib.util.spec_from_file_location("run_peers", os.path.join(os.path.dirname(__file__), "run-peers.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def parse_shape(text):
+    f = text.split(",")
+    if len(f) != 5:
+        raise SystemExit(f"--shape {text!r}: want b,s,h,d,MODE (MODE causal, full or wL-R)")
+    b, s, h, d = (int(x) for x in f[:4])
+    mode = f[4]
+    if mode in ("causal", "full"):
+        return b, s, h, d, mode == "causal", (-1, -1), mode
+    if mode.startswith("w") and "-" in mode:
+        left, right = (int(x) for x in mode[1:].split("-"))
+        return b, s, h, d, False, (left, right), mode
+    raise SystemExit(f"--shape {text!r}: MODE must be causal, full or wL-R")
+
+
+def quantile(xs, q):
+    xs = sorted(xs)
+    at = q * (len(xs) - 1)
+    lo = int(at)
+    return xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (at - lo)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", action="append", required=True, help="NAME=path of a libfastattn.so (first: the base)")
+    ap.add_argument("--fa3-lib", help="FA3's backward peer library (bench/fa3): an extra side 'fa3'")
+    ap.add_argument("--shape", action="append", help="b,s,h,d,MODE (default: 2,8192,16,128,causal)")
+    ap.add_argument("--iters", type=int, default=60, help="iterations (each calls every side once)")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--deterministic", action="store_true")
+    args = ap.parse_args()
+    if args.iters < 3:
+        raise SystemExit("--iters: at least 3")
+    import torch
+    peers = load_peers()
+    sides = []
+    for spec in args.lib:
+        name, sep, path = spec.partition("=")
+        if not sep or not os.path.isfile(path):
+            raise SystemExit(f"--lib {spec!r}: want NAME=existing .so")
+        sides.append((name, peers.FastAttn(path)))
+    fa3 = peers.Fa3(args.fa3_lib) if args.fa3_lib else None
+    stream = torch.cuda.current_stream()
+    for text in args.shape or ["2,8192,16,128,causal"]:
+        b, s, h, d, causal, window, mode = parse_shape(text)
+        torch.manual_seed(0)
+        q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        fwd = sides[0][1].forward_fn(torch, q, k, v, causal, window)
+        out = fwd()
+        fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic))
+               for n, lib in sides]
+        if fa3 is not None:
+            fns.append(("fa3", fa3.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic)))
+        ref = fns[0][1]()
+        for n, fn in fns[1:]:
+            got = fn()
+            diff = max((g.float() - r.float()).abs().max().item() for g, r in zip(got[:3], ref[:3]))
+            print(f"# {text}: {n} vs {fns[0][0]} max |d| over dq, dk, dv {diff:.3e}", flush=True)
+        for _ in range(args.warmup):
+            for _, fn in fns:
+                fn()
+        n_sides = len(fns)
+        events = [[None] * n_sides for _ in range(args.iters)]
+        for it in range(args.iters):
+            for j in range(n_sides):
+                i = (j + it) % n_sides
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record(stream)
+                fns[i][1]()
+                end.record(stream)
+                events[it][i] = (start, end)
+        torch.cuda.synchronize()
+        ms = [[events[it][i][0].elapsed_time(events[it][i][1]) for i in range(n_sides)] for it in range(args.iters)]
+        label = f"b{b} s{s} h{h} d{d} {mode}{' det' if args.deterministic else ''}"
+        for i, (n, _) in enumerate(fns):
+            times = [row[i] for row in ms]
+            ratios = [row[i] / row[0] for row in ms]
+            faster = sum(r < 1.0 for r in ratios) / len(ratios)
+            print(f"{label} | {n:8s} | {statistics.median(times):8.3f} ms (min {min(times):.3f}) | "
+                  f"/{fns[0][0]} {statistics.median(ratios):.4f} [{quantile(ratios, 0.25):.4f}, "
+                  f"{quantile(ratios, 0.75):.4f}] | faster in {100 * faster:.0f} % of {len(ratios)}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
