@@ -96,19 +96,46 @@ void run_bwd_case(const BwdCase& c) {
   lse_dev.download(lse_host.data());
 
   const Device dev = Device::CUDA;
+  auto run_backward = [&](cudaStream_t s) {
+    return backward(ga, dout.view(dout.dev->get(), c.dtype, dev), dq.view(dq.dev->get(), c.dtype, dev),
+                    dk.view(dk.dev->get(), c.dtype, dev), dv.view(dv.dev->get(), c.dtype, dev), s);
+  };
+  // c.graph: run 0 is a plain call, the later runs replay one CUDA-graph capture of the same call
+  // (its workspace, clears and early-launched kernels), so they must match run 0 as plain runs do.
+  cudaStream_t stream = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (c.graph) {
+    ga.check_index_arrays = false;  // no host reads of the index arrays inside the capture
+    cudaGraph_t g;
+    FA_CUDA_OK(cudaStreamCreate(&stream));
+    FA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    st = run_backward(stream);
+    FA_CUDA_OK(cudaStreamEndCapture(stream, &g));
+    ASSERT_TRUE(st.ok()) << "backward (capture): " << st.message;
+    FA_CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
+    cudaGraphDestroy(g);
+  }
   const int runs = c.deterministic ? 3 : 2;
   std::vector<uint16_t> got[3][3];  // run x (dq, dk, dv)
   for (int r = 0; r < runs; ++r) {
     for (TestTensor* t : {&dq, &dk, &dv}) t->dev->poison();
-    st = backward(ga, dout.view(dout.dev->get(), c.dtype, dev), dq.view(dq.dev->get(), c.dtype, dev),
-                  dk.view(dk.dev->get(), c.dtype, dev), dv.view(dv.dev->get(), c.dtype, dev), nullptr);
-    ASSERT_TRUE(st.ok()) << "backward: " << st.message;
+    if (c.graph && r > 0) {
+      FA_CUDA_OK(cudaGraphLaunch(exec, stream));
+      FA_CUDA_OK(cudaStreamSynchronize(stream));
+    } else {
+      st = run_backward(nullptr);
+      ASSERT_TRUE(st.ok()) << "backward: " << st.message;
+    }
     FA_CUDA_OK(cudaDeviceSynchronize());
     TestTensor* ts[3] = {&dq, &dk, &dv};
     for (int g = 0; g < 3; ++g) {
       got[r][g].resize(ts[g]->host.size());
       ts[g]->dev->download(got[r][g].data());
     }
+  }
+  if (c.graph) {
+    cudaGraphExecDestroy(exec);
+    cudaStreamDestroy(stream);
   }
   const char* names[3] = {"dq", "dk", "dv"};
   for (int r = 1; r < runs; ++r)
@@ -431,6 +458,42 @@ TEST_F(Sm90Bwd, D64SoftcapKernels) { softcap_kernel_cases(64); }
 TEST_F(Sm90Bwd, D128SoftcapKernels) { softcap_kernel_cases(128); }
 
 TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
+
+// CUDA-graph replays of the backward (training loops capture it): the kernels launched early behind
+// the one ahead (launch.cuh) and the stream-ordered workspace, for each main-kernel family: the 64-row
+// causal tile (longest first), the 80-row tile, d 64, the dQ ring, deterministic GQA, softcap.
+TEST_F(Sm90Bwd, GraphReplay) {
+  auto graph_case = [](DType dt, int d, int sq, int sk) {
+    BwdCase c = bcase(dt, d, sq, sk);
+    c.graph = true;
+    return c;
+  };
+  BwdCase causal = graph_case(DType::BF16, 128, 1000, 1000);
+  causal.batch = 2;
+  causal.causal = true;
+  run_bwd_case(causal);
+  BwdCase full = graph_case(DType::F16, 128, 700, 513);
+  full.hq = 4;
+  full.hkv = 2;
+  run_bwd_case(full);
+  BwdCase d64 = graph_case(DType::BF16, 64, 301, 301);
+  d64.causal = true;
+  run_bwd_case(d64);
+  BwdCase ring = graph_case(DType::BF16, 128, 1500, 1500);
+  ring.wl = 64;
+  ring.wr = 0;
+  run_bwd_case(ring);
+  BwdCase det = graph_case(DType::BF16, 128, 600, 650);
+  det.hq = 4;
+  det.hkv = 1;
+  det.causal = true;
+  det.deterministic = true;
+  run_bwd_case(det);
+  BwdCase cap = graph_case(DType::BF16, 128, 400, 400);
+  cap.causal = true;
+  cap.softcap = 30.f;
+  run_bwd_case(cap);
+}
 
 TEST_F(Sm90Bwd, DeterministicBitwise) { deterministic_cases(128, 64, 96); }
 
