@@ -113,9 +113,10 @@ TEST(SplitHeuristic, KnownShapes) {
   }
 }
 
-// The CUDA launch's split count (plan_num_splits): a requested count as given (even past the key
+// The CUDA launch's split plan (plan_splits): a requested count as given (even past the key
 // blocks), else the heuristic on the unsplit launch's tiles (GQA packed for decode) and the key
-// blocks of the longest sequence; and the workspace's size.
+// blocks of the longest sequence; the base tile space it hands to the cluster rule and the
+// schedule, whichever way the count came; and the workspace's size.
 TEST(SplitPlan, CountsOfTheCudaLaunch) {
   using cuda_backend::AttnParams;
   using cuda_backend::MaskClass;
@@ -129,9 +130,22 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   const cuda_backend::GqaPack pack = cuda_backend::choose_gqa_pack(4, 1, false);
   auto plan = [&](int requested, const AttnParams& p) {
     const cuda_backend::GqaPack pk = cuda_backend::choose_gqa_pack(p.q_per_kv, p.seqlen_q, false);
-    return cuda_backend::plan_num_splits(requested, p, MaskClass::None, pk, 128, 128, 132);
+    return cuda_backend::plan_splits(requested, p, MaskClass::None, pk, 128, 128, 132).splits;
   };
   EXPECT_EQ(pack.groups, 1);
+  for (int requested : {0, 5}) {  // the base space is plan_tile_space's for the split kernel's rows
+    const cuda_backend::SplitPlan sp = cuda_backend::plan_splits(requested, a, MaskClass::None, pack, 128, 128, 132);
+    cuda_backend::TileSchedule s;
+    const int64_t tiles = cuda_backend::plan_tile_space(a, MaskClass::None, pack, 128, true, s);
+    EXPECT_EQ(sp.base.tiles, 8);
+    EXPECT_EQ(sp.base.tiles, tiles);
+    EXPECT_TRUE(sp.base.pad_first_ok);
+    EXPECT_EQ(sp.base.s.tiles, s.tiles);
+    EXPECT_EQ(sp.base.s.tile_rows, 128);
+    EXPECT_EQ(sp.base.s.pack_rows, s.pack_rows);
+    EXPECT_EQ(sp.base.s.batch_heads, s.batch_heads);
+    EXPECT_EQ(sp.base.s.head_slots, s.head_slots);
+  }
   EXPECT_EQ(plan(0, a), 8);    // 8 packed tiles streaming K/V, 32 key blocks: 64 CTAs
   EXPECT_EQ(plan(5, a), 5);    // as requested
   EXPECT_EQ(plan(300, a), 300);  // more than the key blocks: splits that see no key

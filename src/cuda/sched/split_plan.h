@@ -13,22 +13,33 @@
 
 namespace fastattn::cuda_backend {
 
-// Splits of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors: `requested` when
-// > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key), else
-// the heuristic (api/split_heuristic.h) from the unsplit launch's tile count, the key blocks of the
+// The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors: its
+// unsplit (base) tile space, planned once here for the split kernel (pad_first_ok: it stores O from
+// registers) and handed to the cluster rule and the schedule, and its split count: `requested`
+// when > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key),
+// else the heuristic (api/split_heuristic.h) from the base tile count, the key blocks of the
 // longest sequence (seqlen_k: the max bound when varlen) and the SM count; the launch streams K/V
 // when it has one tile per (batch, KV head).
-inline int plan_num_splits(int requested, const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
-                           int block_n, int sms) {
-  if (requested > 0) return requested;
-  TileSchedule s;
-  const int64_t tiles = plan_tile_space(a, mask, pack, tile_rows, true, s);
+struct SplitPlan {
+  int splits = 1;
+  TileSpace base;
+};
+
+inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
+                             int block_n, int sms) {
+  SplitPlan p;
+  p.base = plan_tile_space(a, mask, pack, tile_rows, true);
+  if (requested > 0) {
+    p.splits = requested;
+    return p;
+  }
   detail::SplitShape shape;
-  shape.tiles = tiles;
+  shape.tiles = p.base.tiles;
   shape.key_blocks = (int64_t(a.seqlen_k) + block_n - 1) / block_n;
   shape.sms = sms;
-  shape.streams_kv = tiles == int64_t(a.batch) * a.heads_kv;
-  return std::max(1, int(detail::choose_num_splits(shape)));
+  shape.streams_kv = p.base.tiles == int64_t(a.batch) * a.heads_kv;
+  p.splits = std::max(1, int(detail::choose_num_splits(shape)));
+  return p;
 }
 
 // The merge inside thread-block clusters (sm90/fwd/cluster_merge.cuh): a base tile's splits form
