@@ -102,8 +102,9 @@ Status section_slots(const LaunchProblem& lp, const TileSchedule& s, int ctas, i
 }  // namespace
 
 Status plan_schedule(const LaunchProblem& lp, const ScheduleShape& shape, TileSchedule* out, int* ctas) {
-  const TileSpace space = shape.planned != nullptr ? *shape.planned
-                                                  : plan_tile_space(lp.attn, lp.mask, lp.pack, shape.tile_rows, shape.pad_first_ok);
+  const TileSpace space = shape.planned != nullptr
+                              ? *shape.planned
+                              : plan_tile_space(lp.attn, lp.mask, lp.pack, shape.tile_rows, shape.pad_first_ok);
   if (space.s.tile_rows != shape.tile_rows || space.pad_first_ok != shape.pad_first_ok)
     return Status::Unsupported("internal: the planned tile space is not the launch config's");
   TileSchedule s = space.s;

@@ -32,7 +32,8 @@ Status launch_split_merge(const cuda_backend::LaunchProblem& lp, const cuda_back
 // sums in the same order as the contiguous cache's kernel, so paged and contiguous calls stay
 // bitwise equal.
 template <class T, int D>
-Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan, cudaStream_t stream) {
+Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
+                        cudaStream_t stream) {
   using Base = typename SplitBase<D>::type;
   if constexpr (D == 128 && Base::kBlockN == 128) {
     const bool half_pages = lp.kv.page_table != nullptr && std::gcd(int(lp.kv.page_size.d), Base::kBlockN) == 64 &&
