@@ -102,8 +102,13 @@ Status section_slots(const LaunchProblem& lp, const TileSchedule& s, int ctas, i
 }  // namespace
 
 Status plan_schedule(const LaunchProblem& lp, const ScheduleShape& shape, TileSchedule* out, int* ctas) {
-  TileSchedule s;
-  if (plan_tile_space(lp.attn, lp.mask, lp.pack, shape.tile_rows, shape.pad_first_ok, s) > INT32_MAX)
+  const TileSpace space = shape.planned != nullptr
+                              ? *shape.planned
+                              : plan_tile_space(lp.attn, lp.mask, lp.pack, shape.tile_rows, shape.pad_first_ok);
+  if (space.s.tile_rows != shape.tile_rows || space.pad_first_ok != shape.pad_first_ok)
+    return Status::Unsupported("internal: the planned tile space is not the launch config's");
+  TileSchedule s = space.s;
+  if (space.tiles > INT32_MAX)
     return Status::Unsupported("q: more than 2^31 tiles of " + std::to_string(shape.tile_rows) +
                                " rows x heads x batch");
   *ctas = 0;

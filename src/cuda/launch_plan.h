@@ -12,6 +12,7 @@
 #include "cuda/mask/mask_class.h"
 #include "cuda/sched/gqa_pack.h"
 #include "cuda/sched/tile_schedule.h"
+#include "cuda/sched/tile_space.h"
 #include "fastattn/types.h"
 
 namespace fastattn::cuda_backend {
@@ -33,6 +34,7 @@ struct ScheduleShape {
   int tile_rows = 128;              // query rows per tile
   bool pad_first_ok = true;         // padding rows may go to a sequence's first m-block (no TMA store of O)
   int64_t kv_bytes_per_slot = 0;    // K and V bytes one (batch, head) slot reads: the L2 section width
+  const TileSpace* planned = nullptr;  // the tile space when the launcher planned it already (same rows and flag)
 };
 
 // The schedule of a persistent launch (tile space, order, sections, divisors), and its grid size

@@ -113,9 +113,10 @@ TEST(SplitHeuristic, KnownShapes) {
   }
 }
 
-// The CUDA launch's split count (plan_num_splits): a requested count as given (even past the key
+// The CUDA launch's split plan (plan_splits): a requested count as given (even past the key
 // blocks), else the heuristic on the unsplit launch's tiles (GQA packed for decode) and the key
-// blocks of the longest sequence; and the workspace's size.
+// blocks of the longest sequence; the base tile space it hands to the cluster rule and the
+// schedule, whichever way the count came; and the workspace's size.
 TEST(SplitPlan, CountsOfTheCudaLaunch) {
   using cuda_backend::AttnParams;
   using cuda_backend::MaskClass;
@@ -129,9 +130,22 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   const cuda_backend::GqaPack pack = cuda_backend::choose_gqa_pack(4, 1, false);
   auto plan = [&](int requested, const AttnParams& p) {
     const cuda_backend::GqaPack pk = cuda_backend::choose_gqa_pack(p.q_per_kv, p.seqlen_q, false);
-    return cuda_backend::plan_num_splits(requested, p, MaskClass::None, pk, 128, 128, 132);
+    return cuda_backend::plan_splits(requested, p, MaskClass::None, pk, 128, 128, 132).splits;
   };
   EXPECT_EQ(pack.groups, 1);
+  for (int requested : {0, 5}) {  // the base space is plan_tile_space's for the split kernel's rows
+    const cuda_backend::SplitPlan sp = cuda_backend::plan_splits(requested, a, MaskClass::None, pack, 128, 128, 132);
+    cuda_backend::TileSchedule s;
+    const int64_t tiles = cuda_backend::plan_tile_space(a, MaskClass::None, pack, 128, true, s);
+    EXPECT_EQ(sp.base.tiles, 8);
+    EXPECT_EQ(sp.base.tiles, tiles);
+    EXPECT_TRUE(sp.base.pad_first_ok);
+    EXPECT_EQ(sp.base.s.tiles, s.tiles);
+    EXPECT_EQ(sp.base.s.tile_rows, 128);
+    EXPECT_EQ(sp.base.s.pack_rows, s.pack_rows);
+    EXPECT_EQ(sp.base.s.batch_heads, s.batch_heads);
+    EXPECT_EQ(sp.base.s.head_slots, s.head_slots);
+  }
   EXPECT_EQ(plan(0, a), 8);    // 8 packed tiles streaming K/V, 32 key blocks: 64 CTAs
   EXPECT_EQ(plan(5, a), 5);    // as requested
   EXPECT_EQ(plan(300, a), 300);  // more than the key blocks: splits that see no key
@@ -147,6 +161,39 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   EXPECT_EQ(plan(0, b), 8);
   b.seqlen_q = 300;            // 3 q-blocks per head share its K/V: the wave rule (24 tiles)
   EXPECT_EQ(plan(0, b), 5);
+  // Streaming GQA decode (h 32/8): 8 / 4 / 2 splits at b1 / b2 / b4 (about 64 CTAs); 1.5 x as many
+  // where each split keeps >= 16 key blocks, the count is even and fits a cluster: b2 from 8k keys.
+  auto decode = [&](int batch, int keys) {
+    AttnParams d = a;
+    d.batch = batch;
+    d.seqlen_k = keys;
+    return plan(0, d);
+  };
+  EXPECT_EQ(decode(1, 4096), 8);
+  EXPECT_EQ(decode(1, 8192), 8);    // 12 would pass the cluster's 8
+  EXPECT_EQ(decode(1, 32768), 8);
+  EXPECT_EQ(decode(2, 4096), 4);    // 8 blocks a split
+  EXPECT_EQ(decode(2, 8064), 4);    // 63 blocks: one short of 16 a split
+  EXPECT_EQ(decode(2, 8065), 6);    // 64 blocks (the last one partial)
+  EXPECT_EQ(decode(2, 8192), 6);
+  EXPECT_EQ(decode(2, 16384), 6);
+  EXPECT_EQ(decode(4, 4096), 2);    // 3: an odd count
+  EXPECT_EQ(decode(4, 16384), 2);
+  EXPECT_EQ(decode(8, 16384), 1);   // 64 tiles: unsplit
+  AttnParams m = a;                 // the same tiles unpacked (MHA: the combine kernel merges): no wider count
+  m.batch = 2;
+  m.heads_q = m.heads_kv = 8;
+  m.q_per_kv = 1;
+  m.seqlen_k = 16384;
+  EXPECT_EQ(plan(0, m), 4);
+  AttnParams q16 = a;               // s_q 16 at GQA 4: 64 stored rows fit 4 splits' slots, not 6's (66)
+  q16.batch = 2;
+  q16.seqlen_q = 16;
+  q16.seqlen_k = 16384;
+  EXPECT_EQ(plan(0, q16), 4);
+  q16.seqlen_q = 8;                 // R 8: 3 x 8 + 8 = 32 rows -> 36 slots at 6
+  EXPECT_EQ(plan(0, q16), 6);
+  EXPECT_EQ(plan(4, q16), 4);       // a requested count as given
   EXPECT_EQ(cuda_backend::split_rows(a, 1), 32);
   AttnParams v = a;
   static const int32_t cu[2] = {0, 7};

@@ -13,24 +13,6 @@
 
 namespace fastattn::cuda_backend {
 
-// Splits of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors: `requested` when
-// > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key), else
-// the heuristic (api/split_heuristic.h) from the unsplit launch's tile count, the key blocks of the
-// longest sequence (seqlen_k: the max bound when varlen) and the SM count; the launch streams K/V
-// when it has one tile per (batch, KV head).
-inline int plan_num_splits(int requested, const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
-                           int block_n, int sms) {
-  if (requested > 0) return requested;
-  TileSchedule s;
-  const int64_t tiles = plan_tile_space(a, mask, pack, tile_rows, true, s);
-  detail::SplitShape shape;
-  shape.tiles = tiles;
-  shape.key_blocks = (int64_t(a.seqlen_k) + block_n - 1) / block_n;
-  shape.sms = sms;
-  shape.streams_kv = tiles == int64_t(a.batch) * a.heads_kv;
-  return std::max(1, int(detail::choose_num_splits(shape)));
-}
-
 // The merge inside thread-block clusters (sm90/fwd/cluster_merge.cuh): a base tile's splits form
 // one cluster of at most kClusterMaxSplits CTAs (the portable cluster size); tile row t is merged
 // by the cluster's CTA t % splits, which receives every split's copy of it in one of its
@@ -38,17 +20,69 @@ inline int plan_num_splits(int requested, const AttnParams& a, MaskClass mask, c
 constexpr int kClusterMaxSplits = 8;
 constexpr int kClusterKeptRows = 64;
 
+// Whether the rows of a split tile fit the cluster merge's slots at `splits`: GQA-packed tiles
+// (decode) whose (heads - 1) x R + s_q stored rows, rounded up to a multiple of `splits`, are at
+// most 64, with 2-8 splits. Unpacked tiles (their rows may sit at a tile's bottom) do not.
+inline bool cluster_rows_fit(int splits, const GqaPack& pack, int seqlen_q) {
+  if (splits < 2 || splits > kClusterMaxSplits || pack.rows <= 0 || seqlen_q < 1 || seqlen_q > pack.rows) return false;
+  const int64_t rows = int64_t(pack.heads - 1) * pack.rows + seqlen_q;
+  return (rows + splits - 1) / splits * splits <= kClusterKeptRows;
+}
+
 // Whether a split launch merges its splits in clusters instead of by the combine kernel: every
 // split tile then has its own CTA and every cluster runs in the first wave (`base_tiles` clusters
 // of `splits` CTAs, at most `clusters_at_once` of them co-resident: cudaOccupancyMaxActiveClusters),
-// and the tiles store only rows whose slots fit: GQA-packed tiles (decode) whose
-// (heads - 1) x R + s_q stored rows, rounded up to a multiple of `splits`, are at most 64.
-// Elsewhere (more splits, more clusters than a wave, tiles that store more rows, unpacked tiles
-// whose rows may sit at the bottom) the combine kernel merges.
+// and the tiles' rows fit the slots (cluster_rows_fit). Elsewhere (more splits, more clusters than
+// a wave, tiles that store more rows, unpacked tiles) the combine kernel merges.
 inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack, int seqlen_q, int clusters_at_once) {
-  if (splits < 2 || splits > kClusterMaxSplits || pack.rows <= 0 || seqlen_q < 1 || seqlen_q > pack.rows) return false;
-  const int64_t rows = int64_t(pack.heads - 1) * pack.rows + seqlen_q;
-  return (rows + splits - 1) / splits * splits <= kClusterKeptRows && base_tiles >= 1 && base_tiles <= clusters_at_once;
+  return cluster_rows_fit(splits, pack, seqlen_q) && base_tiles >= 1 && base_tiles <= clusters_at_once;
+}
+
+// Key blocks a split keeps before more splits of a streaming decode pay (wider_streaming_split).
+constexpr int64_t kLongSplitBlocks = 16;
+
+// The heuristic's count for a decode that streams K/V (about half the SMs' worth of CTAs), or 1.5 x
+// as many where each split keeps >= kLongSplitBlocks key blocks, the count is even and its rows fit
+// one cluster's merge. Measured on the H100 (h 32/8 d 128, docs/notes/inference.md): b2 8k ran 6
+// splits (96 CTAs) 0.5 us under 4, b2 16k level, b2 4k (8 blocks a split) 0.1-0.2 us over; b4 ran
+// 3 splits (96 CTAs, odd clusters) 3-7 % over 2; past 8 splits the combine kernel merges (b1: 12
+// splits 1.5 us over 8).
+inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& pack, int seqlen_q) {
+  const int wider = splits + splits / 2;
+  const bool long_splits = key_blocks >= kLongSplitBlocks * splits;
+  return wider % 2 == 0 && long_splits && cluster_rows_fit(wider, pack, seqlen_q) ? wider : splits;
+}
+
+// The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors: its
+// unsplit (base) tile space, planned once here for the split kernel (pad_first_ok: it stores O from
+// registers) and handed to the cluster rule and the schedule, and its split count: `requested`
+// when > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key),
+// else the heuristic (api/split_heuristic.h) from the base tile count, the key blocks of the
+// longest sequence (seqlen_k: the max bound when varlen) and the SM count; the launch streams K/V
+// when it has one tile per (batch, KV head). GQA-packed decode (whose splits merge in clusters) then
+// takes 1.5 x the heuristic's splits where that count is even, fits one cluster and leaves each
+// split >= kLongSplitBlocks key blocks (wider_streaming_split).
+struct SplitPlan {
+  int splits = 1;
+  TileSpace base;
+};
+
+inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
+                             int block_n, int sms) {
+  SplitPlan p;
+  p.base = plan_tile_space(a, mask, pack, tile_rows, true);
+  if (requested > 0) {
+    p.splits = requested;
+    return p;
+  }
+  detail::SplitShape shape;
+  shape.tiles = p.base.tiles;
+  shape.key_blocks = (int64_t(a.seqlen_k) + block_n - 1) / block_n;
+  shape.sms = sms;
+  shape.streams_kv = p.base.tiles == int64_t(a.batch) * a.heads_kv;
+  p.splits = std::max(1, int(detail::choose_num_splits(shape)));
+  if (shape.streams_kv) p.splits = wider_streaming_split(p.splits, shape.key_blocks, pack, a.seqlen_q);
+  return p;
 }
 
 // Rows of one split's partials: every (batch, q head, query token), in the combine's order.

@@ -52,4 +52,20 @@ inline int64_t plan_tile_space(const AttnParams& a, MaskClass mask, const GqaPac
   return tiles;
 }
 
+// A tile space planned once and handed on (the split launch: its split count, cluster rule and
+// schedule all start from it): plan_tile_space's fields, its count and the flag it was planned with.
+struct TileSpace {
+  TileSchedule s;
+  int64_t tiles = 0;  // may exceed an int (s.tiles is then 0): plan_schedule refuses it
+  bool pad_first_ok = true;
+};
+
+inline TileSpace plan_tile_space(const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
+                                 bool pad_first_ok) {
+  TileSpace t;
+  t.pad_first_ok = pad_first_ok;
+  t.tiles = plan_tile_space(a, mask, pack, tile_rows, pad_first_ok, t.s);
+  return t;
+}
+
 }  // namespace fastattn::cuda_backend

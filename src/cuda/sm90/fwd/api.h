@@ -5,11 +5,12 @@
 #include <cuda_runtime.h>
 
 #include "cuda/launch_plan.h"
+#include "cuda/sched/split_plan.h"
 #include "fastattn/types.h"
 
 namespace fastattn::sm90 {
 template <class T, int D>
 Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
 template <class T, int D>
-Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, int splits, cudaStream_t stream);
+Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan, cudaStream_t stream);
 }

@@ -83,9 +83,11 @@ Status launch_in_clusters(FwdKernel kernel, int ctas, int splits, int smem, cuda
   return Status::Ok();
 }
 
-// `splits`: split-KV configs only (SplitConfig): the key splits per tile, > 1.
+// `splits`: split-KV configs only (SplitConfig): the key splits per tile, > 1; `base`: their base
+// tile space as the split plan has it (plan_splits), not planned again.
 template <class T, class Cfg>
-Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, int splits = 1) {
+Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, int splits = 1,
+                  const cuda_backend::TileSpace* base = nullptr) {
   using cuda_backend::Role;
   using cuda_backend::tma_tensor;
   constexpr int D = Cfg::kHeadDim;
@@ -132,6 +134,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   shape.tile_rows = Cfg::kBlockM;
   shape.pad_first_ok = !params.store.out_tma;
   shape.kv_bytes_per_slot = int64_t(lp.attn.seqlen_k) * (pr.head_dim + pr.head_dim_v) * int64_t(sizeof(T));
+  shape.planned = base;
   int ctas = 0;
   st = cuda_backend::plan_schedule(lp, shape, &params.sched, &ctas);
   if (!st.ok()) return st;
@@ -205,9 +208,9 @@ Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
     using Split = typename SplitBase<D>::type;
     int sms = 0;
     if (Status st = cuda_backend::sm_count(&sms); !st.ok()) return st;
-    const int splits = cuda_backend::plan_num_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM,
-                                                     Split::kBlockN, sms);
-    if (splits > 1) return launch_fwd_split<T, D>(lp, splits, stream);
+    const cuda_backend::SplitPlan plan =
+        cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM, Split::kBlockN, sms);
+    if (plan.splits > 1) return launch_fwd_split<T, D>(lp, plan, stream);
   }
   if constexpr (D == 64) {
     const bool short_keys = lp.attn.seqlen_k <= kShortMaxKeys64;

@@ -10,20 +10,21 @@ namespace fastattn::sm90 {
 
 // The splits merged in thread-block clusters where the plan fits (sched/split_plan.h:
 // merge_in_cluster; FASTATTN_SPLIT_MERGE=kernel turns it off), else by the combine kernel.
+// The plan's base tile space (planned on Base's rows) is the one both configs schedule.
 template <class T, class Base, bool PageHalves>
-Status launch_split_merge(const cuda_backend::LaunchProblem& lp, int splits, cudaStream_t stream) {
+Status launch_split_merge(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
+                          cudaStream_t stream) {
   using Plain = SplitConfig<Base, PageHalves>;
+  const int splits = plan.splits;
   if constexpr (Plain::kQBuffers == 2) {
     if (cuda_backend::cluster_merge_allowed()) {
       using InCluster = SplitConfig<Base, PageHalves, true>;
       const int clusters = clusters_at_once<InCluster>(fwd_kernel<T, InCluster>, fwd_smem_bytes<InCluster>(), splits);
-      cuda_backend::TileSchedule s;
-      const int64_t base_tiles = cuda_backend::plan_tile_space(lp.attn, lp.mask, lp.pack, InCluster::kBlockM, true, s);
-      if (cuda_backend::merge_in_cluster(splits, base_tiles, lp.pack, lp.attn.seqlen_q, clusters))
-        return launch_cfg<T, InCluster>(lp, stream, splits);
+      if (cuda_backend::merge_in_cluster(splits, plan.base.tiles, lp.pack, lp.attn.seqlen_q, clusters))
+        return launch_cfg<T, InCluster>(lp, stream, splits, &plan.base);
     }
   }
-  return launch_cfg<T, Plain>(lp, stream, splits);
+  return launch_cfg<T, Plain>(lp, stream, splits, &plan.base);
 }
 
 // d = 128 over a paged cache whose pages hold half a key block (page 64, 192, ...): the key-half
@@ -31,14 +32,15 @@ Status launch_split_merge(const cuda_backend::LaunchProblem& lp, int splits, cud
 // sums in the same order as the contiguous cache's kernel, so paged and contiguous calls stay
 // bitwise equal.
 template <class T, int D>
-Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, int splits, cudaStream_t stream) {
+Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
+                        cudaStream_t stream) {
   using Base = typename SplitBase<D>::type;
   if constexpr (D == 128 && Base::kBlockN == 128) {
     const bool half_pages = lp.kv.page_table != nullptr && std::gcd(int(lp.kv.page_size.d), Base::kBlockN) == 64 &&
                             lp.problem->head_dim_v == D;
-    if (half_pages) return launch_split_merge<T, Base, true>(lp, splits, stream);
+    if (half_pages) return launch_split_merge<T, Base, true>(lp, plan, stream);
   }
-  return launch_split_merge<T, Base, false>(lp, splits, stream);
+  return launch_split_merge<T, Base, false>(lp, plan, stream);
 }
 
 #ifdef FASTATTN_SPLIT_STAMPS
