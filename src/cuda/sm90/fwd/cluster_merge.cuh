@@ -80,46 +80,68 @@ __device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTile& 
   if (lane == 0 && a.lse != nullptr) a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + token * a.lse_stride_s] = row.lse;
 }
 
-// The consumer warps, after their tile's partials are pushed: this CTA's tile again (a cluster
-// launch gives each CTA one; its base tile is the cluster's), the bytes of the rows it merges
-// announced on merge.full, and once they have landed, the merge and the stores. This CTA (rank r)
-// merges the rows of slot groups j (tile row j x splits + r, slots from j x splits), group j to
-// consumer warp j % 8; at most 32 groups (2 splits), so the first warp counts them a lane each.
+// This CTA's share of its cluster's merge: its tile (a cluster launch gives each CTA one; its base
+// tile is the cluster's) and the slot groups j it merges (rank r: tile row j x splits + r, slots
+// from j x splits), at most 32 (2 splits).
+struct MergeShare {
+  TileWalk walk;
+  bool has_tile;
+  int splits, rank, heads;
+
+  // Group j's row, kept if it is stored and its group fits (the rows store_partial pushes).
+  __device__ __forceinline__ StoredRow row(const FwdParams& p, int j) const {
+    float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as o 0, lse -inf
+    StoredRow w = stored_row(p, walk.t, j * splits + rank, heads, inv, lse);
+    w.keep = has_tile && group_fits(j * splits, splits) && w.keep;
+    return w;
+  }
+};
+
+template <class Cfg>
+__device__ __forceinline__ MergeShare merge_share(const FwdParams& p) {
+  MergeShare s;
+  s.has_tile = s.walk.next<Cfg>(p);
+  s.splits = int(p.split.splits.d);
+  s.rank = int(cluster_rank());
+  s.heads = s.has_tile ? min(p.sched.pack_heads, (s.walk.t.kv_head + 1) * p.attn.q_per_kv - s.walk.t.head) : 0;
+  return s;
+}
+
+// The bytes this CTA's merge waits for, announced on merge.full by the first consumer warp before
+// its stream (a lane per slot group): the tile is known at the start, so the count is off the path
+// from the cluster's last partial to the merge.
+template <class Cfg>
+__device__ __forceinline__ void announce_merge_bytes(FwdSmem<Cfg>& sm, const FwdParams& p) {
+  static_assert(kClusterMergeRows / 2 <= 32, "a lane per slot group");
+  const MergeShare share = merge_share<Cfg>(p);
+  const int lane = threadIdx.x % 32;
+  const unsigned rows = __popc(__ballot_sync(0xffffffffu, share.row(p, lane).keep));
+  if (lane == 0) mbar_expect_tx(&sm.merge.full, rows * uint32_t(share.splits) * kMergeRowBytes<Cfg>);
+}
+
+// The consumer warps, after their tile's partials are pushed (the bytes were announced before the
+// stream: announce_merge_bytes): this CTA's tile again, and once every split's rows have landed,
+// the merge and the stores, slot group j by consumer warp j % 8.
 template <class T, class Cfg>
 __device__ __forceinline__ void cluster_merge(FwdSmem<Cfg>& sm, const FwdParams& p) {
   constexpr int kWarps = 4 * Cfg::kConsumerWarpgroups;
   constexpr int kRowsPerWarp = kClusterMergeRows / (2 * kWarps);  // at 2 splits, the fewest
-  static_assert(kClusterMergeRows / 2 <= 32, "a lane per slot group");
-  TileWalk walk;
-  const bool has_tile = walk.next<Cfg>(p);
-  const FwdTile& e = walk.t;
-  const int splits = int(p.split.splits.d), lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 4;
-  const int rank = int(cluster_rank());
-  const int heads = has_tile ? min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head) : 0;
-  float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as o 0, lse -inf
-  // Group j's row, if it is stored and its group fits (the rows store_partial pushes).
-  auto merged_here = [&](int j) {
-    return has_tile && group_fits(j * splits, splits) && stored_row(p, e, j * splits + rank, heads, inv, lse).keep;
-  };
-  if (warp == 0) {
-    const unsigned rows = __popc(__ballot_sync(0xffffffffu, merged_here(lane)));
-    if (lane == 0) mbar_expect_tx(&sm.merge.full, rows * uint32_t(splits) * kMergeRowBytes<Cfg>);
-  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 4;
+  const MergeShare share = merge_share<Cfg>(p);
   MergedRow<Cfg> rows[kRowsPerWarp];
   bool waited = false;
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int j = warp + i * kWarps;
-    rows[i].w.keep = merged_here(j);
+    rows[i].w = share.row(p, j);
     if (!rows[i].w.keep) continue;
-    rows[i].w = stored_row(p, e, j * splits + rank, heads, inv, lse);
     if (!waited) mbar_wait_cluster(&sm.merge.full, 0);  // every split's rows for this CTA have landed
     waited = true;
-    merge_row<Cfg>(sm, j * splits, splits, lane, rows[i]);
+    merge_row<Cfg>(sm, j * share.splits, share.splits, lane, rows[i]);
   }
 #pragma unroll
   for (int i = 0; i < kRowsPerWarp; ++i)
-    if (rows[i].w.keep) store_merged<T, Cfg>(p, e, rows[i], lane);
+    if (rows[i].w.keep) store_merged<T, Cfg>(p, share.walk.t, rows[i], lane);
 }
 
 }  // namespace fastattn::sm90

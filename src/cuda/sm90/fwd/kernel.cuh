@@ -90,7 +90,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    if constexpr (Cfg::kClusterMerge) cluster_wait();
+    if constexpr (Cfg::kClusterMerge) {
+      cluster_wait();
+      if (warp == 4) announce_merge_bytes<Cfg>(sm, p);  // the first consumer warp
+    }
     consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
     if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
     // Cluster-merge configs merge their splits in the cluster (cluster_merge.cuh): the partials
