@@ -22,4 +22,14 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src
                                   bytes);
 }
 
+// The same add with an L2 policy that keeps dst's lines resident (evict_last): for an accumulator
+// that other CTAs go on adding into and a later kernel reads (the backward's dQ).
+__device__ __forceinline__ void bulk_reduce_add_f32_evict_last(float* dst, const float* src, uint32_t bytes) {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.L2::cache_hint.add.f32 [%0], [%1], %2, %3;" ::"l"(dst),
+               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(src))), "r"(bytes), "l"(policy)
+               : "memory");
+}
+
 }  // namespace fastattn::sm90
