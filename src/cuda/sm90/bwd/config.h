@@ -94,12 +94,15 @@ struct BwdConfig {
   static constexpr bool kDqOwnAtoms = D == 256;
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;
-  // d 128: the default mode's CTA order under a causal mask (or a window with a right edge) is
-  // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh). At
-  // d 64 and on the 64-key d 256 kernel the same order measured level or slower (notes, session 25;
-  // the 80-key d 256 tile takes it, walking upwards: BwdConfigKeys80). The 80-row tile serves no
-  // mask (bwd_rows80), so it is built without this order and without paired key blocks.
-  static constexpr bool kLptOrder = D == 128 && kBlockM == 64;
+  // d 128 / 64: the default mode's CTA order under a causal mask (or a window with a right edge) is
+  // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh). On the
+  // 64-key d 256 kernel the same order measured slower (notes, session 25; the 80-key d 256 tile
+  // takes it, walking upwards: BwdConfigKeys80). The 80-row tile serves no mask (bwd_rows80), so
+  // it is built without this order and without paired key blocks.
+  static constexpr bool kLptOrder = (D == 128 && kBlockM == 64) || D == 64;
+  // Paired key blocks (lpt_order.h, where longest first cannot act): d 128 only (at d 64 the second
+  // tile's inlined consumer spilled).
+  static constexpr bool kPairKeyBlocks = kLptOrder && D == 128;
   // dQ writer threads of the deterministic mode (d <= 128), taking the steps in turn: each waits for
   // its add to land before passing the q-block's turn on, which at d 128 took about as long as a
   // step, so one writer held the consumers back.
@@ -169,6 +172,7 @@ struct BwdConfigKeys80 {
   // edge the longest-first order in L2 sections (lpt_order.h), each CTA walking upwards and no
   // paired key blocks: FA3's causal d 256 order (notes: s4k causal +5 % over block order).
   static constexpr bool kLptOrder = true;
+  static constexpr bool kPairKeyBlocks = false;
   static constexpr bool kHasDetKernel = false;
   static constexpr bool kSoftcapKernel = false;  // no softcap on this tile (bwd_keys80)
   static constexpr int kDetChunk = 2048 / kBlockN;

@@ -377,7 +377,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // second's calls inlined apart from the first's, its tile derived from the first's (the producer
   // warpgroup's 24 registers hold no loop state) or rebuilt from the item (the consumers' registers
   // hold none over the first tile's steps).
-  constexpr bool kPairable = Cfg::kLptOrder && !kDet && !kRing && !Cfg::kDqInStage && !Cfg::kSplitD;
+  constexpr bool kPairable = Cfg::kPairKeyBlocks && !kDet && !kRing && !Cfg::kDqInStage && !Cfg::kSplitD;
   BwdTile t;
   if (kPairable && p.kv_pair) {
     int tiles;

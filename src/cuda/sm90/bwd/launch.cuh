@@ -77,7 +77,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     int sms = 0;
     if (Status st = cuda_backend::persistent_grid(INT32_MAX, &sms); !st.ok()) return st;
     const int units = p.attn.heads_kv * p.attn.batch;
-    if (!Cfg::kKeys80 && p.attn.window_left < 0 && bwd_pair_key_blocks(p.lpt_section, units, p.n_blocks, sms)) {
+    if (Cfg::kPairKeyBlocks && p.attn.window_left < 0 && bwd_pair_key_blocks(p.lpt_section, units, p.n_blocks, sms)) {
       p.kv_pair = 1;
       p.lpt_section = 0;  // equal CTAs: block order keeps a unit's CTAs together
     }
