@@ -95,6 +95,15 @@ TEST(BwdLptOrder, SectionsOfUnitsThatFitL2) {
   EXPECT_EQ(bwd_lpt_section(7, 64, 1 << 20, 256, kBwdLptL2Bytes), 1) << "at least one";
 }
 
+// Which calls take the longest-first order where the config builds it: every d 128 call; d 64 from
+// 16 key blocks of 128 (s_k 2048) on.
+TEST(BwdLptOrder, LongestFirstRule) {
+  for (int n : {1, 8, 15, 16, 64}) EXPECT_TRUE(bwd_longest_first(128, n)) << n;
+  for (int n : {1, 8, 15}) EXPECT_FALSE(bwd_longest_first(64, n)) << n;
+  for (int n : {16, 32, 64}) EXPECT_TRUE(bwd_longest_first(64, n)) << n;
+  EXPECT_TRUE(bwd_longest_first(256, 8)) << "the 80-key d 256 tile keeps its order at s 1k";
+}
+
 // Every walk takes every (head, q-block) of the group x range exactly once in heads x blocks steps;
 // upwards: heads outer, q-blocks rising; downwards: q-blocks falling from the last, heads inner;
 // upwards with the heads inner: q-blocks rising from the first.

@@ -66,8 +66,9 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   // Deterministic CTA order: chunks of 2048 keys, 8 heads' Q, dO in L2 at d 128 s 8k.
   if (p.deterministic) p.det_chunk = std::min(p.n_blocks, Cfg::kDetChunk);
   // Default mode under a right-bounded mask (causal folded in as window_right 0): longest first, in
-  // sections of units that fit L2; d 128's CTAs walk downwards with the group's heads inner.
-  if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0) {
+  // sections of units that fit L2 (d 64: from 16 key blocks, bwd_longest_first); the CTAs walk
+  // downwards with the group's heads inner.
+  if (Cfg::kLptOrder && !p.deterministic && p.attn.window_right >= 0 && bwd_longest_first(D, p.n_blocks)) {
     p.lpt_section = bwd_lpt_section(p.attn.heads_kv * p.attn.batch, p.attn.q_per_kv, p.attn.seqlen_q, D, kBwdLptL2Bytes);
     p.q_walk_down = Cfg::kKeys80 ? 0 : 1;  // the 80-key kernel walks upwards (keys80.cuh)
     // Causal-like (no left edge): key blocks j and N - 1 - j in one CTA where longest first cannot act

@@ -49,6 +49,12 @@ FASTATTN_HD int bwd_pair_blocks(int j, int n_blocks, int& first, int& second) {
   return j < second ? 2 : (j == second ? 1 : 0);
 }
 
+// The host's rule for a config that builds the longest-first order (BwdConfig::kLptOrder): whether a
+// call of `n_blocks` key blocks takes it. d 64 from 16 key blocks (s_k >= 2048) only: beside block
+// order it measured +6-8 % at b16 s1k causal, -1.5 % at b8 s2k, -4 % at b4 s4k and b2 s8k (H100,
+// session 29, interleaved A/B).
+inline bool bwd_longest_first(int head_dim, int n_blocks) { return head_dim != 64 || n_blocks >= 16; }
+
 // The host's rule, for `units` (sequence x KV head) of `n_blocks` key blocks on `sms` SMs: pair where
 // the longest-first order cannot act (sections of one unit: block order, whose tail pairing removes)
 // and the pairs still fill the SMs (with fewer CTAs than SMs all run at once and the longest single
