@@ -12,7 +12,7 @@ the same iteration, then summarized. Drift slower than one iteration (a few ms) 
 
 usage: ab-pairs.py --lib NAME=LIBFASTATTN.so [--lib ...] [--fa3-lib libfa3peer.so]
                    [--shape b,s,h,d,MODE ...] [--iters N] [--deterministic]
-  MODE: causal | full | wL-R (window (L, R)). Prints one line per side and shape:
+  MODE: causal | full | wL:R (window (L, R), -1: no edge). Prints one line per side and shape:
   median ms, ratio to the first side (median of per-iteration ratios, its 25-75 % range) and the
   share of iterations in which the side was faster than the first.
 """
@@ -31,17 +31,24 @@ def load_peers():
 
 
 def parse_shape(text):
+    want = f"--shape {text!r}: want b,s,h,d,MODE with positive sizes and MODE causal, full or wL:R (a window; -1: no edge)"
     f = text.split(",")
     if len(f) != 5:
-        raise SystemExit(f"--shape {text!r}: want b,s,h,d,MODE (MODE causal, full or wL-R)")
-    b, s, h, d = (int(x) for x in f[:4])
-    mode = f[4]
-    if mode in ("causal", "full"):
-        return b, s, h, d, mode == "causal", (-1, -1), mode
-    if mode.startswith("w") and "-" in mode:
-        left, right = (int(x) for x in mode[1:].split("-"))
-        return b, s, h, d, False, (left, right), mode
-    raise SystemExit(f"--shape {text!r}: MODE must be causal, full or wL-R")
+        raise SystemExit(want)
+    try:
+        b, s, h, d = (int(x) for x in f[:4])
+        mode = f[4]
+        if mode in ("causal", "full"):
+            window = (-1, -1)
+        elif mode.startswith("w") and mode.count(":") == 1:
+            window = tuple(int(x) for x in mode[1:].split(":"))
+        else:
+            raise ValueError(mode)
+    except ValueError:
+        raise SystemExit(want) from None
+    if min(b, s, h, d) < 1 or min(window) < -1:
+        raise SystemExit(want)
+    return b, s, h, d, mode == "causal", window, mode
 
 
 def quantile(xs, q):

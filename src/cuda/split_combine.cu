@@ -16,6 +16,7 @@
 #include <string>
 
 #include "cuda/common/element.cuh"
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/split_combine.h"
 #include "cuda/split_merge_math.cuh"
 
@@ -45,11 +46,9 @@ __global__ void combine_rows(SplitCombineParams p) {
     const int h = int(r / p.seqlen_q % p.heads);
     const int b = int(r / (int64_t(p.seqlen_q) * p.heads));
     if (p.cu_seqlens_q && (i < p.cu_seqlens_q[0] || i >= p.cu_seqlens_q[p.varlen_batch])) continue;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // The partials of the kernel before are complete and visible (a no-op without early_launch, and
     // after the first row). The row's index arithmetic above (64-bit divisions) runs under the wait.
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+    grid_dependency_wait();
     const float* lse = p.lse + r;  // split s at lse[s * rows]
     // The first 32 splits' LSEs stay in registers (one per lane) for the max, the sum and the weights.
     const float ls0 = lane < p.splits ? lse[lane * rows] : -INFINITY;

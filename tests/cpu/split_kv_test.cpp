@@ -130,11 +130,11 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   const cuda_backend::GqaPack pack = cuda_backend::choose_gqa_pack(4, 1, false);
   auto plan = [&](int requested, const AttnParams& p) {
     const cuda_backend::GqaPack pk = cuda_backend::choose_gqa_pack(p.q_per_kv, p.seqlen_q, false);
-    return cuda_backend::plan_splits(requested, p, MaskClass::None, pk, 128, 128, 132).splits;
+    return cuda_backend::plan_splits(requested, p, MaskClass::None, pk, 128, 128, 132, true).splits;
   };
   EXPECT_EQ(pack.groups, 1);
   for (int requested : {0, 5}) {  // the base space is plan_tile_space's for the split kernel's rows
-    const cuda_backend::SplitPlan sp = cuda_backend::plan_splits(requested, a, MaskClass::None, pack, 128, 128, 132);
+    const cuda_backend::SplitPlan sp = cuda_backend::plan_splits(requested, a, MaskClass::None, pack, 128, 128, 132, true);
     cuda_backend::TileSchedule s;
     const int64_t tiles = cuda_backend::plan_tile_space(a, MaskClass::None, pack, 128, true, s);
     EXPECT_EQ(sp.base.tiles, 8);
@@ -176,6 +176,11 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   EXPECT_EQ(decode(2, 8064), 4);    // 63 blocks: one short of 16 a split
   EXPECT_EQ(decode(2, 8065), 6);    // 64 blocks (the last one partial)
   EXPECT_EQ(decode(2, 8192), 6);
+  AttnParams b2 = a;  // where the splits cannot merge in clusters the heuristic's count stands
+  b2.batch = 2;
+  b2.seqlen_k = 8192;
+  const cuda_backend::GqaPack pk2 = cuda_backend::choose_gqa_pack(4, 1, false);
+  EXPECT_EQ(cuda_backend::plan_splits(0, b2, MaskClass::None, pk2, 128, 128, 132, false).splits, 4);
   EXPECT_EQ(decode(2, 16384), 6);
   EXPECT_EQ(decode(4, 4096), 2);    // 3: an odd count
   EXPECT_EQ(decode(4, 16384), 2);

@@ -100,28 +100,21 @@ void run_bwd_case(const BwdCase& c) {
     return backward(ga, dout.view(dout.dev->get(), c.dtype, dev), dq.view(dq.dev->get(), c.dtype, dev),
                     dk.view(dk.dev->get(), c.dtype, dev), dv.view(dv.dev->get(), c.dtype, dev), s);
   };
-  // c.graph: run 0 is a plain call, the later runs replay one CUDA-graph capture of the same call
-  // (its workspace, clears and early-launched kernels), so they must match run 0 as plain runs do.
-  cudaStream_t stream = nullptr;
-  cudaGraphExec_t exec = nullptr;
+  // c.graph: run 0 is a plain call, runs 1 and 2 replay one CUDA-graph capture of the same call (its
+  // workspace, clears and early-launched kernels), so they must match run 0 as plain runs do, and
+  // each replay is checked against the reference too (dq by default differs in its adds' order).
+  CapturedCall graph;
   if (c.graph) {
     ga.check_index_arrays = false;  // no host reads of the index arrays inside the capture
-    cudaGraph_t g;
-    FA_CUDA_OK(cudaStreamCreate(&stream));
-    FA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    st = run_backward(stream);
-    FA_CUDA_OK(cudaStreamEndCapture(stream, &g));
-    ASSERT_TRUE(st.ok()) << "backward (capture): " << st.message;
-    FA_CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
-    cudaGraphDestroy(g);
+    const std::string err = graph.capture(run_backward);
+    ASSERT_TRUE(err.empty()) << "backward: " << err;
   }
-  const int runs = c.deterministic ? 3 : 2;
+  const int runs = c.deterministic || c.graph ? 3 : 2;
   std::vector<uint16_t> got[3][3];  // run x (dq, dk, dv)
   for (int r = 0; r < runs; ++r) {
     for (TestTensor* t : {&dq, &dk, &dv}) t->dev->poison();
     if (c.graph && r > 0) {
-      FA_CUDA_OK(cudaGraphLaunch(exec, stream));
-      FA_CUDA_OK(cudaStreamSynchronize(stream));
+      FA_CUDA_OK(graph.replay());
     } else {
       st = run_backward(nullptr);
       ASSERT_TRUE(st.ok()) << "backward: " << st.message;
@@ -132,10 +125,6 @@ void run_bwd_case(const BwdCase& c) {
       got[r][g].resize(ts[g]->host.size());
       ts[g]->dev->download(got[r][g].data());
     }
-  }
-  if (c.graph) {
-    cudaGraphExecDestroy(exec);
-    cudaStreamDestroy(stream);
   }
   const char* names[3] = {"dq", "dk", "dv"};
   for (int r = 1; r < runs; ++r)
@@ -156,6 +145,8 @@ void run_bwd_case(const BwdCase& c) {
   check_grad("dq", got[0][0], ref.dq, base.dq, c.dtype);
   check_grad("dk", got[0][1], ref.dk, base.dk, c.dtype);
   check_grad("dv", got[0][2], ref.dv, base.dv, c.dtype);
+  if (c.graph && !c.deterministic)  // the replays' dq (dk, dv: bitwise run 0's, above)
+    for (int r = 1; r < runs; ++r) check_grad("dq (graph replay)", got[r][0], ref.dq, base.dq, c.dtype);
 }
 
 // Case families run for both shapes: d <= 128 (128-key CTAs) and d > 128 (64-key CTAs split on d).
@@ -493,6 +484,21 @@ TEST_F(Sm90Bwd, GraphReplay) {
   cap.causal = true;
   cap.softcap = 30.f;
   run_bwd_case(cap);
+  BwdCase lpt = graph_case(DType::BF16, 64, 2100, 2100);  // d 64 longest first (16+ key blocks)
+  lpt.hq = 4;
+  lpt.hkv = 2;
+  lpt.causal = true;
+  run_bwd_case(lpt);
+}
+
+// The same for the head dims over 128: the 80-key d 256 tile and the 64-key tile split on d (d 192).
+TEST_F(Sm90Bwd, LargeDimsGraphReplay) {
+  for (int d : {256, 192}) {
+    BwdCase c = bcase(DType::BF16, d, 300, 300);
+    c.graph = true;
+    c.causal = true;
+    run_bwd_case(c);
+  }
 }
 
 TEST_F(Sm90Bwd, DeterministicBitwise) { deterministic_cases(128, 64, 96); }
@@ -518,6 +524,20 @@ TEST_F(Sm90Bwd, D64Tile) {
   }
   varlen_cases(64, 64, 64);
   deterministic_cases(64, 64, 64);
+  // From 16 key blocks the causal / right-bounded order is longest first (bwd_longest_first): GQA
+  // (the group's heads inner in the down walk), several units in a section, a window with both edges.
+  BwdCase gqa = bcase(DType::BF16, 64, 2100, 2100);
+  gqa.batch = 2;
+  gqa.hq = 8;
+  gqa.hkv = 2;
+  gqa.causal = true;
+  run_bwd_case(gqa);
+  BwdCase win = bcase(DType::F16, 64, 1900, 2100);
+  win.hq = 3;
+  win.hkv = 3;
+  win.wl = 100;
+  win.wr = 50;
+  run_bwd_case(win);
 }
 
 // d 128 without mask in the default mode: q-blocks of 80 rows (BwdConfig<128, 80>: S^T / dP^T with

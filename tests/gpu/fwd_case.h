@@ -210,26 +210,18 @@ inline void run_fwd_case(const FwdCase& c) {
   // Two GPU runs into freshly poisoned outputs: the second must match the first bit for bit. With
   // c.graph, the call is captured once (index arrays unread on the host) and each run is a replay.
   FwdOutputs runs[2];
-  cudaStream_t stream = nullptr;
-  cudaGraphExec_t exec = nullptr;
+  CapturedCall graph;
   if (c.graph) {
     AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
     a.check_index_arrays = false;
-    cudaGraph_t g;
-    FA_CUDA_OK(cudaStreamCreate(&stream));
-    FA_CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    Status st = forward(a, stream);
-    FA_CUDA_OK(cudaStreamEndCapture(stream, &g));
-    ASSERT_TRUE(st.ok()) << st.message;
-    FA_CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
-    cudaGraphDestroy(g);
+    const std::string err = graph.capture([&](cudaStream_t s) { return forward(a, s); });
+    ASSERT_TRUE(err.empty()) << err;
   }
   for (auto& r : runs) {
     out.dev->poison();
     lse_dev.poison();
     if (c.graph) {
-      FA_CUDA_OK(cudaGraphLaunch(exec, stream));
-      FA_CUDA_OK(cudaStreamSynchronize(stream));
+      FA_CUDA_OK(graph.replay());
     } else {
       AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
       Status st = forward(a, nullptr);
@@ -240,10 +232,6 @@ inline void run_fwd_case(const FwdCase& c) {
     r.lse.resize(lse_n);
     out.dev->download(r.out.data());
     lse_dev.download(r.lse.data());
-  }
-  if (c.graph) {
-    cudaGraphExecDestroy(exec);
-    cudaStreamDestroy(stream);
   }
   ASSERT_EQ(std::memcmp(runs[0].out.data(), runs[1].out.data(), runs[0].out.size() * 2), 0) << "out differs between runs (race?)";
   ASSERT_EQ(std::memcmp(runs[0].lse.data(), runs[1].lse.data(), runs[0].lse.size() * 4), 0) << "lse differs between runs";

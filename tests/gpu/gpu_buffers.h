@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace fastattn::gputest {
@@ -36,6 +37,47 @@ class DeviceBuffer {
  private:
   void* ptr_ = nullptr;
   size_t bytes_ = 0;
+};
+
+// One library call captured in a CUDA graph on a stream of its own and replayed on demand; the graph
+// and the stream are freed at scope exit (also when an assertion returns early).
+class CapturedCall {
+ public:
+  CapturedCall() = default;
+  ~CapturedCall() {
+    if (exec_) cudaGraphExecDestroy(exec_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  CapturedCall(const CapturedCall&) = delete;
+  CapturedCall& operator=(const CapturedCall&) = delete;
+  // Captures call(stream) (it returns a Status); "" on success, else what failed: the call's own
+  // message first, since a failed call also breaks the capture.
+  template <class Call>
+  std::string capture(Call&& call) {
+    cudaError_t e = cudaStreamCreate(&stream_);
+    if (e == cudaSuccess) e = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal);
+    if (e != cudaSuccess) return std::string("capture start: ") + cudaGetErrorString(e);
+    const auto st = call(stream_);
+    cudaGraph_t g = nullptr;
+    e = cudaStreamEndCapture(stream_, &g);
+    if (!st.ok()) {
+      if (g) cudaGraphDestroy(g);
+      return "captured call: " + st.message;
+    }
+    if (e != cudaSuccess) return std::string("capture end: ") + cudaGetErrorString(e);
+    e = cudaGraphInstantiate(&exec_, g, 0);
+    cudaGraphDestroy(g);
+    return e == cudaSuccess ? "" : std::string("graph instantiate: ") + cudaGetErrorString(e);
+  }
+  // One replay, finished.
+  cudaError_t replay() const {
+    const cudaError_t e = cudaGraphLaunch(exec_, stream_);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(stream_);
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
 };
 
 inline bool gpu_present() {

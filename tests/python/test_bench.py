@@ -333,8 +333,10 @@ def test_ab_pairs_shapes_and_ratio_quantiles():
     ab = _bench_script("ab-pairs.py", "ab_pairs")
     assert ab.parse_shape("2,8192,16,128,causal") == (2, 8192, 16, 128, True, (-1, -1), "causal")
     assert ab.parse_shape("1,17,3,64,full") == (1, 17, 3, 64, False, (-1, -1), "full")
-    assert ab.parse_shape("2,8192,16,128,w64-0") == (2, 8192, 16, 128, False, (64, 0), "w64-0")
-    for bad in ("2,8192,16,128", "2,8192,16,128,diag", "2,8192,16,128,w64"):
+    assert ab.parse_shape("2,8192,16,128,w64:0") == (2, 8192, 16, 128, False, (64, 0), "w64:0")
+    assert ab.parse_shape("1,300,2,64,w-1:20") == (1, 300, 2, 64, False, (-1, 20), "w-1:20")
+    for bad in ("2,8192,16,128", "2,8192,16,128,diag", "2,8192,16,128,w64", "2,x,16,128,causal",
+                "2,8192,16,128,w64:x", "2,8192,16,128,w64:0:1", "0,8192,16,128,full", "1,64,1,64,w-2:0"):
         with pytest.raises(SystemExit):
             ab.parse_shape(bad)
     xs = [1.0, 4.0, 2.0, 3.0, 5.0]

@@ -45,12 +45,13 @@ struct BwdParams {
   // key blocks of a head running at once (the chain a wave waits along) are only det_chunk, while
   // det_chunk x heads resident CTAs still share their heads' Q and dO in L2.
   int det_chunk = 0;
-  // Default mode under a right-bounded mask (causal, windows with a right edge), d 128 and the
-  // 80-key d 256 tile: the CTA order is longest first, units (sequence x KV head) in sections of lpt_section (sm90/bwd/lpt_order.h);
-  // 0: block-index order.
+  // Default mode under a right-bounded mask (causal, windows with a right edge), d 128, d 64 from 16
+  // key blocks and the 80-key d 256 tile: the CTA order is longest first, units (sequence x KV head)
+  // in sections of lpt_section (sm90/bwd/lpt_order.h: bwd_longest_first); 0: block-index order.
   int lpt_section = 0;
-  // Default mode under a right-bounded mask, d 128: each CTA walks its steps downwards, the group's
-  // q heads inner (sm90/bwd/lpt_order.h, bwd_walk_next); 0: heads outer, q-blocks upwards.
+  // Default mode under a right-bounded mask, d 128 and d 64 in the longest-first order: each CTA
+  // walks its steps downwards, the group's q heads inner (sm90/bwd/lpt_order.h, bwd_walk_next); 0:
+  // heads outer, q-blocks upwards.
   int q_walk_down = 0;
   // Default mode under a causal-like mask (right edge, no left edge), d 128, where lpt_section is 1:
   // each CTA works on key blocks j and N - 1 - j of its sequence (sm90/bwd/lpt_order.h,

@@ -59,16 +59,17 @@ inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& 
 // when > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key),
 // else the heuristic (api/split_heuristic.h) from the base tile count, the key blocks of the
 // longest sequence (seqlen_k: the max bound when varlen) and the SM count; the launch streams K/V
-// when it has one tile per (batch, KV head). GQA-packed decode (whose splits merge in clusters) then
-// takes 1.5 x the heuristic's splits where that count is even, fits one cluster and leaves each
-// split >= kLongSplitBlocks key blocks (wider_streaming_split).
+// when it has one tile per (batch, KV head). Where the caller says its splits may merge in clusters
+// (`cluster_merge`: the config and the switch allow it; the rule was measured there only, at d 128),
+// a streaming decode then takes 1.5 x the heuristic's splits where that count is even, fits one
+// cluster and leaves each split >= kLongSplitBlocks key blocks (wider_streaming_split).
 struct SplitPlan {
   int splits = 1;
   TileSpace base;
 };
 
 inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
-                             int block_n, int sms) {
+                             int block_n, int sms, bool cluster_merge) {
   SplitPlan p;
   p.base = plan_tile_space(a, mask, pack, tile_rows, true);
   if (requested > 0) {
@@ -81,7 +82,7 @@ inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask,
   shape.sms = sms;
   shape.streams_kv = p.base.tiles == int64_t(a.batch) * a.heads_kv;
   p.splits = std::max(1, int(detail::choose_num_splits(shape)));
-  if (shape.streams_kv) p.splits = wider_streaming_split(p.splits, shape.key_blocks, pack, a.seqlen_q);
+  if (cluster_merge && shape.streams_kv) p.splits = wider_streaming_split(p.splits, shape.key_blocks, pack, a.seqlen_q);
   return p;
 }
 

@@ -95,11 +95,11 @@ struct BwdConfig {
   // Deterministic mode's CTA order: key blocks in chunks of this many per head (2048 keys).
   static constexpr int kDetChunk = 2048 / kBlockN;
   // d 128 / 64: the default mode's CTA order under a causal mask (or a window with a right edge) is
-  // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh; d 64 from
-  // 16 key blocks: bwd_longest_first). On the
-  // 64-key d 256 kernel the same order measured slower (notes, session 25; the 80-key d 256 tile
-  // takes it, walking upwards: BwdConfigKeys80). The 80-row tile serves no mask (bwd_rows80), so
-  // it is built without this order and without paired key blocks.
+  // longest-first, each CTA walking its q-blocks downwards (lpt_order.h; set in launch.cuh; d 64
+  // from 16 key blocks: bwd_longest_first). On the 64-key d 256 kernel the same order measured
+  // slower (notes, session 25; the 80-key d 256 tile takes it, walking upwards: BwdConfigKeys80).
+  // The 80-row tile serves no mask (bwd_rows80), so it is built without this order and without
+  // paired key blocks.
   static constexpr bool kLptOrder = (D == 128 && kBlockM == 64) || D == 64;
   // Paired key blocks (lpt_order.h, where longest first cannot act): d 128 only (at d 64 the second
   // tile's inlined consumer spilled).

@@ -26,6 +26,7 @@
 #include <cuda/ptx>
 #include <type_traits>
 
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/math.cuh"            // pack2
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
 #include "cuda/mask/keep_bits.cuh"
@@ -35,7 +36,6 @@
 #include "cuda/sm90/bwd/producer.cuh"
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
-#include "cuda/sm90/prim/grid_dependency.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -362,14 +362,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     // Launched early behind the preprocess (launch.cuh): from here on its writes (lse, D, the dQ
     // accumulator's clear, the ring, the ticket) are visible to every thread, each of which reads
     // global memory only after the barrier below.
-    grid_dependency_wait();
+    cuda_backend::grid_dependency_wait();
     // Deterministic mode and the dQ ring: the work item is the CTA's start order, so a CTA waits
     // (bwd_write_dq, bwd_ring_lead) only on CTAs that started before it, never on one that may not
     // be resident yet.
     sm.item = kDet || kRing ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
   }
   __syncthreads();
-  grid_dependents_launch();  // the postprocess may be scheduled (it waits for this grid's end)
+  cuda_backend::grid_dependents_launch();  // the postprocess may be scheduled (it waits for this grid's end)
   int item;  // by its shared address: a generic load here cost d 128 a spill
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
   // Paired key blocks (d 128 default mode, BwdParams::kv_pair): two tiles, key blocks j and N - 1 - j

@@ -18,6 +18,7 @@
 #include <cuda_fp16.h>
 #include <cuda/ptx>
 
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/math.cuh"            // pack2
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
 #include "cuda/mask/keep_bits.cuh"
@@ -27,7 +28,6 @@
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/bulk_copy.cuh"
-#include "cuda/sm90/prim/grid_dependency.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -313,10 +313,10 @@ __global__ void __launch_bounds__(BwdConfigKeys80::kThreads, 1)
     mbar_init(&sm.do_full, 1);
     mbar_init(&sm.do_empty, 8);
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
-    grid_dependency_wait();  // the preprocess's writes, as bwd_kernel
+    cuda_backend::grid_dependency_wait();  // the preprocess's writes, as bwd_kernel
   }
   __syncthreads();
-  grid_dependents_launch();
+  cuda_backend::grid_dependents_launch();
   int item = int(blockIdx.x);
   if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
   BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);

@@ -36,21 +36,23 @@ constexpr int bwd_launch_smem_bytes() {
 // A kernel launched early behind the kernel ahead on the stream (programmatic dependent launch): it
 // is scheduled once every CTA of that kernel has called grid_dependents_launch, and waits on the
 // device (grid_dependency_wait) before it reads what that kernel wrote, so the launch gap and its
-// prologue overlap the kernel ahead's tail. Main kernel and postprocess; the preprocess launches
-// plainly (it reads O and dO, which any kernel may have written).
+// prologue overlap the kernel ahead's tail. Main kernel and postprocess, each behind the kernel
+// before it; `early` false: a plain launch (the main kernel with no preprocess ahead: what precedes
+// it then is the workspace's clear or the caller's work). The preprocess launches plainly (it reads
+// O and dO, which any kernel may have written).
 template <class... Params, class... Args>
-Status launch_behind(void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream,
+Status launch_behind(bool early, void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream,
                      Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(unsigned(threads));
   cfg.dynamicSmemBytes = size_t(smem);
   cfg.stream = stream;
-  cudaLaunchAttribute early[1];
-  early[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = early;
-  cfg.numAttrs = 1;
+  cudaLaunchAttribute serialization[1];
+  serialization[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  serialization[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = serialization;
+  cfg.numAttrs = early ? 1 : 0;
   const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
   if (e != cudaSuccess) return {Code::CudaError, std::string("backward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();
@@ -119,7 +121,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       if (Status st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set);
           !st.ok())
         return st;
-      return launch_behind(kernel, dim3(unsigned(items)), Cfg::kThreads, smem, stream, tq, tk, tv, tdo, p);
+      return launch_behind(p.m_blocks > 0, kernel, dim3(unsigned(items)), Cfg::kThreads, smem, stream, tq, tk, tv, tdo, p);
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
     static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr;
@@ -151,7 +153,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   if (p.m_blocks > 0 && !ring) {  // per 64 rows, or per q-block of dQ^T
     const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kDqTransposed ? 1 : Cfg::kBlockM / 64)), unsigned(p.attn.heads_q),
                          unsigned(p.attn.batch));
-    if (Status st = launch_behind(bwd_postprocess_kernel<T, Cfg>, post_grid, kBwdAuxThreads, 0, stream, p); !st.ok())
+    if (Status st = launch_behind(true, bwd_postprocess_kernel<T, Cfg>, post_grid, kBwdAuxThreads, 0, stream, p); !st.ok())
       return st;
     if (Status st = launched("backward postprocess launch"); !st.ok()) return st;
   }

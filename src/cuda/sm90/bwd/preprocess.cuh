@@ -15,11 +15,11 @@
 #include <cstdint>
 
 #include "cuda/common/bwd_seq.cuh"
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/math.cuh"  // pack2
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq_layout.h"
 #include "cuda/sm90/bwd/dq_ring.h"
-#include "cuda/sm90/prim/grid_dependency.cuh"
 
 namespace fastattn::sm90 {
 
@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
   constexpr int kRowsPerWarp = 32 / kRowLanes, kWarps = kBwdAuxThreads / 32;
   static_assert(D % kVec == 0 && D / kVec <= 32 && kRows % (kWarps * kRowsPerWarp) == 0);
   // The main kernel may be scheduled now: it waits on the device for this grid's end.
-  grid_dependents_launch();
+  cuda_backend::grid_dependents_launch();
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const cuda_backend::BwdSeq seq(p, b, kRows);
   if constexpr (kRing) bwd_ring_prepare<T, Cfg>(p, seq, m, h, b);
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const _
   constexpr int D = Cfg::kHeadDim, kRunRows = Cfg::kDqTransposed ? Cfg::kBlockM : 64;
   constexpr int kRowBytes = D * int(sizeof(T)) + 16, kChunks = D * int(sizeof(T)) / 16;
   __shared__ alignas(16) uint8_t tile[kRunRows * kRowBytes];
-  grid_dependency_wait();  // launched early behind the main kernel: its dQ adds are complete
+  cuda_backend::grid_dependency_wait();  // launched early behind the main kernel: its dQ adds are complete
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const cuda_backend::BwdSeq seq(p, b, Cfg::kBlockM);
   if (m * kRunRows >= seq.rows_q) return;

@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cuda/ptx>
 
+#include "cuda/common/grid_dependency.cuh"
 #include "cuda/sm90/fwd/cluster_merge.cuh"
 #include "cuda/sm90/fwd/config.h"
 #include "cuda/sm90/fwd/mainloop.cuh"
@@ -73,7 +74,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (threadIdx.x == 0) split_stamp<Cfg>(kStampBarrier);
   // Split-KV: the combine that follows (cuda/split_combine.h, early_launch) may be scheduled now;
   // it waits on the device for this grid's partials.
-  if constexpr (Cfg::kSplit) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if constexpr (Cfg::kSplit) cuda_backend::grid_dependents_launch();
 
   // Both roles walk the same tiles; tiles that see no key load nothing.
   if (warp < 4) {

@@ -209,7 +209,8 @@ Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
     int sms = 0;
     if (Status st = cuda_backend::sm_count(&sms); !st.ok()) return st;
     const cuda_backend::SplitPlan plan =
-        cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM, Split::kBlockN, sms);
+        cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM, Split::kBlockN, sms,
+                                  D == 128 && cuda_backend::cluster_merge_allowed());
     if (plan.splits > 1) return launch_fwd_split<T, D>(lp, plan, stream);
   }
   if constexpr (D == 64) {
