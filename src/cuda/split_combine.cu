@@ -17,6 +17,7 @@
 
 #include "cuda/common/element.cuh"
 #include "cuda/common/grid_dependency.cuh"
+#include "cuda/early_launch.h"
 #include "cuda/split_combine.h"
 #include "cuda/split_merge_math.cuh"
 
@@ -109,20 +110,13 @@ Status combine_splits(const SplitCombineParams& p, void* stream) {
   const int64_t rows = int64_t(p.batch) * p.heads * p.seqlen_q;
   if (rows == 0) return Status::Ok();
   const int64_t blocks = std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, 65535);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(unsigned(blocks));
-  cfg.blockDim = dim3(kWarpsPerBlock * 32);
-  cfg.stream = static_cast<cudaStream_t>(stream);
-  cudaLaunchAttribute early[1];
-  early[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = early;
-  cfg.numAttrs = p.early_launch ? 1 : 0;
+  const dim3 grid{unsigned(blocks)}, block{unsigned(kWarpsPerBlock * 32)};
+  const auto s = static_cast<cudaStream_t>(stream);
   cudaError_t err = cudaSuccess;
   switch (p.out_dtype) {
-    case DType::F16: err = cudaLaunchKernelEx(&cfg, combine_rows<__half>, p); break;
-    case DType::BF16: err = cudaLaunchKernelEx(&cfg, combine_rows<__nv_bfloat16>, p); break;
-    case DType::F32: err = cudaLaunchKernelEx(&cfg, combine_rows<float>, p); break;
+    case DType::F16: err = launch_maybe_early(p.early_launch, combine_rows<__half>, grid, block, 0, s, p); break;
+    case DType::BF16: err = launch_maybe_early(p.early_launch, combine_rows<__nv_bfloat16>, grid, block, 0, s, p); break;
+    case DType::F32: err = launch_maybe_early(p.early_launch, combine_rows<float>, grid, block, 0, s, p); break;
   }
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess) return {Code::CudaError, std::string("split combine: launch failed: ") + cudaGetErrorString(err)};

@@ -12,6 +12,7 @@
 
 #include "cuda/common/bwd_params.h"
 #include "cuda/device_info.h"
+#include "cuda/early_launch.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/kernel.cuh"
 #include "cuda/sm90/bwd/keys80.cuh"
@@ -33,27 +34,16 @@ constexpr int bwd_launch_smem_bytes() {
     return bwd_smem_struct_bytes<Cfg>() + kBwdSmemSlack<Cfg>;
 }
 
-// A kernel launched early behind the kernel ahead on the stream (programmatic dependent launch): it
-// is scheduled once every CTA of that kernel has called grid_dependents_launch, and waits on the
-// device (grid_dependency_wait) before it reads what that kernel wrote, so the launch gap and its
-// prologue overlap the kernel ahead's tail. Main kernel and postprocess, each behind the kernel
-// before it; `early` false: a plain launch (the main kernel with no preprocess ahead: what precedes
-// it then is the workspace's clear or the caller's work). The preprocess launches plainly (it reads
-// O and dO, which any kernel may have written).
+// Main kernel and postprocess launch early behind the kernel before them (cuda/early_launch.h): the
+// launch gap and their prologue overlap its tail; each waits on the device (grid_dependency_wait)
+// before it reads what that kernel wrote. The main kernel launches plainly where no preprocess runs
+// ahead of it (what precedes it then is the workspace's clear or the caller's work); the preprocess
+// always does (it reads O and dO, which any kernel may have written).
 template <class... Params, class... Args>
 Status launch_behind(bool early, void (*kernel)(Params...), dim3 grid, int threads, int smem, cudaStream_t stream,
                      Args&&... args) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(unsigned(threads));
-  cfg.dynamicSmemBytes = size_t(smem);
-  cfg.stream = stream;
-  cudaLaunchAttribute serialization[1];
-  serialization[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  serialization[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = serialization;
-  cfg.numAttrs = early ? 1 : 0;
-  const cudaError_t e = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  const cudaError_t e = cuda_backend::launch_maybe_early(early, kernel, grid, dim3(unsigned(threads)), size_t(smem),
+                                                         stream, std::forward<Args>(args)...);
   if (e != cudaSuccess) return {Code::CudaError, std::string("backward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();
 }
