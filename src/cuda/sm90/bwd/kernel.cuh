@@ -175,28 +175,57 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     const float scale_log2 = p.attn.scale_log2;
     // Element 8 kk + 2 r + e of the accumulators (= 4 j + 2 h + e, column group j = 2 kk + r / 2,
     // row half h = r % 2) is key row + 8 h, q column 8 j + 2 quad_col + e.
+    // P^T of the k-steps [kk0, kk1) (std::integral_constant bounds).
+    auto exp_steps = [&](auto softcap, auto kk0, auto kk1) {
+      constexpr bool kCap = decltype(softcap)::value;
+#pragma unroll
+      for (int kk = decltype(kk0)::value; kk < decltype(kk1)::value; ++kk)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+          const float2 lse = stat_pair(lse_addr, kk, r);
+          float pv[2];
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = st[8 * kk + 2 * r + e];
+            pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
+            if constexpr (!kCap) x = pv[e];
+          }
+          if constexpr (!kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
+        }
+    };
+    // FASTATTN_EXP_P_AHEAD (k-steps; off by default): in the default-mode kernel built without the
+    // softcap path (d 64, d 128 64 rows), the first k-steps' exp2 are written into both arms of the
+    // mask's branch. In one basic block with the dP^T wait ptxas sinks every MUFU behind that wait
+    // (into dS's math); the block boundary keeps these ahead of it, in dP^T's MMA shadow, as FA3's
+    // schedule has part of them (notes: session 30).
+#ifdef FASTATTN_EXP_P_AHEAD
+    constexpr int kExpAhead = !Cfg::kSoftcapKernel || kCapPath != BwdCap::Off ? 0
+                              : FASTATTN_EXP_P_AHEAD < kSteps                 ? FASTATTN_EXP_P_AHEAD
+                                                                              : kSteps;
+#else
+    constexpr int kExpAhead = 0;
+#endif
+    using ExpAhead = std::integral_constant<int, kExpAhead>;
     auto p_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
       if constexpr (kCap) {
 #pragma unroll
         for (int i = 0; i < kN / 2; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
       }
-      mask_scores();
-      if constexpr (!(kCap && kPackAfterDs)) {  // else P is computed with dS^T, from the capped score
-#pragma unroll
-        for (int kk = 0; kk < kSteps; ++kk)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const float2 lse = stat_pair(lse_addr, kk, r);
-            float pv[2];
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              float& x = st[8 * kk + 2 * r + e];
-              pv[e] = cuda_backend::fast_exp2((kCap ? x : x * scale_log2) - (e ? lse.y : lse.x));
-              if constexpr (!kCap) x = pv[e];
-            }
-            if constexpr (!kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
+      if constexpr (kCap && kPackAfterDs) {  // P is computed with dS^T, from the capped score
+        mask_scores();
+      } else {
+        if constexpr (kExpAhead > 0) {
+          if (t.q_blocks.full(m)) {
+            exp_steps(softcap, std::integral_constant<int, 0>{}, ExpAhead{});
+          } else {
+            mask_scores();
+            exp_steps(softcap, std::integral_constant<int, 0>{}, ExpAhead{});
           }
+        } else {
+          mask_scores();
+        }
+        exp_steps(softcap, ExpAhead{}, std::integral_constant<int, kSteps>{});
       }
     };
     // A fragments (P^T or dS^T) into a keys x kBlockM q rows tile in the 128-byte-swizzled layout
