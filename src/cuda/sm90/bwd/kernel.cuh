@@ -193,18 +193,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           if constexpr (!kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
         }
     };
-    // FASTATTN_EXP_P_AHEAD (k-steps; off by default): in the default-mode kernel built without the
-    // softcap path (d 64, d 128 64 rows), the first k-steps' exp2 are written into both arms of the
-    // mask's branch. In one basic block with the dP^T wait ptxas sinks every MUFU behind that wait
-    // (into dS's math); the block boundary keeps these ahead of it, in dP^T's MMA shadow, as FA3's
-    // schedule has part of them (notes: session 30).
-#ifdef FASTATTN_EXP_P_AHEAD
+    // In the default-mode kernel built without the softcap path (d 64, d 128 64 rows), the first
+    // Cfg::kExpAheadSteps k-steps' exp2 are written into both arms of the mask's branch: in one basic
+    // block with the dP^T wait ptxas sinks every MUFU behind that wait (into dS's math); the block
+    // boundary keeps these ahead of it, in dP^T's MMA shadow, as FA3's schedule has part of them.
     constexpr int kExpAhead = !Cfg::kSoftcapKernel || kCapPath != BwdCap::Off ? 0
-                              : FASTATTN_EXP_P_AHEAD < kSteps                 ? FASTATTN_EXP_P_AHEAD
+                              : Cfg::kExpAheadSteps < kSteps                  ? Cfg::kExpAheadSteps
                                                                               : kSteps;
-#else
-    constexpr int kExpAhead = 0;
-#endif
     using ExpAhead = std::integral_constant<int, kExpAhead>;
     auto p_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
