@@ -124,7 +124,7 @@ struct BwdConfig {
   // ahead of the dP^T wait, the rest in dS^T's math behind it (kernel.cuh). Measured (notes, session
   // 30): 3 of d 128's 4 k-steps -2 % on causal shapes, 3 of d 64's 8 -5 to -6 %; all 4 at d 128 +1.5 %,
   // 5-8 at d 64 less and less (8: +3 %).
-  static constexpr int kExpAheadSteps = 3;
+  static constexpr int kExpAheadSteps = BM == 80 ? 2 : 3;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
   // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).

@@ -193,13 +193,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           if constexpr (!kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pv[0], pv[1]);
         }
     };
-    // In the default-mode kernel built without the softcap path (d 64, d 128 64 rows), the first
-    // Cfg::kExpAheadSteps k-steps' exp2 are written into both arms of the mask's branch: in one basic
-    // block with the dP^T wait ptxas sinks every MUFU behind that wait (into dS's math); the block
-    // boundary keeps these ahead of it, in dP^T's MMA shadow, as FA3's schedule has part of them.
-    constexpr int kExpAhead = !Cfg::kSoftcapKernel || kCapPath != BwdCap::Off ? 0
-                              : Cfg::kExpAheadSteps < kSteps                  ? Cfg::kExpAheadSteps
-                                                                              : kSteps;
+    // In FA3's order (kPackAfterDs) in a kernel built without the softcap path (the default mode's
+    // at d 64, d 128), the first Cfg::kExpAheadSteps k-steps' exp2 are written into both arms of the
+    // mask's branch: in one basic block with the dP^T wait ptxas sinks every MUFU behind that wait
+    // (into dS's math); the block boundary keeps these ahead of it, in dP^T's MMA shadow, as FA3's
+    // schedule has part of them.
+    constexpr int kExpAhead = !kPackAfterDs || kCapPath != BwdCap::Off ? 0
+                              : Cfg::kExpAheadSteps < kSteps             ? Cfg::kExpAheadSteps
+                                                                         : kSteps;
     using ExpAhead = std::integral_constant<int, kExpAhead>;
     auto p_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
