@@ -12,6 +12,7 @@ the same iteration, then summarized. Drift slower than one iteration (a few ms) 
 
 usage: ab-pairs.py --lib NAME=LIBFASTATTN.so [--lib ...] [--fa3-lib libfa3peer.so]
                    [--shape b,s,h,d,MODE ...] [--iters N] [--deterministic]
+  h: query heads, or H/HKV for GQA / MQA (HKV key / value heads, dividing H).
   MODE: causal | full | wL:R (window (L, R), -1: no edge). Prints one line per side and shape:
   median ms, ratio to the first side (median of per-iteration ratios, its 25-75 % range) and the
   share of iterations in which the side was faster than the first.
@@ -31,12 +32,16 @@ def load_peers():
 
 
 def parse_shape(text):
-    want = f"--shape {text!r}: want b,s,h,d,MODE with positive sizes and MODE causal, full or wL:R (a window; -1: no edge)"
+    want = (f"--shape {text!r}: want b,s,h,d,MODE with positive sizes (h: H or H/HKV, HKV dividing H) and MODE "
+            "causal, full or wL:R (a window; -1: no edge)")
     f = text.split(",")
     if len(f) != 5:
         raise SystemExit(want)
     try:
-        b, s, h, d = (int(x) for x in f[:4])
+        b, s, d = int(f[0]), int(f[1]), int(f[3])
+        h, sep, hkv = f[2].partition("/")
+        h = int(h)
+        hkv = int(hkv) if sep else h
         mode = f[4]
         if mode in ("causal", "full"):
             window = (-1, -1)
@@ -46,9 +51,9 @@ def parse_shape(text):
             raise ValueError(mode)
     except ValueError:
         raise SystemExit(want) from None
-    if min(b, s, h, d) < 1 or min(window) < -1:
+    if min(b, s, h, hkv, d) < 1 or min(window) < -1 or h % hkv:
         raise SystemExit(want)
-    return b, s, h, d, mode == "causal", window, mode
+    return b, s, h, hkv, d, mode == "causal", window, mode
 
 
 def quantile(xs, q):
@@ -80,9 +85,10 @@ def main():
     fa3 = peers.Fa3(args.fa3_lib) if args.fa3_lib else None
     stream = torch.cuda.current_stream()
     for text in args.shape or ["2,8192,16,128,causal"]:
-        b, s, h, d, causal, window, mode = parse_shape(text)
+        b, s, h, hkv, d, causal, window, mode = parse_shape(text)
         torch.manual_seed(0)
-        q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+        q, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        k, v = (torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         fwd = sides[0][1].forward_fn(torch, q, k, v, causal, window)
         out = fwd()
         fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic))
@@ -109,7 +115,7 @@ def main():
                 events[it][i] = (start, end)
         torch.cuda.synchronize()
         ms = [[events[it][i][0].elapsed_time(events[it][i][1]) for i in range(n_sides)] for it in range(args.iters)]
-        label = f"b{b} s{s} h{h} d{d} {mode}{' det' if args.deterministic else ''}"
+        label = f"b{b} s{s} h{h}{'/' + str(hkv) if hkv != h else ''} d{d} {mode}{' det' if args.deterministic else ''}"
         for i, (n, _) in enumerate(fns):
             times = [row[i] for row in ms]
             ratios = [row[i] / row[0] for row in ms]

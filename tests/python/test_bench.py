@@ -331,12 +331,15 @@ def test_run_peers_exclude_argument_is_checked():
 
 def test_ab_pairs_shapes_and_ratio_quantiles():
     ab = _bench_script("ab-pairs.py", "ab_pairs")
-    assert ab.parse_shape("2,8192,16,128,causal") == (2, 8192, 16, 128, True, (-1, -1), "causal")
-    assert ab.parse_shape("1,17,3,64,full") == (1, 17, 3, 64, False, (-1, -1), "full")
-    assert ab.parse_shape("2,8192,16,128,w64:0") == (2, 8192, 16, 128, False, (64, 0), "w64:0")
-    assert ab.parse_shape("1,300,2,64,w-1:20") == (1, 300, 2, 64, False, (-1, 20), "w-1:20")
+    assert ab.parse_shape("2,8192,16,128,causal") == (2, 8192, 16, 16, 128, True, (-1, -1), "causal")
+    assert ab.parse_shape("1,17,3,64,full") == (1, 17, 3, 3, 64, False, (-1, -1), "full")
+    assert ab.parse_shape("2,8192,16,128,w64:0") == (2, 8192, 16, 16, 128, False, (64, 0), "w64:0")
+    assert ab.parse_shape("1,300,2,64,w-1:20") == (1, 300, 2, 2, 64, False, (-1, 20), "w-1:20")
+    assert ab.parse_shape("4,4096,64/8,128,causal") == (4, 4096, 64, 8, 128, True, (-1, -1), "causal")
+    assert ab.parse_shape("1,113,4/1,64,full") == (1, 113, 4, 1, 64, False, (-1, -1), "full")
     for bad in ("2,8192,16,128", "2,8192,16,128,diag", "2,8192,16,128,w64", "2,x,16,128,causal",
-                "2,8192,16,128,w64:x", "2,8192,16,128,w64:0:1", "0,8192,16,128,full", "1,64,1,64,w-2:0"):
+                "2,8192,16,128,w64:x", "2,8192,16,128,w64:0:1", "0,8192,16,128,full", "1,64,1,64,w-2:0",
+                "1,64,6/4,64,full", "1,64,4/0,64,full", "1,64,4/,64,full", "1,64,/4,64,full"):
         with pytest.raises(SystemExit):
             ab.parse_shape(bad)
     xs = [1.0, 4.0, 2.0, 3.0, 5.0]
