@@ -10,9 +10,10 @@ rotated per iteration, each call between two CUDA events on one stream (the host
 launch gap inside a call); a side's ratio is taken per iteration against the first side's call of
 the same iteration, then summarized. Drift slower than one iteration (a few ms) cancels in the ratio.
 
-usage: ab-pairs.py --lib NAME=LIBFASTATTN.so [--lib ...] [--fa3-lib libfa3peer.so]
+usage: ab-pairs.py --lib NAME=LIBFASTATTN.so[@det] [--lib ...] [--fa3-lib libfa3peer.so]
                    [--shape b,s,h,d,MODE ...] [--iters N] [--deterministic]
-  h: query heads, or H/HKV for GQA / MQA (HKV key / value heads, dividing H).
+  h: query heads, or H/HKV for GQA / MQA (HKV key / value heads, dividing H). A library named with
+  @det runs its backward in deterministic mode (beside the same library's default mode, say).
   MODE: causal | full | wL:R (window (L, R), -1: no edge). Prints one line per side and shape:
   median ms, ratio to the first side (median of per-iteration ratios, its 25-75 % range) and the
   share of iterations in which the side was faster than the first.
@@ -65,7 +66,7 @@ def quantile(xs, q):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--lib", action="append", required=True, help="NAME=path of a libfastattn.so (first: the base)")
+    ap.add_argument("--lib", action="append", required=True, help="NAME=path of a libfastattn.so, @det after it: deterministic mode (first: the base)")
     ap.add_argument("--fa3-lib", help="FA3's backward peer library (bench/fa3): an extra side 'fa3'")
     ap.add_argument("--shape", action="append", help="b,s,h,d,MODE (default: 2,8192,16,128,causal)")
     ap.add_argument("--iters", type=int, default=60, help="iterations (each calls every side once)")
@@ -79,9 +80,11 @@ def main():
     sides = []
     for spec in args.lib:
         name, sep, path = spec.partition("=")
+        det = path.endswith("@det")
+        path = path[:-4] if det else path
         if not sep or not os.path.isfile(path):
-            raise SystemExit(f"--lib {spec!r}: want NAME=existing .so")
-        sides.append((name, peers.FastAttn(path)))
+            raise SystemExit(f"--lib {spec!r}: want NAME=existing .so (or NAME=existing .so@det)")
+        sides.append((name, peers.FastAttn(path), det))
     fa3 = peers.Fa3(args.fa3_lib) if args.fa3_lib else None
     stream = torch.cuda.current_stream()
     for text in args.shape or ["2,8192,16,128,causal"]:
@@ -91,8 +94,8 @@ def main():
         k, v = (torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         fwd = sides[0][1].forward_fn(torch, q, k, v, causal, window)
         out = fwd()
-        fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic))
-               for n, lib in sides]
+        fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, det or args.deterministic))
+               for n, lib, det in sides]
         if fa3 is not None:
             fns.append(("fa3", fa3.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic)))
         ref = fns[0][1]()
