@@ -41,11 +41,14 @@ TEST(BwdConfig, SoftcapKernelRule) {
   for (auto [d, bm] : {std::pair{64, 128}, std::pair{128, 64}}) {
     EXPECT_TRUE(bwd_softcap_kernel(d, bm, false, false, 30.f)) << "d " << d;
     EXPECT_TRUE(bwd_softcap_kernel(d, bm, false, false, 0.5f)) << "d " << d;
-    // No softcap, deterministic mode and the dQ ring keep their kernels.
+    // No softcap and the dQ ring keep their kernels; so does d 64's deterministic mode (d 128's has a
+    // softcap twin of its own).
     EXPECT_FALSE(bwd_softcap_kernel(d, bm, false, false, 0.f)) << "d " << d;
-    EXPECT_FALSE(bwd_softcap_kernel(d, bm, true, false, 30.f)) << "d " << d;
+    EXPECT_EQ(bwd_softcap_kernel(d, bm, true, false, 30.f), d == 128) << "d " << d;
+    EXPECT_FALSE(bwd_softcap_kernel(d, bm, true, false, 0.f)) << "d " << d;
     EXPECT_FALSE(bwd_softcap_kernel(d, bm, false, true, 30.f)) << "d " << d;
   }
+  EXPECT_TRUE(BwdConfig<128>::kDetSoftcapKernel && !BwdConfig<64>::kDetSoftcapKernel && !BwdConfig<128, 80>::kDetSoftcapKernel);
   // So do the other tiles and head dims.
   EXPECT_FALSE(bwd_softcap_kernel(128, 80, false, false, 30.f));
   for (int d : {96, 192, 256})

@@ -19,6 +19,9 @@ namespace fastattn::sm90 {
 // (BwdConfig::kSoftcapKernel; the host's rule bwd_softcap_kernel): d 64 with 128-row q-blocks, d 128
 // with 64-row. One function for both, so that the kernels built and the calls routed agree.
 constexpr bool bwd_softcap_tile(int d, int block_m) { return (d == 64 && block_m == 128) || (d == 128 && block_m == 64); }
+// And the tiles whose deterministic kernel is split so too (at d 64 the deterministic kernel without
+// the softcap path spills: its dQ staging beside the exp2 split).
+constexpr bool bwd_det_softcap_tile(int d, int block_m) { return d == 128 && block_m == 64; }
 
 template <int D, int BM = (D == 64 ? 128 : 64)>
 struct BwdConfig {
@@ -118,10 +121,12 @@ struct BwdConfig {
   // ptxas cannot move the dP^T wait into the exp2 stream: with them a step's exp2 issue as one MUFU
   // burst and dS^T's math after it; without them dS^T's math runs in the MUFU's shadow (FA3's
   // schedule; at d 128 also FA3's order, kPackAfterDs, which beside the softcap's registers spills;
-  // notes: session 28). The deterministic and dQ ring kernels keep the run-time branch.
+  // notes: session 28). So is the deterministic mode's kernel at d 128 (kDetSoftcapKernel, session
+  // 30); d 64's deterministic kernel and the dQ ring's keep the run-time branch.
   static constexpr bool kSoftcapKernel = bwd_softcap_tile(D, BM);
+  static constexpr bool kDetSoftcapKernel = bwd_det_softcap_tile(D, BM);
   // In the kernels of FA3's order without the softcap path (the default mode's at d 64, d 128 64 and
-  // 80 rows), P^T's exp2 of this many k-steps (16 q rows each) run ahead of the dP^T wait, the rest
+  // 80 rows, the deterministic mode's at d 128), P^T's exp2 of this many k-steps (16 q rows each) run ahead of the dP^T wait, the rest
   // in dS^T's math behind it (kernel.cuh). Measured (notes, session 30): 3 of d 128's 4 k-steps -2 % on
   // causal shapes (all 4: +1.5 %), 3 of d 64's 8 -5 to -6 % (5-8: less and less, 8: +3 %), 2 of the
   // 80-row tile's 5 -1.4 to -1.6 % at full s4k-s8k (1: +0.2 %, 3: -1 %).
@@ -142,12 +147,13 @@ constexpr bool bwd_rows80(int d, bool deterministic, int window_left, int window
   return d == 128 && !deterministic && window_left < 0 && window_right < 0 && softcap == 0.f;
 }
 
-// Whether a backward takes the softcap kernel of its own (BwdConfig::kSoftcapKernel: d 64 with
-// 128-row q-blocks, d 128 with 64-row): default mode on the accumulator path (no dQ ring) with a
-// softcap. Deterministic mode and the ring keep the softcap as a run-time branch of their kernels;
-// the 80-row tile serves no softcap.
+// Whether a backward takes a softcap kernel of its own (BwdConfig::kSoftcapKernel: d 64 with
+// 128-row q-blocks, d 128 with 64-row): the accumulator path (no dQ ring) with a softcap, in the
+// default mode, and at d 128 in the deterministic mode too (bwd_det_softcap_tile). The ring and
+// d 64's deterministic kernel keep the softcap as a run-time branch; the 80-row tile serves none.
 constexpr bool bwd_softcap_kernel(int d, int block_m, bool deterministic, bool ring, float softcap) {
-  return bwd_softcap_tile(d, block_m) && !deterministic && !ring && softcap != 0.f;
+  return bwd_softcap_tile(d, block_m) && (!deterministic || bwd_det_softcap_tile(d, block_m)) && !ring &&
+         softcap != 0.f;
 }
 
 // d 256 with 80 keys per CTA (FA3's d 256 tile; default mode without softcap or a left window

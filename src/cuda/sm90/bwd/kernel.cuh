@@ -342,15 +342,15 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 // mode's consumer loop is compiled without the staging path. kRing: the default mode's dQ ring
 // (BwdParams::dq_ring_slots, dq_ring.h), a kernel of its own too: CTAs take their item by ticket
 // and warps 1-3 write dQ through the ring (dq.cuh, bwd_ring_lead); the consumers are the same.
-// kSoftcap: the default mode's softcap kernel where the config builds one (kSoftcapKernel; then the
-// kernel with kSoftcap false has no softcap path).
+// kSoftcap: the softcap kernel (default or deterministic mode) where the config builds one
+// (kSoftcapKernel; then the kernel with kSoftcap false has no softcap path).
 template <class T, class Cfg, bool kDet, bool kRing = false, bool kSoftcap = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
                const __grid_constant__ BwdParams p) {
-  constexpr bool kCapSplit = Cfg::kSoftcapKernel && !kDet && !kRing;
-  static_assert(!kSoftcap || kCapSplit, "a softcap kernel of its own: the default mode's, where the config builds one");
+  constexpr bool kCapSplit = Cfg::kSoftcapKernel && !kRing && (!kDet || Cfg::kDetSoftcapKernel);
+  static_assert(!kSoftcap || kCapSplit, "a softcap kernel of its own: where the config builds one, not the ring's");
   constexpr BwdCap kCapPath = kCapSplit ? (kSoftcap ? BwdCap::On : BwdCap::Off)
                         : Cfg::kHasSoftcap ? BwdCap::Runtime : BwdCap::Off;
   extern __shared__ __align__(1024) uint8_t smem_raw[];

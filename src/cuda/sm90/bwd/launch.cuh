@@ -114,7 +114,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       return launch_behind(p.m_blocks > 0, kernel, dim3(unsigned(items)), Cfg::kThreads, smem, stream, tq, tk, tv, tdo, p);
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
-    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr;
+    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr, det_cap_attr;
     constexpr int kBytes = bwd_launch_smem_bytes<Cfg>();
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
     if constexpr (Cfg::kHasRingKernel) {
@@ -123,7 +123,9 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     bool capped = false;
     if constexpr (Cfg::kSoftcapKernel) {
       capped = bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring, p.attn.softcap);
-      if (capped) st = launch(bwd_kernel<T, Cfg, false, false, true>, kBytes, cap_attr);
+      if (capped && !p.deterministic) st = launch(bwd_kernel<T, Cfg, false, false, true>, kBytes, cap_attr);
+      if constexpr (Cfg::kDetSoftcapKernel)
+        if (capped && p.deterministic) st = launch(bwd_kernel<T, Cfg, true, false, true>, kBytes, det_cap_attr);
     }
     if (!ring && !capped) {
       if constexpr (Cfg::kHasDetKernel) {
