@@ -48,7 +48,7 @@ TEST(BwdConfig, SoftcapKernelRule) {
     EXPECT_FALSE(bwd_softcap_kernel(d, bm, true, false, 0.f)) << "d " << d;
     EXPECT_FALSE(bwd_softcap_kernel(d, bm, false, true, 30.f)) << "d " << d;
   }
-  EXPECT_TRUE(BwdConfig<128>::kDetSoftcapKernel && !BwdConfig<64>::kDetSoftcapKernel && !BwdConfig<128, 80>::kDetSoftcapKernel);
+  static_assert(BwdConfig<128>::kDetSoftcapKernel && !BwdConfig<64>::kDetSoftcapKernel && !BwdConfig<128, 80>::kDetSoftcapKernel);
   // So do the other tiles and head dims.
   EXPECT_FALSE(bwd_softcap_kernel(128, 80, false, false, 30.f));
   for (int d : {96, 192, 256})
