@@ -13,7 +13,8 @@ the same iteration, then summarized. Drift slower than one iteration (a few ms) 
 usage: ab-pairs.py --lib NAME=LIBFASTATTN.so[@det] [--lib ...] [--fa3-lib libfa3peer.so]
                    [--shape b,s,h,d,MODE ...] [--iters N] [--deterministic]
   h: query heads, or H/HKV for GQA / MQA (HKV key / value heads, dividing H). A library named with
-  @det runs its backward in deterministic mode (beside the same library's default mode, say).
+  @det runs its backward in deterministic mode (beside the same library's default mode, say; its side
+  is printed as NAME@det); --deterministic puts every side, FA3's too, in deterministic mode.
   MODE: causal | full | wL:R (window (L, R), -1: no edge). Prints one line per side and shape:
   median ms, ratio to the first side (median of per-iteration ratios, its 25-75 % range) and the
   share of iterations in which the side was faster than the first.
@@ -57,6 +58,16 @@ def parse_shape(text):
     return b, s, h, hkv, d, mode == "causal", window, mode
 
 
+def parse_lib(spec):
+    """--lib NAME=PATH[@det] -> (name, path, deterministic); the file must exist."""
+    name, sep, path = spec.partition("=")
+    det = path.endswith("@det")
+    path = path[:-4] if det else path
+    if not sep or not name or not os.path.isfile(path):
+        raise SystemExit(f"--lib {spec!r}: want NAME=existing .so (or NAME=existing .so@det)")
+    return name, path, det
+
+
 def quantile(xs, q):
     xs = sorted(xs)
     at = q * (len(xs) - 1)
@@ -79,12 +90,8 @@ def main():
     peers = load_peers()
     sides = []
     for spec in args.lib:
-        name, sep, path = spec.partition("=")
-        det = path.endswith("@det")
-        path = path[:-4] if det else path
-        if not sep or not os.path.isfile(path):
-            raise SystemExit(f"--lib {spec!r}: want NAME=existing .so (or NAME=existing .so@det)")
-        sides.append((name, peers.FastAttn(path), det))
+        name, path, det = parse_lib(spec)
+        sides.append((name + ("@det" if det else ""), peers.FastAttn(path), det))
     fa3 = peers.Fa3(args.fa3_lib) if args.fa3_lib else None
     stream = torch.cuda.current_stream()
     for text in args.shape or ["2,8192,16,128,causal"]:

@@ -216,6 +216,12 @@ void softcap_cases(int d_a, int d_b) {
     c.causal = d == d_b;
     run_bwd_case(c);
   }
+  // Deterministic mode (d 128: the softcap twin of the deterministic kernel; d 64: its run-time branch).
+  BwdCase c = bcase(DType::F16, d_b, 300, 333);
+  c.softcap = 30.f;
+  c.causal = true;
+  c.deterministic = true;
+  run_bwd_case(c);
 }
 
 // The 80-row (d 128) and 80-key (d 256) tiles: varlen with empty sequences and tails of 80 on
@@ -411,7 +417,8 @@ void huge_window_edge_cases(int d) {
     run_bwd_case(windowed(bcase(DType::BF16, d, 300, 257), wl, wr));
 }
 TEST_F(Sm90Bwd, HugeWindowEdges) { huge_window_edge_cases(128); }
-// d 256 under the LargeDims* name, which builds without d 256 filter out.
+// d 256 under the LargeDims* name, which a run on a build without d 256 leaves out
+// (--gtest_filter='-*LargeDims*').
 TEST_F(Sm90Bwd, LargeDimsHugeWindowEdges) { huge_window_edge_cases(256); }
 
 TEST_F(Sm90Bwd, Softcap) { softcap_cases(64, 128); }
@@ -426,11 +433,12 @@ BwdCase capped(BwdCase c, int hq, int hkv, bool causal, float softcap, bool dete
   return c;
 }
 
-// The softcap kernels of their own (bwd_softcap_kernel: default mode; d 64 with 128-row q-blocks,
-// d 128 with 64-row): causal GQA (masked diagonal steps) and causal odd lengths with paired key blocks
+// The softcap kernels of their own (bwd_softcap_kernel: d 64 with 128-row q-blocks, d 128 with
+// 64-row): causal GQA (masked diagonal steps) and causal odd lengths with paired key blocks
 // (FASTATTN_MAX_CTAS), full with odd lengths, varlen with empty sequences, a local window (at d 128
-// the dQ ring's kernel, which keeps the run-time branch); and the deterministic kernel, which keeps
-// softcap as a run-time branch, causal and full.
+// the dQ ring's kernel, which keeps the run-time branch); and the deterministic mode (d 128: the
+// deterministic kernel's softcap twin; d 64: its run-time branch), causal GQA, full, a local window
+// and varlen with empty sequences.
 void softcap_kernel_cases(int d) {
   {
     CtaCap pairs;
@@ -445,6 +453,8 @@ void softcap_kernel_cases(int d) {
   run_bwd_case(windowed(capped(bcase(DType::F16, d, 700, 900), 2, 1, false, 30.f), 100, 50));
   run_bwd_case(capped(bcase(DType::BF16, d, 1000, 1100), 4, 1, true, 30.f, true));
   run_bwd_case(capped(bcase(DType::F16, d, 777, 300), 1, 1, false, 5.f, true));
+  run_bwd_case(windowed(capped(bcase(DType::BF16, d, 700, 900), 2, 1, false, 30.f, true), 100, 50));
+  run_bwd_case(capped(v, 4, 2, true, 30.f, true));
 }
 
 TEST_F(Sm90Bwd, D64SoftcapKernels) { softcap_kernel_cases(64); }

@@ -342,6 +342,12 @@ def test_ab_pairs_shapes_and_ratio_quantiles():
                 "1,64,6/4,64,full", "1,64,4/0,64,full", "1,64,4/,64,full", "1,64,/4,64,full"):
         with pytest.raises(SystemExit):
             ab.parse_shape(bad)
+    lib = __file__  # any existing file stands for a library here
+    assert ab.parse_lib(f"x={lib}") == ("x", lib, False)
+    assert ab.parse_lib(f"x={lib}@det") == ("x", lib, True)
+    for bad in (lib, f"={lib}", "x=@det", "x=/no/such/lib.so", "x=/no/such/lib.so@det"):
+        with pytest.raises(SystemExit):
+            ab.parse_lib(bad)
     xs = [1.0, 4.0, 2.0, 3.0, 5.0]
     assert ab.quantile(xs, 0.0) == 1.0 and ab.quantile(xs, 1.0) == 5.0
     assert ab.quantile(xs, 0.5) == 3.0 and ab.quantile(xs, 0.25) == 2.0

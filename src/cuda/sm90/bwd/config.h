@@ -82,8 +82,9 @@ struct BwdConfig {
   // kBlockM 80 takes the same order: P^T packed early beside S^T (kept fp32 for dS), dP^T, dK, dV
   // would hold 228 registers before addresses.
   // A kernel built without the softcap path (kernel.cuh, BwdCap::Off) takes this order at every
-  // tile: at d 64 and at d 128 64 rows the default mode's kernel, whose softcap calls go to a kernel
-  // of their own (kSoftcapKernel), so that the tanh's registers are not beside it.
+  // tile: at d 64 and at d 128 64 rows the default mode's kernel, and at d 128 the deterministic
+  // mode's, whose softcap calls go to a kernel of their own (kSoftcapKernel, kDetSoftcapKernel), so
+  // that the tanh's registers are not beside it.
   static constexpr bool kPackAfterDs = kBlockM != 64;
   // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
   // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four

@@ -124,8 +124,12 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     if constexpr (Cfg::kSoftcapKernel) {
       capped = bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring, p.attn.softcap);
       if (capped && !p.deterministic) st = launch(bwd_kernel<T, Cfg, false, false, true>, kBytes, cap_attr);
-      if constexpr (Cfg::kDetSoftcapKernel)
-        if (capped && p.deterministic) st = launch(bwd_kernel<T, Cfg, true, false, true>, kBytes, det_cap_attr);
+      if (capped && p.deterministic) {
+        if constexpr (Cfg::kDetSoftcapKernel)
+          st = launch(bwd_kernel<T, Cfg, true, false, true>, kBytes, det_cap_attr);
+        else  // the host rule and the configs disagree: never launch nothing
+          return Status::Unsupported("backward: no deterministic softcap kernel for this tile");
+      }
     }
     if (!ring && !capped) {
       if constexpr (Cfg::kHasDetKernel) {
