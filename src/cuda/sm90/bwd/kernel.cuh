@@ -194,10 +194,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         }
     };
     // In FA3's order (kPackAfterDs) in a kernel built without the softcap path (the default mode's
-    // at d 64, d 128 64 and 80 rows, the deterministic mode's at d 128), the first Cfg::kExpAheadSteps k-steps' exp2 are written into both arms of the
-    // mask's branch: in one basic block with the dP^T wait ptxas sinks every MUFU behind that wait
-    // (into dS's math); the block boundary keeps these ahead of it, in dP^T's MMA shadow, as FA3's
-    // schedule has part of them.
+    // at d 64, d 128 64 and 80 rows, the deterministic mode's at d 128), the first
+    // Cfg::kExpAheadSteps k-steps' exp2 are written into both arms of the mask's branch: in one
+    // basic block with the dP^T wait ptxas sinks every MUFU behind that wait (into dS's math); the
+    // block boundary keeps these ahead of it, in dP^T's MMA shadow, as FA3's schedule has part of them.
     constexpr int kExpAhead = !kPackAfterDs || kCapPath != BwdCap::Off ? 0
                               : Cfg::kExpAheadSteps < kSteps             ? Cfg::kExpAheadSteps
                                                                          : kSteps;
