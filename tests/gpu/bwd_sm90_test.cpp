@@ -472,36 +472,15 @@ TEST_F(Sm90Bwd, GraphReplay) {
     c.graph = true;
     return c;
   };
-  BwdCase causal = graph_case(DType::BF16, 128, 1000, 1000);
+  BwdCase causal = capped(graph_case(DType::BF16, 128, 1000, 1000), 2, 2, true, 0.f);
   causal.batch = 2;
-  causal.causal = true;
   run_bwd_case(causal);
-  BwdCase full = graph_case(DType::F16, 128, 700, 513);
-  full.hq = 4;
-  full.hkv = 2;
-  run_bwd_case(full);
-  BwdCase d64 = graph_case(DType::BF16, 64, 301, 301);
-  d64.causal = true;
-  run_bwd_case(d64);
-  BwdCase ring = graph_case(DType::BF16, 128, 1500, 1500);
-  ring.wl = 64;
-  ring.wr = 0;
-  run_bwd_case(ring);
-  BwdCase det = graph_case(DType::BF16, 128, 600, 650);
-  det.hq = 4;
-  det.hkv = 1;
-  det.causal = true;
-  det.deterministic = true;
-  run_bwd_case(det);
-  BwdCase cap = graph_case(DType::BF16, 128, 400, 400);
-  cap.causal = true;
-  cap.softcap = 30.f;
-  run_bwd_case(cap);
-  BwdCase lpt = graph_case(DType::BF16, 64, 2100, 2100);  // d 64 longest first (16+ key blocks)
-  lpt.hq = 4;
-  lpt.hkv = 2;
-  lpt.causal = true;
-  run_bwd_case(lpt);
+  run_bwd_case(capped(graph_case(DType::F16, 128, 700, 513), 4, 2, false, 0.f));
+  run_bwd_case(capped(graph_case(DType::BF16, 64, 301, 301), 2, 2, true, 0.f));
+  run_bwd_case(windowed(graph_case(DType::BF16, 128, 1500, 1500), 64, 0));
+  run_bwd_case(capped(graph_case(DType::BF16, 128, 600, 650), 4, 1, true, 0.f, true));
+  run_bwd_case(capped(graph_case(DType::BF16, 128, 400, 400), 2, 2, true, 30.f));
+  run_bwd_case(capped(graph_case(DType::BF16, 64, 2100, 2100), 4, 2, true, 0.f));  // d 64 longest first (16+ key blocks)
 }
 
 // The same for the head dims over 128: the 80-key d 256 tile and the 64-key tile split on d (d 192).
@@ -539,18 +518,10 @@ TEST_F(Sm90Bwd, D64Tile) {
   deterministic_cases(64, 64, 64);
   // From 16 key blocks the causal / right-bounded order is longest first (bwd_longest_first): GQA
   // (the group's heads inner in the down walk), several units in a section, a window with both edges.
-  BwdCase gqa = bcase(DType::BF16, 64, 2100, 2100);
+  BwdCase gqa = capped(bcase(DType::BF16, 64, 2100, 2100), 8, 2, true, 0.f);
   gqa.batch = 2;
-  gqa.hq = 8;
-  gqa.hkv = 2;
-  gqa.causal = true;
   run_bwd_case(gqa);
-  BwdCase win = bcase(DType::F16, 64, 1900, 2100);
-  win.hq = 3;
-  win.hkv = 3;
-  win.wl = 100;
-  win.wr = 50;
-  run_bwd_case(win);
+  run_bwd_case(windowed(capped(bcase(DType::F16, 64, 1900, 2100), 3, 3, false, 0.f), 100, 50));
 }
 
 // d 128 without mask in the default mode: q-blocks of 80 rows (BwdConfig<128, 80>: S^T / dP^T with

@@ -127,10 +127,11 @@ struct BwdConfig {
   static constexpr bool kSoftcapKernel = bwd_softcap_tile(D, BM);
   static constexpr bool kDetSoftcapKernel = bwd_det_softcap_tile(D, BM);
   // In the kernels of FA3's order without the softcap path (the default mode's at d 64, d 128 64 and
-  // 80 rows, the deterministic mode's at d 128), P^T's exp2 of this many k-steps (16 q rows each) run ahead of the dP^T wait, the rest
-  // in dS^T's math behind it (kernel.cuh). Measured (notes, session 30): 3 of d 128's 4 k-steps -2 % on
-  // causal shapes (all 4: +1.5 %), 3 of d 64's 8 -5 to -6 % (5-8: less and less, 8: +3 %), 2 of the
-  // 80-row tile's 5 -1.4 to -1.6 % at full s4k-s8k (1: +0.2 %, 3: -1 %).
+  // 80 rows, the deterministic mode's at d 128), P^T's exp2 of this many k-steps (16 q rows each)
+  // run ahead of the dP^T wait, the rest in dS^T's math behind it (kernel.cuh). Measured (notes,
+  // session 30): 3 of d 128's 4 k-steps -2 % on causal shapes (all 4: +1.5 %), 3 of d 64's 8 -5 to
+  // -6 % (5-8: less and less, 8: +3 %), 2 of the 80-row tile's 5 -1.4 to -1.6 % at full s4k-s8k
+  // (1: +0.2 %, 3: -1 %).
   static constexpr int kExpAheadSteps = BM == 80 ? 2 : 3;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and

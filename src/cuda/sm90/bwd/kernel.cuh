@@ -198,9 +198,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // Cfg::kExpAheadSteps k-steps' exp2 are written into both arms of the mask's branch: in one
     // basic block with the dP^T wait ptxas sinks every MUFU behind that wait (into dS's math); the
     // block boundary keeps these ahead of it, in dP^T's MMA shadow, as FA3's schedule has part of them.
-    constexpr int kExpAhead = !kPackAfterDs || kCapPath != BwdCap::Off ? 0
-                              : Cfg::kExpAheadSteps < kSteps             ? Cfg::kExpAheadSteps
-                                                                         : kSteps;
+    constexpr int kExpAhead = kPackAfterDs && kCapPath == BwdCap::Off ? Cfg::kExpAheadSteps : 0;
+    static_assert(kExpAhead <= kSteps, "kExpAheadSteps: at most the step's k-steps");
     using ExpAhead = std::integral_constant<int, kExpAhead>;
     auto p_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
@@ -210,18 +209,17 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       }
       if constexpr (kCap && kPackAfterDs) {  // P is computed with dS^T, from the capped score
         mask_scores();
-      } else {
-        if constexpr (kExpAhead > 0) {
-          if (t.q_blocks.full(m)) {
-            exp_steps(softcap, std::integral_constant<int, 0>{}, ExpAhead{});
-          } else {
-            mask_scores();
-            exp_steps(softcap, std::integral_constant<int, 0>{}, ExpAhead{});
-          }
+      } else if constexpr (kExpAhead > 0) {
+        if (t.q_blocks.full(m)) {
+          exp_steps(softcap, std::integral_constant<int, 0>{}, ExpAhead{});
         } else {
           mask_scores();
+          exp_steps(softcap, std::integral_constant<int, 0>{}, ExpAhead{});
         }
         exp_steps(softcap, ExpAhead{}, std::integral_constant<int, kSteps>{});
+      } else {
+        mask_scores();
+        exp_steps(softcap, std::integral_constant<int, 0>{}, std::integral_constant<int, kSteps>{});
       }
     };
     // A fragments (P^T or dS^T) into a keys x kBlockM q rows tile in the 128-byte-swizzled layout

@@ -123,8 +123,9 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     bool capped = false;
     if constexpr (Cfg::kSoftcapKernel) {
       capped = bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring, p.attn.softcap);
-      if (capped && !p.deterministic) st = launch(bwd_kernel<T, Cfg, false, false, true>, kBytes, cap_attr);
-      if (capped && p.deterministic) {
+      if (capped && !p.deterministic)
+        st = launch(bwd_kernel<T, Cfg, false, false, true>, kBytes, cap_attr);
+      else if (capped) {
         if constexpr (Cfg::kDetSoftcapKernel)
           st = launch(bwd_kernel<T, Cfg, true, false, true>, kBytes, det_cap_attr);
         else  // the host rule and the configs disagree: never launch nothing
