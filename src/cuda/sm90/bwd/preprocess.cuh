@@ -107,6 +107,14 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
                    (p.attn.out_stride_s % kVec == 0) && (p.dout_stride_s % kVec == 0);
   constexpr float kLog2e = 1.4426950408889634f;
   constexpr int kIters = kRows / (kWarps * kRowsPerWarp);
+  static_assert(kRows <= kBwdAuxThreads, "a thread per row's lse");
+  // Row threadIdx.x's lse, loaded first (coalesced, a thread a row) and stored last: it needs no sum,
+  // so its load is in flight with O's and dO's instead of after the sums.
+  const int lse_row = m * kRows + threadIdx.x;
+  float lse = INFINITY;  // rows past the used ones, and a row that kept no key: P = exp2(s - inf) = 0
+  if (threadIdx.x < kRows && lse_row < seq.len_q)
+    lse = p.attn.lse[b_off * p.attn.lse_stride_b + int64_t(h) * p.attn.lse_stride_h +
+                     (seq.q_offset + lse_row) * p.attn.lse_stride_s];
   // All the CTA's loads first (kIters rows per lane), then the sums: the loads are all in flight.
   uint4 ov[kIters], gv[kIters];
 #pragma unroll
@@ -136,25 +144,16 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
   }
 #pragma unroll
   for (int it = 0; it < kIters; ++it) {
-    const int r = (it * kWarps + warp) * kRowsPerWarp + lane / kRowLanes, i = m * kRows + r;
+    const int r = (it * kWarps + warp) * kRowsPerWarp + lane / kRowLanes;
     float acc = 0.f;
 #pragma unroll
     for (int e = 0; e < kVec; ++e)
       acc += float(reinterpret_cast<const T*>(&ov[it])[e]) * float(reinterpret_cast<const T*>(&gv[it])[e]);
 #pragma unroll
     for (int off = kRowLanes / 2; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (sub == 0) {
-      float lse = INFINITY;  // rows past the used ones, and a row that kept no key: P = exp2(s - inf) = 0
-      if (i < seq.len_q) {
-        const float l = p.attn.lse[b_off * p.attn.lse_stride_b + int64_t(h) * p.attn.lse_stride_h +
-                                   (seq.q_offset + i) * p.attn.lse_stride_s];
-        if (l != -INFINITY) lse = l * kLog2e;
-      }
-      const int slot = bwd_stat_slot<Cfg>(r);
-      p.dpsum[ws + slot] = acc;
-      p.lse_log2[ws + slot] = lse;
-    }
+    if (sub == 0) p.dpsum[ws + bwd_stat_slot<Cfg>(r)] = acc;
   }
+  if (threadIdx.x < kRows) p.lse_log2[ws + bwd_stat_slot<Cfg>(threadIdx.x)] = lse == -INFINITY ? INFINITY : lse * kLog2e;
 }
 
 // dq = scale * the q-block's accumulator, through smem: float4 loads in the accumulator's own order
@@ -175,8 +174,16 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const _
   if (m * kRunRows >= seq.rows_q) return;
   const float4* acc =
       reinterpret_cast<const float4*>(p.dq_accum + (int64_t(h) * p.padded_rows + seq.padded_q + m * kRunRows) * D);
-  for (int f = threadIdx.x; f < kRunRows * D / 4; f += kBwdAuxThreads) {
-    const float4 x = acc[f];
+  constexpr int kLoads = kRunRows * D / 4 / kBwdAuxThreads;  // float4s per thread
+  static_assert(kRunRows * D / 4 % kBwdAuxThreads == 0, "whole float4s per thread");
+  float4 xs[kLoads];  // all of the thread's loads in flight before the first smem store
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) xs[i] = acc[threadIdx.x + i * kBwdAuxThreads];
+  __syncwarp();  // keeps ptxas from sinking the later loads behind the first stores (one round trip each)
+#pragma unroll
+  for (int i = 0; i < kLoads; ++i) {
+    const int f = threadIdx.x + i * kBwdAuxThreads;
+    const float4 x = xs[i];
     if constexpr (Cfg::kDqTransposed) {
       const DqPairs e = dq_t_accum_quad(f, kRunRows);
       T* at = reinterpret_cast<T*>(tile + e.row * kRowBytes) + e.col;
