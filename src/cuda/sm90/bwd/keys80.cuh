@@ -150,6 +150,16 @@ __device__ __forceinline__ void store_dk_dv_keys80(const BwdParams& p, const Bwd
 }
 
 // Consumer warpgroup wg: every step of the tile, then dK / dV.
+// The end of a step (A/B switch, default 0 = as measured in sessions 27-30): 0 = dQ^T half 0, dK^T
+// both halves, dQ^T half 1 (its atomics after a full wait); 1 = FA3's order (dQ^T / dK^T by halves,
+// each dQ^T half's atomics issued while a dK^T half runs); 2 = 1 with dK^T half 1 left in flight into
+// the next step (no full wait per step). Same products, same add order per element.
+#ifndef FASTATTN_D256_TAIL
+#define FASTATTN_D256_TAIL 0
+#endif
+inline constexpr int kKeys80Tail = FASTATTN_D256_TAIL;
+static_assert(kKeys80Tail >= 0 && kKeys80Tail <= 2, "FASTATTN_D256_TAIL: 0, 1 or 2");
+
 template <class T>
 __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdParams& p, const BwdTile& t, int wg) {
   using Cfg = BwdConfigKeys80;
@@ -182,6 +192,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
   PipeState<Cfg::kStages> ps;
   PipeState<1> dps;
   int h, m;
+  int q_release = -1;  // kKeys80Tail 2: the Q stage whose dK^T half 1 is still in flight
   t.first_step(p, h, m);
   for (int i = steps; i > 0; --i, ps.advance(), dps.advance(), t.next_step(p, h, m)) {
     const int s = ps.stage();
@@ -208,6 +219,13 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
     const float lse[2] = {lds_f32(lse_addr), lds_f32(lse_addr + 32)};
     wgmma_wait<1>();
     fence_operands(sa);
+    if constexpr (kKeys80Tail == 2) {  // the previous step's dK^T half 1 retired with S: its Q stage is free
+      if (q_release >= 0) {
+        fence_operands(dkt[1]);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&sm.q_empty[q_release]);
+      }
+    }
     // Partial q-blocks (and key tails): masked scores to -inf by keep-bits, so P = 0 with no test after the exp.
     if (!t.q_blocks.full(m)) {
       const int row = m * Cfg::kBlockM + q_row;  // in the sequence
@@ -255,37 +273,76 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
     }
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
-    // dQ^T half 0, dK^T (both halves); dQ^T half 1 once dQ^T half 0 is out.
     const uint32_t ds_lo = desc_k_major_lo(sm.ds[s]);
     float dq[32];
-    wgmma_fence();
-    mma_dq_t<T>(dq, sm.k + (2 * wg) * Cfg::kKAtomBytes, sm.ds[s]);
-    wgmma_commit();
-#pragma unroll
-    for (int c = 0; c < 2; ++c) mma_dkv_t<T>(dkt[c], sm.q[s] + (2 * wg + c) * Cfg::kQAtomBytes, ds_lo);
-    wgmma_commit();
     float* run = p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim;
-    wgmma_wait<2>();  // dV^T done: dO is free
-    fence_operands(dvt[0]);
-    fence_operands(dvt[1]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.do_empty);
-    wgmma_wait<1>();  // dQ^T half 0 done
-    fence_operands(dq);
-    add_dq_t(run, 2 * wg, dq);
-    wgmma_fence();
-    mma_dq_t<T>(dq, sm.k + (2 * wg + 1) * Cfg::kKAtomBytes, sm.ds[s]);
-    wgmma_commit();
-    wgmma_wait<1>();  // dK^T done: the Q stage (and its lse / D) is free
-    fence_operands(dkt[0]);
-    fence_operands(dkt[1]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.q_empty[s]);
-    wgmma_wait<0>();
-    fence_operands(dq);
-    add_dq_t(run, 2 * wg + 1, dq);
+    if constexpr (kKeys80Tail == 0) {
+      // dQ^T half 0, dK^T (both halves); dQ^T half 1 once dQ^T half 0 is out.
+      wgmma_fence();
+      mma_dq_t<T>(dq, sm.k + (2 * wg) * Cfg::kKAtomBytes, sm.ds[s]);
+      wgmma_commit();
+#pragma unroll
+      for (int c = 0; c < 2; ++c) mma_dkv_t<T>(dkt[c], sm.q[s] + (2 * wg + c) * Cfg::kQAtomBytes, ds_lo);
+      wgmma_commit();
+      wgmma_wait<2>();  // dV^T done: dO is free
+      fence_operands(dvt[0]);
+      fence_operands(dvt[1]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.do_empty);
+      wgmma_wait<1>();  // dQ^T half 0 done
+      fence_operands(dq);
+      add_dq_t(run, 2 * wg, dq);
+      wgmma_fence();
+      mma_dq_t<T>(dq, sm.k + (2 * wg + 1) * Cfg::kKAtomBytes, sm.ds[s]);
+      wgmma_commit();
+      wgmma_wait<1>();  // dK^T done: the Q stage (and its lse / D) is free
+      fence_operands(dkt[0]);
+      fence_operands(dkt[1]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.q_empty[s]);
+      wgmma_wait<0>();
+      fence_operands(dq);
+      add_dq_t(run, 2 * wg + 1, dq);
+    } else {
+      // FA3's tail: (dQ^T half c, dK^T half c) for c = 0, 1, so that each half's atomics are issued
+      // while the following dK^T half runs, the last ones included (none behind an idle tensor pipe).
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        wgmma_fence();
+        mma_dq_t<T>(dq, sm.k + (2 * wg + c) * Cfg::kKAtomBytes, sm.ds[s]);
+        wgmma_commit();
+        mma_dkv_t<T>(dkt[c], sm.q[s] + (2 * wg + c) * Cfg::kQAtomBytes, ds_lo);
+        wgmma_commit();
+        if (c == 0) {
+          wgmma_wait<2>();  // dV^T done: dO is free
+          fence_operands(dvt[0]);
+          fence_operands(dvt[1]);
+          __syncwarp();
+          if (lane == 0) mbar_arrive(&sm.do_empty);
+        }
+        wgmma_wait<1>();  // dQ^T half c done (dK^T half c may run)
+        fence_operands(dq);
+        if (c == 1) fence_operands(dkt[0]);
+        add_dq_t(run, 2 * wg + c, dq);
+      }
+      if constexpr (kKeys80Tail == 1) {
+        wgmma_wait<0>();  // dK^T done: the Q stage (and its lse / D) is free
+        fence_operands(dkt[1]);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&sm.q_empty[s]);
+      } else {
+        // dK^T half 1 stays in flight into the next step (its S queues behind it on the tensor
+        // pipe); that step's S wait retires it and frees this Q stage (q_release).
+        q_release = s;
+      }
+    }
   }
-  // Both warpgroups past their last MMA (each ends its step with a full wgmma wait): K and V are free.
+  if constexpr (kKeys80Tail == 2) {
+    wgmma_wait<0>();
+    fence_operands(dkt[1]);
+  }
+  // Both warpgroups past their last MMA (each ends its step, or kKeys80Tail 2 its last step, with a
+  // full wgmma wait): K and V are free.
   named_bar_sync(kBwdDsBar, 256);
   store_dk_dv_keys80<T>(p, t, sm, wg, dkt, dvt);
 }
