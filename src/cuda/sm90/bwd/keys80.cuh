@@ -5,9 +5,10 @@
 //   S = Q K^T, dP = dO V^T          warpgroup w: keys [40 w, 40 w + 40), all 64 q rows (SS, K-major)
 //   P = exp2(S scale log2e - lse), dS = P (dP - D)   (masked by q row: keep-bits over 40 keys)
 //   P^T -> smem (keys x 64 q, stmatrix.trans); both warpgroups meet; dV^T += dO^T P^T (runs behind dP)
-//   dS^T -> smem; both warpgroups meet; dQ^T = K^T dS, dK^T += Q^T dS^T
+//   dS^T -> smem; both warpgroups meet; dQ^T = K^T dS, dK^T += Q^T dS^T by halves
 //                                      (swap-AB: warpgroup w's head-dim rows [128 w, 128 w + 128)
-//                                       in two M = 64 halves)
+//                                       in two M = 64 halves; dK^T's second half runs on into the
+//                                       next step, which frees the Q stage)
 //   dQ^T added by vector fp32 atomics into the q-block's run (dq_layout.h, dq_t_accum_index)
 // and at the end dK^T, dV^T staged transposed in the freed K / V tiles and stored by rows.
 // The 64-key d 256 kernel (kernel.cuh) keeps the deterministic mode, softcap and local windows.
@@ -149,7 +150,9 @@ __device__ __forceinline__ void store_dk_dv_keys80(const BwdParams& p, const Bwd
       [](int r, int k) { return uint32_t(r * kRowBytes + 16 * ((k & ~7) | ((k ^ r) & 7))); });
 }
 
-// Consumer warpgroup wg: every step of the tile, then dK / dV.
+// Consumer warpgroup wg: every step of the tile, then dK / dV. A step never waits for all of its
+// MMAs: dK^T half 1 is still running when the next step's S is issued, so the tensor pipe has work
+// queued while the step's last dQ^T atomics and the loop top issue.
 template <class T>
 __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdParams& p, const BwdTile& t, int wg) {
   using Cfg = BwdConfigKeys80;
@@ -182,6 +185,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
   PipeState<Cfg::kStages> ps;
   PipeState<1> dps;
   int h, m;
+  int q_release = -1;  // the Q stage whose dK^T half 1 is still in flight (none before the first step)
   t.first_step(p, h, m);
   for (int i = steps; i > 0; --i, ps.advance(), dps.advance(), t.next_step(p, h, m)) {
     const int s = ps.stage();
@@ -208,6 +212,13 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
     const float lse[2] = {lds_f32(lse_addr), lds_f32(lse_addr + 32)};
     wgmma_wait<1>();
     fence_operands(sa);
+    // The previous step's dK^T half 1 was queued before this S, so it has retired too: its Q stage is
+    // free (one step later than a wait at the step's end; the ring's second stage covers it).
+    if (q_release >= 0) {
+      fence_operands(dkt[1]);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.q_empty[q_release]);
+    }
     // Partial q-blocks (and key tails): masked scores to -inf by keep-bits, so P = 0 with no test after the exp.
     if (!t.q_blocks.full(m)) {
       const int row = m * Cfg::kBlockM + q_row;  // in the sequence
@@ -255,37 +266,37 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
     }
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
-    // dQ^T half 0, dK^T (both halves); dQ^T half 1 once dQ^T half 0 is out.
     const uint32_t ds_lo = desc_k_major_lo(sm.ds[s]);
     float dq[32];
-    wgmma_fence();
-    mma_dq_t<T>(dq, sm.k + (2 * wg) * Cfg::kKAtomBytes, sm.ds[s]);
-    wgmma_commit();
-#pragma unroll
-    for (int c = 0; c < 2; ++c) mma_dkv_t<T>(dkt[c], sm.q[s] + (2 * wg + c) * Cfg::kQAtomBytes, ds_lo);
-    wgmma_commit();
     float* run = p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim;
-    wgmma_wait<2>();  // dV^T done: dO is free
-    fence_operands(dvt[0]);
-    fence_operands(dvt[1]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.do_empty);
-    wgmma_wait<1>();  // dQ^T half 0 done
-    fence_operands(dq);
-    add_dq_t(run, 2 * wg, dq);
-    wgmma_fence();
-    mma_dq_t<T>(dq, sm.k + (2 * wg + 1) * Cfg::kKAtomBytes, sm.ds[s]);
-    wgmma_commit();
-    wgmma_wait<1>();  // dK^T done: the Q stage (and its lse / D) is free
-    fence_operands(dkt[0]);
-    fence_operands(dkt[1]);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.q_empty[s]);
-    wgmma_wait<0>();
-    fence_operands(dq);
-    add_dq_t(run, 2 * wg + 1, dq);
+    // dQ^T and dK^T by halves, (dQ^T half c, dK^T half c) for c = 0, 1: each dQ^T half's atomics
+    // issue while the dK^T half behind it runs, so no atomic waits behind an idle tensor pipe.
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      wgmma_fence();
+      mma_dq_t<T>(dq, sm.k + (2 * wg + c) * Cfg::kKAtomBytes, sm.ds[s]);
+      wgmma_commit();
+      mma_dkv_t<T>(dkt[c], sm.q[s] + (2 * wg + c) * Cfg::kQAtomBytes, ds_lo);
+      wgmma_commit();
+      if (c == 0) {
+        wgmma_wait<2>();  // dV^T done: dO is free
+        fence_operands(dvt[0]);
+        fence_operands(dvt[1]);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&sm.do_empty);
+      }
+      wgmma_wait<1>();  // dQ^T half c done (dK^T half c may run)
+      fence_operands(dq);
+      if (c == 1) fence_operands(dkt[0]);
+      add_dq_t(run, 2 * wg + c, dq);
+    }
+    // dK^T half 1 stays in flight: the next S queues behind it, and the next S wait frees this Q stage.
+    q_release = s;
   }
-  // Both warpgroups past their last MMA (each ends its step with a full wgmma wait): K and V are free.
+  // The last step's dK^T half 1 has no next S to retire it: wait for it before dK^T is stored.
+  wgmma_wait<0>();
+  fence_operands(dkt[1]);
+  // Both warpgroups past their last MMA: K and V are free for the staging.
   named_bar_sync(kBwdDsBar, 256);
   store_dk_dv_keys80<T>(p, t, sm, wg, dkt, dvt);
 }
