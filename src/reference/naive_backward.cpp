@@ -1,5 +1,6 @@
 // Float64 backward straight from the definition. Per kept (i, j), with P = softmax row i:
 //   dv_j += P_ij dO_i;  dP_ij = dO_i . v_j;  D_i = sum_j P_ij dP_ij;  dS_ij = P_ij (dP_ij - D_i)
+//   (Options::round_p_to_input_dtype: D_i = dO_i . out_i, out_i as the forward's baseline stores it)
 //   softcap: s = c tanh(x / c)  =>  ds/dx = 1 - (s / c)^2;  dX = dS * ds/dx
 //   dq_i += scale dX_ij k_j;  dk_j += scale dX_ij q_i.
 // Work is split by (batch, kv head) so dk/dv of a GQA group are summed without races.
@@ -16,6 +17,28 @@
 #include "reference/score_row.h"
 
 namespace fastattn::reference {
+
+namespace {
+
+// D = rowsum(dO * out) with out as a kernel reads it: the forward's output in the input precision
+// (P rounded before P V as forward_f64 with the same option, then out rounded). Equal to
+// sum_j P_j dP_j up to those roundings, which every backward that reads the stored out inherits.
+template <class Round>
+double rowsum_dout_out_rounded(const std::vector<double>& s, const std::vector<char>& kept, double m, double sum,
+                               const std::vector<double>& vmat, const std::vector<double>& dO, Round&& rounded) {
+  const int64_t dv = int64_t(dO.size());
+  std::vector<double> out(dO.size(), 0.0);
+  for (size_t j = 0; j < kept.size(); ++j) {
+    if (!kept[j]) continue;
+    const double pe = rounded(std::exp(s[j] - m));
+    for (int64_t c = 0; c < dv; ++c) out[size_t(c)] += pe * vmat[j * size_t(dv) + size_t(c)];
+  }
+  double D = 0;
+  for (int64_t c = 0; c < dv; ++c) D += dO[size_t(c)] * rounded(out[size_t(c)] / sum);
+  return D;
+}
+
+}  // namespace
 
 void backward_f64(const detail::Problem& p, const detail::Operand& dout, BackwardF64* r,
                   const Options& opt) {
@@ -61,6 +84,7 @@ void backward_f64(const detail::Problem& p, const detail::Operand& dout, Backwar
           dp[size_t(j)] = acc;
           D += prob[size_t(j)] * acc;
         }
+        if (opt.round_p_to_input_dtype) D = rowsum_dout_out_rounded(s, kept, m, sum, vmat, dO, rounded);
         double* dq = &r->dq[size_t((q_token(p, b, i) * p.heads_q + h) * d)];
         for (int64_t j = 0; j < nk; ++j) {
           if (!kept[size_t(j)]) continue;

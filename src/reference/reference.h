@@ -19,8 +19,10 @@ namespace fastattn::reference {
 
 struct Options {
   // Emulate a low-precision kernel: round P (before P.V and P^T.dO) and dS (before dS.K and
-  // dS^T.Q) to the input dtype. Gives the "same math in the input precision" baseline of the
-  // FA3 tolerance rule for GPU kernels that feed P and dS to tensor cores in fp16/bf16.
+  // dS^T.Q) to the input dtype, and (backward) take D = rowsum(dO * out) from the forward's
+  // output in the input dtype, as a backward that reads the stored out does. Gives the "same
+  // math in the input precision" baseline of the FA3 tolerance rule for kernels that feed P and
+  // dS to tensor cores in fp16/bf16.
   bool round_p_to_input_dtype = false;
 };
 

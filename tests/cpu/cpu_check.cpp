@@ -70,7 +70,8 @@ void check_cpu_backward(const CaseSpec& spec, int num_threads) {
   reference::BackwardF64 ref, low;
   ASSERT_TRUE(reference::backward_f64(c.args(Backend::Reference), c.dout.view(), &ref).ok()) << ctx;
   // Baseline: fp32 -> the float64 result rounded to fp32; fp16/bf16 -> the same math with P and
-  // dS in the input precision (what a kernel feeding tensor cores computes), as FA3 tests do.
+  // dS in the input precision and D from the rounded out (what a kernel feeding tensor cores
+  // computes), as FA3 tests do.
   if (spec.dtype == DType::F32) {
     low = {rounded(ref.dq, DType::F32), rounded(ref.dk, DType::F32), rounded(ref.dv, DType::F32)};
   } else {

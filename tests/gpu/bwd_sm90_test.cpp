@@ -1,6 +1,7 @@
 // Hopper backward vs the float64 reference: dq, dk, dv of random problems with FA3's rule
 //   max|g - ref| <= 2 * max|baseline - ref| + rounding step of the dtype at 0.3 + max|ref|,
-// where the baseline is the reference with P and dS rounded to the input dtype. Head dims 64 / 96 /
+// where the baseline is the reference with P and dS rounded to the input dtype and D = rowsum(dO * out)
+// from its forward's out in the input dtype (the kernels read the stored out). Head dims 64 / 96 /
 // 128 and (LargeDims*: the 64-key split shape, and at d 256 the 80-key tile) 192 / 256, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
 // empty sequences, seqused, causal, local windows, softcap. The forward (out, lse) comes from the
 // CUDA forward; gradients are poisoned before every run; each case runs twice: dk and dv must be

@@ -4,7 +4,8 @@
 //   max|out - ref| <= 2 * max|baseline - ref| + eps,
 // where ref is float64 and baseline is "the same math in the input precision" (for the CPU
 // backend: the float64 result rounded to the output dtype; for GPU kernels: the reference with
-// P and dS rounded to the input dtype, reference::Options::round_p_to_input_dtype).
+// P and dS rounded to the input dtype and the backward's D from the rounded out,
+// reference::Options::round_p_to_input_dtype).
 // Alongside it, the relative Frobenius error ||out - ref|| / ||ref|| (fp32 inputs: < 1e-5).
 // -inf entries (lse of rows that keep no key) must match exactly; NaN never passes.
 #pragma once
