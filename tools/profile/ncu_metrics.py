@@ -122,10 +122,11 @@ TIME_UNITS = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6,
 BYTE_UNITS = {"byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "B": 1e-6, "KB": 1e-3, "MB": 1.0, "GB": 1e3}
 
 
-def read_report(ncu, rep, log):
+def read_report(ncu, rep, log, extra=()):
     """Rows of the raw page of an exported report: one dict per profiled kernel. Durations are
-    converted to microseconds and byte counts to megabytes (ncu scales their unit to the value)."""
-    rc, out = run([ncu, "--import", rep, "--csv", "--page", "raw"], log, 120)
+    converted to microseconds and byte counts to megabytes (ncu scales their unit to the value);
+    row["_units"] maps each column to its unit as printed. extra: more ncu import flags."""
+    rc, out = run([ncu, "--import", rep, "--csv", "--page", "raw", *extra], log, 120)
     lines = out.splitlines()
     start = next((i for i, l in enumerate(lines) if l.startswith('"ID"')), None)
     if rc != 0 or start is None:
@@ -139,6 +140,7 @@ def read_report(ncu, rep, log):
         if len(r) != len(header):
             continue
         row = dict(zip(header, r))
+        row["_units"] = dict(zip(header, units))
         for col, unit in zip(header, units):
             if unit in TIME_UNITS and number(row[col]) is not None:
                 row[col] = number(row[col]) * TIME_UNITS[unit]
