@@ -10,7 +10,7 @@
 #    SpeedOfLight, MemoryWorkloadAnalysis (+ _Chart, _Tables), LaunchStats, Occupancy, SchedulerStats,
 #    WarpStateStats, SourceCounters and the table's metrics;
 # 3. prints the side-by-side table (tools/profile/ncu_preprocess_table.py), also in $OUT/summary.md.
-# Writes to $OUT (default ./out-ncupre): summary.md; d64-base.ncu-rep, d64-none.ncu-rep, d128-base.ncu-rep,
+# Writes to $OUT (default out/ncupre): summary.md; d64-base.ncu-rep, d64-none.ncu-rep, d128-base.ncu-rep,
 # d128-none.ncu-rep (each ours, then FA3's preprocess); logs.tar.gz (build and ncu logs, cuobjdump matches, each
 # report's details page and per-SASS-instruction source counters).
 # Environment: FA3_LIB (default: ../fa3peer/libfa3peer.so, else .devwt/fa3peer/libfa3peer.so), FASTATTN_LIB, NCU,
@@ -19,9 +19,9 @@
 # Exit status: non-zero when the build failed or a report is missing.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+OUT=${OUT:-$root/out/ncupre}
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) || exit 2
 cd "$root" || exit 2
-OUT=${OUT:-$root/out-ncupre}
-mkdir -p "$OUT"
 logs=$(mktemp -d)/ncupre-logs
 mkdir -p "$logs"
 say() { printf '[ncu_preprocess %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
