@@ -98,7 +98,10 @@ profile() {
   local rc=$?
   say "$name: ncu exit $rc, $(grep -c '==PROF== Profiling' "$logs/$name.ncu.log") launch(es) profiled"
   grep -E '==(ERROR|WARNING)==' "$logs/$name.ncu.log" | head -n 5
-  [[ -f $OUT/$name.ncu-rep ]]
+  [[ -f $OUT/$name.ncu-rep ]] && return 0
+  # No counters or no clock control: another filter or metric list would fail the same way.
+  grep -E '==ERROR==' "$logs/$name.ncu.log" | grep -qiE 'NVGPUCTRPERM|permission|clock|LibraryNotLoaded' && return 2
+  return 1
 }
 
 reports=()
@@ -109,12 +112,19 @@ for spec in ${NCU_PRE_SHAPES:-d64=4,4096,16,64,causal d128=2,8192,16,128,causal}
     name=$shape_name-$clock
     rm -f "$OUT/$name.ncu-rep"
     say "$name: $shape, --clock-control $clock"
-    profile "$name" "$clock" mangled "$(filter_of "$d")" "$shape" ${metrics:+--metrics "$metrics"} ||
-      { [[ -n $metrics ]] && say "$name: again without the extra metrics" &&
-        profile "$name" "$clock" mangled "$(filter_of "$d")" "$shape"; } ||
-      { say "$name: again with the demangled-name filter" &&
-        profile "$name" "$clock" demangled "$fallback_filter" "$shape"; } ||
-      { say "$name: no report"; failed=1; }
+    profile "$name" "$clock" mangled "$(filter_of "$d")" "$shape" ${metrics:+--metrics "$metrics"}
+    rc=$?
+    if ((rc == 1)) && [[ -n $metrics ]]; then
+      say "$name: again without the extra metrics"
+      profile "$name" "$clock" mangled "$(filter_of "$d")" "$shape"
+      rc=$?
+    fi
+    if ((rc == 1)); then
+      say "$name: again with the demangled-name filter"
+      profile "$name" "$clock" demangled "$fallback_filter" "$shape"
+      rc=$?
+    fi
+    ((rc == 0)) || { say "$name: no report"; failed=1; }
     if [[ -f $OUT/$name.ncu-rep ]]; then
       "$ncu" --import "$OUT/$name.ncu-rep" --page details --print-details all >"$logs/$name.details.txt" 2>&1 ||
         "$ncu" --import "$OUT/$name.ncu-rep" --page details >"$logs/$name.details.txt" 2>&1
