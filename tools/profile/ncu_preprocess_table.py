@@ -38,7 +38,8 @@ GROUPS = [
         ("L1", "l1tex__throughput.avg.pct_of_peak_sustained_active", None),
         ("SM", "sm__throughput.avg.pct_of_peak_sustained_elapsed", None),
     ]),
-    # Expected: O + dO read (67 MB at both shapes) + lse; dQ accumulator (67 MB) + D + lse_log2 written,
+    # Expected: O + dO read (67 MB at d 64 b4 s4k h16, 134 MB at d 128 b2 s8k h16) + lse; the dQ accumulator (as
+    # many MB) + D + lse_log2 written,
     # less what is still dirty in L2 when the kernel ends (written back during the next kernel).
     ("DRAM", [
         ("bytes read (MB)", "dram__bytes_read.sum", None),
