@@ -120,10 +120,14 @@ def value(row, metric):
     unit = row["_units"].get(metric, "")
     if v is None:
         return None
-    if "/" in unit:  # a rate: ncu's base unit per (n|u|m)second
-        per = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0}.get(unit.split("/", 1)[1])
+    if "/" in unit:  # a rate: (K|M|G|T)byte or a count, per (n|u|m)second or (n|u|m)s; shown in G per second
+        num, den = unit.split("/", 1)
+        per = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
+               "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}.get(den)
+        scale = {"Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
+                 "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}.get(num, 1.0)
         if per is not None:
-            return v / per * 1e-9
+            return v * scale / per * 1e-9
     hz = {"hz": 1e-9, "khz": 1e-6, "mhz": 1e-3, "ghz": 1.0}.get(unit.lower())
     return v * hz if hz is not None else v
 
