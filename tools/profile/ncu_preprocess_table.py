@@ -39,8 +39,7 @@ GROUPS = [
         ("SM", "sm__throughput.avg.pct_of_peak_sustained_elapsed", None),
     ]),
     # Expected: O + dO read (67 MB at d 64 b4 s4k h16, 134 MB at d 128 b2 s8k h16) + lse; the dQ accumulator (as
-    # many MB) + D + lse_log2 written,
-    # less what is still dirty in L2 when the kernel ends (written back during the next kernel).
+    # many MB) + D + lse_log2 written, less what is still dirty in L2 when the kernel ends.
     ("DRAM", [
         ("bytes read (MB)", "dram__bytes_read.sum", None),
         ("bytes written (MB)", "dram__bytes_write.sum", None),
@@ -120,14 +119,12 @@ def value(row, metric):
     unit = row["_units"].get(metric, "")
     if v is None:
         return None
-    if "/" in unit:  # a rate: (K|M|G|T)byte or a count, per (n|u|m)second or (n|u|m)s; shown in G per second
+    if "/" in unit:  # a rate: shown in G per second
         num, den = unit.split("/", 1)
-        per = {"nsecond": 1e-9, "usecond": 1e-6, "msecond": 1e-3, "second": 1.0,
-               "ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}.get(den)
-        scale = {"Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "Tbyte": 1e12,
-                 "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}.get(num, 1.0)
-        if per is not None:
-            return v * scale / per * 1e-9
+        if den in nm.TIME_UNITS:  # ncu_metrics' tables: time in us, bytes in MB
+            if num in nm.BYTE_UNITS:
+                return v * nm.BYTE_UNITS[num] / nm.TIME_UNITS[den] * 1e3  # 1 MB per us = 1e3 GB/s
+            return v / nm.TIME_UNITS[den] * 1e-3  # a count per us = 1e-3 G per second
     hz = {"hz": 1e-9, "khz": 1e-6, "mhz": 1e-3, "ghz": 1.0}.get(unit.lower())
     return v * hz if hz is not None else v
 
