@@ -258,8 +258,9 @@ struct ProbeSet {
   ~ProbeSet() { cuda_backend::set_bwd_stats_probe(nullptr); }
 };
 
-// Runs one case; *worst: the largest |D - rowsum| / bound of its used rows, kept if larger.
-void run_stats_case(const FwdCase& c, const Variant& v, double* worst) {
+// Runs one case; *worst: the largest |D - rowsum| / bound of its used rows, kept if larger; *ring_cases
+// counts the cases that ran the ring's preprocess.
+void run_stats_case(const FwdCase& c, const Variant& v, double* worst, int* ring_cases) {
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   SCOPED_TRACE("case " + c.str() + " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
@@ -317,7 +318,11 @@ void run_stats_case(const FwdCase& c, const Variant& v, double* worst) {
                        << ", expected " << padded_rows << ")";
   FA_CUDA_OK(cudaDeviceSynchronize());
   ASSERT_EQ(probe.block_m, v.block_m) << "the host chose another q-block size: not the instance meant";
-  ASSERT_EQ(probe.ring, v.ring) << "dQ ring: not the preprocess instance meant";
+  // The ring variant's short cases take the accumulator path: a window edge that reaches past the
+  // sequence is no edge (the host normalizes it), and the ring needs both edges (dq_ring.h). Its same
+  // 64-row layout is checked either way; variant_cases asserts that the ring ran in some cases.
+  if (!v.ring) ASSERT_FALSE(probe.ring) << "dQ ring: not the preprocess instance meant";
+  *ring_cases += probe.ring ? 1 : 0;
   ASSERT_EQ(probe.padded_rows, padded_rows);
   ASSERT_EQ(probe.copied, n);
   std::vector<float> lse_ws_host(size_t(std::max<int64_t>(n, 1))), dps_ws_host(lse_ws_host.size());
@@ -345,6 +350,7 @@ void run_stats_case(const FwdCase& c, const Variant& v, double* worst) {
 // padding between the sequences (GQA 4); both dtypes.
 void variant_cases(const Variant& v) {
   double worst = 0;
+  int ring_cases = 0;
   auto with_mask = [&](FwdCase c) {
     c.d = v.d;
     c.causal = v.causal;
@@ -360,14 +366,14 @@ void variant_cases(const Variant& v) {
       c.sq = c.sk = s;
       c.hq = 4;
       c.hkv = 2;
-      run_stats_case(with_mask(c), v, &worst);
+      run_stats_case(with_mask(c), v, &worst, &ring_cases);
     }
     FwdCase w;
     w.dtype = dt;
     w.batch = 2;
     w.sq = 113;
     w.sk = 17;
-    run_stats_case(with_mask(w), v, &worst);
+    run_stats_case(with_mask(w), v, &worst, &ring_cases);
     FwdCase u;
     u.dtype = dt;
     u.sq = u.sk = 0;
@@ -376,11 +382,12 @@ void variant_cases(const Variant& v) {
     u.used_q = {9, 0, 130, 1, 0, 150};
     u.hq = 8;
     u.hkv = 2;
-    run_stats_case(with_mask(u), v, &worst);
+    run_stats_case(with_mask(u), v, &worst, &ring_cases);
   }
   // How close the kernel's D comes to the bound (its sum tree is ~20x shallower than d - 1: notes).
-  std::printf("[ stats ] d %d, %d-row q-blocks%s: max |D - rowsum| / bound %.4f\n", v.d, v.block_m,
-              v.ring ? ", dQ ring" : "", worst);
+  if (v.ring) EXPECT_GE(ring_cases, 6) << "the ring's preprocess ran in too few cases (s 113 / 4097 and varlen take it)";
+  std::printf("[ stats ] d %d, %d-row q-blocks%s: max |D - rowsum| / bound %.4f (%d cases through the ring)\n", v.d,
+              v.block_m, v.ring ? ", dQ ring" : "", worst, ring_cases);
 }
 
 TEST_F(Sm90BwdStats, D64) { variant_cases({64, true, -1, -1, 128, false}); }
