@@ -321,7 +321,9 @@ void run_stats_case(const FwdCase& c, const Variant& v, double* worst, int* ring
   // The ring variant's short cases take the accumulator path: a window edge that reaches past the
   // sequence is no edge (the host normalizes it), and the ring needs both edges (dq_ring.h). Its same
   // 64-row layout is checked either way; variant_cases asserts that the ring ran in some cases.
-  if (!v.ring) ASSERT_FALSE(probe.ring) << "dQ ring: not the preprocess instance meant";
+  if (!v.ring) {
+    ASSERT_FALSE(probe.ring) << "dQ ring: not the preprocess instance meant";
+  }
   *ring_cases += probe.ring ? 1 : 0;
   ASSERT_EQ(probe.padded_rows, padded_rows);
   ASSERT_EQ(probe.copied, n);
@@ -385,7 +387,9 @@ void variant_cases(const Variant& v) {
     run_stats_case(with_mask(u), v, &worst, &ring_cases);
   }
   // How close the kernel's D comes to the bound (its sum tree is ~20x shallower than d - 1: notes).
-  if (v.ring) EXPECT_GE(ring_cases, 6) << "the ring's preprocess ran in too few cases (s 113 / 4097 and varlen take it)";
+  if (v.ring) {
+    EXPECT_GE(ring_cases, 6) << "the ring's preprocess ran in too few cases (s 113 / 4097 and varlen take it)";
+  }
   std::printf("[ stats ] d %d, %d-row q-blocks%s: max |D - rowsum| / bound %.4f (%d cases through the ring)\n", v.d,
               v.block_m, v.ring ? ", dQ ring" : "", worst, ring_cases);
 }
