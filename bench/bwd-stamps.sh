@@ -9,7 +9,7 @@
 #   summary.md         the bench's tables (phases, steps, writer jobs, tail, per SM)
 #   perturbation.txt   `fastattn run --backward` medians per build, 3 rounds a shape, interleaved
 #   gpu.txt, build.log, raw.tgz (every CTA's words as CSV, for a later reading)
-# No GTest, no network. ~60-90 s of builds at -j16, ~30 s of runs.
+# No GTest, no network. ~100-150 s (EDGES=1: ~180-240 s): builds at -j16, the bench, the timings.
 set -euo pipefail
 OUT=${OUT:-/tmp/bwd-stamps}
 EDGES=${EDGES:-0}

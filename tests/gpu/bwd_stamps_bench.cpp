@@ -98,54 +98,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-void run_shape(const char* name, bool window, int iters, const std::string& raw_prefix) {
-  const size_t n = size_t(kBatch) * kSeq * kHeads * kDim, bytes = n * 2;
-  DeviceMem q(bytes), k(bytes), v(bytes), out(bytes), dout(bytes), dq(bytes), dk(bytes), dv(bytes);
-  DeviceMem lse(size_t(kBatch) * kHeads * kSeq * 4);
-  fill_random_bf16(q.p, n, 1);
-  fill_random_bf16(k.p, n, 2);
-  fill_random_bf16(v.p, n, 3);
-  fill_random_bf16(dout.p, n, 4);
-  auto bf16 = [](void* p) { return make_tensor(p, DType::BF16, {kBatch, kSeq, kHeads, kDim}, Device::CUDA, 0); };
-  AttnArgs a;
-  a.q = bf16(q.p);
-  a.k = bf16(k.p);
-  a.v = bf16(v.p);
-  a.out = bf16(out.p);
-  a.lse = make_tensor(lse.p, DType::F32, {kBatch, kHeads, kSeq}, Device::CUDA, 0);
-  if (window) {
-    a.window_left = 64;
-    a.window_right = 0;
-  } else {
-    a.causal = true;
-  }
-  cudaStream_t s;
-  CHECK_CUDA(cudaStreamCreate(&s));
-  CHECK_OK(forward(a, s));  // out and lse as the backward expects them
-  auto backward_call = [&] { CHECK_OK(backward(a, bf16(dout.p), bf16(dq.p), bf16(dk.p), bf16(dv.p), s)); };
-  for (int i = 0; i < 3; ++i) backward_call();
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    CHECK_CUDA(cudaEventRecord(e0, s));
-    backward_call();
-    CHECK_CUDA(cudaEventRecord(e1, s));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  CHECK_CUDA((clear_bwd_stamps<__nv_bfloat16, 128>(s)));
-  backward_call();
-  CHECK_CUDA(cudaStreamSynchronize(s));
-  std::vector<unsigned long long> w(size_t(kBwdStampCtas) * kBwdStampWords);
-  CHECK_CUDA((read_bwd_stamps<__nv_bfloat16, 128>(w.data(), kBwdStampCtas)));
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaStreamDestroy(s);
-
+// The tables of one shape's stamps (kBwdStampWords words per CTA) and its timed calls (ms).
+void print_tables(const char* name, bool window, std::vector<double> ms, const std::vector<unsigned long long>& w) {
   std::vector<int> ctas;
   for (int c = 0; c < kBwdStampCtas; ++c)
     if (w[size_t(c) * kBwdStampWords + kBsStart] != 0) ctas.push_back(c);
@@ -170,7 +124,7 @@ void run_shape(const char* name, bool window, int iters, const std::string& raw_
   std::printf("## %s: bf16 b%d h%d s%d d%d, %s\n\n", name, kBatch, kHeads, kSeq, kDim,
               window ? "window (64, 0) (dQ ring kernel)" : "causal (plain kernel)");
   std::printf("whole backward (preprocess + main%s), %d calls: median %.4f ms, min %.4f, max %.4f\n", window ? "" : " + postprocess",
-              iters, ms[ms.size() / 2], ms.front(), ms.back());
+              int(ms.size()), ms[ms.size() / 2], ms.front(), ms.back());
   std::printf("stamped call: %zu CTAs; SM clock %.3f GHz (from the CTAs' global timers, %zu of them)\n\n", ctas.size(),
               ghz, rates.size());
 
@@ -179,7 +133,7 @@ void run_shape(const char* name, bool window, int iters, const std::string& raw_
                            {"-> item known (ticket atomic; t0)", {}},      {"-> past __syncthreads (t0)", {}},
                            {"-> tile built (t0)", {}},                     {"-> producer regs given (t0)", {}},
                            {"-> K / V issued (producer)", {}},             {"start -> consumer regs claimed", {}},
-                           {"K / V issued -> landed (consumer)", {}},      {"start -> K / V landed", {}},
+                           {"K / V issued -> consumer past kv_full (~landed)", {}},      {"start -> K / V landed", {}},
                            {"start -> step 0 Q issued (producer)", {}},    {"start -> step 0 Q landed (consumer)", {}}};
   for (int c : ctas) {
     span(rows[0].v, at(c, kBsStart), at(c, kBsBarInit));
@@ -202,7 +156,7 @@ void run_shape(const char* name, bool window, int iters, const std::string& raw_
   rows.clear();
   for (int i = 0; i < kBwdStampSteps; ++i) {
     const std::string st = "step " + std::to_string(i) + ": ";
-    std::vector<Row> r = {{st + "Q issued (producer) -> landed", {}},
+    std::vector<Row> r = {{st + "Q issued (producer) -> consumer past its q_full wait", {}},
                           {st + (i ? "previous step end -> Q landed (consumer waits)" : "K / V landed -> Q landed"), {}},
                           {st + "Q landed -> S^T retired", {}},
                           {st + "S^T retired -> dS^T met", {}},
@@ -332,19 +286,71 @@ void run_shape(const char* name, bool window, int iters, const std::string& raw_
   for (double b : busy) rows[3].v.push_back(1000 * b);
   print_rows(rows);
   std::printf("overlapping CTAs on one SM (gap < 0): %d\n\n", overlaps);
+}
 
-  if (!raw_prefix.empty()) {
-    const std::string path = raw_prefix + name + ".csv";
-    if (FILE* f = std::fopen(path.c_str(), "w")) {
-      std::fprintf(f, "# cta, then kBwdStampWords words (stamps.h); SM clock %.4f GHz\n", ghz);
-      for (int c : ctas) {
-        std::fprintf(f, "%d", c);
-        for (int i = 0; i < kBwdStampWords; ++i) std::fprintf(f, ",%llu", at(c, i));
-        std::fprintf(f, "\n");
-      }
-      std::fclose(f);
-    }
+// Every recorded CTA's words as CSV (the rate the tables used in the header).
+void write_raw(const std::string& path, const std::vector<unsigned long long>& w) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return;
+  std::fprintf(f, "# cta, then kBwdStampWords words (cuda/sm90/bwd/stamps.h)\n");
+  for (int c = 0; c < kBwdStampCtas; ++c) {
+    if (w[size_t(c) * kBwdStampWords + kBsStart] == 0) continue;
+    std::fprintf(f, "%d", c);
+    for (int i = 0; i < kBwdStampWords; ++i) std::fprintf(f, ",%llu", w[size_t(c) * kBwdStampWords + i]);
+    std::fprintf(f, "\n");
   }
+  std::fclose(f);
+}
+
+void run_shape(const char* name, bool window, int iters, const std::string& raw_prefix) {
+  const size_t n = size_t(kBatch) * kSeq * kHeads * kDim, bytes = n * 2;
+  DeviceMem q(bytes), k(bytes), v(bytes), out(bytes), dout(bytes), dq(bytes), dk(bytes), dv(bytes);
+  DeviceMem lse(size_t(kBatch) * kHeads * kSeq * 4);
+  fill_random_bf16(q.p, n, 1);
+  fill_random_bf16(k.p, n, 2);
+  fill_random_bf16(v.p, n, 3);
+  fill_random_bf16(dout.p, n, 4);
+  auto bf16 = [](void* p) { return make_tensor(p, DType::BF16, {kBatch, kSeq, kHeads, kDim}, Device::CUDA, 0); };
+  AttnArgs a;
+  a.q = bf16(q.p);
+  a.k = bf16(k.p);
+  a.v = bf16(v.p);
+  a.out = bf16(out.p);
+  a.lse = make_tensor(lse.p, DType::F32, {kBatch, kHeads, kSeq}, Device::CUDA, 0);
+  if (window) {
+    a.window_left = 64;
+    a.window_right = 0;
+  } else {
+    a.causal = true;
+  }
+  cudaStream_t s;
+  CHECK_CUDA(cudaStreamCreate(&s));
+  CHECK_OK(forward(a, s));  // out and lse as the backward expects them
+  auto backward_call = [&] { CHECK_OK(backward(a, bf16(dout.p), bf16(dq.p), bf16(dk.p), bf16(dv.p), s)); };
+  for (int i = 0; i < 3; ++i) backward_call();
+  cudaEvent_t e0, e1;
+  CHECK_CUDA(cudaEventCreate(&e0));
+  CHECK_CUDA(cudaEventCreate(&e1));
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    CHECK_CUDA(cudaEventRecord(e0, s));
+    backward_call();
+    CHECK_CUDA(cudaEventRecord(e1, s));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float t = 0;
+    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t);
+  }
+  CHECK_CUDA((clear_bwd_stamps<__nv_bfloat16, 128>(s)));
+  backward_call();
+  CHECK_CUDA(cudaStreamSynchronize(s));
+  std::vector<unsigned long long> w(size_t(kBwdStampCtas) * kBwdStampWords);
+  CHECK_CUDA((read_bwd_stamps<__nv_bfloat16, 128>(w.data(), kBwdStampCtas)));
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  cudaStreamDestroy(s);
+  print_tables(name, window, ms, w);
+  if (!raw_prefix.empty()) write_raw(raw_prefix + name + ".csv", w);
 }
 
 }  // namespace
