@@ -44,7 +44,6 @@ jobs=${JOBS:-$(nproc)}
 if [ "$parts" = decode ] || [ "$parts" = all ]; then
   printf 'dec split0\ndec split1\ndec combine\n' >> "$out/variants.txt"
 fi
-pids=()
 while read -r kind a b c e f; do
   while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
   if [ "$kind" = dec ]; then
@@ -58,11 +57,20 @@ while read -r kind a b c e f; do
   else
     compile fa3_bwd_peer.cu "$out/fa3bwd_${a}_${b}_${c}_g${e}_d${f}.o" "$a" "$b" "$c" "$e" "$f" &
   fi
-  pids+=($!)
 done < "$out/variants.txt"
+# A missing object is the failure test: `wait PID` on a job that the polling above saw end can answer
+# 127 ("not a child of this shell") although it compiled.
+wait
 fail=0
-for p in "${pids[@]}"; do wait "$p" || fail=1; done
-[ $fail = 0 ] || { echo "fa3: a variant failed to compile" >&2; exit 1; }
+while read -r kind a b c e f; do
+  case $kind in
+    dec) obj="$out/fa3dec_$a.o" ;;
+    fwd) obj="$out/fa3_${a}_${b}_${c}_c${e}.o" ;;
+    *) obj="$out/fa3bwd_${a}_${b}_${c}_g${e}_d${f}.o" ;;
+  esac
+  [ -s "$obj" ] || { echo "fa3: $(basename "$obj" .o) failed to compile" >&2; fail=1; }
+done < "$out/variants.txt"
+[ $fail = 0 ] || exit 1
 if [ "$parts" = decode ] || [ "$parts" = all ]; then
   nvcc "${flags[@]}" -c "$here/fa3_decode_peer.cu" -o "$out/fa3dec_dispatch.o"
   nvcc -shared -gencode=arch=compute_90a,code=sm_90a "$out"/fa3dec_*.o -o "$out/libfa3decode.so" -lcuda

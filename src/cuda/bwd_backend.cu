@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cuda/built_kernels.h"
+#include "cuda/bwd_stats_probe.h"
 #include "cuda/common/bwd_params.h"
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/cuda_backend.h"
@@ -55,13 +56,33 @@ int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::
                                  a.q_per_kv, m_blocks, *section, wanted);
 }
 
+// The test hook's buffers (bwd_stats_probe.h): lse_log2 and D poisoned before the kernels.
+cudaError_t probe_poison(const BwdStatsProbe& probe, const BwdParams& p, int64_t rows, cudaStream_t s) {
+  if (probe.capacity < rows) return cudaErrorInvalidValue;  // the caller's buffers cannot take the copy
+  const cudaError_t e = cudaMemsetAsync(p.lse_log2, 0xFF, size_t(rows) * 4, s);
+  return e != cudaSuccess ? e : cudaMemsetAsync(p.dpsum, 0xFF, size_t(rows) * 4, s);
+}
+
+// ... and copied out after them.
+cudaError_t probe_copy(BwdStatsProbe& probe, const BwdParams& p, int64_t rows, cudaStream_t s) {
+  cudaError_t e = cudaMemcpyAsync(probe.lse_log2, p.lse_log2, size_t(rows) * 4, cudaMemcpyDeviceToDevice, s);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(probe.dpsum, p.dpsum, size_t(rows) * 4, cudaMemcpyDeviceToDevice, s);
+  if (e == cudaSuccess) probe.copied = rows;
+  return e;
+}
+
 // The forward's messages name the forward; the same rules hold for the backward.
 Status renamed(Status st) {
   for (size_t at; (at = st.message.find("CUDA forward")) != std::string::npos;) st.message.replace(at, 12, "CUDA backward");
   return st;
 }
 
+BwdStatsProbe* probe_in_force = nullptr;
+
 }  // namespace
+
+BwdStatsProbe* bwd_stats_probe() { return probe_in_force; }
+void set_bwd_stats_probe(BwdStatsProbe* probe) { probe_in_force = probe; }
 
 Status check_backward(const AttnArgs& a) {
   if (Status st = check_forward(a); !st.ok()) {
@@ -141,6 +162,13 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   const size_t scalar_bytes = size_t(rows) * 4;
   const size_t bytes = accum_bytes + 2 * scalar_bytes + size_t(sems) * 4;
   void* ws = nullptr;
+  BwdStatsProbe* const probe = bwd_stats_probe();
+  if (probe != nullptr) {
+    probe->copied = 0;
+    probe->padded_rows = p.padded_rows;
+    probe->block_m = p.block_m;
+    probe->ring = ring;
+  }
   if (bytes > 0) {
     if (Status st = stream_alloc(bytes, s, "backward workspace", &ws); !st.ok()) return st;
     cudaError_t e = cudaSuccess;
@@ -157,6 +185,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
       p.tile_ticket = p.dq_sem + (sems - 1);
       e = cudaMemsetAsync(p.dq_sem, 0, size_t(sems) * 4, s);
     }
+    if (e == cudaSuccess && probe != nullptr) e = probe_poison(*probe, p, rows, s);
     if (e != cudaSuccess) {
       stream_free(ws, s);
       return {Code::CudaError, std::string("backward workspace clear: ") + cudaGetErrorString(e)};
@@ -169,6 +198,10 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
 #include "cuda/sm90/bwd_dispatch.inc"
 #undef FASTATTN_BWD_CASE
 #endif
+  if (st.ok() && probe != nullptr && ws != nullptr) {
+    if (const cudaError_t e = probe_copy(*probe, p, rows, s); e != cudaSuccess)
+      st = {Code::CudaError, std::string("backward stats probe copy: ") + cudaGetErrorString(e)};
+  }
   if (ws != nullptr) {
     const cudaError_t e = stream_free(ws, s);
     if (st.ok() && e != cudaSuccess) return {Code::CudaError, std::string("backward workspace free: ") + cudaGetErrorString(e)};
