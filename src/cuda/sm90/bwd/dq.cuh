@@ -10,6 +10,7 @@
 #include "cuda/common/math.cuh"  // pack2
 #include "cuda/sm90/bwd/dq_layout.h"
 #include "cuda/sm90/bwd/smem.cuh"
+#include "cuda/sm90/bwd/stamps.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/bulk_copy.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
@@ -273,6 +274,7 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
     const int b = ps.stage();
     const int64_t row = t.ws_row<Cfg::kBlockM>(p, h, m);
     mbar_wait(&sm.dq_full[b], ps.phase());
+    if (kBwdStamps && !kDet && threadIdx.x == 32) bwd_stamp_step(kBsStaged, t.steps(p.attn.q_per_kv) - i);
     if constexpr (kDet) await_dq_turn(t.dq_sem(p, h, m), dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
     // d 128: the accumulator's lines kept in L2 for the next key blocks' adds and the postprocess
     // (measured -0.5 % at s4k full, -2.6 % at s1k causal); d 64 / 96 (deterministic mode only) not measured.
@@ -282,7 +284,9 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
       bulk_reduce_add_f32(p.dq_accum + row * Cfg::kHeadDim, sm.dq[b], kBytes);
     tma_store_commit();
     tma_store_wait_read();
+    if (kBwdStamps && !kDet && threadIdx.x == 32) bwd_stamp_step(kBsAdded, t.steps(p.attn.q_per_kv) - i);
     mbar_arrive(&sm.dq_empty[b]);
+    if (kBwdStamps && !kDet && threadIdx.x == 32) bwd_stamp_step(kBsReleased, t.steps(p.attn.q_per_kv) - i);
     if constexpr (kDet) pass_dq_turn(t.dq_sem(p, h, m));  // the next key block's adds come after these
     t.next_step(p, h, m);
     if constexpr (kWriters > 1) {  // past the other writer's step
@@ -379,20 +383,26 @@ __device__ __forceinline__ void bwd_ring_lead(BwdSmem<Cfg>& sm, const BwdParams&
     if (lane0) {
       const int at = t.ring_position(p, h, m), slot_index = at & (p.dq_ring_slots - 1);
       mbar_wait(&sm.dq_full[b], ps.phase());
+      if (kBwdStamps) bwd_stamp_step(kBsStaged, t.steps(p.attn.q_per_kv) - i);
       const int need = p.dq_ring_need[at];
       if (need > 1) {
         float* slot = p.dq_ring + int64_t(slot_index) * (kBytes / 4);
         await_ring_slot(p, at);
+        if (kBwdStamps) bwd_stamp_step(kBsSlotFree, t.steps(p.attn.q_per_kv) - i);
         bulk_reduce_add_f32(slot, sm.dq[b], kBytes);
         tma_store_commit();
         tma_store_wait_all();
+        if (kBwdStamps) bwd_stamp_step(kBsAdded, t.steps(p.attn.q_per_kv) - i);
         job = ring_arrive(p.dq_ring_count + at, need) ? kRingLast : kRingAdded;
+        if (kBwdStamps) bwd_stamp_step(kBsCounted, t.steps(p.attn.q_per_kv) - i);
         if (job == kRingLast) {
           const uint64_t token = mbar_expect_tx_token(&sm.ring_full, kBytes);
           bulk_load(sm.dq[b], slot, kBytes, &sm.ring_full);
           mbar_wait_token(&sm.ring_full, token);
+          if (kBwdStamps) bwd_stamp_step(kBsLoaded, t.steps(p.attn.q_per_kv) - i);
         }
       }
+      if (kBwdStamps) bwd_stamp_job(t.steps(p.attn.q_per_kv) - i, job);
       if (job != kRingAdded) {
         sm.ring_job[0] = job;
         sm.ring_job[1] = b;
@@ -405,10 +415,12 @@ __device__ __forceinline__ void bwd_ring_lead(BwdSmem<Cfg>& sm, const BwdParams&
     if (job != kRingAdded) {
       named_bar_sync(kBwdRingBar, kRingWriters);  // the job to the storers
       named_bar_sync(kBwdRingBar, kRingWriters);  // stored, the slot cleared
+      if (kBwdStamps && lane0) bwd_stamp_step(kBsStored, t.steps(p.attn.q_per_kv) - i);
       if (lane0 && job == kRingLast) ring_free(p.dq_ring_count + t.ring_position(p, h, m));
     }
     __syncwarp();
     if (lane0) mbar_arrive(&sm.dq_empty[b]);
+    if (kBwdStamps && lane0) bwd_stamp_step(kBsReleased, t.steps(p.attn.q_per_kv) - i);
   }
   if (lane0) sm.ring_job[0] = kRingEnd;
   named_bar_sync(kBwdRingBar, kRingWriters);

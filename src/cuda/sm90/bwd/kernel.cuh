@@ -35,6 +35,7 @@
 #include "cuda/sm90/bwd/epilogue.cuh"
 #include "cuda/sm90/bwd/producer.cuh"
 #include "cuda/sm90/bwd/smem.cuh"
+#include "cuda/sm90/bwd/stamps.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
@@ -117,6 +118,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   constexpr bool kPackAfterDs = Cfg::kPackAfterDs || kCapPath == BwdCap::Off;
   const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
+  if (kBwdStamps && threadIdx.x == 128 && kv_phase == 0) bwd_stamp(kBsKvLanded);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
@@ -126,6 +128,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   for (int i = steps; i > 0; --i, ps.advance(), dq_ps.advance(), t.next_step(p, h, m)) {
     const int s = ps.stage();
     mbar_wait(&sm.q_full[s], ps.phase());
+    if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsQLanded, steps - i);
     // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
     float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
     {
@@ -158,6 +161,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // (kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
     wgmma_wait<1>();
     fence_operands(st);
+    if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsSDone, steps - i);
     uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
     // lse and D of this thread's column pair (8 j + 2 quad_col, + 1), j = 2 kk + r / 2
     // (kStatsByQuad: the k-step's four values in one 16-byte load; the loads of r and r ^ 1 are one).
@@ -314,6 +318,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     if constexpr (!kPackAfterDs) store_ds(sm.ds[s], dsf);
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
+    if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsDsMet, steps - i);
     if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
       bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
     } else {
@@ -326,12 +331,16 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, dv,
                                             dk, pf, dsf, dq_ps);
     }
+    if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsStepEnd, steps - i);
   }
+  if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsLastStep);
   if constexpr (!Cfg::kSplitD) {
     // Both warpgroups past their last MMA (each ends its step with a full wgmma wait): K and V are free.
     named_bar_sync(kBwdDsBar, 256);
+    if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsEpiMet);
     // kv_phase 1: the second of paired key blocks (tid_x_fresh says why).
     store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, kv_phase == 0 ? threadIdx.x : tid_x_fresh(), dk, dv);
+    if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsDkvStored);
   } else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
   else store_dk_dv<T, Cfg::kDkvCols1>(p, t, key_row, quad_col, Cfg::kDkvCols0, dk, dv);
 }
@@ -359,6 +368,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
+    if (kBwdStamps) bwd_stamp(kBsStart);
     prefetch_tma_map(&tq);
     prefetch_tma_map(&tk);
     prefetch_tma_map(&tv);
@@ -382,16 +392,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     }
     if constexpr (kRing) mbar_init(&sm.ring_full, 1);
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+    if (kBwdStamps) bwd_stamp(kBsBarInit);
     // Launched early behind the preprocess (launch.cuh): from here on its writes (lse, D, the dQ
     // accumulator's clear, the ring, the ticket) are visible to every thread, each of which reads
     // global memory only after the barrier below.
     cuda_backend::grid_dependency_wait();
+    if (kBwdStamps) bwd_stamp(kBsDepWait);
     // Deterministic mode and the dQ ring: the work item is the CTA's start order, so a CTA waits
     // (bwd_write_dq, bwd_ring_lead) only on CTAs that started before it, never on one that may not
     // be resident yet.
     sm.item = kDet || kRing ? atomicAdd(p.tile_ticket, 1) : int(blockIdx.x);
+    if (kBwdStamps) bwd_stamp(kBsTicket);
   }
   __syncthreads();
+  if (kBwdStamps && threadIdx.x == 0) bwd_stamp(kBsSynced);
   cuda_backend::grid_dependents_launch();  // the postprocess may be scheduled (it waits for this grid's end)
   int item;  // by its shared address: a generic load here cost d 128 a spill
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
@@ -414,23 +428,31 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
   }
   const bool pairs = kPairable && p.kv_pair;  // then the second tile is there if its block is above the first's
+  if (kBwdStamps && threadIdx.x == 0) {
+    bwd_stamp(kBsTile);
+    bwd_stamp_word(kBwItem, unsigned(item));
+    bwd_stamp_word(kBwSteps, unsigned(t.steps(p.attn.q_per_kv)));
+  }
   auto second = [&](const BwdTile& first) { return bwd_pair_second<Cfg::kBlockN, Cfg::kBlockM>(p, first); };
 
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0) {
+      if (kBwdStamps) bwd_stamp(kBsRegsGiven);
       PipeState<Cfg::kStages> ps;
       if (t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, false>(sm, p, t, &tq, &tk, &tv, &tdo, ps);
       if (pairs) {
         const BwdTile u = second(t);
         if (u.n_block > t.n_block && u.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, true>(sm, p, u, &tq, &tk, &tv, &tdo, ps);
       }
+      if (kBwdStamps) bwd_stamp(kBsProdEnd);
     }
     if constexpr (Cfg::kDqInStage) {
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq_in_stage<Cfg, kDet>(sm, p, t);
     } else if constexpr (kRing) {
       static_assert(Cfg::kHasRingKernel && !kDet);
       if (warp == 1 && t.steps(p.attn.q_per_kv) > 0) bwd_ring_lead<Cfg>(sm, p, t);
+      if (kBwdStamps && threadIdx.x == 32) bwd_stamp(kBsWriterEnd);
       if (warp >= 2 && t.steps(p.attn.q_per_kv) > 0) bwd_ring_store<T, Cfg>(sm, p, t, int(threadIdx.x) - 64);
     } else if constexpr (kDet || !Cfg::kDqByAtomics) {  // else the consumers add themselves
       constexpr int kWriters = kDet ? Cfg::kDetWriters : 1;  // lane 0 of warp 1 (and of warp 2)
@@ -443,10 +465,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
           const BwdTile u = second(t);
           if (u.n_block > t.n_block && u.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet, kWriters>(sm, p, u, 0, ps);
         }
+        if (kBwdStamps && threadIdx.x == 32) bwd_stamp(kBsWriterEnd);
       }
     }
   } else {
     regs_claim<Cfg::kConsumerRegs>();
+    if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsRegsClaimed);
     PipeState<Cfg::kStages> ps;
     PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps;  // deterministic: the dQ staging buffer
     bwd_consume<T, Cfg, kDet, kCapPath>(sm, p, t, warp / 4 - 1, ps, dq_ps, 0);

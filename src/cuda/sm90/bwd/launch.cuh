@@ -157,6 +157,21 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   return Status::Ok();
 }
 
+#ifdef FASTATTN_BWD_STAMPS
+// The stamps of this unit's backward launches (stamps.cuh): zeroed on `stream` before the call to
+// read, copied out (kBwdStampWords per CTA, `ctas` CTAs) after it.
+template <class T, int D>
+cudaError_t clear_bwd_stamps(cudaStream_t stream) {
+  void* at = nullptr;
+  if (const cudaError_t e = cudaGetSymbolAddress(&at, g_bwd_stamps); e != cudaSuccess) return e;
+  return cudaMemsetAsync(at, 0, sizeof(g_bwd_stamps), stream);
+}
+template <class T, int D>
+cudaError_t read_bwd_stamps(unsigned long long* out, int ctas) {
+  return cudaMemcpyFromSymbol(out, g_bwd_stamps, sizeof(unsigned long long) * kBwdStampWords * size_t(ctas));
+}
+#endif
+
 // The config whose q-block size the host chose (BwdParams::block_m: it padded the workspace so).
 template <class T, int D>
 Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,

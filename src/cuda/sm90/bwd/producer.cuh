@@ -4,6 +4,7 @@
 #include <cuda.h>
 
 #include "cuda/sm90/bwd/smem.cuh"
+#include "cuda/sm90/bwd/stamps.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/bulk_copy.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
@@ -39,6 +40,7 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
   const int steps = t.steps(p.attn.q_per_kv);
   const int kv_at = steps < Cfg::kStages ? steps : Cfg::kStages;  // kAfterTile
   if constexpr (!kAfterTile) load_kv();
+  if (kBwdStamps && !kAfterTile) bwd_stamp(kBsKvIssued);
   int h, m;
   t.first_step(p, h, m);
   for (int i = 0; i < steps; ++i, ps.advance(), t.next_step(p, h, m)) {
@@ -55,6 +57,7 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
     const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
     bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
     bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+    if (kBwdStamps && !kAfterTile) bwd_stamp_step(kBsQIssued, i);
   }
   if (kAfterTile && kv_at == steps) load_kv();
 }

@@ -1,0 +1,100 @@
+// The recompute band's plan (src/cuda/sm90/bwd/band.h) on the host: the bands partition the key
+// blocks, every q-block with a visitor has exactly one owning band, and an owning band's key blocks
+// plus its halo hold every key that a row of the q-block keeps (so its dQ is whole in one CTA),
+// checked against every kept (row, key) pair of random windows, lengths and band widths.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cuda/mask/window_mask.cuh"
+#include "cuda/sm90/bwd/band.h"
+#include "support/test_rng.h"
+
+namespace fastattn::sm90 {
+namespace {
+
+using cuda_backend::WindowMask;
+constexpr int kN = 128, kM = 64;  // the d 128 tile: key blocks of 128, q-blocks of 64
+
+TEST(BwdBand, VisitorsMatchTheRingsCount) {
+  testing::Rng rng(testing::test_seed());
+  for (int c = 0; c < 300; ++c) {
+    const int len_q = rng.uniform_int(1, 2000), len_k = rng.uniform_int(1, 2000);
+    const WindowMask mask{len_k, len_k - len_q, rng.uniform_int(0, 600), rng.uniform_int(0, 200)};
+    for (int m = 0; m < (len_q + kM - 1) / kM; ++m) {
+      int first, end;
+      bwd_q_block_visitors(mask, m, kN, kM, first, end);
+      ASSERT_EQ(end > first ? end - first : 0, bwd_q_block_visits(mask, m, kN, kM)) << testing::seed_note(rng.seed());
+      for (int n = 0; n < (len_k + kN - 1) / kN; ++n) {
+        const cuda_backend::BlockRange r = bwd_key_block_q_blocks(mask, n, kN, kM);
+        ASSERT_EQ(n >= first && n < end, !r.empty() && m >= r.begin && m < r.end) << testing::seed_note(rng.seed());
+      }
+    }
+  }
+}
+
+// The target (64, 0) at s 8192: band j of 4 owns q-blocks [8 j, 8 j + 8) and a 64-key halo.
+TEST(BwdBand, TargetShape) {
+  const WindowMask mask{8192, 0, 64, 0};
+  for (int j = 0; j < 16; ++j) {
+    int first, end, begin, stop;
+    bwd_band_blocks(j, 4, 64, first, end);
+    bwd_band_owned_q_blocks(mask, first, end, 128, kN, kM, begin, stop);
+    EXPECT_EQ(begin, 8 * j);
+    EXPECT_EQ(stop, 8 * j + 8);
+    EXPECT_EQ(kN * first - bwd_band_halo_begin(mask, begin, kN * first, kM), j == 0 ? 0 : 64);
+  }
+}
+
+TEST(BwdBand, OwnersPartitionAndHaloCoversEveryKeptKey) {
+  testing::Rng rng(testing::test_seed());
+  for (int c = 0; c < 400; ++c) {
+    const int len_q = rng.uniform_int(1, 1500), len_k = rng.uniform_int(1, 1500);
+    const int left = rng.uniform_int(0, 3) == 0 ? rng.uniform_int(0, 700) : rng.uniform_int(0, 64);
+    const int right = rng.uniform_int(0, 2) == 0 ? rng.uniform_int(0, 200) : 0;
+    const int band = rng.uniform_int(1, 9);
+    const WindowMask mask{len_k, len_k - len_q, left, right};
+    const int n_blocks = (len_k + kN - 1) / kN, m_blocks = (len_q + kM - 1) / kM;
+    SCOPED_TRACE("len_q " + std::to_string(len_q) + " len_k " + std::to_string(len_k) + " window (" +
+                 std::to_string(left) + ", " + std::to_string(right) + ") band " + std::to_string(band) + "; " +
+                 testing::seed_note(rng.seed()));
+    std::vector<int> owner(size_t(m_blocks), -1);
+    int prev_stop = 0, blocks_seen = 0;
+    for (int j = 0; j * band < n_blocks; ++j) {
+      int first, end, begin, stop;
+      bwd_band_blocks(j, band, n_blocks, first, end);
+      ASSERT_EQ(first, blocks_seen);
+      blocks_seen = end;
+      bwd_band_owned_q_blocks(mask, first, end, m_blocks, kN, kM, begin, stop);
+      ASSERT_LE(begin, stop);
+      if (begin < stop) {
+        ASSERT_GE(begin, prev_stop) << "owned runs rise and do not overlap";
+        prev_stop = stop;
+      }
+      const int halo = bwd_band_halo_begin(mask, begin, kN * first, kM);
+      ASSERT_LE(halo, kN * first);
+      for (int m = begin; m < stop; ++m) {
+        int vf, ve;
+        bwd_q_block_visitors(mask, m, kN, kM, vf, ve);
+        if (ve <= vf) continue;  // no kept key: no owner
+        ASSERT_EQ(owner[size_t(m)], -1) << "q-block " << m << " owned twice";
+        owner[size_t(m)] = j;
+        ASSERT_TRUE(ve - 1 >= first && ve - 1 < end) << "q-block " << m << ": its highest visitor in the band";
+        // Every key a row of the q-block keeps: in the band's blocks or its halo.
+        for (int i = m * kM; i < (m + 1) * kM && i < len_q; ++i)
+          for (int k = mask.lo(i); k < mask.hi(i); ++k)
+            ASSERT_TRUE(k >= halo && k < kN * end) << "row " << i << " key " << k << ": outside band and halo";
+      }
+    }
+    ASSERT_EQ(blocks_seen, n_blocks);
+    for (int m = 0; m < m_blocks; ++m) {
+      int vf, ve;
+      bwd_q_block_visitors(mask, m, kN, kM, vf, ve);
+      ASSERT_EQ(owner[size_t(m)] >= 0, ve > vf) << "q-block " << m << ": owned iff visited";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fastattn::sm90
