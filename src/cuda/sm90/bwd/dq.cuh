@@ -38,8 +38,10 @@ __device__ __forceinline__ void pass_dq_turn(int* sem) {
 // d <= 128: this warpgroup's dQ (N columns, from float run_off of the run) into staging buffer
 // `dq_ps` once the writer warp has read its previous contents (thread t's registers 4 q .. 4 q + 3
 // as float4 128 q + t from run_off: dq_layout.h); each warp hands its part over on its own (no
-// warpgroup barrier).
-template <class Cfg, int N>
+// warpgroup barrier). kFenceByWriter (BwdConfig::kDqFenceByWriter): no proxy fence here; the stores
+// reach the writer thread by the dq_full arrive (release) and its wait (acquire), and its one fence
+// on that path orders them before the bulk add's async-proxy read (bwd_write_dq).
+template <class Cfg, int N, bool kFenceByWriter = false>
 __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N / 2], int run_off,
                                          PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   const int b = dq_ps.stage();
@@ -47,7 +49,7 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
   const uint32_t stage_addr = smem_addr(sm.dq[b] + run_off) + 16 * (threadIdx.x % 128);
 #pragma unroll
   for (int q = 0; q < N / 8; ++q) sts_f32x4(stage_addr + 2048 * q, dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]);
-  fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
+  if constexpr (!kFenceByWriter) fence_smem_for_tma();  // the bulk reduce-add reads it through the async proxy
   __syncwarp();
   if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
 }
@@ -115,7 +117,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
     fence_operands(dq);
     if constexpr (kDet || !Cfg::kDqByAtomics)
-      stage_dq<Cfg, N>(sm, dq, run_off, dq_ps);
+      stage_dq<Cfg, N, Cfg::kDqFenceByWriter && !kDet>(sm, dq, run_off, dq_ps);
     else
       add_dq_atomic<Cfg, N>(p, t, h, m, run_off, dq);
     wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
@@ -274,6 +276,7 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
     const int b = ps.stage();
     const int64_t row = t.ws_row<Cfg::kBlockM>(p, h, m);
     mbar_wait(&sm.dq_full[b], ps.phase());
+    if constexpr (Cfg::kDqFenceByWriter && !kDet) fence_smem_for_tma();  // the consumers' staging (stage_dq)
     if (kBwdStamps && !kDet && threadIdx.x == 32) bwd_stamp_step(kBsStaged, t.steps(p.attn.q_per_kv) - i);
     if constexpr (kDet) await_dq_turn(t.dq_sem(p, h, m), dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
     // d 128: the accumulator's lines kept in L2 for the next key blocks' adds and the postprocess
