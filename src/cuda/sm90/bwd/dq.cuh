@@ -90,7 +90,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
-      WgmmaSS<T, N, Major::MN, Major::K>::run(dq, desc_mn_major(a_lo, kk), desc_k_major(b_lo, Cfg::kQAtomBytes, kk),
+      WgmmaSS<T, N, Major::MN, Major::K>::run(dq, desc_mn_major_add(a_lo, kk), desc_k_major_add(b_lo, Cfg::kQAtomBytes, kk),
                                               kk > 0);
     wgmma_commit();
   } else {
@@ -102,14 +102,14 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
-      WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+      WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major_add(a_lo, kk), desc_mn_major_add(b_lo, kk), kk > 0);
     wgmma_commit();
   }
   if constexpr (Cfg::kDqBeforeDk) {
     const uint32_t q_lo = desc_n_major_lo(sm.q[ds_buf], Cfg::kQAtomBytes);
 #pragma unroll
     for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
-      WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major(q_lo, kk), 1);
+      WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
     fence_operands(dv);
@@ -186,7 +186,7 @@ __device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, int wg, int s
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
-    WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major(a_lo, kk), desc_mn_major(b_lo, kk), kk > 0);
+    WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major_add(a_lo, kk), desc_mn_major_add(b_lo, kk), kk > 0);
   wgmma_commit();
   issue_dk();
   const uint32_t tid16 = 16 * (threadIdx.x % 128);
