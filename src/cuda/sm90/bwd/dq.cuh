@@ -90,8 +90,8 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
-      WgmmaSS<T, N, Major::MN, Major::K>::run(dq, desc_mn_major_add(a_lo, kk), desc_k_major_add(b_lo, Cfg::kQAtomBytes, kk),
-                                              kk > 0);
+      WgmmaSS<T, N, Major::MN, Major::K>::run(dq, desc_mn_major_add(a_lo, kk),
+                                              desc_k_major_add(b_lo, Cfg::kQAtomBytes, kk), kk > 0);
     wgmma_commit();
   } else {
     const uint8_t* ds_rows = sm.ds[ds_buf];  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)

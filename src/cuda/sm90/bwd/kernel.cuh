@@ -56,7 +56,8 @@ __device__ __forceinline__ void mma_dkv_split(float (&acc)[Cfg::kDkvColsMax / 2]
   const uint32_t b_lo = desc_n_major_lo(b + (c0 / kAtomCols) * Cfg::kQAtomBytes, Cfg::kQAtomBytes);
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk)
-    WgmmaSS<T, N, Major::K, Major::MN>::run(acc_n, desc_k_major_add(a_lo, Cfg::kKAtomBytes, kk), desc_n_major_add(b_lo, kk), 1);
+    WgmmaSS<T, N, Major::K, Major::MN>::run(acc_n, desc_k_major_add(a_lo, Cfg::kKAtomBytes, kk),
+                                            desc_n_major_add(b_lo, kk), 1);
 }
 // Warpgroup wg's share (one code path when the shares are equal: accumulators in the same registers
 // on two branches make ptxas add warpgroup fences).
@@ -80,7 +81,8 @@ __device__ __forceinline__ void mma_dv_rs(float (&dv)[Cfg::kDkvColsMax / 2], con
   const uint32_t do_lo = desc_n_major_lo(dout, Cfg::kQAtomBytes);
   wgmma_fence();
 #pragma unroll
-  for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, Cfg::kHeadDim>::run(dv, pf[kk], desc_n_major_add(do_lo, kk), 1);
+  for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk)
+    WgmmaRS<T, Cfg::kHeadDim>::run(dv, pf[kk], desc_n_major_add(do_lo, kk), 1);
   wgmma_commit();
 }
 
@@ -137,8 +139,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk), desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk),
-                            kk > 0);
+        WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk),
+                            desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
       wgmma_commit();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)

@@ -85,18 +85,6 @@ __device__ __forceinline__ void bwd_produce_keys80(BwdSmemKeys80& sm, const BwdP
   }
 }
 
-// A k-step's operand descriptor as the buffer's 64-bit descriptor plus the step's offset: one
-// UIADD3.64 per operand and HGMMA, where wgmma.cuh's desc_at (the low word plus the offset, paired with
-// the constant high word) costs a UIADD3 and a UMOV per operand and HGMMA (d 256 step: 259 -> 152 UMOV,
-// -1.0 to -1.2 % of the backward on the H100, notes). The start address field (bits 0-13, address / 16)
-// cannot carry into the next field: shared memory ends below 2^18 bytes.
-__device__ __forceinline__ uint64_t keys80_desc_k_major(uint32_t lo, int atom_bytes, int k_step) {
-  return desc_at(lo, 0) + uint32_t((k_step / 4) * atom_bytes + (k_step % 4) * 32) / 16;
-}
-__device__ __forceinline__ uint64_t keys80_desc_mn_major(uint32_t lo, int k_step) {
-  return desc_at(lo, 0) + uint32_t(k_step * 16 * kAtomRowBytes) / 16;
-}
-
 // acc (M = 64 head-dim rows of the dO / Q atom `atom`, N = the 80 keys) += atom^T (MN-major A, K = the
 // 64 q rows) times the keys x q tile whose descriptor low word is b_lo (K-major B).
 template <class T>
@@ -104,7 +92,7 @@ __device__ __forceinline__ void mma_dkv_t(float (&acc)[40], const uint8_t* atom,
   const uint32_t a_lo = desc_mn_major_lo(atom, BwdConfigKeys80::kQAtomBytes);
 #pragma unroll
   for (int kk = 0; kk < BwdConfigKeys80::kBlockM / 16; ++kk)
-    WgmmaSS<T, 80, Major::MN, Major::K>::run(acc, keys80_desc_mn_major(a_lo, kk), keys80_desc_k_major(b_lo, 0, kk),
+    WgmmaSS<T, 80, Major::MN, Major::K>::run(acc, desc_mn_major_add(a_lo, kk), desc_k_major_add(b_lo, 0, kk),
                                              1);
 }
 
@@ -116,7 +104,7 @@ __device__ __forceinline__ void mma_dq_t(float (&acc)[32], const uint8_t* atom, 
   const uint32_t b_lo = desc_mn_major_lo(ds_tile, BwdSmemKeys80::kTileBytes);
 #pragma unroll
   for (int kk = 0; kk < BwdConfigKeys80::kBlockN / 16; ++kk)
-    WgmmaSS<T, 64, Major::MN, Major::MN>::run(acc, keys80_desc_mn_major(a_lo, kk), keys80_desc_mn_major(b_lo, kk),
+    WgmmaSS<T, 64, Major::MN, Major::MN>::run(acc, desc_mn_major_add(a_lo, kk), desc_mn_major_add(b_lo, kk),
                                               kk > 0);
 }
 
@@ -210,16 +198,16 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80& sm, const BwdP
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk)
-        WgmmaSS<T, kN>::run(sa, keys80_desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
-                            keys80_desc_k_major(k_lo, Cfg::kKAtomBytes, kk), kk > 0);
+        WgmmaSS<T, kN>::run(sa, desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk),
+                            desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk), kk > 0);
       wgmma_commit();
       mbar_wait(&sm.do_full, dps.phase());
       wgmma_fence();  // past the wait's loop (else ptxas injects one, C7519)
       const uint32_t do_lo = desc_k_major_lo(sm.dout);
 #pragma unroll
       for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk)
-        WgmmaSS<T, kN>::run(dpa, keys80_desc_k_major(do_lo, Cfg::kQAtomBytes, kk),
-                            keys80_desc_k_major(v_lo, Cfg::kKAtomBytes, kk), kk > 0);
+        WgmmaSS<T, kN>::run(dpa, desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk),
+                            desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk), kk > 0);
       wgmma_commit();
     }
     // Element 4 j + 2 hh + e of S / dP: q row q_row + 8 hh, key key0 + 8 j + 2 quad_col + e.

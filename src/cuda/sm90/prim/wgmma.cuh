@@ -78,13 +78,18 @@ __device__ __forceinline__ uint64_t desc_mn_major(uint32_t lo, int k_step) { ret
 // The same k-step descriptors as the buffer's 64-bit descriptor plus the step's offset: one UIADD3.64 per
 // operand and HGMMA, where desc_at's form (the low word plus the offset, paired with the constant high
 // word) costs a UIADD3 and a UMOV per operand and HGMMA in the backward's steps (d 256: 259 -> 152 UMOV,
-// -1.0 to -1.2 %, notes). The start address field (bits 0-13, address / 16) cannot carry into the next
+// -1.0 to -1.2 %; d 64 -3 %, d 128 full -1.2 %, deterministic -1.5 %, d 128 causal +0.1-0.25 %: notes).
+// The start address field (bits 0-13, address / 16) cannot carry into the next
 // field: shared memory ends below 2^18 bytes.
-__device__ __forceinline__ uint64_t desc_add(uint32_t lo, uint32_t byte_offset) { return desc_at(lo, 0) + (byte_offset >> 4); }
+__device__ __forceinline__ uint64_t desc_add(uint32_t lo, uint32_t byte_offset) {
+  return desc_at(lo, 0) + (byte_offset >> 4);
+}
 __device__ __forceinline__ uint64_t desc_k_major_add(uint32_t lo, int atom_bytes, int k_step) {
   return desc_add(lo, (k_step / 4) * atom_bytes + (k_step % 4) * 32);
 }
-__device__ __forceinline__ uint64_t desc_n_major_add(uint32_t lo, int k_step) { return desc_add(lo, k_step * 16 * kAtomRowBytes); }
+__device__ __forceinline__ uint64_t desc_n_major_add(uint32_t lo, int k_step) {
+  return desc_add(lo, k_step * 16 * kAtomRowBytes);
+}
 __device__ __forceinline__ uint64_t desc_mn_major_add(uint32_t lo, int k_step) { return desc_n_major_add(lo, k_step); }
 
 // Orders register accesses before the next wgmma (needed whenever the accumulators or A fragments
