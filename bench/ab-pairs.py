@@ -11,7 +11,7 @@ launch gap inside a call); a side's ratio is taken per iteration against the fir
 the same iteration, then summarized. Drift slower than one iteration (a few ms) cancels in the ratio.
 
 usage: ab-pairs.py --lib NAME=LIBFASTATTN.so[@det] [--lib ...] [--fa3-lib libfa3peer.so]
-                   [--shape b,s,h,d,MODE ...] [--iters N] [--deterministic]
+                   [--shape b,s,h,d,MODE ...] [--iters N] [--deterministic] [--forward]
   h: query heads, or H/HKV for GQA / MQA (HKV key / value heads, dividing H). A library named with
   @det runs its backward in deterministic mode (beside the same library's default mode, say; its side
   is printed as NAME@det); --deterministic puts every side, FA3's too, in deterministic mode.
@@ -83,6 +83,7 @@ def main():
     ap.add_argument("--iters", type=int, default=60, help="iterations (each calls every side once)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--forward", action="store_true", help="time the forward instead (no FA3 side: its peer here is backward-only)")
     args = ap.parse_args()
     if args.iters < 3:
         raise SystemExit("--iters: at least 3")
@@ -101,15 +102,21 @@ def main():
         k, v = (torch.randn(b, s, hkv, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         fwd = sides[0][1].forward_fn(torch, q, k, v, causal, window)
         out = fwd()
-        fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, det or args.deterministic))
-               for n, lib, det in sides]
-        if fa3 is not None:
+        if args.forward:
+            fns = [(n, lib.forward_fn(torch, q, k, v, causal, window)) for n, lib, _ in sides]
+        else:
+            fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, det or args.deterministic))
+                   for n, lib, det in sides]
+        if fa3 is not None and not args.forward:
             fns.append(("fa3", fa3.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic)))
         ref = fns[0][1]()
         for n, fn in fns[1:]:
             got = fn()
-            diff = max((g.float() - r.float()).abs().max().item() for g, r in zip(got[:3], ref[:3]))
-            print(f"# {text}: {n} vs {fns[0][0]} max |d| over dq, dk, dv {diff:.3e}", flush=True)
+            if args.forward:  # out (a tensor), the forward's lse beside it on the runner
+                diff, what = (got.float() - ref.float()).abs().max().item(), "out"
+            else:
+                diff, what = max((g.float() - r.float()).abs().max().item() for g, r in zip(got[:3], ref[:3])), "dq, dk, dv"
+            print(f"# {text}: {n} vs {fns[0][0]} max |d| over {what} {diff:.3e}", flush=True)
         for _ in range(args.warmup):
             for _, fn in fns:
                 fn()
@@ -125,7 +132,8 @@ def main():
                 events[it][i] = (start, end)
         torch.cuda.synchronize()
         ms = [[events[it][i][0].elapsed_time(events[it][i][1]) for i in range(n_sides)] for it in range(args.iters)]
-        label = f"b{b} s{s} h{h}{'/' + str(hkv) if hkv != h else ''} d{d} {mode}{' det' if args.deterministic else ''}"
+        label = (f"b{b} s{s} h{h}{'/' + str(hkv) if hkv != h else ''} d{d} {mode}{' det' if args.deterministic else ''}"
+                 f"{' fwd' if args.forward else ''}")
         for i, (n, _) in enumerate(fns):
             times = [row[i] for row in ms]
             ratios = [row[i] / row[0] for row in ms]
