@@ -17,7 +17,9 @@ namespace {
 using cuda_backend::WindowMask;
 constexpr int kN = 128, kM = 64;  // the d 128 tile: key blocks of 128, q-blocks of 64
 
-TEST(BwdBand, VisitorsMatchTheRingsCount) {
+// bwd_q_block_visitors (dq_ring.h; the ring's visit count is its length): exactly the key blocks whose
+// q-block range holds m.
+TEST(BwdBand, VisitorsAreTheKeyBlocksThatWorkOnTheQBlock) {
   testing::Rng rng(testing::test_seed());
   for (int c = 0; c < 300; ++c) {
     const int len_q = rng.uniform_int(1, 2000), len_k = rng.uniform_int(1, 2000);
@@ -25,7 +27,6 @@ TEST(BwdBand, VisitorsMatchTheRingsCount) {
     for (int m = 0; m < (len_q + kM - 1) / kM; ++m) {
       int first, end;
       bwd_q_block_visitors(mask, m, kN, kM, first, end);
-      ASSERT_EQ(end > first ? end - first : 0, bwd_q_block_visits(mask, m, kN, kM)) << testing::seed_note(rng.seed());
       for (int n = 0; n < (len_k + kN - 1) / kN; ++n) {
         const cuda_backend::BlockRange r = bwd_key_block_q_blocks(mask, n, kN, kM);
         ASSERT_EQ(n >= first && n < end, !r.empty() && m >= r.begin && m < r.end) << testing::seed_note(rng.seed());

@@ -30,7 +30,9 @@ void check_order(int units, int n_blocks, int section) {
     const int unit = at / n_blocks, block = at % n_blocks;
     const int first = unit / section * section;
     ASSERT_GE(first, prev_first) << "sections run one after another";
-    if (first == prev_first) ASSERT_GE(block, prev_block) << "key blocks rise inside a section";
+    if (first == prev_first) {
+      ASSERT_GE(block, prev_block) << "key blocks rise inside a section";
+    }
     prev_first = first;
     prev_block = block;
   }

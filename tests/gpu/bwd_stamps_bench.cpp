@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_check.h"
 #include "cuda/sm90/bwd/stamps.h"
 #include "fastattn/fastattn.h"
 
@@ -37,14 +38,6 @@ namespace {
 
 constexpr int kBatch = 2, kHeads = 16, kSeq = 8192, kDim = 128;
 
-#define CHECK_CUDA(x)                                                               \
-  do {                                                                              \
-    cudaError_t e_ = (x);                                                           \
-    if (e_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                 \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
 #define CHECK_OK(x)                                                                 \
   do {                                                                              \
     Status st_ = (x);                                                               \

@@ -264,18 +264,10 @@ void run_stats_case(const FwdCase& c, const Variant& v, double* worst, int* ring
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   SCOPED_TRACE("case " + c.str() + " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.f, 1.f);
   const CaseIndex idx(c);
-  const std::vector<int32_t>&cu_q = idx.cu_q, &cu_k = idx.cu_k;
-  auto shape_of = [&](int64_t s, int64_t total, int64_t h) { return idx.shape(s, total, h, c.d); };
-  TestTensor q(shape_of(c.sq, cu_q.back(), c.hq), 0), k(shape_of(c.sk, cu_k.back(), c.hkv), 0),
-      vv(shape_of(c.sk, cu_k.back(), c.hkv), 0), out(shape_of(c.sq, cu_q.back(), c.hq), 0),
-      dout(shape_of(c.sq, cu_q.back(), c.hq), 0), dq(shape_of(c.sq, cu_q.back(), c.hq), 0),
-      dk(shape_of(c.sk, cu_k.back(), c.hkv), 0), dv(shape_of(c.sk, cu_k.back(), c.hkv), 0);
-  for (TestTensor* t : {&q, &k, &vv, &dout}) {
-    for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
-    t->dev->upload(t->host.data());
-  }
+  BwdTensors tensors(c, idx, rng);
+  TestTensor &q = tensors.q, &k = tensors.k, &vv = tensors.v, &out = tensors.out, &dout = tensors.dout,
+             &dq = tensors.dq, &dk = tensors.dk, &dv = tensors.dv;
   const int64_t total_q = idx.total_q(c);
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * total_q, 1));
   DeviceBuffer lse_dev(lse_n * 4);

@@ -157,6 +157,23 @@ struct CaseIndex {
   }
 };
 
+// A backward case's eight tensors in CaseIndex's layout (batched, or packed when varlen), unpadded:
+// q, k, v and dO drawn from N(0, 1) with `rng` and uploaded; out and the gradients poisoned (0xFFFF).
+struct BwdTensors {
+  TestTensor q, k, v, out, dout, dq, dk, dv;
+  BwdTensors(const FwdCase& c, const CaseIndex& idx, std::mt19937& rng)
+      : q(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0), k(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0),
+        v(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0), out(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0),
+        dout(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0), dq(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0),
+        dk(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0), dv(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0) {
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (TestTensor* t : {&q, &k, &v, &dout}) {
+      for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
+      t->dev->upload(t->host.data());
+    }
+  }
+};
+
 struct FwdOutputs {
   std::vector<uint16_t> out;
   std::vector<float> lse;

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_check.h"
 #include "fastattn/kvcache.h"
 
 #ifdef FASTATTN_SPLIT_STAMPS
@@ -44,14 +45,6 @@ constexpr int kHeadsQ = 32, kHeadsKv = 8, kDim = 128;
 constexpr int kStepsPerGraph = 10, kReplays = 21;
 constexpr double kHbmBytesPerUs = 3.35e6;  // H100 SXM peak, for the floor column only
 
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));                     \
-      std::exit(1);                                                                     \
-    }                                                                                   \
-  } while (0)
 
 struct DeviceMem {
   void* p = nullptr;

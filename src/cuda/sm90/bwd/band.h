@@ -9,7 +9,7 @@
 #include "cuda/common/host_device.h"
 #include "cuda/mask/block_source.cuh"
 #include "cuda/mask/window_mask.cuh"
-#include "cuda/sm90/bwd/dq_ring.h"  // bwd_key_block_q_blocks: the kernel's tile, whose visits these are
+#include "cuda/sm90/bwd/dq_ring.h"  // bwd_q_block_visitors: the kernel's tile's visits
 
 namespace fastattn::sm90 {
 
@@ -17,29 +17,6 @@ namespace fastattn::sm90 {
 FASTATTN_HD void bwd_band_blocks(int j, int band, int n_blocks, int& first, int& end) {
   first = j * band < n_blocks ? j * band : n_blocks;
   end = first + band < n_blocks ? first + band : n_blocks;
-}
-
-// The key blocks that work on q-block m, [first, end) (empty: first >= end), by the same two
-// bisections as bwd_q_block_visits (dq_ring.h): both ends of bwd_key_block_q_blocks rise with the
-// block, so the visitors are a run.
-FASTATTN_HD void bwd_q_block_visitors(const cuda_backend::WindowMask& mask, int m, int block_n, int block_m, int& first,
-                                      int& end) {
-  const int blocks = mask.len_k > 0 ? (mask.len_k + block_n - 1) / block_n : 0;
-  int lo = 0, hi = blocks;  // the first block whose q-blocks end past m
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (bwd_key_block_q_blocks(mask, mid, block_n, block_m).end > m) hi = mid;
-    else lo = mid + 1;
-  }
-  first = lo;
-  lo = 0;
-  hi = blocks;  // the first block whose q-blocks begin past m
-  while (lo < hi) {
-    const int mid = (lo + hi) / 2;
-    if (bwd_key_block_q_blocks(mask, mid, block_n, block_m).begin > m) hi = mid;
-    else lo = mid + 1;
-  }
-  end = lo;
 }
 
 // The q-blocks whose dQ band [first, end) owns: those whose highest visitor lies in it, a run

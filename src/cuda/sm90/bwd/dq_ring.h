@@ -22,10 +22,12 @@ FASTATTN_HD cuda_backend::BlockRange bwd_key_block_q_blocks(const cuda_backend::
   return cuda_backend::query_blocks(mask, n_block * block_n, n_block * block_n + block_n, block_m);
 }
 
-// How many key blocks work on q-block m: both ends of bwd_key_block_q_blocks rise with the key block
-// (row_lo, row_hi do), so the blocks with begin <= m are a prefix and those with end > m a suffix of
-// the blocks that hold a present key; the visitors are their overlap, found by two bisections.
-FASTATTN_HD int bwd_q_block_visits(const cuda_backend::WindowMask& mask, int m, int block_n, int block_m) {
+// The key blocks that work on q-block m, [first, end) (empty: first >= end): both ends of
+// bwd_key_block_q_blocks rise with the key block (row_lo, row_hi do), so the blocks with begin <= m
+// are a prefix and those with end > m a suffix of the blocks that hold a present key; the visitors
+// are their overlap, found by two bisections (the ring's visit counts; band.h's owners).
+FASTATTN_HD void bwd_q_block_visitors(const cuda_backend::WindowMask& mask, int m, int block_n, int block_m, int& first,
+                                      int& end) {
   const int blocks = mask.len_k > 0 ? (mask.len_k + block_n - 1) / block_n : 0;
   int lo = 0, hi = blocks;  // the first block whose q-blocks end past m
   while (lo < hi) {
@@ -33,7 +35,7 @@ FASTATTN_HD int bwd_q_block_visits(const cuda_backend::WindowMask& mask, int m, 
     if (bwd_key_block_q_blocks(mask, mid, block_n, block_m).end > m) hi = mid;
     else lo = mid + 1;
   }
-  const int first = lo;
+  first = lo;
   lo = 0;
   hi = blocks;  // the first block whose q-blocks begin past m
   while (lo < hi) {
@@ -41,7 +43,14 @@ FASTATTN_HD int bwd_q_block_visits(const cuda_backend::WindowMask& mask, int m, 
     if (bwd_key_block_q_blocks(mask, mid, block_n, block_m).begin > m) hi = mid;
     else lo = mid + 1;
   }
-  return lo > first ? lo - first : 0;
+  end = lo;
+}
+
+// How many key blocks work on q-block m.
+FASTATTN_HD int bwd_q_block_visits(const cuda_backend::WindowMask& mask, int m, int block_n, int block_m) {
+  int first, end;
+  bwd_q_block_visitors(mask, m, block_n, block_m, first, end);
+  return end > first ? end - first : 0;
 }
 
 // The order lag, in q-blocks: key block n works on q-block m' only if block_n n - diag - right <
