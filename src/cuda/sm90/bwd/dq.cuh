@@ -366,10 +366,13 @@ __device__ __forceinline__ void store_dq_rows(const BwdParams& p, const BwdTile&
 //   else the leader waits until the q-block's slot is free (its last earlier user is done:
 //   deadlock-free by the ticket order, dq_ring.h), bulk-adds into it and waits for the add to land,
 //   then counts it; the last arrival loads the slot back into the staging buffer (its add has read
-//   it), and the storers store dq from there, clear the slot, and the leader frees it.
-// The staging buffer goes back to the consumers once every use of it is done. A store job goes to the
-// storers through sm.ring_job (kind, buffer, q head, q-block, slot) between two barriers of the 96 threads;
-// kind 0 ends their loop.
+//   it), and the storers store dq from there, clear the slot and free it.
+// A store job goes to the storers through sm.ring_job[post % 2] at a barrier of the 96 threads, and
+// the leader goes on to the next step while they work (the stamps showed the CTA's life bound by
+// the leader waiting for each store: notes, session 32); the storers hand the staging buffer back
+// themselves. The leader writes a job's fields only after the previous post's barrier, which the
+// storers reach once done with the job before it, the one that used the same fields. kind 0 ends
+// their loop.
 enum RingJob : int { kRingEnd = 0, kRingSole = 1, kRingLast = 2, kRingAdded = 3 };  // kRingAdded: no job
 constexpr int kRingWriters = 96, kRingStorers = 64;
 
@@ -378,74 +381,88 @@ __device__ __forceinline__ void bwd_ring_lead(BwdSmem<Cfg>& sm, const BwdParams&
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   const bool lane0 = threadIdx.x % 32 == 0;
   PipeState<BwdSmem<Cfg>::kDqBufs> ps;
+  int posts = 0;
   int h, m;
   t.first_step(p, h, m);
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), t.next_step(p, h, m)) {
-    const int b = ps.stage();
+    const int b = ps.stage(), step = t.steps(p.attn.q_per_kv) - i;
     int job = kRingSole;
     if (lane0) {
       const int at = t.ring_position(p, h, m), slot_index = at & (p.dq_ring_slots - 1);
       mbar_wait(&sm.dq_full[b], ps.phase());
-      if (kBwdStamps) bwd_stamp_step(kBsStaged, t.steps(p.attn.q_per_kv) - i);
+      if (kBwdStamps) bwd_stamp_step(kBsStaged, step);
       const int need = p.dq_ring_need[at];
       if (need > 1) {
         float* slot = p.dq_ring + int64_t(slot_index) * (kBytes / 4);
         await_ring_slot(p, at);
-        if (kBwdStamps) bwd_stamp_step(kBsSlotFree, t.steps(p.attn.q_per_kv) - i);
+        if (kBwdStamps) bwd_stamp_step(kBsSlotFree, step);
         bulk_reduce_add_f32(slot, sm.dq[b], kBytes);
         tma_store_commit();
         tma_store_wait_all();
-        if (kBwdStamps) bwd_stamp_step(kBsAdded, t.steps(p.attn.q_per_kv) - i);
+        if (kBwdStamps) bwd_stamp_step(kBsAdded, step);
         job = ring_arrive(p.dq_ring_count + at, need) ? kRingLast : kRingAdded;
-        if (kBwdStamps) bwd_stamp_step(kBsCounted, t.steps(p.attn.q_per_kv) - i);
+        if (kBwdStamps) bwd_stamp_step(kBsCounted, step);
         if (job == kRingLast) {
           const uint64_t token = mbar_expect_tx_token(&sm.ring_full, kBytes);
           bulk_load(sm.dq[b], slot, kBytes, &sm.ring_full);
           mbar_wait_token(&sm.ring_full, token);
-          if (kBwdStamps) bwd_stamp_step(kBsLoaded, t.steps(p.attn.q_per_kv) - i);
+          if (kBwdStamps) bwd_stamp_step(kBsLoaded, step);
         }
       }
-      if (kBwdStamps) bwd_stamp_job(t.steps(p.attn.q_per_kv) - i, job);
+      if (kBwdStamps) bwd_stamp_job(step, job);
       if (job != kRingAdded) {
-        sm.ring_job[0] = job;
-        sm.ring_job[1] = b;
-        sm.ring_job[2] = h;
-        sm.ring_job[3] = m;
-        sm.ring_job[4] = slot_index;
+        int* f = sm.ring_job[posts % 2];
+        f[0] = job;
+        f[1] = b;
+        f[2] = h;
+        f[3] = m;
+        f[4] = slot_index;
+        f[5] = at;
+        f[6] = step;
       }
     }
     job = __shfl_sync(0xffffffffu, job, 0);
     if (job != kRingAdded) {
-      named_bar_sync(kBwdRingBar, kRingWriters);  // the job to the storers
-      named_bar_sync(kBwdRingBar, kRingWriters);  // stored, the slot cleared
-      if (kBwdStamps && lane0) bwd_stamp_step(kBsStored, t.steps(p.attn.q_per_kv) - i);
-      if (lane0 && job == kRingLast) ring_free(p.dq_ring_count + t.ring_position(p, h, m));
+      named_bar_sync(kBwdRingBar, kRingWriters);  // the job to the storers, who release buffer b
+      ++posts;
+    } else {
+      __syncwarp();
+      if (lane0) mbar_arrive(&sm.dq_empty[b]);  // the add has read it (tma_store_wait_all)
+      if (kBwdStamps && lane0) bwd_stamp_step(kBsReleased, step);
     }
-    __syncwarp();
-    if (lane0) mbar_arrive(&sm.dq_empty[b]);
-    if (kBwdStamps && lane0) bwd_stamp_step(kBsReleased, t.steps(p.attn.q_per_kv) - i);
   }
-  if (lane0) sm.ring_job[0] = kRingEnd;
-  named_bar_sync(kBwdRingBar, kRingWriters);
+  if (lane0) sm.ring_job[posts % 2][0] = kRingEnd;
+  named_bar_sync(kBwdRingBar, kRingWriters);  // reached by the storers once their last job is done
 }
 
 // The storers (warps 2-3; sid 0..63): dq from the staging buffer of each job, and after the last
-// arrival the slot cleared (fenced before the leader frees it).
+// arrival the slot cleared; once all 64 are done (kBwdRingStoreBar), sid 0 hands the buffer back to
+// the consumers and frees the slot (each storer's clearing fenced before the barrier).
 template <class T, class Cfg>
 __device__ __forceinline__ void bwd_ring_store(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int sid) {
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
-  for (;;) {
+  for (int post = 0;; ++post) {
     named_bar_sync(kBwdRingBar, kRingWriters);
-    const int job = sm.ring_job[0];
+    const int* f = sm.ring_job[post % 2];
+    const int job = f[0];
     if (job == kRingEnd) return;
-    store_dq_rows<T, Cfg, kRingStorers>(p, t, sm.ring_job[2], sm.ring_job[3], smem_addr(sm.dq[sm.ring_job[1]]), sid);
+    const int b = f[1];
+    store_dq_rows<T, Cfg, kRingStorers>(p, t, f[2], f[3], smem_addr(sm.dq[b]), sid);
     if (job == kRingLast) {
-      float4* run = reinterpret_cast<float4*>(p.dq_ring + int64_t(sm.ring_job[4]) * (kBytes / 4));
+      float4* run = reinterpret_cast<float4*>(p.dq_ring + int64_t(f[4]) * (kBytes / 4));
 #pragma unroll 4
-      for (int f = sid; f < kBytes / 16; f += kRingStorers) run[f] = make_float4(0.f, 0.f, 0.f, 0.f);
+      for (int i = sid; i < kBytes / 16; i += kRingStorers) run[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       __threadfence();
     }
-    named_bar_sync(kBwdRingBar, kRingWriters);
+    named_bar_sync(kBwdRingStoreBar, kRingStorers);
+    if (sid == 0) {
+      mbar_arrive(&sm.dq_empty[b]);
+      if (job == kRingLast) ring_free(p.dq_ring_count + f[5]);
+      if (kBwdStamps) {
+        bwd_stamp_step(kBsStored, f[6]);
+        bwd_stamp_step(kBsReleased, f[6]);
+      }
+    }
   }
 }
 

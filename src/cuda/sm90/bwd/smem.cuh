@@ -10,6 +10,9 @@
 
 namespace fastattn::sm90 {
 
+// The dQ ring's store job (dq.cuh): kind, staging buffer, q head, q-block, slot, ring position, step.
+constexpr int kRingJobFields = 7;
+
 // Opt-in shared memory per CTA on sm_90 (227 KB), and the slack that aligns the struct to 1024 (the
 // 128-byte swizzle's period; dynamic shared memory starts 16-byte aligned at least).
 inline constexpr int kBwdSmemMax = 227 * 1024;
@@ -51,10 +54,10 @@ struct BwdSmem {
   // Last but the ring's fields, so that a launch without the staging (d > 128) leaves it out.
   alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : Cfg::kBlockM * Cfg::kHeadDim];  // a step's dQ, fragment order
   // The dQ ring's writer (d 128 only; dq.cuh, bwd_ring_lead): a slot's load back into the staging
-  // buffer completes on ring_full; a store job (kind, buffer, q head, q-block, slot) goes to the
-  // storers in ring_job. After dq, so that the other paths' offsets stay where they were.
+  // buffer completes on ring_full; a store job (kind, buffer, q head, q-block, slot, position, step)
+  // goes to the storers in ring_job[post % 2]. After dq, so that the other paths' offsets stay where they were.
   uint64_t ring_full;
-  int ring_job[5];
+  int ring_job[2][kRingJobFields];
 };
 
 // The bytes a launch asks for: the struct (without dq where dQ is staged in the Q / dO stage), plus

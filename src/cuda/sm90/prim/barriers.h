@@ -17,13 +17,15 @@ enum FwdNamedBarrier : int {
 // d > 128 also P^T) is in smem, and the 80-key d 256 tile's also on kBwdPtBar once its P^T is;
 // staged dQ goes to the writer warp by mbarriers; at d <= 128 warpgroup w syncs its four warps on
 // kBwdEpiBar + w once its dK / dV rows are staged in the K / V tiles; the dQ ring's writer warps
-// (warps 1-3) sync on kBwdRingBar around each q-block they store.
+// (warps 1-3) sync on kBwdRingBar to hand a q-block's store job over, and its storers (warps 2-3)
+// on kBwdRingStoreBar once they are done with it.
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
   kBwdEpiBar = 2,  // 2..3
   kBwdRingBar = 4,
   kBwdPtBar = 5,
-  kBwdBarrierEnd = 6,
+  kBwdRingStoreBar = 6,
+  kBwdBarrierEnd = 7,
 };
 
 }  // namespace fastattn::sm90
