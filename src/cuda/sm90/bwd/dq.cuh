@@ -443,24 +443,28 @@ __device__ __forceinline__ void bwd_ring_store(BwdSmem<Cfg>& sm, const BwdParams
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   for (int post = 0;; ++post) {
     named_bar_sync(kBwdRingBar, kRingWriters);
-    const int* f = sm.ring_job[post % 2];
-    const int job = f[0];
-    if (job == kRingEnd) return;
-    const int b = f[1];
-    store_dq_rows<T, Cfg, kRingStorers>(p, t, f[2], f[3], smem_addr(sm.dq[b]), sid);
-    if (job == kRingLast) {
-      float4* run = reinterpret_cast<float4*>(p.dq_ring + int64_t(f[4]) * (kBytes / 4));
+    // Each field read by its shared address where it is used, not held across the stores: the
+    // producer warpgroup's 24 registers hold neither the fields nor a generic pointer to them (both spilled).
+    const auto field = [&](int k) {
+      int v;
+      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(smem_addr(&sm.ring_job[post % 2][k])));
+      return v;
+    };
+    if (field(0) == kRingEnd) return;
+    store_dq_rows<T, Cfg, kRingStorers>(p, t, field(2), field(3), smem_addr(sm.dq[field(1)]), sid);
+    if (field(0) == kRingLast) {
+      float4* run = reinterpret_cast<float4*>(p.dq_ring + int64_t(field(4)) * (kBytes / 4));
 #pragma unroll 4
       for (int i = sid; i < kBytes / 16; i += kRingStorers) run[i] = make_float4(0.f, 0.f, 0.f, 0.f);
       __threadfence();
     }
     named_bar_sync(kBwdRingStoreBar, kRingStorers);
     if (sid == 0) {
-      mbar_arrive(&sm.dq_empty[b]);
-      if (job == kRingLast) ring_free(p.dq_ring_count + f[5]);
+      mbar_arrive(&sm.dq_empty[field(1)]);
+      if (field(0) == kRingLast) ring_free(p.dq_ring_count + field(5));
       if (kBwdStamps) {
-        bwd_stamp_step(kBsStored, f[6]);
-        bwd_stamp_step(kBsReleased, f[6]);
+        bwd_stamp_step(kBsStored, field(6));
+        bwd_stamp_step(kBsReleased, field(6));
       }
     }
   }
