@@ -15,6 +15,7 @@ usage: ab-pairs.py --lib NAME=LIBFASTATTN.so[@det] [--lib ...] [--fa3-lib libfa3
   h: query heads, or H/HKV for GQA / MQA (HKV key / value heads, dividing H). A library named with
   @det runs its backward in deterministic mode (beside the same library's default mode, say; its side
   is printed as NAME@det); --deterministic puts every side, FA3's too, in deterministic mode.
+  --forward times the forward instead (FA3's side only where its library was built with the forward).
   MODE: causal | full | wL:R (window (L, R), -1: no edge). Prints one line per side and shape:
   median ms, ratio to the first side (median of per-iteration ratios, its 25-75 % range) and the
   share of iterations in which the side was faster than the first.
@@ -83,10 +84,13 @@ def main():
     ap.add_argument("--iters", type=int, default=60, help="iterations (each calls every side once)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--deterministic", action="store_true")
-    ap.add_argument("--forward", action="store_true", help="time the forward instead (no FA3 side: its peer here is backward-only)")
+    ap.add_argument("--forward", action="store_true",
+                    help="time the forward instead (FA3's side where --fa3-lib has fa3_forward: FA3_PARTS=fwd or all)")
     args = ap.parse_args()
     if args.iters < 3:
         raise SystemExit("--iters: at least 3")
+    if args.forward and (args.deterministic or any(parse_lib(spec)[2] for spec in args.lib)):
+        raise SystemExit("--forward: deterministic mode is the backward's")
     import torch
     peers = load_peers()
     sides = []
@@ -107,7 +111,9 @@ def main():
         else:
             fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, det or args.deterministic))
                    for n, lib, det in sides]
-        if fa3 is not None and not args.forward:
+        if fa3 is not None and args.forward and fa3.has_forward:
+            fns.append(("fa3", fa3.forward_fn(torch, q, k, v, causal, window)))
+        elif fa3 is not None and not args.forward:
             fns.append(("fa3", fa3.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic)))
         ref = fns[0][1]()
         for n, fn in fns[1:]:
