@@ -98,6 +98,10 @@ def main():
         name, path, det = parse_lib(spec)
         sides.append((name + ("@det" if det else ""), peers.FastAttn(path), det))
     fa3 = peers.Fa3(args.fa3_lib) if args.fa3_lib else None
+    if fa3 is not None and not (fa3.has_forward if args.forward else fa3.has_backward):
+        print(f"# {args.fa3_lib}: no FA3 {'forward' if args.forward else 'backward'} in it (FA3_PARTS): no fa3 side",
+              flush=True)
+        fa3 = None
     stream = torch.cuda.current_stream()
     for text in args.shape or ["2,8192,16,128,causal"]:
         b, s, h, hkv, d, causal, window, mode = parse_shape(text)
@@ -111,9 +115,9 @@ def main():
         else:
             fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, det or args.deterministic))
                    for n, lib, det in sides]
-        if fa3 is not None and args.forward and fa3.has_forward:
+        if fa3 is not None and args.forward:
             fns.append(("fa3", fa3.forward_fn(torch, q, k, v, causal, window)))
-        elif fa3 is not None and not args.forward:
+        elif fa3 is not None:
             fns.append(("fa3", fa3.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic)))
         ref = fns[0][1]()
         for n, fn in fns[1:]:
