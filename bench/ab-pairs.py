@@ -79,7 +79,7 @@ def quantile(xs, q):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", action="append", required=True, help="NAME=path of a libfastattn.so, @det after it: deterministic mode (first: the base)")
-    ap.add_argument("--fa3-lib", help="FA3's backward peer library (bench/fa3): an extra side 'fa3'")
+    ap.add_argument("--fa3-lib", help="FA3's peer library (bench/fa3): an extra side 'fa3' (its backward; with --forward its forward)")
     ap.add_argument("--shape", action="append", help="b,s,h,d,MODE (default: 2,8192,16,128,causal)")
     ap.add_argument("--iters", type=int, default=60, help="iterations (each calls every side once)")
     ap.add_argument("--warmup", type=int, default=5)
