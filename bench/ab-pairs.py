@@ -15,6 +15,7 @@ usage: ab-pairs.py --lib NAME=LIBFASTATTN.so[@det] [--lib ...] [--fa3-lib libfa3
   h: query heads, or H/HKV for GQA / MQA (HKV key / value heads, dividing H). A library named with
   @det runs its backward in deterministic mode (beside the same library's default mode, say; its side
   is printed as NAME@det); --deterministic puts every side, FA3's too, in deterministic mode.
+  --forward times the forward instead (FA3's side only where its library was built with the forward).
   MODE: causal | full | wL:R (window (L, R), -1: no edge). Prints one line per side and shape:
   median ms, ratio to the first side (median of per-iteration ratios, its 25-75 % range) and the
   share of iterations in which the side was faster than the first.
@@ -78,15 +79,18 @@ def quantile(xs, q):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", action="append", required=True, help="NAME=path of a libfastattn.so, @det after it: deterministic mode (first: the base)")
-    ap.add_argument("--fa3-lib", help="FA3's backward peer library (bench/fa3): an extra side 'fa3'")
+    ap.add_argument("--fa3-lib", help="FA3's peer library (bench/fa3): an extra side 'fa3' (its backward; with --forward its forward)")
     ap.add_argument("--shape", action="append", help="b,s,h,d,MODE (default: 2,8192,16,128,causal)")
     ap.add_argument("--iters", type=int, default=60, help="iterations (each calls every side once)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--deterministic", action="store_true")
-    ap.add_argument("--forward", action="store_true", help="time the forward instead (no FA3 side: its peer here is backward-only)")
+    ap.add_argument("--forward", action="store_true",
+                    help="time the forward instead (FA3's side where --fa3-lib has fa3_forward: FA3_PARTS=fwd or all)")
     args = ap.parse_args()
     if args.iters < 3:
         raise SystemExit("--iters: at least 3")
+    if args.forward and (args.deterministic or any(parse_lib(spec)[2] for spec in args.lib)):
+        raise SystemExit("--forward: deterministic mode is the backward's")
     import torch
     peers = load_peers()
     sides = []
@@ -94,6 +98,10 @@ def main():
         name, path, det = parse_lib(spec)
         sides.append((name + ("@det" if det else ""), peers.FastAttn(path), det))
     fa3 = peers.Fa3(args.fa3_lib) if args.fa3_lib else None
+    if fa3 is not None and not (fa3.has_forward if args.forward else fa3.has_backward):
+        print(f"# {args.fa3_lib}: no FA3 {'forward' if args.forward else 'backward'} in it (FA3_PARTS): no fa3 side",
+              flush=True)
+        fa3 = None
     stream = torch.cuda.current_stream()
     for text in args.shape or ["2,8192,16,128,causal"]:
         b, s, h, hkv, d, causal, window, mode = parse_shape(text)
@@ -107,7 +115,9 @@ def main():
         else:
             fns = [(n, lib.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, det or args.deterministic))
                    for n, lib, det in sides]
-        if fa3 is not None and not args.forward:
+        if fa3 is not None and args.forward:
+            fns.append(("fa3", fa3.forward_fn(torch, q, k, v, causal, window)))
+        elif fa3 is not None:
             fns.append(("fa3", fa3.backward_fn(torch, q, k, v, out, fwd.lse, dout, causal, window, args.deterministic)))
         ref = fns[0][1]()
         for n, fn in fns[1:]:

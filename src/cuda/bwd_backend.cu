@@ -57,8 +57,7 @@ int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::
 }
 
 // The test hook's buffers (bwd_stats_probe.h): lse_log2 and D poisoned before the kernels.
-cudaError_t probe_poison(const BwdStatsProbe& probe, const BwdParams& p, int64_t rows, cudaStream_t s) {
-  if (probe.capacity < rows) return cudaErrorInvalidValue;  // the caller's buffers cannot take the copy
+cudaError_t probe_poison(const BwdParams& p, int64_t rows, cudaStream_t s) {
   const cudaError_t e = cudaMemsetAsync(p.lse_log2, 0xFF, size_t(rows) * 4, s);
   return e != cudaSuccess ? e : cudaMemsetAsync(p.dpsum, 0xFF, size_t(rows) * 4, s);
 }
@@ -168,6 +167,9 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
     probe->padded_rows = p.padded_rows;
     probe->block_m = p.block_m;
     probe->ring = ring;
+    if (probe->capacity < rows)  // before any work: the caller's buffers cannot take the copy
+      return {Code::InvalidArgument, "backward stats probe: buffers of " + std::to_string(probe->capacity) +
+                                         " floats, the workspace's stats need " + std::to_string(rows)};
   }
   if (bytes > 0) {
     if (Status st = stream_alloc(bytes, s, "backward workspace", &ws); !st.ok()) return st;
@@ -185,7 +187,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
       p.tile_ticket = p.dq_sem + (sems - 1);
       e = cudaMemsetAsync(p.dq_sem, 0, size_t(sems) * 4, s);
     }
-    if (e == cudaSuccess && probe != nullptr) e = probe_poison(*probe, p, rows, s);
+    if (e == cudaSuccess && probe != nullptr) e = probe_poison(p, rows, s);
     if (e != cudaSuccess) {
       stream_free(ws, s);
       return {Code::CudaError, std::string("backward workspace clear: ") + cudaGetErrorString(e)};

@@ -158,7 +158,8 @@ struct CaseIndex {
 };
 
 // A backward case's eight tensors in CaseIndex's layout (batched, or packed when varlen), unpadded:
-// q, k, v and dO drawn from N(0, 1) with `rng` and uploaded; out and the gradients poisoned (0xFFFF).
+// q, k, v and dO drawn from N(0, 1) with `rng` and uploaded; out's and the gradients' host copies hold
+// 0xFFFF, their device buffers are left as allocated (the caller poisons them: DeviceBuffer::poison).
 struct BwdTensors {
   TestTensor q, k, v, out, dout, dq, dk, dv;
   BwdTensors(const FwdCase& c, const CaseIndex& idx, std::mt19937& rng)

@@ -45,7 +45,6 @@ constexpr int kHeadsQ = 32, kHeadsKv = 8, kDim = 128;
 constexpr int kStepsPerGraph = 10, kReplays = 21;
 constexpr double kHbmBytesPerUs = 3.35e6;  // H100 SXM peak, for the floor column only
 
-
 struct DeviceMem {
   void* p = nullptr;
   explicit DeviceMem(size_t bytes) {

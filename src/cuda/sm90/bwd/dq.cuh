@@ -378,6 +378,8 @@ constexpr int kRingWriters = 96, kRingStorers = 64;
 
 template <class Cfg>
 __device__ __forceinline__ void bwd_ring_lead(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
+  // The leader issues no proxy fence after its dq_full wait: the consumers must fence their staging.
+  static_assert(!Cfg::kDqFenceByWriter, "kDqFenceByWriter needs the writer's fence here (bwd_write_dq)");
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   const bool lane0 = threadIdx.x % 32 == 0;
   PipeState<BwdSmem<Cfg>::kDqBufs> ps;

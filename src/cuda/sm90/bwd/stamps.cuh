@@ -50,8 +50,9 @@ __device__ __forceinline__ void bwd_stamp(BwdStamp which) {
   if (which == kBsDkvStored) bwd_stamp_word(kBwGlobalEnd, bwd_stamp_globaltimer());
   bwd_stamp_word(which, c);
 }
-// Step `step` of the CTA's walk (counted over its tiles in the role's own order); later steps
-// are not recorded.
+// Step `step` of the tile's walk (in the role's own order); later steps are not recorded. The
+// count restarts at each tile: with paired key blocks the consumers' and the writer's stamps of
+// the second tile overwrite the first's (the producer stamps only the first tile's steps).
 __device__ __forceinline__ void bwd_stamp_step(BwdStepStamp which, int step) {
   const unsigned long long c = bwd_stamp_clock();
   if (step < kBwdStampSteps) bwd_stamp_word(kBsFixed + kBwdStepStamps * step + which, c);

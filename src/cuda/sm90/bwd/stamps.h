@@ -26,7 +26,7 @@ enum BwdStamp : int {
   kBsWriterEnd,   // writer: past its last job (ring: the storers released; plain: its adds landed)
   kBsFixed,
 };
-// Per step (the first kBwdStampSteps of a CTA's walk), at kBsFixed + kBwdStepStamps * step.
+// Per step (the first kBwdStampSteps of a tile's walk: bwd_stamp_step), at kBsFixed + kBwdStepStamps * step.
 enum BwdStepStamp : int {
   kBsQIssued,   // producer: the step's Q / dO / lse / D issued (after waiting for a free stage)
   kBsQLanded,   // consumer: the step's Q / dO stage landed (q_full)

@@ -80,7 +80,9 @@ __device__ __forceinline__ uint64_t desc_mn_major(uint32_t lo, int k_step) { ret
 // word) costs a UIADD3 and a UMOV per operand and HGMMA in the backward's steps (d 256: 259 -> 152 UMOV,
 // -1.0 to -1.2 %; d 64 -3 %, d 128 full -1.2 %, deterministic -1.5 %, d 128 causal +0.1-0.25 %: notes).
 // The start address field (bits 0-13, address / 16) cannot carry into the next
-// field: shared memory ends below 2^18 bytes.
+// field: shared memory ends below 2^18 bytes. Nor can the add carry into the high word: the low word
+// is below 2^30 (the leading offset's 14 bits at bit 16), the offset / 16 below 2^14, so the sum is
+// desc_at(lo, byte_offset) bit for bit.
 __device__ __forceinline__ uint64_t desc_add(uint32_t lo, uint32_t byte_offset) {
   return desc_at(lo, 0) + (byte_offset >> 4);
 }
