@@ -16,6 +16,7 @@
 
 #include <cstdint>
 
+#include "cuda/common/special_regs.cuh"
 #include "cuda/prof/probe_layout.h"
 #include "cuda/sm90/prim/wgmma.cuh"
 
@@ -47,34 +48,12 @@ struct ProbeState {
 };
 static __shared__ ProbeState s_probe[kWarpgroups];
 
-// The memory clobber keeps loads and stores on their side of the probe; arithmetic may still be
-// scheduled across it, so region boundaries are exact only at waits and barriers.
-__device__ __forceinline__ long long probe_clock() {
-  long long t;
-  asm volatile("mov.u64 %0, %%clock64;\n" : "=l"(t)::"memory");
-  return t;
-}
-
-// The low word alone, for the marks: one register where the clock64 read took two, at the loop's
-// point of highest register pressure (the deferred max, session 20).
-__device__ __forceinline__ uint32_t probe_clock32() {
-  uint32_t t;
-  asm volatile("mov.u32 %0, %%clock;\n" : "=r"(t)::"memory");
-  return t;
-}
-
-__device__ __forceinline__ int probe_smid() {
-  int id;
-  asm volatile("mov.u32 %0, %%smid;\n" : "=r"(id));
-  return id;
-}
-
 class LoopProbe {
  public:
   // The kernel's warpgroup index is wg() here too (derived, not kept).
   __device__ __forceinline__ LoopProbe(int /*wg*/) {
     if (!leader()) return;
-    const long long now = probe_clock();
+    const long long now = cuda_backend::sreg_clock64();
     const int wg = LoopProbe::wg();
     ProbeState& st = s_probe[wg];
 #pragma unroll
@@ -86,7 +65,7 @@ class LoopProbe {
     st.traced = in_traced_cta() && tr.seen[wg] == tr.skip;
     if (st.traced) {
       tr.start[wg] = now;
-      if (wg == 0) tr.smid = probe_smid();
+      if (wg == 0) tr.smid = cuda_backend::sreg_smid();
     }
   }
 
@@ -95,7 +74,7 @@ class LoopProbe {
   __device__ __forceinline__ void mark(Mark m) {
     if (leader()) {
       ProbeState& st = s_probe[wg()];
-      st.stamp[m] = probe_clock32();
+      st.stamp[m] = cuda_backend::sreg_clock32();
       if (m == kIterEnd) end_iteration(st);
       if (m == kEpilogueEnd) {
         st.sums[kEpilogueEnd] += st.stamp[kEpilogueEnd] - st.last;
@@ -105,7 +84,7 @@ class LoopProbe {
     if constexpr (kPvSyncBuild) {
       if (m == kScoresReady) {
         sm90::wgmma_wait<0>();  // every thread: the wait is warpgroup-wide
-        if (leader()) s_probe[wg()].pv_sync = probe_clock32();
+        if (leader()) s_probe[wg()].pv_sync = cuda_backend::sreg_clock32();
       }
     }
   }

@@ -6,6 +6,7 @@
 // read_split_stamps (launch_split.cuh) copies them out (tests/gpu/kvcache_bench.cpp, `stamps`).
 #pragma once
 
+#include "cuda/common/special_regs.cuh"
 #include "cuda/sm90/fwd/split_stamps.h"
 
 namespace fastattn::sm90 {
@@ -18,11 +19,7 @@ __device__ __forceinline__ void split_stamp(SplitStamp which) {
   if constexpr (Cfg::kSplit) {
     if (blockIdx.x >= kStampCtas) return;
     const unsigned long long c = clock64();
-    if (which == kStampStart) {
-      unsigned long long ns;
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
-      g_split_stamps[blockIdx.x][kStamps] = ns;
-    }
+    if (which == kStampStart) g_split_stamps[blockIdx.x][kStamps] = cuda_backend::sreg_globaltimer();
     g_split_stamps[blockIdx.x][which] = c;
   }
 }
