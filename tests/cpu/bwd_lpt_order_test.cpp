@@ -138,31 +138,6 @@ TEST(BwdLptOrder, WalksVisitEveryStepOnce) {
         }
 }
 
-#ifdef FASTATTN_RING_WALK_EDGES
-// The ring's edges-first walk (builds with -DFASTATTN_RING_WALK_EDGES): heads inner, q-blocks begin,
-// end - 1, begin + 1 .. end - 2, every (head, q-block) once.
-TEST(BwdLptOrder, EdgesFirstWalkVisitsEveryStepOnce) {
-  for (int heads : {1, 3, 8})
-    for (int begin : {0, 5})
-      for (int count : {1, 2, 3, 4, 17}) {
-        SCOPED_TRACE("heads " + std::to_string(heads) + " begin " + std::to_string(begin) + " count " +
-                     std::to_string(count));
-        const int h_first = 2 * heads, end = begin + count;
-        std::vector<int> seen(size_t(heads) * count, 0);
-        int h = -1, m = -1;
-        bwd_walk_first(kBwdWalkEdgesFirst, h_first, begin, end, h, m);
-        for (int i = 0; i < heads * count; ++i) {
-          const int j = i / heads;  // the j-th q-block of the walk
-          ASSERT_EQ(h, h_first + i % heads) << "step " << i;
-          ASSERT_EQ(m, j == 0 ? begin : j == 1 ? end - 1 : begin + j - 1) << "step " << i;
-          ++seen[size_t(h - h_first) * count + (m - begin)];
-          bwd_walk_next(kBwdWalkEdgesFirst, h_first, heads, begin, end, h, m);
-        }
-        for (int n : seen) ASSERT_EQ(n, 1);
-      }
-}
-#endif
-
 // Pairs: over the pairs j < ceil(N / 2) of a sequence's N key blocks every block comes once (the
 // middle one of odd N alone); j past the pairs has none (a sequence shorter than the longest).
 TEST(BwdLptOrder, PairsCoverEveryKeyBlockOnce) {

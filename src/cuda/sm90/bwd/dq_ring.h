@@ -103,13 +103,8 @@ FASTATTN_HD int bwd_ring_wait_target(int at, int slots, const Need& need) {
 // last there and loads the slot back: walking up puts that first, behind the tile's other steps,
 // and leaves the CTA's last step an add (walking down ended every CTA on a load-back and store).
 // Session 32's reading (notes): neighbouring key blocks start ~4 tickets apart and run together, so
-// the later step is the last visitor whichever way the walk goes; -DFASTATTN_RING_WALK_EDGES visits
-// both shared q-blocks first, so that the load-back runs under the sole q-block's step.
-#ifdef FASTATTN_RING_WALK_EDGES
-inline constexpr int kBwdRingWalk = kBwdWalkEdgesFirst;
-#else
+// the later step is the last visitor whichever way the walk goes (an edges-first walk measured level).
 inline constexpr int kBwdRingWalk = kBwdWalkUpInner;
-#endif
 
 // 512 slots of 64 x 128 fp32: 16 MB of the 50 MB L2, more than the ~264 q-blocks that a wave of 132
 // CTAs of the (64, 0) window spans at s 8k, so that a writer rarely waits for its slot.

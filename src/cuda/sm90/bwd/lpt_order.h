@@ -74,24 +74,12 @@ inline bool bwd_pair_key_blocks(int lpt_section, int units, int n_blocks, int sm
 // ~2n): one tile of L2 per unit in flight rather than every head's (GQA causal -14%, notes).
 // kBwdWalkUpInner: q-blocks rising, heads inner: a pair's second (short) key block, which starts
 // where the first one's downward walk ended, so that the unit's CTAs still meet on one q-block.
-// kBwdWalkEdgesFirst (a build with -DFASTATTN_RING_WALK_EDGES only; the ring kernel's walk there,
-// dq_ring.h): heads inner, the q-blocks begin, end - 1, then begin + 1 .. end - 2 rising: a window
-// key block's two shared q-blocks first, its sole ones last (docs/notes/bwd-sm90.md, session 32).
-enum BwdWalk : int { kBwdWalkUp = 0, kBwdWalkDown = 1, kBwdWalkUpInner = 2, kBwdWalkEdgesFirst = 3 };
+enum BwdWalk : int { kBwdWalkUp = 0, kBwdWalkDown = 1, kBwdWalkUpInner = 2 };
 FASTATTN_HD void bwd_walk_first(int walk, int h_first, int begin, int end, int& h, int& m) {
   h = h_first;
   m = walk == kBwdWalkDown ? end - 1 : begin;
 }
 FASTATTN_HD void bwd_walk_next(int walk, int h_first, int heads, int begin, int end, int& h, int& m) {
-#ifdef FASTATTN_RING_WALK_EDGES
-  if (walk == kBwdWalkEdgesFirst) {
-    if (++h == h_first + heads) {
-      h = h_first;
-      m = m == begin ? end - 1 : m == end - 1 ? begin + 1 : m + 1;
-    }
-    return;
-  }
-#endif
   if (walk != kBwdWalkUp) {
     if (++h == h_first + heads) {
       h = h_first;
