@@ -27,6 +27,7 @@ namespace fastattn::gputest {
 struct FwdCase {
   DType dtype = DType::BF16;
   int batch = 1, sq = 128, sk = 128, hq = 2, hkv = 2, d = 128;
+  int dv = 0;  // head dim of v and out (d_v); 0: the same as d
   bool causal = false;
   int wl = -1, wr = -1;
   float softcap = 0.f;
@@ -50,9 +51,12 @@ struct FwdCase {
   // kernel merges); its out and lse must be bitwise runs[0]'s.
   bool same_bits_as_combine_kernel = false;
 
+  int d_v() const { return dv > 0 ? dv : d; }
+
   std::string str() const {
     std::ostringstream o;
     o << dtype_name(dtype) << " b" << batch << " sq" << sq << " sk" << sk << " h" << hq << "/" << hkv << " d" << d
+      << (d_v() != d ? "/" + std::to_string(d_v()) : "")
       << (causal ? " causal" : "") << " win(" << wl << "," << wr << ")" << " softcap" << softcap << " pad" << row_pad << " out_pad" << out_pad
       << (lens_q.empty() ? "" : " varlen") << (key_ramp != 0.f ? " key_ramp" + std::to_string(key_ramp) : "")
       << (key_spike != 0.f ? " key_spike" + std::to_string(key_spike) : "")
@@ -164,9 +168,9 @@ struct BwdTensors {
   TestTensor q, k, v, out, dout, dq, dk, dv;
   BwdTensors(const FwdCase& c, const CaseIndex& idx, std::mt19937& rng)
       : q(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0), k(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0),
-        v(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0), out(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0),
-        dout(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0), dq(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0),
-        dk(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0), dv(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0) {
+        v(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d_v()), 0), out(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d_v()), 0),
+        dout(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d_v()), 0), dq(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0),
+        dk(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0), dv(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d_v()), 0) {
     std::normal_distribution<float> normal(0.f, 1.f);
     for (TestTensor* t : {&q, &k, &v, &dout}) {
       for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
@@ -191,8 +195,8 @@ inline void run_fwd_case(const FwdCase& c) {
   auto shape_of = [&](int64_t s, int64_t total, int64_t h, int64_t d) { return idx.shape(s, total, h, d); };
   TestTensor q(shape_of(c.sq, cu_q.back(), c.hq, c.d), c.row_pad);
   TestTensor k(shape_of(c.sk, cu_k.back(), c.hkv, c.d), c.row_pad);
-  TestTensor v(shape_of(c.sk, cu_k.back(), c.hkv, c.d), c.row_pad);
-  TestTensor out(shape_of(c.sq, cu_q.back(), c.hq, c.d), c.out_pad);
+  TestTensor v(shape_of(c.sk, cu_k.back(), c.hkv, c.d_v()), c.row_pad);
+  TestTensor out(shape_of(c.sq, cu_q.back(), c.hq, c.d_v()), c.out_pad);
   for (TestTensor* t : {&q, &k, &v}) {
     for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
     t->dev->upload(t->host.data());
@@ -285,18 +289,19 @@ inline void run_fwd_case(const FwdCase& c) {
   // Compare: ref/base are contiguous in out's logical shape; ours has out's (row-padded) layout,
   // whose padding must still hold the poison.
   const std::vector<uint16_t>& got = runs[0].out;
-  const int64_t rows = int64_t(got.size()) / (c.d + c.out_pad);
-  ASSERT_EQ(int64_t(ref.out.size()), rows * c.d);
+  const int dv = c.d_v();
+  const int64_t rows = int64_t(got.size()) / (dv + c.out_pad);
+  ASSERT_EQ(int64_t(ref.out.size()), rows * dv);
   double err = 0, base_err = 0, ref_max = 0;
   size_t bad_nan = 0, pad_written = 0;
   for (int64_t row = 0; row < rows; ++row) {
-    for (int col = 0; col < c.d + c.out_pad; ++col) {
-      const uint16_t bits = got[size_t(row * (c.d + c.out_pad) + col)];
-      if (col >= c.d) {
+    for (int col = 0; col < dv + c.out_pad; ++col) {
+      const uint16_t bits = got[size_t(row * (dv + c.out_pad) + col)];
+      if (col >= dv) {
         pad_written += bits != 0xFFFF;
         continue;
       }
-      const size_t i = size_t(row * c.d + col);
+      const size_t i = size_t(row * dv + col);
       const double g = from_bits(bits, c.dtype);
       if (!std::isfinite(g)) {
         ++bad_nan;
