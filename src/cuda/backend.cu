@@ -101,14 +101,13 @@ Status check_forward(const AttnArgs& a) {
     return Status::Unsupported(std::string("q: the CUDA forward takes fp16 or bf16, not ") + dtype_name(a.q.dtype) +
                                " (use the CPU backend for fp32)");
   const int d = int(a.q.shape[a.q.ndim - 1]), dv = int(a.v.shape[a.v.ndim - 1]);
-  if (d != dv)
-    return Status::Unsupported("v: the CUDA forward needs head_dim_v == head_dim (got " + std::to_string(dv) +
-                               " and " + std::to_string(d) + ")");
   if (!kernel_built(KernelFamily::Forward, major, a.q.dtype, d, dv)) {
     const std::string dims = built_list(KernelFamily::Forward, major, a.q.dtype);
-    return Status::Unsupported("q: head_dim " + std::to_string(d) + " is not built for " + dtype_name(a.q.dtype) +
-                               " in this CUDA build (built: " + (dims.empty() ? "none" : dims) +
-                               "; see FASTATTN_HEAD_DIMS and the kernel menu in src/cuda/sources.cmake)");
+    const std::string asked = d == dv ? "q: head_dim " + std::to_string(d)
+                                      : "q, v: head_dim " + std::to_string(d) + " with head_dim_v " + std::to_string(dv);
+    return Status::Unsupported(asked + " is not built for " + dtype_name(a.q.dtype) + " in this CUDA build (built: " +
+                               (dims.empty() ? "none" : dims) +
+                               ", as d or d/d_v; see FASTATTN_HEAD_DIMS and the kernel menu in src/cuda/sources.cmake)");
   }
   for (auto [t, name] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}})
     if (!aligned16(*t))
@@ -135,7 +134,7 @@ Status forward(const detail::Problem& problem, void* stream) {
   auto s = static_cast<cudaStream_t>(stream);
   // By arch, then dtype and head dims: each menu row calls its arch's launcher.
 #define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) \
-  if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd<CT, DQK>(lp, s);
+  if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd<CT, DQK, DV>(lp, s);
 #include "cuda/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
   (void)s;

@@ -28,6 +28,7 @@ foreach(dt fp16 bf16)
   foreach(d 64 96 128 192 256)
     list(APPEND FASTATTN_KERNEL_MENU "sm90:${dt}:${d}:${d}")
   endforeach()
+  list(APPEND FASTATTN_KERNEL_MENU "sm90:${dt}:192:128")  # d_v < d: DeepSeek's shape (VHeadDim)
 endforeach()
 
 # A menu dtype's C type and DType enumerator.
@@ -115,10 +116,14 @@ foreach(row ${FASTATTN_KERNEL_MENU})
     message(FATAL_ERROR "kernel menu row ${row}: unknown arch '${_arch}'")
   endif()
   fastattn_dtype_names(${dt} FA_CTYPE _enum)
-  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_${dt}_d${FA_HDIM}.cu)
+  set(_dims d${FA_HDIM})  # the unit's name: d<d>, or d<d>_v<d_v> where they differ
+  if(NOT FA_HDIM_V EQUAL FA_HDIM)
+    set(_dims d${FA_HDIM}_v${FA_HDIM_V})
+  endif()
+  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_${dt}_${_dims}.cu)
   configure_file(${_cuda_dir}/${_arch}/fwd/inst.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
-  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_split_${dt}_d${FA_HDIM}.cu)  # its split-KV twin
+  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_split_${dt}_${_dims}.cu)  # its split-KV twin
   configure_file(${_cuda_dir}/${_arch}/fwd/inst_split.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
   string(APPEND _dispatch "FASTATTN_FWD_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")

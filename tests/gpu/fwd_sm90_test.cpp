@@ -1,4 +1,4 @@
-// Hopper forward vs the float64 reference: every head dim and dtype, odd lengths (1, 17, 113,
+// Hopper forward vs the float64 reference: every head dim (and d_qk 192 with d_v 128) and dtype, odd lengths (1, 17, 113,
 // 4097), s_q != s_k, GQA 1/4/8, GQA head packing for s_q <= 64, varlen with empty sequences and
 // seqused, causal, local, softcap, strided inputs, a running max that keeps rising or jumps. Each
 // case also runs twice and must be bitwise identical.
@@ -333,6 +333,94 @@ TEST_F(Sm90Fwd, Varlen) {
   c.wl = 20;
   c.wr = 10;
   run_fwd_case(c);
+}
+
+// d_qk 192 with d_v 128 (VHeadDim: V, O and PV on 128 columns, QK on 192): both dtypes, odd
+// lengths, s_q != s_k both ways, GQA (unpacked and packed), causal, local windows, softcap, padded
+// out (register stores, and the 16-byte ones of the one-Q-buffer tile), strided inputs, varlen with
+// empty sequences and seqused, many tiles per CTA, long keys.
+TEST_F(Sm90Fwd, NarrowV192x128) {
+  auto narrow = [](DType dt, int sq, int sk) {
+    FwdCase c = base(dt, 192, sq, sk);
+    c.dv = 128;
+    return c;
+  };
+  for (DType dt : {DType::BF16, DType::F16})
+    for (bool causal : {false, true}) {
+      FwdCase c = narrow(dt, 200, 300);
+      c.batch = 2;
+      c.causal = causal;
+      run_fwd_case(c);
+    }
+  for (int sq : {1, 17, 113})
+    for (int sk : {1, 17, 113, 300}) {
+      FwdCase c = narrow(DType::BF16, sq, sk);
+      c.causal = sq == 113;
+      run_fwd_case(c);
+    }
+  for (bool causal : {false, true}) {
+    FwdCase c = narrow(DType::BF16, 4097, 4097);
+    c.hq = c.hkv = 1;
+    c.causal = causal;
+    c.key_ramp = causal ? 20.f : 0.f;
+    run_fwd_case(c);
+  }
+  FwdCase spike = narrow(DType::F16, 300, 2000);
+  spike.key_spike = 300.f;
+  run_fwd_case(spike);
+  for (int ratio : {1, 4, 8}) {
+    FwdCase c = narrow(DType::F16, 257, 1000);
+    c.hkv = 2;
+    c.hq = 2 * ratio;
+    c.causal = ratio == 4;
+    run_fwd_case(c);
+  }
+  for (int sq : {1, 17, 64}) {  // GQA head packing (s_q <= 64)
+    FwdCase c = narrow(DType::BF16, sq, 700);
+    c.hkv = 2;
+    c.hq = 12;
+    c.causal = sq == 17;
+    run_fwd_case(c);
+  }
+  for (auto [wl, wr] : {std::pair{64, 0}, std::pair{17, 33}, std::pair{-1, 5}, std::pair{0, 0}}) {
+    FwdCase c = narrow(DType::BF16, 333, 511);
+    c.wl = wl;
+    c.wr = wr;
+    run_fwd_case(c);
+  }
+  FwdCase cap = narrow(DType::BF16, 190, 260);
+  cap.softcap = 5.f;
+  cap.causal = true;
+  run_fwd_case(cap);
+  FwdCase longer_q = narrow(DType::BF16, 300, 100);  // bottom-right: the first rows see nothing
+  longer_q.causal = true;
+  run_fwd_case(longer_q);
+  for (int pad : {2, 8}) {
+    FwdCase c = narrow(DType::BF16, 113, 300);
+    c.out_pad = pad;
+    c.hq = 4;
+    c.hkv = 2;
+    run_fwd_case(c);
+  }
+  FwdCase strided = narrow(DType::F16, 150, 170);
+  strided.row_pad = 8;
+  run_fwd_case(strided);
+  FwdCase var = narrow(DType::BF16, 0, 0);
+  var.lens_q = {17, 0, 300, 1, 128};
+  var.lens_k = {40, 5, 300, 0, 129};
+  var.used_q = {17, 0, 250, 1, 100};
+  var.used_k = {40, 5, 299, 0, 129};
+  var.hq = 4;
+  var.hkv = 1;
+  var.causal = true;
+  run_fwd_case(var);
+  CtaCap cta_cap;
+  FwdCase many = narrow(DType::BF16, 700, 650);
+  many.batch = 2;
+  many.hq = 4;
+  many.hkv = 2;
+  many.causal = true;
+  run_fwd_case(many);
 }
 
 // The grid is persistent; on a 132-SM H100 the cases above mostly give each CTA one tile. Capping

@@ -4,7 +4,8 @@
 // key blocks (splits that see no key), s_q 1/4/17/113 against s_k 1/17/4097 and 16k+, GQA 1/4/8
 // (packed and not), causal (bottom-right), local, softcap, varlen with empty sequences, seqused,
 // the heuristic (num_splits 0), CUDA-graph capture and replay, and proof that the split path ran;
-// the merge inside thread-block clusters against the reference and bitwise against the combine kernel.
+// the merge inside thread-block clusters against the reference and bitwise against the combine kernel;
+// d_qk 192 with d_v 128.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -201,16 +202,19 @@ TEST_F(Sm90FwdSplit, ClusterMergeGraphReplay) {
 // Head dims other than 128 (each dim's default config as a SplitConfig): 64 (192-key tiles), 256
 // (one Q buffer, 80-key tiles); 96 and 192 apart, so that a device run built for 64;128;256 can
 // filter them out.
-void split_head_dim(int d) {
+void split_head_dim(int d, int dv = 0) {
   FwdCase c = split_case(17, 1000, 8, 2, 3);
   c.d = d;
+  c.dv = dv;
   c.causal = true;
   run_fwd_case(c);
   c = split_case(1, 4097, 4, 4, 7);
   c.d = d;
+  c.dv = dv;
   run_fwd_case(c);
   c = split_case(4, 3000, 8, 2, 0);
   c.d = d;
+  c.dv = dv;
   c.dtype = DType::F16;
   run_fwd_case(c);
 }
@@ -223,6 +227,21 @@ TEST_F(Sm90FwdSplit, HeadDims64And256) {
 TEST_F(Sm90FwdSplit, HeadDims96And192) {
   split_head_dim(96);
   split_head_dim(192);
+}
+
+// d_qk 192 with d_v 128 (partials of 128 columns), and a b1 decode at the heuristic's count with
+// an empty split and a graph replay.
+TEST_F(Sm90FwdSplit, NarrowV192x128) {
+  split_head_dim(192, 128);
+  FwdCase c = split_case(1, 8193, 32, 8, 0);
+  c.d = 192;
+  c.dv = 128;
+  c.graph = true;
+  run_fwd_case(c);
+  c = split_case(1, 100, 8, 2, 5);  // 100 keys: one block, four splits see none
+  c.d = 192;
+  c.dv = 128;
+  run_fwd_case(c);
 }
 
 // Varlen q and out with token rows past cu_seqlens_q[batch] (a tensor larger than its sequences):

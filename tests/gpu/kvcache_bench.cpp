@@ -32,7 +32,7 @@
 
 #include "cuda/sm90/fwd/split_stamps.h"
 namespace fastattn::sm90 {
-template <class T, int D>
+template <class T, int D, int DV = D>
 cudaError_t read_split_stamps(unsigned long long* out, int ctas);
 }
 #endif

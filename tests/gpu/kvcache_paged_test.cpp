@@ -156,6 +156,9 @@ TEST_F(KvCachePagedGpu, OtherHeadDims) {
   s.head_dim = s.head_dim_v = 256;
   s.rotary_dim = 64;
   check_paged_equals_contiguous(s, {16, 256});
+  s.head_dim = 192;  // d_v < d: V's pages narrower than K's
+  s.head_dim_v = 128;
+  check_paged_equals_contiguous(s, {16, 64});
 }
 
 TEST_F(KvCachePagedGpu, GraphCaptureAndReplay) {

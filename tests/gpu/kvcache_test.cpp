@@ -104,5 +104,26 @@ TEST_F(KvCacheGpu, DecodeWithSplits) {
   check_gpu_kvcache(s, /*graph=*/true);
 }
 
+// d_qk 192 with d_v 128: k_new / v_new of their own widths appended, rotary on q and k, unsplit
+// (s_q 4, causal) and split decode at the heuristic's count.
+TEST_F(KvCacheGpu, NarrowV192x128) {
+  KvSpec s = decode();
+  s.head_dim = 192;
+  s.head_dim_v = 128;
+  s.seqlens = {0, 17, 400};
+  s.seqlen_new = s.seqlen_q = 4;
+  s.rotary_dim = 64;
+  s.causal = true;
+  check_gpu_kvcache(s);
+  s.heads_q = 32;
+  s.heads_kv = 8;
+  s.seqlen_cache = 4097;
+  s.seqlens = {0, 1, 4000};
+  s.seqlen_new = s.seqlen_q = 1;
+  s.causal = false;
+  s.num_splits = 0;
+  check_gpu_kvcache(s);
+}
+
 }  // namespace
 }  // namespace fastattn::gputest

@@ -35,7 +35,7 @@ def np64(x):
     return x.detach().to("cpu", torch.float64).numpy()
 
 
-# (b, s_q, s_k, h, h_kv, d, causal, window, softcap)
+# (b, s_q, s_k, h, h_kv, d, causal, window, softcap[, d_v: when it is not d])
 CASES = {
     "dense_d64": (2, 256, 256, 4, 4, 64, False, (-1, -1), 0.0),
     "causal_d128_odd": (1, 113, 113, 4, 4, 128, True, (-1, -1), 0.0),
@@ -48,15 +48,23 @@ CASES = {
     "d96": (1, 129, 129, 2, 2, 96, False, (-1, -1), 0.0),
     "d192": (1, 129, 200, 2, 2, 192, True, (-1, -1), 0.0),
     "one_row": (4, 1, 1000, 4, 2, 128, True, (-1, -1), 0.0),
+    "d192_v128": (2, 200, 300, 8, 2, 192, True, (-1, -1), 0.0, 128),
 }
+
+
+def unpack(case):
+    """A case's fields, with d_v (d where the case has none) last."""
+    b, s_q, s_k, h, h_kv, d, causal, window, softcap, *dv = CASES[case]
+    return b, s_q, s_k, h, h_kv, d, causal, window, softcap, (dv[0] if dv else d)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("case", list(CASES))
 def test_forward(rng, case, dtype):
-    b, s_q, s_k, h, h_kv, d, causal, window, softcap = CASES[case]
+    b, s_q, s_k, h, h_kv, d, causal, window, softcap, dv = unpack(case)
     tdt, rdt = DTYPES[dtype]
-    q, k, v = (rand(rng, (b, s, hh, d), tdt) for s, hh in ((s_q, h), (s_k, h_kv), (s_k, h_kv)))
+    q, k = (rand(rng, (b, s, hh, d), tdt) for s, hh in ((s_q, h), (s_k, h_kv)))
+    v = rand(rng, (b, s_k, h_kv, dv), tdt)
     out, lse = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=causal, window_size=window,
                               softcap=softcap, return_attn_probs=True)
     torch.cuda.synchronize()
@@ -86,12 +94,13 @@ def test_varlen_forward(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
-@pytest.mark.parametrize("case", ["gqa_d128", "causal_sq_lt_sk", "local_d64", "softcap_d256"])
+@pytest.mark.parametrize("case", ["gqa_d128", "causal_sq_lt_sk", "local_d64", "softcap_d256", "d192_v128"])
 def test_backward(rng, case, dtype):
-    b, s_q, s_k, h, h_kv, d, causal, window, softcap = CASES[case]
+    b, s_q, s_k, h, h_kv, d, causal, window, softcap, dv = unpack(case)
     tdt, rdt = DTYPES[dtype]
-    q, k, v = (rand(rng, (b, s, hh, d), tdt, True) for s, hh in ((s_q, h), (s_k, h_kv), (s_k, h_kv)))
-    dout = rand(rng, (b, s_q, h, d), tdt)
+    q, k = (rand(rng, (b, s, hh, d), tdt, True) for s, hh in ((s_q, h), (s_k, h_kv)))
+    v = rand(rng, (b, s_k, h_kv, dv), tdt, True)
+    dout = rand(rng, (b, s_q, h, dv), tdt)
     out = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=causal, window_size=window,
                          softcap=softcap)
     kernel_or_skip(out.backward, dout)

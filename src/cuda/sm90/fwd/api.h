@@ -1,5 +1,5 @@
-// Declaration of the Hopper forward launcher; its (dtype, head dim) instances are compiled in the
-// generated fwd_<dtype>_d<dim>.cu files, and listed in the generated fwd_dispatch.inc.
+// Declaration of the Hopper forward launcher; its (dtype, d, d_v) instances are compiled in the
+// generated fwd_<dtype>_d<d>[_v<d_v>].cu files, and listed in the generated fwd_dispatch.inc.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,8 +9,8 @@
 #include "fastattn/types.h"
 
 namespace fastattn::sm90 {
-template <class T, int D>
+template <class T, int D, int DV = D>
 Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
-template <class T, int D>
+template <class T, int D, int DV = D>
 Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan, cudaStream_t stream);
 }

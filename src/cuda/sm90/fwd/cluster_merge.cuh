@@ -28,7 +28,7 @@ constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 // holds columns c0 + 4 l, + 4 of each 128-column step.
 template <class Cfg>
 struct MergedRow {
-  static constexpr int kSteps = (Cfg::kHeadDim + 127) / 128;
+  static constexpr int kSteps = (Cfg::kHeadDimV + 127) / 128;
   float4 acc[kSteps];
   float inv, lse;
   StoredRow w;
@@ -37,7 +37,7 @@ struct MergedRow {
 // The row whose slot group starts at slot0 (split s's copy in slot slot0 + s).
 template <class Cfg>
 __device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int slot0, int splits, int lane, MergedRow<Cfg>& row) {
-  constexpr int D = Cfg::kHeadDim;
+  constexpr int D = Cfg::kHeadDimV;
   const float ls0 = lane < splits ? sm.merge.lse[slot0 + lane] : -INFINITY;
   const float m = cuda_backend::warp_max(ls0);
   const float w0 = cuda_backend::merge_weight(ls0, m);
@@ -68,7 +68,7 @@ __device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int slot0, int split
 template <class T, class Cfg>
 __device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTile& e, const MergedRow<Cfg>& row,
                                              int lane) {
-  constexpr int D = Cfg::kHeadDim;
+  constexpr int D = Cfg::kHeadDimV;
   const cuda_backend::AttnParams& a = p.attn;
   const int64_t b_off = e.seq.batch_coord, head = e.head + row.w.g, token = e.seq.q_offset + row.w.r;
   T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + token * a.out_stride_s + head * a.out_stride_h;

@@ -17,10 +17,10 @@ namespace fastattn::sm90 {
 
 template <class Cfg>
 __device__ __forceinline__ float* partial_row(FwdSmem<Cfg>& sm, int slot) {
-  static_assert(Cfg::kQBuffers == 2 && kClusterMergeRows * Cfg::kHeadDim * 4 <= Cfg::kQBytes,
+  static_assert(Cfg::kQBuffers == 2 && kClusterMergeRows * Cfg::kHeadDimV * 4 <= Cfg::kQBytes,
                 "the slots fit the spare Q buffer");
-  static_assert(Cfg::kHeadDim % 32 == 0, "the swizzle permutes chunks within groups of 8");
-  return reinterpret_cast<float*>(sm.q[1]) + slot * Cfg::kHeadDim;
+  static_assert(Cfg::kHeadDimV % 32 == 0, "the swizzle permutes chunks within groups of 8");
+  return reinterpret_cast<float*>(sm.q[1]) + slot * Cfg::kHeadDimV;
 }
 
 // Float offset in a slot of columns [4 chunk, 4 chunk + 4).
@@ -45,7 +45,7 @@ __device__ __forceinline__ bool group_fits(int first, int splits) { return first
 
 // Bytes one split pushes for one row: its O and its LSE.
 template <class Cfg>
-constexpr uint32_t kMergeRowBytes = 4 * Cfg::kHeadDim + 4;
+constexpr uint32_t kMergeRowBytes = 4 * Cfg::kHeadDimV + 4;
 
 // A pushing CTA may exit with its pushes in flight (a CTA with no row to merge does). The PTX ISA
 // (st.async) asks only that the destination and its mbarrier belong to one CTA of the cluster; the
@@ -55,7 +55,7 @@ constexpr uint32_t kMergeRowBytes = 4 * Cfg::kHeadDim + 4;
 // pairs 8 j + 2 quad_col, + 1 of `o` (half h of the fragment) times inv, and with quad_col 0 the LSE.
 template <class Cfg>
 __device__ __forceinline__ void push_partial_row(FwdSmem<Cfg>& sm, int t, const cuda_backend::FastDiv& splits,
-                                                 int split, int quad_col, const float (&o)[Cfg::kHeadDim / 2], int h,
+                                                 int split, int quad_col, const float (&o)[Cfg::kHeadDimV / 2], int h,
                                                  float inv, float lse) {
   const MergeSlots g = merge_slots(t, splits);
   if (!group_fits(g.first, int(splits.d))) return;
@@ -63,7 +63,7 @@ __device__ __forceinline__ void push_partial_row(FwdSmem<Cfg>& sm, int t, const 
   const uint32_t bar = cluster_map(smem_addr(&sm.merge.full), unsigned(g.owner));
   const uint32_t row = cluster_map(smem_addr(partial_row<Cfg>(sm, slot)), unsigned(g.owner));
 #pragma unroll
-  for (int j = 0; j < Cfg::kHeadDim / 8; ++j)  // half of chunk 2 j + quad_col / 2
+  for (int j = 0; j < Cfg::kHeadDimV / 8; ++j)  // half of chunk 2 j + quad_col / 2
     st_async(row + 4 * (partial_chunk(slot, 2 * j + quad_col / 2) + 2 * (quad_col % 2)), o[4 * j + 2 * h] * inv,
              o[4 * j + 2 * h + 1] * inv, bar);
   if (quad_col == 0) st_async(cluster_map(smem_addr(&sm.merge.lse[slot]), unsigned(g.owner)), lse, bar);

@@ -29,7 +29,10 @@ struct FwdConfig {
   // (no per-tile prologue or epilogue bubble); d = 256 has no room for the second (Q 64 KB + the
   // K/V ring 160 KB), so there a tile ends before the next begins.
   static constexpr int kQBytes = kAtoms * kQAtomBytes;
-  static constexpr int kRingBytes = 2 * kStages * kAtoms * kKVAtomBytes;
+  // V, O and the PV GEMM span d_v's atoms (VHeadDim below: d_v < d).
+  static constexpr int kHeadDimV = D;
+  static constexpr int kVAtoms = kAtoms;
+  static constexpr int kRingBytes = kStages * (kAtoms + kVAtoms) * kKVAtomBytes;
   // 227 KB of dynamic smem per block; 1 KB of it aligns the base, 1 KB holds the barriers.
   static constexpr int kQBuffers = 2 * kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
   // InterWG ping-pong pays where softmax is a large share of the loop (d <= 128: +5..20%); at
@@ -68,6 +71,19 @@ struct FwdConfig {
   static constexpr bool kClusterMerge = false;
 };
 
+// A config with a narrower V than Q and K (d_v < d: DeepSeek's d_qk 192, d_v 128): V's tiles, the
+// PV GEMM's N, O and the output span d_v's atoms; Q, K and QK keep d's. A type of its own, so that
+// the d_v = d kernels keep their configs (and symbols) as they are. With V smaller the ring may
+// leave room for the second Q buffer, so that is decided again.
+template <class Base, int DV>
+struct VHeadDim : Base {
+  static_assert(DV < Base::kHeadDim && DV % 64 == 0, "d_v: whole 64-column atoms, below d");
+  static constexpr int kHeadDimV = DV;
+  static constexpr int kVAtoms = DV / 64;
+  static constexpr int kRingBytes = Base::kStages * (Base::kAtoms + kVAtoms) * Base::kKVAtomBytes;
+  static constexpr int kQBuffers = 2 * Base::kQBytes + kRingBytes + 2048 <= 227 * 1024 ? 2 : 1;
+};
+
 // A config's split-KV twin: the tile space gains a split index (each split walks a balanced
 // share of its tile's key blocks) and the epilogue writes fp32 partial O and LSE into the split
 // workspace instead of out and lse (sm90/fwd/split.h). A layout change of the store, hence a
@@ -86,6 +102,7 @@ struct FwdConfig {
 template <class Base, bool PageHalves = false, bool InCluster = false>
 struct SplitConfig : Base {
   static_assert(!PageHalves || Base::kBlockN == 128, "page halves: 128-key tiles (64-key wgmma halves)");
+  static_assert(!PageHalves || Base::kVAtoms == Base::kAtoms, "page halves: K and V tiles of one shape");
   static_assert(!InCluster || Base::kQBuffers == 2, "the cluster merge keeps its partials in the spare Q buffer");
   static constexpr bool kSplit = true;
   static constexpr bool kPageHalves = PageHalves;

@@ -40,9 +40,9 @@ __device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTil
 // tile, stored after the stream.
 template <class Cfg, bool kInStream>
 __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
-                                              int quad_col, const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
+                                              int quad_col, const float (&o)[Cfg::kHeadDimV / 2], float (&inv)[2],
                                               float (&lse)[2]) {
-  constexpr int D = Cfg::kHeadDim;
+  constexpr int D = Cfg::kHeadDimV;  // out's columns
   const FwdSplit& sp = p.split;
   const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
 #pragma unroll
@@ -76,13 +76,13 @@ __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams&
 // cost more than they saved (d64 s1k causal 0.944); plain pairs there.
 template <class T, class Cfg, bool kInStream = false>
 __device__ __forceinline__ void store_rows(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
-                                           int quad_col, const float (&o)[Cfg::kHeadDim / 2], float (&inv)[2],
+                                           int quad_col, const float (&o)[Cfg::kHeadDimV / 2], float (&inv)[2],
                                            float (&lse)[2]) {
   if constexpr (Cfg::kSplit) {
     store_partial<Cfg, kInStream>(sm, p, e, row_in_tile, quad_col, o, inv, lse);
     return;
   }
-  constexpr int D = Cfg::kHeadDim;
+  constexpr int D = Cfg::kHeadDimV;  // out's columns
   static_assert(D % 32 == 0, "16-byte stores take 4 column groups of 8 at a time");
   const int64_t b_off = e.seq.batch_coord;  // 0 for varlen
   // The tile's q heads: pack_heads (1 unpacked), fewer in a KV head's last group.

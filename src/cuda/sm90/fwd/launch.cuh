@@ -105,7 +105,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   if (kv.page_table != nullptr) kv.box_rows = std::gcd(int(kv.page_size.d), Cfg::kBlockN);
   const int kv_box_rows = kv.page_table != nullptr ? kv.box_rows : Cfg::kBlockN;
   if constexpr (Cfg::kPageHalves) {  // one box a page half, every atom (launch_split.cuh picks it)
-    if (kv.page_table == nullptr || kv.box_rows != Cfg::kBlockN / 2 || pr.head_dim_v != D)
+    if (kv.page_table == nullptr || kv.box_rows != Cfg::kBlockN / 2 || pr.head_dim_v != Cfg::kHeadDimV)
       return Status::Unsupported("internal: the key-half forward takes paged caches of page half a block");
     if (st.ok()) st = cuda_backend::make_tma_map_by_atom(tma_tensor(pr, Role::K), kv_box_rows, &tk);
     if (st.ok()) st = cuda_backend::make_tma_map_by_atom(tma_tensor(pr, Role::V), kv_box_rows, &tv);
@@ -190,39 +190,54 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
 //   192.
 constexpr int kShortMaxKeys64 = 1024;
 
-// The split-KV kernel's base config per head dim (launch_split.cuh): the default one, but at d = 64
-// the short-row 128-key one: the partial store spilled 48 bytes on the default 192-key tile.
-template <int D>
-struct SplitBase {
+// d_qk 192 with d_v 128: FA3's 128 x 128 tile (QK's registers are d's, S, P and O those of d 128):
+// with V's 64 KB ring half one Q buffer still (Q 48 KB, the ring 160 KB), without ping-pong (d > 128;
+// FA3 turns its scheduler barrier off above d 128 too).
+template <int D, int DV>
+struct NarrowVConfig {
+  static_assert(D == 192 && DV == 128, "d_v < d: the menu's 192 / 128 only");
+  using type = VHeadDim<FwdConfig<192, 128>, 128>;
+};
+
+// The config of a (d, d_v) with no per-problem alternative: the default one, or NarrowVConfig's.
+template <int D, int DV>
+struct DefaultConfig {
   using type = FwdConfig<D>;
 };
 template <>
-struct SplitBase<64> {
+struct DefaultConfig<192, 128> : NarrowVConfig<192, 128> {};
+
+// The split-KV kernel's base config per head dim (launch_split.cuh): the default one, but at d = 64
+// the short-row 128-key one: the partial store spilled 48 bytes on the default 192-key tile.
+template <int D, int DV>
+struct SplitBase : DefaultConfig<D, DV> {};
+template <>
+struct SplitBase<64, 64> {
   using type = FwdConfig<64, 128, 3>;
 };
 
-template <class T, int D>
+template <class T, int D, int DV>
 Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
   using cuda_backend::MaskClass;
   if (lp.num_splits != 1) {  // split-KV: as asked, or where the heuristic finds idle SMs
-    using Split = typename SplitBase<D>::type;
+    using Split = typename SplitBase<D, DV>::type;
     int sms = 0;
     if (Status st = cuda_backend::sm_count(&sms); !st.ok()) return st;
     const cuda_backend::SplitPlan plan =
         cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM, Split::kBlockN, sms,
                                   D == 128 && cuda_backend::cluster_merge_allowed());
-    if (plan.splits > 1) return launch_fwd_split<T, D>(lp, plan, stream);
+    if (plan.splits > 1) return launch_fwd_split<T, D, DV>(lp, plan, stream);
   }
-  if constexpr (D == 64) {
+  if constexpr (D == 64 && DV == 64) {
     const bool short_keys = lp.attn.seqlen_k <= kShortMaxKeys64;
     const bool masked = lp.mask != MaskClass::None;
     if (lp.pack.rows == 0 && !(short_keys && masked)) return launch_cfg<T, FwdConfig<64, 128, 3, 3>>(lp, stream);
     if (short_keys) return launch_cfg<T, FwdConfig<64, 128, 3>>(lp, stream);
   }
-  if constexpr (D == 128) {
+  if constexpr (D == 128 && DV == 128) {
     if (lp.mask == MaskClass::NarrowLocal) return launch_cfg<T, FwdConfig<128, 64, 4>>(lp, stream);
   }
-  return launch_cfg<T, FwdConfig<D>>(lp, stream);
+  return launch_cfg<T, typename DefaultConfig<D, DV>::type>(lp, stream);
 }
 
 }  // namespace fastattn::sm90

@@ -1,4 +1,4 @@
-// Host launch of the Hopper forward's split-KV kernel for one (dtype, head dim): SplitBase<D>
+// Host launch of the Hopper forward's split-KV kernel for one (dtype, d, d_v): SplitBase<D, DV>
 // (launch.cuh) as a SplitConfig, whatever the problem (launch_fwd's alternative configs are tuned
 // for long unsplit rows). Included only by the generated fwd_split_<dtype>_d<dim>.cu, so that each
 // kernel compiles in its own unit; launch_fwd (launch.cuh) calls it through api.h.
@@ -31,11 +31,11 @@ Status launch_split_merge(const cuda_backend::LaunchProblem& lp, const cuda_back
 // layout, 2 TMA copies a K or V tile instead of 4 (config.h, SplitConfig's PageHalves). The same
 // sums in the same order as the contiguous cache's kernel, so paged and contiguous calls stay
 // bitwise equal.
-template <class T, int D>
+template <class T, int D, int DV>
 Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
                         cudaStream_t stream) {
-  using Base = typename SplitBase<D>::type;
-  if constexpr (D == 128 && Base::kBlockN == 128) {
+  using Base = typename SplitBase<D, DV>::type;
+  if constexpr (D == 128 && DV == 128 && Base::kBlockN == 128) {
     const bool half_pages = lp.kv.page_table != nullptr && std::gcd(int(lp.kv.page_size.d), Base::kBlockN) == 64 &&
                             lp.problem->head_dim_v == D;
     if (half_pages) return launch_split_merge<T, Base, true>(lp, plan, stream);
@@ -45,7 +45,7 @@ Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backen
 
 #ifdef FASTATTN_SPLIT_STAMPS
 // The stamps of this unit's last split launch (split_stamps.cuh): kStampWords per CTA, `ctas` CTAs.
-template <class T, int D>
+template <class T, int D, int DV = D>
 cudaError_t read_split_stamps(unsigned long long* out, int ctas) {
   return cudaMemcpyFromSymbol(out, g_split_stamps, sizeof(unsigned long long) * kStampWords * size_t(ctas));
 }

@@ -42,13 +42,13 @@ __device__ __forceinline__ int consumer_warpgroup() {
 // new tile's first softmax step, and its O is stored once its last PV has retired.
 template <class T, class Cfg>
 __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, const CUtensorMap* to, int wg) {
-  constexpr int D = Cfg::kHeadDim, N = Cfg::kBlockN;
+  constexpr int D = Cfg::kHeadDim, DV = Cfg::kHeadDimV, N = Cfg::kBlockN;  // QK over D, O of DV columns
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
   const int quad_col = lane % 4;
   int row_in_tile = wg * 64 + warp_in_wg * 16 + lane / 4;  // this thread's rows: +0 and +8
   const int q_row_bytes = wg * 64 * kAtomRowBytes;
 
-  float o[D / 2];
+  float o[DV / 2];
   float s[N / 2];
   uint32_t pf[N / 16][4];
   cuda_backend::OnlineSoftmax<N> softmax;
@@ -98,13 +98,13 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       const uint32_t v_hi = desc_n_major_lo<Cfg::kClusterMerge>(sm.v[stage] + kHalfBytes, kHalfAtomBytes);
 #pragma unroll
       for (int kk = 0; kk < N / 16; ++kk)
-        WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(kk < N / 32 ? v_lo : v_hi, kk % (N / 32)),
+        WgmmaRS<T, DV>::run(o, pf[kk], desc_n_major(kk < N / 32 ? v_lo : v_hi, kk % (N / 32)),
                            kk > 0 || !first_of_tile);
     } else {
       const uint32_t v_lo = desc_n_major_lo<Cfg::kClusterMerge>(sm.v[stage], Cfg::kKVAtomBytes);
 #pragma unroll
       for (int kk = 0; kk < N / 16; ++kk)
-        WgmmaRS<T, D>::run(o, pf[kk], desc_n_major(v_lo, kk),
+        WgmmaRS<T, DV>::run(o, pf[kk], desc_n_major(v_lo, kk),
                            kk > 0 || !first_of_tile);
     }
     wgmma_commit();
@@ -191,7 +191,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     const uint32_t row_base = smem_addr(sm.q[q_buf]) + (wg * 64 + r) * kAtomRowBytes;
     const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
 #pragma unroll
-    for (int j = 0; j < D / 8; j += 2)
+    for (int j = 0; j < DV / 8; j += 2)
       stmatrix_x4(row_base + (j / 8) * Cfg::kQAtomBytes + (((j % 8) * 16) ^ chunk_xor),
                   cuda_backend::pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
                   cuda_backend::pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
@@ -202,7 +202,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     if (store_thread) {
       uint8_t* rows = sm.q[q_buf] + wg * 64 * kAtomRowBytes;
 #pragma unroll
-      for (int a = 0; a < Cfg::kAtoms; ++a)
+      for (int a = 0; a < Cfg::kVAtoms; ++a)
         tma_store_4d(to, rows + a * Cfg::kQAtomBytes, a * kAtomCols, e.m0 + wg * 64, e.head, e.seq.batch_coord);
       tma_store_commit();
     }
@@ -223,7 +223,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   auto next_keyed_tile = [&]() {
     while (walk.next<Cfg>(p)) {
       if (walk.t.sees_keys()) return true;
-      float zero[D / 2] = {}, inv[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
+      float zero[DV / 2] = {}, inv[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
       store_rows<T, Cfg>(sm, p, walk.t, row_in_tile, quad_col, zero, inv, lse);
     }
     return false;
@@ -269,7 +269,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   while (more) {  // one run of blocks: the whole walk with two Q buffers, else one tile
     prof::LoopProbe probe(wg);  // empty unless FASTATTN_LOOP_PROBES (issue #6)
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;  // overwritten by the first PV; keeps it defined
+    for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;  // overwritten by the first PV; keeps it defined
     softmax = cuda_backend::OnlineSoftmax<N>{};
     FwdTile done;              // the tile whose blocks are all issued, until its output is stored
     int n = first_block();     // the block whose scores are in s
@@ -383,7 +383,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         else
           softmax.step(s, p.attn.scale_log2, alpha, hook);
         scores_to_p(s);
-        if (new_max()) cuda_backend::scale_rows<D>(o, alpha);
+        if (new_max()) cuda_backend::scale_rows<DV>(o, alpha);
       };
       // Plain blocks with Cfg::kDeferredMax take their exps against the running max as it stands,
       // with no max reduction before them (OnlineSoftmax::step_deferred): P is converted beside row

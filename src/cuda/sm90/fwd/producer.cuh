@@ -5,6 +5,8 @@
 
 #include <cuda.h>
 
+#include <type_traits>
+
 #include "cuda/sm90/fwd/split_stamps.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
@@ -22,6 +24,8 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
                                         PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs,
                                         const cuda_backend::KvCacheParams& kv) {
   split_stamp<Cfg>(kStampTile);  // first tile only: later tiles overwrite it (stamps builds only)
+  constexpr std::integral_constant<int, Cfg::kAtoms> kKAtoms{};   // K tiles span d's atoms,
+  constexpr std::integral_constant<int, Cfg::kVAtoms> kVAtoms{};  // V tiles d_v's
   mbar_wait(&sm.q_empty[qs.stage()], qs.phase() ^ 1);
   mbar_expect_tx(&sm.q_full[qs.stage()], Cfg::kQBytes);
 #pragma unroll
@@ -51,16 +55,17 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       if (pair) sm.kv_boxes[stage][j + 1] = at(page1, row + r + kv.box_rows);
     }
   };
-  // Keys [r, r + box_rows) of a paged tile, every atom, from `at` = (page, position in the page).
-  // A key-half layout (Cfg::kPageHalves, box_rows = kBlockN / 2) takes them in one copy: the map's
-  // box spans every atom, landing as [atom][box_rows] at the half's place.
-  auto load_box = [&](const CUtensorMap* map, uint8_t* dst, int r, int2 at, uint64_t* full) {
+  // Keys [r, r + box_rows) of a paged tile, every atom (`atoms`: K's or V's count), from `at` =
+  // (page, position in the page). A key-half layout (Cfg::kPageHalves, box_rows = kBlockN / 2)
+  // takes them in one copy: the map's box spans every atom, landing as [atom][box_rows] at the
+  // half's place.
+  auto load_box = [&](auto atoms, const CUtensorMap* map, uint8_t* dst, int r, int2 at, uint64_t* full) {
     if constexpr (Cfg::kPageHalves) {
       tma_load_5d(dst + (r / (Cfg::kBlockN / 2)) * Cfg::kAtoms * (Cfg::kKVAtomBytes / 2), map, 0, at.y, 0,
                   t.kv_head, at.x, full);
     } else {
 #pragma unroll
-      for (int a = 0; a < Cfg::kAtoms; ++a)
+      for (int a = 0; a < decltype(atoms)::value; ++a)
         tma_load_4d(dst + a * Cfg::kKVAtomBytes + r * (Cfg::kKVAtomBytes / Cfg::kBlockN), map, a * kAtomCols,
                     at.y, t.kv_head, at.x, full);
     }
@@ -69,33 +74,35 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   // consumers have released that slot. Paged: box by box, each from its page; the first two boxes'
   // places (all of them from page size kBlockN / 2 on) are read before the wait, so that after it
   // the TMA issues follow one another as the contiguous tile's do, with no smem load between.
-  auto load_tile = [&](const CUtensorMap* map, uint8_t* dst, uint64_t* empty, uint64_t* full, uint32_t phase,
-                       int row, int stage) {
+  auto load_tile = [&](auto atoms, const CUtensorMap* map, uint8_t* dst, uint64_t* empty, uint64_t* full,
+                       uint32_t phase, int row, int stage) {
+    constexpr int kTileAtoms = decltype(atoms)::value;
     const bool paged = Cfg::kPageHalves || kv.page_table != nullptr;
     const bool two_boxes = Cfg::kPageHalves || kv.box_rows < Cfg::kBlockN;
     int2 box0 = make_int2(0, 0), box1 = make_int2(0, 0);
     if (paged) box0 = sm.kv_boxes[stage][0];
     if (paged && two_boxes) box1 = sm.kv_boxes[stage][1];
     mbar_wait(empty, phase ^ 1);
-    mbar_expect_tx(full, Cfg::kAtoms * Cfg::kKVAtomBytes);
+    mbar_expect_tx(full, kTileAtoms * Cfg::kKVAtomBytes);
     if (!paged) {  // a key-half kernel runs paged calls only (launch.cuh)
 #pragma unroll
-      for (int a = 0; a < Cfg::kAtoms; ++a)
+      for (int a = 0; a < kTileAtoms; ++a)
         tma_load_4d(dst + a * Cfg::kKVAtomBytes, map, a * kAtomCols, k_row0 + row, t.kv_head, k_batch, full);
       return;
     }
-    load_box(map, dst, 0, box0, full);
+    load_box(atoms, map, dst, 0, box0, full);
     if (!two_boxes) return;
-    load_box(map, dst, Cfg::kPageHalves ? Cfg::kBlockN / 2 : kv.box_rows, box1, full);
+    load_box(atoms, map, dst, Cfg::kPageHalves ? Cfg::kBlockN / 2 : kv.box_rows, box1, full);
     if constexpr (!Cfg::kPageHalves) {
       for (int r = 2 * kv.box_rows, j = 2; r < Cfg::kBlockN; r += kv.box_rows, ++j)
-        load_box(map, dst, r, sm.kv_boxes[stage][j], full);
+        load_box(atoms, map, dst, r, sm.kv_boxes[stage][j], full);
     }
   };
   // K's tile of block `row`; its boxes looked up first when paged.
   auto load_k = [&](const PipeState<Cfg::kStages>& s, int row) {
     if (kv.page_table != nullptr) look_up_boxes(s.stage(), row);
-    load_tile(tk, sm.k[s.stage()], &sm.k_empty[s.stage()], &sm.k_full[s.stage()], s.phase(), row, s.stage());
+    load_tile(kKAtoms, tk, sm.k[s.stage()], &sm.k_empty[s.stage()], &sm.k_full[s.stage()], s.phase(), row,
+              s.stage());
   };
   // K runs one block ahead of V (FA3's order): K(n - 1) waits only for QK(n + 1) to free its slot,
   // not behind V(n), whose slot frees later (after PV(n + 2)). Both rings advance once per block,
@@ -111,8 +118,8 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
       load_k(pk, row_of(b.next(it)));
       pk.advance();
     }
-    load_tile(tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), row_of(it),
-              ps.stage());
+    load_tile(kVAtoms, tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(),
+              row_of(it), ps.stage());
   }
 }
 

@@ -30,7 +30,7 @@ template <class Cfg>
 struct FwdSmem {
   alignas(1024) uint8_t q[Cfg::kQBuffers][Cfg::kQBytes];
   alignas(1024) uint8_t k[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
-  alignas(1024) uint8_t v[Cfg::kStages][Cfg::kAtoms * Cfg::kKVAtomBytes];
+  alignas(1024) uint8_t v[Cfg::kStages][Cfg::kVAtoms * Cfg::kKVAtomBytes];
   // q_empty: both consumer warpgroups issued (and waited for) their last QK of that buffer's tile
   uint64_t q_full[Cfg::kQBuffers], q_empty[Cfg::kQBuffers];
   uint64_t k_full[Cfg::kStages], v_full[Cfg::kStages];
