@@ -13,6 +13,9 @@
 # Lines starting '#' are the checks (max |d| of fa3 against fastattn) and the sides that could not run
 # a shape (n/a, with the error). TFLOPS: forward 2*b*h*(d + d_v)*pairs, backward 2.5 x that
 # (bench/ab-pairs.py). About a minute on an H100 (two processes, 100 interleaved iterations a shape).
+# The same shapes beside SDPA (cuDNN, flash, efficient), Flex and FA4 are run-peers' preset dv, in a
+# call of its own (Flex compiles per case: a few minutes a mode):
+#   python3 bench/run-peers.py --preset dv --lib LIB --fa3-lib FA3LIB --out $OUT/peers [--mode backward]
 set -uo pipefail
 lib=${1:?LIBFASTATTN.so} fa3=${2:?LIBFA3PEER.so}
 for f in "$lib" "$fa3"; do [ -f "$f" ] || { echo "dv-peers: no file $f" >&2; exit 2; }; done
