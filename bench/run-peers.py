@@ -32,8 +32,12 @@ Method
 - Reported: per peer the median over rounds; ratio = sdpa-cudnn ms / fastattn ms in each round
   (> 1: fastattn faster), its median over rounds and its min-max spread; the median SM clock of
   fastattn's and cuDNN's timed calls, and the cycle ratio (median over rounds).
-- FLOPs: 4 * b * h_q * d * kept (i, j) pairs per head: dense 4*b*h*s_q*s_k*d, causal s(s+1)/2
-  pairs, windows their exact pair count.
+- FLOPs: 2 * b * h_q * (d + d_v) * kept (i, j) pairs per head (QK^T at d, PV at d_v; 4*b*h*d per
+  pair where d_v = d): dense s_q*s_k pairs, causal s(s+1)/2, windows their exact pair count. The
+  backward counts 2.5 x that.
+- d_v != d (--preset dv: DeepSeek's d 192 with d_v 128): q, k at d; v, out, dout at d_v. A peer
+  that refuses the shape (SDPA's flash backend wants one head dim) shows "n/a", its reason below
+  the table (for SDPA the reasons PyTorch warns of when it finds no kernel).
 - HBM floor: bytes of q, k, v, o over the copy bandwidth measured in the same run (1 GiB
   device-to-device copy, bytes read + written / time); the local rows show fastattn / floor.
 - Isolation: a driver runs the measurements in a worker process; when the worker loses its CUDA
@@ -61,7 +65,8 @@ MAX_WORKERS = 4      # first worker + restarts
 LEFT_OUT = "left out: "  # the reason of a peer --exclude left out (else it broke a worker)
 FLOOR_TARGET = 1.25  # local rows: fastattn within 1.25x of the HBM floor
 SPIN_HZ = 2.0e9      # cycles/s for the GPU spin; above H100's boost clock, so spins run long, not short
-FLOPS_RULE = "4*b*h_q*d*kept_pairs (dense: s_q*s_k; causal: s(s+1)/2; windows: exact pair count)"
+FLOPS_RULE = ("2*b*h_q*(d+d_v)*kept_pairs, i.e. 4*b*h_q*d*kept_pairs at d_v = d (dense: s_q*s_k; causal: s(s+1)/2; "
+              "windows: exact pair count)")
 
 
 class Nvml:
@@ -96,15 +101,39 @@ class NotApplicable(Exception):
     """The peer cannot express the case (SDPA has no sliding window): a '-' cell, not an error."""
 
 
+class Refused(Exception):
+    """The peer was asked and refused the shape (no kernel for it): an "n/a" cell, its reason in the notes."""
+
+
+def v_dim(c):
+    """The case's V head dim (v, out, dout): d unless the case names d_v."""
+    return c.get("dv") or c["d"]
+
+
+def dims_label(c):
+    """'d128', or 'd192/128' where d_v != d."""
+    return f"d{c['d']}" + (f"/{v_dim(c)}" if v_dim(c) != c["d"] else "")
+
+
 # --- the plan: cases, FLOPs, bytes, statistics, tables (no torch needed) ----------------------
+
+def dv_cases(add, mask_name):
+    """--preset dv: d 192 with d_v 128 (DeepSeek's shape), b 2 h 16, s 4k and 8k, full and causal."""
+    for s in (4096, 8192):
+        for causal in (False, True):
+            add(f"dense d192/128 s{s} {mask_name(causal)}", 2, s, 16, 16, 192, causal, dv=128)
+
 
 def cases(preset="full", smoke=False):
     """Case dicts in run order. smoke: tiny shapes for a CPU run of the whole pipeline."""
     out = []
 
-    def add(name, b, s, h, hkv, d, causal=False, window=(-1, -1), dtype="bfloat16"):
-        out.append(dict(name=name, b=b, s=s, h=h, hkv=hkv, d=d, causal=causal, window=list(window),
+    def add(name, b, s, h, hkv, d, causal=False, window=(-1, -1), dtype="bfloat16", dv=None):
+        out.append(dict(name=name, b=b, s=s, h=h, hkv=hkv, d=d, dv=dv or d, causal=causal, window=list(window),
                         dtype=dtype))
+    if preset == "dv" and not smoke:
+        dv_cases(add, lambda causal: "causal" if causal else "full")
+        return out
     if smoke:
         for d in (64, 128):
             for causal in (False, True):
@@ -112,6 +141,7 @@ def cases(preset="full", smoke=False):
         add("gqa b1 s256 h4/2 d128 fp16", 1, 256, 4, 2, 128, dtype="float16")
         for d in (64, 128):
             add(f"local(64,0) d{d} s512", 1, 512, 2, 2, d, window=(64, 0))
+        add("dense d64/32 s256 causal", 1, 256, 2, 2, 64, True, dv=32)
         return out
     seqs = [1024, 4096, 8192, 16384] if preset == "full" else [1024, 8192]
     dims = [64, 128, 256] if preset == "full" else [128]
@@ -135,7 +165,7 @@ def applicable(c, peer, smoke=False):
     if peer.startswith("sdpa-") or peer == "cudnn-bhsd":
         return not is_local(c)  # SDPA: no sliding window; every case here has s_q == s_k
     if peer == "flex":
-        return smoke or c["d"] == 128 or is_local(c)  # d=128 and the windows: few compiles
+        return smoke or c["d"] == 128 or is_local(c) or v_dim(c) != c["d"]  # d128, windows, d_v: few compiles
     if peer in ("fa3", "fa4"):
         return not smoke  # Hopper-only; whether the peer is there is the worker's to say
     return True
@@ -165,12 +195,13 @@ def kept_pairs(sq, sk, causal, window):
 
 
 def case_flops(c):
-    return 4.0 * c["b"] * c["h"] * c["d"] * kept_pairs(c["s"], c["s"], c["causal"], tuple(c["window"]))
+    """2*b*h_q*(d + d_v) per kept pair: S = QK^T (2d per pair) and O = PV (2 d_v per pair)."""
+    return 2.0 * c["b"] * c["h"] * (c["d"] + v_dim(c)) * kept_pairs(c["s"], c["s"], c["causal"], tuple(c["window"]))
 
 
 def case_bytes(c):
-    """Bytes of q, k, v, o (2-byte dtypes): the least any forward must move through HBM."""
-    return 2 * c["b"] * c["s"] * c["d"] * (2 * c["h"] + 2 * c["hkv"])
+    """Bytes of q, k (d) and v, o (d_v) (2-byte dtypes): the least any forward must move through HBM."""
+    return 2 * c["b"] * c["s"] * (c["d"] * (c["h"] + c["hkv"]) + v_dim(c) * (c["hkv"] + c["h"]))
 
 
 def rotation(peers, r):
@@ -257,6 +288,8 @@ def _cell(x):
         return "-"
     if "error" in x:
         return _error_cell(x)
+    if "na" in x:
+        return "n/a"
     if "wrong" in x:
         return "wrong output"
     if x.get("ms") is None:
@@ -312,6 +345,8 @@ def markdown(meta, rows):
         for p, x in res.items():
             if "error" in x:
                 notes.append(f"- {r['case']} · {p}: {x['error']}")
+            if "na" in x:
+                notes.append(f"- {r['case']} · {p}: n/a: {x['na']}")
             if "wrong" in x:
                 again = f" (also on {x['variant']}; first try: {x['first_try']})" if x.get("variant") else ""
                 notes.append(f"- {r['case']} · {p}: wrong output: {x['wrong']}{again}")
@@ -336,7 +371,7 @@ def markdown(meta, rows):
             cells.append(f"{fl['ms']:.4f}" if fl.get("ms") else _cell(fl or None))
             lines.append("| " + " | ".join(cells) + " |")
     if notes:
-        lines += ["", "Failures, wrong outputs, variants:", ""] + notes
+        lines += ["", "Failures, refusals (n/a), wrong outputs, variants:", ""] + notes
     return "\n".join(lines) + "\n"
 
 
@@ -352,10 +387,13 @@ def bwd_cases(preset="full", smoke=False):
     """Backward case dicts in run order; det=True adds the deterministic peers to a case."""
     out = []
 
-    def add(name, b, s, h, hkv, d, causal=False, window=(-1, -1), dtype="bfloat16", det=False):
-        out.append(dict(name=name, b=b, s=s, h=h, hkv=hkv, d=d, causal=causal, window=list(window),
+    def add(name, b, s, h, hkv, d, causal=False, window=(-1, -1), dtype="bfloat16", det=False, dv=None):
+        out.append(dict(name=name, b=b, s=s, h=h, hkv=hkv, d=d, dv=dv or d, causal=causal, window=list(window),
                         dtype=dtype, det=det))
     mask = {False: "full", True: "causal"}
+    if preset == "dv" and not smoke:
+        dv_cases(add, mask.get)
+        return out
     if smoke:
         for causal in (False, True):
             add(f"dense d64 s256 {mask[causal]}", 2, 256, 2, 2, 64, causal, det=True)
@@ -381,7 +419,8 @@ def applicable_bwd(c, peer, smoke=False):
     if peer.endswith("-det"):
         return c.get("det", False) and (peer != "fa3-det" or not smoke)
     if peer == "flex":  # a forward + backward compile per case: the issue's headline shapes only (no CPU backward)
-        return not smoke and ((c["d"] == 128 and c["s"] == 8192) or is_local(c) or (c["h"] != c["hkv"] and not c["causal"]))
+        return not smoke and ((c["d"] == 128 and c["s"] == 8192) or is_local(c) or (c["h"] != c["hkv"] and not c["causal"])
+                              or v_dim(c) != c["d"])
     return applicable(c, peer, smoke)
 
 
@@ -391,9 +430,9 @@ def bwd_flops(c):
 
 def bwd_bytes(c):
     """Bytes the backward must move through HBM (2-byte dtypes): q, k, v, o, dO and the float32
-    lse in; dq, dk, dv out."""
-    b, s, h, hkv, d = c["b"], c["s"], c["h"], c["hkv"], c["d"]
-    return 2 * b * s * d * (4 * h + 4 * hkv) + 4 * b * h * s
+    lse in; dq, dk, dv out (q, k, dq, dk at d; v, o, dO, dv at d_v)."""
+    b, s, h, hkv, d, dv = c["b"], c["s"], c["h"], c["hkv"], c["d"], v_dim(c)
+    return 2 * b * s * (d + dv) * (2 * h + 2 * hkv) + 4 * b * h * s
 
 
 def _bwd_cell(x, key="ms"):
@@ -401,6 +440,8 @@ def _bwd_cell(x, key="ms"):
         return "-"
     if "error" in x and x.get(key) is None:
         return _error_cell(x)
+    if "na" in x:
+        return "n/a"
     if "wrong" in x:
         return "wrong grads"
     if x.get(key) is None:
@@ -445,6 +486,8 @@ def markdown_bwd(meta, rows):
         for p, x in res.items():
             if "error" in x:
                 notes.append(f"- {r['case']} · {p}: {x['error']}")
+            if "na" in x:
+                notes.append(f"- {r['case']} · {p}: n/a: {x['na']}")
             if "wrong" in x:
                 notes.append(f"- {r['case']} · {p}: wrong gradients: {x['wrong']}")
     local = [r for r in rows if r.get("local") and "results" in r]
@@ -463,7 +506,7 @@ def markdown_bwd(meta, rows):
                       for p in ("fa3", "flex")]
             lines.append("| " + " | ".join(cells) + " |")
     if notes:
-        lines += ["", "Failures and wrong gradients:", ""] + notes
+        lines += ["", "Failures, refusals (n/a) and wrong gradients:", ""] + notes
     return "\n".join(lines) + "\n"
 
 
@@ -511,8 +554,8 @@ class FastAttn:
         return ft
 
     def forward_fn(self, torch, q, k, v, causal, window):
-        """A no-argument callable running our forward on (b, s, h, d) tensors; returns out."""
-        out = torch.empty_like(q)
+        """A no-argument callable running our forward on (b, s, h, d) tensors; returns out (v's head dim)."""
+        out = q.new_empty(*q.shape[:3], v.shape[-1])
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device=q.device, dtype=torch.float32)
         a = FaArgs()
         self.lib.fastattn_args_init(ctypes.byref(a))
@@ -565,7 +608,8 @@ class Fa3Args(ctypes.Structure):
                 ("lse", ctypes.c_void_p), ("semaphore", ctypes.c_void_p), ("q_stride", ctypes.c_int64 * 3),
                 ("k_stride", ctypes.c_int64 * 3), ("v_stride", ctypes.c_int64 * 3), ("o_stride", ctypes.c_int64 * 3)] + [
                 (n, ctypes.c_int32) for n in ("b", "s_q", "s_k", "h", "h_k", "d", "bf16", "causal", "window_left",
-                                              "window_right", "num_sm")] + [("scale", ctypes.c_float)]
+                                              "window_right", "num_sm")] + [
+                ("scale", ctypes.c_float), ("d_v", ctypes.c_int32)]  # d_v last: libraries built before it still fit
 
 
 class Fa3:
@@ -591,6 +635,7 @@ class Fa3:
         b, s_q, h, d = q.shape
         dq, dk, dv = (torch.empty_like(t) for t in (q, k, v))
         a = Fa3BwdArgs()
+        a.d_v = v.shape[-1]
         a.q, a.k, a.v, a.out, a.dout, a.lse, a.dq, a.dk, a.dv = (
             t.data_ptr() for t in (q, k, v, out, dout, lse, dq, dk, dv))
         for name, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", out), ("do_stride", dout),
@@ -619,10 +664,11 @@ class Fa3:
         if not self.has_forward:
             raise NotApplicable()
         b, s_q, h, d = q.shape
-        out = torch.empty_like(q)
+        out = q.new_empty(b, s_q, h, v.shape[-1])
         lse = torch.empty(b, h, s_q, device=q.device, dtype=torch.float32)
         sem = torch.zeros(1, device=q.device, dtype=torch.int32)
         a = Fa3Args()
+        a.d_v = v.shape[-1]
         a.q, a.k, a.v, a.out, a.lse, a.semaphore = (t.data_ptr() for t in (q, k, v, out, lse, sem))
         for name, t in (("q_stride", q), ("k_stride", k), ("v_stride", v), ("o_stride", out)):
             getattr(a, name)[:] = [t.stride(0), t.stride(1), t.stride(2)]
@@ -649,7 +695,8 @@ class Fa3BwdArgs(ctypes.Structure):
                 (n, ctypes.c_int64 * 3) for n in ("q_stride", "k_stride", "v_stride", "o_stride", "do_stride",
                                                   "dq_stride", "dk_stride", "dv_stride")] + [
                 (n, ctypes.c_int32) for n in ("b", "s_q", "s_k", "h", "h_k", "d", "bf16", "causal", "window_left",
-                                              "window_right", "deterministic", "num_sm")] + [("scale", ctypes.c_float)]
+                                              "window_right", "deterministic", "num_sm")] + [
+                ("scale", ctypes.c_float), ("d_v", ctypes.c_int32)]
 
 
 def keep_mod(sq, sk, causal, window):
@@ -875,8 +922,24 @@ class Worker:
         def run():
             with sdpa_kernel(backend):
                 return sdpa(q4, k4, v4, is_causal=causal)
+        self.sdpa_refusal(run)
         run.layout = "bhsd"
         return run
+
+    def sdpa_refusal(self, fn):
+        """Calls fn once; when SDPA has no kernel for the shape under the chosen backend (d_v != d for
+        its flash backend, say), raises Refused with the reasons PyTorch warns of. Other errors pass."""
+        import warnings
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                fn()
+                return
+            except RuntimeError as e:
+                if "No available kernel" not in str(e):
+                    raise
+        why = [" ".join(str(w.message).split()) for w in seen]
+        raise Refused("; ".join(dict.fromkeys(why)) or "SDPA: no available kernel")
 
     def flex_fn(self, c, q4, k4, v4, contiguous=False):
         torch = self.torch
@@ -939,7 +1002,7 @@ class Worker:
         b, s, h, hkv, d = c["b"], c["s"], c["h"], c["hkv"], c["d"]
         q = torch.randn(b, s, h, d, device=self.dev, dtype=dt)
         k = torch.randn(b, s, hkv, d, device=self.dev, dtype=dt)
-        v = torch.randn(b, s, hkv, d, device=self.dev, dtype=dt)
+        v = torch.randn(b, s, hkv, v_dim(c), device=self.dev, dtype=dt)
         bhsd = [t.transpose(1, 2) for t in (q, k, v)]
         # cuDNN takes no enable_gqa: the SDPA peers read K/V expanded to h_q heads (more bytes).
         ke, ve = (t.repeat_interleave(h // hkv, dim=2) for t in (k, v)) if h != hkv else (k, v)
@@ -973,6 +1036,10 @@ class Worker:
                 res[peer], note, what = check(peer)
             except NotApplicable:
                 continue
+            except Refused as e:
+                res[peer] = dict(na=str(e)[:300])
+                print(f"  check {peer:15s} n/a: {res[peer]['na']}", flush=True)
+                continue
             except Exception as e:  # noqa: BLE001 - a failing peer is reported, not fatal
                 res[peer] = dict(error=self.failed(i, peer, e, "check"))
                 continue
@@ -984,7 +1051,7 @@ class Worker:
     def run_case(self, i, n, c, rounds):
         torch, args = self.torch, self.args
         flops, nbytes = case_flops(c), case_bytes(c)
-        print(f"[{i + 1}/{n}] {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} d{c['d']} {c['dtype']} "
+        print(f"[{i + 1}/{n}] {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} {dims_label(c)} {c['dtype']} "
               f"({flops / 1e12:.2f} TFLOP, {nbytes / 1e6:.0f} MB), {rounds} round(s)", flush=True)
         x = self.inputs(i, c)
         ours = None  # fastattn's out (float32), the others' reference
@@ -1061,8 +1128,8 @@ class Worker:
     def bwd_inputs(self, i, c):
         """The forward's inputs plus dout, and fastattn's out and lse (every direct backward's input)."""
         x = self.inputs(i, c)
-        q = x["bshd"][0]
-        x["dout"] = self.torch.randn(q.shape, device=self.dev, dtype=q.dtype)
+        q, _, v = x["bshd"]
+        x["dout"] = self.torch.randn(*q.shape[:3], v.shape[-1], device=self.dev, dtype=q.dtype)  # out's shape
         fwd = self.fa.forward_fn(self.torch, *x["bshd"], c["causal"], tuple(c["window"]))
         x["out"], x["lse"], x["fwd"] = fwd(), fwd.lse, fwd
         return x
@@ -1114,6 +1181,7 @@ class Worker:
             def fn():
                 with sdpa_kernel(backend):
                     return sdpa(*(t.transpose(1, 2) for t in leaves), is_causal=causal)
+            self.sdpa_refusal(fn)
         dout4 = x["dout"].transpose(1, 2)
 
         def fwdbwd():
@@ -1139,7 +1207,7 @@ class Worker:
     def run_case_bwd(self, i, n, c, rounds):
         torch, args = self.torch, self.args
         flops, nbytes = bwd_flops(c), bwd_bytes(c)
-        print(f"[{i + 1}/{n}] backward {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} d{c['d']} {c['dtype']} "
+        print(f"[{i + 1}/{n}] backward {c['name']}: b{c['b']} s{c['s']} h{c['h']}/{c['hkv']} {dims_label(c)} {c['dtype']} "
               f"({flops / 1e12:.2f} TFLOP, {nbytes / 1e6:.0f} MB), {rounds} round(s)", flush=True)
         ours = None  # fastattn's dq, dk, dv (float32), the others' reference
         try:
@@ -1387,7 +1455,8 @@ def main(argv=None):
                          "already importable works too; else the fa4 column is '-')")
     ap.add_argument("--mode", choices=["forward", "backward"], default="forward",
                     help="backward: dq, dk, dv beside FA3's backward, the SDPA backends and Flex (writes peers-bwd.*)")
-    ap.add_argument("--preset", choices=["quick", "full"], default="full")
+    ap.add_argument("--preset", choices=["quick", "full", "dv"], default="full",
+                    help="dv: d 192 with d_v 128 only (b 2 h 16, s 4k and 8k, full and causal)")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--rounds", type=int, default=3, help="rounds per case (default 3)")
     ap.add_argument("--reps", type=int, default=20, help="timed calls per measurement (default 20)")

@@ -9,6 +9,11 @@
 // Compiled with FA3_DISPATCH it is the dispatcher, fa3_backward, that fills FA3's parameter
 // struct the way FA3's flash_api.cpp (mha_bwd) does for a fixed-length batch, lays FA3's scratch
 // buffers out in a caller-given workspace and picks the entry.
+//
+// d_v != d: FA3's sm90 backward has no V head dim of its own. mha_bwd picks the kernel by
+// max(d, d_v) and passes d_v only as the extent of V, O, dO and dV, so V and dO come in through
+// TMA at the kernel's width (zeros past d_v) and dV is stored d_v wide; the scratch buffers are
+// sized at the kernel's width. This dispatcher does the same.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -17,7 +22,8 @@
 #include "flash.h"
 
 extern "C" {
-// (b, s, h, d) tensors with contiguous last dims; strides in elements (batch, row, head).
+// (b, s, h, d) tensors with contiguous last dims; strides in elements (batch, row, head). v, out,
+// dout and dv have d_v columns (q, k, dq and dk d); d_v 0 = d.
 struct Fa3BwdArgs {
   const void *q, *k, *v, *out, *dout;
   const float* lse;  // (b, h, s_q) natural-log logsumexp of the forward (fastattn's and FA3's layout)
@@ -27,6 +33,7 @@ struct Fa3BwdArgs {
       dv_stride[3];
   int b, s_q, s_k, h, h_k, d, bf16, causal, window_left, window_right, deterministic, num_sm;
   float scale;
+  int d_v;  // last: a library built before it reads the struct as it did (d_v = d)
 };
 int64_t fa3_backward_workspace_bytes(const Fa3BwdArgs* a);
 int fa3_backward(const Fa3BwdArgs* a, cudaStream_t stream);
@@ -94,8 +101,10 @@ extern "C" void FA3_BWD_NAME(FA3_D, FA3_T, FA3_M, FA3_GQA, FA3_DET)(Flash_bwd_pa
 #include "fa3_dispatch.h"
 
 using Fa3BwdEntry = void (*)(Flash_bwd_params&, cudaStream_t);
+// Weak: a library built with FA3_ONLY (build.sh) links a subset of the variants; an entry whose
+// object is not in it is null, and a case needing it fails as one never built.
 extern "C" {
-#define FA3_BWD_DECLARE(d, t, m, g, det) void FA3_BWD_NAME(d, t, m, g, det)(Flash_bwd_params&, cudaStream_t);
+#define FA3_BWD_DECLARE(d, t, m, g, det) __attribute__((weak)) void FA3_BWD_NAME(d, t, m, g, det)(Flash_bwd_params&, cudaStream_t);
 #include "fa3_bwd_variants.inc"
 #undef FA3_BWD_DECLARE
 }
@@ -112,6 +121,10 @@ const Variant kVariants[] = {
 };
 
 int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+int v_dim(const Fa3BwdArgs* a) { return a->d_v > 0 ? a->d_v : a->d; }
+// The kernel's head dim, FA3's head_size_rounded: max(d, d_v) (the variant list's dims are exact).
+int kernel_dim(const Fa3BwdArgs* a) { return a->d > v_dim(a) ? a->d : v_dim(a); }
 
 // FA3's mask convention (flash_api.cpp mha_bwd): a side reaching past the sequence is unbounded,
 // causal is (unbounded, 0).
@@ -135,8 +148,9 @@ struct Workspace {
 };
 Workspace workspace_of(const Fa3BwdArgs* a) {
   const Mask m = mask_of(a);
-  const Fa3BwdTile t = fa3_bwd_tile(a->d, m.causal || m.local);
-  const int64_t sq_r = round_up(a->s_q, t.m), sk_r = round_up(a->s_k, t.n), d_r = a->d;
+  const int64_t d_r = kernel_dim(a);
+  const Fa3BwdTile t = fa3_bwd_tile(static_cast<int>(d_r), m.causal || m.local);
+  const int64_t sq_r = round_up(a->s_q, t.m), sk_r = round_up(a->s_k, t.n);
   const bool gqa = a->h != a->h_k;
   Workspace w{};
   int64_t at = 0;
@@ -166,16 +180,18 @@ extern "C" int fa3_backward(const Fa3BwdArgs* a, cudaStream_t stream) {
   const Mask m = mask_of(a);
   const int mask = m.causal ? kCausal : m.local ? kLocal : kFull;
   const int gqa = a->h != a->h_k;
-  if (a->deterministic && a->d >= 256) return fail("fa3 peer: FA3 has no deterministic backward at d 256");
+  const int kd = kernel_dim(a);
+  if (a->deterministic && kd >= 256) return fail("fa3 peer: FA3 has no deterministic backward at d 256");
   const Variant* v = nullptr;
   for (const Variant& x : kVariants)
-    if (x.d == a->d && x.bf16 == a->bf16 && x.mask == mask && x.gqa == gqa && x.det == (a->deterministic != 0)) v = &x;
+    if (x.fn && x.d == kd && x.bf16 == a->bf16 && x.mask == mask && x.gqa == gqa && x.det == (a->deterministic != 0)) v = &x;
   if (v == nullptr)
-    return fail("fa3 peer: no backward kernel built for d=" + std::to_string(a->d) + (a->bf16 ? " bf16" : " fp16") +
+    return fail("fa3 peer: no backward kernel built for d=" + std::to_string(a->d) + " dv=" + std::to_string(v_dim(a)) +
+                (a->bf16 ? " bf16" : " fp16") +
                 " mask=" + std::to_string(mask) + " gqa=" + std::to_string(gqa) +
                 " deterministic=" + std::to_string(a->deterministic));
 
-  const Fa3BwdTile t = fa3_bwd_tile(a->d, m.causal || m.local);
+  const Fa3BwdTile t = fa3_bwd_tile(kd, m.causal || m.local);
   const Workspace w = workspace_of(a);
   char* ws = static_cast<char*>(a->workspace);
   Flash_bwd_params p;
@@ -201,7 +217,8 @@ extern "C" int fa3_backward(const Fa3BwdArgs* a, cudaStream_t stream) {
   p.seqlen_q = a->s_q, p.seqlen_k = a->s_k;
   p.seqlen_q_rounded = static_cast<int>(round_up(a->s_q, t.m));
   p.seqlen_k_rounded = static_cast<int>(round_up(a->s_k, t.n));
-  p.d = p.dv = p.d_rounded = p.dv_rounded = a->d;
+  p.d = a->d, p.dv = v_dim(a);
+  p.d_rounded = p.dv_rounded = kd;  // mha_bwd: both at max(d, d_v) rounded
   p.total_q = a->b * a->s_q, p.total_k = a->b * a->s_k;
   p.scale_softmax = a->scale;
   p.p_dropout = 1.f, p.rp_dropout = 1.f, p.p_dropout_in_uint8_t = 255;
@@ -220,7 +237,7 @@ extern "C" int fa3_backward(const Fa3BwdArgs* a, cudaStream_t stream) {
   auto zero = [&](int64_t off, int64_t bytes) {
     return off < 0 || cudaMemsetAsync(ws + off, 0, bytes, stream) == cudaSuccess;
   };
-  const int64_t kv_acc = 4LL * a->b * a->h_k * round_up(a->s_k, t.n) * a->d;
+  const int64_t kv_acc = 4LL * a->b * a->h_k * round_up(a->s_k, t.n) * kd;
   const int64_t kv_sem = 4LL * ((a->s_k + t.n - 1) / t.n) * a->b * a->h_k;
   if (gqa) {
     p.dk_accum_ptr = ws + w.dk_accum;

@@ -319,6 +319,37 @@ def test_run_peers_backward_markdown():
     assert "2.5 x forward" in md and "wrong gradients: dq" in md and "flex: boom" in md
 
 
+def test_run_peers_dv_preset_flops_bytes_and_refusals():
+    """d 192 with d_v 128: FLOPs 2*b*h*(d + d_v)*pairs, bytes with v, o (and dO, dv) at d_v, n/a cells."""
+    rp = _run_peers()
+    for plan, mode in ((rp.cases("dv"), "forward"), (rp.bwd_cases("dv"), "backward")):
+        assert [(c["b"], c["s"], c["h"], c["d"], c["dv"], c["causal"]) for c in plan] == [
+            (2, s, 16, 192, 128, causal) for s in (4096, 8192) for causal in (False, True)]
+        assert [c["name"] for c in plan][:2] == ["dense d192/128 s4096 full", "dense d192/128 s4096 causal"]
+        assert all(rp.applicable(c, p) for c in plan for p in ("sdpa-cudnn", "sdpa-flash", "fa3"))
+        assert all((rp.applicable_bwd if mode == "backward" else rp.applicable)(c, "flex") for c in plan)
+        assert rp.main(["--mode", mode, "--preset", "dv", "--list"]) == 0
+    full, causal = rp.cases("dv")[:2]
+    assert rp.case_flops(full) == 2 * 2 * 16 * (192 + 128) * 4096 * 4096
+    assert rp.case_flops(causal) == 2 * 2 * 16 * (192 + 128) * 4096 * 4097 // 2
+    assert rp.bwd_flops(full) == 2.5 * rp.case_flops(full)
+    assert rp.case_bytes(full) == 2 * 2 * 4096 * 16 * (192 + 192 + 128 + 128)  # q, k at d; v, o at d_v
+    assert rp.bwd_bytes(full) == 2 * 2 * 4096 * 16 * (4 * 192 + 4 * 128) + 4 * 2 * 16 * 4096
+    # d_v = d: the old rule, 4*b*h*d*pairs
+    dense = rp.cases("full")[0]
+    assert dense["dv"] == dense["d"] and rp.case_flops(dense) == 4 * dense["b"] * dense["h"] * dense["d"] * dense["s"] ** 2
+    assert all(c["dv"] == c["d"] for c in rp.cases("full") + rp.bwd_cases("full"))
+    assert rp.v_dim(dict(d=64)) == 64 and rp.dims_label(full) == "d192/128" and rp.dims_label(dense) == "d64"
+    meta = {"device": "GPU", "date": "today", "commit": "abc", "rounds": 1, "reps": 20, "warmup": 3, "timing": "x"}
+    why = "Flash attention requires q,k,v to have the same last dimension"
+    res = {"fastattn": dict(ms=1.0, tflops=344.0, ms_rounds=[1.0]), "sdpa-flash": dict(na=why)}
+    for md in (rp.markdown(meta, [dict(case=full["name"], local=False, results=res)]),
+               rp.markdown_bwd(meta, [dict(case=full["name"], local=False, results=res)])):
+        line = next(x for x in md.splitlines() if x.startswith("| dense d192/128 s4096 full"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert "n/a" in cells and f"sdpa-flash: n/a: {why}" in md
+
+
 def test_run_peers_exclude_argument_is_checked():
     import argparse
     rp = _run_peers()
@@ -331,15 +362,18 @@ def test_run_peers_exclude_argument_is_checked():
 
 def test_ab_pairs_shapes_and_ratio_quantiles():
     ab = _bench_script("ab-pairs.py", "ab_pairs")
-    assert ab.parse_shape("2,8192,16,128,causal") == (2, 8192, 16, 16, 128, True, (-1, -1), "causal")
-    assert ab.parse_shape("1,17,3,64,full") == (1, 17, 3, 3, 64, False, (-1, -1), "full")
-    assert ab.parse_shape("2,8192,16,128,w64:0") == (2, 8192, 16, 16, 128, False, (64, 0), "w64:0")
-    assert ab.parse_shape("1,300,2,64,w-1:20") == (1, 300, 2, 2, 64, False, (-1, 20), "w-1:20")
-    assert ab.parse_shape("4,4096,64/8,128,causal") == (4, 4096, 64, 8, 128, True, (-1, -1), "causal")
-    assert ab.parse_shape("1,113,4/1,64,full") == (1, 113, 4, 1, 64, False, (-1, -1), "full")
+    assert ab.parse_shape("2,8192,16,128,causal") == (2, 8192, 16, 16, 128, 128, True, (-1, -1), "causal")
+    assert ab.parse_shape("1,17,3,64,full") == (1, 17, 3, 3, 64, 64, False, (-1, -1), "full")
+    assert ab.parse_shape("2,8192,16,128,w64:0") == (2, 8192, 16, 16, 128, 128, False, (64, 0), "w64:0")
+    assert ab.parse_shape("1,300,2,64,w-1:20") == (1, 300, 2, 2, 64, 64, False, (-1, 20), "w-1:20")
+    assert ab.parse_shape("4,4096,64/8,128,causal") == (4, 4096, 64, 8, 128, 128, True, (-1, -1), "causal")
+    assert ab.parse_shape("1,113,4/1,64,full") == (1, 113, 4, 1, 64, 64, False, (-1, -1), "full")
+    assert ab.parse_shape("2,4096,16,192/128,causal") == (2, 4096, 16, 16, 192, 128, True, (-1, -1), "causal")
+    assert ab.parse_shape("1,17,4/2,64/32,full") == (1, 17, 4, 2, 64, 32, False, (-1, -1), "full")
     for bad in ("2,8192,16,128", "2,8192,16,128,diag", "2,8192,16,128,w64", "2,x,16,128,causal",
                 "2,8192,16,128,w64:x", "2,8192,16,128,w64:0:1", "0,8192,16,128,full", "1,64,1,64,w-2:0",
-                "1,64,6/4,64,full", "1,64,4/0,64,full", "1,64,4/,64,full", "1,64,/4,64,full"):
+                "1,64,6/4,64,full", "1,64,4/0,64,full", "1,64,4/,64,full", "1,64,/4,64,full",
+                "1,64,4,192/,full", "1,64,4,/128,full", "1,64,4,192/0,full", "1,64,4,192/128/64,full"):
         with pytest.raises(SystemExit):
             ab.parse_shape(bad)
     lib = __file__  # any existing file stands for a library here
@@ -348,6 +382,11 @@ def test_ab_pairs_shapes_and_ratio_quantiles():
     for bad in (lib, f"={lib}", "x=@det", "x=/no/such/lib.so", "x=/no/such/lib.so@det"):
         with pytest.raises(SystemExit):
             ab.parse_lib(bad)
+    # TFLOPS by run-peers' rule: forward 2*b*h*(d + dv)*pairs, causal s(s+1)/2 pairs; backward 2.5 x
+    rp = _run_peers()
+    assert ab.shape_flops(rp, 2, 4096, 16, 192, 128, False, (-1, -1), True) == 2 * 2 * 16 * 320 * 4096 * 4096
+    assert ab.shape_flops(rp, 2, 4096, 16, 192, 128, True, (-1, -1), True) == 2 * 2 * 16 * 320 * 4096 * 4097 // 2
+    assert ab.shape_flops(rp, 1, 64, 2, 128, 128, False, (-1, -1), False) == 2.5 * 4 * 2 * 128 * 64 * 64
     xs = [1.0, 4.0, 2.0, 3.0, 5.0]
     assert ab.quantile(xs, 0.0) == 1.0 and ab.quantile(xs, 1.0) == 5.0
     assert ab.quantile(xs, 0.5) == 3.0 and ab.quantile(xs, 0.25) == 2.0
