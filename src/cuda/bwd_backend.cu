@@ -88,14 +88,16 @@ Status check_backward(const AttnArgs& a) {
     // check_forward also requires a head dim built for the forward; the backward's list differs.
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);
   }
-  const int d = int(a.q.shape[a.q.ndim - 1]);
+  const int d = int(a.q.shape[a.q.ndim - 1]), dv = int(a.v.shape[a.v.ndim - 1]);
   int major = 0;
   if (Status st = compute_major(&major); !st.ok()) return st;
-  if (!kernel_built(KernelFamily::Backward, major, a.q.dtype, d, d)) {
+  // By (d, d_v): a kernel of d alone would read V, dO and dV d columns wide.
+  if (!kernel_built(KernelFamily::Backward, major, a.q.dtype, d, dv)) {
     const std::string dims = built_list(KernelFamily::Backward, major, a.q.dtype);
-    return Status::Unsupported("q: head_dim " + std::to_string(d) + " has no CUDA backward kernel for " +
-                               dtype_name(a.q.dtype) + " in this build (built: " + (dims.empty() ? "none" : dims) +
-                               "; see FASTATTN_HEAD_DIMS)");
+    const std::string asked = d == dv ? "q: head_dim " + std::to_string(d)
+                                      : "q, v: head_dim " + std::to_string(d) + " with head_dim_v " + std::to_string(dv);
+    return Status::Unsupported(asked + " has no CUDA backward kernel for " + dtype_name(a.q.dtype) +
+                               " in this build (built: " + (dims.empty() ? "none" : dims) + "; see FASTATTN_HEAD_DIMS)");
   }
   return Status::Ok();
 }
