@@ -1,5 +1,5 @@
 // CUDA backend, backward: the checks beyond check_forward's, the workspace (stream-ordered), the
-// parameters, and the dispatch to the kernels built for (dtype, head dim).
+// parameters, and the dispatch to the kernels built for (dtype, d_qk, d_v).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -88,14 +88,15 @@ Status check_backward(const AttnArgs& a) {
     // check_forward also requires a head dim built for the forward; the backward's list differs.
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);
   }
-  const int d = int(a.q.shape[a.q.ndim - 1]);
+  const int d = int(a.q.shape[a.q.ndim - 1]), dv = int(a.v.shape[a.v.ndim - 1]);
   int major = 0;
   if (Status st = compute_major(&major); !st.ok()) return st;
-  if (!kernel_built(KernelFamily::Backward, major, a.q.dtype, d, d)) {
+  if (!kernel_built(KernelFamily::Backward, major, a.q.dtype, d, dv)) {
     const std::string dims = built_list(KernelFamily::Backward, major, a.q.dtype);
-    return Status::Unsupported("q: head_dim " + std::to_string(d) + " has no CUDA backward kernel for " +
-                               dtype_name(a.q.dtype) + " in this build (built: " + (dims.empty() ? "none" : dims) +
-                               "; see FASTATTN_HEAD_DIMS)");
+    const std::string what = dv == d ? "q: head_dim " + std::to_string(d)
+                                     : "q, v: head_dim " + std::to_string(d) + " / head_dim_v " + std::to_string(dv);
+    return Status::Unsupported(what + " has no CUDA backward kernel for " + dtype_name(a.q.dtype) +
+                               " in this build (built: " + (dims.empty() ? "none" : dims) + "; see FASTATTN_HEAD_DIMS)");
   }
   return Status::Ok();
 }
@@ -193,10 +194,10 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
       return {Code::CudaError, std::string("backward workspace clear: ") + cudaGetErrorString(e)};
     }
   }
-  Status st = Status::Unsupported("CUDA backward: no kernel for this dtype and head dim");
+  Status st = Status::Unsupported("CUDA backward: no kernel for this dtype and head dims");
 #ifdef FASTATTN_HAS_SM90
-#define FASTATTN_BWD_CASE(DT, CT, HD) \
-  if (problem.dtype == DT && d == HD) st = sm90::launch_bwd<CT, HD>(problem, g, p, s);
+#define FASTATTN_BWD_CASE(DT, CT, HD, HDV) \
+  if (problem.dtype == DT && d == HD && problem.head_dim_v == HDV) st = sm90::launch_bwd<CT, HD, HDV>(problem, g, p, s);
 #include "cuda/sm90/bwd_dispatch.inc"
 #undef FASTATTN_BWD_CASE
 #endif
