@@ -642,14 +642,19 @@ BwdCase qk192_v128(DType dt, int sq, int sk) {
   c.dv = 128;
   return c;
 }
-TEST_F(Sm90Bwd, LargeDims192x128) {
-  for (DType dt : {DType::BF16, DType::F16}) {
+// Split in five (ctest's 240 s a test): -R 'LargeDims192x128' runs them all.
+TEST_F(Sm90Bwd, LargeDims192x128OddLengths) {
+  for (DType dt : {DType::BF16, DType::F16})
     for (int sq : {1, 17, 113})
       for (int sk : {1, 17, 113, 300}) {
         BwdCase c = qk192_v128(dt, sq, sk);
         c.causal = (sq + sk) % 2 == 0;
         run_bwd_case(c);
       }
+}
+
+TEST_F(Sm90Bwd, LargeDims192x128Shapes) {
+  for (DType dt : {DType::BF16, DType::F16}) {
     for (bool causal : {false, true}) {  // s_q != s_k both ways; causal s_q > s_k: the first 100 rows keep no key
       BwdCase c = qk192_v128(dt, 200, 300);
       c.batch = 2;
@@ -664,15 +669,23 @@ TEST_F(Sm90Bwd, LargeDims192x128) {
     run_bwd_case(capped(qk192_v128(dt, 300, 333), 2, 2, false, 5.f));
     run_bwd_case(capped(qk192_v128(dt, 300, 333), 4, 2, true, 30.f));
   }
-  {
-    BwdCase c = qk192_v128(DType::BF16, 4097, 4097);
-    c.hq = c.hkv = 1;
-    c.causal = true;
-    run_bwd_case(c);
-    BwdCase u = qk192_v128(DType::F16, 1000, 4097);
-    u.hq = u.hkv = 1;
-    run_bwd_case(u);
-  }
+  BwdCase g = qk192_v128(DType::BF16, 300, 300);  // CUDA-graph replays
+  g.graph = true;
+  g.causal = true;
+  run_bwd_case(g);
+}
+
+TEST_F(Sm90Bwd, LargeDims192x128Long) {
+  BwdCase c = qk192_v128(DType::BF16, 4097, 4097);
+  c.hq = c.hkv = 1;
+  c.causal = true;
+  run_bwd_case(c);
+  BwdCase u = qk192_v128(DType::F16, 1000, 4097);
+  u.hq = u.hkv = 1;
+  run_bwd_case(u);
+}
+
+TEST_F(Sm90Bwd, LargeDims192x128Varlen) {
   for (bool causal : {false, true}) {  // varlen with empty sequences on both sides, GQA 2
     BwdCase v = qk192_v128(DType::BF16, 0, 0);
     v.lens_q = {17, 200, 0, 64, 300};
@@ -688,24 +701,24 @@ TEST_F(Sm90Bwd, LargeDims192x128) {
   u.used_k = {1, 400, 200};
   u.causal = true;
   run_bwd_case(u);
-  // Deterministic mode: GQA causal, s_k > s_q, varlen with a window, softcap.
+}
+
+// Deterministic mode (dq, dk, dv bitwise over three runs): GQA causal, s_k > s_q, varlen with a
+// window, softcap.
+TEST_F(Sm90Bwd, LargeDims192x128Deterministic) {
   run_bwd_case(capped(qk192_v128(DType::BF16, 1000, 1100), 4, 1, true, 0.f, true));
   BwdCase d = qk192_v128(DType::F16, 777, 2000);
   d.batch = 2;
   d.deterministic = true;
   run_bwd_case(d);
-  BwdCase dv = qk192_v128(DType::BF16, 0, 0);
-  dv.lens_q = {300, 0, 129};
-  dv.lens_k = {500, 7, 129};
-  dv.wl = 100;
-  dv.wr = 0;
-  dv.deterministic = true;
-  run_bwd_case(dv);
+  BwdCase v = qk192_v128(DType::BF16, 0, 0);
+  v.lens_q = {300, 0, 129};
+  v.lens_k = {500, 7, 129};
+  v.wl = 100;
+  v.wr = 0;
+  v.deterministic = true;
+  run_bwd_case(v);
   run_bwd_case(capped(qk192_v128(DType::F16, 300, 333), 2, 2, true, 30.f, true));
-  BwdCase g = qk192_v128(DType::BF16, 300, 300);  // CUDA-graph replays
-  g.graph = true;
-  g.causal = true;
-  run_bwd_case(g);
 }
 
 }  // namespace
