@@ -87,9 +87,9 @@ struct BwdConfig {
   // deterministic modes: staged, added in turn). d 96: dK issued before the dS^T barrier, dQ last,
   // added by vector atomics (deterministic mode: staged for the writer warp). d > 128: bulk
   // reduce-adds staged in the step's Q / dO stage, which the fp32 dQ fills exactly (a buffer of its
-  // own does not fit; 192 / 128: dO's stage is allocated as large as Q's for it, smem.cuh). By measurement (notes): the atomics held the consumer warps ~15% of their
-  // time at d 128 and took as long as the rest of the step at d > 128; at d 64 the d 128 scheme
-  // lost 5-11%.
+  // own does not fit; 192 / 128: dO's stage is allocated as large as Q's for it, smem.cuh). By
+  // measurement (notes): the atomics held the consumer warps ~15% of their time at d 128 and took
+  // as long as the rest of the step at d > 128; at d 64 the d 128 scheme lost 5-11%.
   static constexpr bool kDqBeforeDk = D == 128 || D == 64;
   // dQ of the default mode added by vector atomics from registers (d 64: issued while dK runs);
   // else staged for the writer warp.
