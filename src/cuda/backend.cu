@@ -31,7 +31,7 @@ constexpr BuiltKernel kBuilt[] = {
 #include "cuda/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
 #ifdef FASTATTN_HAS_SM90
-#define FASTATTN_BWD_CASE(DT, CT, HD) {KernelFamily::Backward, 9, DT, HD, HD, "sm90"},
+#define FASTATTN_BWD_CASE(DT, CT, HD, HDV) {KernelFamily::Backward, 9, DT, HD, HDV, "sm90"},
 #include "cuda/sm90/bwd_dispatch.inc"
 #undef FASTATTN_BWD_CASE
 #endif

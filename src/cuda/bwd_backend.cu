@@ -1,5 +1,5 @@
 // CUDA backend, backward: the checks beyond check_forward's, the workspace (stream-ordered), the
-// parameters, and the dispatch to the kernels built for (dtype, head dim).
+// parameters, and the dispatch to the kernels built for (dtype, d_qk, d_v).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -195,10 +195,10 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
       return {Code::CudaError, std::string("backward workspace clear: ") + cudaGetErrorString(e)};
     }
   }
-  Status st = Status::Unsupported("CUDA backward: no kernel for this dtype and head dim");
+  Status st = Status::Unsupported("CUDA backward: no kernel for this dtype and head dims");
 #ifdef FASTATTN_HAS_SM90
-#define FASTATTN_BWD_CASE(DT, CT, HD) \
-  if (problem.dtype == DT && d == HD) st = sm90::launch_bwd<CT, HD>(problem, g, p, s);
+#define FASTATTN_BWD_CASE(DT, CT, HD, HDV) \
+  if (problem.dtype == DT && d == HD && problem.head_dim_v == HDV) st = sm90::launch_bwd<CT, HD, HDV>(problem, g, p, s);
 #include "cuda/sm90/bwd_dispatch.inc"
 #undef FASTATTN_BWD_CASE
 #endif

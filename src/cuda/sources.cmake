@@ -135,14 +135,17 @@ configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc.tmp
 message(STATUS "fastattn: forward kernels from the menu: ${FASTATTN_KERNEL_COUNT} "
                "(${FASTATTN_DTYPES} x head dims ${_menu_dims_built})")
 
-# The backward's menu, rows arch:dtype:d under the same selection (FASTATTN_DTYPES, _HEAD_DIMS,
-# _CUDA_ARCHS): d <= 128 in 128-key CTAs, 192 / 256 in 64-key CTAs split on d (BwdConfig,
-# docs/notes/bwd-sm90.md). Generates bwd_<dtype>_d<d>.cu and bwd_dispatch.inc (bwd_backend.cu).
+# The backward's menu, rows arch:dtype:d_qk:d_v under the same selection (FASTATTN_DTYPES,
+# _HEAD_DIMS by d_qk, _CUDA_ARCHS): d <= 128 in 128-key CTAs, 192 / 256 in 64-key CTAs split on d,
+# 192 / 128 on d 192's tile with V / dO on d_v (BwdConfig, docs/notes/bwd-sm90.md). Generates
+# bwd_<dtype>_d<d>.cu (bwd_<dtype>_d<d>_v<d_v>.cu where d_v differs) and bwd_dispatch.inc
+# (bwd_backend.cu's dispatch by dtype, d_qk and d_v; backend.cu's table of built kernels).
 set(FASTATTN_BWD_MENU "")
 foreach(dt fp16 bf16)
   foreach(d 64 96 128 192 256)
-    list(APPEND FASTATTN_BWD_MENU "sm90:${dt}:${d}")
+    list(APPEND FASTATTN_BWD_MENU "sm90:${dt}:${d}:${d}")
   endforeach()
+  list(APPEND FASTATTN_BWD_MENU "sm90:${dt}:192:128")
 endforeach()
 set(_bwd_dispatch "")
 set(FASTATTN_BWD_KERNEL_COUNT 0)
@@ -151,15 +154,20 @@ foreach(row ${FASTATTN_BWD_MENU})
   list(GET _f 0 _arch)
   list(GET _f 1 dt)
   list(GET _f 2 FA_HDIM)
+  list(GET _f 3 FA_HDIM_V)
   fastattn_row_selected(${dt} ${FA_HDIM} _selected)
   if(NOT _selected OR NOT "90a" IN_LIST FASTATTN_CUDA_ARCHS)
     continue()
   endif()
   fastattn_dtype_names(${dt} FA_CTYPE _enum)
-  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/bwd_${dt}_d${FA_HDIM}.cu)
+  set(_name bwd_${dt}_d${FA_HDIM})
+  if(NOT FA_HDIM_V EQUAL FA_HDIM)
+    set(_name ${_name}_v${FA_HDIM_V})
+  endif()
+  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/${_name}.cu)
   configure_file(${_cuda_dir}/${_arch}/bwd/inst.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
-  string(APPEND _bwd_dispatch "FASTATTN_BWD_CASE(DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM})\n")
+  string(APPEND _bwd_dispatch "FASTATTN_BWD_CASE(DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
   math(EXPR FASTATTN_BWD_KERNEL_COUNT "${FASTATTN_BWD_KERNEL_COUNT} + 1")
 endforeach()
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/sm90/bwd_dispatch.inc.tmp "${_bwd_dispatch}")

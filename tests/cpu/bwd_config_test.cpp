@@ -63,5 +63,24 @@ TEST(BwdConfig, SoftcapKernelRule) {
                 !BwdConfig<256>::kSoftcapKernel && !BwdConfigKeys80::kSoftcapKernel);
 }
 
+// d_qk 192 / d_v 128 (BwdConfig<192, 64, 128>): V / dO on two atoms, dV split on whole atoms so that each
+// warpgroup's MMAs have 256 columns (dV + dK + dQ), the setmaxnreg split within the launch's 168
+// registers a thread; the d_v = d_qk configs keep theirs. The host's q-block (workspace) is d 192's.
+TEST(BwdConfig, Dv128) {
+  using C = BwdConfig<192, 64, 128>;
+  using D192 = BwdConfig<192>;
+  static_assert(C::kHeadDim == 192 && C::kHeadDimV == 128 && C::kAtoms == 3 && C::kAtomsV == 2);
+  static_assert(C::kVBytes == 2 * C::kKAtomBytes && C::kDoBytes == 2 * C::kQAtomBytes);
+  static_assert(C::kDvCols0 % 64 == 0 && C::kDvCols1 % 64 == 0 && C::kDvCols0 + C::kDvCols1 == C::kHeadDimV);
+  static_assert(C::kDvCols0 + C::kDkvCols0 + C::kDqCols0 == 256 && C::kDvCols1 + C::kDkvCols1 + C::kDqCols1 == 256);
+  static_assert(C::kThreads == 384 && 128 * (168 - C::kProducerRegs) >= 256 * (C::kConsumerRegs - 168) &&
+                C::kProducerRegs % 8 == 0 && C::kConsumerRegs % 8 == 0);
+  static_assert(D192::kHeadDimV == 192 && D192::kDvCols0 == D192::kDkvCols0 && D192::kDvCols1 == D192::kDkvCols1 &&
+                D192::kVBytes == D192::kKBytes && D192::kDoBytes == D192::kQBytes && D192::kProducerRegs == 24 &&
+                D192::kConsumerRegs == 240);
+  static_assert(C::kBlockM == D192::kBlockM && C::kBlockN == D192::kBlockN && C::kHasDetKernel && !C::kSoftcapKernel);
+  EXPECT_EQ(bwd_block_m(192, bwd_rows80(192, false, -1, -1, 0.f)), C::kBlockM);
+}
+
 }  // namespace
 }  // namespace fastattn::sm90

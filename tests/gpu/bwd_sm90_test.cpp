@@ -2,7 +2,8 @@
 //   max|g - ref| <= 2 * max|baseline - ref| + rounding step of the dtype at 0.3 + max|ref|,
 // where the baseline is the reference with P and dS rounded to the input dtype and D = rowsum(dO * out)
 // from its forward's out in the input dtype (the kernels read the stored out). Head dims 64 / 96 /
-// 128 and (LargeDims*: the 64-key split shape, and at d 256 the 80-key tile) 192 / 256, both dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
+// 128 and (LargeDims*: the 64-key split shape, and at d 256 the 80-key tile) 192 / 256 and d_qk 192 / d_v 128, both
+// dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
 // empty sequences, seqused, causal, local windows, softcap. The forward (out, lse) comes from the
 // CUDA forward; gradients are poisoned before every run; each case runs twice: dk and dv must be
 // bitwise equal always, dq too in deterministic mode (three runs there).
@@ -630,6 +631,95 @@ TEST_F(Sm90Bwd, LargeDimsKeys80) {
 TEST_F(Sm90Bwd, LargeDimsVarlen) { varlen_cases(256, 192, 256); }
 
 TEST_F(Sm90Bwd, LargeDimsDeterministic) { deterministic_cases(256, 192, 256); }
+
+// d_qk 192, d_v 128 (DeepSeek's shape; BwdConfig<192, 64, 128>: V / dO / O / dV on d_v's atoms, dV split
+// 64 + 64 over the warpgroups, dQ staged in a dO stage padded to Q's size, D summed over d_v), both
+// dtypes: odd lengths (1, 17, 113, 4097), s_q != s_k both ways (and rows that keep no key), GQA 8 / 2,
+// causal, local windows, softcap, varlen with empty sequences and seqused, deterministic mode (bitwise
+// over three runs), a CUDA-graph replay. Under the LargeDims* name: a build without d 192 leaves it out.
+BwdCase qk192_v128(DType dt, int sq, int sk) {
+  BwdCase c = bcase(dt, 192, sq, sk);
+  c.dv = 128;
+  return c;
+}
+// Split in five (ctest's 240 s a test): -R 'LargeDims192x128' runs them all.
+TEST_F(Sm90Bwd, LargeDims192x128OddLengths) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int sq : {1, 17, 113})
+      for (int sk : {1, 17, 113, 300}) {
+        BwdCase c = qk192_v128(dt, sq, sk);
+        c.causal = (sq + sk) % 2 == 0;
+        run_bwd_case(c);
+      }
+}
+
+TEST_F(Sm90Bwd, LargeDims192x128Shapes) {
+  for (DType dt : {DType::BF16, DType::F16}) {
+    for (bool causal : {false, true}) {  // s_q != s_k both ways; causal s_q > s_k: the first 100 rows keep no key
+      BwdCase c = qk192_v128(dt, 200, 300);
+      c.batch = 2;
+      c.causal = causal;
+      run_bwd_case(c);
+      run_bwd_case(capped(qk192_v128(dt, 400, 300), 2, 2, causal, 0.f));
+    }
+    run_bwd_case(capped(qk192_v128(dt, 257, 300), 8, 2, true, 0.f));  // GQA 4
+    run_bwd_case(capped(qk192_v128(dt, 130, 129), 8, 2, false, 0.f));
+    run_bwd_case(windowed(qk192_v128(dt, 900, 700), 100, 50));
+    run_bwd_case(windowed(qk192_v128(dt, 333, 400), -1, 20));
+    run_bwd_case(capped(qk192_v128(dt, 300, 333), 2, 2, false, 5.f));
+    run_bwd_case(capped(qk192_v128(dt, 300, 333), 4, 2, true, 30.f));
+  }
+  BwdCase g = qk192_v128(DType::BF16, 300, 300);  // CUDA-graph replays
+  g.graph = true;
+  g.causal = true;
+  run_bwd_case(g);
+}
+
+TEST_F(Sm90Bwd, LargeDims192x128Long) {
+  BwdCase c = qk192_v128(DType::BF16, 4097, 4097);
+  c.hq = c.hkv = 1;
+  c.causal = true;
+  run_bwd_case(c);
+  BwdCase u = qk192_v128(DType::F16, 1000, 4097);
+  u.hq = u.hkv = 1;
+  run_bwd_case(u);
+}
+
+TEST_F(Sm90Bwd, LargeDims192x128Varlen) {
+  for (bool causal : {false, true}) {  // varlen with empty sequences on both sides, GQA 2
+    BwdCase v = qk192_v128(DType::BF16, 0, 0);
+    v.lens_q = {17, 200, 0, 64, 300};
+    v.lens_k = {300, 30, 5, 0, 290};
+    v.hq = 4;
+    v.hkv = 2;
+    v.causal = causal;
+    run_bwd_case(v);
+  }
+  BwdCase u = qk192_v128(DType::F16, 300, 400);  // seqused
+  u.batch = 3;
+  u.used_q = {300, 0, 129};
+  u.used_k = {1, 400, 200};
+  u.causal = true;
+  run_bwd_case(u);
+}
+
+// Deterministic mode (dq, dk, dv bitwise over three runs): GQA causal, s_k > s_q, varlen with a
+// window, softcap.
+TEST_F(Sm90Bwd, LargeDims192x128Deterministic) {
+  run_bwd_case(capped(qk192_v128(DType::BF16, 1000, 1100), 4, 1, true, 0.f, true));
+  BwdCase d = qk192_v128(DType::F16, 777, 2000);
+  d.batch = 2;
+  d.deterministic = true;
+  run_bwd_case(d);
+  BwdCase v = qk192_v128(DType::BF16, 0, 0);
+  v.lens_q = {300, 0, 129};
+  v.lens_k = {500, 7, 129};
+  v.wl = 100;
+  v.wr = 0;
+  v.deterministic = true;
+  run_bwd_case(v);
+  run_bwd_case(capped(qk192_v128(DType::F16, 300, 333), 2, 2, true, 30.f, true));
+}
 
 }  // namespace
 }  // namespace fastattn::gputest

@@ -10,8 +10,8 @@
 //   a row of no written q-block (varlen padding between sequences, the workspace's tail): untouched.
 // The bound's derivation: docs/notes/bwd-sm90.md, session 32. Every preprocess instance the kernels
 // use: the stats layouts (d 64's 128-row q-blocks in quad order, 64-row q-blocks at d 96 / 128 /
-// 192 / 256 (the 80-key and the 64-key d 256 tiles), d 128's 80-row q-blocks) and the dQ ring's
-// preprocess, both dtypes; s 1 / 17 / 113 / 4097, s_q > s_k, GQA, varlen with empty sequences,
+// 192 / 256 (the 80-key and the 64-key d 256 tiles; d 192 / d_v 128, D summed over d_v), d 128's
+// 80-row q-blocks) and the dQ ring's preprocess, both dtypes; s 1 / 17 / 113 / 4097, s_q > s_k, GQA, varlen with empty sequences,
 // seqused and rows that keep no key. Each case then hands the check faulted copies of what it read,
 // which it must reject: a check that cannot fail fails the test.
 #include <gtest/gtest.h>
@@ -41,6 +41,7 @@ struct Variant {
   int wl, wr;
   int block_m;  // the q-block size (and the workspace's padding) the host must choose
   bool ring;    // the dQ ring's preprocess (bwd_ring_prepare)
+  int dv = 0;   // d_v of v, out and dO (0: d)
 };
 
 // Whether a q-block's lse / D are stored in quad order (BwdConfig::kStatsByQuad).
@@ -68,7 +69,7 @@ int stat_slot(int r, bool by_quad) {
 // What each slot of the copied arrays must hold.
 enum class Slot : uint8_t { Unwritten, Used, Past };
 struct Expected {
-  int d = 0;
+  int d = 0;  // D's length: d_v
   std::vector<Slot> kind;
   std::vector<double> dpsum, dpsum_abs, lse_log2;  // Used slots: rowsum(dO out), sum |dO out|, lse log2(e)
   std::vector<int32_t> seq, row;                   // written slots: the sequence and row they hold
@@ -208,7 +209,7 @@ Expected expected_stats(const FwdCase& c, const CaseIndex& idx, int bm, int64_t 
   const int64_t n = int64_t(c.hq) * padded_rows, total_q = idx.total_q(c);
   const std::vector<int32_t>& cu_q = idx.cu_q;
   Expected x;
-  x.d = c.d;
+  x.d = c.d_v();
   x.kind.assign(size_t(n), Slot::Unwritten);
   x.dpsum.assign(size_t(n), 0.0);
   x.dpsum_abs.assign(size_t(n), 0.0);
@@ -236,9 +237,9 @@ Expected expected_stats(const FwdCase& c, const CaseIndex& idx, int bm, int64_t 
           continue;
         }
         x.kind[size_t(s)] = Slot::Used;
-        const size_t e0 = size_t(((tok0 + i) * c.hq + h) * c.d);
+        const size_t e0 = size_t(((tok0 + i) * c.hq + h) * c.d_v());
         double sum = 0, sum_abs = 0;
-        for (int j = 0; j < c.d; ++j) {
+        for (int j = 0; j < c.d_v(); ++j) {
           const double pj = double(from_bits(out[e0 + j], c.dtype)) * double(from_bits(dout[e0 + j], c.dtype));
           sum += pj;
           sum_abs += std::abs(pj);
@@ -347,6 +348,7 @@ void variant_cases(const Variant& v) {
   int ring_cases = 0;
   auto with_mask = [&](FwdCase c) {
     c.d = v.d;
+    c.dv = v.dv;
     c.causal = v.causal;
     c.wl = v.wl;
     c.wr = v.wr;
@@ -382,8 +384,8 @@ void variant_cases(const Variant& v) {
   if (v.ring) {
     EXPECT_GE(ring_cases, 6) << "the ring's preprocess ran in too few cases (s 113 / 4097 and varlen take it)";
   }
-  std::printf("[ stats ] d %d, %d-row q-blocks%s: max |D - rowsum| / bound %.4f (%d cases through the ring)\n", v.d,
-              v.block_m, v.ring ? ", dQ ring" : "", worst, ring_cases);
+  std::printf("[ stats ] d %d/%d, %d-row q-blocks%s: max |D - rowsum| / bound %.4f (%d cases through the ring)\n", v.d,
+              v.dv > 0 ? v.dv : v.d, v.block_m, v.ring ? ", dQ ring" : "", worst, ring_cases);
 }
 
 TEST_F(Sm90BwdStats, D64) { variant_cases({64, true, -1, -1, 128, false}); }
@@ -393,6 +395,8 @@ TEST_F(Sm90BwdStats, D128Rows80) { variant_cases({128, false, -1, -1, 80, false}
 TEST_F(Sm90BwdStats, D128Ring) { variant_cases({128, false, 64, 0, 64, true}); }
 // d 192 / 256 under the LargeDims* name, which a run on a build without them leaves out.
 TEST_F(Sm90BwdStats, LargeDimsD192) { variant_cases({192, true, -1, -1, 64, false}); }
+// d_qk 192, d_v 128: D = rowsum(dO * out) over d_v (16 lanes a row), the dQ run's clear over d_qk.
+TEST_F(Sm90BwdStats, LargeDimsD192V128) { variant_cases({192, true, -1, -1, 64, false, 128}); }
 TEST_F(Sm90BwdStats, LargeDimsD256Keys80) { variant_cases({256, true, -1, -1, 64, false}); }
 TEST_F(Sm90BwdStats, LargeDimsD256Keys64) { variant_cases({256, false, 50, 0, 64, false}); }
 

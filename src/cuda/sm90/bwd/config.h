@@ -23,11 +23,16 @@ constexpr bool bwd_softcap_tile(int d, int block_m) { return (d == 64 && block_m
 // the softcap path spills: its dQ staging beside the exp2 split).
 constexpr bool bwd_det_softcap_tile(int d, int block_m) { return d == 128 && block_m == 64; }
 
-template <int D, int BM = (D == 64 ? 128 : 64)>
+// DV (d_v, the head dim of V, dO, O and dV) differs from D (d_qk: Q, K, dQ, dK) at 192 / 128 only, on d 192's
+// split shape: V / dO load in DV's atoms, dP^T = V dO^T runs over DV, dV splits DV over the warpgroups
+// (kDvCols*), the preprocess sums dO * O over DV (notes, session 33).
+template <int D, int BM = (D == 64 ? 128 : 64), int DV = D>
 struct BwdConfig {
   static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "backward head dims: 64, 96, 128, 192, 256");
   static_assert(BM == (D == 64 ? 128 : 64) || (D == 128 && BM == 80), "q-block sizes: the head dim's, or 80 at d 128");
+  static_assert(DV == D || (D == 192 && DV == 128 && BM == 64), "d_v != d_qk: 192 / 128 only");
   static constexpr int kHeadDim = D;
+  static constexpr int kHeadDimV = DV;
   static constexpr bool kSplitD = D > 128;
   static constexpr int kBlockM = BM;  // q rows per step
   static constexpr int kBlockN = kSplitD ? 64 : 128;   // keys per CTA
@@ -37,6 +42,9 @@ struct BwdConfig {
   static constexpr int kKAtomBytes = kBlockN * 128;
   static constexpr int kQBytes = kAtoms * kQAtomBytes;
   static constexpr int kKBytes = kAtoms * kKAtomBytes;
+  static constexpr int kAtomsV = (DV + 63) / 64;  // V and dO: DV's atoms
+  static constexpr int kVBytes = kAtomsV * kKAtomBytes;
+  static constexpr int kDoBytes = kAtomsV * kQAtomBytes;
   // Warpgroup w's share of S^T / dP^T: keys from w * kWgKeyStride, q rows from w * kWgQStride.
   static constexpr int kWgKeyStride = kSplitD ? 0 : 64;
   static constexpr int kWgQStride = kSplitD ? 32 : 0;
@@ -46,6 +54,11 @@ struct BwdConfig {
   static constexpr int kDkvCols0 = kSplitD ? 128 : D;
   static constexpr int kDkvCols1 = kSplitD ? D - 128 : D;
   static constexpr int kDkvColsMax = kDkvCols0;
+  // dV's columns per warpgroup where DV != D (192 / 128: atoms 64 + 64, so that with dK's 128 + 64 and dQ's 64 + 128
+  // each warpgroup's MMAs have 256 columns); else dK's split. kDvColsMax: dV's accumulator holds the larger share.
+  static constexpr int kDvCols0 = DV == D ? kDkvCols0 : DV / 2;
+  static constexpr int kDvCols1 = DV == D ? kDkvCols1 : DV - kDvCols0;
+  static constexpr int kDvColsMax = kDvCols0 > kDvCols1 ? kDvCols0 : kDvCols1;
   // dQ = dS K: each warpgroup takes whole 64-column atoms of K where it can (a wgmma B operand
   // cannot cross an atom boundary mid-N): d 128 64 + 64, d 96 64 + 32, d 64 32 + 32 (mid-atom);
   // d 192 64 + 128 (the reverse of its dK / dV split, to even the warpgroups' MMA work).
@@ -74,9 +87,9 @@ struct BwdConfig {
   // deterministic modes: staged, added in turn). d 96: dK issued before the dS^T barrier, dQ last,
   // added by vector atomics (deterministic mode: staged for the writer warp). d > 128: bulk
   // reduce-adds staged in the step's Q / dO stage, which the fp32 dQ fills exactly (a buffer of its
-  // own does not fit). By measurement (notes): the atomics held the consumer warps ~15% of their
-  // time at d 128 and took as long as the rest of the step at d > 128; at d 64 the d 128 scheme
-  // lost 5-11%.
+  // own does not fit; 192 / 128: dO's stage is allocated as large as Q's for it, smem.cuh). By
+  // measurement (notes): the atomics held the consumer warps ~15% of their time at d 128 and took
+  // as long as the rest of the step at d > 128; at d 64 the d 128 scheme lost 5-11%.
   static constexpr bool kDqBeforeDk = D == 128 || D == 64;
   // dQ of the default mode added by vector atomics from registers (d 64: issued while dK runs);
   // else staged for the writer warp.
@@ -144,8 +157,11 @@ struct BwdConfig {
   // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).
   static constexpr bool kHasRingKernel = D == 128 && kBlockM == 64;
   static constexpr int kThreads = 384;   // producer warpgroup + two consumer warpgroups
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  // The launch's 168 registers a thread, moved by setmaxnreg: 128 x (168 - 24) = 256 x (240 - 168). 192 / 128: the
+  // consumers hold 32 accumulator registers fewer than d 192's (dV's share), so 8 go to the producer warpgroup:
+  // 128 x (168 - 32) >= 256 x (232 - 168). Its deterministic dQ writer spilled 16 B within 24 (notes, session 33).
+  static constexpr int kProducerRegs = DV == D ? 24 : 32;
+  static constexpr int kConsumerRegs = DV == D ? 240 : 232;
 };
 
 // Whether a backward takes the 80-row tile (BwdConfig<128, 80>): d 128, default mode, no mask
@@ -175,6 +191,7 @@ constexpr bool bwd_softcap_kernel(int d, int block_m, bool deterministic, bool r
 // workspace is the 64-key kernel's.
 struct BwdConfigKeys80 {
   static constexpr int kHeadDim = 256;
+  static constexpr int kHeadDimV = kHeadDim;
   static constexpr int kBlockM = 64;   // q rows per step
   static constexpr int kBlockN = 80;   // keys per CTA
   static constexpr int kWgKeys = 40;   // keys of a warpgroup's S / dP: the N of S = Q K^T
@@ -185,6 +202,8 @@ struct BwdConfigKeys80 {
   static constexpr int kKAtomBytes = kBlockN * 128;
   static constexpr int kQBytes = kAtoms * kQAtomBytes;
   static constexpr int kKBytes = kAtoms * kKAtomBytes;
+  static constexpr int kAtomsV = kAtoms;  // d_v = d_qk (bwd_load_kv reads these)
+  static constexpr int kVBytes = kKBytes;
   static constexpr bool kStatsByQuad = false;  // lse / D in plain row order (preprocess.cuh)
   static constexpr bool kDqTransposed = true;
   static constexpr bool kKeys80 = true;

@@ -78,7 +78,7 @@ __device__ __forceinline__ void add_dq_atomic(const BwdParams& p, const BwdTile&
 // (d 256: bwd_dq_own_atoms).
 template <class T, class Cfg, int N, bool kDet>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
-                                       int ds_buf, int h, int m, float (&dv)[Cfg::kDkvColsMax / 2],
+                                       int ds_buf, int h, int m, float (&dv)[Cfg::kDvColsMax / 2],
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
                                        uint32_t (&dsf)[Cfg::kSdpCols / 16][4], PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
   float dq[N / 2];
@@ -152,9 +152,11 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     return;
   }
   // d 192: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes
-  // [0, kQBytes) of the run in q, the rest in dout), once both warpgroups' dV and dK are done with
-  // it, for the dQ writer (bwd_write_dq_in_stage), which frees the stage once its adds have read it.
+  // [0, kQBytes) of the run in q, the rest in dout; 192 / 128: in dO's stage, allocated as large as
+  // Q's for it: smem.cuh), once both warpgroups' dV and dK are done with it, for the dQ writer
+  // (bwd_write_dq_in_stage), which frees the stage once its adds have read it.
   // Thread t's registers 4 q .. 4 q + 3 are float4 128 q + t of the run (dq_layout.h).
+  static_assert(BwdSmem<Cfg>::kDqBytes <= Cfg::kQBytes + BwdSmem<Cfg>::kDoStageBytes, "dQ fits the Q / dO stage");
   named_bar_sync(kBwdDsBar, 256);
   const uint32_t q_addr = smem_addr(sm.q[ds_buf]), do_addr = smem_addr(sm.dout[ds_buf]);
 #pragma unroll
@@ -175,7 +177,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
 // writer (bwd_write_dq_in_stage) on its own: no meeting of both warpgroups (neither writes what
 // the other's MMAs still read), no bulk-copy wait in the consumers.
 template <class T, class Cfg, class IssueDk>
-__device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, int wg, int s, float (&dv)[Cfg::kDkvColsMax / 2],
+__device__ __forceinline__ void bwd_dq_own_atoms(BwdSmem<Cfg>& sm, int wg, int s, float (&dv)[Cfg::kDvColsMax / 2],
                                                  float (&dk)[Cfg::kDkvColsMax / 2], IssueDk issue_dk) {
   constexpr int N = Cfg::kDqCols0, kHalfBytes = 2 * Cfg::kQAtomBytes, kHalfRows = N / 16;
   static_assert(Cfg::kDqCols1 == N && Cfg::kDkvCols0 == N && Cfg::kDkvCols1 == N && 64 * N * 4 == 2 * kHalfBytes,
@@ -240,7 +242,8 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
     } else {
       mbar_wait(&sm.dq_full[2 * s], ps.phase());
       bulk_reduce_add_f32(run, reinterpret_cast<const float*>(sm.q[s]), Cfg::kQBytes);
-      bulk_reduce_add_f32(run + Cfg::kQBytes / 4, reinterpret_cast<const float*>(sm.dout[s]), Cfg::kQBytes);
+      bulk_reduce_add_f32(run + Cfg::kQBytes / 4, reinterpret_cast<const float*>(sm.dout[s]),
+                          BwdSmem<Cfg>::kDqBytes - Cfg::kQBytes);
       tma_store_commit();
     }
     tma_store_wait_read();

@@ -36,6 +36,31 @@ __device__ __forceinline__ void store_dk_dv(const BwdParams& p, const BwdTile& t
   }
 }
 
+// The same where dK's and dV's shares differ (d_v != d_qk: BwdConfig::kDvCols*): dK's NK columns from
+// k_col0, dV's NV from v_col0, each in the first registers of its accumulator.
+template <class T, int NK, int NV, int RK, int RV>
+__device__ __forceinline__ void store_dk_dv_apart(const BwdParams& p, const BwdTile& t, int key_row, int quad_col,
+                                                  int k_col0, int v_col0, const float (&dk)[RK], const float (&dv)[RV]) {
+  static_assert(NK / 2 <= RK && NV / 2 <= RV);
+  const int64_t b_off = t.seq.batch_coord;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    const int j = key_row + 8 * hh;
+    if (j >= t.seq.rows_k) continue;
+    const int64_t tok = t.seq.k_offset + j;
+    T* gk = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + tok * p.dk_stride_s + int64_t(t.kv_head) * p.dk_stride_h;
+    T* gv = static_cast<T*>(p.dv) + b_off * p.dv_stride_b + tok * p.dv_stride_s + int64_t(t.kv_head) * p.dv_stride_h;
+#pragma unroll
+    for (int c = 0; c < NK / 8; ++c)
+      *reinterpret_cast<uint32_t*>(gk + k_col0 + 8 * c + 2 * quad_col) =
+          cuda_backend::pack2<T>(dk[4 * c + 2 * hh] * p.scale, dk[4 * c + 2 * hh + 1] * p.scale);
+#pragma unroll
+    for (int c = 0; c < NV / 8; ++c)
+      *reinterpret_cast<uint32_t*>(gv + v_col0 + 8 * c + 2 * quad_col) =
+          cuda_backend::pack2<T>(dv[4 * c + 2 * hh], dv[4 * c + 2 * hh + 1]);
+  }
+}
+
 // Rows [row0, row0 + kRows) of dK / dV staged in smem (16-byte chunk k of row r at offset
 // chunk_at(r, k) of both tiles) stored as keys n0 + r of dk / dv by kThreads threads (thread tid),
 // with 16-byte stores (element stores where dk / dv rows are not 16-byte aligned); keys past the

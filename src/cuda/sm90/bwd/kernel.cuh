@@ -18,6 +18,8 @@
 // split on the q rows (32 per warpgroup); P^T and dS^T go to smem, and dV, dK become SS MMAs split
 // on the head dim (dQ too), each issued once both warpgroups' tile is stored; dQ is staged in the
 // step's own Q / dO stage and bulk-added (dq.cuh), the stage released a step later.
+// d_v != d_qk (192 / 128: BwdConfig's DV): the same kernel with V and dO in d_v's atoms, dP^T = V dO^T
+// over d_v and dV split on d_v (kDvCols*, 64 + 64), stored apart from dK (store_dk_dv_apart).
 #pragma once
 
 #include <cuda.h>
@@ -47,10 +49,9 @@ namespace fastattn::sm90 {
 
 // Split shape: acc (this warpgroup's N columns of dV or dK, from c0) += the keys x 64 q rows tile `a`
 // (P^T or dS^T in smem, K-major) times `b`'s columns [c0, c0 + N) (dO or Q, N-major).
-template <class T, class Cfg, int N>
-__device__ __forceinline__ void mma_dkv_split(float (&acc)[Cfg::kDkvColsMax / 2], const uint8_t* a, const uint8_t* b,
-                                              int c0) {
-  static_assert(N <= Cfg::kDkvColsMax);
+template <class T, class Cfg, int N, int R>
+__device__ __forceinline__ void mma_dkv_split(float (&acc)[R], const uint8_t* a, const uint8_t* b, int c0) {
+  static_assert(N / 2 <= R);
   float(&acc_n)[N / 2] = reinterpret_cast<float(&)[N / 2]>(acc);
   const uint32_t a_lo = desc_k_major_lo(a);
   const uint32_t b_lo = desc_n_major_lo(b + (c0 / kAtomCols) * Cfg::kQAtomBytes, Cfg::kQAtomBytes);
@@ -59,30 +60,39 @@ __device__ __forceinline__ void mma_dkv_split(float (&acc)[Cfg::kDkvColsMax / 2]
     WgmmaSS<T, N, Major::K, Major::MN>::run(acc_n, desc_k_major_add(a_lo, Cfg::kKAtomBytes, kk),
                                             desc_n_major_add(b_lo, kk), 1);
 }
-// Warpgroup wg's share (one code path when the shares are equal: accumulators in the same registers
-// on two branches make ptxas add warpgroup fences).
-template <class T, class Cfg>
-__device__ __forceinline__ void mma_dkv_split_wg(float (&acc)[Cfg::kDkvColsMax / 2], const uint8_t* a, const uint8_t* b,
-                                                 int wg) {
+// Warpgroup wg's share, kCols0 or kCols1 columns (dK's kDkvCols*, dV's kDvCols*; one code path when the shares
+// are equal: accumulators in the same registers on two branches make ptxas add warpgroup fences).
+template <class T, class Cfg, int kCols0, int kCols1, int R>
+__device__ __forceinline__ void mma_dkv_split_wg(float (&acc)[R], const uint8_t* a, const uint8_t* b, int wg) {
   wgmma_fence();
-  if constexpr (Cfg::kDkvCols0 == Cfg::kDkvCols1)
-    mma_dkv_split<T, Cfg, Cfg::kDkvCols0>(acc, a, b, wg * Cfg::kDkvCols0);
+  if constexpr (kCols0 == kCols1)
+    mma_dkv_split<T, Cfg, kCols0>(acc, a, b, wg * kCols0);
   else if (wg == 0)
-    mma_dkv_split<T, Cfg, Cfg::kDkvCols0>(acc, a, b, 0);
+    mma_dkv_split<T, Cfg, kCols0>(acc, a, b, 0);
   else
-    mma_dkv_split<T, Cfg, Cfg::kDkvCols1>(acc, a, b, Cfg::kDkvCols0);
+    mma_dkv_split<T, Cfg, kCols1>(acc, a, b, kCols0);
   wgmma_commit();
+}
+template <class T, class Cfg>
+__device__ __forceinline__ void mma_dk_split_wg(float (&dk)[Cfg::kDkvColsMax / 2], const uint8_t* ds, const uint8_t* q,
+                                                int wg) {
+  mma_dkv_split_wg<T, Cfg, Cfg::kDkvCols0, Cfg::kDkvCols1>(dk, ds, q, wg);
+}
+template <class T, class Cfg>
+__device__ __forceinline__ void mma_dv_split_wg(float (&dv)[Cfg::kDvColsMax / 2], const uint8_t* pt, const uint8_t* dout,
+                                                int wg) {
+  mma_dkv_split_wg<T, Cfg, Cfg::kDvCols0, Cfg::kDvCols1>(dv, pt, dout, wg);
 }
 
 // d <= 128: dV += P^T dO, P^T from registers (A fragments, k-steps of 16 q rows), dO N-major.
 template <class T, class Cfg>
-__device__ __forceinline__ void mma_dv_rs(float (&dv)[Cfg::kDkvColsMax / 2], const uint32_t (&pf)[Cfg::kSdpCols / 16][4],
+__device__ __forceinline__ void mma_dv_rs(float (&dv)[Cfg::kDvColsMax / 2], const uint32_t (&pf)[Cfg::kSdpCols / 16][4],
                                           const uint8_t* dout) {
   const uint32_t do_lo = desc_n_major_lo(dout, Cfg::kQAtomBytes);
   wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk)
-    WgmmaRS<T, Cfg::kHeadDim>::run(dv, pf[kk], desc_n_major_add(do_lo, kk), 1);
+    WgmmaRS<T, Cfg::kHeadDimV>::run(dv, pf[kk], desc_n_major_add(do_lo, kk), 1);
   wgmma_commit();
 }
 
@@ -112,9 +122,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
   const int key_row = t.n0 + wg * Cfg::kWgKeyStride + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
   const int q_col0 = wg * Cfg::kWgQStride;  // this warpgroup's first q row of the block (its first S^T column)
-  float dk[Cfg::kDkvColsMax / 2], dv[Cfg::kDkvColsMax / 2];
+  static_assert(Cfg::kDvColsMax <= Cfg::kDkvColsMax);
+  float dk[Cfg::kDkvColsMax / 2], dv[Cfg::kDvColsMax / 2];  // dV: its own share (d_v: kDvCols*)
 #pragma unroll
-  for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) dk[i] = dv[i] = 0.f;
+  for (int i = 0; i < Cfg::kDkvColsMax / 2; ++i) {
+    dk[i] = 0.f;
+    if (i < Cfg::kDvColsMax / 2) dv[i] = 0.f;
+  }
 
   // Without the softcap path every tile takes FA3's order (BwdConfig::kPackAfterDs says why not with it).
   constexpr bool kPackAfterDs = Cfg::kPackAfterDs || kCapPath == BwdCap::Off;
@@ -143,7 +157,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                             desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
       wgmma_commit();
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
+      for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)  // over d_v
         WgmmaSS<T, kN>::run(dpt, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
                             desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
       wgmma_commit();
@@ -267,7 +281,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       store_tile_t(sm.pt[s], pf);
       fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
-      mma_dkv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
+      mma_dv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
     } else if constexpr (!kPackAfterDs) {
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
@@ -322,9 +336,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     named_bar_sync(kBwdDsBar, 256);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsDsMet, steps - i);
     if constexpr (Cfg::kDqOwnAtoms) {  // dQ ahead of dK (dq.cuh)
-      bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
+      bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dk_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
     } else {
-      if constexpr (Cfg::kSplitD) mma_dkv_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
+      if constexpr (Cfg::kSplitD) mma_dk_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
       if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
       else if (wg == 0)
@@ -343,6 +357,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // kv_phase 1: the second of paired key blocks (tid_x_fresh says why).
     store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, kv_phase == 0 ? threadIdx.x : tid_x_fresh(), dk, dv);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsDkvStored);
+  } else if constexpr (Cfg::kHeadDimV != D) {  // dK's and dV's shares differ (kDvCols*)
+    if (wg == 0)
+      store_dk_dv_apart<T, Cfg::kDkvCols0, Cfg::kDvCols0>(p, t, key_row, quad_col, 0, 0, dk, dv);
+    else
+      store_dk_dv_apart<T, Cfg::kDkvCols1, Cfg::kDvCols1>(p, t, key_row, quad_col, Cfg::kDkvCols0, Cfg::kDvCols0, dk, dv);
   } else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
   else store_dk_dv<T, Cfg::kDkvCols1>(p, t, key_row, quad_col, Cfg::kDkvCols0, dk, dv);
 }

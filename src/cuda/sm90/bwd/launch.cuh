@@ -172,20 +172,28 @@ cudaError_t read_bwd_stamps(unsigned long long* out, int ctas) {
 }
 #endif
 
-// The config whose q-block size the host chose (BwdParams::block_m: it padded the workspace so).
-template <class T, int D>
+// The config whose q-block size the host chose (BwdParams::block_m: it padded the workspace so). DV != D
+// (192 / 128): the d 192 tile with V / dO / O / dV on d_v (BwdConfig's DV), in both modes.
+template <class T, int D, int DV>
 Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
                   cudaStream_t stream) {
-  if constexpr (D == 128) {
-    if (p.block_m == BwdConfig<128, 80>::kBlockM) return launch_bwd_config<T, BwdConfig<128, 80>>(problem, grads, p, stream);
+  if constexpr (DV != D) {
+    using Cfg = BwdConfig<D, BwdConfig<D>::kBlockM, DV>;
+    if (p.block_m != Cfg::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
+    return launch_bwd_config<T, Cfg>(problem, grads, p, stream);
+  } else {
+    if constexpr (D == 128) {
+      if (p.block_m == BwdConfig<128, 80>::kBlockM)
+        return launch_bwd_config<T, BwdConfig<128, 80>>(problem, grads, p, stream);
+    }
+    if constexpr (D == 256) {  // same q-block (and workspace) as BwdConfig<256>: chosen here by the host rule
+      if (kBwdKeys80On && p.block_m == BwdConfigKeys80::kBlockM &&
+          bwd_keys80(D, p.deterministic != 0, p.attn.window_left, p.attn.softcap))
+        return launch_bwd_config<T, BwdConfigKeys80>(problem, grads, p, stream);
+    }
+    if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
+    return launch_bwd_config<T, BwdConfig<D>>(problem, grads, p, stream);
   }
-  if constexpr (D == 256) {  // same q-block (and workspace) as BwdConfig<256>: chosen here by the host rule
-    if (kBwdKeys80On && p.block_m == BwdConfigKeys80::kBlockM &&
-        bwd_keys80(D, p.deterministic != 0, p.attn.window_left, p.attn.softcap))
-      return launch_bwd_config<T, BwdConfigKeys80>(problem, grads, p, stream);
-  }
-  if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
-  return launch_bwd_config<T, BwdConfig<D>>(problem, grads, p, stream);
 }
 
 }  // namespace fastattn::sm90

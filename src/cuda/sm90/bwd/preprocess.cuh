@@ -69,17 +69,17 @@ __device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& 
     *reinterpret_cast<uint32_t*>(dq + (e / (D / 2)) * p.dq_stride_s + 2 * (e % (D / 2))) = 0u;
 }
 
-// What the preprocess takes from a config: its layout (head dim, q-block rows, stats order), so that
-// configs sharing it (the d 256 64- and 80-key tiles) share one preprocess instance.
-template <int D_, int BlockM, bool StatsByQuad>
+// What the preprocess takes from a config: its layout (head dims: dQ's run d_qk, O / dO's d_v; q-block
+// rows, stats order), so that configs sharing it (the d 256 64- and 80-key tiles) share one preprocess instance.
+template <int D_, int BlockM, bool StatsByQuad, int DV_ = D_>
 struct BwdStatsLayout {
-  static constexpr int kHeadDim = D_, kBlockM = BlockM;
+  static constexpr int kHeadDim = D_, kHeadDimV = DV_, kBlockM = BlockM;
   static constexpr bool kStatsByQuad = StatsByQuad;
 };
 template <class Cfg>
-using BwdStatsLayoutOf = BwdStatsLayout<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kStatsByQuad>;
+using BwdStatsLayoutOf = BwdStatsLayout<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kStatsByQuad, Cfg::kHeadDimV>;
 
-// Each row's D from 16-byte loads: a row is kRowLanes lanes (the power of two that covers d / 8), a
+// Each row's D from 16-byte loads: a row is kRowLanes lanes (the power of two that covers d_v / 8), a
 // warp takes 32 / kRowLanes rows at a time. The CTA also clears its q-block's dQ accumulator run
 // (one float4 store per 16 bytes): fused here, the memset of the whole accumulator before it cost a
 // pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
@@ -88,10 +88,11 @@ using BwdStatsLayoutOf = BwdStatsLayout<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kStats
 template <class T, class Cfg, bool kRing = false>
 __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM;  // the main kernel's q-block: all its rows are written
+  constexpr int DV = Cfg::kHeadDimV;            // O and dO: D = rowsum(dO * O) over d_v
   constexpr int kVec = 16 / int(sizeof(T));     // elements per 16-byte load
-  constexpr int kRowLanes = D / kVec <= 8 ? 8 : D / kVec <= 16 ? 16 : 32;
+  constexpr int kRowLanes = DV / kVec <= 8 ? 8 : DV / kVec <= 16 ? 16 : 32;
   constexpr int kRowsPerWarp = 32 / kRowLanes, kWarps = kBwdAuxThreads / 32;
-  static_assert(D % kVec == 0 && D / kVec <= 32 && kRows % (kWarps * kRowsPerWarp) == 0);
+  static_assert(DV % kVec == 0 && DV / kVec <= 32 && kRows % (kWarps * kRowsPerWarp) == 0);
   // The main kernel may be scheduled now: it waits on the device for this grid's end.
   cuda_backend::grid_dependents_launch();
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
@@ -121,7 +122,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
   for (int it = 0; it < kIters; ++it) {
     const int i = m * kRows + (it * kWarps + warp) * kRowsPerWarp + lane / kRowLanes;
     ov[it] = gv[it] = make_uint4(0, 0, 0, 0);
-    if (i < seq.len_q && sub * kVec < D) {
+    if (i < seq.len_q && sub * kVec < DV) {
       const int64_t tok = seq.q_offset + i;
       const T* o = o_h + tok * p.attn.out_stride_s + sub * kVec;
       const T* g = g_h + tok * p.dout_stride_s + sub * kVec;

@@ -13,16 +13,18 @@
 
 namespace fastattn::sm90 {
 
-// The tile's K and V (Cfg::kBlockN rows, all atoms) into k / v, completing on `full`.
+// The tile's K and V (Cfg::kBlockN rows, all atoms: K's kAtoms, V's kAtomsV) into k / v, completing on `full`.
 template <class Cfg>
 __device__ __forceinline__ void bwd_load_kv(uint8_t* k, uint8_t* v, uint64_t* full, const BwdTile& t,
                                             const CUtensorMap* tk, const CUtensorMap* tv) {
+  static_assert(Cfg::kAtomsV <= Cfg::kAtoms);
   const int kv_row = t.seq.k_offset + t.n0;
-  mbar_expect_tx(full, 2 * Cfg::kKBytes);
+  mbar_expect_tx(full, Cfg::kKBytes + Cfg::kVBytes);
 #pragma unroll
   for (int a = 0; a < Cfg::kAtoms; ++a) {
     tma_load_4d(k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, full);
-    tma_load_4d(v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, full);
+    if (a < Cfg::kAtomsV)
+      tma_load_4d(v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, full);
   }
 }
 
@@ -47,12 +49,13 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
     if (kAfterTile && i == kv_at) load_kv();
     const int s = ps.stage();
     mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
-    mbar_expect_tx(&sm.q_full[s], 2 * Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
+    mbar_expect_tx(&sm.q_full[s], Cfg::kQBytes + Cfg::kDoBytes + 2 * Cfg::kBlockM * 4);
     const int q_row = t.seq.q_offset + m * Cfg::kBlockM;
 #pragma unroll
-    for (int a = 0; a < Cfg::kAtoms; ++a) {
+    for (int a = 0; a < Cfg::kAtoms; ++a) {  // dO: its kAtomsV atoms (d_v), in the same order as Q's
       tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
-      tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+      if (a < Cfg::kAtomsV)
+        tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
     }
     const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
     bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);

@@ -22,8 +22,12 @@ template <class Cfg>
 struct BwdSmem {
   static constexpr int kDqBytes = Cfg::kBlockM * Cfg::kHeadDim * 4;
   static constexpr int kDsBytes = Cfg::kBlockN * 2 * Cfg::kBlockM;  // keys x kBlockM q rows of 16 bits
+  // A dO stage's bytes: dO's, or where dQ is staged in the Q / dO stage the rest of dQ past Q's bytes
+  // if that is more (192 / 128: dO 16 KB, dQ 48 KB past Q's 24 KB; the TMA fills the first 16 KB).
+  static constexpr int kDoStageBytes = Cfg::kDqInStage && kDqBytes - Cfg::kQBytes > Cfg::kDoBytes
+                                           ? kDqBytes - Cfg::kQBytes : Cfg::kDoBytes;
   // Everything before dq (the operand buffers, lse / D, barriers), with room to spare.
-  static constexpr int kFixedBytes = 2 * Cfg::kKBytes + 2 * Cfg::kStages * Cfg::kQBytes + 2 * kDsBytes +
+  static constexpr int kFixedBytes = Cfg::kKBytes + Cfg::kVBytes + Cfg::kStages * (Cfg::kQBytes + kDoStageBytes) + 2 * kDsBytes +
                                      (Cfg::kSplitD ? 2 * Cfg::kBlockN * 128 : 0) + 2 * Cfg::kStages * Cfg::kBlockM * 4 +
                                      128;
   static constexpr int padded(int bytes) { return (bytes + 1023) / 1024 * 1024; }
@@ -33,9 +37,9 @@ struct BwdSmem {
   static constexpr int kDqBufs =
       Cfg::kDqInStage ? 1 : (padded(kFixedBytes + 2 * kDqBytes) + kBwdAlignSlack <= kBwdSmemMax ? 2 : 1);
   alignas(1024) uint8_t k[Cfg::kKBytes];
-  alignas(1024) uint8_t v[Cfg::kKBytes];
+  alignas(1024) uint8_t v[Cfg::kVBytes];
   alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
-  alignas(1024) uint8_t dout[Cfg::kStages][Cfg::kQBytes];
+  alignas(1024) uint8_t dout[Cfg::kStages][kDoStageBytes];
   // dS^T, keys x kBlockM q rows: one atom per 64 q rows (q rows 64 a.. in atom a); two steps deep.
   // Cfg::kDsQMajor: dS, kBlockM q rows x keys, one atom per 64 keys (as Q for S^T).
   alignas(1024) uint8_t ds[2][kDsBytes];
