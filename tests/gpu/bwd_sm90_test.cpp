@@ -23,10 +23,11 @@ struct BwdCase : FwdCase {
   bool deterministic = false;
 };
 
-BwdCase bcase(DType dt, int d, int sq, int sk) {
+BwdCase bcase(DType dt, int d, int sq, int sk, int dv = 0) {
   BwdCase c;
   c.dtype = dt;
   c.d = d;
+  c.dv = dv;
   c.sq = sq;
   c.sk = sk;
   return c;
@@ -156,9 +157,9 @@ void dtype_cases(std::initializer_list<int> dims) {
 }
 
 // Varlen with empty sequences on both sides (d_lens, causal and not), seqused (d_used), both (d_both).
-void varlen_cases(int d_lens, int d_used, int d_both) {
+void varlen_cases(int d_lens, int d_used, int d_both, int dv = 0) {
   for (bool causal : {false, true}) {
-    BwdCase c = bcase(DType::BF16, d_lens, 0, 0);
+    BwdCase c = bcase(DType::BF16, d_lens, 0, 0, dv);
     c.lens_q = {17, 200, 0, 64, 300};
     c.lens_k = {300, 30, 5, 0, 290};
     c.hq = 4;
@@ -166,13 +167,13 @@ void varlen_cases(int d_lens, int d_used, int d_both) {
     c.causal = causal;
     run_bwd_case(c);
   }
-  BwdCase u = bcase(DType::F16, d_used, 300, 400);
+  BwdCase u = bcase(DType::F16, d_used, 300, 400, dv);
   u.batch = 3;
   u.used_q = {300, 0, 129};
   u.used_k = {1, 400, 200};
   u.causal = true;
   run_bwd_case(u);
-  BwdCase v = bcase(DType::BF16, d_both, 0, 0);
+  BwdCase v = bcase(DType::BF16, d_both, 0, 0, dv);
   v.lens_q = {130, 1, 70};
   v.lens_k = {0, 250, 70};
   v.used_q = {100, 1, 70};
@@ -181,19 +182,19 @@ void varlen_cases(int d_lens, int d_used, int d_both) {
 }
 
 // Deterministic mode: GQA causal (d_gqa), s_k > s_q (d_long_k), varlen with a window (d_varlen).
-void deterministic_cases(int d_gqa, int d_long_k, int d_varlen) {
-  BwdCase c = bcase(DType::BF16, d_gqa, 1000, 1100);
+void deterministic_cases(int d_gqa, int d_long_k, int d_varlen, int dv = 0) {
+  BwdCase c = bcase(DType::BF16, d_gqa, 1000, 1100, dv);
   c.hq = 4;
   c.hkv = 1;
   c.causal = true;
   c.deterministic = true;
   run_bwd_case(c);
-  BwdCase u = bcase(DType::F16, d_long_k, 777, 2000);
+  BwdCase u = bcase(DType::F16, d_long_k, 777, 2000, dv);
   u.batch = 2;
   u.hq = u.hkv = 2;
   u.deterministic = true;
   run_bwd_case(u);
-  BwdCase v = bcase(DType::BF16, d_varlen, 0, 0);
+  BwdCase v = bcase(DType::BF16, d_varlen, 0, 0, dv);
   v.lens_q = {300, 0, 129};
   v.lens_k = {500, 7, 129};
   v.wl = 100;
@@ -637,11 +638,7 @@ TEST_F(Sm90Bwd, LargeDimsDeterministic) { deterministic_cases(256, 192, 256); }
 // dtypes: odd lengths (1, 17, 113, 4097), s_q != s_k both ways (and rows that keep no key), GQA 8 / 2,
 // causal, local windows, softcap, varlen with empty sequences and seqused, deterministic mode (bitwise
 // over three runs), a CUDA-graph replay. Under the LargeDims* name: a build without d 192 leaves it out.
-BwdCase qk192_v128(DType dt, int sq, int sk) {
-  BwdCase c = bcase(dt, 192, sq, sk);
-  c.dv = 128;
-  return c;
-}
+BwdCase qk192_v128(DType dt, int sq, int sk) { return bcase(dt, 192, sq, sk, 128); }
 // Split in five (ctest's 240 s a test): -R 'LargeDims192x128' runs them all.
 TEST_F(Sm90Bwd, LargeDims192x128OddLengths) {
   for (DType dt : {DType::BF16, DType::F16})
@@ -685,39 +682,12 @@ TEST_F(Sm90Bwd, LargeDims192x128Long) {
   run_bwd_case(u);
 }
 
-TEST_F(Sm90Bwd, LargeDims192x128Varlen) {
-  for (bool causal : {false, true}) {  // varlen with empty sequences on both sides, GQA 2
-    BwdCase v = qk192_v128(DType::BF16, 0, 0);
-    v.lens_q = {17, 200, 0, 64, 300};
-    v.lens_k = {300, 30, 5, 0, 290};
-    v.hq = 4;
-    v.hkv = 2;
-    v.causal = causal;
-    run_bwd_case(v);
-  }
-  BwdCase u = qk192_v128(DType::F16, 300, 400);  // seqused
-  u.batch = 3;
-  u.used_q = {300, 0, 129};
-  u.used_k = {1, 400, 200};
-  u.causal = true;
-  run_bwd_case(u);
-}
+TEST_F(Sm90Bwd, LargeDims192x128Varlen) { varlen_cases(192, 192, 192, 128); }
 
 // Deterministic mode (dq, dk, dv bitwise over three runs): GQA causal, s_k > s_q, varlen with a
 // window, softcap.
 TEST_F(Sm90Bwd, LargeDims192x128Deterministic) {
-  run_bwd_case(capped(qk192_v128(DType::BF16, 1000, 1100), 4, 1, true, 0.f, true));
-  BwdCase d = qk192_v128(DType::F16, 777, 2000);
-  d.batch = 2;
-  d.deterministic = true;
-  run_bwd_case(d);
-  BwdCase v = qk192_v128(DType::BF16, 0, 0);
-  v.lens_q = {300, 0, 129};
-  v.lens_k = {500, 7, 129};
-  v.wl = 100;
-  v.wr = 0;
-  v.deterministic = true;
-  run_bwd_case(v);
+  deterministic_cases(192, 192, 192, 128);
   run_bwd_case(capped(qk192_v128(DType::F16, 300, 333), 2, 2, true, 30.f, true));
 }
 

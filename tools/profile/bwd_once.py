@@ -31,7 +31,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lib", required=True, help="libfastattn.so (its forward makes out / lse for both sides)")
     ap.add_argument("--fa3-lib", help="FA3's backward peer library (needed by --side fa3)")
-    ap.add_argument("--shape", required=True, help="b,s,h,d,MODE as bench/ab-pairs.py (MODE causal | full | wL:R)")
+    ap.add_argument("--shape", required=True, help="b,s,h,d[/dv],MODE as bench/ab-pairs.py (MODE causal | full | wL:R)")
     ap.add_argument("--side", action="append", choices=("ours", "fa3"), help="sides in launch order (default: ours, fa3)")
     ap.add_argument("--warmup", type=int, default=2, help="unprofiled calls of every side first")
     ap.add_argument("--calls", type=int, default=1, help="calls of every side after the warm-ups")
@@ -52,18 +52,18 @@ def parse_args(argv):
 
 def main(argv=None):
     a = parse_args(argv)
-    b, s, h, hkv, d, causal, window, _ = a.problem
+    b, s, h, hkv, d, dv, causal, window, _ = a.problem
     if a.dry_run:
         print(f"bwd_once {a.shape}: would run {a.warmup} warm-up + {a.calls} call(s) of {', '.join(a.side)} "
-              f"(b {b} s {s} h {h}/{hkv} d {d} causal {causal} window {window} {a.dtype})")
+              f"(b {b} s {s} h {h}/{hkv} d {d}{'' if dv == d else f'/{dv}'} causal {causal} window {window} {a.dtype})")
         return 0
     import torch  # only here: the arguments above are checked on machines without a GPU
 
     peers = load("run_peers", os.path.join(BENCH, "run-peers.py"))
     dtype = getattr(torch, a.dtype)
     torch.manual_seed(0)
-    q, dout = (torch.randn(b, s, h, d, device="cuda", dtype=dtype) for _ in range(2))
-    k, v = (torch.randn(b, s, hkv, d, device="cuda", dtype=dtype) for _ in range(2))
+    q, dout = (torch.randn(b, s, h, dd, device="cuda", dtype=dtype) for dd in (d, dv))
+    k, v = (torch.randn(b, s, hkv, dd, device="cuda", dtype=dtype) for dd in (d, dv))
     ours = peers.FastAttn(a.lib)
     fwd = ours.forward_fn(torch, q, k, v, causal, window)
     out = fwd()
