@@ -180,30 +180,48 @@ constexpr bool bwd_softcap_kernel(int d, int block_m, bool deterministic, bool r
          softcap != 0.f;
 }
 
-// d 256 with 80 keys per CTA (FA3's d 256 tile; default mode without softcap or a left window
-// edge: bwd_keys80). The d 256 kernel is L2-bound: per key block a step's Q / dO reads and dQ adds
-// are fixed by the q-block, so 80 keys instead of 64 cut the bytes per FLOP by a fifth
-// (docs/notes/bwd-sm90.md). Warpgroup w computes S = Q K^T and dP = dO V^T for its keys
+// d 256, d 192 and d_qk 192 / d_v 128 with 80 keys per CTA (FA3's d 256 tile; default mode without
+// softcap or a left window edge: bwd_keys80). These kernels are L2-bound: per key block a step's Q / dO
+// reads and dQ adds are fixed by the q-block, so 80 keys instead of 64 cut the bytes per FLOP by a
+// fifth (docs/notes/bwd-sm90.md). Warpgroup w computes S = Q K^T and dP = dO V^T for its keys
 // [40 w, 40 w + 40) and all 64 q rows (not swapped: N = 40), stores P^T and dS^T as keys x q tiles,
-// and then computes dV^T, dK^T and dQ^T (swap-AB: the head dim is M) for its 128 head-dim rows in
-// two halves of 64. dO has one stage (two do not fit beside 80 keys); dQ^T is added by vector atomics
-// into the q-block's run in dQ^T's fragment order (kDqTransposed). The q-block stays 64 rows, so the
-// workspace is the 64-key kernel's.
+// and then computes dV^T, dK^T and dQ^T (swap-AB: the head dim is M) for its head-dim rows in halves
+// of 64 (whole atoms). dQ^T is added by vector atomics into the q-block's run in dQ^T's fragment order
+// (kDqTransposed). The q-block stays 64 rows, so the workspace is the 64-key kernel's.
+template <int D, int DV = D>
 struct BwdConfigKeys80 {
-  static constexpr int kHeadDim = 256;
-  static constexpr int kHeadDimV = kHeadDim;
-  static constexpr int kBlockM = 64;   // q rows per step
-  static constexpr int kBlockN = 80;   // keys per CTA
-  static constexpr int kWgKeys = 40;   // keys of a warpgroup's S / dP: the N of S = Q K^T
-  static constexpr int kWgCols = 128;  // head-dim rows of a warpgroup's dK^T / dV^T / dQ^T
-  static constexpr int kStages = 2;    // Q ring depth (dO: one stage)
-  static constexpr int kAtoms = kHeadDim / 64;
+  static_assert((D == 256 && DV == 256) || (D == 192 && (DV == 192 || DV == 128)),
+                "80-key tile: d 256, d 192, d_qk 192 / d_v 128");
+  static constexpr int kHeadDim = D;
+  static constexpr int kHeadDimV = DV;
+  static constexpr int kBlockM = 64;  // q rows per step
+  static constexpr int kBlockN = 80;  // keys per CTA
+  static constexpr int kWgKeys = 40;  // keys of a warpgroup's S / dP: the N of S = Q K^T
+  static constexpr int kStages = 2;   // Q ring depth
+  // dO stages: d 256 one (two do not fit beside 80 keys); d 192 two (201 KB; 192 / 128: 175 KB), so that
+  // the next step's dO loads while this step's dV^T still reads its stage.
+  static constexpr int kDoStages = D == 256 ? 1 : 2;
+  static constexpr int kAtoms = D / 64;
+  static constexpr int kAtomsV = DV / 64;  // V and dO: d_v's atoms (bwd_load_kv reads these)
   static constexpr int kQAtomBytes = kBlockM * 128;
   static constexpr int kKAtomBytes = kBlockN * 128;
   static constexpr int kQBytes = kAtoms * kQAtomBytes;
   static constexpr int kKBytes = kAtoms * kKAtomBytes;
-  static constexpr int kAtomsV = kAtoms;  // d_v = d_qk (bwd_load_kv reads these)
-  static constexpr int kVBytes = kKBytes;
+  static constexpr int kVBytes = kAtomsV * kKAtomBytes;
+  static constexpr int kDoBytes = kAtomsV * kQAtomBytes;
+  // Warpgroup w's halves (64 head-dim rows each, whole atoms): dV^T over dO's atoms [kDvAtom0(w), + kDvHalves(w)),
+  // dK^T over Q's and dQ^T over K's [kDkAtom0(w), + kDkHalves(w)) (each dQ^T half issued before its dK^T half:
+  // keys80.cuh). Warpgroup 0 takes dO's first two atoms, warpgroup 1 K's / Q's last two; so in halves of MMA
+  // work (dV^T + dK^T + dQ^T) d 256 is 6 + 6, d 192 4 + 5 (dV^T 2 + 1, dK^T / dQ^T 1 + 2), 192 / 128 4 + 4
+  // (dV^T 2 + 0). S and dP (40 keys each) are even. Accumulators: dV^T + dK^T 40 registers a half: d 256
+  // 160 a thread, d 192 120 in either warpgroup, 192 / 128 120 / 80.
+  static constexpr int kDvHalves0 = 2, kDvHalves1 = kAtomsV - 2;
+  static constexpr int kDkHalves1 = 2, kDkHalves0 = kAtoms - 2;
+  static constexpr bool kEvenShares = kDvHalves0 == kDvHalves1 && kDkHalves0 == kDkHalves1;  // one code path
+  static constexpr int dv_halves(int w) { return w == 0 ? kDvHalves0 : kDvHalves1; }
+  static constexpr int dk_halves(int w) { return w == 0 ? kDkHalves0 : kDkHalves1; }
+  static constexpr int dv_atom0(int w) { return w == 0 ? 0 : kDvHalves0; }
+  static constexpr int dk_atom0(int w) { return w == 0 ? 0 : kDkHalves0; }
   static constexpr bool kStatsByQuad = false;  // lse / D in plain row order (preprocess.cuh)
   static constexpr bool kDqTransposed = true;
   static constexpr bool kKeys80 = true;
@@ -221,12 +239,12 @@ struct BwdConfigKeys80 {
   static constexpr int kConsumerRegs = 240;
 };
 
-// Whether a backward takes the 80-key d 256 tile: default mode (the atomics' order is not fixed),
-// no softcap (its tanh's registers do not fit beside dK^T + dV^T of 80 keys), no left window edge
-// (full, causal and right-only windows; local windows keep the 64-key tile, as FA3 keeps its smaller
-// tiles for local masks).
+// Whether a backward takes the 80-key tile (d 256, d 192, and d_qk 192 / d_v 128 with d = 192): default
+// mode (the atomics' order is not fixed), no softcap (its tanh's registers do not fit beside dK^T + dV^T
+// of 80 keys), no left window edge (full, causal and right-only windows; local windows keep the 64-key
+// tile, as FA3 keeps its smaller tiles for local masks).
 constexpr bool bwd_keys80(int d, bool deterministic, int window_left, float softcap) {
-  return d == 256 && !deterministic && window_left < 0 && softcap == 0.f;
+  return (d == 256 || d == 192) && !deterministic && window_left < 0 && softcap == 0.f;
 }
 
 // The q-block size of the backward at head dim d, for the host's workspace (each sequence padded

@@ -22,14 +22,14 @@
 
 namespace fastattn::sm90 {
 
-// Whether d 256 takes the 80-key tile where bwd_keys80 allows it.
+// Whether d 256, d 192 and 192 / 128 take the 80-key tile where bwd_keys80 allows it.
 inline constexpr bool kBwdKeys80On = true;
 
 // The dynamic shared memory of a config's main kernel.
 template <class Cfg>
 constexpr int bwd_launch_smem_bytes() {
   if constexpr (Cfg::kKeys80)
-    return kBwdKeys80SmemBytes;
+    return kBwdKeys80SmemBytes<Cfg>;
   else
     return bwd_smem_struct_bytes<Cfg>() + kBwdSmemSlack<Cfg>;
 }
@@ -139,7 +139,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       } else {
         if (p.deterministic) return Status::Unsupported("backward: no deterministic kernel for this tile");
         if constexpr (Cfg::kKeys80)
-          st = launch(bwd_kernel_keys80<T>, kBytes, plain_attr);
+          st = launch(bwd_kernel_keys80<T, Cfg>, kBytes, plain_attr);
         else
           st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
       }
@@ -173,10 +173,19 @@ cudaError_t read_bwd_stamps(unsigned long long* out, int ctas) {
 #endif
 
 // The config whose q-block size the host chose (BwdParams::block_m: it padded the workspace so). DV != D
-// (192 / 128): the d 192 tile with V / dO / O / dV on d_v (BwdConfig's DV), in both modes.
+// (192 / 128): the d 192 tiles with V / dO / O / dV on d_v (BwdConfig's and BwdConfigKeys80's DV).
 template <class T, int D, int DV>
 Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
                   cudaStream_t stream) {
+  // The 80-key tile (d 256, d 192, 192 / 128): same q-block (and workspace) as the 64-key kernel's, chosen here by
+  // the host rule.
+  if constexpr (D == 256 || D == 192) {
+    using K80 = BwdConfigKeys80<D, DV>;
+    static_assert(K80::kBlockM == BwdConfig<D, BwdConfig<D>::kBlockM, DV>::kBlockM);
+    if (kBwdKeys80On && p.block_m == K80::kBlockM &&
+        bwd_keys80(D, p.deterministic != 0, p.attn.window_left, p.attn.softcap))
+      return launch_bwd_config<T, K80>(problem, grads, p, stream);
+  }
   if constexpr (DV != D) {
     using Cfg = BwdConfig<D, BwdConfig<D>::kBlockM, DV>;
     if (p.block_m != Cfg::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
@@ -185,11 +194,6 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if constexpr (D == 128) {
       if (p.block_m == BwdConfig<128, 80>::kBlockM)
         return launch_bwd_config<T, BwdConfig<128, 80>>(problem, grads, p, stream);
-    }
-    if constexpr (D == 256) {  // same q-block (and workspace) as BwdConfig<256>: chosen here by the host rule
-      if (kBwdKeys80On && p.block_m == BwdConfigKeys80::kBlockM &&
-          bwd_keys80(D, p.deterministic != 0, p.attn.window_left, p.attn.softcap))
-        return launch_bwd_config<T, BwdConfigKeys80>(problem, grads, p, stream);
     }
     if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
     return launch_bwd_config<T, BwdConfig<D>>(problem, grads, p, stream);

@@ -186,7 +186,19 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_postprocess_kernel(const _
     const int f = threadIdx.x + i * kBwdAuxThreads;
     const float4 x = xs[i];
     if constexpr (Cfg::kDqTransposed) {
-      const DqPairs e = dq_t_accum_quad(f, kRunRows);
+      // d 192 (the 80-key tile): f = tid + 256 i is float4 tid + 256 (i % kPer) of slice i / kPer
+      // (dq_t_accum_quad), so the thread's (row, col) moves by constants from its first float4's. From f as a
+      // whole, ptxas held d 192's twelve addresses beside the loads in 64 registers and spilled 16 B; at
+      // d 256 this form is the one that spills (64 B), so d 256 / d 128 keep the other.
+      constexpr int kPer = 16 * kRunRows / kBwdAuxThreads;
+      static_assert(D != 192 || 16 * kRunRows % kBwdAuxThreads == 0, "whole slices of the run per kPer loads");
+      DqPairs e;
+      if constexpr (D == 192) {
+        const DqPairs e0 = dq_t_accum_quad(int(threadIdx.x), kRunRows);
+        e = {e0.row + 16 * (i % kPer), e0.col + 64 * (i / kPer)};
+      } else {
+        e = dq_t_accum_quad(f, kRunRows);
+      }
       T* at = reinterpret_cast<T*>(tile + e.row * kRowBytes) + e.col;
       T* below = reinterpret_cast<T*>(tile + (e.row + 1) * kRowBytes) + e.col;
       at[0] = T(p.scale * x.x);
