@@ -1,5 +1,5 @@
 // The host rules that pick the Hopper backward's tile (src/cuda/sm90/bwd/config.h): which problems
-// take the 80-row d 128 tile and the 80-key d 256 tile, and which keep the 64-row / 64-key kernels;
+// take the 80-row d 128 tile and the 80-key tile (d 256, d 192), and which keep the 64-row / 64-key kernels;
 // and which d 64 / d 128 calls take the softcap kernel of its own.
 #include <gtest/gtest.h>
 #include <utility>
@@ -10,18 +10,49 @@ namespace fastattn::sm90 {
 namespace {
 
 TEST(BwdConfig, Keys80Rule) {
-  // Full, causal (window_left -1, window_right 0) and right-only windows, default mode, no softcap.
-  EXPECT_TRUE(bwd_keys80(256, false, -1, 0.f));
-  // Deterministic mode, softcap and a left window edge keep the 64-key kernel; other head dims never take it.
-  EXPECT_FALSE(bwd_keys80(256, true, -1, 0.f));
-  EXPECT_FALSE(bwd_keys80(256, false, -1, 30.f));
-  EXPECT_FALSE(bwd_keys80(256, false, 0, 0.f));
-  EXPECT_FALSE(bwd_keys80(256, false, 64, 0.f));
-  for (int d : {64, 96, 128, 192}) EXPECT_FALSE(bwd_keys80(d, false, -1, 0.f)) << "d " << d;
+  // Full, causal (window_left -1, window_right 0) and right-only windows, default mode, no softcap: d 256
+  // and d 192 (d_qk; d_v 128 too).
+  for (int d : {192, 256}) {
+    EXPECT_TRUE(bwd_keys80(d, false, -1, 0.f)) << "d " << d;
+    // Deterministic mode, softcap and a left window edge keep the 64-key kernel.
+    EXPECT_FALSE(bwd_keys80(d, true, -1, 0.f)) << "d " << d;
+    EXPECT_FALSE(bwd_keys80(d, false, -1, 30.f)) << "d " << d;
+    EXPECT_FALSE(bwd_keys80(d, false, 0, 0.f)) << "d " << d;
+    EXPECT_FALSE(bwd_keys80(d, false, 64, 0.f)) << "d " << d;
+  }
+  for (int d : {64, 96, 128}) EXPECT_FALSE(bwd_keys80(d, false, -1, 0.f)) << "d " << d;
   // Its q-block is the 64-key kernel's, so the workspace (bwd_block_m) is the same either way.
-  static_assert(BwdConfigKeys80::kBlockM == BwdConfig<256>::kBlockM);
-  static_assert(BwdConfigKeys80::kBlockN == 80 && BwdConfigKeys80::kWgKeys * 2 == BwdConfigKeys80::kBlockN);
-  static_assert(BwdConfigKeys80::kWgCols * 2 == BwdConfigKeys80::kHeadDim);
+  static_assert(BwdConfigKeys80<256>::kBlockM == BwdConfig<256>::kBlockM);
+  static_assert(BwdConfigKeys80<192>::kBlockM == BwdConfig<192>::kBlockM);
+  static_assert(BwdConfigKeys80<192, 128>::kBlockM == BwdConfig<192, 64, 128>::kBlockM);
+  static_assert(BwdConfigKeys80<256>::kBlockN == 80 && BwdConfigKeys80<256>::kWgKeys * 2 == BwdConfigKeys80<256>::kBlockN);
+}
+
+// The warpgroups' 64-row halves cover each head dim once: dV^T d_v's atoms, dK^T / dQ^T d's, from atom 0
+// up (warpgroup 0's first); d 256's shares are even (one code path), d 192's are not.
+template <class Cfg>
+void expect_halves_cover() {
+  EXPECT_EQ(Cfg::dv_atom0(0), 0);
+  EXPECT_EQ(Cfg::dv_atom0(1), Cfg::dv_halves(0));
+  EXPECT_EQ(Cfg::dv_halves(0) + Cfg::dv_halves(1), Cfg::kHeadDimV / 64);
+  EXPECT_EQ(Cfg::dk_atom0(0), 0);
+  EXPECT_EQ(Cfg::dk_atom0(1), Cfg::dk_halves(0));
+  EXPECT_EQ(Cfg::dk_halves(0) + Cfg::dk_halves(1), Cfg::kHeadDim / 64);
+  EXPECT_GE(Cfg::dk_halves(0), 1);
+  EXPECT_GE(Cfg::dk_halves(1), 1);
+}
+TEST(BwdConfig, Keys80Halves) {
+  expect_halves_cover<BwdConfigKeys80<256>>();
+  expect_halves_cover<BwdConfigKeys80<192>>();
+  expect_halves_cover<BwdConfigKeys80<192, 128>>();
+  static_assert(BwdConfigKeys80<256>::kEvenShares && !BwdConfigKeys80<192>::kEvenShares &&
+                !BwdConfigKeys80<192, 128>::kEvenShares);
+  // MMA work in halves (dV^T + dK^T + dQ^T) per warpgroup: 6 + 6, 4 + 5, 4 + 4.
+  auto work = [](int dv, int dk) { return dv + 2 * dk; };
+  EXPECT_EQ(work(BwdConfigKeys80<192>::kDvHalves0, BwdConfigKeys80<192>::kDkHalves0), 4);
+  EXPECT_EQ(work(BwdConfigKeys80<192>::kDvHalves1, BwdConfigKeys80<192>::kDkHalves1), 5);
+  EXPECT_EQ(work(BwdConfigKeys80<192, 128>::kDvHalves0, BwdConfigKeys80<192, 128>::kDkHalves0), 4);
+  EXPECT_EQ(work(BwdConfigKeys80<192, 128>::kDvHalves1, BwdConfigKeys80<192, 128>::kDkHalves1), 4);
 }
 
 TEST(BwdConfig, Rows80Rule) {
@@ -60,7 +91,8 @@ TEST(BwdConfig, SoftcapKernelRule) {
   static_assert(BwdConfig<64>::kSoftcapKernel && BwdConfig<64>::kHasSoftcap && BwdConfig<64>::kPackAfterDs);
   static_assert(BwdConfig<128>::kSoftcapKernel && BwdConfig<128>::kHasSoftcap);
   static_assert(!BwdConfig<96>::kSoftcapKernel && !BwdConfig<128, 80>::kSoftcapKernel && !BwdConfig<192>::kSoftcapKernel &&
-                !BwdConfig<256>::kSoftcapKernel && !BwdConfigKeys80::kSoftcapKernel);
+                !BwdConfig<256>::kSoftcapKernel && !BwdConfigKeys80<256>::kSoftcapKernel &&
+                !BwdConfigKeys80<192>::kSoftcapKernel && !BwdConfigKeys80<192, 128>::kSoftcapKernel);
 }
 
 // d_qk 192 / d_v 128 (BwdConfig<192, 64, 128>): V / dO on two atoms, dV split on whole atoms so that each

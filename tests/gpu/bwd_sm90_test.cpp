@@ -2,7 +2,8 @@
 //   max|g - ref| <= 2 * max|baseline - ref| + rounding step of the dtype at 0.3 + max|ref|,
 // where the baseline is the reference with P and dS rounded to the input dtype and D = rowsum(dO * out)
 // from its forward's out in the input dtype (the kernels read the stored out). Head dims 64 / 96 /
-// 128 and (LargeDims*: the 64-key split shape, and at d 256 the 80-key tile) 192 / 256 and d_qk 192 / d_v 128, both
+// 128 and (LargeDims*: the 64-key split shape, and in the default mode without softcap or left window edge
+// the 80-key tile) 192 / 256 and d_qk 192 / d_v 128, both
 // dtypes, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA 1/4/8, varlen with
 // empty sequences, seqused, causal, local windows, softcap. The forward (out, lse) comes from the
 // CUDA forward; gradients are poisoned before every run; each case runs twice: dk and dv must be
@@ -221,8 +222,9 @@ void softcap_cases(int d_a, int d_b) {
 
 // The 80-row (d 128) and 80-key (d 256) tiles: varlen with empty sequences and tails of 80 on
 // either side (GQA 4:1), and varlen + seqused ...
-void tile80_varlen_cases(int d, bool causal) {
+void tile80_varlen_cases(int d, bool causal, int dv = 0) {
   BwdCase v = bcase(DType::F16, d, 0, 0);
+  v.dv = dv;
   v.lens_q = {81, 0, 160, 1, 239};
   v.lens_k = {80, 3, 300, 0, 129};
   v.hq = 4;
@@ -230,6 +232,7 @@ void tile80_varlen_cases(int d, bool causal) {
   v.causal = causal;
   run_bwd_case(v);
   BwdCase u = bcase(DType::BF16, d, 0, 0);
+  u.dv = dv;
   u.lens_q = {170, 79, 5};
   u.lens_k = {90, 200, 81};
   u.used_q = {161, 0, 5};
@@ -238,11 +241,13 @@ void tile80_varlen_cases(int d, bool causal) {
 }
 // ... and the neighbours that keep the 64-row / 64-key kernel on the same kind of problem (softcap,
 // deterministic mode), so that the host's choice is checked on both sides.
-void tile80_neighbour_cases(int d) {
+void tile80_neighbour_cases(int d, int dv = 0) {
   BwdCase cap = bcase(DType::BF16, d, 161, 200);
+  cap.dv = dv;
   cap.softcap = 5.f;
   run_bwd_case(cap);
   BwdCase det = bcase(DType::F16, d, 161, 300);
+  det.dv = dv;
   det.hq = 4;
   det.hkv = 2;
   det.deterministic = true;
@@ -478,7 +483,8 @@ TEST_F(Sm90Bwd, GraphReplay) {
   run_bwd_case(capped(graph_case(DType::BF16, 64, 2100, 2100), 4, 2, true, 0.f));  // d 64 longest first (16+ key blocks)
 }
 
-// The same for the head dims over 128: the 80-key d 256 tile and the 64-key tile split on d (d 192).
+// The same for the head dims over 128: causal on the 80-key tile (d 256, d 192), and a local window, which
+// keeps d 192 on the 64-key tile split on d.
 TEST_F(Sm90Bwd, LargeDimsGraphReplay) {
   for (int d : {256, 192}) {
     BwdCase c = bcase(DType::BF16, d, 300, 300);
@@ -486,6 +492,9 @@ TEST_F(Sm90Bwd, LargeDimsGraphReplay) {
     c.causal = true;
     run_bwd_case(c);
   }
+  BwdCase local = bcase(DType::BF16, 192, 300, 300);
+  local.graph = true;
+  run_bwd_case(windowed(local, 64, 0));
 }
 
 TEST_F(Sm90Bwd, DeterministicBitwise) { deterministic_cases(128, 64, 96); }
@@ -588,46 +597,75 @@ TEST_F(Sm90Bwd, LargeDimsWindowsSoftcap) {
   softcap_cases(192, 256);
 }
 
-// d 256 in the default mode without softcap or left window edge: 80 keys per CTA (BwdConfigKeys80:
-// S / dP not swapped with N = 40 per warpgroup, dK^T / dV^T / dQ^T swapped, dQ^T by atomics into
-// its own run order). Key tails of 80 (s_k 1, 17, 79, 80, 81, 113, 161, 4097), s_q != s_k both ways,
-// causal and a right-only window, rows that keep no key, GQA 1/4/8, varlen with empty sequences and
-// seqused; then the neighbours that keep the 64-key kernel on the same problems (softcap,
-// deterministic mode, a left window edge), so that the host's choice is checked on both sides.
-TEST_F(Sm90Bwd, LargeDimsKeys80) {
+// d 256, d 192 and d_qk 192 / d_v 128 in the default mode without softcap or left window edge: 80 keys per
+// CTA (BwdConfigKeys80<d, d_v>: S / dP not swapped with N = 40 per warpgroup, dK^T / dV^T / dQ^T swapped in
+// 64-row halves, dQ^T by atomics into its own run order; at d 192 the warpgroups' halves differ). Key tails
+// of 80 (s_k 1, 17, 79, 80, 81, 113, 161, 4097), s_q != s_k both ways, causal and a right-only window,
+// rows that keep no key, GQA 1/4/8, varlen with empty sequences and seqused, a CUDA-graph replay; then
+// the neighbours that keep the 64-key kernel on the same problems (softcap, deterministic mode, a left
+// window edge), so that the host's choice is checked on both sides.
+void keys80_cases(int d, int dv) {
+  auto kcase = [&](DType dt, int sq, int sk) {
+    BwdCase c = bcase(dt, d, sq, sk);
+    c.dv = dv == d ? 0 : dv;
+    return c;
+  };
   for (int sq : {1, 65, 200})
     for (int sk : {1, 17, 79, 80, 81, 113, 161}) {
-      BwdCase c = bcase((sq + sk) % 2 == 0 ? DType::BF16 : DType::F16, 256, sq, sk);
+      BwdCase c = kcase((sq + sk) % 2 == 0 ? DType::BF16 : DType::F16, sq, sk);
       c.causal = (sq + sk) % 3 != 0;
       run_bwd_case(c);
     }
   for (bool causal : {false, true}) {
-    BwdCase c = bcase(DType::BF16, 256, 129, 4097);
+    BwdCase c = kcase(causal ? DType::BF16 : DType::F16, 129, 4097);
     c.hq = c.hkv = 1;
     c.causal = causal;
     run_bwd_case(c);
   }
-  BwdCase none = bcase(DType::F16, 256, 500, 170);  // causal, s_q > s_k: the first 330 rows keep no key
+  if (d != 256) {  // s_q 4097 (a partial last q-block past 64 full ones), s_q > s_k and s_q < s_k, odd lengths 17 / 113
+    BwdCase c = kcase(DType::BF16, 4097, 4097);
+    c.hq = c.hkv = 1;
+    c.causal = true;
+    run_bwd_case(c);
+    for (bool causal : {false, true}) {
+      BwdCase a = kcase(DType::F16, 113, 17);
+      a.causal = causal;
+      run_bwd_case(a);
+      BwdCase b = kcase(DType::BF16, 17, 113);
+      b.causal = causal;
+      run_bwd_case(b);
+    }
+  }
+  BwdCase none = kcase(DType::F16, 500, 170);  // causal, s_q > s_k: the first 330 rows keep no key
   none.causal = true;
   run_bwd_case(none);
   for (int ratio : {1, 4, 8}) {
-    BwdCase g = bcase(ratio == 4 ? DType::F16 : DType::BF16, 256, 161, 250);
+    BwdCase g = kcase(ratio == 4 ? DType::F16 : DType::BF16, 161, 250);
     g.hkv = 2;
     g.hq = 2 * ratio;
     g.causal = ratio != 1;
     run_bwd_case(g);
   }
-  BwdCase w = bcase(DType::BF16, 256, 333, 400);
+  BwdCase w = kcase(DType::BF16, 333, 400);
   w.wl = -1;
   w.wr = 20;
   run_bwd_case(w);
-  tile80_varlen_cases(256, true);
-  tile80_neighbour_cases(256);
-  BwdCase local = bcase(DType::BF16, 256, 300, 300);
+  tile80_varlen_cases(d, true, dv == d ? 0 : dv);
+  if (d != 256) {
+    tile80_varlen_cases(d, false, dv == d ? 0 : dv);
+    BwdCase gr = kcase(DType::F16, 300, 300);  // CUDA-graph replays (bf16 causal: LargeDimsGraphReplay)
+    gr.graph = true;
+    run_bwd_case(gr);
+  }
+  tile80_neighbour_cases(d, dv == d ? 0 : dv);
+  BwdCase local = kcase(DType::BF16, 300, 300);
   local.wl = 50;
   local.wr = 0;
   run_bwd_case(local);
 }
+
+TEST_F(Sm90Bwd, LargeDimsKeys80) { keys80_cases(256, 256); }
+TEST_F(Sm90Bwd, LargeDimsKeys80At192) { keys80_cases(192, 192); }
 
 TEST_F(Sm90Bwd, LargeDimsVarlen) { varlen_cases(256, 192, 256); }
 
@@ -690,6 +728,10 @@ TEST_F(Sm90Bwd, LargeDims192x128Deterministic) {
   deterministic_cases(192, 192, 192, 128);
   run_bwd_case(capped(qk192_v128(DType::F16, 300, 333), 2, 2, true, 30.f, true));
 }
+
+// The 80-key tile at 192 / 128 (BwdConfigKeys80<192, 128>: warpgroup 1 takes no dV^T half) and its 64-key
+// neighbours: keys80_cases.
+TEST_F(Sm90Bwd, LargeDims192x128Keys80) { keys80_cases(192, 128); }
 
 }  // namespace
 }  // namespace fastattn::gputest

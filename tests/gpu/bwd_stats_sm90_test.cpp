@@ -46,8 +46,10 @@ struct Variant {
 
 // Whether a q-block's lse / D are stored in quad order (BwdConfig::kStatsByQuad).
 bool stats_by_quad(int d, int block_m) {
-  static_assert(sm90::BwdConfig<256>::kStatsByQuad == sm90::BwdConfigKeys80::kStatsByQuad,
-                "the d 256 tiles share one preprocess instance");
+  static_assert(sm90::BwdConfig<256>::kStatsByQuad == sm90::BwdConfigKeys80<256>::kStatsByQuad &&
+                    sm90::BwdConfig<192>::kStatsByQuad == sm90::BwdConfigKeys80<192>::kStatsByQuad &&
+                    sm90::BwdConfig<192, 64, 128>::kStatsByQuad == sm90::BwdConfigKeys80<192, 128>::kStatsByQuad,
+                "the 64-key and 80-key tiles of a head dim share one preprocess instance");
   if (block_m == sm90::BwdConfig<128, 80>::kBlockM) return sm90::BwdConfig<128, 80>::kStatsByQuad;
   switch (d) {
     case 64: return sm90::BwdConfig<64>::kStatsByQuad;
