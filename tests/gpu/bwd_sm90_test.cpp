@@ -223,16 +223,14 @@ void softcap_cases(int d_a, int d_b) {
 // The 80-row (d 128) and 80-key (d 256) tiles: varlen with empty sequences and tails of 80 on
 // either side (GQA 4:1), and varlen + seqused ...
 void tile80_varlen_cases(int d, bool causal, int dv = 0) {
-  BwdCase v = bcase(DType::F16, d, 0, 0);
-  v.dv = dv;
+  BwdCase v = bcase(DType::F16, d, 0, 0, dv);
   v.lens_q = {81, 0, 160, 1, 239};
   v.lens_k = {80, 3, 300, 0, 129};
   v.hq = 4;
   v.hkv = 1;
   v.causal = causal;
   run_bwd_case(v);
-  BwdCase u = bcase(DType::BF16, d, 0, 0);
-  u.dv = dv;
+  BwdCase u = bcase(DType::BF16, d, 0, 0, dv);
   u.lens_q = {170, 79, 5};
   u.lens_k = {90, 200, 81};
   u.used_q = {161, 0, 5};
@@ -242,12 +240,10 @@ void tile80_varlen_cases(int d, bool causal, int dv = 0) {
 // ... and the neighbours that keep the 64-row / 64-key kernel on the same kind of problem (softcap,
 // deterministic mode), so that the host's choice is checked on both sides.
 void tile80_neighbour_cases(int d, int dv = 0) {
-  BwdCase cap = bcase(DType::BF16, d, 161, 200);
-  cap.dv = dv;
+  BwdCase cap = bcase(DType::BF16, d, 161, 200, dv);
   cap.softcap = 5.f;
   run_bwd_case(cap);
-  BwdCase det = bcase(DType::F16, d, 161, 300);
-  det.dv = dv;
+  BwdCase det = bcase(DType::F16, d, 161, 300, dv);
   det.hq = 4;
   det.hkv = 2;
   det.deterministic = true;
@@ -605,11 +601,8 @@ TEST_F(Sm90Bwd, LargeDimsWindowsSoftcap) {
 // the neighbours that keep the 64-key kernel on the same problems (softcap, deterministic mode, a left
 // window edge), so that the host's choice is checked on both sides.
 void keys80_cases(int d, int dv) {
-  auto kcase = [&](DType dt, int sq, int sk) {
-    BwdCase c = bcase(dt, d, sq, sk);
-    c.dv = dv == d ? 0 : dv;
-    return c;
-  };
+  const int dv_arg = dv == d ? 0 : dv;
+  auto kcase = [&](DType dt, int sq, int sk) { return bcase(dt, d, sq, sk, dv_arg); };
   for (int sq : {1, 65, 200})
     for (int sk : {1, 17, 79, 80, 81, 113, 161}) {
       BwdCase c = kcase((sq + sk) % 2 == 0 ? DType::BF16 : DType::F16, sq, sk);
@@ -650,14 +643,14 @@ void keys80_cases(int d, int dv) {
   w.wl = -1;
   w.wr = 20;
   run_bwd_case(w);
-  tile80_varlen_cases(d, true, dv == d ? 0 : dv);
+  tile80_varlen_cases(d, true, dv_arg);
   if (d != 256) {
-    tile80_varlen_cases(d, false, dv == d ? 0 : dv);
+    tile80_varlen_cases(d, false, dv_arg);
     BwdCase gr = kcase(DType::F16, 300, 300);  // CUDA-graph replays (bf16 causal: LargeDimsGraphReplay)
     gr.graph = true;
     run_bwd_case(gr);
   }
-  tile80_neighbour_cases(d, dv == d ? 0 : dv);
+  tile80_neighbour_cases(d, dv_arg);
   BwdCase local = kcase(DType::BF16, 300, 300);
   local.wl = 50;
   local.wr = 0;
