@@ -198,7 +198,7 @@ struct BwdConfigKeys80 {
   static constexpr int kBlockN = 80;  // keys per CTA
   static constexpr int kWgKeys = 40;  // keys of a warpgroup's S / dP: the N of S = Q K^T
   static constexpr int kStages = 2;   // Q ring depth
-  // dO stages: d 256 one (two do not fit beside 80 keys); d 192 two (201 KB; 192 / 128: 175 KB), so that
+  // dO stages: d 256 one (two do not fit beside 80 keys); d 192 two (197 KB; 192 / 128: 171 KB), so that
   // the next step's dO loads while this step's dV^T still reads its stage.
   static constexpr int kDoStages = D == 256 ? 1 : 2;
   static constexpr int kAtoms = D / 64;

@@ -40,7 +40,7 @@
 namespace fastattn::sm90 {
 
 // d 256: 222 KB of the 227: two Q stages do fit, a second dO stage does not (docs/notes/bwd-sm90.md).
-// d 192: 201 KB with two dO stages; 192 / 128: 175 KB.
+// d 192: 197 KB with two dO stages; 192 / 128: 171 KB.
 template <class Cfg>
 struct BwdSmemKeys80 {
   static constexpr int kTileBytes = Cfg::kBlockN * kAtomRowBytes;  // keys x 64 q rows of 16 bits: one atom
