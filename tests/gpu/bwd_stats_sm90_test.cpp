@@ -401,6 +401,9 @@ TEST_F(Sm90BwdStats, LargeDimsD192) { variant_cases({192, true, -1, -1, 64, fals
 TEST_F(Sm90BwdStats, LargeDimsD192V128) { variant_cases({192, true, -1, -1, 64, false, 128}); }
 TEST_F(Sm90BwdStats, LargeDimsD256Keys80) { variant_cases({256, true, -1, -1, 64, false}); }
 TEST_F(Sm90BwdStats, LargeDimsD256Keys64) { variant_cases({256, false, 50, 0, 64, false}); }
+// d 192 and 192 / 128 causal (above) take the 80-key tile since session 33; a left window edge keeps the 64-key one.
+TEST_F(Sm90BwdStats, LargeDimsD192Keys64) { variant_cases({192, false, 50, 0, 64, false}); }
+TEST_F(Sm90BwdStats, LargeDimsD192V128Keys64) { variant_cases({192, false, 50, 0, 64, false, 128}); }
 
 }  // namespace
 }  // namespace fastattn::gputest
