@@ -73,10 +73,27 @@ void check_t_layout(int rows, int d) {
 }
 
 // dQ^T runs: d 128 with 80-row q-blocks (BwdConfig<128, 80>, a warpgroup's 64 head-dim rows a
-// slice) and d 256's 80-key tile (BwdConfigKeys80: 64-row q-blocks, two slices per warpgroup).
+// slice) and the 80-key tile (BwdConfigKeys80: 64-row q-blocks; d 256 two slices per warpgroup, d 192
+// one and two).
 TEST(DqLayout, SwappedInverseMatchesForwardMap) {
   check_t_layout(80, 128);
   check_t_layout(64, 256);
+  check_t_layout(64, 192);
+}
+
+// The d 192 postprocess (preprocess.cuh) names thread tid's float4 i (f = tid + 256 i, 256 threads: kBwdAuxThreads)
+// by the thread's first float4 plus constants: row + 16 (i % 4), col + 64 (i / 4). Both forms agree for every f.
+TEST(DqLayout, SwappedQuadByThreadSteps) {
+  constexpr int kThreads = 256, kRows = 64, kPer = 16 * kRows / kThreads;
+  for (int d : {192, 256})
+    for (int tid = 0; tid < kThreads; ++tid) {
+      const DqPairs e0 = dq_t_accum_quad(tid, kRows);
+      for (int i = 0; i < kRows * d / 4 / kThreads; ++i) {
+        const DqPairs e = dq_t_accum_quad(tid + kThreads * i, kRows);
+        ASSERT_EQ(e.row, e0.row + 16 * (i % kPer)) << "d " << d << " thread " << tid << " load " << i;
+        ASSERT_EQ(e.col, e0.col + 64 * (i / kPer)) << "d " << d << " thread " << tid << " load " << i;
+      }
+    }
 }
 
 }  // namespace

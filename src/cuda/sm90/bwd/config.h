@@ -216,8 +216,8 @@ struct BwdConfigKeys80 {
   static constexpr int kKBytes = kAtoms * kKAtomBytes;
   static constexpr int kVBytes = kAtomsV * kKAtomBytes;
   static constexpr int kDoBytes = kAtomsV * kQAtomBytes;
-  // Warpgroup w's halves (64 head-dim rows each, whole atoms): dV^T over dO's atoms [kDvAtom0(w), + kDvHalves(w)),
-  // dK^T over Q's and dQ^T over K's [kDkAtom0(w), + kDkHalves(w)) (each dQ^T half issued before its dK^T half:
+  // Warpgroup w's halves (64 head-dim rows each, whole atoms): dV^T over dO's atoms [dv_atom0(w), + dv_halves(w)),
+  // dK^T over Q's and dQ^T over K's [dk_atom0(w), + dk_halves(w)) (each dQ^T half issued before its dK^T half:
   // keys80.cuh). Warpgroup 0 takes dO's first two atoms, warpgroup 1 K's / Q's last two; so in halves of MMA
   // work (dV^T + dK^T + dQ^T) d 256 is 6 + 6, d 192 4 + 5 (dV^T 2 + 1, dK^T / dQ^T 1 + 2), 192 / 128 4 + 4
   // (dV^T 2 + 0). S and dP (40 keys each) are even. Accumulators: dV^T + dK^T 40 registers a half: d 256
