@@ -188,13 +188,6 @@ constexpr bool bwd_softcap_kernel(int d, int block_m, bool deterministic, bool r
 // and then computes dV^T, dK^T and dQ^T (swap-AB: the head dim is M) for its head-dim rows in halves
 // of 64 (whole atoms). dQ^T is added by vector atomics into the q-block's run in dQ^T's fragment order
 // (kDqTransposed). The q-block stays 64 rows, so the workspace is the 64-key kernel's.
-// Measurement switch (session 33, to be removed once measured): the 80-key tile's dO stages at d 192 and 192 / 128,
-// 2 by default, 1 as at d 256 (a build with -DCMAKE_CUDA_FLAGS=-DFASTATTN_K80_DO_STAGES=1 for an A/B).
-#ifndef FASTATTN_K80_DO_STAGES
-#define FASTATTN_K80_DO_STAGES 2
-#endif
-static_assert(FASTATTN_K80_DO_STAGES == 1 || FASTATTN_K80_DO_STAGES == 2, "the 80-key tile's dO stages at d 192: 1 or 2");
-
 template <int D, int DV = D>
 struct BwdConfigKeys80 {
   static_assert((D == 256 && DV == 256) || (D == 192 && (DV == 192 || DV == 128)),
@@ -206,8 +199,9 @@ struct BwdConfigKeys80 {
   static constexpr int kWgKeys = 40;  // keys of a warpgroup's S / dP: the N of S = Q K^T
   static constexpr int kStages = 2;   // Q ring depth
   // dO stages: d 256 one (two do not fit beside 80 keys); d 192 two (197 KB; 192 / 128: 171 KB), so that
-  // the next step's dO loads while this step's dV^T still reads its stage (FASTATTN_K80_DO_STAGES: above).
-  static constexpr int kDoStages = D == 256 ? 1 : FASTATTN_K80_DO_STAGES;
+  // the next step's dO loads while this step's dV^T still reads its stage (one stage measured 1.5-3.5 %
+  // slower at d 192, 0.4-2.3 % at 192 / 128: notes, session 33).
+  static constexpr int kDoStages = D == 256 ? 1 : 2;
   static constexpr int kAtoms = D / 64;
   static constexpr int kAtomsV = DV / 64;  // V and dO: d_v's atoms (bwd_load_kv reads these)
   static constexpr int kQAtomBytes = kBlockM * 128;
