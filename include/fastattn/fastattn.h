@@ -25,12 +25,13 @@ FASTATTN_API Status validate_backward(const AttnArgs& args, const Tensor& dout, 
 FASTATTN_API Status forward(const AttnArgs& args, void* stream = nullptr);
 
 // Gradients of forward. Reads args.q/k/v/out/lse (lse as written by forward); writes dq, dk, dv
-// (same shapes and dtypes as q, k, v). CUDA (sm_90a, head dims 64/96/128): the workspace (an fp32
-// dQ accumulator and two fp32 scalars per q row, padded to the kernel's q-block) is allocated and
-// freed on `stream` (fastattn's stream-ordered pool, which keeps up to 64 MiB mapped across
-// synchronizes; cudaMallocAsync under graph capture): the call is stream-ordered and can be
-// captured in a CUDA graph (with check_index_arrays off for varlen). args.deterministic makes dq
-// bitwise reproducible (dk and dv always are).
+// (same shapes and dtypes as q, k, v). CUDA (sm_90a, head dims 64/96/128/192/256 and d_qk 192
+// with d_v 128, those of them this build holds): the workspace (an fp32 dQ accumulator and two
+// fp32 scalars per q row, padded to the kernel's q-block) is allocated and freed on `stream`
+// (fastattn's stream-ordered pool, which keeps up to 64 MiB mapped across synchronizes;
+// cudaMallocAsync under graph capture): the call is stream-ordered and can be captured in a CUDA
+// graph (with check_index_arrays off for varlen). args.deterministic makes dq bitwise
+// reproducible (dk and dv always are).
 FASTATTN_API Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,
                              const Tensor& dv, void* stream = nullptr);
 

@@ -147,6 +147,13 @@ foreach(dt fp16 bf16)
   endforeach()
   list(APPEND FASTATTN_BWD_MENU "sm90:${dt}:192:128")
 endforeach()
+# Every backward row has its forward row: check_backward (bwd_backend.cu) runs check_forward's other
+# checks (alignment, out, mask, varlen bounds) only past a (d, d_v) the forward has built.
+foreach(row ${FASTATTN_BWD_MENU})
+  if(NOT row IN_LIST FASTATTN_KERNEL_MENU)
+    message(FATAL_ERROR "backward menu row ${row} has no forward row in FASTATTN_KERNEL_MENU")
+  endif()
+endforeach()
 set(_bwd_dispatch "")
 set(FASTATTN_BWD_KERNEL_COUNT 0)
 foreach(row ${FASTATTN_BWD_MENU})

@@ -4,10 +4,13 @@
 // case also runs twice and must be bitwise identical.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "fwd_case.h"
 
@@ -421,6 +424,48 @@ TEST_F(Sm90Fwd, NarrowV192x128) {
   many.hkv = 2;
   many.causal = true;
   run_fwd_case(many);
+}
+
+// (d, d_v) pairs that no menu row holds (sources.cmake: d_v = d, and 192 / 128) are refused by the
+// forward and the backward with NotSupported naming both head dims, whatever this build's head dims,
+// and no output is written: a kernel built for another pair (d alone, say) must never run on them.
+TEST_F(Sm90Fwd, HeadDimPairsWithoutKernelRefused) {
+  for (auto [d, dv] : {std::pair{128, 64}, std::pair{64, 128}, std::pair{128, 192}, std::pair{256, 128},
+                       std::pair{192, 64}, std::pair{192, 256}, std::pair{96, 64}}) {
+    SCOPED_TRACE("d " + std::to_string(d) + " d_v " + std::to_string(dv));
+    const int64_t b = 1, sq = 17, sk = 33, h = 2;
+    DeviceBuffer q(size_t(b * sq * h * d) * 2), k(size_t(b * sk * h * d) * 2), v(size_t(b * sk * h * dv) * 2),
+        out(size_t(b * sq * h * dv) * 2), lse(size_t(b * h * sq) * 4), dout(out.bytes()), dq(q.bytes()),
+        dk(k.bytes()), dvb(v.bytes());
+    for (const DeviceBuffer* x : {&q, &k, &v, &dout}) FA_CUDA_OK(cudaMemset(x->get(), 0, x->bytes()));
+    for (const DeviceBuffer* x : {&out, &lse, &dq, &dk, &dvb}) x->poison();
+    const DType dt = DType::BF16;
+    AttnArgs a;
+    a.q = make_tensor(q.get(), dt, {b, sq, h, d}, Device::CUDA);
+    a.k = make_tensor(k.get(), dt, {b, sk, h, d}, Device::CUDA);
+    a.v = make_tensor(v.get(), dt, {b, sk, h, dv}, Device::CUDA);
+    a.out = make_tensor(out.get(), dt, {b, sq, h, dv}, Device::CUDA);
+    a.lse = make_tensor(lse.get(), DType::F32, {b, h, sq}, Device::CUDA);
+    const std::string pair = "head_dim_v " + std::to_string(dv);
+    Status st = forward(a, nullptr);
+    EXPECT_EQ(st.code, Code::NotSupported) << "forward: " << st.message;
+    EXPECT_NE(st.message.find(pair), std::string::npos) << "forward: " << st.message;
+    st = backward(a, make_tensor(dout.get(), dt, {b, sq, h, dv}, Device::CUDA),
+                  make_tensor(dq.get(), dt, {b, sq, h, d}, Device::CUDA),
+                  make_tensor(dk.get(), dt, {b, sk, h, d}, Device::CUDA),
+                  make_tensor(dvb.get(), dt, {b, sk, h, dv}, Device::CUDA), nullptr);
+    EXPECT_EQ(st.code, Code::NotSupported) << "backward: " << st.message;
+    EXPECT_NE(st.message.find(pair), std::string::npos) << "backward: " << st.message;
+    FA_CUDA_OK(cudaDeviceSynchronize());
+    const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+    int n = 0;
+    for (const DeviceBuffer* x : {&out, &lse, &dq, &dk, &dvb}) {
+      std::vector<uint8_t> got(x->bytes());
+      x->download(got.data());
+      EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](uint8_t c) { return c == 0xFF; })) << names[n] << " written";
+      ++n;
+    }
+  }
 }
 
 // The grid is persistent; on a 132-SM H100 the cases above mostly give each CTA one tile. Capping

@@ -148,6 +148,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   }
   auto kernel = fwd_kernel<T, Cfg>;
   const int smem = fwd_smem_bytes<Cfg>();
+  static_assert(fwd_smem_bytes<Cfg>() <= 227 * 1024, "the forward's shared memory exceeds sm_90's 227 KB");
   static cuda_backend::PerDeviceFlags attr_set;  // per instantiation
   if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set); !st.ok())
     return st;
