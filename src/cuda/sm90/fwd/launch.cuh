@@ -191,9 +191,10 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
 //   192.
 constexpr int kShortMaxKeys64 = 1024;
 
-// d_qk 192 with d_v 128: FA3's 128 x 128 tile (QK's registers are d's, S, P and O those of d 128):
-// with V's 64 KB ring half one Q buffer still (Q 48 KB, the ring 160 KB), without ping-pong (d > 128;
-// FA3 turns its scheduler barrier off above d 128 too).
+// d_qk 192 with d_v 128: FA3's 128 x 128 tile, whose S, P and O registers are d 128's. One Q buffer
+// (Q 48 KB + the K / V ring 2 x (48 + 32) KB = 208 KB; a second Q buffer would need 256 KB), and no
+// ping-pong (d > 128: FA3 turns its scheduler barrier off above d 128 too). 96 keys with two Q buffers
+// measured slower (docs/notes/fwd-sm90.md, session 33).
 template <int D, int DV>
 struct NarrowVConfig {
   static_assert(D == 192 && DV == 128, "d_v < d: the menu's 192 / 128 only");
