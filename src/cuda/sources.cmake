@@ -85,6 +85,15 @@ foreach(row ${FASTATTN_KERNEL_MENU})
   endif()
 endforeach()
 
+# A generated unit's head-dim part: d<d>, or d<d>_v<d_v> where they differ.
+function(fastattn_unit_dims d dv out)
+  if(dv EQUAL d)
+    set(${out} d${d} PARENT_SCOPE)
+  else()
+    set(${out} d${d}_v${dv} PARENT_SCOPE)
+  endif()
+endfunction()
+
 # Whether a menu row of dtype `dt` and head dim `d` is selected by FASTATTN_DTYPES and
 # FASTATTN_HEAD_DIMS (empty: every menu head dim); the forward's and the backward's rows alike.
 function(fastattn_row_selected dt d out)
@@ -116,10 +125,7 @@ foreach(row ${FASTATTN_KERNEL_MENU})
     message(FATAL_ERROR "kernel menu row ${row}: unknown arch '${_arch}'")
   endif()
   fastattn_dtype_names(${dt} FA_CTYPE _enum)
-  set(_dims d${FA_HDIM})  # the unit's name: d<d>, or d<d>_v<d_v> where they differ
-  if(NOT FA_HDIM_V EQUAL FA_HDIM)
-    set(_dims d${FA_HDIM}_v${FA_HDIM_V})
-  endif()
+  fastattn_unit_dims(${FA_HDIM} ${FA_HDIM_V} _dims)
   set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_${dt}_${_dims}.cu)
   configure_file(${_cuda_dir}/${_arch}/fwd/inst.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
@@ -135,23 +141,17 @@ configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc.tmp
 message(STATUS "fastattn: forward kernels from the menu: ${FASTATTN_KERNEL_COUNT} "
                "(${FASTATTN_DTYPES} x head dims ${_menu_dims_built})")
 
-# The backward's menu, rows arch:dtype:d_qk:d_v under the same selection (FASTATTN_DTYPES,
-# _HEAD_DIMS by d_qk, _CUDA_ARCHS): d <= 128 in 128-key CTAs, 192 / 256 in 64-key CTAs split on d,
-# 192 / 128 on d 192's tile with V / dO on d_v (BwdConfig, docs/notes/bwd-sm90.md). Generates
-# bwd_<dtype>_d<d>.cu (bwd_<dtype>_d<d>_v<d_v>.cu where d_v differs) and bwd_dispatch.inc
+# The backward's menu: the forward's sm90 rows (arch:dtype:d_qk:d_v), under the same selection
+# (FASTATTN_DTYPES, _HEAD_DIMS by d_qk, _CUDA_ARCHS). Taken from the forward's, so that every backward
+# has its forward: check_backward (bwd_backend.cu) runs check_forward's other checks (alignment, out,
+# mask, varlen bounds) only past a (d, d_v) the forward has built. d <= 128 in 128-key CTAs, 192 / 256
+# in 64- or 80-key CTAs, 192 / 128 on d 192's tiles with V / dO on d_v (BwdConfig, BwdConfigKeys80;
+# docs/notes/bwd-sm90.md). Generates bwd_<dtype>_d<d>[_v<d_v>].cu and bwd_dispatch.inc
 # (bwd_backend.cu's dispatch by dtype, d_qk and d_v; backend.cu's table of built kernels).
 set(FASTATTN_BWD_MENU "")
-foreach(dt fp16 bf16)
-  foreach(d 64 96 128 192 256)
-    list(APPEND FASTATTN_BWD_MENU "sm90:${dt}:${d}:${d}")
-  endforeach()
-  list(APPEND FASTATTN_BWD_MENU "sm90:${dt}:192:128")
-endforeach()
-# Every backward row has its forward row: check_backward (bwd_backend.cu) runs check_forward's other
-# checks (alignment, out, mask, varlen bounds) only past a (d, d_v) the forward has built.
-foreach(row ${FASTATTN_BWD_MENU})
-  if(NOT row IN_LIST FASTATTN_KERNEL_MENU)
-    message(FATAL_ERROR "backward menu row ${row} has no forward row in FASTATTN_KERNEL_MENU")
+foreach(row ${FASTATTN_KERNEL_MENU})
+  if(row MATCHES "^sm90:")
+    list(APPEND FASTATTN_BWD_MENU ${row})
   endif()
 endforeach()
 set(_bwd_dispatch "")
@@ -167,11 +167,8 @@ foreach(row ${FASTATTN_BWD_MENU})
     continue()
   endif()
   fastattn_dtype_names(${dt} FA_CTYPE _enum)
-  set(_name bwd_${dt}_d${FA_HDIM})
-  if(NOT FA_HDIM_V EQUAL FA_HDIM)
-    set(_name ${_name}_v${FA_HDIM_V})
-  endif()
-  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/${_name}.cu)
+  fastattn_unit_dims(${FA_HDIM} ${FA_HDIM_V} _dims)
+  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/bwd_${dt}_${_dims}.cu)
   configure_file(${_cuda_dir}/${_arch}/bwd/inst.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
   string(APPEND _bwd_dispatch "FASTATTN_BWD_CASE(DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")

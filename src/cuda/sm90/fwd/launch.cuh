@@ -191,23 +191,20 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
 //   192.
 constexpr int kShortMaxKeys64 = 1024;
 
-// d_qk 192 with d_v 128: FA3's 128 x 128 tile, whose S, P and O registers are d 128's. One Q buffer
-// (Q 48 KB + the K / V ring 2 x (48 + 32) KB = 208 KB; a second Q buffer would need 256 KB), and no
-// ping-pong (d > 128: FA3 turns its scheduler barrier off above d 128 too). 96 keys with two Q buffers
-// measured slower (docs/notes/fwd-sm90.md, session 33).
-template <int D, int DV>
-struct NarrowVConfig {
-  static_assert(D == 192 && DV == 128, "d_v < d: the menu's 192 / 128 only");
-  using type = VHeadDim<FwdConfig<192, 128>, 128>;
-};
-
-// The config of a (d, d_v) with no per-problem alternative: the default one, or NarrowVConfig's.
+// The config of a (d, d_v) with no per-problem alternative: the head dim's default one, or at d_qk 192
+// with d_v 128 FA3's 128 x 128 tile, whose S, P and O registers are d 128's. One Q buffer there (Q 48 KB
+// + the K / V ring 2 x (48 + 32) KB = 208 KB; a second Q buffer would need 256 KB), and no ping-pong
+// (d > 128: FA3 turns its scheduler barrier off above d 128 too). 96 keys with two Q buffers measured
+// slower (docs/notes/fwd-sm90.md, session 33).
 template <int D, int DV>
 struct DefaultConfig {
+  static_assert(DV == D, "d_v != d: the menu's 192 / 128 only (its specialization below)");
   using type = FwdConfig<D>;
 };
 template <>
-struct DefaultConfig<192, 128> : NarrowVConfig<192, 128> {};
+struct DefaultConfig<192, 128> {
+  using type = VHeadDim<FwdConfig<192, 128>, 128>;
+};
 
 // The split-KV kernel's base config per head dim (launch_split.cuh): the default one, but at d = 64
 // the short-row 128-key one: the partial store spilled 48 bytes on the default 192-key tile.
