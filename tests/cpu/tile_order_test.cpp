@@ -112,6 +112,28 @@ TEST(CausalSections, UpToTheWholeL2WhenNoHalfL2WidthBalances) {
   EXPECT_LE(schedule_imbalance(chosen, 132, 128), schedule_imbalance(plain, 132, 128) + 0.02);
 }
 
+TEST(CausalSections, NarrowestBalancedUpToTwiceTheL2WhenNothingNearerBalances) {
+  // b4 h16 d256 s16384: 16 MB of K/V per slot, one fits half of 50 MB, none of widths 1-2 balances;
+  // the plain order would keep all 64 slots in flight.
+  const Launch p = shape(4, 16, 16, 128, true, 0);
+  const int64_t kv = 16384 * 512 * 2, l2 = 50 << 20;
+  const int w = choose_section_slots(p, 132, 128, kv, l2);
+  const int fit = int(l2 / 2 / kv);
+  EXPECT_LT(w, p.s.batch_heads);
+  EXPECT_GT(w, 2 * fit);  // past the second search's range
+  EXPECT_LE(w, 4 * fit);
+  Launch plain = p, chosen = p;
+  plain.s.section_slots = p.s.batch_heads;
+  chosen.s.section_slots = w;
+  EXPECT_LE(schedule_imbalance(chosen, 132, 128), schedule_imbalance(plain, 132, 128) + 0.02);
+  // Narrowest: no narrower width balances.
+  for (int x = 1; x < w; ++x) {
+    Launch narrower = p;
+    narrower.s.section_slots = x;
+    EXPECT_GT(schedule_imbalance(narrower, 132, 128), schedule_imbalance(plain, 132, 128) + 0.02) << x;
+  }
+}
+
 TEST(CausalSections, PlainOrderWhenAllFitsOrNotCausal) {
   Launch p = shape(2, 16, 16, 64, true, 0);
   EXPECT_EQ(choose_section_slots(p, 132, 128, 1 << 20, 64 << 20), p.s.batch_heads);  // 32 MB fits

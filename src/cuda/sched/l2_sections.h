@@ -7,7 +7,8 @@
 // schedule balances CTAs only where each pair of rounds sees sizes falling linearly, and section
 // edges break that (up to 1.2x max/mean for some w). So the host simulates the schedule and takes
 // the widest section that fits half the L2 and balances within 2% of the plain order; failing
-// that, the widest up to the whole L2 that does; none: plain.
+// that, the widest up to the whole L2 that does; failing that, the narrowest up to twice the L2
+// that does; none: plain.
 #pragma once
 
 #include <algorithm>
@@ -108,6 +109,14 @@ inline int choose_section_slots(TileSchedule s, const AttnParams& a, bool causal
   // Searched second, so shapes that balance within half the L2 keep their width (a wider one
   // measured 3-10% slower at s <= 4k).
   if (const int w = widest_balanced(std::min<int64_t>(all - 1, 2 * fit), fit + 1)) return w;
+  // Still none (large slots, fit 1-5: d >= 192 at s >= 8k): the narrowest balanced width up to
+  // four fits. It overflows the L2, but the plain order keeps every slot's K/V in flight, which
+  // thrashes it far worse once there are 32+ slots (d256 s16k causal b4 h16: 1.6x slower than
+  // 3 slots a section; docs/notes/fwd-sm90.md, session 34).
+  for (int64_t w = 2 * fit + 1, tried = 0; w <= std::min<int64_t>(4 * fit, all - 1) && tried < 32; ++w, ++tried) {
+    s.section_slots = int(w);
+    if (schedule_imbalance(s, a, causal, ctas) <= plain + 0.02) return int(w);
+  }
   return all;
 }
 
