@@ -2,6 +2,13 @@
 // deterministic mode are run-time arguments.
 #pragma once
 
+// K in registers for S^T (docs/notes/bwd-sm90.md, session 34): how many of S^T's 8 k-steps (16 head-dim
+// columns each) take K from registers (an RS wgmma) in the d 128 64-row kernel of the default mode
+// without the softcap path; 0: all from shared memory (main's kernel). Compile-time, for measurement.
+#ifndef FASTATTN_D128_KRS
+#define FASTATTN_D128_KRS 0
+#endif
+
 namespace fastattn::sm90 {
 
 // d <= 128: one CTA per key block of 128 (two consumer warpgroups of 64 keys each, swap-AB: S^T,
@@ -152,6 +159,13 @@ struct BwdConfig {
   // -6 % (5-8: less and less, 8: +3 %), 2 of the 80-row tile's 5 -1.4 to -1.6 % at full s4k-s8k
   // (1: +0.2 %, 3: -1 %).
   static constexpr int kExpAheadSteps = BM == 80 ? 2 : 3;
+  // S^T = K Q^T with K's A fragments held in registers for the first kKRegSteps k-steps (loaded once a
+  // tile, after kv_full), so that those k-steps read only Q from shared memory (S^T's operand reads 64 ->
+  // 48 KB a step at 4). A thread holds 4 registers a k-step beside dK + dV 128 and S^T + dP^T 64, so only
+  // the 64-row tile's kernel without the softcap path takes it (kernel.cuh, kKRegs), and only up to 4:
+  // from 5 ptxas serialises the wgmmas (C7512), from 6 it spills too (notes, session 34).
+  static constexpr int kKRegSteps = D == 128 && BM == 64 ? FASTATTN_D128_KRS : 0;
+  static_assert(kKRegSteps >= 0 && kKRegSteps <= D / 16, "FASTATTN_D128_KRS: 0 to 8 k-steps");
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
   // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).

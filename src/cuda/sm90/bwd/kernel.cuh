@@ -39,6 +39,7 @@
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/stamps.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/prim/ldmatrix.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -137,6 +138,25 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   if (kBwdStamps && threadIdx.x == 128 && kv_phase == 0) bwd_stamp(kBsKvLanded);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * Cfg::kWgKeyStride * kAtomRowBytes);
+  // K in registers (BwdConfig::kKRegSteps): this warp's 16 keys as S^T's A fragments for the first kKRegs
+  // k-steps, loaded once a tile. Only in the default mode's kernel without the softcap path: the softcap's
+  // tanh, the deterministic staging and the ring's kernel hold more registers at S^T / dP^T.
+  constexpr int kKRegs = !kDet && kCapPath == BwdCap::Off ? Cfg::kKRegSteps : 0;
+  [[maybe_unused]] uint32_t kf[kKRegs > 0 ? kKRegs : 1][4];
+  if constexpr (kKRegs > 0) {
+    static_assert(Cfg::kSdpCols == 64 && !Cfg::kSplitD, "the RS S^T with a K-major B: m64n64k16 only");
+    // Matrix mtx = lane / 8 of k-step kk: keys + 8 (mtx % 2), head-dim columns 16 kk + 8 (mtx / 2) .. + 7,
+    // i.e. the A fragment's registers in order (rows g, g + 8) x (columns 2 (l % 4), + 8); lane % 8 names
+    // the key row, whose 16-byte chunk c sits at c ^ (row % 8) in its atom (TMA's 128-byte swizzle).
+    const int mtx = lane / 8;
+    const uint32_t row = smem_addr(sm.k) +
+                         (wg * Cfg::kWgKeyStride + warp_in_wg * 16 + (mtx & 1) * 8 + lane % 8) * kAtomRowBytes;
+    if (steps > 0) {  // else K is not waited for (nor used)
+#pragma unroll
+      for (int kk = 0; kk < kKRegs; ++kk)
+        ldmatrix_x4(row + (kk / 4) * Cfg::kKAtomBytes + ((((kk % 4) * 2 + (mtx >> 1)) ^ (lane % 8)) * 16), kf[kk]);
+    }
+  }
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   int h, m;
@@ -151,10 +171,21 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
       const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
       wgmma_fence();
+      if constexpr (kKRegs > 0) {
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk)
-        WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk),
-                            desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+        for (int kk = 0; kk < D / 16; ++kk) {
+          if (kk < kKRegs)  // K from registers, Q K-major as B (the `_kb` form)
+            WgmmaRS<T, kN, Major::K>::run(st, kf[kk], desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+          else
+            WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk),
+                                desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk)
+          WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk),
+                              desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+      }
       wgmma_commit();
 #pragma unroll
       for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)  // over d_v
