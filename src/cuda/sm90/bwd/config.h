@@ -4,9 +4,10 @@
 
 // K in registers for S^T (docs/notes/bwd-sm90.md, session 34): how many of S^T's 8 k-steps (16 head-dim
 // columns each) take K from registers (an RS wgmma) in the d 128 64-row kernel of the default mode
-// without the softcap path; 0: all from shared memory (main's kernel). Compile-time, for measurement.
+// without the softcap path; 0: all from shared memory. Compile-time; 4 measured best (5 and up do not
+// fit the registers).
 #ifndef FASTATTN_D128_KRS
-#define FASTATTN_D128_KRS 0
+#define FASTATTN_D128_KRS 4
 #endif
 
 namespace fastattn::sm90 {
