@@ -460,6 +460,16 @@ void band_cases(bool all) {
   run_bwd_case(u);
 }
 TEST_F(Sm90Bwd, BandWindows) { band_cases(true); }
+// One small case for compute-sanitizer (bench/band-ab.sh): bands of 3 over 5 key blocks (a short
+// last band, halos), s_q != s_k off the q-blocks' grid, GQA 4 (partials in the global slots too).
+TEST_F(Sm90Bwd, BandSmall) {
+  BandBlocks width("3");
+  BwdCase c = windowed(bcase(DType::BF16, 128, 300, 557), 63, 0);
+  c.hq = 8;
+  c.hkv = 2;
+  c.dq_bitwise = true;
+  run_bwd_case(c);
+}
 // Other band widths: 1 (every band one key block, every one with a halo), 3 (short last bands), 64
 // (one band a sequence at these lengths).
 TEST_F(Sm90Bwd, BandWidths) {

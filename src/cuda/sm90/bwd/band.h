@@ -110,8 +110,9 @@ FASTATTN_HD BwdBandJobs bwd_band_jobs(const cuda_backend::WindowMask& mask, int 
   BwdBandJobs j;
   j.later_begin = later.empty() ? 0x7fffffff : later.begin;
   j.later_job = k + 1 < end ? kBandDqHold : kBandDqNone;
-  j.earlier_end = k >= first ? bwd_band_block_q_blocks(mask, k - 1, block_n, block_m).end : 0;
-  if (j.earlier_end < 0) j.earlier_end = 0;
+  const cuda_backend::BlockRange earlier =
+      k >= first ? bwd_band_block_q_blocks(mask, k - 1, block_n, block_m) : cuda_backend::BlockRange{};
+  j.earlier_end = earlier.empty() ? 0 : earlier.end;  // an empty run's ends say nothing
   return j;
 }
 
