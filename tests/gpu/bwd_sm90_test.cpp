@@ -422,7 +422,8 @@ TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
 // s_q != s_k both ways (key blocks no row sees: dK = dV = 0; q-blocks no key block visits: dq = 0 from
 // the preprocess; diagonals off the q-blocks' grid: two q-blocks held across a switch), left 1, 17,
 // 33, 63, 64, batch and heads, GQA 4 and 8 (partials held in the global slots past the two in smem),
-// varlen with empty sequences, seqused. dq must be bitwise equal run to run (one summation order).
+// varlen with empty sequences, seqused, a CUDA-graph replay. dq must be bitwise equal run to run (one
+// summation order).
 // band_cases(false): every third of them and the varlen case.
 // Sm90BwdStats.D128Band checks that the band ran (the host's route).
 void band_cases(bool all) {
@@ -458,6 +459,12 @@ void band_cases(bool all) {
   u.used_k = {1, 400, 200};
   u.dq_bitwise = true;
   run_bwd_case(u);
+  BwdCase gr = windowed(bcase(DType::BF16, 128, 1500, 1300), 64, 0);  // replays of one CUDA-graph capture
+  gr.hq = 4;
+  gr.hkv = 2;
+  gr.graph = true;
+  gr.dq_bitwise = true;
+  run_bwd_case(gr);
 }
 TEST_F(Sm90Bwd, BandWindows) { band_cases(true); }
 // One small case for compute-sanitizer (bench/band-ab.sh): bands of 3 over 5 key blocks (a short
@@ -537,7 +544,8 @@ TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
 
 // CUDA-graph replays of the backward (training loops capture it): the kernels launched early behind
 // the one ahead (launch.cuh) and the stream-ordered workspace, for each main-kernel family: the 64-row
-// causal tile (longest first), the 80-row tile, d 64, the dQ ring, deterministic GQA, softcap.
+// causal tile (longest first), the 80-row tile, d 64, the dQ ring, the recompute band, deterministic GQA,
+// softcap.
 TEST_F(Sm90Bwd, GraphReplay) {
   auto graph_case = [](DType dt, int d, int sq, int sk) {
     BwdCase c = bcase(dt, d, sq, sk);
@@ -549,7 +557,8 @@ TEST_F(Sm90Bwd, GraphReplay) {
   run_bwd_case(causal);
   run_bwd_case(capped(graph_case(DType::F16, 128, 700, 513), 4, 2, false, 0.f));
   run_bwd_case(capped(graph_case(DType::BF16, 64, 301, 301), 2, 2, true, 0.f));
-  run_bwd_case(windowed(graph_case(DType::BF16, 128, 1500, 1500), 64, 0));
+  run_bwd_case(windowed(graph_case(DType::BF16, 128, 1500, 1500), 64, 0));  // the recompute band
+  run_bwd_case(windowed(graph_case(DType::F16, 128, 900, 1000), 64, 64));    // the dQ ring (both edges)
   run_bwd_case(capped(graph_case(DType::BF16, 128, 600, 650), 4, 1, true, 0.f, true));
   run_bwd_case(capped(graph_case(DType::BF16, 128, 400, 400), 2, 2, true, 30.f));
   run_bwd_case(capped(graph_case(DType::BF16, 64, 2100, 2100), 4, 2, true, 0.f));  // d 64 longest first (16+ key blocks)
