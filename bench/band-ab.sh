@@ -14,7 +14,8 @@
 # window goes through the ring as on main). ab-pairs loads each side's library apart, but the
 # environment is the process's, so the ring side is a byte copy of the same library whose variable's
 # name reads FASTATTN_BWD_BANX (set to 0): same code, the band off. A second copy of the band library
-# is an A/A side.
+# is an A/A side, and a third (band_dir) reads FASTATTN_BWD_BAND_EPI as ..._EPX (set to 1): the band
+# with dK / dV stored from registers, the next key block's K / V load issued before the stores.
 set -uo pipefail
 part=${1:-all}
 OUT=${OUT:-/tmp/band-ab}
@@ -49,23 +50,30 @@ DIR=/tmp/band-sides  # not under $OUT: the libraries need not come back
 mkdir -p $DIR
 cp "$LIB" "$DIR/band-a.so"
 cp "$LIB" "$DIR/band-b.so"
-python3 - "$LIB" "$DIR/ring.so" <<'EOF'
+# LIB copied to $1 with one environment variable's name $2 renamed $3 (same length), so that only
+# that copy reads the renamed one.
+rename_env() {
+  python3 - "$LIB" "$1" "$2" "$3" <<'EOF'
 import sys
 data = open(sys.argv[1], "rb").read()
-old, new = b"FASTATTN_BWD_BAND\0", b"FASTATTN_BWD_BANX\0"
-assert data.count(old) == 1, f"the switch's name appears {data.count(old)} times"
+old, new = sys.argv[3].encode() + b"\0", sys.argv[4].encode() + b"\0"
+assert len(old) == len(new) and data.count(old) == 1, f"{sys.argv[3]}: appears {data.count(old)} times"
 open(sys.argv[2], "wb").write(data.replace(old, new))
 EOF
-SIDES="--lib ring=$DIR/ring.so --lib band=$DIR/band-a.so --lib band_aa=$DIR/band-b.so"
+}
+rename_env "$DIR/ring.so" FASTATTN_BWD_BAND FASTATTN_BWD_BANX                # FASTATTN_BWD_BANX=0: the ring
+rename_env "$DIR/band-direct.so" FASTATTN_BWD_BAND_EPI FASTATTN_BWD_BAND_EPX  # ..._EPX=1: direct dK / dV
+export FASTATTN_BWD_BANX=0 FASTATTN_BWD_BAND_EPX=1
+SIDES="--lib ring=$DIR/ring.so --lib band=$DIR/band-a.so --lib band_dir=$DIR/band-direct.so --lib band_aa=$DIR/band-b.so"
 # ring first: every ratio printed is side / ring (< 1: faster than the ring).
-FASTATTN_BWD_BANX=0 timeout 200 python3 bench/ab-pairs.py $SIDES --iters 40 \
+timeout 200 python3 bench/ab-pairs.py $SIDES --iters 40 \
   --shape 2,8192,16,128,w64:0 --shape 2,4096,16,128,w64:0 --shape 2,8192,16,128,w32:0 \
   --shape 2,8192,16/2,128,w64:0 --shape 1,8192,16,128,w1:0 >"$OUT/ab.txt" 2>&1
 log "ab (B 4) rc $?: $(($(date +%s) - start)) s"
 for width in 2 8; do
   echo "## FASTATTN_BWD_BAND=$width" >>"$OUT/ab-widths.txt"
-  FASTATTN_BWD_BAND=$width FASTATTN_BWD_BANX=0 timeout 100 python3 bench/ab-pairs.py \
-    --lib ring=$DIR/ring.so --lib band=$DIR/band-a.so --iters 40 --shape 2,8192,16,128,w64:0 >>"$OUT/ab-widths.txt" 2>&1
+  FASTATTN_BWD_BAND=$width timeout 100 python3 bench/ab-pairs.py --lib ring=$DIR/ring.so --lib band=$DIR/band-a.so \
+    --lib band_dir=$DIR/band-direct.so --iters 40 --shape 2,8192,16,128,w64:0 >>"$OUT/ab-widths.txt" 2>&1
 done
 log "ab widths: $(($(date +%s) - start)) s"
 grep -h "|" "$OUT/ab.txt" "$OUT/ab-widths.txt" >>"$OUT/summary.txt"

@@ -159,6 +159,8 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
 
   p.band_blocks = bm == 64 ? band_blocks(a, d, deterministic, g.dq) : 0;
   const bool band = p.band_blocks > 0;
+  // FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers (BwdParams::band_direct_epilogue).
+  if (const char* env = std::getenv("FASTATTN_BWD_BAND_EPI")) p.band_direct_epilogue = band && std::atoi(env) == 1;
   if (band) {  // key blocks of 128 (the d 128 tile; launch.cuh checks the count against its n_blocks)
     const int n_blocks = (a.seqlen_k + 127) / 128;
     p.band_count = (n_blocks + p.band_blocks - 1) / p.band_blocks;

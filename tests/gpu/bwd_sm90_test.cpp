@@ -362,6 +362,11 @@ struct BandBlocks {
   explicit BandBlocks(const char* n) { setenv("FASTATTN_BWD_BAND", n, 1); }
   ~BandBlocks() { unsetenv("FASTATTN_BWD_BAND"); }
 };
+// FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers instead of staged (an A/B switch).
+struct BandDirectEpilogue {
+  BandDirectEpilogue() { setenv("FASTATTN_BWD_BAND_EPI", "1", 1); }
+  ~BandDirectEpilogue() { unsetenv("FASTATTN_BWD_BAND_EPI"); }
+};
 BwdCase windowed(BwdCase c, int wl, int wr) {
   c.wl = wl;
   c.wr = wr;
@@ -476,6 +481,13 @@ TEST_F(Sm90Bwd, BandSmall) {
   c.hkv = 2;
   c.dq_bitwise = true;
   run_bwd_case(c);
+}
+// The direct dK / dV stores (FASTATTN_BWD_BAND_EPI=1), at the default width and at 1.
+TEST_F(Sm90Bwd, BandDirectEpilogue) {
+  BandDirectEpilogue direct;
+  band_cases(false);
+  BandBlocks width("1");
+  band_cases(false);
 }
 // Other band widths: 1 (every band one key block, every one with a halo), 3 (short last bands), 64
 // (one band a sequence at these lengths).

@@ -111,13 +111,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         continue;
       }
       const BwdBandJobs jobs = bwd_band_jobs(t.mask, k, first, end, kN, kM);
+      // (Its end arrives on kv_empty: the next load may overwrite the K / V tiles.)
       bwd_consume<T, Cfg, false, BwdCap::Off, true>(sm, p, t, wg, ps, dq_ps, loads & 1, jobs, k >= first);
       ++loads;
-      // dK / dV staged out of the K / V tiles and read back (store_dk_dv_staged): the next load may
-      // overwrite them.
-      fence_smem_for_tma();
-      __syncwarp();
-      if (threadIdx.x % 32 == 0) mbar_arrive(&sm.kv_empty);
     }
   }
 }
