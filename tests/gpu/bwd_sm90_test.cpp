@@ -22,7 +22,8 @@ class Sm90Bwd : public HopperTest {};
 
 struct BwdCase : FwdCase {
   bool deterministic = false;
-  bool dq_bitwise = false;  // dq bitwise equal over three runs in the default mode too (the band: one order by construction)
+  // dq bitwise equal over three runs in the default mode too (the band: one order by construction).
+  bool dq_bitwise = false;
 };
 
 BwdCase bcase(DType dt, int d, int sq, int sk, int dv = 0) {

@@ -101,7 +101,9 @@ FASTATTN_HD cuda_backend::BlockRange bwd_band_halo_q_blocks(const cuda_backend::
 enum BwdBandDq : int { kBandDqNone = 0, kBandDqHold = 1, kBandDqStore = 2, kBandDqResume = 3 };
 struct BwdBandJobs {
   int later_begin, later_job, earlier_end;
-  FASTATTN_HD int job(int m) const { return m >= later_begin ? later_job : m < earlier_end ? kBandDqResume : kBandDqStore; }
+  FASTATTN_HD int job(int m) const {
+    return m >= later_begin ? later_job : m < earlier_end ? kBandDqResume : kBandDqStore;
+  }
 };
 // Block k of band [first, end) (k = first - 1: the halo block).
 FASTATTN_HD BwdBandJobs bwd_band_jobs(const cuda_backend::WindowMask& mask, int k, int first, int end, int block_n,

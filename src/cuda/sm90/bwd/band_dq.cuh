@@ -19,7 +19,10 @@ namespace fastattn::sm90 {
 // Global spill slots (GQA, slots past the two smem buffers): L2 only (.cg), the thread's own data.
 __device__ __forceinline__ float4 ldg_cg_f32x4(const float* at) {
   float4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(at) : "memory");
+  asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "l"(at)
+               : "memory");
   return v;
 }
 __device__ __forceinline__ void stg_cg_f32x4(float* at, float a, float b, float c, float d) {
@@ -68,7 +71,8 @@ __device__ __forceinline__ void bwd_dq_band(BwdSmem<Cfg>& sm, const BwdParams& p
   }
   const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
 #pragma unroll
-  for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
+  for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
+    WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
   wgmma_commit();
   wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
   fence_operands(dv);

@@ -1,6 +1,6 @@
 // Host launch of the Hopper backward for one (dtype, head dim): preprocess, main kernel,
-// postprocess (not with the dQ ring: dq_ring.h, nor the recompute band: band.h), on one stream. The workspace in `p` is allocated and cleared by the caller
-// (bwd_backend.cu).
+// postprocess (not with the dQ ring: dq_ring.h, nor the recompute band: band.h), on one stream. The
+// workspace in `p` is allocated and cleared by the caller (bwd_backend.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -82,7 +82,8 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     return {Code::Internal, "backward: the dQ ring's plan does not match the launch's CTA order"};
   // The recompute band (band_kernel.cuh): bands of band_blocks key blocks, in block order.
   const bool band = p.band_blocks > 0;
-  if (band && (!Cfg::kHasRingKernel || ring || p.kv_pair || p.band_count != (p.n_blocks + p.band_blocks - 1) / p.band_blocks))
+  if (band && (!Cfg::kHasRingKernel || ring || p.kv_pair ||
+               p.band_count != (p.n_blocks + p.band_blocks - 1) / p.band_blocks))
     return {Code::Internal, "backward: the recompute band's plan does not match the launch"};
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {

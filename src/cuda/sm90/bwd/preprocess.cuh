@@ -181,7 +181,8 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
 }
 // The recompute band's preprocess (a kernel of its own: the other two keep their code).
 template <class T, class Cfg>
-__global__ void __launch_bounds__(kBwdAuxThreads) bwd_band_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
+__global__ void __launch_bounds__(kBwdAuxThreads)
+    bwd_band_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
   bwd_preprocess_rows<T, Cfg, false, true>(p);
 }
 

@@ -35,7 +35,8 @@ __device__ __forceinline__ void bwd_load_kv(uint8_t* k, uint8_t* v, uint64_t* fu
 template <class Cfg, bool kAfterTile>
 __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t,
                                             const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                                            const CUtensorMap* tdo, PipeState<Cfg::kStages>& ps, int kv_empty_parity = 0) {
+                                            const CUtensorMap* tdo, PipeState<Cfg::kStages>& ps,
+                                            int kv_empty_parity = 0) {
   auto load_kv = [&] {
     if constexpr (kAfterTile) mbar_wait(&sm.kv_empty, kv_empty_parity);
     bwd_load_kv<Cfg>(sm.k, sm.v, &sm.kv_full, t, tk, tv);
