@@ -84,8 +84,9 @@ __device__ __forceinline__ void bwd_dq_band(BwdSmem<Cfg>& sm, const BwdParams& p
     // The slot of (q head, q-block): this warpgroup's floats of it from 64 c0, float4 128 q + tid.
     const int g = p.attn.q_per_kv, slot = bwd_band_slot(m, h - t.kv_head * g, g), tid = threadIdx.x % 128;
     const uint32_t smem_at = smem_addr(sm.dq[slot & 1] + 64 * c0) + 16 * tid;
-    float* spill = p.band_spill + (int64_t(blockIdx.x) * bwd_band_spill_slots(g) + (slot - 2)) * (64 * Cfg::kHeadDim) +
-                   64 * c0 + 4 * tid;
+    // The global slot's run (GQA's slots 2..; used only there: band_spill is null where g = 1).
+    const int64_t spill_run = slot < 2 ? 0 : int64_t(blockIdx.x) * bwd_band_spill_slots(g) + (slot - 2);
+    float* spill = p.band_spill + spill_run * (64 * Cfg::kHeadDim) + 64 * c0 + 4 * tid;
     if (job == kBandDqResume) {
 #pragma unroll
       for (int q = 0; q < N / 8; ++q) {
