@@ -16,6 +16,7 @@
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
 #include "cuda/sm90/bwd/api.h"
+#include "cuda/sm90/bwd/band.h"
 #include "cuda/sm90/bwd/config.h"  // bwd_block_m
 #include "cuda/sm90/bwd/dq_ring.h"
 #include "cuda/sm90/bwd/lpt_order.h"
@@ -54,6 +55,15 @@ int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::
   }
   return sm90::bwd_dq_ring_slots(d, deterministic, a.window_left, a.window_right, pairs_aligned(dq), units,
                                  a.q_per_kv, m_blocks, *section, wanted);
+}
+
+// The recompute band's key blocks a CTA (sm90/bwd/band.h; 0: not this path, then the dQ ring or the
+// accumulator path decide as before). FASTATTN_BWD_BAND: 0 (or not a number) keeps the band off, so
+// that one library serves both sides of an A/B; n > 0 asks for bands of n key blocks.
+int band_blocks(const AttnParams& a, int d, bool deterministic, const detail::Operand& dq) {
+  int wanted = sm90::kBwdBandBlocks;
+  if (const char* env = std::getenv("FASTATTN_BWD_BAND")) wanted = std::atoi(env);
+  return sm90::bwd_band_rule(d, deterministic, a.window_left, a.window_right, a.softcap, pairs_aligned(dq), wanted);
 }
 
 // The test hook's buffers (bwd_stats_probe.h): lse_log2 and D poisoned before the kernels.
@@ -147,7 +157,16 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
   p.deterministic = deterministic ? 1 : 0;
 
-  p.dq_ring_slots = dq_ring_slots(a, d, deterministic, g.dq, p.m_blocks, &p.ring_section);
+  p.band_blocks = bm == 64 ? band_blocks(a, d, deterministic, g.dq) : 0;
+  const bool band = p.band_blocks > 0;
+  // FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers (BwdParams::band_direct_epilogue).
+  if (const char* env = std::getenv("FASTATTN_BWD_BAND_EPI")) p.band_direct_epilogue = band && std::atoi(env) == 1;
+  if (band) {  // key blocks of 128 (the d 128 tile; launch.cuh checks the count against its n_blocks)
+    const int n_blocks = (a.seqlen_k + 127) / 128;
+    p.band_count = (n_blocks + p.band_blocks - 1) / p.band_blocks;
+  } else {
+    p.dq_ring_slots = dq_ring_slots(a, d, deterministic, g.dq, p.m_blocks, &p.ring_section);
+  }
 
   // Workspace: dQ accumulator (or the dQ ring), lse_log2, D (per q head and padded row), semaphores
   // (or the ring's counts) and the ticket. The preprocess clears each q-block's accumulator run, or
@@ -158,8 +177,13 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   const int64_t positions =
       ring ? sm90::bwd_ring_positions(a.batch * a.heads_kv, a.q_per_kv, p.m_blocks, p.ring_section) : 0;
   const int64_t sems = p.deterministic ? int64_t(a.batch) * a.heads_q * p.m_blocks + 1 : ring ? 2 * positions + 1 : 0;
-  const size_t accum_bytes =
-      ring ? size_t(sm90::bwd_ring_slots_held(p.dq_ring_slots, positions)) * bm * d * 4 : size_t(rows) * d * 4;
+  // The band: no accumulator, only the GQA slots of held partial dQ past the kernel's two in smem.
+  const size_t band_spill_bytes = band ? size_t(p.band_count) * a.batch * a.heads_kv *
+                                             sm90::bwd_band_spill_slots(a.q_per_kv) * bm * d * 4
+                                       : 0;
+  const size_t accum_bytes = ring   ? size_t(sm90::bwd_ring_slots_held(p.dq_ring_slots, positions)) * bm * d * 4
+                             : band ? band_spill_bytes
+                                    : size_t(rows) * d * 4;
   const size_t scalar_bytes = size_t(rows) * 4;
   const size_t bytes = accum_bytes + 2 * scalar_bytes + size_t(sems) * 4;
   void* ws = nullptr;
@@ -169,6 +193,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
     probe->padded_rows = p.padded_rows;
     probe->block_m = p.block_m;
     probe->ring = ring;
+    probe->band = band;
     if (probe->capacity < rows)  // before any work: the caller's buffers cannot take the copy
       return {Code::InvalidArgument, "backward stats probe: buffers of " + std::to_string(probe->capacity) +
                                          " floats, the workspace's stats need " + std::to_string(rows)};
@@ -177,7 +202,10 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
     if (Status st = stream_alloc(bytes, s, "backward workspace", &ws); !st.ok()) return st;
     cudaError_t e = cudaSuccess;
     char* base = static_cast<char*>(ws);
-    (ring ? p.dq_ring : p.dq_accum) = reinterpret_cast<float*>(base);
+    if (band)
+      p.band_spill = band_spill_bytes > 0 ? reinterpret_cast<float*>(base) : nullptr;
+    else
+      (ring ? p.dq_ring : p.dq_accum) = reinterpret_cast<float*>(base);
     p.lse_log2 = reinterpret_cast<float*>(base + accum_bytes);
     p.dpsum = reinterpret_cast<float*>(base + accum_bytes + scalar_bytes);
     if (ring) {

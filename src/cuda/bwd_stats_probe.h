@@ -17,11 +17,12 @@ struct BwdStatsProbe {
   int64_t capacity = 0;
   // Written by the backward: floats copied into each buffer (q heads x padded_rows; 0 when it had no
   // workspace), the workspace's rows per q head, its q-block size, and whether dQ went through the
-  // ring (the preprocess instance that prepares it).
+  // ring (the preprocess instance that prepares it), or through the recompute band (sm90/bwd/band.h).
   int64_t copied = 0;
   int64_t padded_rows = 0;
   int block_m = 0;
   bool ring = false;
+  bool band = false;
 };
 
 // The probe in force (nullptr: none). A plain global, for single-threaded tests.

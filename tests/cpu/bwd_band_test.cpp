@@ -97,5 +97,105 @@ TEST(BwdBand, OwnersPartitionAndHaloCoversEveryKeptKey) {
   }
 }
 
+
+// The band kernel's walk (band_kernel.cuh), replayed on the host with the kernel's own functions:
+// per band, the halo block's steps then each key block's, q-blocks rising with the heads inner, each
+// step's dQ job (bwd_band_jobs) and slot (bwd_band_slot). Over random lengths (s_q != s_k), windows
+// (right 0, 0 < left <= 64), bands and GQA groups: every (key block, q-block, head) pair of the mask
+// adds to dK / dV exactly once; every visited (q-block, head) is stored exactly once, with exactly its
+// visitors' dQ, and none is stored that no block visits; a hold finds its slot free and a resume finds
+// its own partial there; nothing is left held at a band's end (no dQ crosses CTAs).
+TEST(BwdBand, KernelWalkSumsEveryDqOnceInItsOwnSlots) {
+  testing::Rng rng(testing::test_seed());
+  for (int c = 0; c < 400; ++c) {
+    const int len_q = rng.uniform_int(1, 1500), len_k = rng.uniform_int(1, 1500);
+    const int left = rng.uniform_int(0, 3) == 0 ? kBwdBandMaxLeft : rng.uniform_int(1, kBwdBandMaxLeft);
+    const int band = rng.uniform_int(1, 9), g = rng.uniform_int(1, 4);
+    const WindowMask mask{len_k, len_k - len_q, left, 0};
+    const int n_blocks = (len_k + kN - 1) / kN, m_blocks = (len_q + kM - 1) / kM;
+    SCOPED_TRACE("len_q " + std::to_string(len_q) + " len_k " + std::to_string(len_k) + " left " +
+                 std::to_string(left) + " band " + std::to_string(band) + " group " + std::to_string(g) + "; " +
+                 testing::seed_note(rng.seed()));
+    std::vector<int> dkdv(size_t(n_blocks) * m_blocks * g, 0), stored(size_t(m_blocks) * g, 0);
+    std::vector<std::vector<int>> summed(size_t(m_blocks) * g);
+    for (int j = 0; j * band < n_blocks; ++j) {
+      int first, end;
+      bwd_band_blocks(j, band, n_blocks, first, end);
+      const cuda_backend::BlockRange halo = bwd_band_halo_q_blocks(mask, first, kN, kM);
+      const int begin = first > 0 && !halo.empty() ? first - 1 : first;
+      struct Held { int m = -1, h = -1; std::vector<int> from; };
+      std::vector<Held> slots(size_t(2 * g));
+      for (int k = begin; k < end; ++k) {
+        const cuda_backend::BlockRange r = k < first ? halo : bwd_key_block_q_blocks(mask, k, kN, kM);
+        const BwdBandJobs jobs = bwd_band_jobs(mask, k, first, end, kN, kM);
+        for (int m = r.begin; m < r.end; ++m)
+          for (int h = 0; h < g; ++h) {
+            if (k >= first) ++dkdv[(size_t(k) * m_blocks + m) * g + h];
+            const int job = jobs.job(m), s = bwd_band_slot(m, h, g);
+            ASSERT_TRUE(s >= 0 && s < 2 * g);
+            Held& slot = slots[size_t(s)];
+            if (job == kBandDqNone) {
+              ASSERT_EQ(k, end - 1) << "only the band's top block leaves a q-block to the band above";
+            } else if (job == kBandDqHold) {
+              ASSERT_EQ(slot.m, -1) << "block " << k << " q-block " << m << ": slot " << s << " still held";
+              slot.m = m;
+              slot.h = h;
+              slot.from = {k};
+            } else {
+              std::vector<int> from;
+              if (job == kBandDqResume) {
+                ASSERT_TRUE(slot.m == m && slot.h == h) << "block " << k << " q-block " << m << ": not its partial";
+                from = slot.from;
+                slot = Held{};
+              }
+              from.push_back(k);
+              ++stored[size_t(m) * g + h];
+              summed[size_t(m) * g + h] = from;
+            }
+          }
+      }
+      for (const Held& s : slots) ASSERT_EQ(s.m, -1) << "a partial left held at the band's end";
+    }
+    for (int m = 0; m < m_blocks; ++m) {
+      int vf, ve;
+      bwd_q_block_visitors(mask, m, kN, kM, vf, ve);
+      std::vector<int> want;
+      for (int k = vf; k < ve; ++k) want.push_back(k);
+      for (int h = 0; h < g; ++h) {
+        ASSERT_EQ(stored[size_t(m) * g + h], ve > vf ? 1 : 0) << "q-block " << m;
+        if (ve > vf) {
+          ASSERT_EQ(summed[size_t(m) * g + h], want) << "q-block " << m << ": its visitors' dQ";
+        }
+      }
+      for (int k = 0; k < n_blocks; ++k) {
+        const cuda_backend::BlockRange r = bwd_key_block_q_blocks(mask, k, kN, kM);
+        const int want_dkdv = !r.empty() && m >= r.begin && m < r.end ? 1 : 0;
+        for (int h = 0; h < g; ++h)
+          ASSERT_EQ(dkdv[(size_t(k) * m_blocks + m) * g + h], want_dkdv) << "block " << k << " q-block " << m;
+      }
+    }
+  }
+}
+
+// The host rule: d 128, default mode, no softcap, right = 0, 0 < left <= 64, dq pairs aligned; the
+// wanted width (FASTATTN_BWD_BAND) passes through, 0 or less turns the band off.
+TEST(BwdBand, Rule) {
+  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 0.f, true), kBwdBandBlocks);
+  EXPECT_EQ(bwd_band_rule(128, false, 1, 0, 0.f, true, 8), 8);
+  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 0.f, true, 0), 0);
+  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 0.f, true, -3), 0);
+  EXPECT_EQ(bwd_band_rule(64, false, 64, 0, 0.f, true), 0);
+  EXPECT_EQ(bwd_band_rule(128, true, 64, 0, 0.f, true), 0);
+  EXPECT_EQ(bwd_band_rule(128, false, 65, 0, 0.f, true), 0);
+  EXPECT_EQ(bwd_band_rule(128, false, 0, 0, 0.f, true), 0);
+  EXPECT_EQ(bwd_band_rule(128, false, -1, 0, 0.f, true), 0);
+  EXPECT_EQ(bwd_band_rule(128, false, 64, 1, 0.f, true), 0);
+  EXPECT_EQ(bwd_band_rule(128, false, 64, -1, 0.f, true), 0);
+  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 30.f, true), 0);
+  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 0.f, false), 0);
+  EXPECT_EQ(bwd_band_spill_slots(1), 0);
+  EXPECT_EQ(bwd_band_spill_slots(4), 6);
+}
+
 }  // namespace
 }  // namespace fastattn::sm90

@@ -22,6 +22,8 @@ class Sm90Bwd : public HopperTest {};
 
 struct BwdCase : FwdCase {
   bool deterministic = false;
+  // dq bitwise equal over three runs in the default mode too (the band: one order by construction).
+  bool dq_bitwise = false;
 };
 
 BwdCase bcase(DType dt, int d, int sq, int sk, int dv = 0) {
@@ -105,7 +107,7 @@ void run_bwd_case(const BwdCase& c) {
     const std::string err = graph.capture(run_backward);
     ASSERT_TRUE(err.empty()) << "backward: " << err;
   }
-  const int runs = c.deterministic || c.graph ? 3 : 2;
+  const int runs = c.deterministic || c.graph || c.dq_bitwise ? 3 : 2;
   std::vector<uint16_t> got[3][3];  // run x (dq, dk, dv)
   for (int r = 0; r < runs; ++r) {
     for (TestTensor* t : {&dq, &dk, &dv}) t->dev->poison();
@@ -125,7 +127,7 @@ void run_bwd_case(const BwdCase& c) {
   const char* names[3] = {"dq", "dk", "dv"};
   for (int r = 1; r < runs; ++r)
     for (int g = 0; g < 3; ++g) {
-      if (g == 0 && !c.deterministic) continue;  // dQ's adds come in any order by default
+      if (g == 0 && !c.deterministic && !c.dq_bitwise) continue;  // dQ's adds come in any order by default
       EXPECT_EQ(std::memcmp(got[0][g].data(), got[r][g].data(), got[0][g].size() * 2), 0)
           << names[g] << " differs between runs " << 0 << " and " << r;
     }
@@ -355,6 +357,17 @@ struct RingSlots {
   explicit RingSlots(const char* n) { setenv("FASTATTN_BWD_RING_SLOTS", n, 1); }
   ~RingSlots() { unsetenv("FASTATTN_BWD_RING_SLOTS"); }
 };
+// FASTATTN_BWD_BAND (bwd_backend.cu): "0" keeps the recompute band off (its windows, right = 0 and
+// left <= 64, go through the ring as before it), n > 0 sets its key blocks a band.
+struct BandBlocks {
+  explicit BandBlocks(const char* n) { setenv("FASTATTN_BWD_BAND", n, 1); }
+  ~BandBlocks() { unsetenv("FASTATTN_BWD_BAND"); }
+};
+// FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers instead of staged (an A/B switch).
+struct BandDirectEpilogue {
+  BandDirectEpilogue() { setenv("FASTATTN_BWD_BAND_EPI", "1", 1); }
+  ~BandDirectEpilogue() { unsetenv("FASTATTN_BWD_BAND_EPI"); }
+};
 BwdCase windowed(BwdCase c, int wl, int wr) {
   c.wl = wl;
   c.wr = wr;
@@ -398,10 +411,93 @@ void ring_cases() {
   cap.softcap = 30.f;
   run_bwd_case(cap);
 }
-TEST_F(Sm90Bwd, DqRingWindows) { ring_cases(); }
+TEST_F(Sm90Bwd, DqRingWindows) {
+  BandBlocks off("0");  // the (64, 0) cases through the ring, as before the band
+  ring_cases();
+}
 TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
+  BandBlocks off("0");
   RingSlots fewest("1");
   ring_cases();
+}
+
+// d 128 default mode under a window with right = 0 and 0 < left <= 64: the recompute band
+// (sm90/bwd/band.h, band_kernel.cuh: bands of key blocks, each q-block's dQ summed in the one CTA that
+// owns it, its lower visitor's partial held on chip, the halo block before a band recomputed for dQ;
+// no accumulator, no ring, no postprocess). Odd lengths (1, 17, 113, 4097: a last band of one block),
+// s_q != s_k both ways (key blocks no row sees: dK = dV = 0; q-blocks no key block visits: dq = 0 from
+// the preprocess; diagonals off the q-blocks' grid: two q-blocks held across a switch), left 1, 17,
+// 33, 63, 64, batch and heads, GQA 4 and 8 (partials held in the global slots past the two in smem),
+// varlen with empty sequences, seqused, a CUDA-graph replay. dq must be bitwise equal run to run (one
+// summation order).
+// band_cases(false): every third of them and the varlen case.
+// Sm90BwdStats.D128Band checks that the band ran (the host's route).
+void band_cases(bool all) {
+  struct W {
+    int wl, sq, sk, batch, hq, hkv;
+  };
+  int i = 0;
+  // (A left edge at or past the longest key sequence is no edge, launch_plan.cpp: s_k = 17 takes left <= 16.)
+  for (const W& w : {W{64, 1, 113, 2, 1, 1}, W{15, 17, 17, 1, 2, 2}, W{63, 113, 113, 2, 1, 1}, W{1, 17, 113, 1, 1, 1},
+                     W{16, 113, 17, 1, 2, 2}, W{64, 700, 900, 1, 2, 2}, W{17, 900, 700, 2, 1, 1},
+                     W{63, 1000, 1000, 3, 4, 4}, W{64, 300, 257, 1, 8, 2}, W{33, 257, 300, 1, 8, 1},
+                     W{1, 1000, 1111, 1, 2, 1}, W{64, 2048, 2048, 2, 2, 2}, W{64, 4097, 4097, 1, 1, 1},
+                     W{63, 4097, 4000, 1, 2, 1}}) {
+    if (!all && i++ % 3 != 0) continue;
+    BwdCase c = windowed(bcase((w.sq + w.wl + w.hq) % 2 == 0 ? DType::BF16 : DType::F16, 128, w.sq, w.sk), w.wl, 0);
+    c.batch = w.batch;
+    c.hq = w.hq;
+    c.hkv = w.hkv;
+    c.dq_bitwise = true;
+    run_bwd_case(c);
+  }
+  BwdCase v = windowed(bcase(DType::BF16, 128, 0, 0), 64, 0);  // varlen with empty sequences
+  v.lens_q = {17, 200, 0, 64, 300, 1};
+  v.lens_k = {300, 30, 5, 0, 290, 700};
+  v.hq = 4;
+  v.hkv = 2;
+  v.dq_bitwise = true;
+  run_bwd_case(v);
+  if (!all) return;
+  BwdCase u = windowed(bcase(DType::F16, 128, 300, 400), 50, 0);  // seqused
+  u.batch = 3;
+  u.used_q = {300, 0, 129};
+  u.used_k = {1, 400, 200};
+  u.dq_bitwise = true;
+  run_bwd_case(u);
+  BwdCase gr = windowed(bcase(DType::BF16, 128, 1500, 1300), 64, 0);  // replays of one CUDA-graph capture
+  gr.hq = 4;
+  gr.hkv = 2;
+  gr.graph = true;
+  gr.dq_bitwise = true;
+  run_bwd_case(gr);
+}
+TEST_F(Sm90Bwd, BandWindows) { band_cases(true); }
+// One small case for compute-sanitizer (bench/band-ab.sh): bands of 3 over 5 key blocks (a short
+// last band, halos), s_q != s_k off the q-blocks' grid, GQA 4 (partials in the global slots too).
+TEST_F(Sm90Bwd, BandSmall) {
+  BandBlocks width("3");
+  BwdCase c = windowed(bcase(DType::BF16, 128, 300, 557), 63, 0);
+  c.hq = 8;
+  c.hkv = 2;
+  c.dq_bitwise = true;
+  run_bwd_case(c);
+}
+// The direct dK / dV stores (FASTATTN_BWD_BAND_EPI=1), at the default width and at 1.
+TEST_F(Sm90Bwd, BandDirectEpilogue) {
+  BandDirectEpilogue direct;
+  band_cases(false);
+  BandBlocks width("1");
+  band_cases(false);
+}
+// Other band widths: 1 (every band one key block, every one with a halo), 3 (short last bands), 64
+// (one band a sequence at these lengths).
+TEST_F(Sm90Bwd, BandWidths) {
+  for (const char* b : {"1", "3", "64"}) {
+    SCOPED_TRACE(std::string("FASTATTN_BWD_BAND=") + b);
+    BandBlocks width(b);
+    band_cases(false);
+  }
 }
 
 // Window edges past every row's reach (up to INT32_MAX) bound nothing: the same answers as the
@@ -461,7 +557,8 @@ TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
 
 // CUDA-graph replays of the backward (training loops capture it): the kernels launched early behind
 // the one ahead (launch.cuh) and the stream-ordered workspace, for each main-kernel family: the 64-row
-// causal tile (longest first), the 80-row tile, d 64, the dQ ring, deterministic GQA, softcap.
+// causal tile (longest first), the 80-row tile, d 64, the dQ ring, the recompute band, deterministic GQA,
+// softcap.
 TEST_F(Sm90Bwd, GraphReplay) {
   auto graph_case = [](DType dt, int d, int sq, int sk) {
     BwdCase c = bcase(dt, d, sq, sk);
@@ -473,7 +570,8 @@ TEST_F(Sm90Bwd, GraphReplay) {
   run_bwd_case(causal);
   run_bwd_case(capped(graph_case(DType::F16, 128, 700, 513), 4, 2, false, 0.f));
   run_bwd_case(capped(graph_case(DType::BF16, 64, 301, 301), 2, 2, true, 0.f));
-  run_bwd_case(windowed(graph_case(DType::BF16, 128, 1500, 1500), 64, 0));
+  run_bwd_case(windowed(graph_case(DType::BF16, 128, 1500, 1500), 64, 0));  // the recompute band
+  run_bwd_case(windowed(graph_case(DType::F16, 128, 900, 1000), 64, 64));    // the dQ ring (both edges)
   run_bwd_case(capped(graph_case(DType::BF16, 128, 600, 650), 4, 1, true, 0.f, true));
   run_bwd_case(capped(graph_case(DType::BF16, 128, 400, 400), 2, 2, true, 30.f));
   run_bwd_case(capped(graph_case(DType::BF16, 64, 2100, 2100), 4, 2, true, 0.f));  // d 64 longest first (16+ key blocks)

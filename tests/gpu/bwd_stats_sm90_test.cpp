@@ -42,6 +42,7 @@ struct Variant {
   int block_m;  // the q-block size (and the workspace's padding) the host must choose
   bool ring;    // the dQ ring's preprocess (bwd_ring_prepare)
   int dv = 0;   // d_v of v, out and dO (0: d)
+  bool band = false;  // the recompute band's preprocess and kernel (sm90/bwd/band.h)
 };
 
 // Whether a q-block's lse / D are stored in quad order (BwdConfig::kStatsByQuad).
@@ -319,7 +320,11 @@ void run_stats_case(const FwdCase& c, const Variant& v, double* worst, int* ring
   if (!v.ring) {
     ASSERT_FALSE(probe.ring) << "dQ ring: not the preprocess instance meant";
   }
-  *ring_cases += probe.ring ? 1 : 0;
+  if (!v.band) {
+    ASSERT_FALSE(probe.band) << "recompute band: not the path meant";
+  }
+  ASSERT_FALSE(probe.ring && probe.band);
+  *ring_cases += (v.band ? probe.band : probe.ring) ? 1 : 0;
   ASSERT_EQ(probe.padded_rows, padded_rows);
   ASSERT_EQ(probe.copied, n);
   std::vector<float> lse_ws_host(size_t(std::max<int64_t>(n, 1))), dps_ws_host(lse_ws_host.size());
@@ -386,15 +391,26 @@ void variant_cases(const Variant& v) {
   if (v.ring) {
     EXPECT_GE(ring_cases, 6) << "the ring's preprocess ran in too few cases (s 113 / 4097 and varlen take it)";
   }
-  std::printf("[ stats ] d %d/%d, %d-row q-blocks%s: max |D - rowsum| / bound %.4f (%d cases through the ring)\n", v.d,
-              v.dv > 0 ? v.dv : v.d, v.block_m, v.ring ? ", dQ ring" : "", worst, ring_cases);
+  if (v.band) {  // as the ring's: s 1 / 17 (and 113 x 17) normalise the left edge away (launch_plan.cpp)
+    EXPECT_GE(ring_cases, 6) << "the band ran in too few cases (s 113 / 4097 and varlen take it)";
+  }
+  std::printf("[ stats ] d %d/%d, %d-row q-blocks%s: max |D - rowsum| / bound %.4f (%d cases through the %s)\n", v.d,
+              v.dv > 0 ? v.dv : v.d, v.block_m, v.ring ? ", dQ ring" : v.band ? ", recompute band" : "", worst, ring_cases,
+              v.band ? "band" : "ring");
 }
 
 TEST_F(Sm90BwdStats, D64) { variant_cases({64, true, -1, -1, 128, false}); }
 TEST_F(Sm90BwdStats, D96) { variant_cases({96, false, -1, -1, 64, false}); }
 TEST_F(Sm90BwdStats, D128Rows64) { variant_cases({128, true, -1, -1, 64, false}); }
 TEST_F(Sm90BwdStats, D128Rows80) { variant_cases({128, false, -1, -1, 80, false}); }
-TEST_F(Sm90BwdStats, D128Ring) { variant_cases({128, false, 64, 0, 64, true}); }
+TEST_F(Sm90BwdStats, D128Ring) {
+  setenv("FASTATTN_BWD_BAND", "0", 1);  // window (64, 0) through the ring, as before the band
+  variant_cases({128, false, 64, 0, 64, true});
+  unsetenv("FASTATTN_BWD_BAND");
+}
+// The same window takes the recompute band by default (bwd_backend.cu, band.h's rule): its preprocess's
+// lse / D, and the route (probe.band).
+TEST_F(Sm90BwdStats, D128Band) { variant_cases({128, false, 64, 0, 64, false, 0, true}); }
 // d 192 / 256 under the LargeDims* name, which a run on a build without them leaves out.
 TEST_F(Sm90BwdStats, LargeDimsD192) { variant_cases({192, true, -1, -1, 64, false}); }
 // d_qk 192, d_v 128: D = rowsum(dO * out) over d_v (16 lanes a row), the dQ run's clear over d_qk.

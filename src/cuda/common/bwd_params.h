@@ -69,6 +69,17 @@ struct BwdParams {
   int* dq_ring_count = nullptr;
   int dq_ring_slots = 0;  // 0: the accumulator path
   int ring_section = 0;
+
+  // The recompute band (sm90/bwd/band.h, band_kernel.cuh; then no dq_accum, no ring, no postprocess):
+  // band_blocks key blocks a CTA (0: not this path), band_count bands a sequence (of n_blocks), and
+  // the GQA slots that hold partial dQ beyond the kernel's two smem buffers: per CTA
+  // bwd_band_spill_slots(q_per_kv) runs of block_m x d fp32 (nullptr where there are none).
+  int band_blocks = 0;
+  int band_count = 0;
+  float* band_spill = nullptr;
+  // The band's dK / dV: 0 staged through the K / V tiles (as the other kernels), 1 stored from the
+  // accumulators, so that the next key block's K / V load goes out before the stores (an A/B switch).
+  int band_direct_epilogue = 0;
 };
 
 }  // namespace fastattn::cuda_backend

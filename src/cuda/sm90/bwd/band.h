@@ -1,4 +1,4 @@
-// The recompute band's plan (docs/notes/bwd-sm90.md, session 32; no kernel uses it yet): a CTA
+// The recompute band's plan (docs/notes/bwd-sm90.md, sessions 32 and 34; band_kernel.cuh): a CTA
 // takes `band` consecutive key blocks of one unit (sequence, KV head) and owns the dQ of every
 // q-block whose highest visiting key block lies in its band; the keys of an owned q-block below the
 // band's first key (the halo) it recomputes S / dP over, for dQ only. Then each q-block's dQ is
@@ -51,5 +51,80 @@ FASTATTN_HD int bwd_band_halo_begin(const cuda_backend::WindowMask& mask, int fi
   const int lo = mask.lo(row);
   return lo < first_key ? lo : first_key;
 }
+
+
+// What the band kernel (band_kernel.cuh, session 34) serves: the d 128 64-row tile's default mode,
+// no softcap, windows with right = 0 and 0 < left <= 64. Then a q-block's kept keys span at most
+// 64 + left <= 128 keys, so at most two key blocks visit it, and they are consecutive: its dQ is the
+// sum of one or two steps, and the lower one's is held on chip until the upper one's step (both in
+// the owning band, the lower one possibly its halo block). kBwdBandBlocks: the default B (key blocks
+// a band); 0 from the rule: today's paths (the dQ ring). dq is stored as element pairs from the
+// consumers' registers, so dq's pairs must be 4-byte aligned (the ring's rule too).
+inline constexpr int kBwdBandBlocks = 4;
+inline constexpr int kBwdBandMaxLeft = 64;
+FASTATTN_HD int bwd_band_rule(int d, bool deterministic, int left, int right, float softcap, bool dq_pairs,
+                              int wanted = kBwdBandBlocks) {
+  if (d != 128 || deterministic || softcap != 0.f || right != 0 || left <= 0 || left > kBwdBandMaxLeft || !dq_pairs)
+    return 0;
+  return wanted > 0 ? wanted : 0;
+}
+
+// Key block k's q-blocks, empty where the block holds no present key (k past the keys).
+FASTATTN_HD cuda_backend::BlockRange bwd_band_block_q_blocks(const cuda_backend::WindowMask& mask, int k, int block_n,
+                                                             int block_m) {
+  cuda_backend::BlockRange r{};
+  if (k >= 0 && int64_t(k) * block_n < mask.len_k) r = bwd_key_block_q_blocks(mask, k, block_n, block_m);
+  return r;
+}
+
+// The halo's steps of band [first, end): key block first - 1's q-blocks that block first visits too
+// (their highest visitor is first, so the band owns their dQ); empty for first = 0. The halo block
+// runs these steps for dQ only (its dK / dV are the band below's).
+FASTATTN_HD cuda_backend::BlockRange bwd_band_halo_q_blocks(const cuda_backend::WindowMask& mask, int first,
+                                                            int block_n, int block_m) {
+  cuda_backend::BlockRange below = bwd_band_block_q_blocks(mask, first - 1, block_n, block_m);
+  const cuda_backend::BlockRange own = bwd_band_block_q_blocks(mask, first, block_n, block_m);
+  if (own.empty()) below.end = below.begin;
+  else if (below.begin < own.begin) below.begin = own.begin;
+  return below;
+}
+
+// The dQ job of a step (key block k, q-block m) of a band: kBandDqNone where the q-block's upper
+// visitor is past the band (the band above owns it: the step is for dK / dV only), kBandDqHold where
+// the upper visitor is block k + 1 of this band (the partial waits in a slot), else the step is the
+// q-block's last: kBandDqResume where block k - 1 visited it too (the held partial is added first),
+// kBandDqStore where k is its only visitor. A tile's three facts: later_begin, the first q-block of
+// block k + 1 (no later visitor below it; INT_MAX where k + 1 holds no key), later_job (kBandDqHold
+// if k + 1 is in the band, else kBandDqNone), earlier_end, the end of block k - 1's q-blocks (0 for
+// the band's halo block and block 0). Both run ends rise with the key block, so for m in block k's
+// run "m >= later_begin" means "k + 1 visits m", and "m < earlier_end" means "k - 1 visits m".
+enum BwdBandDq : int { kBandDqNone = 0, kBandDqHold = 1, kBandDqStore = 2, kBandDqResume = 3 };
+struct BwdBandJobs {
+  int later_begin, later_job, earlier_end;
+  FASTATTN_HD int job(int m) const {
+    return m >= later_begin ? later_job : m < earlier_end ? kBandDqResume : kBandDqStore;
+  }
+};
+// Block k of band [first, end) (k = first - 1: the halo block).
+FASTATTN_HD BwdBandJobs bwd_band_jobs(const cuda_backend::WindowMask& mask, int k, int first, int end, int block_n,
+                                      int block_m) {
+  const cuda_backend::BlockRange later = bwd_band_block_q_blocks(mask, k + 1, block_n, block_m);
+  BwdBandJobs j;
+  j.later_begin = later.empty() ? 0x7fffffff : later.begin;
+  j.later_job = k + 1 < end ? kBandDqHold : kBandDqNone;
+  const cuda_backend::BlockRange earlier =
+      k >= first ? bwd_band_block_q_blocks(mask, k - 1, block_n, block_m) : cuda_backend::BlockRange{};
+  j.earlier_end = earlier.empty() ? 0 : earlier.end;  // an empty run's ends say nothing
+  return j;
+}
+
+// The slot that holds q-block m's partial for q head hh of the group (0 <= hh < q_per_kv) between
+// its two visitors: the q-blocks held across one switch of key blocks are at most two consecutive
+// ones (their rows kept by both blocks: left <= 64 rows), and block k + 1 walks its q-blocks rising,
+// so it takes back m's partial (slot by m's parity) before it holds m + 2's. Slots 0 and 1 are the
+// two dQ staging buffers in smem; the rest (GQA) a per-CTA run of bwd_band_spill_slots in global
+// memory (BwdParams::band_spill), read back by the thread that wrote it.
+FASTATTN_HD int bwd_band_slot(int m, int hh, int q_per_kv) { return (m & 1) * q_per_kv + hh; }
+FASTATTN_HD int bwd_band_spill_slots(int q_per_kv) { return 2 * q_per_kv > 2 ? 2 * q_per_kv - 2 : 0; }
 
 }  // namespace fastattn::sm90

@@ -32,6 +32,7 @@
 #include "cuda/common/math.cuh"            // pack2
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
 #include "cuda/mask/keep_bits.cuh"
+#include "cuda/sm90/bwd/band_dq.cuh"
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq.cuh"
 #include "cuda/sm90/bwd/epilogue.cuh"
@@ -114,11 +115,14 @@ __device__ __forceinline__ void with_softcap_path(const BwdParams& p, Phase&& ph
 }
 
 // One tile's steps and its dK / dV. The ring's and the dQ staging's pipe states run on from the CTA's
-// previous tile (paired key blocks); kv_phase: the parity of the K / V loads before this tile's.
-template <class T, class Cfg, bool kDet, BwdCap kCapPath>
+// previous tile (paired key blocks, the band's key blocks); kv_phase: the parity of the K / V loads
+// before this tile's. kBand: a key block of the recompute band (band_kernel.cuh): dQ by the step's job
+// (band_dq.cuh, `jobs`), and dK / dV stored only where store_dkdv (not for the band's halo block).
+template <class T, class Cfg, bool kDet, BwdCap kCapPath, bool kBand = false>
 __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg,
                                             PipeState<Cfg::kStages>& ps, PipeState<BwdSmem<Cfg>::kDqBufs>& dq_ps,
-                                            int kv_phase) {
+                                            int kv_phase, const BwdBandJobs& jobs = BwdBandJobs{},
+                                            bool store_dkdv = true) {
   constexpr int D = Cfg::kHeadDim, kN = Cfg::kSdpCols, kSteps = kN / 16;  // S^T / dP^T columns, as k-steps
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
   const int key_row = t.n0 + wg * Cfg::kWgKeyStride + warp_in_wg * 16 + lane / 4;  // this thread's keys: + 0 and + 8
@@ -370,7 +374,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       bwd_dq_own_atoms<T, Cfg>(sm, wg, s, dv, dk, [&] { mma_dk_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg); });
     } else {
       if constexpr (Cfg::kSplitD) mma_dk_split_wg<T, Cfg>(dk, sm.ds[s], sm.q[s], wg);
-      if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
+      if constexpr (kBand) {  // equal shares (64 + 64), one code path (mma_dkv_split_wg says why)
+        static_assert(Cfg::kDqCols0 == Cfg::kDqCols1);
+        bwd_dq_band<T, Cfg, Cfg::kDqCols0>(sm, p, t, wg * Cfg::kDqCols0, s, h, m, jobs, dv, dk, pf, dsf);
+      } else if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
       else if (wg == 0)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
@@ -385,8 +392,19 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // Both warpgroups past their last MMA (each ends its step with a full wgmma wait): K and V are free.
     named_bar_sync(kBwdDsBar, 256);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsEpiMet);
-    // kv_phase 1: the second of paired key blocks (tid_x_fresh says why).
-    store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, kv_phase == 0 ? threadIdx.x : tid_x_fresh(), dk, dv);
+    // kv_phase 1: the second of paired key blocks (tid_x_fresh says why; the band: every key block).
+    if constexpr (kBand) {
+      // The K / V tiles are free once staged dK / dV are read back, or at once with the direct stores:
+      // this warp's kv_empty arrival (the next key block's load waits for all eight).
+      const bool direct = p.band_direct_epilogue != 0;
+      if (store_dkdv && !direct) store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, tid_x_fresh(), dk, dv);
+      fence_smem_for_tma();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&sm.kv_empty);
+      if (store_dkdv && direct) store_dk_dv<T, D>(p, t, key_row, quad_col, 0, dk, dv);
+    } else {
+      store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, kv_phase == 0 ? threadIdx.x : tid_x_fresh(), dk, dv);
+    }
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsDkvStored);
   } else if constexpr (Cfg::kHeadDimV != D) {  // dK's and dV's shares differ (kDvCols*)
     if (wg == 0)

@@ -1,6 +1,6 @@
 // Host launch of the Hopper backward for one (dtype, head dim): preprocess, main kernel,
-// postprocess (not with the dQ ring: dq_ring.h), on one stream. The workspace in `p` is allocated and cleared by the caller
-// (bwd_backend.cu).
+// postprocess (not with the dQ ring: dq_ring.h, nor the recompute band: band.h), on one stream. The
+// workspace in `p` is allocated and cleared by the caller (bwd_backend.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -14,6 +14,7 @@
 #include "cuda/device_info.h"
 #include "cuda/early_launch.h"
 #include "cuda/sm90/bwd/api.h"
+#include "cuda/sm90/bwd/band_kernel.cuh"
 #include "cuda/sm90/bwd/kernel.cuh"
 #include "cuda/sm90/bwd/keys80.cuh"
 #include "cuda/sm90/bwd/lpt_order.h"
@@ -79,6 +80,11 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   const bool ring = p.dq_ring_slots > 0;
   if (ring && (!Cfg::kHasRingKernel || p.lpt_section != p.ring_section || p.kv_pair))
     return {Code::Internal, "backward: the dQ ring's plan does not match the launch's CTA order"};
+  // The recompute band (band_kernel.cuh): bands of band_blocks key blocks, in block order.
+  const bool band = p.band_blocks > 0;
+  if (band && (!Cfg::kHasRingKernel || ring || p.kv_pair ||
+               p.band_count != (p.n_blocks + p.band_blocks - 1) / p.band_blocks))
+    return {Code::Internal, "backward: the recompute band's plan does not match the launch"};
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();
@@ -90,12 +96,14 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     auto preprocess = bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>, false>;
     if constexpr (Cfg::kHasRingKernel) {
       if (ring) preprocess = bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>, true>;
+      if (band) preprocess = bwd_band_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>>;
     }
     preprocess<<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
     if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
   }
   const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk
                           : p.kv_pair    ? (p.n_blocks + 1) / 2
+                          : band         ? p.band_count
                                          : p.n_blocks;
   const int64_t items = n_slots * p.attn.heads_kv * p.attn.batch;
   if (items > 0) {  // also without q rows: it writes dk = dv = 0
@@ -114,11 +122,12 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       return launch_behind(p.m_blocks > 0, kernel, dim3(unsigned(items)), Cfg::kThreads, smem, stream, tq, tk, tv, tdo, p);
     };
     if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
-    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr, det_cap_attr;
+    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr, det_cap_attr, band_attr;
     constexpr int kBytes = bwd_launch_smem_bytes<Cfg>();
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
     if constexpr (Cfg::kHasRingKernel) {
       if (ring) st = launch(bwd_kernel<T, Cfg, false, true>, kBytes, ring_attr);
+      if (band) st = launch(bwd_band_kernel<T, Cfg>, kBytes, band_attr);
     }
     bool capped = false;
     if constexpr (Cfg::kSoftcapKernel) {
@@ -132,7 +141,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
           return Status::Unsupported("backward: no deterministic softcap kernel for this tile");
       }
     }
-    if (!ring && !capped) {
+    if (!ring && !band && !capped) {
       if constexpr (Cfg::kHasDetKernel) {
         st = p.deterministic ? launch(bwd_kernel<T, Cfg, true>, kBytes, det_attr)
                              : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
@@ -147,7 +156,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     if (!st.ok()) return st;
     if (st = launched("backward launch"); !st.ok()) return st;
   }
-  if (p.m_blocks > 0 && !ring) {  // per 64 rows, or per q-block of dQ^T
+  if (p.m_blocks > 0 && !ring && !band) {  // per 64 rows, or per q-block of dQ^T
     const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kDqTransposed ? 1 : Cfg::kBlockM / 64)), unsigned(p.attn.heads_q),
                          unsigned(p.attn.batch));
     if (Status st = launch_behind(true, bwd_postprocess_kernel<T, Cfg>, post_grid, kBwdAuxThreads, 0, stream, p); !st.ok())

@@ -69,6 +69,23 @@ __device__ __forceinline__ void bwd_ring_prepare(const cuda_backend::BwdParams& 
     *reinterpret_cast<uint32_t*>(dq + (e / (D / 2)) * p.dq_stride_s + 2 * (e % (D / 2))) = 0u;
 }
 
+// The recompute band's preparation (band.h: no accumulator, no ring, no ticket): dq = 0 as element
+// pairs for a q-block that no key block works on, as the ring's preparation does (the band kernel
+// stores every visited one).
+template <class T, class Cfg>
+__device__ __forceinline__ void bwd_band_prepare(const cuda_backend::BwdParams& p, const cuda_backend::BwdSeq& seq,
+                                                 int m, int h) {
+  constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM;
+  static_assert(BwdConfig<D, kRows>::kHasRingKernel, "the band runs on the d 128 64-row tile");
+  const cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
+  const int rows = min(kRows, seq.rows_q - m * kRows);
+  if (rows <= 0 || bwd_q_block_visits(mask, m, BwdConfig<D, kRows>::kBlockN, kRows) > 0) return;
+  T* dq = static_cast<T*>(p.dq) + int64_t(seq.batch_coord) * p.dq_stride_b +
+          int64_t(seq.q_offset + m * kRows) * p.dq_stride_s + int64_t(h) * p.dq_stride_h;
+  for (int e = threadIdx.x; e < rows * D / 2; e += kBwdAuxThreads)
+    *reinterpret_cast<uint32_t*>(dq + (e / (D / 2)) * p.dq_stride_s + 2 * (e % (D / 2))) = 0u;
+}
+
 // What the preprocess takes from a config: its layout (head dims: dQ's run d_qk, O / dO's d_v; q-block
 // rows, stats order), so that configs sharing it (the d 256 64- and 80-key tiles) share one preprocess instance.
 template <int D_, int BlockM, bool StatsByQuad, int DV_ = D_>
@@ -85,8 +102,9 @@ using BwdStatsLayoutOf = BwdStatsLayout<Cfg::kHeadDim, Cfg::kBlockM, Cfg::kStats
 // pass of its own over as many bytes. Rows of o / dO that are not 16-byte aligned (strided views)
 // are read element by element in the same lane order. kRing: the dQ ring's preparation instead of
 // the clear (bwd_ring_prepare).
-template <class T, class Cfg, bool kRing = false>
-__global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
+// kBand: the recompute band's preparation instead (bwd_band_prepare; bwd_band_preprocess_kernel).
+template <class T, class Cfg, bool kRing, bool kBand>
+__device__ __forceinline__ void bwd_preprocess_rows(const cuda_backend::BwdParams& p) {
   constexpr int D = Cfg::kHeadDim, kRows = Cfg::kBlockM;  // the main kernel's q-block: all its rows are written
   constexpr int DV = Cfg::kHeadDimV;            // O and dO: D = rowsum(dO * O) over d_v
   constexpr int kVec = 16 / int(sizeof(T));     // elements per 16-byte load
@@ -98,6 +116,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z;
   const cuda_backend::BwdSeq seq(p, b, kRows);
   if constexpr (kRing) bwd_ring_prepare<T, Cfg>(p, seq, m, h, b);
+  if constexpr (kBand) bwd_band_prepare<T, Cfg>(p, seq, m, h);
   if (m * kRows >= seq.rows_q) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kRowLanes;
   const int64_t b_off = seq.batch_coord;
@@ -138,7 +157,7 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
       }
     }
   }
-  if constexpr (!kRing) {
+  if constexpr (!kRing && !kBand) {
     float4* run = reinterpret_cast<float4*>(p.dq_accum + ws * D);  // cleared while the loads are in flight
 #pragma unroll 4
     for (int f = threadIdx.x; f < kRows * D / 4; f += kBwdAuxThreads) run[f] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -155,6 +174,16 @@ __global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __
     if (sub == 0) p.dpsum[ws + bwd_stat_slot<Cfg>(r)] = acc;
   }
   if (threadIdx.x < kRows) p.lse_log2[ws + bwd_stat_slot<Cfg>(threadIdx.x)] = lse == -INFINITY ? INFINITY : lse * kLog2e;
+}
+template <class T, class Cfg, bool kRing = false>
+__global__ void __launch_bounds__(kBwdAuxThreads) bwd_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
+  bwd_preprocess_rows<T, Cfg, kRing, false>(p);
+}
+// The recompute band's preprocess (a kernel of its own: the other two keep their code).
+template <class T, class Cfg>
+__global__ void __launch_bounds__(kBwdAuxThreads)
+    bwd_band_preprocess_kernel(const __grid_constant__ cuda_backend::BwdParams p) {
+  bwd_preprocess_rows<T, Cfg, false, true>(p);
 }
 
 // dq = scale * the q-block's accumulator, through smem: float4 loads in the accumulator's own order

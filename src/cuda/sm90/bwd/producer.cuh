@@ -30,13 +30,15 @@ __device__ __forceinline__ void bwd_load_kv(uint8_t* k, uint8_t* v, uint64_t* fu
 
 // A CTA's second tile (kAfterTile, paired key blocks): its first Q / dO stages go out while the
 // consumers finish the first tile, its K / V once they have staged the first tile's dK / dV out of
-// the K / V tiles (kv_empty). The ring's pipe state `ps` runs on across the tiles.
+// the K / V tiles (kv_empty, whose phase kv_empty_parity is: the band kernel's later tiles wait for
+// its later phases). The ring's pipe state `ps` runs on across the tiles.
 template <class Cfg, bool kAfterTile>
 __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t,
                                             const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
-                                            const CUtensorMap* tdo, PipeState<Cfg::kStages>& ps) {
+                                            const CUtensorMap* tdo, PipeState<Cfg::kStages>& ps,
+                                            int kv_empty_parity = 0) {
   auto load_kv = [&] {
-    if constexpr (kAfterTile) mbar_wait(&sm.kv_empty, 0);
+    if constexpr (kAfterTile) mbar_wait(&sm.kv_empty, kv_empty_parity);
     bwd_load_kv<Cfg>(sm.k, sm.v, &sm.kv_full, t, tk, tv);
   };
   const int steps = t.steps(p.attn.q_per_kv);
