@@ -59,11 +59,21 @@ int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::
 
 // The recompute band's key blocks a CTA (sm90/bwd/band.h; 0: not this path, then the dQ ring or the
 // accumulator path decide as before). FASTATTN_BWD_BAND: 0 (or not a number) keeps the band off, so
-// that one library serves both sides of an A/B; n > 0 asks for bands of n key blocks.
-int band_blocks(const AttnParams& a, int d, bool deterministic, const detail::Operand& dq) {
-  int wanted = sm90::kBwdBandBlocks;
-  if (const char* env = std::getenv("FASTATTN_BWD_BAND")) wanted = std::atoi(env);
-  return sm90::bwd_band_rule(d, deterministic, a.window_left, a.window_right, a.softcap, pairs_aligned(dq), wanted);
+// that one library serves both sides of an A/B; n > 0 asks for bands of n key blocks; unset: the width
+// that fills the SMs best (bwd_band_width).
+Status band_blocks(const AttnParams& a, int d, bool deterministic, const detail::Operand& dq, int* out) {
+  *out = 0;
+  if (!sm90::bwd_band_rule(d, deterministic, a.window_left, a.window_right, a.softcap, pairs_aligned(dq)))
+    return Status::Ok();
+  if (const char* env = std::getenv("FASTATTN_BWD_BAND")) {
+    *out = std::max(0, std::atoi(env));
+    return Status::Ok();
+  }
+  int sms = 0;
+  const Status st = sm_count(&sms);
+  if (!st.ok()) return st;
+  *out = sm90::bwd_band_width((a.seqlen_k + 127) / 128, int64_t(a.batch) * a.heads_kv, sms);
+  return Status::Ok();
 }
 
 // The test hook's buffers (bwd_stats_probe.h): lse_log2 and D poisoned before the kernels.
@@ -157,7 +167,10 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
   p.deterministic = deterministic ? 1 : 0;
 
-  p.band_blocks = bm == 64 ? band_blocks(a, d, deterministic, g.dq) : 0;
+  if (bm == 64) {
+    const Status st = band_blocks(a, d, deterministic, g.dq, &p.band_blocks);
+    if (!st.ok()) return st;
+  }
   const bool band = p.band_blocks > 0;
   // FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers (BwdParams::band_direct_epilogue).
   if (const char* env = std::getenv("FASTATTN_BWD_BAND_EPI")) p.band_direct_epilogue = band && std::atoi(env) == 1;

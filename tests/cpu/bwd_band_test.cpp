@@ -198,4 +198,20 @@ TEST(BwdBand, Rule) {
 }
 
 }  // namespace
+
+TEST(BwdBand, WidthFillsTheSms) {
+  // The measured shapes (H100, 132 SMs): (units, key blocks) -> the width that was fastest.
+  EXPECT_EQ(bwd_band_width(64, 32, 132), 16);  // b2 h16 s8k (4: 6 % slower, 8: 3 %)
+  EXPECT_EQ(bwd_band_width(32, 32, 132), 8);   // b2 h16 s4k (4: 4 %, 16: 50 % slower)
+  EXPECT_EQ(bwd_band_width(64, 16, 132), 8);   // b1 h16 s8k (16: 50 % slower)
+  EXPECT_EQ(bwd_band_width(64, 4, 132), 2);    // b2 h16/2 s8k: 128 bands
+  for (int n : {1, 2, 17, 63, 64, 65, 1000})
+    for (int64_t units : {1, 3, 32, 4096}) {
+      const int b = bwd_band_width(n, units, 132);
+      EXPECT_GE(b, 1);
+      EXPECT_LE(b, std::min(n, 64));
+    }
+}
+
+
 }  // namespace fastattn::sm90

@@ -69,6 +69,25 @@ FASTATTN_HD int bwd_band_rule(int d, bool deterministic, int left, int right, fl
   return wanted > 0 ? wanted : 0;
 }
 
+// The band width when the caller asks for none: the B of 1..64 with the fewest waves of bands times a
+// band's length, B key blocks plus about one for its fixed work (set-up, the halo pass). Bands do not
+// cross sequences: each of `units` (sequence, KV head) pairs of n_blocks key blocks makes
+// ceil(n_blocks / B) bands. Ties go to the narrower band. Measured (H100, (64, 0) d 128): b2 h16 s8k
+// 16 (4: 6 % slower), b2 h16 s4k 8, b1 h16 s8k 8 (docs/notes/bwd-sm90.md, session 34).
+inline int bwd_band_width(int n_blocks, int64_t units, int sms) {
+  int best = 1;
+  int64_t best_cost = -1;
+  for (int b = 1; b <= 64 && b <= n_blocks; ++b) {
+    const int64_t ctas = units * ((n_blocks + b - 1) / b);
+    const int64_t cost = (ctas + sms - 1) / sms * (b + 1);
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best = b;
+    }
+  }
+  return best;
+}
+
 // Key block k's q-blocks, empty where the block holds no present key (k past the keys).
 FASTATTN_HD cuda_backend::BlockRange bwd_band_block_q_blocks(const cuda_backend::WindowMask& mask, int k, int block_n,
                                                              int block_m) {

@@ -144,8 +144,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   // K in registers (BwdConfig::kKRegSteps): this warp's 16 keys as S^T's A fragments for the first kKRegs
   // k-steps, loaded once a tile. Only in the default mode's kernel without the softcap path: the softcap's
-  // tanh, the deterministic staging and the ring's kernel hold more registers at S^T / dP^T.
-  constexpr int kKRegs = !kDet && kCapPath == BwdCap::Off ? Cfg::kKRegSteps : 0;
+  // tanh, the deterministic staging, the ring's and the band's kernels hold more registers at S^T / dP^T.
+  constexpr int kKRegs = !kDet && !kBand && kCapPath == BwdCap::Off ? Cfg::kKRegSteps : 0;
   [[maybe_unused]] uint32_t kf[kKRegs > 0 ? kKRegs : 1][4];
   if constexpr (kKRegs > 0) {
     static_assert(Cfg::kSdpCols == 64 && !Cfg::kSplitD, "the RS S^T with a K-major B: m64n64k16 only");
