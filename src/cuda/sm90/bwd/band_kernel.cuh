@@ -56,10 +56,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto& sm = *reinterpret_cast<BwdSmem<Cfg>*>(kBwdSmemSlack<Cfg> > 0 ? (base + 1023) & ~uintptr_t(1023) : base);
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
-    prefetch_tma_map(&tq);
-    prefetch_tma_map(&tk);
-    prefetch_tma_map(&tv);
-    prefetch_tma_map(&tdo);
+    prefetch_tma_maps(&tq, &tk, &tv, &tdo);
     mbar_init(&sm.kv_full, 1);
     mbar_init(&sm.kv_empty, 8);  // one arrival per consumer warp: the key block's K / V are free again
 #pragma unroll

@@ -439,10 +439,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
     if (kBwdStamps) bwd_stamp(kBsStart);
-    prefetch_tma_map(&tq);
-    prefetch_tma_map(&tk);
-    prefetch_tma_map(&tv);
-    prefetch_tma_map(&tdo);
+    prefetch_tma_maps(&tq, &tk, &tv, &tdo);
     mbar_init(&sm.kv_full, 1);
     mbar_init(&sm.kv_empty, 8);  // paired key blocks: one arrival per consumer warp (K / V free again)
 #pragma unroll

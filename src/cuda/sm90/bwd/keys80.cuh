@@ -378,10 +378,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   auto& sm = *reinterpret_cast<Smem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int warp = __shfl_sync(0xffffffffu, threadIdx.x / 32, 0);
   if (threadIdx.x == 0) {
-    prefetch_tma_map(&tq);
-    prefetch_tma_map(&tk);
-    prefetch_tma_map(&tv);
-    prefetch_tma_map(&tdo);
+    prefetch_tma_maps(&tq, &tk, &tv, &tdo);
     mbar_init(&sm.kv_full, 1);
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {

@@ -44,5 +44,9 @@ __device__ __forceinline__ void fence_smem_for_tma() { asm volatile("fence.proxy
 __device__ __forceinline__ void prefetch_tma_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
+template <class... Maps>
+__device__ __forceinline__ void prefetch_tma_maps(const Maps*... maps) {
+  (prefetch_tma_map(maps), ...);
+}
 
 }  // namespace fastattn::sm90
