@@ -12,49 +12,19 @@
 #   race.txt    racecheck summary                           ptxas.txt  C7512 / spill lines of every build
 #                                                           (none may name the 64-row d 128 kernel)
 #   logs.tar.gz build logs, the full test and racecheck outputs
-# Env: FA3_LIB (libfa3peer.so; default: ../fa3peer/libfa3peer.so beside this tree, as the lead's
-# .devwt holds it), GTEST_ROOT (default: ../../.devdeps/gtest), AB_ITERS (40), BUDGET_S (570).
+# Env: AB_ITERS (40) and device-ab-lib.sh's (FA3_LIB, GTEST_ROOT, BUDGET_S).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/out}
-mkdir -p "$OUT"
-logs=$(mktemp -d)
-t0=$(date +%s)
-stamp() { echo "[$(($(date +%s) - t0)) s] $*"; }
-left() { echo $((${BUDGET_S:-570} - ($(date +%s) - t0))); }
-command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
-gtest_root=${GTEST_ROOT:-../../.devdeps/gtest}
-fa3=${FA3_LIB:-../fa3peer/libfa3peer.so}
-nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv | tee "$logs/gpu.txt"
+source "$(dirname "$0")/device-ab-lib.sh"
+ab_setup "$0"
 
-configure() {  # configure DIR DTYPES DIMS TESTS KRS
-  local extra=()
-  [ "$4" = ON ] && extra=("-DGTest_DIR=$(cd "$gtest_root" && pwd)/usr/lib/x86_64-linux-gnu/cmake/GTest")
-  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFASTATTN_CUDA=ON -DFASTATTN_CUDA_ARCHS=90a \
-    "-DFASTATTN_DTYPES=$2" "-DFASTATTN_HEAD_DIMS=$3" -DFASTATTN_TESTS="$4" -DFASTATTN_GPU_TESTS="$4" \
-    -DFASTATTN_TOOLS=OFF "-DCMAKE_CUDA_FLAGS=-DFASTATTN_D128_KRS=$5" "${extra[@]}" >"$logs/cfg-$(basename "$1").log" 2>&1
-}
 stamp "configure"
-configure /tmp/krs-main bf16 128 OFF 0 && configure /tmp/krs-4 bf16 128 OFF 4 && configure /tmp/krs-2 bf16 128 OFF 2 &&
-  configure /tmp/krs-t "bf16;fp16" "64;96;128" ON 4 || { tail -20 "$logs"/cfg-*.log; exit 1; }
-stamp "build (four trees at once, -j 6 each)"
-pids=()
-for x in main 4 2; do
-  ninja -C /tmp/krs-$x -j 6 src/libfastattn.so >"$logs/build-$x.log" 2>&1 &
-  pids+=($!)
-done
-ninja -C /tmp/krs-t -j 6 fastattn_gpu_tests >"$logs/build-t.log" 2>&1
-rc=$?
-for p in "${pids[@]}"; do wait "$p" || rc=1; done
-grep -H "C7512\|bytes spill" "$logs"/build-*.log >"$OUT/ptxas.txt"
+ab_configure /tmp/krs-main bf16 128 OFF -DFASTATTN_D128_KRS=0
+ab_configure /tmp/krs-4 bf16 128 OFF -DFASTATTN_D128_KRS=4
+ab_configure /tmp/krs-2 bf16 128 OFF -DFASTATTN_D128_KRS=2
+ab_configure /tmp/krs-t "bf16;fp16" "64;96;128" ON -DFASTATTN_D128_KRS=4
+ab_build /tmp/krs-t /tmp/krs-main /tmp/krs-4 /tmp/krs-2
 # The changed kernel is bwd_kernel<T, BwdConfig<128, 64>, false, false, false>: no line may name it.
-stamp "builds exit $rc; ptxas lines: $(wc -l <"$OUT/ptxas.txt"), naming the changed kernel: $(grep -c \
-  'BwdConfigILi128ELi64ELi128EEELb0ELb0ELb0E' "$OUT/ptxas.txt") (expected 0)"
-if [ $rc != 0 ]; then
-  tail -n 30 "$logs"/build-*.log
-  tar -C "$logs" -czf "$OUT/logs.tar.gz" .
-  exit 1
-fi
+stamp "ptxas lines naming the changed kernel: $(grep -c 'BwdConfigILi128ELi64ELi128EEELb0ELb0ELb0E' "$OUT/ptxas.txt") (expected 0)"
 
 stamp "A/B"
 cp /tmp/krs-main/src/libfastattn.so "$logs/mainB.so"
@@ -65,21 +35,6 @@ timeout 240 python3 bench/ab-pairs.py --lib main=/tmp/krs-main/src/libfastattn.s
   --iters "${AB_ITERS:-40}" --shape 2,8192,16,128,causal --shape 4,4096,16,128,causal \
   --shape 16,1024,16,128,causal --shape 2,8192,16,128,full 2>&1 | tee "$OUT/ab.txt"
 
-tests=$(find /tmp/krs-t -name fastattn_gpu_tests -type f | head -1)
-budget=$(($(left) - 90)); [ "$budget" -gt 240 ] && budget=240; [ "$budget" -lt 60 ] && budget=60
-stamp "tests of the krs4 build: Sm90Bwd.* less LargeDims (limit ${budget} s)"
-(cd "$(dirname "$tests")" && timeout "$budget" "$tests" --gtest_filter='Sm90Bwd.*:-Sm90Bwd.LargeDims*' >"$logs/tests.log" 2>&1
- echo "tests exit $?" >>"$logs/tests.log")
-grep -E "^\[ +(OK|FAILED|PASSED) |FAILED TEST|Failure|tests exit" "$logs/tests.log" | head -60 | tee "$OUT/tests.txt"
-
-budget=$(($(left) - 10))
-if [ "$budget" -gt 30 ]; then
-  stamp "racecheck of the krs4 build: Sm90Bwd.OddLengths (limit ${budget} s; a timeout leaves it partial)"
-  (cd "$(dirname "$tests")" && timeout "$budget" compute-sanitizer --tool racecheck --racecheck-report hazard "$tests" \
-     --gtest_filter='Sm90Bwd.OddLengths' >"$logs/race.log" 2>&1
-   echo "racecheck exit $?" >>"$logs/race.log")
-  grep -E "Race reported|RACECHECK SUMMARY|hazard|PASSED|FAILED|exit" "$logs/race.log" | sort | uniq -c | head -20 |
-    tee "$OUT/race.txt"
-fi
-stamp "done"
-tar -C "$logs" --exclude='*.so' -czf "$OUT/logs.tar.gz" .
+ab_tests /tmp/krs-t 240
+ab_racecheck /tmp/krs-t Sm90Bwd.OddLengths
+ab_finish

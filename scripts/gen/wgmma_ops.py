@@ -37,6 +37,8 @@ RS_USES = {
     "forward O += P V (N = head dim)": [(64, MN), (96, MN), (128, MN), (192, MN), (256, MN)],
     "backward dV += P^T dO, dK += dS^T Q (N = head dim)": [(64, MN), (96, MN), (128, MN)],
     "K-major B (primitive test; swap-AB variants)": [(64, K)],
+    # S^T = K Q^T with K's A fragments in registers (BwdConfig::kKRegSteps; N = query rows: 64, 80, d 64's 128).
+    "backward S^T = K Q^T, K from registers (N = query rows)": [(64, K), (80, K), (128, K)],
 }
 DTYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 

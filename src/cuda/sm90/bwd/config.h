@@ -4,10 +4,35 @@
 
 // K in registers for S^T (docs/notes/bwd-sm90.md, session 34): how many of S^T's 8 k-steps (16 head-dim
 // columns each) take K from registers (an RS wgmma) in the d 128 64-row kernel of the default mode
-// without the softcap path; 0: all from shared memory. Compile-time; 4 measured best (5 and up do not
-// fit the registers).
+// without the softcap path; 0: all from shared memory. Compile-time; 4 measured best (5 serialises the
+// wgmmas unless FASTATTN_D128_KRS_DV_FIRST, 6 and up do not fit the registers).
 #ifndef FASTATTN_D128_KRS
 #define FASTATTN_D128_KRS 4
+#endif
+// The same for the other backward kernels (session 34): the largest counts that compile with no spill
+// and no C7512 are 1 (d 128 80-row, full attention), 4 (d 64's 128-row q-blocks), 6 (d 96), 3 (d 128
+// 64-row deterministic) and 1 (d 128 64-row softcap). Measured (H100): d 96 at 6 -9 to -10 %, the
+// deterministic d 128 at 3 -2.5 %: taken; the 80-row at 1 +1.8 %, d 64 level at 4 and +0.5 % at 2:
+// left at 0; the softcap kernel not timed: 0. FASTATTN_D128_KRS_DV_FIRST 1: the 64-row default kernel
+// waits for dV before issuing dQ, so that P^T's registers are free at dQ (a fifth k-step fits only
+// so; 5 with the wait measured level with 4: 0).
+#ifndef FASTATTN_D128_R80_KRS
+#define FASTATTN_D128_R80_KRS 0
+#endif
+#ifndef FASTATTN_D64_KRS
+#define FASTATTN_D64_KRS 0
+#endif
+#ifndef FASTATTN_D96_KRS
+#define FASTATTN_D96_KRS 6
+#endif
+#ifndef FASTATTN_D128_DET_KRS
+#define FASTATTN_D128_DET_KRS 3
+#endif
+#ifndef FASTATTN_D128_CAP_KRS
+#define FASTATTN_D128_CAP_KRS 0
+#endif
+#ifndef FASTATTN_D128_KRS_DV_FIRST
+#define FASTATTN_D128_KRS_DV_FIRST 0
 #endif
 
 namespace fastattn::sm90 {
@@ -160,13 +185,25 @@ struct BwdConfig {
   // -6 % (5-8: less and less, 8: +3 %), 2 of the 80-row tile's 5 -1.4 to -1.6 % at full s4k-s8k
   // (1: +0.2 %, 3: -1 %).
   static constexpr int kExpAheadSteps = BM == 80 ? 2 : 3;
-  // S^T = K Q^T with K's A fragments held in registers for the first kKRegSteps k-steps (loaded once a
-  // tile, after kv_full), so that those k-steps read only Q from shared memory (S^T's operand reads 64 ->
-  // 48 KB a step at 4). A thread holds 4 registers a k-step beside dK + dV 128 and S^T + dP^T 64, so only
-  // the 64-row tile's kernel without the softcap path takes it (kernel.cuh, kKRegs), and only up to 4:
-  // from 5 ptxas serialises the wgmmas (C7512), from 6 it spills too (notes, session 34).
-  static constexpr int kKRegSteps = D == 128 && BM == 64 ? FASTATTN_D128_KRS : 0;
-  static_assert(kKRegSteps >= 0 && kKRegSteps <= D / 16, "FASTATTN_D128_KRS: 0 to 8 k-steps");
+  // S^T = K Q^T with K's A fragments held in registers for the first k-steps (loaded once a tile, after
+  // kv_full), so that those k-steps read only Q from shared memory (2 KB a warpgroup a k-step). A thread
+  // holds 4 registers a k-step over the whole tile, beside the accumulators, so each kernel takes what its
+  // registers hold with no spill and no serialised wgmma (ptxas C7512); the largest such counts (sm_90a,
+  // notes, session 34): d 128 64 rows 4 of 8 (5 with kDvBeforeDq), 80 rows 1, deterministic 3, softcap 1;
+  // d 64 all 4; d 96 all 6.
+  // kKRegSteps: the default mode's kernel without the softcap path (or, where the config builds no softcap kernel
+  // of its own, d 96's, with the run-time branch); kKRegStepsDet: the deterministic mode's without it;
+  // kKRegStepsCap: the default mode's softcap kernel. Every other kernel (the ring's, d 64's deterministic one)
+  // keeps K in shared memory (kernel.cuh, bwd_k_reg_steps).
+  static constexpr int kKRegSteps = D == 128 ? (BM == 64 ? FASTATTN_D128_KRS : FASTATTN_D128_R80_KRS)
+                                  : D == 64 ? FASTATTN_D64_KRS : D == 96 ? FASTATTN_D96_KRS : 0;
+  static constexpr int kKRegStepsDet = D == 128 && BM == 64 ? FASTATTN_D128_DET_KRS : 0;
+  static constexpr int kKRegStepsCap = D == 128 && BM == 64 ? FASTATTN_D128_CAP_KRS : 0;
+  static_assert(kKRegSteps >= 0 && kKRegSteps <= D / 16 && kKRegStepsDet >= 0 && kKRegStepsDet <= D / 16 &&
+                    kKRegStepsCap >= 0 && kKRegStepsCap <= D / 16,
+                "FASTATTN_*_KRS: 0 to d / 16 k-steps");
+  // The d 128 64-row default kernel with K in registers: dV waited for before dQ is issued (bwd_dq).
+  static constexpr bool kDvBeforeDq = D == 128 && BM == 64 && FASTATTN_D128_KRS_DV_FIRST != 0;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
   // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).

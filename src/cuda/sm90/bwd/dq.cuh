@@ -76,7 +76,9 @@ __device__ __forceinline__ void add_dq_atomic(const BwdParams& p, const BwdTile&
 // issued behind dV and dK (whose end frees the stage), then d 96 added by vector atomics
 // (deterministic mode: staged for the writer), d 192 staged in the Q / dO stage for the dQ writer
 // (d 256: bwd_dq_own_atoms).
-template <class T, class Cfg, int N, bool kDet>
+// kDvFirst (BwdConfig::kDvBeforeDq): dV is waited for before dQ is issued, so that P^T's fragments are dead while
+// dQ's accumulators live (the room that a fifth k-step of K in registers needs).
+template <class T, class Cfg, int N, bool kDet, bool kDvFirst = false>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
                                        int ds_buf, int h, int m, float (&dv)[Cfg::kDvColsMax / 2],
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
@@ -84,6 +86,12 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   float dq[N / 2];
   // This warpgroup's floats in the run (dq_layout.h).
   const int run_off = Cfg::kDqSwapAB ? 64 * Cfg::kBlockM * wg : Cfg::kDqRowSplit ? 64 * Cfg::kHeadDim * wg : 64 * c0;
+  if constexpr (kDvFirst) {
+    wgmma_wait<0>();
+    fence_operands(dv);
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
+  }
   if constexpr (Cfg::kDqSwapAB) {  // dQ^T = K^T dS^T: atom wg of K (MN-major A) times the q-major dS tile (K-major B)
     const uint32_t a_lo = desc_mn_major_lo(sm.k + wg * Cfg::kKAtomBytes, Cfg::kKAtomBytes);
     const uint32_t b_lo = desc_k_major_lo(sm.ds[ds_buf]);
@@ -112,9 +120,11 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
       WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
     wgmma_commit();
     wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
-    fence_operands(dv);
+    if constexpr (!kDvFirst) {  // (else fenced above: a fence here would keep P^T's fragments live)
+      fence_operands(dv);
 #pragma unroll
-    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
+      for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(pf[kk]);
+    }
     fence_operands(dq);
     if constexpr (kDet || !Cfg::kDqByAtomics)
       stage_dq<Cfg, N, Cfg::kDqFenceByWriter && !kDet>(sm, dq, run_off, dq_ps);

@@ -114,6 +114,19 @@ __device__ __forceinline__ void with_softcap_path(const BwdParams& p, Phase&& ph
   }
 }
 
+// How many of S^T's k-steps take K from registers in the kernel of (kDet, kCapPath) (BwdConfig::kKRegSteps*):
+// the default mode's without the softcap path, or with the run-time branch where the config builds no softcap
+// kernel (d 96; where it builds one, the run-time branch is the ring's kernel: none); the deterministic
+// mode's without the softcap path; the default mode's softcap kernel. A thread holds 4 registers a k-step over
+// the whole tile, so each kernel's count is what its registers were shown to hold (notes, session 34).
+template <class Cfg, bool kDet, BwdCap kCapPath>
+constexpr int bwd_k_reg_steps() {
+  if constexpr (kDet) return kCapPath == BwdCap::Off ? Cfg::kKRegStepsDet : 0;
+  else if constexpr (kCapPath == BwdCap::On) return Cfg::kKRegStepsCap;
+  else if constexpr (kCapPath == BwdCap::Runtime && Cfg::kSoftcapKernel) return 0;
+  else return Cfg::kKRegSteps;
+}
+
 // One tile's steps and its dK / dV. The ring's and the dQ staging's pipe states run on from the CTA's
 // previous tile (paired key blocks, the band's key blocks); kv_phase: the parity of the K / V loads
 // before this tile's. kBand: a key block of the recompute band (band_kernel.cuh): dQ by the step's job
@@ -142,13 +155,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   if (kBwdStamps && threadIdx.x == 128 && kv_phase == 0) bwd_stamp(kBsKvLanded);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * Cfg::kWgKeyStride * kAtomRowBytes);
-  // K in registers (BwdConfig::kKRegSteps): this warp's 16 keys as S^T's A fragments for the first kKRegs
-  // k-steps, loaded once a tile. Only in the default mode's kernel without the softcap path: the softcap's
-  // tanh, the deterministic staging, the ring's and the band's kernels hold more registers at S^T / dP^T.
-  constexpr int kKRegs = !kDet && !kBand && kCapPath == BwdCap::Off ? Cfg::kKRegSteps : 0;
+  // K in registers (bwd_k_reg_steps): this warp's 16 keys as S^T's A fragments for the first kKRegs
+  // k-steps, loaded once a tile. Not in the band's kernel (it spilled there).
+  constexpr int kKRegs = kBand ? 0 : bwd_k_reg_steps<Cfg, kDet, kCapPath>();
   [[maybe_unused]] uint32_t kf[kKRegs > 0 ? kKRegs : 1][4];
   if constexpr (kKRegs > 0) {
-    static_assert(Cfg::kSdpCols == 64 && !Cfg::kSplitD, "the RS S^T with a K-major B: m64n64k16 only");
+    static_assert(!Cfg::kSplitD, "K in registers: a warpgroup's own 64 keys (d <= 128)");
     // Matrix mtx = lane / 8 of k-step kk: keys + 8 (mtx % 2), head-dim columns 16 kk + 8 (mtx / 2) .. + 7,
     // i.e. the A fragment's registers in order (rows g, g + 8) x (columns 2 (l % 4), + 8); lane % 8 names
     // the key row, whose 16-byte chunk c sits at c ^ (row % 8) in its atom (TMA's 128-byte swizzle).
@@ -161,6 +173,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         ldmatrix_x4(row + (kk / 4) * Cfg::kKAtomBytes + ((((kk % 4) * 2 + (mtx >> 1)) ^ (lane % 8)) * 16), kf[kk]);
     }
   }
+  // BwdConfig::kDvBeforeDq: dV is waited for before dQ is issued (bwd_dq), in the default mode's kernel with K
+  // in registers only.
+  constexpr bool kDvFirst = Cfg::kDvBeforeDq && kKRegs > 0 && !kDet && kCapPath == BwdCap::Off;
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   int h, m;
@@ -378,12 +393,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         static_assert(Cfg::kDqCols0 == Cfg::kDqCols1);
         bwd_dq_band<T, Cfg, Cfg::kDqCols0>(sm, p, t, wg * Cfg::kDqCols0, s, h, m, jobs, dv, dk, pf, dsf);
       } else if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
-        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
       else if (wg == 0)
-        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
       else
-        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m, dv,
-                                            dk, pf, dsf, dq_ps);
+        bwd_dq<T, Cfg, Cfg::kDqCols1, kDet, kDvFirst>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m,
+                                                      dv, dk, pf, dsf, dq_ps);
     }
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsStepEnd, steps - i);
   }
