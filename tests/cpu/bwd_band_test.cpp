@@ -103,8 +103,9 @@ TEST(BwdBand, OwnersPartitionAndHaloCoversEveryKeptKey) {
 // step's dQ job (bwd_band_jobs) and slot (bwd_band_slot). Over random lengths (s_q != s_k), windows
 // (right 0, 0 < left <= 64), bands and GQA groups: every (key block, q-block, head) pair of the mask
 // adds to dK / dV exactly once; every visited (q-block, head) is stored exactly once, with exactly its
-// visitors' dQ, and none is stored that no block visits; a hold finds its slot free and a resume finds
-// its own partial there; nothing is left held at a band's end (no dQ crosses CTAs).
+// visitors' dQ, by the band the plan names its owner (bwd_band_owned_q_blocks), and none is stored
+// that no block visits; a hold finds its slot free and a resume finds its own partial there; a global
+// slot lies in the CTA's spill run; nothing is left held at a band's end (no dQ crosses CTAs).
 TEST(BwdBand, KernelWalkSumsEveryDqOnceInItsOwnSlots) {
   testing::Rng rng(testing::test_seed());
   for (int c = 0; c < 400; ++c) {
@@ -123,6 +124,9 @@ TEST(BwdBand, KernelWalkSumsEveryDqOnceInItsOwnSlots) {
       bwd_band_blocks(j, band, n_blocks, first, end);
       const cuda_backend::BlockRange halo = bwd_band_halo_q_blocks(mask, first, kN, kM);
       const int begin = first > 0 && !halo.empty() ? first - 1 : first;
+      // The plan's owners (bwd_band_owned_q_blocks): the q-blocks this band's walk must store.
+      int owned_begin, owned_stop;
+      bwd_band_owned_q_blocks(mask, first, end, m_blocks, kN, kM, owned_begin, owned_stop);
       struct Held { int m = -1, h = -1; std::vector<int> from; };
       std::vector<Held> slots(size_t(2 * g));
       for (int k = begin; k < end; ++k) {
@@ -133,6 +137,11 @@ TEST(BwdBand, KernelWalkSumsEveryDqOnceInItsOwnSlots) {
             if (k >= first) ++dkdv[(size_t(k) * m_blocks + m) * g + h];
             const int job = jobs.job(m), s = bwd_band_slot(m, h, g);
             ASSERT_TRUE(s >= 0 && s < 2 * g);
+            // Slots past the two smem buffers index the CTA's run of bwd_band_spill_slots(g) in the
+            // workspace (band_dq.cuh: spill_run = CTA x spill_slots + s - 2): within it.
+            if (s >= 2) {
+              ASSERT_LT(s - 2, bwd_band_spill_slots(g)) << "slot " << s << " past the CTA's spill run";
+            }
             Held& slot = slots[size_t(s)];
             if (job == kBandDqNone) {
               ASSERT_EQ(k, end - 1) << "only the band's top block leaves a q-block to the band above";
@@ -149,6 +158,8 @@ TEST(BwdBand, KernelWalkSumsEveryDqOnceInItsOwnSlots) {
                 slot = Held{};
               }
               from.push_back(k);
+              ASSERT_TRUE(m >= owned_begin && m < owned_stop) << "q-block " << m << " stored by band " << j
+                                                              << ", not its owner (bwd_band_owned_q_blocks)";
               ++stored[size_t(m) * g + h];
               summed[size_t(m) * g + h] = from;
             }

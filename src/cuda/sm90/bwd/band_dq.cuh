@@ -59,6 +59,9 @@ __device__ __forceinline__ void bwd_dq_band(BwdSmem<Cfg>& sm, const BwdParams& p
                                             uint32_t (&dsf)[Cfg::kSdpCols / 16][4]) {
   static_assert(Cfg::kHeadDim == 128 && Cfg::kBlockM == 64 && Cfg::kDqBeforeDk && !Cfg::kDqSwapAB && !Cfg::kDqRowSplit,
                 "the band runs on the d 128 64-row tile");
+  // Slots 0 and 1 are sm.dq[0] and sm.dq[1]: with one staging buffer (smem.cuh drops the second when
+  // the struct grows past 227 KB) slot 1 would index past the struct.
+  static_assert(BwdSmem<Cfg>::kDqBufs == 2, "the band holds partial dQ in both smem staging buffers");
   float dq[N / 2];
   {
     const uint32_t a_lo = desc_mn_major_lo(sm.ds[s], Cfg::kBlockN * 128);
