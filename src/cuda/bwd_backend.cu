@@ -63,16 +63,17 @@ int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::
 // that fills the SMs best (bwd_band_width).
 Status band_blocks(const AttnParams& a, int d, bool deterministic, const detail::Operand& dq, int* out) {
   *out = 0;
-  if (!sm90::bwd_band_rule(d, deterministic, a.window_left, a.window_right, a.softcap, pairs_aligned(dq)))
+  if (!sm90::bwd_band_serves(d, deterministic, a.window_left, a.window_right, a.softcap, pairs_aligned(dq)))
     return Status::Ok();
-  if (const char* env = std::getenv("FASTATTN_BWD_BAND")) {
-    *out = std::max(0, std::atoi(env));
+  const int n_blocks = std::max(1, (a.seqlen_k + 127) / 128);
+  if (const char* env = std::getenv("FASTATTN_BWD_BAND")) {  // clamped: a band wider than the keys is the whole
+    *out = int(std::clamp<long>(std::strtol(env, nullptr, 10), 0, n_blocks));
     return Status::Ok();
   }
   int sms = 0;
   const Status st = sm_count(&sms);
   if (!st.ok()) return st;
-  *out = sm90::bwd_band_width((a.seqlen_k + 127) / 128, int64_t(a.batch) * a.heads_kv, sms);
+  *out = sm90::bwd_band_width(n_blocks, int64_t(a.batch) * a.heads_kv, sms);
   return Status::Ok();
 }
 

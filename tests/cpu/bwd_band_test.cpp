@@ -191,19 +191,17 @@ TEST(BwdBand, KernelWalkSumsEveryDqOnceInItsOwnSlots) {
 // The host rule: d 128, default mode, no softcap, right = 0, 0 < left <= 64, dq pairs aligned; the
 // wanted width (FASTATTN_BWD_BAND) passes through, 0 or less turns the band off.
 TEST(BwdBand, Rule) {
-  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 0.f, true), kBwdBandBlocks);
-  EXPECT_EQ(bwd_band_rule(128, false, 1, 0, 0.f, true, 8), 8);
-  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 0.f, true, 0), 0);
-  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 0.f, true, -3), 0);
-  EXPECT_EQ(bwd_band_rule(64, false, 64, 0, 0.f, true), 0);
-  EXPECT_EQ(bwd_band_rule(128, true, 64, 0, 0.f, true), 0);
-  EXPECT_EQ(bwd_band_rule(128, false, 65, 0, 0.f, true), 0);
-  EXPECT_EQ(bwd_band_rule(128, false, 0, 0, 0.f, true), 0);
-  EXPECT_EQ(bwd_band_rule(128, false, -1, 0, 0.f, true), 0);
-  EXPECT_EQ(bwd_band_rule(128, false, 64, 1, 0.f, true), 0);
-  EXPECT_EQ(bwd_band_rule(128, false, 64, -1, 0.f, true), 0);
-  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 30.f, true), 0);
-  EXPECT_EQ(bwd_band_rule(128, false, 64, 0, 0.f, false), 0);
+  EXPECT_TRUE(bwd_band_serves(128, false, 64, 0, 0.f, true));
+  EXPECT_TRUE(bwd_band_serves(128, false, 1, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(64, false, 64, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, true, 64, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, false, 65, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, false, 0, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, false, -1, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, false, 64, 1, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, false, 64, -1, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, false, 64, 0, 30.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, false, 64, 0, 0.f, false));
   EXPECT_EQ(bwd_band_spill_slots(1), 0);
   EXPECT_EQ(bwd_band_spill_slots(4), 6);
 }

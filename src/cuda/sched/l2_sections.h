@@ -60,8 +60,8 @@ inline double schedule_imbalance(const TileSchedule& s, const AttnParams& a, boo
 
 // The section width of the longest-first schedule `s` (heavy_first set, tile space final) of problem
 // `a` over `ctas` CTAs: s.batch_heads when s is not heavy_first, when everything fits, or when no
-// narrower section balances. Costs up to 32 schedule
-// simulations of s.tiles steps each: callers cache it.
+// narrower section balances. Costs up to 97 schedule simulations (three searches of 32 and the
+// plain order's) of s.tiles steps each: callers cache it.
 //
 // Unmasked (heavy_first for a light first m-block, cuda/launch_plan.cpp): the sections must fit half
 // the L2 (every tile of a slot reads all its K/V, and the order without sections reads ~G slots'

@@ -57,16 +57,12 @@ FASTATTN_HD int bwd_band_halo_begin(const cuda_backend::WindowMask& mask, int fi
 // no softcap, windows with right = 0 and 0 < left <= 64. Then a q-block's kept keys span at most
 // 64 + left <= 128 keys, so at most two key blocks visit it, and they are consecutive: its dQ is the
 // sum of one or two steps, and the lower one's is held on chip until the upper one's step (both in
-// the owning band, the lower one possibly its halo block). kBwdBandBlocks: the default B (key blocks
-// a band); 0 from the rule: today's paths (the dQ ring). dq is stored as element pairs from the
-// consumers' registers, so dq's pairs must be 4-byte aligned (the ring's rule too).
-inline constexpr int kBwdBandBlocks = 4;
+// the owning band, the lower one possibly its halo block). The band's width: bwd_band_width. dq is
+// stored as element pairs from the consumers' registers, so dq's pairs must be 4-byte aligned (the
+// ring's rule too).
 inline constexpr int kBwdBandMaxLeft = 64;
-FASTATTN_HD int bwd_band_rule(int d, bool deterministic, int left, int right, float softcap, bool dq_pairs,
-                              int wanted = kBwdBandBlocks) {
-  if (d != 128 || deterministic || softcap != 0.f || right != 0 || left <= 0 || left > kBwdBandMaxLeft || !dq_pairs)
-    return 0;
-  return wanted > 0 ? wanted : 0;
+FASTATTN_HD bool bwd_band_serves(int d, bool deterministic, int left, int right, float softcap, bool dq_pairs) {
+  return d == 128 && !deterministic && softcap == 0.f && right == 0 && left > 0 && left <= kBwdBandMaxLeft && dq_pairs;
 }
 
 // The band width when the caller asks for none: the B of 1..64 with the fewest waves of bands times a

@@ -50,6 +50,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
                     const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
                     const __grid_constant__ BwdParams p) {
   static_assert(Cfg::kHasRingKernel && !Cfg::kSplitD, "the band runs on the d 128 64-row tile");
+  static_assert(Cfg::kBlockM + kBwdBandMaxLeft <= Cfg::kBlockN,
+                "a q-block's keys within two consecutive key blocks (bwd_band_serves)");
   constexpr int kN = Cfg::kBlockN, kM = Cfg::kBlockM;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   const uintptr_t base = reinterpret_cast<uintptr_t>(smem_raw);

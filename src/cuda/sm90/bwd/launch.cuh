@@ -131,7 +131,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     }
     bool capped = false;
     if constexpr (Cfg::kSoftcapKernel) {
-      capped = bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring, p.attn.softcap);
+      capped = bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring || band, p.attn.softcap);
       if (capped && !p.deterministic)
         st = launch(bwd_kernel<T, Cfg, false, false, true>, kBytes, cap_attr);
       else if (capped) {
