@@ -40,6 +40,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 H, H_KV, D = 32, 8, 128
 
 
+def load_stream_floor():
+    """bench/stream_floor.py: the copy bandwidth that defines the HBM floor, measured one way for both scripts."""
+    spec = importlib.util.spec_from_file_location("stream_floor", os.path.join(HERE, "stream_floor.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def load_peers_module():
     """bench/run-peers.py's ctypes structs (FaArgs, FaTensor): one definition of the C ABI's layout."""
     spec = importlib.util.spec_from_file_location("run_peers", os.path.join(HERE, "run-peers.py"))
@@ -116,19 +124,7 @@ def main():
     torch.cuda.set_stream(stream)
     sp = ctypes.c_void_p(stream.cuda_stream)
 
-    # Copy bandwidth: bytes read + written per second, best of 5.
-    src = torch.empty(1 << 30, dtype=torch.uint8, device=dev)
-    dst = torch.empty_like(src)
-    best = 1e9
-    for _ in range(6):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        dst.copy_(src)
-        e1.record()
-        e1.synchronize()
-        best = min(best, e0.elapsed_time(e1) / 1e3)
-    copy_bw = 2 * src.numel() / best
-    del src, dst
+    copy_bw = load_stream_floor().copy_bandwidth()  # bytes read + written per second (the floor's rate)
 
     def fastattn_call(q, k, v, out, lse, splits):
         a = rp.FaArgs()

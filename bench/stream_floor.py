@@ -51,7 +51,7 @@ def per_call_us(fn, calls=20, replays=50, rounds=5):
 
 
 def copy_bandwidth():
-    """Bytes read + written per second of a 1 GiB copy, best of 6 eager calls: bench/decode.py's floor."""
+    """Bytes read + written per second of a 1 GiB copy, best of 6 eager calls: the HBM floor's rate (bench/decode.py too)."""
     x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
     y = torch.empty_like(x)
     best = 1e9
