@@ -9,6 +9,7 @@
 
 #include "cuda/common/math.cuh"  // pack2
 #include "cuda/sm90/bwd/band.h"
+#include "cuda/sm90/bwd/dq.cuh"  // release_stage_after_dk
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
@@ -112,12 +113,7 @@ __device__ __forceinline__ void bwd_dq_band(BwdSmem<Cfg>& sm, const BwdParams& p
       store_band_dq<T, N>(p, t, h, m, c0, dq);
     }
   }
-  wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
-  fence_operands(dk);
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
-  __syncwarp();
-  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[s]);
+  release_stage_after_dk<Cfg>(sm, s, dk, dsf);
 }
 
 }  // namespace fastattn::sm90

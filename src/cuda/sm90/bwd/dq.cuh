@@ -54,6 +54,19 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
   if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
 }
 
+// dK's MMA (the step's last reader of Q, dO and dS^T's registers) waited for, then the stage's Q and
+// dO handed back to the producer: one arrival per consumer warp.
+template <class Cfg>
+__device__ __forceinline__ void release_stage_after_dk(BwdSmem<Cfg>& sm, int stage, float (&dk)[Cfg::kDkvColsMax / 2],
+                                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4]) {
+  wgmma_wait<0>();
+  fence_operands(dk);
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
+  __syncwarp();
+  if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[stage]);
+}
+
 // Default mode, d 64 / 96: this warpgroup's dQ added into the run by vector fp32 atomics
 // (red.global.add.v4.f32), fire and forget, in the staged order (dq_layout.h).
 template <class Cfg, int N>
@@ -130,12 +143,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
       stage_dq<Cfg, N, Cfg::kDqFenceByWriter && !kDet>(sm, dq, run_off, dq_ps);
     else
       add_dq_atomic<Cfg, N>(p, t, h, m, run_off, dq);
-    wgmma_wait<0>();  // dK done: the stage's Q and dO are no longer read
-    fence_operands(dk);
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk) fence_operands(dsf[kk]);
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
+    release_stage_after_dk<Cfg>(sm, ds_buf, dk, dsf);
     return;
   }
   wgmma_wait<1>();  // dV, dK done: this stage's Q and dO are no longer read
