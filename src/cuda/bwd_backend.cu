@@ -61,9 +61,9 @@ int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::
 // accumulator path decide as before). FASTATTN_BWD_BAND: 0 (or not a number) keeps the band off, so
 // that one library serves both sides of an A/B; n > 0 asks for bands of n key blocks; unset: the width
 // that fills the SMs best (bwd_band_width).
-Status band_blocks(const AttnParams& a, int d, bool deterministic, const detail::Operand& dq, int* out) {
+Status band_blocks(const AttnParams& a, int d, const detail::Operand& dq, int* out) {
   *out = 0;
-  if (!sm90::bwd_band_serves(d, deterministic, a.window_left, a.window_right, a.softcap, pairs_aligned(dq)))
+  if (!sm90::bwd_band_serves(d, a.window_left, a.window_right, a.softcap, pairs_aligned(dq)))
     return Status::Ok();
   const int n_blocks = std::max(1, (a.seqlen_k + 127) / 128);
   if (const char* env = std::getenv("FASTATTN_BWD_BAND")) {  // clamped: a band wider than the keys is the whole
@@ -169,10 +169,13 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   p.deterministic = deterministic ? 1 : 0;
 
   if (bm == 64) {
-    const Status st = band_blocks(a, d, deterministic, g.dq, &p.band_blocks);
+    const Status st = band_blocks(a, d, g.dq, &p.band_blocks);
     if (!st.ok()) return st;
   }
   const bool band = p.band_blocks > 0;
+  // The band is deterministic as it stands (band.h): the deterministic mode's ordered adds, semaphores
+  // and ticket are not needed.
+  if (band) p.deterministic = 0;
   // FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers (BwdParams::band_direct_epilogue).
   if (const char* env = std::getenv("FASTATTN_BWD_BAND_EPI")) p.band_direct_epilogue = band && std::atoi(env) == 1;
   if (band) {  // key blocks of 128 (the d 128 tile; launch.cuh checks the count against its n_blocks)

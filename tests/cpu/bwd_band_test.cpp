@@ -191,17 +191,16 @@ TEST(BwdBand, KernelWalkSumsEveryDqOnceInItsOwnSlots) {
 // The host rule: d 128, default mode, no softcap, right = 0, 0 < left <= 64, dq pairs aligned; the
 // wanted width (FASTATTN_BWD_BAND) passes through, 0 or less turns the band off.
 TEST(BwdBand, Rule) {
-  EXPECT_TRUE(bwd_band_serves(128, false, 64, 0, 0.f, true));
-  EXPECT_TRUE(bwd_band_serves(128, false, 1, 0, 0.f, true));
-  EXPECT_FALSE(bwd_band_serves(64, false, 64, 0, 0.f, true));
-  EXPECT_FALSE(bwd_band_serves(128, true, 64, 0, 0.f, true));
-  EXPECT_FALSE(bwd_band_serves(128, false, 65, 0, 0.f, true));
-  EXPECT_FALSE(bwd_band_serves(128, false, 0, 0, 0.f, true));
-  EXPECT_FALSE(bwd_band_serves(128, false, -1, 0, 0.f, true));
-  EXPECT_FALSE(bwd_band_serves(128, false, 64, 1, 0.f, true));
-  EXPECT_FALSE(bwd_band_serves(128, false, 64, -1, 0.f, true));
-  EXPECT_FALSE(bwd_band_serves(128, false, 64, 0, 30.f, true));
-  EXPECT_FALSE(bwd_band_serves(128, false, 64, 0, 0.f, false));
+  EXPECT_TRUE(bwd_band_serves(128, 64, 0, 0.f, true));
+  EXPECT_TRUE(bwd_band_serves(128, 1, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(64, 64, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, 65, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, 0, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, -1, 0, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, 64, 1, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, 64, -1, 0.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, 64, 0, 30.f, true));
+  EXPECT_FALSE(bwd_band_serves(128, 64, 0, 0.f, false));
   EXPECT_EQ(bwd_band_spill_slots(1), 0);
   EXPECT_EQ(bwd_band_spill_slots(4), 6);
 }

@@ -430,9 +430,10 @@ TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
 // 33, 63, 64, batch and heads, GQA 4 and 8 (partials held in the global slots past the two in smem),
 // varlen with empty sequences, seqused, a CUDA-graph replay. dq must be bitwise equal run to run (one
 // summation order).
-// band_cases(false): every third of them and the varlen case.
-// Sm90BwdStats.D128Band checks that the band ran (the host's route).
-void band_cases(bool all) {
+// band_cases(false): every third of them and the varlen case; det: in deterministic mode, which the band
+// serves as it stands (dq, dk, dv then checked bitwise over three runs).
+// Sm90BwdStats.D128Band / D128BandDeterministic check that the band ran (the host's route).
+void band_cases(bool all, bool det = false) {
   struct W {
     int wl, sq, sk, batch, hq, hkv;
   };
@@ -449,6 +450,7 @@ void band_cases(bool all) {
     c.hq = w.hq;
     c.hkv = w.hkv;
     c.dq_bitwise = true;
+    c.deterministic = det;
     run_bwd_case(c);
   }
   BwdCase v = windowed(bcase(DType::BF16, 128, 0, 0), 64, 0);  // varlen with empty sequences
@@ -457,6 +459,7 @@ void band_cases(bool all) {
   v.hq = 4;
   v.hkv = 2;
   v.dq_bitwise = true;
+  v.deterministic = det;
   run_bwd_case(v);
   if (!all) return;
   BwdCase u = windowed(bcase(DType::F16, 128, 300, 400), 50, 0);  // seqused
@@ -473,6 +476,7 @@ void band_cases(bool all) {
   run_bwd_case(gr);
 }
 TEST_F(Sm90Bwd, BandWindows) { band_cases(true); }
+TEST_F(Sm90Bwd, BandDeterministic) { band_cases(false, true); }
 // One small case for compute-sanitizer (bench/band-ab.sh): bands of 3 over 5 key blocks (a short
 // last band, halos), s_q != s_k off the q-blocks' grid, GQA 4 (partials in the global slots too).
 TEST_F(Sm90Bwd, BandSmall) {

@@ -43,6 +43,7 @@ struct Variant {
   bool ring;    // the dQ ring's preprocess (bwd_ring_prepare)
   int dv = 0;   // d_v of v, out and dO (0: d)
   bool band = false;  // the recompute band's preprocess and kernel (sm90/bwd/band.h)
+  bool deterministic = false;
 };
 
 // Whether a q-block's lse / D are stored in quad order (BwdConfig::kStatsByQuad).
@@ -282,6 +283,7 @@ void run_stats_case(const FwdCase& c, const Variant& v, double* worst, int* ring
   a.out = out.view(out.dev->get(), c.dtype, Device::CUDA);
   a.lse = idx.lse(c, lse_dev.get(), Device::CUDA);
   idx.apply(a, c, true);
+  a.deterministic = v.deterministic;
   out.dev->poison();
   lse_dev.poison();
   Status st = forward(a, nullptr);
@@ -411,6 +413,8 @@ TEST_F(Sm90BwdStats, D128Ring) {
 // The same window takes the recompute band by default (bwd_backend.cu, band.h's rule): its preprocess's
 // lse / D, and the route (probe.band).
 TEST_F(Sm90BwdStats, D128Band) { variant_cases({128, false, 64, 0, 64, false, 0, true}); }
+// ... in deterministic mode too (the band is deterministic as it stands).
+TEST_F(Sm90BwdStats, D128BandDeterministic) { variant_cases({128, false, 64, 0, 64, false, 0, true, true}); }
 // d 192 / 256 under the LargeDims* name, which a run on a build without them leaves out.
 TEST_F(Sm90BwdStats, LargeDimsD192) { variant_cases({192, true, -1, -1, 64, false}); }
 // d_qk 192, d_v 128: D = rowsum(dO * out) over d_v (16 lanes a row), the dQ run's clear over d_qk.

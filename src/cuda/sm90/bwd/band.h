@@ -53,16 +53,17 @@ FASTATTN_HD int bwd_band_halo_begin(const cuda_backend::WindowMask& mask, int fi
 }
 
 
-// What the band kernel (band_kernel.cuh, session 34) serves: the d 128 64-row tile's default mode,
-// no softcap, windows with right = 0 and 0 < left <= 64. Then a q-block's kept keys span at most
+// What the band kernel (band_kernel.cuh, session 34) serves: the d 128 64-row tile, no softcap,
+// windows with right = 0 and 0 < left <= 64, in either mode: it sums each q-block's dQ in one CTA in
+// one order, so it is deterministic as it stands. Then a q-block's kept keys span at most
 // 64 + left <= 128 keys, so at most two key blocks visit it, and they are consecutive: its dQ is the
 // sum of one or two steps, and the lower one's is held on chip until the upper one's step (both in
 // the owning band, the lower one possibly its halo block). The band's width: bwd_band_width. dq is
 // stored as element pairs from the consumers' registers, so dq's pairs must be 4-byte aligned (the
 // ring's rule too).
 inline constexpr int kBwdBandMaxLeft = 64;
-FASTATTN_HD bool bwd_band_serves(int d, bool deterministic, int left, int right, float softcap, bool dq_pairs) {
-  return d == 128 && !deterministic && softcap == 0.f && right == 0 && left > 0 && left <= kBwdBandMaxLeft && dq_pairs;
+FASTATTN_HD bool bwd_band_serves(int d, int left, int right, float softcap, bool dq_pairs) {
+  return d == 128 && softcap == 0.f && right == 0 && left > 0 && left <= kBwdBandMaxLeft && dq_pairs;
 }
 
 // The band width when the caller asks for none: the B of 1..64 with the fewest waves of bands times a
