@@ -9,7 +9,7 @@
 
 #include "cuda/common/math.cuh"  // pack2
 #include "cuda/sm90/bwd/band.h"
-#include "cuda/sm90/bwd/dq.cuh"  // release_stage_after_dk
+#include "cuda/sm90/bwd/dq.cuh"  // issue_dk_from_ds, release_stage_after_dk
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
@@ -73,11 +73,7 @@ __device__ __forceinline__ void bwd_dq_band(BwdSmem<Cfg>& sm, const BwdParams& p
       WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major_add(a_lo, kk), desc_mn_major_add(b_lo, kk), kk > 0);
     wgmma_commit();
   }
-  const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
-    WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
-  wgmma_commit();
+  issue_dk_from_ds<T, Cfg>(dk, dsf, sm.q[s]);
   wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
   fence_operands(dv);
 #pragma unroll

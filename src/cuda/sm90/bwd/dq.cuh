@@ -54,6 +54,17 @@ __device__ __forceinline__ void stage_dq(BwdSmem<Cfg>& sm, const float (&dq)[N /
   if (threadIdx.x % 32 == 0) mbar_arrive(&sm.dq_full[b]);
 }
 
+// dK += dS^T Q behind the step's dQ (kDqBeforeDk): dS^T from registers, Q N-major from the stage, committed.
+template <class T, class Cfg>
+__device__ __forceinline__ void issue_dk_from_ds(float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&dsf)[Cfg::kSdpCols / 16][4],
+                                                 const uint8_t* q_stage) {
+  const uint32_t q_lo = desc_n_major_lo(q_stage, Cfg::kQAtomBytes);
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
+    WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
+  wgmma_commit();
+}
+
 // dK's MMA (the step's last reader of Q, dO and dS^T's registers) waited for, then the stage's Q and
 // dO handed back to the producer: one arrival per consumer warp.
 template <class Cfg>
@@ -127,11 +138,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     wgmma_commit();
   }
   if constexpr (Cfg::kDqBeforeDk) {
-    const uint32_t q_lo = desc_n_major_lo(sm.q[ds_buf], Cfg::kQAtomBytes);
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kSdpCols / 16; ++kk)
-      WgmmaRS<T, Cfg::kHeadDim>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
-    wgmma_commit();
+    issue_dk_from_ds<T, Cfg>(dk, dsf, sm.q[ds_buf]);
     wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
     if constexpr (!kDvFirst) {  // (else fenced above: a fence here would keep P^T's fragments live)
       fence_operands(dv);
