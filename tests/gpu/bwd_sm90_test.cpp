@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "fwd_case.h"
+#include "scoped_env.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -285,8 +286,7 @@ TEST_F(Sm90Bwd, Long) {
 // block counts (a middle block alone), one block (17, 113: no second tile), s_q != s_k both ways,
 // GQA, a right-edged window without a left edge, varlen with empty sequences and seqused.
 struct CtaCap {
-  CtaCap() { setenv("FASTATTN_MAX_CTAS", "3", 1); }
-  ~CtaCap() { unsetenv("FASTATTN_MAX_CTAS"); }
+  ScopedEnv env{"FASTATTN_MAX_CTAS", "3"};
 };
 TEST_F(Sm90Bwd, PairedKeyBlocks) {
   CtaCap cap;
@@ -354,19 +354,18 @@ TEST_F(Sm90Bwd, LocalWindows) {
 // with the fewest slots the order allows (FASTATTN_BWD_RING_SLOTS = 1), so that slots are reused and
 // writers wait for them, over several sections of units.
 struct RingSlots {
-  explicit RingSlots(const char* n) { setenv("FASTATTN_BWD_RING_SLOTS", n, 1); }
-  ~RingSlots() { unsetenv("FASTATTN_BWD_RING_SLOTS"); }
+  explicit RingSlots(const char* n) : env("FASTATTN_BWD_RING_SLOTS", n) {}
+  ScopedEnv env;
 };
 // FASTATTN_BWD_BAND (bwd_backend.cu): "0" keeps the recompute band off (its windows, right = 0 and
 // left <= 64, go through the ring as before it), n > 0 sets its key blocks a band.
 struct BandBlocks {
-  explicit BandBlocks(const char* n) { setenv("FASTATTN_BWD_BAND", n, 1); }
-  ~BandBlocks() { unsetenv("FASTATTN_BWD_BAND"); }
+  explicit BandBlocks(const char* n) : env("FASTATTN_BWD_BAND", n) {}
+  ScopedEnv env;
 };
 // FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers instead of staged (an A/B switch).
 struct BandDirectEpilogue {
-  BandDirectEpilogue() { setenv("FASTATTN_BWD_BAND_EPI", "1", 1); }
-  ~BandDirectEpilogue() { unsetenv("FASTATTN_BWD_BAND_EPI"); }
+  ScopedEnv env{"FASTATTN_BWD_BAND_EPI", "1"};
 };
 BwdCase windowed(BwdCase c, int wl, int wr) {
   c.wl = wl;
