@@ -11,6 +11,8 @@
 // the ring and the band off: their pair stores need even ones).
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "bwd_case.h"
 #include "scoped_env.h"
 
@@ -161,6 +163,19 @@ TEST_F(Sm90BwdStrided, D128Deterministic) {
   BwdCase u = heads(bcase(DType::F16, 128, 161, 300), 2, 2, 2, false);
   u.deterministic = true;
   layouts(u, 64);
+}
+
+// One side empty (fixed length): s_k 0 (dq = 0 from the postprocess alone, no main kernel), s_q 0 (dk = dv
+// = 0 from the main kernel with no q rows); causal and not.
+TEST_F(Sm90BwdStrided, D128EmptySides) {
+  for (auto [sq, sk] : {std::pair{17, 0}, std::pair{0, 17}})
+    for (bool causal : {false, true})
+      for (Layout l : {Layout::Aligned, Layout::Pairs, Layout::OddDq}) {
+        SCOPED_TRACE(std::string("layout ") + layout_name(l));
+        BwdCase c = heads(bcase(DType::BF16, 128, sq, sk), 2, 2, 1, causal);
+        c.pads = pads_of(l);
+        run_bwd_case(c);
+      }
 }
 
 // d 256: the 80-key tile (causal), the 64-key tile (a left window edge; deterministic mode), varlen.
