@@ -7,6 +7,8 @@
 // run_bwd_case). Which of the two each layout got is printed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
