@@ -127,6 +127,29 @@ TEST_F(Sm90BwdStrided, D128Causal) {
   layouts(u, 64);
 }
 
+// Paired key blocks (key blocks j and N - 1 - j in one CTA, the second tile's epilogue an inline copy of
+// its own): FASTATTN_MAX_CTAS = 3 makes the host pair every causal d 128 case (as Sm90Bwd.PairedKeyBlocks);
+// an odd block count (a middle block alone), s_q < s_k, GQA.
+TEST_F(Sm90BwdStrided, D128PairedKeyBlocks) {
+  const ScopedEnv cap("FASTATTN_MAX_CTAS", "3");
+  layouts(heads(bcase(DType::BF16, 128, 700, 700), 1, 1, 1, true), 64);
+  layouts(heads(bcase(DType::F16, 128, 17, 300), 2, 1, 1, true), 64);
+  layouts(heads(bcase(DType::F16, 128, 257, 300), 1, 8, 2, true), 64);
+}
+
+// The softcap kernels (d 64 with 128-row q-blocks, d 128 with 64-row: kernels of their own), causal and
+// not, GQA, and d 128's deterministic softcap twin.
+TEST_F(Sm90BwdStrided, Softcap) {
+  BwdCase a = heads(bcase(DType::BF16, 64, 300, 333), 1, 2, 2, false);
+  a.softcap = 5.f;
+  layouts(a, 128);
+  BwdCase b = heads(bcase(DType::F16, 128, 300, 333), 1, 4, 2, true);
+  b.softcap = 30.f;
+  layouts(b, 64);
+  b.deterministic = true;
+  layouts(b, 64);
+}
+
 // Window (64, 0) and narrower: the recompute band (dq stored by the band kernel, q-blocks no key block
 // visits zeroed by its preprocess), GQA 4 (partials past the two held in smem), odd lengths, varlen.
 TEST_F(Sm90BwdStrided, D128Band) {
