@@ -26,8 +26,9 @@ constexpr Pad kTmaPad{8, 16, 24};
 // Stored tensors whose rows stay 16-byte aligned: the vector stores, with gaps on every side.
 constexpr Pad kVecPad{8, 24, 40};
 // Even strides whose rows are 4-byte aligned only (the least out, dk and dv may have; dq keeps the ring
-// and the band): pair stores, and the staged rows' element stores.
-constexpr Pad kPairPad{2, 6, 10};
+// and the band): pair stores, and the staged rows' element stores. The token stride h (d + 2) + 2 is no
+// multiple of 8 elements for h = 1, 2, 4, 8 (d a multiple of 8), so no head count here turns it 16-byte.
+constexpr Pad kPairPad{2, 2, 10};
 // dq only: odd strides, rows 2-byte aligned (the postprocess's element stores; no ring, no band).
 constexpr Pad kOddPad{1, 3, 5};
 
