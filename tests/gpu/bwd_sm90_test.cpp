@@ -13,139 +13,13 @@
 #include <cstdint>
 #include <utility>
 
-#include "fwd_case.h"
+#include "bwd_case.h"  // BwdCase, run_bwd_case
+#include "scoped_env.h"
 
 namespace fastattn::gputest {
 namespace {
 
 class Sm90Bwd : public HopperTest {};
-
-struct BwdCase : FwdCase {
-  bool deterministic = false;
-  // dq bitwise equal over three runs in the default mode too (the band: one order by construction).
-  bool dq_bitwise = false;
-};
-
-BwdCase bcase(DType dt, int d, int sq, int sk, int dv = 0) {
-  BwdCase c;
-  c.dtype = dt;
-  c.d = d;
-  c.dv = dv;
-  c.sq = sq;
-  c.sk = sk;
-  return c;
-}
-
-void check_grad(const char* name, const std::vector<uint16_t>& got, const std::vector<double>& ref,
-                const std::vector<double>& base, DType dt) {
-  ASSERT_EQ(got.size(), ref.size()) << name;
-  double err = 0, base_err = 0, ref_max = 0;
-  size_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = from_bits(got[i], dt);
-    if (!std::isfinite(g)) {
-      ++bad;
-      continue;
-    }
-    err = std::max(err, std::abs(g - ref[i]));
-    base_err = std::max(base_err, std::abs(round_to(base[i], dt) - ref[i]));
-    ref_max = std::max(ref_max, std::abs(ref[i]));
-  }
-  EXPECT_EQ(bad, 0u) << name << ": elements not written or not finite";
-  // FA3's atol for gradients: the dtype's rounding at 0.3 + max|ref| (test_flash_attn.py's
-  // `(dq_ref + 0.3 - 0.3 - dq_ref)`): the kernel's D = rowsum(dO * O) reads the rounded O, so where
-  // the reference's dS is exactly 0 (one kept key per row: P = 1, dP = D) ours is a rounding residue.
-  const double step = (ref_max + 0.3) * (dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048);
-  EXPECT_LE(err, 2 * base_err + step) << name << " error " << err << " baseline error " << base_err << " max|ref| "
-                                      << ref_max;
-}
-
-void run_bwd_case(const BwdCase& c) {
-  const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
-  SCOPED_TRACE("case " + c.str() + (c.deterministic ? " deterministic" : "") + " seed " + std::to_string(seed));
-  std::mt19937 rng(seed);
-  const CaseIndex idx(c);
-  BwdTensors tensors(c, idx, rng);
-  TestTensor &q = tensors.q, &k = tensors.k, &v = tensors.v, &out = tensors.out, &dout = tensors.dout,
-             &dq = tensors.dq, &dk = tensors.dk, &dv = tensors.dv;
-  const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
-  DeviceBuffer lse_dev(lse_n * 4);
-  std::vector<uint16_t> out_host(out.host.size());
-  std::vector<float> lse_host(lse_n);
-
-  auto make_args = [&](bool on_gpu) {
-    const Device dv_ = on_gpu ? Device::CUDA : Device::CPU;
-    AttnArgs a;
-    a.q = q.view(on_gpu ? q.dev->get() : q.host.data(), c.dtype, dv_);
-    a.k = k.view(on_gpu ? k.dev->get() : k.host.data(), c.dtype, dv_);
-    a.v = v.view(on_gpu ? v.dev->get() : v.host.data(), c.dtype, dv_);
-    a.out = out.view(on_gpu ? out.dev->get() : out_host.data(), c.dtype, dv_);
-    a.lse = idx.lse(c, on_gpu ? lse_dev.get() : static_cast<void*>(lse_host.data()), dv_);
-    idx.apply(a, c, on_gpu);
-    a.deterministic = c.deterministic;
-    return a;
-  };
-
-  AttnArgs ga = make_args(true);
-  Status st = forward(ga, nullptr);
-  ASSERT_TRUE(st.ok()) << "forward: " << st.message;
-  FA_CUDA_OK(cudaDeviceSynchronize());
-  out.dev->download(out_host.data());
-  lse_dev.download(lse_host.data());
-
-  const Device dev = Device::CUDA;
-  auto run_backward = [&](cudaStream_t s) {
-    return backward(ga, dout.view(dout.dev->get(), c.dtype, dev), dq.view(dq.dev->get(), c.dtype, dev),
-                    dk.view(dk.dev->get(), c.dtype, dev), dv.view(dv.dev->get(), c.dtype, dev), s);
-  };
-  // c.graph: run 0 is a plain call, runs 1 and 2 replay one CUDA-graph capture of the same call (its
-  // workspace, clears and early-launched kernels), so they must match run 0 as plain runs do, and
-  // each replay is checked against the reference too (dq by default differs in its adds' order).
-  CapturedCall graph;
-  if (c.graph) {
-    ga.check_index_arrays = false;  // no host reads of the index arrays inside the capture
-    const std::string err = graph.capture(run_backward);
-    ASSERT_TRUE(err.empty()) << "backward: " << err;
-  }
-  const int runs = c.deterministic || c.graph || c.dq_bitwise ? 3 : 2;
-  std::vector<uint16_t> got[3][3];  // run x (dq, dk, dv)
-  for (int r = 0; r < runs; ++r) {
-    for (TestTensor* t : {&dq, &dk, &dv}) t->dev->poison();
-    if (c.graph && r > 0) {
-      FA_CUDA_OK(graph.replay());
-    } else {
-      st = run_backward(nullptr);
-      ASSERT_TRUE(st.ok()) << "backward: " << st.message;
-    }
-    FA_CUDA_OK(cudaDeviceSynchronize());
-    TestTensor* ts[3] = {&dq, &dk, &dv};
-    for (int g = 0; g < 3; ++g) {
-      got[r][g].resize(ts[g]->host.size());
-      ts[g]->dev->download(got[r][g].data());
-    }
-  }
-  const char* names[3] = {"dq", "dk", "dv"};
-  for (int r = 1; r < runs; ++r)
-    for (int g = 0; g < 3; ++g) {
-      if (g == 0 && !c.deterministic && !c.dq_bitwise) continue;  // dQ's adds come in any order by default
-      EXPECT_EQ(std::memcmp(got[0][g].data(), got[r][g].data(), got[0][g].size() * 2), 0)
-          << names[g] << " differs between runs " << 0 << " and " << r;
-    }
-
-  AttnArgs ha = make_args(false);
-  const Tensor dout_h = dout.view(dout.host.data(), c.dtype, Device::CPU);
-  reference::BackwardF64 ref, base;
-  st = reference::backward_f64(ha, dout_h, &ref);
-  ASSERT_TRUE(st.ok()) << st.message;
-  reference::Options low;
-  low.round_p_to_input_dtype = true;
-  ASSERT_TRUE(reference::backward_f64(ha, dout_h, &base, low).ok());
-  check_grad("dq", got[0][0], ref.dq, base.dq, c.dtype);
-  check_grad("dk", got[0][1], ref.dk, base.dk, c.dtype);
-  check_grad("dv", got[0][2], ref.dv, base.dv, c.dtype);
-  if (c.graph && !c.deterministic)  // the replays' dq (dk, dv: bitwise run 0's, above)
-    for (int r = 1; r < runs; ++r) check_grad("dq (graph replay)", got[r][0], ref.dq, base.dq, c.dtype);
-}
 
 // Case families run for both shapes: d <= 128 (128-key CTAs) and d > 128 (64-key CTAs split on d).
 void dtype_cases(std::initializer_list<int> dims) {
@@ -285,8 +159,7 @@ TEST_F(Sm90Bwd, Long) {
 // block counts (a middle block alone), one block (17, 113: no second tile), s_q != s_k both ways,
 // GQA, a right-edged window without a left edge, varlen with empty sequences and seqused.
 struct CtaCap {
-  CtaCap() { setenv("FASTATTN_MAX_CTAS", "3", 1); }
-  ~CtaCap() { unsetenv("FASTATTN_MAX_CTAS"); }
+  ScopedEnv env{"FASTATTN_MAX_CTAS", "3"};
 };
 TEST_F(Sm90Bwd, PairedKeyBlocks) {
   CtaCap cap;
@@ -354,19 +227,18 @@ TEST_F(Sm90Bwd, LocalWindows) {
 // with the fewest slots the order allows (FASTATTN_BWD_RING_SLOTS = 1), so that slots are reused and
 // writers wait for them, over several sections of units.
 struct RingSlots {
-  explicit RingSlots(const char* n) { setenv("FASTATTN_BWD_RING_SLOTS", n, 1); }
-  ~RingSlots() { unsetenv("FASTATTN_BWD_RING_SLOTS"); }
+  explicit RingSlots(const char* n) : env("FASTATTN_BWD_RING_SLOTS", n) {}
+  ScopedEnv env;
 };
 // FASTATTN_BWD_BAND (bwd_backend.cu): "0" keeps the recompute band off (its windows, right = 0 and
 // left <= 64, go through the ring as before it), n > 0 sets its key blocks a band.
 struct BandBlocks {
-  explicit BandBlocks(const char* n) { setenv("FASTATTN_BWD_BAND", n, 1); }
-  ~BandBlocks() { unsetenv("FASTATTN_BWD_BAND"); }
+  explicit BandBlocks(const char* n) : env("FASTATTN_BWD_BAND", n) {}
+  ScopedEnv env;
 };
 // FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers instead of staged (an A/B switch).
 struct BandDirectEpilogue {
-  BandDirectEpilogue() { setenv("FASTATTN_BWD_BAND_EPI", "1", 1); }
-  ~BandDirectEpilogue() { unsetenv("FASTATTN_BWD_BAND_EPI"); }
+  ScopedEnv env{"FASTATTN_BWD_BAND_EPI", "1"};
 };
 BwdCase windowed(BwdCase c, int wl, int wr) {
   c.wl = wl;

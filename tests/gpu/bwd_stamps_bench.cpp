@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_check.h"
+#include "scoped_env.h"
 #include "cuda/sm90/bwd/stamps.h"
 #include "fastattn/fastattn.h"
 
@@ -351,7 +352,7 @@ void run_shape(const char* name, bool window, int iters, const std::string& raw_
 int main(int argc, char** argv) {
   // The window's tables read the dQ ring's writer: keep the recompute band (session 34) off unless the
   // caller asks for it (FASTATTN_BWD_BAND set).
-  setenv("FASTATTN_BWD_BAND", "0", 0);
+  const gputest::ScopedEnv band_off("FASTATTN_BWD_BAND", "0", /*keep_existing=*/true);
   bool window = false, causal = false;
   int iters = 20;
   std::string raw;

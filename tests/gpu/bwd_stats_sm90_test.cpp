@@ -28,6 +28,7 @@
 #include "cuda/bwd_stats_probe.h"
 #include "cuda/sm90/bwd/config.h"
 #include "fwd_case.h"
+#include "scoped_env.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -406,9 +407,8 @@ TEST_F(Sm90BwdStats, D96) { variant_cases({96, false, -1, -1, 64, false}); }
 TEST_F(Sm90BwdStats, D128Rows64) { variant_cases({128, true, -1, -1, 64, false}); }
 TEST_F(Sm90BwdStats, D128Rows80) { variant_cases({128, false, -1, -1, 80, false}); }
 TEST_F(Sm90BwdStats, D128Ring) {
-  setenv("FASTATTN_BWD_BAND", "0", 1);  // window (64, 0) through the ring, as before the band
+  ScopedEnv band_off("FASTATTN_BWD_BAND", "0");  // window (64, 0) through the ring, as before the band
   variant_cases({128, false, 64, 0, 64, true});
-  unsetenv("FASTATTN_BWD_BAND");
 }
 // The same window takes the recompute band by default (bwd_backend.cu, band.h's rule): its preprocess's
 // lse / D, and the route (probe.band).

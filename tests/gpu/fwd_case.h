@@ -70,20 +70,35 @@ inline uint16_t to_bits(float x, DType dt) { return dt == DType::BF16 ? util::fl
 inline float from_bits(uint16_t b, DType dt) { return dt == DType::BF16 ? util::bf16_to_float(b) : util::half_to_float(b); }
 inline double round_to(double x, DType dt) { return from_bits(to_bits(float(x), dt), dt); }
 
+// Gaps of a strided tensor, in elements: after each (token, head) row of d (the head stride's), after
+// each token's heads (the token stride's), after each sequence's tokens (the batch stride's; batched
+// layouts only).
+struct Pad {
+  int head = 0, token = 0, batch = 0;
+  bool any() const { return head != 0 || token != 0 || batch != 0; }
+  std::string str() const {
+    return "(" + std::to_string(head) + "," + std::to_string(token) + "," + std::to_string(batch) + ")";
+  }
+};
+
 // A (tokens, heads, dim) or (batch, seq, heads, dim) tensor in host memory plus its device twin.
 struct TestTensor {
   std::vector<int64_t> shape;
   int64_t row_stride = 0;  // elements between tokens' head rows
+  int64_t head_stride = 0, batch_stride = 0;  // batch_stride: 0 for (tokens, heads, dim)
   std::vector<uint16_t> host;
   std::unique_ptr<DeviceBuffer> dev;
 
   // pad: extra elements after each (token, head) row of d.
-  TestTensor(std::vector<int64_t> shp, int pad) : shape(std::move(shp)) {
-    const int64_t h = shape[shape.size() - 2], d = shape.back();
-    row_stride = h * (d + pad);
-    int64_t tokens = 1;
-    for (size_t i = 0; i + 2 < shape.size(); ++i) tokens *= shape[i];
-    host.assign(size_t(std::max<int64_t>(tokens * row_stride, 1)), 0xFFFF);
+  TestTensor(std::vector<int64_t> shp, int pad) : TestTensor(std::move(shp), Pad{pad, 0, 0}) {}
+  TestTensor(std::vector<int64_t> shp, Pad pad) : shape(std::move(shp)) {
+    const bool batched = shape.size() == 4;
+    const int64_t h = shape[shape.size() - 2], d = shape.back(), s = shape[batched ? 1 : 0];
+    head_stride = d + pad.head;
+    row_stride = h * head_stride + pad.token;
+    batch_stride = batched ? s * row_stride + pad.batch : 0;
+    const int64_t elems = batched ? shape[0] * batch_stride : s * row_stride;
+    host.assign(size_t(std::max<int64_t>(elems, 1)), 0xFFFF);
     dev = std::make_unique<DeviceBuffer>(host.size() * 2);
   }
   Tensor view(void* data, DType dt, Device dv) const {
@@ -92,14 +107,38 @@ struct TestTensor {
     t.ndim = int(shape.size());
     t.dtype = dt;
     t.device = dv;
-    const int64_t d = shape.back(), hs = row_stride / shape[shape.size() - 2];
     for (int i = 0; i < t.ndim; ++i) t.shape[i] = shape[i];
     t.stride[t.ndim - 1] = 1;
-    t.stride[t.ndim - 2] = hs;
+    t.stride[t.ndim - 2] = head_stride;
     t.stride[t.ndim - 3] = row_stride;
-    if (t.ndim == 4) t.stride[0] = row_stride * shape[1];
-    (void)d;
+    if (t.ndim == 4) t.stride[0] = batch_stride;
     return t;
+  }
+  // Each element's offset in `host`, in the logical (row-major, unpadded) order.
+  std::vector<int64_t> offsets() const {
+    const bool batched = shape.size() == 4;
+    const int64_t b = batched ? shape[0] : 1, s = shape[batched ? 1 : 0], h = shape[shape.size() - 2], d = shape.back();
+    std::vector<int64_t> off;
+    off.reserve(size_t(b * s * h * d));
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < s; ++j)
+        for (int64_t k = 0; k < h; ++k)
+          for (int64_t e = 0; e < d; ++e) off.push_back(i * batch_stride + j * row_stride + k * head_stride + e);
+    return off;
+  }
+  // `bits` (a copy of this tensor's storage) in the logical order.
+  std::vector<uint16_t> logical(const std::vector<uint16_t>& bits) const {
+    std::vector<uint16_t> out;
+    for (int64_t o : offsets()) out.push_back(bits[size_t(o)]);
+    return out;
+  }
+  // Elements of `bits` outside the tensor (gaps and the storage's tail) that no longer hold the poison.
+  size_t gaps_written(const std::vector<uint16_t>& bits) const {
+    std::vector<char> inside(bits.size(), 0);
+    for (int64_t o : offsets()) inside[size_t(o)] = 1;
+    size_t n = 0;
+    for (size_t i = 0; i < bits.size(); ++i) n += !inside[i] && bits[i] != 0xFFFF;
+    return n;
   }
 };
 
@@ -161,19 +200,36 @@ struct CaseIndex {
   }
 };
 
-// A backward case's eight tensors in CaseIndex's layout (batched, or packed when varlen), unpadded:
-// q, k, v and dO drawn from N(0, 1) with `rng` and uploaded; out's and the gradients' host copies hold
-// 0xFFFF, their device buffers are left as allocated (the caller poisons them: DeviceBuffer::poison).
+// The gaps of a backward case's eight tensors (none: the contiguous layout). q, k, v and dout are loaded
+// with TMA: their strides must stay 16-byte multiples; the others are stored by the kernels.
+struct BwdPads {
+  Pad q, k, v, out, dout, dq, dk, dv;
+  bool any() const {
+    return q.any() || k.any() || v.any() || out.any() || dout.any() || dq.any() || dk.any() || dv.any();
+  }
+  std::string str() const {
+    return " pads q" + q.str() + " k" + k.str() + " v" + v.str() + " out" + out.str() + " dout" + dout.str() + " dq" +
+           dq.str() + " dk" + dk.str() + " dv" + dv.str();
+  }
+};
+
+// A backward case's eight tensors in CaseIndex's layout (batched, or packed when varlen), with the gaps of
+// `pads`: q, k, v and dO drawn from N(0, 1) with `rng` (element by element in the logical order; their
+// gaps hold 0xFFFF, NaN, so that a read of a gap poisons the results) and uploaded; out's and the
+// gradients' host copies hold 0xFFFF, their device buffers are left as allocated (the caller poisons
+// them: DeviceBuffer::poison).
 struct BwdTensors {
   TestTensor q, k, v, out, dout, dq, dk, dv;
-  BwdTensors(const FwdCase& c, const CaseIndex& idx, std::mt19937& rng)
-      : q(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0), k(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0),
-        v(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d_v()), 0), out(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d_v()), 0),
-        dout(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d_v()), 0), dq(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), 0),
-        dk(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), 0), dv(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d_v()), 0) {
+  BwdTensors(const FwdCase& c, const CaseIndex& idx, std::mt19937& rng, const BwdPads& p = {})
+      : q(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), p.q), k(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), p.k),
+        v(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d_v()), p.v),
+        out(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d_v()), p.out),
+        dout(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d_v()), p.dout),
+        dq(idx.shape(c.sq, idx.cu_q.back(), c.hq, c.d), p.dq), dk(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d), p.dk),
+        dv(idx.shape(c.sk, idx.cu_k.back(), c.hkv, c.d_v()), p.dv) {
     std::normal_distribution<float> normal(0.f, 1.f);
     for (TestTensor* t : {&q, &k, &v, &dout}) {
-      for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
+      for (int64_t o : t->offsets()) t->host[size_t(o)] = to_bits(normal(rng), c.dtype);
       t->dev->upload(t->host.data());
     }
   }

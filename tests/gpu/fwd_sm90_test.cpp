@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fwd_case.h"
+#include "scoped_env.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -30,8 +31,7 @@ FwdCase base(DType dt, int d, int sq, int sk) {
 
 // Caps the persistent grid at 3 CTAs while in scope, so every CTA walks many tiles.
 struct CtaCap {
-  CtaCap() { setenv("FASTATTN_MAX_CTAS", "3", 1); }
-  ~CtaCap() { unsetenv("FASTATTN_MAX_CTAS"); }
+  ScopedEnv env{"FASTATTN_MAX_CTAS", "3"};
 };
 
 TEST_F(Sm90Fwd, HeadDimsAndDtypes) {

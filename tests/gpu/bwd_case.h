@@ -1,0 +1,214 @@
+// One backward test case on the GPU (bwd_sm90_test.cpp, bwd_strided_sm90_test.cpp): random inputs, the
+// CUDA forward (out, lse), gradients poisoned before every run, each case run twice (dk and dv bitwise
+// equal always, dq too in deterministic mode: three runs there), and every element of dq, dk, dv checked
+// against the float64 reference with FA3's rule
+//   max|g - ref| <= 2 * max|baseline - ref| + rounding step of the dtype at 0.3 + max|ref|,
+// where the baseline is the reference with P and dS rounded to the input dtype and D = rowsum(dO * out)
+// from its forward's out in the input dtype (the kernels read the stored out).
+// Strided cases (BwdCase::pads): the tensors' gaps are poisoned (the inputs' before upload, out and the
+// gradients before each run) and must hold the poison afterwards; the inputs must come back unchanged.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/bwd_stats_probe.h"
+#include "fwd_case.h"
+
+namespace fastattn::gputest {
+
+// The kernels the host must choose for a case (read back through the stats probe, cuda/bwd_stats_probe.h):
+// the q-block rows (128: d 64; 80: d 128 unmasked; else 64), and whether dQ goes through the ring or the
+// recompute band (both only where dq's strides are even: bwd_backend.cu's pairs_aligned).
+struct BwdRoute {
+  int block_m = 64;
+  bool ring = false, band = false;
+};
+
+struct BwdCase : FwdCase {
+  bool deterministic = false;
+  // dq bitwise equal over three runs in the default mode too (the band: one order by construction).
+  bool dq_bitwise = false;
+  BwdPads pads;                    // gaps of the eight tensors (none: contiguous)
+  std::optional<BwdRoute> route;   // checked when set
+};
+
+inline BwdCase bcase(DType dt, int d, int sq, int sk, int dv = 0) {
+  BwdCase c;
+  c.dtype = dt;
+  c.d = d;
+  c.dv = dv;
+  c.sq = sq;
+  c.sk = sk;
+  return c;
+}
+
+inline void check_grad(const char* name, const std::vector<uint16_t>& got, const std::vector<double>& ref,
+                       const std::vector<double>& base, DType dt) {
+  ASSERT_EQ(got.size(), ref.size()) << name;
+  double err = 0, base_err = 0, ref_max = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double g = from_bits(got[i], dt);
+    if (!std::isfinite(g)) {
+      ++bad;
+      continue;
+    }
+    err = std::max(err, std::abs(g - ref[i]));
+    base_err = std::max(base_err, std::abs(round_to(base[i], dt) - ref[i]));
+    ref_max = std::max(ref_max, std::abs(ref[i]));
+  }
+  EXPECT_EQ(bad, 0u) << name << ": elements not written or not finite";
+  // FA3's atol for gradients: the dtype's rounding at 0.3 + max|ref| (test_flash_attn.py's
+  // `(dq_ref + 0.3 - 0.3 - dq_ref)`): the kernel's D = rowsum(dO * O) reads the rounded O, so where
+  // the reference's dS is exactly 0 (one kept key per row: P = 1, dP = D) ours is a rounding residue.
+  const double step = (ref_max + 0.3) * (dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048);
+  EXPECT_LE(err, 2 * base_err + step) << name << " error " << err << " baseline error " << base_err << " max|ref| "
+                                      << ref_max;
+}
+
+// The stats probe in force for a scope (a global of the library: set, then always cleared), with device
+// buffers for `rows` floats of each array.
+class RouteProbe {
+ public:
+  explicit RouteProbe(int64_t rows) : lse_(size_t(rows) * 4), dpsum_(size_t(rows) * 4) {
+    probe_.lse_log2 = static_cast<float*>(lse_.get());
+    probe_.dpsum = static_cast<float*>(dpsum_.get());
+    probe_.capacity = rows;
+    cuda_backend::set_bwd_stats_probe(&probe_);
+  }
+  ~RouteProbe() { cuda_backend::set_bwd_stats_probe(nullptr); }
+  RouteProbe(const RouteProbe&) = delete;
+  RouteProbe& operator=(const RouteProbe&) = delete;
+  const cuda_backend::BwdStatsProbe& seen() const { return probe_; }
+
+ private:
+  DeviceBuffer lse_, dpsum_;
+  cuda_backend::BwdStatsProbe probe_;
+};
+
+inline void run_bwd_case(const BwdCase& c) {
+  const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  const bool strided = c.pads.any();
+  SCOPED_TRACE("case " + c.str() + (c.deterministic ? " deterministic" : "") + (strided ? c.pads.str() : "") +
+               " seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  const CaseIndex idx(c);
+  BwdTensors tensors(c, idx, rng, c.pads);
+  TestTensor &q = tensors.q, &k = tensors.k, &v = tensors.v, &out = tensors.out, &dout = tensors.dout,
+             &dq = tensors.dq, &dk = tensors.dk, &dv = tensors.dv;
+  const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
+  DeviceBuffer lse_dev(lse_n * 4);
+  std::vector<uint16_t> out_host(out.host.size());
+  std::vector<float> lse_host(lse_n);
+
+  auto make_args = [&](bool on_gpu) {
+    const Device dv_ = on_gpu ? Device::CUDA : Device::CPU;
+    AttnArgs a;
+    a.q = q.view(on_gpu ? q.dev->get() : q.host.data(), c.dtype, dv_);
+    a.k = k.view(on_gpu ? k.dev->get() : k.host.data(), c.dtype, dv_);
+    a.v = v.view(on_gpu ? v.dev->get() : v.host.data(), c.dtype, dv_);
+    a.out = out.view(on_gpu ? out.dev->get() : out_host.data(), c.dtype, dv_);
+    a.lse = idx.lse(c, on_gpu ? lse_dev.get() : static_cast<void*>(lse_host.data()), dv_);
+    idx.apply(a, c, on_gpu);
+    a.deterministic = c.deterministic;
+    return a;
+  };
+
+  AttnArgs ga = make_args(true);
+  out.dev->poison();  // every element is the forward's to write; out's gaps must stay poisoned
+  Status st = forward(ga, nullptr);
+  ASSERT_TRUE(st.ok()) << "forward: " << st.message;
+  FA_CUDA_OK(cudaDeviceSynchronize());
+  out.dev->download(out_host.data());
+  lse_dev.download(lse_host.data());
+  if (strided) {
+    EXPECT_EQ(out.gaps_written(out_host), 0u) << "out: the forward wrote into its gaps";
+  }
+
+  // The route: the probe's buffers hold every q head's padded workspace rows (q-blocks of up to 128 rows,
+  // one block of padding per sequence and one for the rounding).
+  std::optional<RouteProbe> probe;
+  if (c.route) probe.emplace(int64_t(c.hq) * (idx.total_q(c) + 128 * (int64_t(idx.batch) + 2)));
+
+  const Device dev = Device::CUDA;
+  auto run_backward = [&](cudaStream_t s) {
+    return backward(ga, dout.view(dout.dev->get(), c.dtype, dev), dq.view(dq.dev->get(), c.dtype, dev),
+                    dk.view(dk.dev->get(), c.dtype, dev), dv.view(dv.dev->get(), c.dtype, dev), s);
+  };
+  // c.graph: run 0 is a plain call, runs 1 and 2 replay one CUDA-graph capture of the same call (its
+  // workspace, clears and early-launched kernels), so they must match run 0 as plain runs do, and
+  // each replay is checked against the reference too (dq by default differs in its adds' order).
+  CapturedCall graph;
+  if (c.graph) {
+    ga.check_index_arrays = false;  // no host reads of the index arrays inside the capture
+    const std::string err = graph.capture(run_backward);
+    ASSERT_TRUE(err.empty()) << "backward: " << err;
+  }
+  const int runs = c.deterministic || c.graph || c.dq_bitwise ? 3 : 2;
+  std::vector<uint16_t> got[3][3];  // run x (dq, dk, dv)
+  TestTensor* ts[3] = {&dq, &dk, &dv};
+  const char* names[3] = {"dq", "dk", "dv"};
+  for (int r = 0; r < runs; ++r) {
+    for (TestTensor* t : ts) t->dev->poison();
+    if (c.graph && r > 0) {
+      FA_CUDA_OK(graph.replay());
+    } else {
+      st = run_backward(nullptr);
+      ASSERT_TRUE(st.ok()) << "backward: " << st.message;
+    }
+    FA_CUDA_OK(cudaDeviceSynchronize());
+    if (probe && r == 0) {
+      const cuda_backend::BwdStatsProbe& seen = probe->seen();
+      EXPECT_EQ(seen.block_m, c.route->block_m) << "the host chose other q-blocks than the case is for";
+      EXPECT_EQ(seen.ring, c.route->ring) << "dQ ring taken or not, against the case's route";
+      EXPECT_EQ(seen.band, c.route->band) << "recompute band taken or not, against the case's route";
+    }
+    for (int g = 0; g < 3; ++g) {
+      got[r][g].resize(ts[g]->host.size());
+      ts[g]->dev->download(got[r][g].data());
+      if (strided) {
+        EXPECT_EQ(ts[g]->gaps_written(got[r][g]), 0u) << names[g] << ": run " << r << " wrote into its gaps";
+      }
+    }
+  }
+  for (int r = 1; r < runs; ++r)
+    for (int g = 0; g < 3; ++g) {
+      if (g == 0 && !c.deterministic && !c.dq_bitwise) continue;  // dQ's adds come in any order by default
+      EXPECT_EQ(std::memcmp(got[0][g].data(), got[r][g].data(), got[0][g].size() * 2), 0)
+          << names[g] << " differs between runs " << 0 << " and " << r;
+    }
+  if (strided) {  // the inputs (and their poisoned gaps) as uploaded
+    for (auto [t, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}, std::pair{&dout, "dout"}}) {
+      std::vector<uint16_t> now(t->host.size());
+      t->dev->download(now.data());
+      EXPECT_EQ(std::memcmp(now.data(), t->host.data(), now.size() * 2), 0) << name << " changed on the device";
+    }
+  }
+
+  AttnArgs ha = make_args(false);
+  const Tensor dout_h = dout.view(dout.host.data(), c.dtype, Device::CPU);
+  reference::BackwardF64 ref, base;
+  st = reference::backward_f64(ha, dout_h, &ref);
+  ASSERT_TRUE(st.ok()) << st.message;
+  reference::Options low;
+  low.round_p_to_input_dtype = true;
+  ASSERT_TRUE(reference::backward_f64(ha, dout_h, &base, low).ok());
+  // The reference's gradients are contiguous in the logical shape; ours in the tensors' layouts.
+  auto logical = [&](int g, int r) { return strided ? ts[g]->logical(got[r][g]) : got[r][g]; };
+  check_grad("dq", logical(0, 0), ref.dq, base.dq, c.dtype);
+  check_grad("dk", logical(1, 0), ref.dk, base.dk, c.dtype);
+  check_grad("dv", logical(2, 0), ref.dv, base.dv, c.dtype);
+  if (c.graph && !c.deterministic)  // the replays' dq (dk, dv: bitwise run 0's, above)
+    for (int r = 1; r < runs; ++r) check_grad("dq (graph replay)", logical(0, r), ref.dq, base.dq, c.dtype);
+}
+
+}  // namespace fastattn::gputest
