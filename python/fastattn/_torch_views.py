@@ -16,14 +16,18 @@ _F32 = _DTYPES[torch.float32]
 
 
 def view(t, heads_first=False):
-    """t's view. A last dimension without unit stride is copied contiguous, and a negated view
-    (torch's neg bit) resolved, as the DLPack path does; the copy rides along as the owner.
+    """t's view. A last dimension without unit stride is copied contiguous, so is a CUDA tensor with a
+    broadcast (stride 0) dim, as FlashAttention reads expanded k / v, and a negated view (torch's neg
+    bit) resolved, as the DLPack path does; the copy rides along as the owner.
     heads_first: t is 4-D (b, h, s, d), viewed as (b, s, h, d): what view(t.transpose(1, 2))
     gives, without the torch call (SDPA's and transformers' layout). One function, inline: this
     runs three times per call."""
     strides = t.stride()
     if strides and strides[-1] != 1 and t.shape[-1] > 1:
         t = t.contiguous()
+        strides = t.stride()
+    elif 0 in strides and t.is_cuda and any(st == 0 and n > 1 for st, n in zip(strides, t.shape)):
+        t = t.contiguous()  # a broadcast (expand) dim: the CUDA kernels load by TMA, positive strides only
         strides = t.stride()
     if t.is_neg():
         t = t.resolve_neg()  # a copy, whose layout may differ from the view's (gaps are dropped)

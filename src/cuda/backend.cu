@@ -44,10 +44,12 @@ bool arch_built(int major) {
   return false;
 }
 
+// TMA descriptors take positive strides only: a broadcast (stride 0) or reversed (negative) dim of
+// more than one element fails here, as a stride that is not a multiple of 16 bytes does.
 bool aligned16(const Tensor& t) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
   for (int i = 0; i + 1 < t.ndim; ++i)
-    if (t.shape[i] > 1 && (t.stride[i] * dtype_size(t.dtype)) % 16 != 0) return false;
+    if (t.shape[i] > 1 && (t.stride[i] <= 0 || (t.stride[i] * dtype_size(t.dtype)) % 16 != 0)) return false;
   return true;
 }
 
@@ -113,7 +115,8 @@ Status check_forward(const AttnArgs& a) {
     if (!aligned16(*t))
       return Status::Unsupported(std::string(name) +
                                  ": the CUDA forward loads with TMA, which needs a 16-byte aligned base pointer "
-                                 "and strides that are multiples of 16 bytes");
+                                 "and strides that are positive multiples of 16 bytes (a broadcast (stride 0) or "
+                                 "reversed (negative stride) view: pass a contiguous copy)");
   if (reinterpret_cast<uintptr_t>(a.out.data) % 4 != 0)
     return Status::Unsupported("out: the CUDA forward needs a 4-byte aligned base pointer");
   for (int i = 0; i + 1 < a.out.ndim; ++i)

@@ -125,9 +125,10 @@ Status check_backward(const AttnArgs& a) {
 
 Status check_backward_grads(const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   for (int i = 0; i + 1 < dout.ndim; ++i)
-    if (dout.shape[i] > 1 && dout.stride[i] == 0)
-      return Status::Unsupported("dout: the CUDA backward loads it with TMA, which cannot read a broadcast "
-                                 "(stride 0) dim " + std::to_string(i) + "; pass a contiguous dout");
+    if (dout.shape[i] > 1 && dout.stride[i] <= 0)
+      return Status::Unsupported("dout: the CUDA backward loads it with TMA, which cannot read a " +
+                                 std::string(dout.stride[i] == 0 ? "broadcast (stride 0)" : "reversed (negative stride)") +
+                                 " dim " + std::to_string(i) + "; pass a contiguous dout");
   if (dout.stride[dout.ndim - 1] != 1 || !aligned16(tma_tensor(dout)))
     return Status::Unsupported("dout: the CUDA backward loads it with TMA, which needs a 16-byte aligned base "
                                "pointer, unit last stride and other strides that are multiples of 16 bytes");

@@ -112,6 +112,29 @@ def test_backward(rng, case, dtype):
         assert_close(name, np64(got), r64, rlp, rdt)
 
 
+def test_broadcast_kv_forward_backward(rng):
+    """k / v expanded over their heads (stride 0, as MQA code writes it): the CUDA kernels load by TMA,
+    which takes positive strides only, so the Python layer reads them from a contiguous copy; the
+    answer and the gradients (summed over the expanded heads by autograd) match the reference."""
+    b, s_q, s_k, h, d = 2, 113, 200, 4, 128
+    tdt, rdt = DTYPES["bf16"]
+    q = rand(rng, (b, s_q, h, d), tdt, True)
+    k1, v1 = (rand(rng, (b, s_k, 1, d), tdt, True) for _ in range(2))
+    k, v = k1.expand(b, s_k, h, d), v1.expand(b, s_k, h, d)
+    assert k.stride(2) == 0
+    dout = rand(rng, (b, s_q, h, d), tdt)
+    out = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=True)
+    arrays = [np64(x) for x in (q, k, v)]
+    assert_close("out", np64(out), ref.forward(*arrays, causal=True)[0],
+                 ref.forward(*arrays, causal=True, dtype=rdt)[0], rdt)
+    out.backward(dout)
+    exact = ref.backward(*arrays, np64(dout), causal=True)
+    lowp = ref.backward(*arrays, np64(dout), dtype=rdt, causal=True)
+    assert_close("dq", np64(q.grad), exact[0], lowp[0], rdt)
+    for name, got, r64, rlp in (("dk", k1.grad, exact[1], lowp[1]), ("dv", v1.grad, exact[2], lowp[2])):
+        assert_close(name, np64(got), r64.sum(axis=2, keepdims=True), rlp.sum(axis=2, keepdims=True), rdt)
+
+
 def test_side_stream_and_cuda_graph(rng):
     """Runs on the caller's stream, and replays inside a CUDA graph (no sync, no allocation)."""
     q, k, v = (rand(rng, (2, 256, 4, 128), torch.bfloat16) for _ in range(3))
