@@ -45,9 +45,11 @@ bool arch_built(int major) {
 }
 
 // TMA descriptors take positive strides only: a broadcast (stride 0) or reversed (negative) dim of
-// more than one element fails here, as a stride that is not a multiple of 16 bytes does.
+// more than one element fails here, as a stride that is not a multiple of 16 bytes does. A tensor with
+// no element is never read (its dense strides may be 0).
 bool aligned16(const Tensor& t) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
+  if (t.numel() == 0) return true;
   for (int i = 0; i + 1 < t.ndim; ++i)
     if (t.shape[i] > 1 && (t.stride[i] <= 0 || (t.stride[i] * dtype_size(t.dtype)) % 16 != 0)) return false;
   return true;

@@ -125,7 +125,7 @@ Status check_backward(const AttnArgs& a) {
 
 Status check_backward_grads(const Tensor& dout, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
   for (int i = 0; i + 1 < dout.ndim; ++i)
-    if (dout.shape[i] > 1 && dout.stride[i] <= 0)
+    if (dout.shape[i] > 1 && dout.stride[i] <= 0 && dout.numel() > 0)
       return Status::Unsupported("dout: the CUDA backward loads it with TMA, which cannot read a " +
                                  std::string(dout.stride[i] == 0 ? "broadcast (stride 0)" : "reversed (negative stride)") +
                                  " dim " + std::to_string(i) + "; pass a contiguous dout");
