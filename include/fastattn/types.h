@@ -21,7 +21,9 @@ FASTATTN_API const char* dtype_name(DType dt);
 FASTATTN_API int dtype_size(DType dt);
 
 // A strided view of memory, as (pointer, shape, int64 strides in elements, dtype, device).
-// The last dimension must have unit stride (like FlashAttention); other strides are free.
+// The last dimension must have unit stride (like FlashAttention); other strides are free on the CPU
+// backend. The CUDA backend loads q, k, v and dout with TMA: their other strides must be positive
+// multiples of 16 bytes (a broadcast (stride 0) or reversed (negative) view is refused by name).
 struct Tensor {
   void* data = nullptr;
   int32_t ndim = 0;
