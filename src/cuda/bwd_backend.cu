@@ -42,8 +42,10 @@ bool pairs_aligned(const detail::Operand& o) {
 }
 
 // The dQ ring's slot count (sm90/bwd/dq_ring.h; 0: the accumulator path) and the longest-first
-// section its positions follow (the launch's: launch.cuh). FASTATTN_BWD_RING_SLOTS asks for fewer
-// slots (tests: so that the ring wraps and writers wait for their slots).
+// section its positions follow (the launch's: launch.cuh). By default only the windows of
+// bwd_ring_by_default take it. FASTATTN_BWD_RING_SLOTS=n > 0 takes it wherever it serves, asking for n
+// slots (tests: few, so that the ring wraps and writers wait for their slots); 0 (or not a number)
+// turns it off, so that one library serves both sides of an A/B against the accumulator path.
 int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::Operand& dq, int m_blocks,
                   int* section) {
   const int units = a.batch * a.heads_kv;
@@ -51,7 +53,10 @@ int dq_ring_slots(const AttnParams& a, int d, bool deterministic, const detail::
   int wanted = sm90::kBwdRingSlots;
   if (const char* env = std::getenv("FASTATTN_BWD_RING_SLOTS")) {
     const int n = std::atoi(env);
-    if (n > 0) wanted = n;
+    if (n <= 0) return 0;
+    wanted = n;
+  } else if (!sm90::bwd_ring_by_default(a.window_left, a.window_right, a.q_per_kv)) {
+    return 0;
   }
   return sm90::bwd_dq_ring_slots(d, deterministic, a.window_left, a.window_right, pairs_aligned(dq), units,
                                  a.q_per_kv, m_blocks, *section, wanted);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda/mask/window_mask.cuh"
@@ -51,6 +52,19 @@ TEST(BwdDqRing, HostRule) {
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 1 << 30, 1 << 30, true, 1, 2, 512, 1), 0);
   EXPECT_EQ(bwd_dq_ring_slots(128, false, INT32_MAX, 1, true, 1, 2, 512, 1), 0);
   EXPECT_EQ(bwd_dq_ring_slots(128, false, 1, INT32_MAX, true, 1, 2, 512, 1), 0);
+}
+
+// The host's default (session 35's A/B): the ring for left = 0, right <= 64 at GQA groups up to 4 only; the
+// band serves right = 0 with 0 < left <= 64, the accumulator path everything else.
+TEST(BwdDqRing, DefaultWindows) {
+  for (int right : {0, 1, 17, 64})
+    for (int group : {1, 2, 4}) EXPECT_TRUE(bwd_ring_by_default(0, right, group)) << right << " " << group;
+  EXPECT_FALSE(bwd_ring_by_default(0, 64, 8));
+  EXPECT_FALSE(bwd_ring_by_default(0, 0, 16));
+  for (auto [l, r] : {std::pair{0, 65}, std::pair{0, 128}, std::pair{64, 0}, std::pair{1, 0}, std::pair{64, 64},
+                      std::pair{16, 16}, std::pair{1, 1}, std::pair{100, 50}, std::pair{1000, 24}, std::pair{-1, 0},
+                      std::pair{0, -1}})
+    EXPECT_FALSE(bwd_ring_by_default(l, r, 1)) << l << ", " << r;
 }
 
 // The visit count of every q-block equals the number of key blocks whose q-blocks (the kernel's

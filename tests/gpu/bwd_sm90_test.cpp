@@ -283,14 +283,38 @@ void ring_cases() {
   cap.softcap = 30.f;
   run_bwd_case(cap);
 }
+// The host takes the ring by default only for left = 0, right <= 64 (dq_ring.h, bwd_ring_by_default); the
+// cases force it (512 slots: the ring's full size) at every window it serves.
 TEST_F(Sm90Bwd, DqRingWindows) {
   BandBlocks off("0");  // the (64, 0) cases through the ring, as before the band
+  RingSlots full("512");
   ring_cases();
 }
 TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
   BandBlocks off("0");
   RingSlots fewest("1");
   ring_cases();
+}
+
+// The default routes of d 128 windows (no switch set): the band for right = 0 and 0 < left <= 64, the
+// ring for left = 0 and right <= 64 at GQA groups up to 4, the accumulator path for the rest (session 35's A/B), each checked by
+// the stats probe and against the reference.
+TEST_F(Sm90Bwd, WindowRoutes) {
+  const ScopedEnv ring("FASTATTN_BWD_RING_SLOTS", nullptr), band("FASTATTN_BWD_BAND", nullptr);
+  struct W {
+    int wl, wr, hq, hkv;
+    bool ring, band;
+  };
+  for (const W& w : {W{64, 0, 4, 2, false, true}, W{1, 0, 2, 2, false, true}, W{0, 64, 4, 1, true, false},
+                     W{0, 0, 2, 2, true, false}, W{0, 65, 2, 2, false, false}, W{65, 0, 2, 1, false, false},
+                     W{0, 64, 8, 1, false, false},
+                     W{64, 64, 8, 2, false, false}, W{100, 50, 2, 2, false, false}, W{256, 0, 2, 2, false, false}}) {
+    BwdCase c = windowed(bcase(w.wl % 2 == 0 ? DType::BF16 : DType::F16, 128, 700, 900), w.wl, w.wr);
+    c.hq = w.hq;
+    c.hkv = w.hkv;
+    c.route = BwdRoute{64, w.ring, w.band};
+    run_bwd_case(c);
+  }
 }
 
 // d 128 default mode under a window with right = 0 and 0 < left <= 64: the recompute band

@@ -119,6 +119,19 @@ inline constexpr int kBwdRingMaxWindow = 1024;
 // position & (R - 1)), so a multiple of section x q_per_kv; `wanted` (tests: fewer slots, so that the
 // ring wraps and writers wait) is raised to the lag's minimum. The workspace holds
 // bwd_ring_slots_held of them: no more than the positions.
+// The host's default (session 35, H100, interleaved A/B against the accumulator path on the same
+// library): the ring only for windows with left = 0 and right <= 64 at GQA groups of up to 4, where it
+// measured 10-32 % faster ((0, 0) to (0, 64), MHA and GQA 4). At every other window it serves ((16, 16)
+// to (1000, 24), b 1-16, s 1k-16k) it took 3-38 % longer than the accumulator path, which runs level
+// with FA3's, and at GQA 8 33 % longer even at (0, 64); at GQA 4 (128, 0) and (64, 64) it was 3-4 %
+// faster (left to the accumulator path, for one rule). Windows with right = 0 and 0 < left <= 64 take the
+// recompute band (band.h) before either. The host's FASTATTN_BWD_RING_SLOTS=n > 0 takes the ring wherever
+// bwd_dq_ring_slots serves (tests, A/Bs).
+inline constexpr int kBwdRingDefaultRight = 64, kBwdRingDefaultGroup = 4;
+FASTATTN_HD bool bwd_ring_by_default(int left, int right, int q_per_kv) {
+  return left == 0 && right >= 0 && right <= kBwdRingDefaultRight && q_per_kv <= kBwdRingDefaultGroup;
+}
+
 inline int bwd_dq_ring_slots(int d, bool deterministic, int left, int right, bool dq_pairs, int units, int q_per_kv,
                              int m_blocks, int section, int wanted = kBwdRingSlots) {
   if (d != 128 || deterministic || left < 0 || right < 0 || left > kBwdRingMaxWindow || right > kBwdRingMaxWindow ||
