@@ -14,9 +14,9 @@
 # One library serves both sides: the host reads FASTATTN_BWD_BAND at every call (0: the band off, the
 # window goes through the ring as on main). ab-pairs loads each side's library apart, but the
 # environment is the process's, so the ring side is a byte copy of the same library whose variable's
-# name reads FASTATTN_BWD_BANX (set to 0): same code, the band off. A second copy of the band library
-# is an A/A side, and a third (band_dir) reads FASTATTN_BWD_BAND_EPI as ..._EPX (set to 1): the band
-# with dK / dV stored from registers, the next key block's K / V load issued before the stores.
+# name reads FASTATTN_BWD_BANX (set to 0): same code, the band off; FASTATTN_BWD_RING_SLOTS=512 sends
+# its windows to the ring (the host's default since session 35 is the accumulator path there). A
+# second copy of the band library is an A/A side.
 set -uo pipefail
 part=${1:-all}
 OUT=${OUT:-/tmp/band-ab}
@@ -71,9 +71,8 @@ open(sys.argv[2], "wb").write(data.replace(old, new))
 EOF
 }
 rename_env "$DIR/ring.so" FASTATTN_BWD_BAND FASTATTN_BWD_BANX                # FASTATTN_BWD_BANX=0: the ring
-rename_env "$DIR/band-direct.so" FASTATTN_BWD_BAND_EPI FASTATTN_BWD_BAND_EPX  # ..._EPX=1: direct dK / dV
-export FASTATTN_BWD_BANX=0 FASTATTN_BWD_BAND_EPX=1
-SIDES="--lib ring=$DIR/ring.so --lib band=$DIR/band-a.so --lib band_dir=$DIR/band-direct.so --lib band_aa=$DIR/band-b.so"
+export FASTATTN_BWD_BANX=0 FASTATTN_BWD_RING_SLOTS=512
+SIDES="--lib ring=$DIR/ring.so --lib band=$DIR/band-a.so --lib band_aa=$DIR/band-b.so"
 # ring first: every ratio printed is side / ring (< 1: faster than the ring).
 timeout 200 python3 bench/ab-pairs.py $SIDES --iters 40 \
   --shape 2,8192,16,128,w64:0 --shape 2,4096,16,128,w64:0 --shape 2,8192,16,128,w32:0 \
@@ -82,7 +81,7 @@ log "ab (B 4) rc $?: $(($(date +%s) - start)) s"
 for width in 2 8; do
   echo "## FASTATTN_BWD_BAND=$width" >>"$OUT/ab-widths.txt"
   FASTATTN_BWD_BAND=$width timeout 100 python3 bench/ab-pairs.py --lib ring=$DIR/ring.so --lib band=$DIR/band-a.so \
-    --lib band_dir=$DIR/band-direct.so --iters 40 --shape 2,8192,16,128,w64:0 >>"$OUT/ab-widths.txt" 2>&1
+    --iters 40 --shape 2,8192,16,128,w64:0 >>"$OUT/ab-widths.txt" 2>&1
 done
 log "ab widths: $(($(date +%s) - start)) s"
 grep -h "|" "$OUT/ab.txt" "$OUT/ab-widths.txt" >>"$OUT/summary.txt"

@@ -182,8 +182,6 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   // The band is deterministic as it stands (band.h): the deterministic mode's ordered adds, semaphores
   // and ticket are not needed.
   if (band) p.deterministic = 0;
-  // FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers (BwdParams::band_direct_epilogue).
-  if (const char* env = std::getenv("FASTATTN_BWD_BAND_EPI")) p.band_direct_epilogue = band && std::atoi(env) == 1;
   if (band) {  // key blocks of 128 (the d 128 tile; launch.cuh checks the count against its n_blocks)
     const int n_blocks = (a.seqlen_k + 127) / 128;
     p.band_count = (n_blocks + p.band_blocks - 1) / p.band_blocks;

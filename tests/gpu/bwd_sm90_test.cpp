@@ -236,10 +236,6 @@ struct BandBlocks {
   explicit BandBlocks(const char* n) : env("FASTATTN_BWD_BAND", n) {}
   ScopedEnv env;
 };
-// FASTATTN_BWD_BAND_EPI=1: the band's dK / dV stored from registers instead of staged (an A/B switch).
-struct BandDirectEpilogue {
-  ScopedEnv env{"FASTATTN_BWD_BAND_EPI", "1"};
-};
 BwdCase windowed(BwdCase c, int wl, int wr) {
   c.wl = wl;
   c.wr = wr;
@@ -382,18 +378,6 @@ TEST_F(Sm90Bwd, BandSmall) {
   c.hkv = 2;
   c.dq_bitwise = true;
   run_bwd_case(c);
-}
-// The direct dK / dV stores (FASTATTN_BWD_BAND_EPI=1), at widths 4 and 1. Width 4 is set, not left to
-// the host's rule: bwd_band_width gives 1 to every case here on an H100 (units x key blocks <= 132 SMs),
-// and only bands of 2+ key blocks store a block's dK / dV from registers while the next block's K / V
-// load is under way (the switch this path exists for).
-TEST_F(Sm90Bwd, BandDirectEpilogue) {
-  BandDirectEpilogue direct;
-  for (const char* b : {"4", "1"}) {
-    SCOPED_TRACE(std::string("FASTATTN_BWD_BAND=") + b);
-    BandBlocks width(b);
-    band_cases(false);
-  }
 }
 // Other band widths: 1 (every band one key block, every one with a halo), 3 (short last bands), 64
 // (one band a sequence at these lengths).

@@ -2,8 +2,7 @@
 // dq, dk, dv (and out; in the aligned layout in q, k, v and dout too), so that every strided store of the
 // kernels writes next to memory it must not touch: dq's postprocess rows (16-byte and element stores),
 // the dQ ring's and the recompute band's 4-byte pair stores (and their preprocess's dq = 0 for q-blocks
-// no key block visits), dK / dV's staged row stores (16-byte and element) and their pair stores (d > 128,
-// the band's direct epilogue). Each case runs the backward (bwd_case.h: every gradient element against
+// no key block visits), dK / dV's staged row stores (16-byte and element) and their pair stores (d > 128). Each case runs the backward (bwd_case.h: every gradient element against
 // the float64 reference with FA3's rule) in three layouts, with all gaps poisoned: the gaps must hold the
 // poison afterwards, the inputs must come back unchanged, and the host must take the route the case is
 // for (the stats probe: q-block rows, dQ ring, band). The API's stride rules (bwd_backend.cu,
@@ -160,9 +159,9 @@ TEST_F(Sm90BwdStrided, D128Band) {
           false, true);
 }
 
-// The band's dK / dV stored from registers (FASTATTN_BWD_BAND_EPI=1) in bands of 4 key blocks.
-TEST_F(Sm90BwdStrided, D128BandDirectEpilogue) {
-  const ScopedEnv direct("FASTATTN_BWD_BAND_EPI", "1");
+// Bands of 4 key blocks (the host's width rule gives these shapes 1): each band's later blocks' dK / dV
+// staged behind the next block's K / V load.
+TEST_F(Sm90BwdStrided, D128BandWide) {
   const ScopedEnv width("FASTATTN_BWD_BAND", "4");
   layouts(windowed(heads(bcase(DType::BF16, 128, 700, 900), 1, 4, 2, false), 64, 0), 64, false, true);
   layouts(windowed(heads(bcase(DType::F16, 128, 1000, 1111), 1, 2, 1, false), 33, 0), 64, false, true);

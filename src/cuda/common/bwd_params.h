@@ -77,9 +77,6 @@ struct BwdParams {
   int band_blocks = 0;
   int band_count = 0;
   float* band_spill = nullptr;
-  // The band's dK / dV: 0 staged through the K / V tiles (as the other kernels), 1 stored from the
-  // accumulators, so that the next key block's K / V load goes out before the stores (an A/B switch).
-  int band_direct_epilogue = 0;
 };
 
 }  // namespace fastattn::cuda_backend

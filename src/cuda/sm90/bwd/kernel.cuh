@@ -409,14 +409,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsEpiMet);
     // kv_phase 1: the second of paired key blocks (tid_x_fresh says why; the band: every key block).
     if constexpr (kBand) {
-      // The K / V tiles are free once staged dK / dV are read back, or at once with the direct stores:
-      // this warp's kv_empty arrival (the next key block's load waits for all eight).
-      const bool direct = p.band_direct_epilogue != 0;
-      if (store_dkdv && !direct) store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, tid_x_fresh(), dk, dv);
+      // The K / V tiles are free once staged dK / dV are read back: this warp's kv_empty arrival (the
+      // next key block's load waits for all eight).
+      if (store_dkdv) store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, tid_x_fresh(), dk, dv);
       fence_smem_for_tma();
       __syncwarp();
       if (lane == 0) mbar_arrive(&sm.kv_empty);
-      if (store_dkdv && direct) store_dk_dv<T, D>(p, t, key_row, quad_col, 0, dk, dv);
     } else {
       store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, kv_phase == 0 ? threadIdx.x : tid_x_fresh(), dk, dv);
     }
