@@ -6,9 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
+#include <string>
+#include <utility>
 
+#include "api/kvcache_cuda.h"
 #include "util/half.h"
 #include "fastattn/fastattn.h"
 #include "support/compare.h"
@@ -299,6 +303,55 @@ TEST(KvCache, ValidationRules) {
     }
     EXPECT_EQ(c.out.count_nan(), c.out.numel()) << r.name << ": out was written";
     EXPECT_EQ(c.k_cache.to_f64(), k_before) << r.name << ": the cache was written";
+  }
+}
+
+// The CUDA forward's TMA maps span the whole cache where it addresses the cache itself (page table,
+// cache_batch_idx, leftpad), so the cache's own dim 0 (pages or rows) needs a positive 16-byte stride
+// even at batch 1, where check_forward's check of the (batch, capacity, h_kv, d) operand skips it: a
+// page stride of 0 (pages aliased), negative (a reversed pool) or off 16 bytes would be read with
+// another stride. Host only: the rule is checked without a device.
+TEST(KvCache, CudaCacheStrides) {
+  uint16_t storage[16];
+  auto cache = [&](int64_t rows, int64_t row_stride) {
+    Tensor t = make_tensor(storage, DType::BF16, {rows, 16, 2, 64}, Device::CUDA);
+    t.stride[0] = row_stride;
+    return t;
+  };
+  const int32_t index[1] = {0};
+  const int64_t dense = 16 * 2 * 64;
+  KvCacheArgs a;
+  a.k_cache = a.v_cache = cache(8, dense);
+  EXPECT_TRUE(detail::check_cuda_cache_strides(a).ok()) << "no page table, batch index or leftpad: q's rows";
+  a.k_cache = cache(8, 0);
+  EXPECT_TRUE(detail::check_cuda_cache_strides(a).ok()) << "read as (batch, ...): check_forward's operand";
+  for (int layout = 0; layout < 3; ++layout) {
+    KvCacheArgs b;
+    if (layout == 0) b.page_table = {index, 1, 1};
+    if (layout == 1) b.cache_batch_idx = {index, 1};
+    if (layout == 2) b.cache_leftpad = {index, 1};
+    SCOPED_TRACE("layout " + std::to_string(layout));
+    b.k_cache = b.v_cache = cache(8, dense);
+    EXPECT_TRUE(detail::check_cuda_cache_strides(b).ok());
+    b.k_cache = cache(8, dense + 8);  // a 16-byte gap between pages: fine
+    EXPECT_TRUE(detail::check_cuda_cache_strides(b).ok());
+    b.k_cache = cache(1, 0);  // one page: its stride is never used
+    EXPECT_TRUE(detail::check_cuda_cache_strides(b).ok());
+    b.k_cache = cache(0, 0);  // no page: nothing is read
+    EXPECT_TRUE(detail::check_cuda_cache_strides(b).ok());
+    for (int64_t bad : {int64_t(0), -dense, dense + 1, dense + 4}) {
+      b.k_cache = cache(8, dense);
+      b.v_cache = cache(8, bad);
+      Status st = detail::check_cuda_cache_strides(b);
+      EXPECT_EQ(int(st.code), int(Code::NotSupported)) << bad;
+      EXPECT_EQ(st.message.rfind("v_cache: dim 0 has stride " + std::to_string(bad), 0), 0u) << st.message;
+      std::swap(b.k_cache, b.v_cache);
+      st = detail::check_cuda_cache_strides(b);
+      EXPECT_EQ(st.message.rfind("k_cache: dim 0 has stride " + std::to_string(bad), 0), 0u) << st.message;
+    }
+    b.k_cache = b.v_cache = cache(8, dense);
+    b.k_cache.stride[2] = 0;  // heads broadcast
+    EXPECT_EQ(detail::check_cuda_cache_strides(b).message.rfind("k_cache: dim 2 has stride 0", 0), 0u);
   }
 }
 

@@ -236,5 +236,49 @@ TEST_F(KvCachePagedGpu, LeftPaddingWithRowsUnderGraph) {
   check_gpu_kvcache(s, /*graph=*/true);
 }
 
+// At batch 1 the attention operand's dim 0 is q's batch (one element), so only the cache's own rule
+// (kvcache_cuda.cpp, check_cuda_cache_strides) sees the stride of the pages or rows the TMA maps span:
+// pages aliased (stride 0) or a reversed pool (negative stride) are refused before anything is written
+// (the maps would read them 16 bytes apart).
+TEST_F(KvCachePagedGpu, CacheRowStridesAtBatchOne) {
+  for (bool paged : {true, false}) {
+    for (bool reversed : {false, true}) {
+      SCOPED_TRACE(std::string(paged ? "paged" : "cache_batch_idx") + (reversed ? ", reversed" : ", aliased"));
+      testing::Rng rng(testing::test_seed());
+      KvSpec s = long_decode();
+      s.batch = 1;
+      s.seqlen_cache = 256;
+      s.seqlens = {113};
+      if (paged) {
+        s.page_size = 64;
+      } else {
+        s.cache_batch = 3;
+        s.batch_idx = {2};
+      }
+      KvCase c = testing::make_kv_case(s, rng);
+      DeviceKv d;
+      KvCacheArgs a = device_args(c, d);
+      const std::vector<double> before = c.k_cache.to_f64();
+      const Tensor stored = a.k_cache;  // the device buffer as uploaded
+      Tensor& cache = a.k_cache;
+      ASSERT_GT(cache.shape[0], 1);
+      if (reversed) {  // the view's first row is the storage's last
+        cache.data = static_cast<char*>(cache.data) + (cache.shape[0] - 1) * cache.stride[0] * dtype_size(cache.dtype);
+        cache.stride[0] = -cache.stride[0];
+      } else {
+        cache.stride[0] = 0;
+      }
+      const Status st = forward_kvcache(a);
+      EXPECT_EQ(int(st.code), int(Code::NotSupported)) << st.message;
+      EXPECT_EQ(st.message.rfind("k_cache: dim 0 has stride", 0), 0u) << st.message;
+      FA_CUDA_OK(cudaDeviceSynchronize());
+      d.get(stored, c.k_cache);
+      d.get(a.out, c.out);
+      EXPECT_EQ(c.k_cache.to_f64(), before) << "the cache was written";
+      EXPECT_EQ(c.out.count_nan(), c.out.numel()) << "out was written";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fastattn::gputest
