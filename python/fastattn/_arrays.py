@@ -11,6 +11,14 @@ import sys
 import numpy as np
 
 
+def tma_unreadable(shape, strides):
+    """Whether a CUDA array has a dim of more than one element with a stride <= 0 (broadcast, as
+    torch's expand or cupy.broadcast_to give, or reversed): the CUDA kernels load q, k, v and dout
+    by TMA, which takes positive strides only, so such an array is copied first (the C++ layer would
+    refuse it by name). Strides in any unit (elements or bytes): only their sign counts."""
+    return any(n > 1 and st <= 0 for n, st in zip(shape, strides))
+
+
 class NumpyArrays:
     """numpy arrays (CPU)."""
 
@@ -57,6 +65,8 @@ class TorchArrays:
             x = x.detach()
         if x.dim() and x.shape[-1] > 1 and x.stride(-1) != 1:
             return x.contiguous()
+        if x.is_cuda and tma_unreadable(x.shape, x.stride()):
+            return x.contiguous()
         return x
 
     def swap12(self, x):
@@ -83,6 +93,8 @@ class CupyArrays(NumpyArrays):
 
     def unit_last(self, x):
         if x.ndim and x.shape[-1] > 1 and x.strides[-1] != x.itemsize:
+            return self.cupy.ascontiguousarray(x)
+        if tma_unreadable(x.shape, x.strides):
             return self.cupy.ascontiguousarray(x)
         return x
 

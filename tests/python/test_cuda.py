@@ -135,6 +135,27 @@ def test_broadcast_kv_forward_backward(rng):
         assert_close(name, np64(got), r64.sum(axis=2, keepdims=True), rlp.sum(axis=2, keepdims=True), rdt)
 
 
+def test_broadcast_kv_generic_api(rng):
+    """fastattn.forward / fastattn.backward (DLPack, no custom op) with k / v expanded over their
+    heads: the torch adapter copies them dense as the custom op's views do (they were refused by
+    name before: TMA takes positive strides only)."""
+    b, s_q, s_k, h, d = 1, 65, 130, 4, 128
+    tdt, rdt = DTYPES["bf16"]
+    q = rand(rng, (b, s_q, h, d), tdt)
+    k1, v1 = (rand(rng, (b, s_k, 1, d), tdt) for _ in range(2))
+    k, v = k1.expand(b, s_k, h, d), v1.expand(b, s_k, h, d)
+    dout = rand(rng, (b, s_q, 1, d), tdt).expand(b, s_q, h, d)  # broadcast too (dout goes by TMA)
+    out, lse = kernel_or_skip(fastattn.forward, q, k, v, causal=True)
+    arrays = [np64(x) for x in (q, k, v)]
+    assert_close("out", np64(out), ref.forward(*arrays, causal=True)[0],
+                 ref.forward(*arrays, causal=True, dtype=rdt)[0], rdt)
+    dq, dk, dv = kernel_or_skip(fastattn.backward, dout, q, k, v, out, lse, causal=True)
+    exact = ref.backward(*arrays, np64(dout), causal=True)
+    lowp = ref.backward(*arrays, np64(dout), dtype=rdt, causal=True)
+    for name, got, r64, rlp in zip(("dq", "dk", "dv"), (dq, dk, dv), exact, lowp):
+        assert_close(name, np64(got), r64, rlp, rdt)
+
+
 def test_side_stream_and_cuda_graph(rng):
     """Runs on the caller's stream, and replays inside a CUDA graph (no sync, no allocation)."""
     q, k, v = (rand(rng, (2, 256, 4, 128), torch.bfloat16) for _ in range(3))
