@@ -11,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "bwd_case.h"  // BwdCase, run_bwd_case
@@ -231,7 +233,8 @@ struct RingSlots {
   ScopedEnv env;
 };
 // FASTATTN_BWD_BAND (bwd_backend.cu): "0" keeps the recompute band off (its windows, right = 0 and
-// left <= 64, go through the ring as before it), n > 0 sets its key blocks a band.
+// left <= 64, then take the accumulator path, or the ring where FASTATTN_BWD_RING_SLOTS > 0 forces
+// it), n > 0 sets its key blocks a band.
 struct BandBlocks {
   explicit BandBlocks(const char* n) : env("FASTATTN_BWD_BAND", n) {}
   ScopedEnv env;
@@ -310,6 +313,18 @@ TEST_F(Sm90Bwd, WindowRoutes) {
     c.hkv = w.hkv;
     c.route = BwdRoute{64, w.ring, w.band};
     run_bwd_case(c);
+  }
+  // A softcap keeps the default ring (the ring's kernel takes it at run time; the band does not); the
+  // deterministic mode never takes the ring (ordered adds on the accumulator path), the band as it stands.
+  BwdCase cap = windowed(bcase(DType::F16, 128, 333, 300), 0, 17);
+  cap.softcap = 30.f;
+  cap.route = BwdRoute{64, true, false};
+  run_bwd_case(cap);
+  for (auto [wl, wr, banded] : {std::tuple{0, 64, false}, std::tuple{64, 0, true}}) {
+    BwdCase det = windowed(bcase(DType::BF16, 128, 700, 900), wl, wr);
+    det.deterministic = true;
+    det.route = BwdRoute{64, false, banded};
+    run_bwd_case(det);
   }
 }
 
@@ -391,8 +406,10 @@ TEST_F(Sm90Bwd, BandWidths) {
 
 // Window edges past every row's reach (up to INT32_MAX) bound nothing: the same answers as the
 // unbounded side (the kernels' int arithmetic on rows and edges must not wrap; the ring must not
-// take such a window for a narrow one).
+// take such a window for a narrow one: its rule is forced on, since by default the host asks it only
+// at left = 0).
 void huge_window_edge_cases(int d) {
+  const ScopedEnv ring_rule("FASTATTN_BWD_RING_SLOTS", "512");
   for (auto [wl, wr] : {std::pair{1 << 30, 1 << 30}, std::pair{INT32_MAX, 0}, std::pair{-1, INT32_MAX},
                         std::pair{INT32_MAX, INT32_MAX}, std::pair{64, INT32_MAX}})
     run_bwd_case(windowed(bcase(DType::BF16, d, 300, 257), wl, wr));
@@ -416,8 +433,9 @@ BwdCase capped(BwdCase c, int hq, int hkv, bool causal, float softcap, bool dete
 
 // The softcap kernels of their own (bwd_softcap_kernel: d 64 with 128-row q-blocks, d 128 with
 // 64-row): causal GQA (masked diagonal steps) and causal odd lengths with paired key blocks
-// (FASTATTN_MAX_CTAS), full with odd lengths, varlen with empty sequences, a local window (at d 128
-// the dQ ring's kernel, which keeps the run-time branch); and the deterministic mode (d 128: the
+// (FASTATTN_MAX_CTAS), full with odd lengths, varlen with empty sequences, a local window (both edges:
+// the accumulator path's softcap kernel since session 35; the ring's kernel, which keeps the run-time
+// branch, is DqRingWindows' softcap case); and the deterministic mode (d 128: the
 // deterministic kernel's softcap twin; d 64: its run-time branch), causal GQA, full, a local window
 // and varlen with empty sequences.
 void softcap_kernel_cases(int d) {
@@ -460,7 +478,13 @@ TEST_F(Sm90Bwd, GraphReplay) {
   run_bwd_case(capped(graph_case(DType::F16, 128, 700, 513), 4, 2, false, 0.f));
   run_bwd_case(capped(graph_case(DType::BF16, 64, 301, 301), 2, 2, true, 0.f));
   run_bwd_case(windowed(graph_case(DType::BF16, 128, 1500, 1500), 64, 0));  // the recompute band
-  run_bwd_case(windowed(graph_case(DType::F16, 128, 900, 1000), 64, 64));    // the dQ ring (both edges)
+  // The dQ ring: since session 35 the host takes it by default only for left = 0, right <= 64 (dq_ring.h,
+  // bwd_ring_by_default; (64, 64) now takes the accumulator path, above); then (64, 64) forced.
+  run_bwd_case(windowed(graph_case(DType::F16, 128, 900, 1000), 0, 64));
+  {
+    const ScopedEnv forced("FASTATTN_BWD_RING_SLOTS", "512");
+    run_bwd_case(windowed(graph_case(DType::F16, 128, 900, 1000), 64, 64));
+  }
   run_bwd_case(capped(graph_case(DType::BF16, 128, 600, 650), 4, 1, true, 0.f, true));
   run_bwd_case(capped(graph_case(DType::BF16, 128, 400, 400), 2, 2, true, 30.f));
   run_bwd_case(capped(graph_case(DType::BF16, 64, 2100, 2100), 4, 2, true, 0.f));  // d 64 longest first (16+ key blocks)

@@ -350,9 +350,11 @@ void run_shape(const char* name, bool window, int iters, const std::string& raw_
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The window's tables read the dQ ring's writer: keep the recompute band (session 34) off unless the
-  // caller asks for it (FASTATTN_BWD_BAND set).
+  // The window's tables read the dQ ring's writer: keep the recompute band (session 34) off and the ring
+  // on (since session 35 the host takes it by default only at left = 0: (64, 0) would run the plain
+  // accumulator kernel under the ring's labels) unless the caller sets either variable.
   const gputest::ScopedEnv band_off("FASTATTN_BWD_BAND", "0", /*keep_existing=*/true);
+  const gputest::ScopedEnv ring_on("FASTATTN_BWD_RING_SLOTS", "512", /*keep_existing=*/true);
   bool window = false, causal = false;
   int iters = 20;
   std::string raw;
