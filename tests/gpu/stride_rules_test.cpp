@@ -13,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bwd_case.h"
@@ -103,23 +104,30 @@ bool all_poison(const std::vector<uint16_t>& bits) {
 struct FormCase {
   Form q = Form::Dense, k = Form::Dense, v = Form::Dense, out = Form::Dense, dout = Form::Dense;
   bool backward = false;
+  Form dq = Form::Dense, dk = Form::Dense, dv = Form::Dense;  // the gradients (reversed forms only: outputs)
+  int wl = -1, wr = -1;                                      // a window (the backward's dQ ring and band)
+  bool must_accept = false;                                  // a refusal fails the case (the rule allows it)
+  int num_splits = 0;                                        // the forward's (0: the heuristic's)
+  bool combine_kernel = false;                               // split merge by the combine kernel, not clusters
+  int sk = 80;                                               // keys
   std::string str() const {
     return std::string("q ") + form_name(q) + ", k " + form_name(k) + ", v " + form_name(v) + ", out " +
-           form_name(out) + ", dout " + form_name(dout);
+           form_name(out) + ", dout " + form_name(dout) + ", dq " + form_name(dq) + ", dk " + form_name(dk) +
+           ", dv " + form_name(dv) + ", window (" + std::to_string(wl) + ", " + std::to_string(wr) + ")";
   }
 };
 
-// d 128, bf16, batch 2, s_q 65, s_k 80, GQA 2 (the forms need batch and heads > 1 to mean anything).
+// d 128, bf16, batch 2, s_q 65, s_k 80 (fc.sk), GQA 2 (the forms need batch and heads > 1 to mean anything).
 void run_form_case(const FormCase& fc) {
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   SCOPED_TRACE(fc.str() + " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const DType dt = DType::BF16;
-  const int b = 2, sq = 65, sk = 80, hq = 4, hkv = 2, d = 128;
+  const int b = 2, sq = 65, sk = fc.sk, hq = 4, hkv = 2, d = 128;
   FormTensor q(b, sq, hq, d, fc.q, dt, &rng), k(b, sk, hkv, d, fc.k, dt, &rng), v(b, sk, hkv, d, fc.v, dt, &rng);
   FormTensor out(b, sq, hq, d, fc.out, dt, nullptr), dout(b, sq, hq, d, fc.dout, dt, &rng);
-  FormTensor dq(b, sq, hq, d, Form::Dense, dt, nullptr), dk(b, sk, hkv, d, Form::Dense, dt, nullptr),
-      dv(b, sk, hkv, d, Form::Dense, dt, nullptr);
+  FormTensor dq(b, sq, hq, d, fc.dq, dt, nullptr), dk(b, sk, hkv, d, fc.dk, dt, nullptr),
+      dv(b, sk, hkv, d, fc.dv, dt, nullptr);
   DeviceBuffer lse_dev(size_t(b) * hq * sq * 4);
   std::vector<float> lse_host(size_t(b) * hq * sq);
   std::vector<uint16_t> out_host(out.host.size(), 0xFFFF);
@@ -132,14 +140,20 @@ void run_form_case(const FormCase& fc) {
     a.lse = make_tensor(gpu ? lse_dev.get() : static_cast<void*>(lse_host.data()), DType::F32, {b, hq, sq},
                         gpu ? Device::CUDA : Device::CPU);
     a.backend = gpu ? Backend::CUDA : Backend::Reference;
+    a.window_left = fc.wl;
+    a.window_right = fc.wr;
+    a.num_splits = gpu ? fc.num_splits : 0;
     return a;
   };
   const AttnArgs ga = args(true);
+  if (fc.combine_kernel) cuda_backend::set_cluster_merge_allowed(false);
   Status st = forward(ga, nullptr);
+  cuda_backend::set_cluster_merge_allowed(true);
   FA_CUDA_OK(cudaDeviceSynchronize());
   out_host = out.download();
   if (!st.ok()) {
     std::printf("[ strides ] %s: forward refused: %s\n", fc.str().c_str(), st.message.c_str());
+    EXPECT_FALSE(fc.must_accept) << "forward refused a layout the rule allows: " << st.message;
     EXPECT_TRUE(all_poison(out_host)) << "a refused forward wrote out";
     return;
   }
@@ -170,6 +184,7 @@ void run_form_case(const FormCase& fc) {
   const std::vector<uint16_t> gq = dq.download(), gk = dk.download(), gv = dv.download();
   if (!st.ok()) {
     std::printf("[ strides ] %s: backward refused: %s\n", fc.str().c_str(), st.message.c_str());
+    EXPECT_FALSE(fc.must_accept) << "backward refused a layout the rule allows: " << st.message;
     EXPECT_TRUE(all_poison(gq) && all_poison(gk) && all_poison(gv)) << "a refused backward wrote gradients";
     return;
   }
@@ -178,9 +193,9 @@ void run_form_case(const FormCase& fc) {
   reference::BackwardF64 gref, gbase;
   ASSERT_TRUE(reference::backward_f64(ha, dout_h, &gref).ok());
   ASSERT_TRUE(reference::backward_f64(ha, dout_h, &gbase, low).ok());
-  check_grad("dq", gq, gref.dq, gbase.dq, dt);
-  check_grad("dk", gk, gref.dk, gbase.dk, dt);
-  check_grad("dv", gv, gref.dv, gbase.dv, dt);
+  check_grad("dq", dq.logical(gq), gref.dq, gbase.dq, dt);
+  check_grad("dk", dk.logical(gk), gref.dk, gbase.dk, dt);
+  check_grad("dv", dv.logical(gv), gref.dv, gbase.dv, dt);
 }
 
 TEST_F(Sm90StrideRules, BroadcastInputsRefusedOrRight) {
@@ -195,6 +210,47 @@ TEST_F(Sm90StrideRules, NegativeStridesRefusedOrRight) {
   run_form_case({Form::Dense, Form::Dense, Form::Dense, Form::ReversedHeads, Form::Dense, false});
   run_form_case({Form::Dense, Form::Dense, Form::Dense, Form::Dense, Form::ReversedTokens, true});
   run_form_case({Form::Dense, Form::Dense, Form::Dense, Form::Dense, Form::ReversedHeads, true});
+}
+
+// Outputs and the backward's other inputs with negative strides: nothing loads them by TMA (out is read by
+// the preprocess and stored by registers or the split merge; dq, dk, dv are stored by registers, 16-byte
+// rows where aligned, or the ring's / band's pairs), so the rule accepts them and they must come out right:
+// out reversed under the backward, each gradient reversed on the accumulator path, out reversed from the
+// split forward (3 splits: merged in clusters where the plan allows, then by the combine kernel), dq
+// reversed through the recompute band (64, 0) and the dQ ring (0, 17; both by default since session 35).
+TEST_F(Sm90StrideRules, NegativeOutputStridesRight) {
+  FormCase out_rev;
+  out_rev.out = Form::ReversedTokens;
+  out_rev.backward = out_rev.must_accept = true;
+  run_form_case(out_rev);
+  for (Form f : {Form::ReversedTokens, Form::ReversedHeads}) {
+    for (int g = 0; g < 3; ++g) {
+      FormCase c;
+      c.backward = c.must_accept = true;
+      (g == 0 ? c.dq : g == 1 ? c.dk : c.dv) = f;
+      run_form_case(c);
+    }
+  }
+  for (Form f : {Form::ReversedTokens, Form::ReversedHeads}) {  // the split forward: cluster merge, combine kernel
+    for (bool combine : {false, true}) {
+      FormCase c;
+      c.out = f;
+      c.combine_kernel = combine;
+      c.must_accept = true;
+      c.num_splits = 3;
+      c.sk = 700;  // 6 key blocks: every split sees keys
+      run_form_case(c);
+    }
+  }
+  for (auto [wl, wr] : {std::pair{64, 0}, std::pair{0, 17}}) {
+    FormCase c;
+    c.backward = c.must_accept = true;
+    c.dq = Form::ReversedTokens;
+    c.dk = Form::ReversedHeads;
+    c.wl = wl;
+    c.wr = wr;
+    run_form_case(c);
+  }
 }
 
 }  // namespace
