@@ -21,6 +21,9 @@
 // rotation is computed in fp32 and rounded to the dtype, as FlashAttention does.
 // Paged cache: sequence b's position t lives in page page_table[b, t / page_size], row
 // t % page_size, of k_cache/v_cache shaped (num_pages, page_size, h_kv, d).
+// On the CUDA backend the caches are read by TMA: every dim of more than one element but the last
+// needs a positive stride of a multiple of 16 bytes, dim 0 (pages, cache rows) included where the
+// cache is addressed in place (page_table, cache_batch_idx, cache_leftpad), whatever the batch.
 #pragma once
 
 #include <cstddef>

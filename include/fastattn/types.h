@@ -22,8 +22,9 @@ FASTATTN_API int dtype_size(DType dt);
 
 // A strided view of memory, as (pointer, shape, int64 strides in elements, dtype, device).
 // The last dimension must have unit stride (like FlashAttention); other strides are free on the CPU
-// backend. The CUDA backend loads q, k, v and dout with TMA: their other strides must be positive
-// multiples of 16 bytes (a broadcast (stride 0) or reversed (negative) view is refused by name).
+// backend. The CUDA backend loads q, k, v, dout and KV caches with TMA: their other strides (of dims
+// longer than 1) must be positive multiples of 16 bytes (a broadcast (stride 0) or reversed (negative)
+// view is refused by name; kvcache.h says which cache dims count).
 struct Tensor {
   void* data = nullptr;
   int32_t ndim = 0;
