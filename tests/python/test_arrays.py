@@ -35,3 +35,25 @@ def test_cupy_adapter_copies_broadcast_and_reversed(rng):
         assert xs.unit_last(x) is x, name
     # a reversed last dim keeps the old rule: copied for its non-unit stride
     assert xs.unit_last(base[..., ::-1]).strides[-1] == 2
+
+
+def test_cpu_backend_reads_broadcast_and_reversed_views(rng):
+    """On the CPU strides are free (only the CUDA adapters copy): numpy views with a broadcast dim
+    (k over its heads, dout over its batch) and reversed dims (v's tokens, q's heads) give the bits
+    of their dense copies, forward and backward."""
+    import fastattn
+
+    b, sq, sk, h, d = 2, 17, 33, 4, 32
+    q = rng.standard_normal((b, sq, h, d)).astype(np.float32)[:, :, ::-1]
+    k = np.broadcast_to(rng.standard_normal((b, sk, 1, d)).astype(np.float32), (b, sk, h, d))
+    v = rng.standard_normal((b, sk, h, d)).astype(np.float32)[:, ::-1]
+    dout = np.broadcast_to(rng.standard_normal((1, sq, h, d)).astype(np.float32), (b, sq, h, d))
+    dense = [np.ascontiguousarray(x) for x in (q, k, v, dout)]
+    for causal in (False, True):
+        out, lse = fastattn.forward(q, k, v, causal=causal)
+        out_d, lse_d = fastattn.forward(*dense[:3], causal=causal)
+        assert np.array_equal(out, out_d) and np.array_equal(lse, lse_d)
+        grads = fastattn.backward(dout, q, k, v, out, lse, causal=causal)
+        grads_d = fastattn.backward(dense[3], *dense[:3], out_d, lse_d, causal=causal)
+        for name, g, gd in zip(("dq", "dk", "dv"), grads, grads_d):
+            assert np.array_equal(g, gd), name
