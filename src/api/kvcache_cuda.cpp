@@ -2,6 +2,7 @@
 // attention's own on the final operands, runs before the cache is written.
 #include "api/kvcache_cuda.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "api/message.h"
@@ -35,18 +36,21 @@ size_t cuda_kvcache_workspace(const KvCacheArgs& a, const KvCachePlan& p) {
 }
 
 Status check_cuda_cache_strides(const KvCacheArgs& a) {
-  if (!a.page_table.defined() && !a.cache_batch_idx.defined() && !a.cache_leftpad.defined()) return Status::Ok();
+  // In place, the maps' outer dim is every row or page of the cache; else the first `batch` rows.
+  const bool in_place = a.page_table.defined() || a.cache_batch_idx.defined() || a.cache_leftpad.defined();
   for (auto [t, name] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}}) {
     if (t->numel() == 0) continue;  // nothing is read
     const int64_t esz = dtype_size(t->dtype);
     for (int i = 0; i + 1 < t->ndim; ++i) {
+      const int64_t extent = i == 0 && !in_place ? std::min(t->shape[0], a.q.shape[0]) : t->shape[i];
       const int64_t st = t->stride[i];
-      if (t->shape[i] > 1 && (st <= 0 || (st * esz) % 16 != 0)) {
+      if (extent > 1 && (st <= 0 || (st * esz) % 16 != 0)) {
         return Status::Unsupported(msg(name, ": dim ", i, " has stride ", st,
-                                       " but the CUDA forward reads the cache where it lies (page_table, "
-                                       "cache_batch_idx or cache_leftpad) with TMA, which needs the strides of "
-                                       "dims longer than 1 to be positive multiples of 16 bytes (the cache is "
-                                       "written in place: allocate it so)"));
+                                       " but the CUDA forward reads the cache with TMA, which needs the strides "
+                                       "of dims longer than 1 (dim 0: pages or rows, all of them where the cache "
+                                       "is addressed in place through page_table, cache_batch_idx or "
+                                       "cache_leftpad) to be positive multiples of 16 bytes (the cache is written "
+                                       "in place, never copied: allocate it so)"));
       }
     }
   }
@@ -147,8 +151,9 @@ Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
   }
   att.check_index_arrays = false;  // the key counts are written on the device just before
   Prepared prep;  // the attention's checks before the cache is written
-  if (Status st = prepare_forward(att, &prep); !st.ok()) return as_cache_error(st);
+  // The caches' own rule first: check_forward's on the attention operand would advise a copy.
   if (Status st = check_cuda_cache_strides(a); !st.ok()) return st;
+  if (Status st = prepare_forward(att, &prep); !st.ok()) return as_cache_error(st);
   prep.problem.cache = cache_layout(a, p);
   if (!as_is) {
     if (Status st = cuda_backend::kvcache_append(k, stream); !st.ok()) return st;

@@ -15,11 +15,12 @@ Status cuda_kvcache(const KvCacheArgs& a, const KvCachePlan& p, void* stream);
 // Bytes of workspace the call needs: the key counts, and the rotated q when rotary is on.
 size_t cuda_kvcache_workspace(const KvCacheArgs& a, const KvCachePlan& p);
 
-// The caches' strides as the forward's TMA maps take them where it addresses the cache itself (a
-// page table, cache_batch_idx or cache_leftpad: the map's outer dim is then the cache's rows or pages,
-// not q's batch, so check_forward's check of the attention operand never sees that dim's stride when
-// batch is 1): every dim of more than one element but the last needs a positive stride of a multiple
-// of 16 bytes. Host only (no device); NotSupported naming the cache and the dim.
+// The caches' strides as the forward's TMA maps take them: every dim of more than one element but the
+// last needs a positive stride of a multiple of 16 bytes, dim 0 counted over every row or page where
+// the forward addresses the cache itself (a page table, cache_batch_idx or cache_leftpad: check_forward's
+// check of the (batch, capacity, h_kv, d) attention operand never sees that stride at batch 1), else
+// over q's batch rows. Host only (no device); NotSupported naming the cache and the dim, before
+// check_forward's message (which would advise a copy of a cache that is written in place).
 Status check_cuda_cache_strides(const KvCacheArgs& a);
 
 }  // namespace fastattn::detail

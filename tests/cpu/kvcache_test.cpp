@@ -310,7 +310,7 @@ TEST(KvCache, ValidationRules) {
 // cache_batch_idx, leftpad), so the cache's own dim 0 (pages or rows) needs a positive 16-byte stride
 // even at batch 1, where check_forward's check of the (batch, capacity, h_kv, d) operand skips it: a
 // page stride of 0 (pages aliased), negative (a reversed pool) or off 16 bytes would be read with
-// another stride. Host only: the rule is checked without a device.
+// another stride. Elsewhere dim 0 counts over q's batch rows. Host only: checked without a device.
 TEST(KvCache, CudaCacheStrides) {
   uint16_t storage[16];
   auto cache = [&](int64_t rows, int64_t row_stride) {
@@ -320,13 +320,21 @@ TEST(KvCache, CudaCacheStrides) {
   };
   const int32_t index[1] = {0};
   const int64_t dense = 16 * 2 * 64;
+  // Without page table, batch index or leftpad the forward reads q's batch rows of the cache.
   KvCacheArgs a;
+  a.q = make_tensor(storage, DType::BF16, {1, 1, 4, 64}, Device::CUDA);
   a.k_cache = a.v_cache = cache(8, dense);
-  EXPECT_TRUE(detail::check_cuda_cache_strides(a).ok()) << "no page table, batch index or leftpad: q's rows";
+  EXPECT_TRUE(detail::check_cuda_cache_strides(a).ok());
   a.k_cache = cache(8, 0);
-  EXPECT_TRUE(detail::check_cuda_cache_strides(a).ok()) << "read as (batch, ...): check_forward's operand";
+  EXPECT_TRUE(detail::check_cuda_cache_strides(a).ok()) << "batch 1 reads row 0 only";
+  a.q.shape[0] = 2;
+  EXPECT_EQ(detail::check_cuda_cache_strides(a).message.rfind("k_cache: dim 0 has stride 0", 0), 0u);
+  a.k_cache = cache(8, dense);
+  a.v_cache.stride[1] = -a.v_cache.stride[1];  // tokens reversed
+  EXPECT_EQ(detail::check_cuda_cache_strides(a).message.rfind("v_cache: dim 1 has stride -128", 0), 0u);
   for (int layout = 0; layout < 3; ++layout) {
     KvCacheArgs b;
+    b.q = make_tensor(storage, DType::BF16, {1, 1, 4, 64}, Device::CUDA);
     if (layout == 0) b.page_table = {index, 1, 1};
     if (layout == 1) b.cache_batch_idx = {index, 1};
     if (layout == 2) b.cache_leftpad = {index, 1};
