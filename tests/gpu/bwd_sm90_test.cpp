@@ -479,7 +479,7 @@ TEST_F(Sm90Bwd, GraphReplay) {
   run_bwd_case(capped(graph_case(DType::BF16, 64, 301, 301), 2, 2, true, 0.f));
   run_bwd_case(windowed(graph_case(DType::BF16, 128, 1500, 1500), 64, 0));  // the recompute band
   // The dQ ring: since session 35 the host takes it by default only for left = 0, right <= 64 (dq_ring.h,
-  // bwd_ring_by_default; (64, 64) now takes the accumulator path, above); then (64, 64) forced.
+  // bwd_ring_by_default; by default (64, 64) takes the accumulator path); then (64, 64) forced.
   run_bwd_case(windowed(graph_case(DType::F16, 128, 900, 1000), 0, 64));
   {
     const ScopedEnv forced("FASTATTN_BWD_RING_SLOTS", "512");
