@@ -205,8 +205,9 @@ struct BwdConfig {
   // The d 128 64-row default kernel with K in registers: dV waited for before dQ is issued (bwd_dq).
   static constexpr bool kDvBeforeDq = D == 128 && BM == 64 && FASTATTN_D128_KRS_DV_FIRST != 0;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
-  // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges) runs on the 64-row tile and
-  // its longest-first order, in a kernel of its own (the accumulator path's kernels are unchanged).
+  // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges; by default right-only ones) runs on
+  // the 64-row tile and its longest-first order, in a kernel of its own (the accumulator path's kernels are
+  // unchanged).
   static constexpr bool kHasRingKernel = D == 128 && kBlockM == 64;
   static constexpr int kThreads = 384;   // producer warpgroup + two consumer warpgroups
   // The launch's 168 registers a thread, moved by setmaxnreg: 128 x (168 - 24) = 256 x (240 - 168). 192 / 128: the

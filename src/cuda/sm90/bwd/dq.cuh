@@ -3,7 +3,7 @@
 // (deterministic mode: in an order fixed by key block, a semaphore per q-block), or at d 64 / 96 in
 // the default mode added by vector atomics from registers. d > 128: staged in the step's own Q / dO
 // stage for the same writer warp (deterministic mode: in the same order). The default mode's dQ ring
-// (d 128 windows with both edges, dq_ring.h): the writer warps add into an L2-resident slot per
+// (d 128 windows with both edges; by default right-only ones, dq_ring.h): the writer warps add into an L2-resident slot per
 // q-block, and the last one stores dq (bwd_ring_lead, bwd_ring_store).
 #pragma once
 
