@@ -9,6 +9,7 @@ allocated once per call (new_empty: q's dtype and device, dense).
 import torch
 
 from . import _C
+from ._arrays import tma_unreadable
 from ._core import NO_INDEX, check_rank
 
 _DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
@@ -26,7 +27,7 @@ def view(t, heads_first=False):
     if strides and strides[-1] != 1 and t.shape[-1] > 1:
         t = t.contiguous()
         strides = t.stride()
-    elif 0 in strides and t.is_cuda and any(st == 0 and n > 1 for st, n in zip(strides, t.shape)):
+    elif 0 in strides and t.is_cuda and tma_unreadable(t.shape, strides):
         t = t.contiguous()  # a broadcast (expand) dim: the CUDA kernels load by TMA, positive strides only
         strides = t.stride()
     if t.is_neg():

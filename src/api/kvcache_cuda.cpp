@@ -7,6 +7,7 @@
 
 #include "api/message.h"
 #include "api/validate.h"
+#include "cuda/tma_stride_rule.h"
 #include "fastattn/fastattn.h"
 
 #ifdef FASTATTN_WITH_CUDA
@@ -43,9 +44,8 @@ Status check_cuda_cache_strides(const KvCacheArgs& a) {
     const int64_t esz = dtype_size(t->dtype);
     for (int i = 0; i + 1 < t->ndim; ++i) {
       const int64_t extent = i == 0 && !in_place ? std::min(t->shape[0], a.q.shape[0]) : t->shape[i];
-      const int64_t st = t->stride[i];
-      if (extent > 1 && (st <= 0 || (st * esz) % 16 != 0)) {
-        return Status::Unsupported(msg(name, ": dim ", i, " has stride ", st,
+      if (!cuda_backend::tma_stride_ok(extent, t->stride[i], esz)) {
+        return Status::Unsupported(msg(name, ": dim ", i, " has stride ", t->stride[i],
                                        " but the CUDA forward reads the cache with TMA, which needs the strides "
                                        "of dims longer than 1 (dim 0: pages or rows, all of them where the cache "
                                        "is addressed in place through page_table, cache_batch_idx or "

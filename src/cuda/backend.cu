@@ -11,6 +11,7 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
+#include "cuda/tma_map.h"  // aligned16, tma_tensor
 #include "cuda/sm90/fwd/api.h"
 
 namespace fastattn::cuda_backend {
@@ -42,17 +43,6 @@ bool arch_built(int major) {
   for (const BuiltKernel& k : kBuilt)
     if (k.arch != nullptr && k.family == KernelFamily::Forward && k.major == major) return true;
   return false;
-}
-
-// TMA descriptors take positive strides only: a broadcast (stride 0) or reversed (negative) dim of
-// more than one element fails here, as a stride that is not a multiple of 16 bytes does. A tensor with
-// no element is never read (its dense strides may be 0).
-bool aligned16(const Tensor& t) {
-  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
-  if (t.numel() == 0) return true;
-  for (int i = 0; i + 1 < t.ndim; ++i)
-    if (t.shape[i] > 1 && (t.stride[i] <= 0 || (t.stride[i] * dtype_size(t.dtype)) % 16 != 0)) return false;
-  return true;
 }
 
 // "sm_XY" of the current device, for messages only (uncached: the error path).
@@ -114,7 +104,7 @@ Status check_forward(const AttnArgs& a) {
                                ", as d or d/d_v; see FASTATTN_HEAD_DIMS and the kernel menu in src/cuda/sources.cmake)");
   }
   for (auto [t, name] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}})
-    if (!aligned16(*t))
+    if (!aligned16(tma_tensor(*t)))  // tma_map.cpp's rule: positive 16-byte multiples
       return Status::Unsupported(std::string(name) +
                                  ": the CUDA forward loads with TMA, which needs a 16-byte aligned base pointer "
                                  "and strides that are positive multiples of 16 bytes (a broadcast (stride 0) or "

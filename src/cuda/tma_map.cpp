@@ -121,8 +121,8 @@ bool aligned16(const TmaTensor& t) {
   if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0) return false;
   if (t.rows == 0 || t.heads == 0 || t.dim == 0 || (!t.varlen && t.batch == 0)) return true;  // nothing is read
   const int esz = dtype_size(t.dtype);
-  // Positive strides only: stride_bytes encodes a size-1 dim's stride, the only one that may be 0 or negative.
-  auto ok = [&](int64_t extent, int64_t stride) { return extent <= 1 || (stride > 0 && (stride * esz) % 16 == 0); };
+  // stride_bytes encodes a size-1 dim's stride, the only one that may be 0 or negative.
+  auto ok = [&](int64_t extent, int64_t stride) { return tma_stride_ok(extent, stride, esz); };
   return ok(t.varlen ? 1 : t.batch, t.stride_b) && ok(t.rows, t.stride_s) && ok(t.heads, t.stride_h);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "api/problem.h"
+#include "cuda/tma_stride_rule.h"
 
 namespace fastattn::cuda_backend {
 
@@ -36,7 +37,8 @@ Status make_tma_map(const TmaTensor& t, int box_rows, CUtensorMap* out, int box_
 // sm90 SplitConfig's PageHalves). dim a multiple of 64.
 Status make_tma_map_by_atom(const TmaTensor& t, int box_rows, CUtensorMap* out);
 
-// Base and every stride of a dim longer than 1 a multiple of 16 bytes.
+// Base 16-byte aligned and every dim longer than 1 by tma_stride_ok (a positive multiple of 16 bytes);
+// an operand with no element passes (it is never read; its dense strides may be 0).
 bool aligned16(const TmaTensor& t);
 
 // Whether TMA can store into `t` tile by tile: fixed-length and aligned16.
