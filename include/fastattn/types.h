@@ -49,12 +49,36 @@ struct IndexArray {
   bool defined() const { return data != nullptr; }
 };
 
-// Masks beyond seqlen/causal/local. Later issues fill this with dense bitmask, block-sparse
-// and additive bias; today only None is accepted and anything else is rejected by validation.
+// Block-sparse mask (MaskKind::BlockSparse): which (block_q x block_k) blocks of each sequence's
+// score matrix are kept, as a 4-D byte array `data[mb, mh, qb, kb]` (nonzero = kept; torch.bool
+// and uint8 arrays qualify) with element strides:
+//   pair (i, j) of batch b and query head h is kept by the blocks when
+//       data[b or 0, h / (heads_q / mask_heads), i / block_q, j / block_k] != 0,
+//   i and j counted from the start of the sequence (row i of q, key j of k). Dim 0 holds batch
+//   entries or 1 (shared); dim 1 (mask_heads) divides heads_q: 1 (every head shares it), heads_kv
+//   (one per KV head) or heads_q; dims 2 and 3 cover the longest sequence: at least
+//   ceil(max_seqlen_q / block_q) and ceil(max_seqlen_k / block_k) (more is allowed, as FlexAttention's
+//   padded masks have). The blocks are ANDed with the sequence lengths and causal / window.
+// It lives where the attention tensors live. docs/masks.md has the rules, the CUDA backend's limits
+// and the FlexAttention conversion.
+struct BlockMask {
+  const uint8_t* data = nullptr;
+  int64_t shape[4] = {0, 0, 0, 0};
+  int64_t stride[4] = {0, 0, 0, 0};  // in elements (= bytes)
+  Device device = Device::CPU;
+  int32_t device_index = 0;
+  int32_t block_q = 128;  // FlexAttention's default block
+  int32_t block_k = 128;
+  bool defined() const { return data != nullptr; }
+};
+
+// Masks beyond seqlen/causal/local. BlockSparse reads `blocks`; DenseBitmask and Bias (reserved for
+// later: `data`) are rejected by validation.
 enum class MaskKind : int32_t { None = 0, DenseBitmask = 1, BlockSparse = 2, Bias = 3 };
 struct MaskSpec {
   MaskKind kind = MaskKind::None;
-  Tensor data;  // layout defined by the kind (reserved)
+  Tensor data;       // DenseBitmask / Bias (reserved)
+  BlockMask blocks;  // BlockSparse
 };
 
 // Everything one attention call needs.

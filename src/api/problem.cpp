@@ -63,6 +63,21 @@ ProblemShape resolve_shape(const AttnArgs& args) {
   return s;
 }
 
+BlockMaskView resolve_block_mask(const BlockMask& m, int32_t heads_q) {
+  BlockMaskView v;
+  v.data = m.data;
+  v.batch_stride = m.shape[0] == 1 ? 0 : m.stride[0];
+  v.head_stride = m.shape[1] == 1 ? 0 : m.stride[1];
+  v.row_stride = m.stride[2];
+  v.col_stride = m.stride[3];
+  v.head_div = m.shape[1] > 0 ? int32_t(heads_q / m.shape[1]) : 1;
+  v.q_blocks = int32_t(m.shape[2]);
+  v.k_blocks = int32_t(m.shape[3]);
+  v.block_q = m.block_q;
+  v.block_k = m.block_k;
+  return v;
+}
+
 Problem resolve_operands(const AttnArgs& args) {
   Problem p;
   static_cast<ProblemShape&>(p) = resolve_shape(args);
@@ -75,6 +90,7 @@ Problem resolve_operands(const AttnArgs& args) {
   p.num_threads = args.num_threads;
   p.num_splits = args.num_splits > 0 ? args.num_splits : 1;  // 0: the host backends do not split
   p.num_splits_arg = args.num_splits;
+  if (args.mask.kind == MaskKind::BlockSparse) p.blocks = resolve_block_mask(args.mask.blocks, p.heads_q);
   return p;
 }
 

@@ -86,9 +86,26 @@ struct CacheLayout {
   bool defined() const { return rows > 0; }
 };
 
+// A validated block-sparse mask (fastattn::BlockMask), resolved: entry (b, h, qb, kb) of batch b and
+// query head h is at data + b * batch_stride + (h / head_div) * head_stride + qb * row_stride +
+// kb * col_stride (batch_stride 0 when dim 0 is shared). Undefined (data null) without one.
+struct BlockMaskView {
+  const uint8_t* data = nullptr;
+  int64_t batch_stride = 0, head_stride = 0, row_stride = 0, col_stride = 0;
+  int32_t head_div = 1;          // heads_q / mask heads: q heads that share a mask head
+  int32_t q_blocks = 0, k_blocks = 0;  // dims 2 and 3 as given (cover every sequence)
+  int32_t block_q = 0, block_k = 0;
+  bool defined() const { return data != nullptr; }
+  const uint8_t* at(int64_t b, int64_t h, int64_t qb, int64_t kb) const {
+    return data + b * batch_stride + (h / head_div) * head_stride + qb * row_stride + kb * col_stride;
+  }
+  bool keeps(int64_t b, int64_t h, int64_t i, int64_t j) const { return *at(b, h, i / block_q, j / block_k) != 0; }
+};
+
 struct Problem : ProblemShape {
   Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
   CacheLayout cache;              // forward_kvcache's cache addressing (CUDA), else undefined
+  BlockMaskView blocks;           // MaskKind::BlockSparse, else undefined
   SeqArrays seq_arrays;
   std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays (empty when unread)
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
@@ -122,6 +139,9 @@ Problem resolve_operands(const AttnArgs& args);
 Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
                         const std::vector<int32_t>& cu_k, const std::vector<int32_t>& used_q,
                         const std::vector<int32_t>& used_k);
+
+// The view of a validated block mask (heads_q: the call's query heads).
+BlockMaskView resolve_block_mask(const BlockMask& m, int32_t heads_q);
 
 // Operand view of a q/k/v/out-like tensor (lse-like when `is_lse`).
 Operand make_operand(const Tensor& t, bool varlen, bool is_lse = false);
