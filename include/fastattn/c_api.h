@@ -28,6 +28,18 @@ typedef struct fastattn_tensor {
   int32_t device_index;
 } fastattn_tensor;
 
+/* A block-sparse mask (fastattn/types.h BlockMask; docs/masks.md): pair (i, j) of batch b, query
+ * head h is kept when data[b or 0, h / (heads_q / shape[1]), i / block_q, j / block_k] != 0 (and
+ * the sequence lengths, causal and window keep it). Strides in elements (= bytes), any sign. */
+typedef struct fastattn_block_mask {
+  const uint8_t* data;               /* NULL: no block mask */
+  int64_t shape[4];                  /* (mask_batch, mask_heads, q_blocks, k_blocks) */
+  int64_t stride[4];
+  int32_t device;                    /* enum fastattn_device: where q lives */
+  int32_t device_index;
+  int32_t block_q, block_k;          /* fastattn_args_init sets 128, 128 */
+} fastattn_block_mask;
+
 typedef struct fastattn_args {
   fastattn_tensor q, k, v, out, lse; /* lse.data may be NULL in forward */
   const int32_t* cu_seqlens_q;       /* NULL unless varlen */
@@ -45,6 +57,8 @@ typedef struct fastattn_args {
   int32_t num_threads;
   int32_t deterministic;             /* nonzero: backward bitwise reproducible (CUDA: ordered dQ adds) */
   int32_t num_splits;                /* split-KV parts; 0 = chosen per problem */
+  /* Appended after the fields above (their offsets are unchanged); fastattn_args_init clears it. */
+  fastattn_block_mask block_mask;    /* data NULL: no block mask */
 } fastattn_args;
 
 /* forward_kvcache's arguments (see fastattn/kvcache.h); optional tensors have data NULL. */
@@ -75,7 +89,8 @@ FASTATTN_API int fastattn_forward_kvcache(const fastattn_kvcache_args* args, voi
 /* Workspace bytes for args on the CUDA backend (0 on the host or for invalid args). */
 FASTATTN_API uint64_t fastattn_kvcache_workspace_bytes(const fastattn_kvcache_args* args);
 
-/* Fills defaults: scale = NaN (meaning 1/sqrt(d)), windows -1, no varlen, backend auto. */
+/* Fills defaults: scale = NaN (meaning 1/sqrt(d)), windows -1, no varlen, backend auto, no block
+ * mask (block_mask.block_q / block_k 128). */
 FASTATTN_API void fastattn_args_init(fastattn_args* args);
 
 FASTATTN_API int fastattn_forward(const fastattn_args* args, void* stream);

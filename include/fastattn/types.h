@@ -51,7 +51,7 @@ struct IndexArray {
 
 // Block-sparse mask (MaskKind::BlockSparse): which (block_q x block_k) blocks of each sequence's
 // score matrix are kept, as a 4-D byte array `data[mb, mh, qb, kb]` (nonzero = kept; torch.bool
-// and uint8 arrays qualify) with element strides:
+// and uint8 arrays qualify) with element strides (free: any sign, 0 broadcasts a dim):
 //   pair (i, j) of batch b and query head h is kept by the blocks when
 //       data[b or 0, h / (heads_q / mask_heads), i / block_q, j / block_k] != 0,
 //   i and j counted from the start of the sequence (row i of q, key j of k). Dim 0 holds batch

@@ -14,6 +14,8 @@ from ._core import NO_INDEX, check_rank
 
 _DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
 _F32 = _DTYPES[torch.float32]
+_BYTE_DTYPES = (torch.bool, torch.uint8)
+_BYTE = 4  # the view dtype code of bool / uint8 (block masks)
 
 
 def view(t, heads_first=False):
@@ -54,6 +56,22 @@ def _out_view(t, dtype_code, device):
     return (t.data_ptr(), t.shape, t.stride(), dtype_code, device, t)
 
 
+_NO_BLOCKS = {}
+
+
+def _mask_kw(blocks):
+    """forward_views / backward_views keywords of a block mask: its view (a 4-D bool / uint8 tensor,
+    any strides: the C++ layer reads it byte by byte) and block sizes; none without one.
+    blocks: (mask, block_q, block_k) or None."""
+    if blocks is None:
+        return _NO_BLOCKS
+    mask, block_q, block_k = blocks
+    device = mask.get_device() if mask.is_cuda else (-1 if mask.is_cpu else str(mask.device))
+    dtype = _BYTE if mask.dtype in _BYTE_DTYPES else _dtype_name(mask)
+    return {"block_mask": (mask.data_ptr(), mask.shape, mask.stride(), dtype, device, mask),
+            "block_q": block_q, "block_k": block_k}
+
+
 def _index_views(index_arrays):
     return tuple(None if x is None else view(x) for x in index_arrays)
 
@@ -68,22 +86,23 @@ _current_device = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", _public_raw_stream)
 
 
-def _call(fn, args, device):
-    """fn(*args, stream): stream 0 on the CPU; on a CUDA device its current stream, the device
+def _call(fn, args, device, kw=_NO_BLOCKS):
+    """fn(*args, stream, **kw): stream 0 on the CPU; on a CUDA device its current stream, the device
     made current for the call."""
     if type(device) is not int or device < 0:
-        return fn(*args, 0)
+        return fn(*args, 0, **kw)
     if _current_device() == device:
-        return fn(*args, _raw_stream(device))
+        return fn(*args, _raw_stream(device), **kw)
     with torch.cuda.device(device):
-        return fn(*args, _raw_stream(device))
+        return fn(*args, _raw_stream(device), **kw)
 
 
 def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
-            window_right, softcap, check_index_arrays, with_lse=True, heads_first=False):
+            window_right, softcap, check_index_arrays, with_lse=True, heads_first=False, blocks=None):
     """(out, lse) with every scalar already resolved; lse is None unless with_lse.
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
-    heads_first: q, k, v are 4-D (b, h, s, d) (fixed length only); out is (b, s_q, h, d_v) still."""
+    heads_first: q, k, v are 4-D (b, h, s, d) (fixed length only); out is (b, s_q, h, d_v) still.
+    blocks: (block_mask tensor, block_q, block_k) or None."""
     qv = view(q, heads_first)
     shape = qv[1]
     out = q.new_empty((*shape[:-1], v.shape[-1]))
@@ -97,19 +116,19 @@ def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, wi
     args = (qv, view(k, heads_first), view(v, heads_first), _out_view(out, qv[3], qv[4]), lse_view, cu_q, cu_k, used_q, used_k,
             max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap,
             check_index_arrays, 0, 0)
-    _call(_C.forward_views, args, qv[4])
+    _call(_C.forward_views, args, qv[4], _mask_kw(blocks))
     return out, lse
 
 
 def backward(dout, q, k, v, out, lse, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal,
-             window_left, window_right, softcap, check_index_arrays, deterministic):
-    """(dq, dk, dv) of forward's out given its gradient dout; scalars as forward."""
+             window_left, window_right, softcap, check_index_arrays, deterministic, blocks=None):
+    """(dq, dk, dv) of forward's out given its gradient dout; scalars and blocks as forward."""
     qv, kv, vv = view(q), view(k), view(v)
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     args = (view(dout), qv, kv, vv, view(out), view(lse), view(dq), view(dk), view(dv),
             *_index_views(index_arrays), max_seqlen_q, max_seqlen_k, scale, causal, window_left,
             window_right, softcap, check_index_arrays, 0, 0, deterministic)
-    _call(_C.backward_views, args, qv[4])
+    _call(_C.backward_views, args, qv[4], _mask_kw(blocks))
     return dq, dk, dv
 
 

@@ -3,12 +3,16 @@
 Masks are bottom-right aligned when seqlen_q != seqlen_k, as in FlashAttention 2/3: query row i
 of a sequence keeps key j when i + s_k - s_q - window_left <= j <= i + s_k - s_q + window_right
 (a side of -1 is unbounded; causal=True is window_right = 0).
+block_mask= adds a block-sparse mask on top (docs/masks.md): pair (i, j) of batch b, query head h is
+kept only when block_mask[b or 0, h // (heads_q // mask_heads), i // block_q, j // block_k] is
+true, block_size = (block_q, block_k) (default (128, 128)); a torch FlexAttention BlockMask is
+taken when its kept blocks need no mask_mod.
 """
 from __future__ import annotations
 
 import operator
 
-from . import _core
+from . import _block_mask, _core
 from ._arrays import arrays_for, same_kind, torch_module
 
 
@@ -17,7 +21,7 @@ _INDEX_NAMES = ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")
 
 
 def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-               deterministic, direct):
+               deterministic, direct, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE):
     """(out, lse) through the fastattn::fwd custom op (torch.compile, tensor subclasses), or its
     autograd twin without the op's dispatch when direct (plain tensors, eager)."""
     import torch
@@ -29,29 +33,35 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
         from ._torch_ops import DirectAttention
 
         return DirectAttention.apply(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left,
-                                     right, float(softcap), bool(deterministic))
+                                     right, float(softcap), bool(deterministic), block_mask, *block_size)
+    if block_mask is None:  # the op's schema defaults: the same graph as before block masks existed
+        return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal),
+                                      left, right, float(softcap), bool(deterministic))
     return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal),
-                                  left, right, float(softcap), bool(deterministic))
+                                  left, right, float(softcap), bool(deterministic), block_mask, *block_size)
 
 
 def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_scale=None,
               causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False, with_lse=True,
-              heads_first=False):
+              heads_first=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE):
     """(out, lse) for any array kind; torch tensors are differentiable (the backward deterministic
     when asked), through the custom op or, for plain tensors in eager mode, without it. Other
     arrays have no autograd: deterministic is then unused (fastattn.backward takes it).
     with_lse=False may return lse None (the torch direct path then skips allocating it).
     heads_first: fixed-length q, k, v given as (b, h, s, d) (SDPA's layout; the caller checked
     their ranks); out is (b, s_q, h, d_v) all the same. The torch direct path reads them as they
-    lie, without a transpose call."""
+    lie, without a transpose call.
+    block_mask / block_size: as flash_attn_func (the mask is an array of q's kind)."""
+    if block_mask is not None:
+        block_mask, block_size = _block_mask.resolve(block_mask, block_size)
     if heads_first and any(x is not None for x in index_arrays):  # no `is` on tuples: Dynamo traces this
         raise ValueError("heads_first: fixed-length attention only (no cu_seqlens / seqused)")
     torch = torch_module()
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         # isinstance, not the array adapters: Dynamo traces it (the op path runs under torch.compile).
-        for name, x in (("k", k), ("v", v)):
-            if not isinstance(x, torch.Tensor):
+        for name, x in (("k", k), ("v", v), ("block_mask", block_mask)):
+            if x is not None and not isinstance(x, torch.Tensor):
                 raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
         # The identity shortcut only outside tracing: Dynamo (torch 2.11) cannot trace `is` on tuples.
         if path == "op" or index_arrays is not _NO_INDEX:
@@ -66,15 +76,16 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
         if path == "inference":
             left, right = _core.window_pair(window_size)
             scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+            blocks = None if block_mask is None else (block_mask, *block_size)
             return _torch_views().forward(q, k, v, index_arrays, operator.index(max_seqlens[0]),
                                         operator.index(max_seqlens[1]), scale, bool(causal), left,
-                                        right, float(softcap), not q.is_cuda, with_lse, heads_first)
+                                        right, float(softcap), not q.is_cuda, with_lse, heads_first, blocks)
         if heads_first:
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
-                          softcap, deterministic, direct=path == "autograd")
+                          softcap, deterministic, path == "autograd", block_mask, block_size)
     xs = arrays_for(q, "q")
-    same_kind(xs, [("k", k), ("v", v)] + list(zip(_INDEX_NAMES, index_arrays)))
+    same_kind(xs, [("k", k), ("v", v), ("block_mask", block_mask)] + list(zip(_INDEX_NAMES, index_arrays)))
     varlen = index_arrays[0] is not None or index_arrays[1] is not None
     for name, x in (("q", q), ("k", k), ("v", v)):
         _core.check_rank(x, name, varlen)
@@ -84,7 +95,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     scale = _core.resolve_scale(softmax_scale, q.shape[-1])
     return _core.run_forward(xs, q, k, v, index_arrays, operator.index(max_seqlens[0]),
                              operator.index(max_seqlens[1]), scale, bool(causal), left, right,
-                             float(softcap), check_index_arrays=True)
+                             float(softcap), check_index_arrays=True, block_mask=block_mask,
+                             block_size=block_size)
 
 
 def _torch_path(torch, q, k, v):
@@ -126,7 +138,8 @@ def _is_compiling(torch):
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-1, -1), softcap=0.0,
-                    deterministic=False, return_attn_probs=False):
+                    deterministic=False, return_attn_probs=False, block_mask=None,
+                    block_size=_block_mask.DEFAULT_BLOCK_SIZE):
     """Attention over (batch, seqlen, heads, head_dim) arrays, as FA3's flash_attn_func.
 
     q: (b, s_q, h, d); k: (b, s_k, h_kv, d); v: (b, s_k, h_kv, d_v) with h % h_kv == 0 (GQA/MQA).
@@ -137,18 +150,24 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     the CPU backward always is.
     Returns out (b, s_q, h, d_v); with return_attn_probs=True returns (out, softmax_lse) with
     softmax_lse (b, h, s_q) float32 (FA3's convention: it never returns the probability matrix).
+    block_mask: None, a 4-D bool / uint8 array (mask_batch in {1, b}, mask_heads dividing h,
+    q_blocks >= ceil(s_q / block_q), k_blocks >= ceil(s_k / block_k)) of kept blocks of
+    block_size = (block_q, block_k), ANDed with causal / window_size; or a torch FlexAttention
+    BlockMask whose kept blocks need no mask_mod (its BLOCK_SIZE is used). Rows that keep no key
+    get out 0 and lse -inf. The backward applies the same mask (docs/masks.md).
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
     """
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
-                         with_lse=return_attn_probs)
+                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size)
     return (out, lse) if return_attn_probs else out
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            seqused_q=None, seqused_k=None, softmax_scale=None, causal=False, *,
                            window_size=(-1, -1), softcap=0.0, deterministic=False,
-                           return_attn_probs=False):
+                           return_attn_probs=False, block_mask=None,
+                           block_size=_block_mask.DEFAULT_BLOCK_SIZE):
     """Attention over packed variable-length sequences, as FA3's flash_attn_varlen_func.
 
     q: (total_q, h, d); k/v: (total_k, h_kv, d|d_v); cu_seqlens_q/k: int32 (batch + 1,) offsets
@@ -156,7 +175,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     (batch,) caps on the tokens used per sequence. Returns out (total_q, h, d_v), or
     (out, softmax_lse) with softmax_lse (h, total_q) when return_attn_probs=True.
     On CUDA torch tensors the index arrays are not validated (that would sync with the host).
-    deterministic: as flash_attn_func.
+    deterministic, block_mask, block_size: as flash_attn_func; the mask's block rows and columns
+    count from the start of each sequence (q_blocks >= ceil(max_seqlen_q / block_q), etc.).
     """
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
@@ -166,5 +186,5 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     out, lse = attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                          (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
-                         with_lse=return_attn_probs)
+                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size)
     return (out, lse) if return_attn_probs else out

@@ -83,6 +83,27 @@ fastattn::IndexArray to_index(const InArray& a, const char* name, const fastattn
   return idx;
 }
 
+fastattn::BlockMask to_block_mask(const InArray& a, const char* name, int32_t block_q, int32_t block_k) {
+  const nb::dlpack::dtype dt = a.dtype();
+  const bool byte = dt.bits == 8 && dt.lanes == 1 &&
+                    (dt.code == (uint8_t)nb::dlpack::dtype_code::Bool || dt.code == (uint8_t)nb::dlpack::dtype_code::UInt);
+  if (!byte) raise(PyExc_ValueError, std::string(name) + ": expected dtype bool or uint8, got " + dtype_text(dt));
+  if (a.ndim() != 4)
+    raise(PyExc_ValueError, std::string(name) + ": expected 4 dimensions (mask_batch, mask_heads, q_blocks, "
+                                "k_blocks), got " + std::to_string(a.ndim()));
+  fastattn::BlockMask m;
+  m.data = static_cast<const uint8_t*>(a.data());
+  for (int i = 0; i < 4; ++i) {
+    m.shape[i] = static_cast<int64_t>(a.shape(size_t(i)));
+    m.stride[i] = a.stride(size_t(i));
+  }
+  m.device = to_device(a.device_type(), name);
+  m.device_index = a.device_id();
+  m.block_q = block_q;
+  m.block_k = block_k;
+  return m;
+}
+
 void raise_if_error(const fastattn::Status& st) {
   switch (st.code) {
     case fastattn::Code::Ok: return;

@@ -20,6 +20,11 @@ fastattn::Tensor to_tensor(const OutArray& a, const char* name);
 // A 1-D contiguous int32 array living on `where`'s device; raises ValueError naming `name`.
 fastattn::IndexArray to_index(const InArray& a, const char* name, const fastattn::Tensor& where);
 
+// A 4-D bool or uint8 block mask (fastattn::BlockMask, any strides) with (block_q, block_k);
+// raises ValueError naming `name` for another dtype, rank or device kind. The C++ layer checks the
+// rest (shape, device against q's).
+fastattn::BlockMask to_block_mask(const InArray& a, const char* name, int32_t block_q, int32_t block_k);
+
 // Raises ValueError (InvalidArgument), NotImplementedError (NotSupported) or RuntimeError.
 void raise_if_error(const fastattn::Status& st);
 

@@ -33,16 +33,25 @@ struct Options {
   bool check_index_arrays = true;
   int32_t backend = 0, num_threads = 0;
   bool deterministic = false;
+  OptIn block_mask;  // 4-D bool / uint8 (mask_batch, mask_heads, q_blocks, k_blocks)
+  int32_t block_q = 128, block_k = 128;
 };
 
 void init_options(Options* self, OptIn cu_seqlens_q, OptIn cu_seqlens_k, OptIn seqused_q,
                   OptIn seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                   bool causal, int32_t window_left, int32_t window_right, float softcap,
-                  bool check_index_arrays, int32_t backend, int32_t num_threads, bool deterministic) {
+                  bool check_index_arrays, int32_t backend, int32_t num_threads, bool deterministic,
+                  OptIn block_mask, int32_t block_q, int32_t block_k) {
   new (self) Options{std::move(cu_seqlens_q), std::move(cu_seqlens_k), std::move(seqused_q),
                      std::move(seqused_k), max_seqlen_q, max_seqlen_k, softmax_scale, causal,
                      window_left, window_right, softcap, check_index_arrays, backend, num_threads,
-                     deterministic};
+                     deterministic, std::move(block_mask), block_q, block_k};
+}
+
+// A block mask on the args (MaskKind::BlockSparse); validation checks it against the call.
+void set_block_mask(fastattn::AttnArgs& a, const fastattn::BlockMask& m) {
+  a.mask.kind = fastattn::MaskKind::BlockSparse;
+  a.mask.blocks = m;
 }
 
 fastattn::Backend to_backend(int32_t backend) {
@@ -91,6 +100,7 @@ fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& 
   if (o.cu_seqlens_k) a.cu_seqlens_k = fastattn_py::to_index(*o.cu_seqlens_k, "cu_seqlens_k", a.q);
   if (o.seqused_q) a.seqused_q = fastattn_py::to_index(*o.seqused_q, "seqused_q", a.q);
   if (o.seqused_k) a.seqused_k = fastattn_py::to_index(*o.seqused_k, "seqused_k", a.q);
+  if (o.block_mask) set_block_mask(a, fastattn_py::to_block_mask(*o.block_mask, "block_mask", o.block_q, o.block_k));
   return a;
 }
 
@@ -133,7 +143,7 @@ using fastattn_py::view_to_tensor;
 
 fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
                              nb::handle cu_seqlens_k, nb::handle seqused_q, nb::handle seqused_k,
-                             fastattn::AttnArgs a) {
+                             nb::handle block_mask, int32_t block_q, int32_t block_k, fastattn::AttnArgs a) {
   a.q = view_to_tensor(q, "q");
   a.k = view_to_tensor(k, "k");
   a.v = view_to_tensor(v, "v");
@@ -141,6 +151,9 @@ fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handl
   if (!cu_seqlens_k.is_none()) a.cu_seqlens_k = view_to_index(cu_seqlens_k, "cu_seqlens_k", a.q);
   if (!seqused_q.is_none()) a.seqused_q = view_to_index(seqused_q, "seqused_q", a.q);
   if (!seqused_k.is_none()) a.seqused_k = view_to_index(seqused_k, "seqused_k", a.q);
+  if (!block_mask.is_none()) {
+    set_block_mask(a, fastattn_py::view_to_block_mask(block_mask, "block_mask", block_q, block_k));
+  }
   return a;
 }
 
@@ -148,9 +161,10 @@ void forward_views(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb:
                    nb::handle cu_seqlens_q, nb::handle cu_seqlens_k, nb::handle seqused_q,
                    nb::handle seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                    bool causal, int32_t window_left, int32_t window_right, float softcap,
-                   bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream) {
+                   bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream,
+                   nb::handle block_mask, int32_t block_q, int32_t block_k) {
   fastattn::AttnArgs a = view_args(
-      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k,
       scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                   check_index_arrays, backend, num_threads, false));
   a.out = view_to_tensor(out, "out");
@@ -168,9 +182,10 @@ void backward_views(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, n
                     nb::handle cu_seqlens_k, nb::handle seqused_q, nb::handle seqused_k,
                     int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
                     int32_t window_left, int32_t window_right, float softcap, bool check_index_arrays,
-                    int32_t backend, int32_t num_threads, bool deterministic, uintptr_t stream) {
+                    int32_t backend, int32_t num_threads, bool deterministic, uintptr_t stream,
+                    nb::handle block_mask, int32_t block_q, int32_t block_k) {
   fastattn::AttnArgs a = view_args(
-      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k,
       scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                   check_index_arrays, backend, num_threads, deterministic));
   a.out = view_to_tensor(out, "out");
@@ -287,7 +302,8 @@ NB_MODULE(_C, m) {
            "seqused_k"_a.none() = nb::none(), "max_seqlen_q"_a = 0, "max_seqlen_k"_a = 0,
            "softmax_scale"_a = std::numeric_limits<float>::quiet_NaN(), "causal"_a = false, "window_left"_a = -1, "window_right"_a = -1,
            "softcap"_a = 0.0f, "check_index_arrays"_a = true, "backend"_a = 0,
-           "num_threads"_a = 0, "deterministic"_a = false);
+           "num_threads"_a = 0, "deterministic"_a = false, "block_mask"_a.none() = nb::none(),
+           "block_q"_a = 128, "block_k"_a = 128);
 
   m.def("forward", &forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "options"_a, "stream"_a,
         "Writes out (and lse when given) for softmax(mask(scale*q k^T)) v.");
@@ -297,12 +313,14 @@ NB_MODULE(_C, m) {
         "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "seqused_q"_a.none(), "seqused_k"_a.none(),
         "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
         "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a, "num_threads"_a, "stream"_a,
+        "block_mask"_a.none() = nb::none(), "block_q"_a = 128, "block_k"_a = 128,
         "forward over views (data_ptr, shape, strides, dtype, device): no DLPack per array.");
   m.def("backward_views", &backward_views, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a,
         "dk"_a, "dv"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "seqused_q"_a.none(),
         "seqused_k"_a.none(), "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a,
         "window_left"_a, "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a,
-        "num_threads"_a, "deterministic"_a, "stream"_a, "backward over views, as forward_views.");
+        "num_threads"_a, "deterministic"_a, "stream"_a, "block_mask"_a.none() = nb::none(), "block_q"_a = 128,
+        "block_k"_a = 128, "backward over views, as forward_views (block_mask: a view of a 4-D byte array).");
   m.def("forward_kvcache", &forward_kvcache, "q"_a, "k_cache"_a, "v_cache"_a, "k_new"_a.none(),
         "v_new"_a.none(), "out"_a, "lse"_a.none(), "rotary_cos"_a.none(), "rotary_sin"_a.none(),
         "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "cache_leftpad"_a.none(),

@@ -11,6 +11,7 @@ namespace fastattn_py {
 namespace {
 
 constexpr int kInt32 = 3;  // dtype code of index arrays; 0..2 are fastattn::DType
+constexpr int kByte = 4;   // bool or uint8: block masks
 
 [[noreturn]] void raise(PyObject* type, const std::string& msg) {
   PyErr_SetString(type, msg.c_str());
@@ -54,11 +55,11 @@ Parts parts_of(nb::handle view, const char* name) {
 int dtype_code(PyObject* dtype) {
   if (!PyLong_Check(dtype)) return -1;
   const int64_t c = as_int64(dtype);
-  return c >= 0 && c <= kInt32 ? static_cast<int>(c) : -1;
+  return c >= 0 && c <= kByte ? static_cast<int>(c) : -1;
 }
 
 const char* code_name(int code) {
-  static const char* names[] = {"float16", "bfloat16", "float32", "int32"};
+  static const char* names[] = {"float16", "bfloat16", "float32", "int32", "bool/uint8"};
   return names[code];
 }
 
@@ -86,7 +87,7 @@ fastattn::Tensor view_to_tensor(nb::handle view, const char* name) {
   if (ndim < 1 || ndim > 4)
     raise(PyExc_ValueError, std::string(name) + ": expected 1 to 4 dimensions, got " + std::to_string(ndim));
   const int code = dtype_code(p.dtype);
-  if (code < 0 || code == kInt32)
+  if (code < 0 || code >= kInt32)
     raise(PyExc_ValueError, std::string(name) + ": dtype " + dtype_text(p.dtype) +
                                 " is not supported (float16, bfloat16 or float32)");
   fastattn::Tensor t;
@@ -119,6 +120,26 @@ fastattn::IndexArray view_to_index(nb::handle view, const char* name, const fast
   idx.data = static_cast<const int32_t*>(p.data);
   idx.size = size;
   return idx;
+}
+
+fastattn::BlockMask view_to_block_mask(nb::handle view, const char* name, int32_t block_q, int32_t block_k) {
+  const Parts p = parts_of(view, name);
+  if (dtype_code(p.dtype) != kByte)
+    raise(PyExc_ValueError, std::string(name) + ": expected dtype bool or uint8, got " + dtype_text(p.dtype));
+  const Py_ssize_t ndim = PyTuple_GET_SIZE(p.shape);
+  if (ndim != 4)
+    raise(PyExc_ValueError, std::string(name) + ": expected 4 dimensions (mask_batch, mask_heads, q_blocks, "
+                                "k_blocks), got " + std::to_string(ndim));
+  fastattn::BlockMask m;
+  m.data = static_cast<const uint8_t*>(p.data);
+  for (Py_ssize_t i = 0; i < 4; ++i) {
+    m.shape[i] = as_int64(PyTuple_GET_ITEM(p.shape, i));
+    m.stride[i] = as_int64(PyTuple_GET_ITEM(p.strides, i));
+  }
+  std::tie(m.device, m.device_index) = device_of(p.device, name);
+  m.block_q = block_q;
+  m.block_k = block_k;
+  return m;
 }
 
 fastattn::PageTable view_to_page_table(nb::handle view, const char* name, const fastattn::Tensor& where) {

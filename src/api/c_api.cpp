@@ -62,6 +62,20 @@ bool to_args(const fastattn_args* c, fastattn::AttnArgs* a) {
   a->backend = static_cast<fastattn::Backend>(c->backend);
   a->num_threads = c->num_threads;
   a->num_splits = c->num_splits;
+  const fastattn_block_mask& m = c->block_mask;
+  if (m.data != nullptr) {
+    a->mask.kind = fastattn::MaskKind::BlockSparse;
+    fastattn::BlockMask& b = a->mask.blocks;
+    b.data = m.data;
+    for (int i = 0; i < 4; ++i) {
+      b.shape[i] = m.shape[i];
+      b.stride[i] = m.stride[i];
+    }
+    b.device = static_cast<fastattn::Device>(m.device);
+    b.device_index = m.device_index;
+    b.block_q = m.block_q;
+    b.block_k = m.block_k;
+  }
   return true;
 }
 
@@ -144,6 +158,8 @@ void fastattn_args_init(fastattn_args* args) {
   args->window_left = -1;
   args->window_right = -1;
   args->backend = FASTATTN_AUTO;
+  args->block_mask.block_q = 128;  // FlexAttention's default block, as fastattn::BlockMask
+  args->block_mask.block_k = 128;
 }
 
 int fastattn_forward(const fastattn_args* args, void* stream) {

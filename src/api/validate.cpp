@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/block_mask_checks.h"
+#include "api/cuda_block_mask.h"
 #include "api/message.h"
 #include "api/tensor_checks.h"
 
@@ -31,9 +33,10 @@ const char* backend_name(Backend b) {
 }  // namespace
 
 Status check_scalars(const AttnArgs& a) {
-  if (a.mask.kind != MaskKind::None) {
+  if (a.mask.kind != MaskKind::None && a.mask.kind != MaskKind::BlockSparse) {
     return Status::Unsupported(msg("mask: kind ", int32_t(a.mask.kind),
-                                   " is not supported yet (mask kinds arrive in a later release)"));
+                                   " is not supported yet (none and block-sparse are; dense bitmasks and biases "
+                                   "arrive in a later release)"));
   }
   const int32_t be = int32_t(a.backend);
   if (be < 0 || be > 3) {
@@ -268,6 +271,7 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   st = check_backend_device(a.q, out->backend);
   if (st.ok()) st = read_index_arrays(a, &out->index);
   if (st.ok()) st = check_index_contents(a, varlen, out->backend, out->index);
+  if (st.ok()) st = check_block_mask(a, varlen, out->index);
   if (st.ok()) st = check_backend_limits(a, out->backend, backward, a.q.shape[hd + 1], a.v.shape[hd + 1]);
   if (!st.ok()) return st;
   if (out->index.read) {
@@ -275,6 +279,12 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
                                    out->index.used_k);
   } else {
     out->problem = resolve_operands(a);
+  }
+  if (out->backend == Backend::CUDA && out->problem.blocks.defined() &&
+      !cuda_takes_block_mask(out->problem, backward)) {
+    return Status::Unsupported(msg("mask: block-sparse masks are not supported on the CUDA backend yet (",
+                                   backward ? "backward" : "forward",
+                                   "); run the call on host tensors (backend cpu) or without mask.blocks"));
   }
   return Status::Ok();
 }

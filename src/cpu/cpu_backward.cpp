@@ -4,7 +4,8 @@
 //      GQA group and every q block, then rounded once;
 //   2. per (sequence, q head, q block): dQ accumulated over key blocks.
 // Both passes rebuild P = exp(S - lse) from the forward's lse, so no N x N matrix is kept, and
-// walk the same tiles as the forward (Empty skipped, only Partial masked). No atomics: results
+// walk the same tiles as the forward (Empty skipped, only Partial masked; a block-sparse mask's
+// dropped blocks count as masked). No atomics: results
 // are deterministic for any thread count.
 #include <algorithm>
 #include <cmath>
@@ -77,11 +78,6 @@ class Backward {
   }
 
  private:
-  reference::MaskRule rule(int32_t b) const {
-    const detail::Sequence& s = p_.seqs[size_t(b)];
-    return {s.len_q, s.len_k, p_.window_left, p_.window_right};
-  }
-
   // Pass 0: D = rowsum(dO * O) for the used rows of one q block.
   void row_stats(const Item& it, Scratch& sc) {
     const detail::Sequence& seq = p_.seqs[size_t(it.b)];
@@ -120,7 +116,7 @@ class Backward {
 
   // For a staged (rows x cols) tile: sc.s <- P, sc.dp <- dS (= dX, softcap's derivative folded
   // in; the 1/scale is not: q was staged pre-scaled).
-  void p_and_ds(const reference::MaskRule& m, TileClass cls, int64_t i0, int rows, int64_t j0,
+  void p_and_ds(const reference::HeadMask& m, TileClass cls, int64_t i0, int rows, int64_t j0,
                 int cols, Scratch& sc) const {
     const int bk = t_.block_k;
     float* s = sc.s.data();
@@ -156,7 +152,6 @@ class Backward {
   // Pass 1: dK, dV of keys [j0, j0 + block_k) of kv head hk.
   void dkdv_block(const Item& it, Scratch& sc) {
     const detail::Sequence& seq = p_.seqs[size_t(it.b)];
-    const reference::MaskRule m = rule(it.b);
     const int d = p_.head_dim, dv = p_.head_dim_v, bk = t_.block_k;
     const int cols = std::min(bk, seq.rows_k - it.start);
     const int used = std::clamp(seq.len_k - it.start, 0, cols);
@@ -164,6 +159,7 @@ class Backward {
     std::fill(sc.dv.begin(), sc.dv.end(), 0.0f);
     if (used > 0) load_k_side(it.b, it.h, it.start, used, /*plain_k=*/false, sc);
     for (int32_t h = it.h * p_.group; used > 0 && h < (it.h + 1) * p_.group; ++h) {
+      const reference::HeadMask m = reference::head_mask(p_, it.b, h);
       for (int32_t i0 = 0; i0 < seq.len_q; i0 += t_.block_q) {
         const int rows = std::min(t_.block_q, seq.len_q - i0);
         const TileClass cls = classify_tile(m, i0, i0 + rows, it.start, it.start + used);
@@ -182,12 +178,12 @@ class Backward {
   // Pass 2: dQ of rows [i0, i0 + block_q) of q head h.
   void dq_block(const Item& it, Scratch& sc) {
     const detail::Sequence& seq = p_.seqs[size_t(it.b)];
-    const reference::MaskRule m = rule(it.b);
+    const reference::HeadMask m = reference::head_mask(p_, it.b, it.h);
     const int d = p_.head_dim, bk = t_.block_k;
     const int rows = std::min(t_.block_q, seq.rows_q - it.start);
     const int used = std::clamp(seq.len_q - it.start, 0, rows);
     std::fill(sc.dq.begin(), sc.dq.end(), 0.0f);
-    const reference::KeyRange keys = block_key_range(m, it.start, it.start + used);
+    const reference::KeyRange keys = block_key_range(m.rule, it.start, it.start + used);
     if (!keys.empty()) load_q_side(it.b, it.h, it.start, used, sc);
     const int32_t hk = it.h / p_.group;
     for (int64_t j0 = (keys.begin / bk) * bk; j0 < keys.end; j0 += bk) {

@@ -1,6 +1,7 @@
 // CPU forward, FlashAttention-style: one work item = (sequence, q head, block of q rows).
-// The q block is staged once (scaled) in fp32; for each key block the oracle's ranges say
-// Empty (skipped before loading K/V), Full (no masking) or Partial (masked). Softmax is online:
+// The q block is staged once (scaled) in fp32; for each key block the oracle's ranges (and a
+// block-sparse mask's blocks) say Empty (skipped before loading K/V), Full (no masking) or
+// Partial (masked). Softmax is online:
 // a running row max m and sum l, with the accumulator rescaled by exp(m_old - m_new).
 //
 // num_splits > 1 splits each sequence's keys (split-KV, as the GPU's decode path does) and merges
@@ -70,7 +71,7 @@ std::vector<WorkItem> make_work(const detail::Problem& p, const Tiling& t) {
 void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w, ForwardScratch& sc,
                    Partials& part) {
   const detail::Sequence& seq = p.seqs[size_t(w.b)];
-  const reference::MaskRule rule{seq.len_q, seq.len_k, p.window_left, p.window_right};
+  const reference::HeadMask mask = reference::head_mask(p, w.b, w.h);
   const int d = p.head_dim, dv = p.head_dim_v, bk = t.block_k;
   const int rows = std::min(t.block_q, seq.rows_q - w.i0);
   const int hk = w.h / p.group;
@@ -79,7 +80,7 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
   std::fill(sc.m.begin(), sc.m.end(), -INFINITY);
   std::fill(sc.l.begin(), sc.l.end(), 0.0f);
 
-  reference::KeyRange keys = block_key_range(rule, w.i0, w.i0 + rows);
+  reference::KeyRange keys = block_key_range(mask.rule, w.i0, w.i0 + rows);
   if (p.num_splits > 1) {
     const int64_t blocks = (int64_t(seq.len_k) + bk - 1) / bk;
     keys.begin = std::max<int64_t>(keys.begin, w.split * blocks / p.num_splits * bk);
@@ -90,7 +91,7 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
   }
   for (int64_t j0 = (keys.begin / bk) * bk; j0 < keys.end; j0 += bk) {
     const int cols = int(std::min<int64_t>(bk, seq.len_k - j0));
-    const TileClass cls = classify_tile(rule, w.i0, w.i0 + rows, j0, j0 + cols);
+    const TileClass cls = classify_tile(mask, w.i0, w.i0 + rows, j0, j0 + cols);
     if (cls == TileClass::Empty) continue;
     load_rows_transposed(p.k, w.b, seq.k_start + j0, hk, cols, d, sc.kt.data(), bk);
     load_rows(p.v, w.b, seq.k_start + j0, hk, cols, dv, 1.0f, sc.v.data(), dv);
@@ -99,7 +100,7 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
     std::fill(sc.s.begin(), sc.s.end(), 0.0f);
     gemm_nn(rows, cols, d, sc.q.data(), d, sc.kt.data(), bk, s, bk);
     if (p.softcap > 0) apply_softcap(p.softcap, rows, cols, s, bk);
-    if (cls == TileClass::Partial) mask_partial_tile(rule, w.i0, rows, j0, cols, s, bk);
+    if (cls == TileClass::Partial) mask_partial_tile(mask, w.i0, rows, j0, cols, s, bk);
 
     for (int r = 0; r < rows; ++r) {
       float* srow = s + r * bk;

@@ -1,5 +1,6 @@
-// Tile activity for the CPU backend, derived from the mask oracle's per-row key ranges:
-// Empty tiles are skipped, Full tiles run unmasked, only Partial tiles apply the mask.
+// Tile activity for the CPU backend, derived from the mask oracle's per-row key ranges and, with a
+// block-sparse mask, its blocks: Empty tiles are skipped, Full tiles run unmasked, only Partial
+// tiles apply the mask.
 #pragma once
 
 #include <algorithm>
@@ -24,6 +25,42 @@ inline TileClass classify_tile(const reference::MaskRule& m, int64_t i0, int64_t
   }
   if (!any) return TileClass::Empty;
   return all ? TileClass::Full : TileClass::Partial;
+}
+
+// A block mask's verdict on a tile the window alone classes `window` (Full or Partial), exact:
+// Empty when no window-kept pair lies in a kept block, Full when the window keeps every pair and
+// every block the tile touches is kept, else Partial. Reads only entries of window-kept pairs (rows
+// past len_q keep none), so nothing outside the mask's validated extent.
+inline TileClass classify_blocks(const reference::HeadMask& m, TileClass window, int64_t i0, int64_t i1,
+                                 int64_t j0, int64_t j1) {
+  const detail::BlockMaskView& v = *m.blocks;
+  bool any = false, all = window == TileClass::Full;
+  int64_t done_qb = -1;  // with a Full window every row of one block row has one verdict
+  for (int64_t i = i0; i < i1 && !(any && !all); ++i) {
+    const int64_t qb = i / v.block_q;
+    if (window == TileClass::Full && qb == done_qb) continue;
+    done_qb = qb;
+    const reference::KeyRange r = reference::key_range(m.rule, i);
+    const int64_t lo = std::max(r.begin, j0), hi = std::min(r.end, j1);
+    if (lo >= hi) continue;
+    const uint8_t* row = v.at(m.b, m.h, qb, 0);
+    const int64_t kb_lo = lo / v.block_k, kb_hi = (hi - 1) / v.block_k;  // blocks of this row's kept keys
+    for (int64_t kb = kb_lo; kb <= kb_hi; ++kb) {
+      const bool kept = row[kb * v.col_stride] != 0;
+      any = any || kept;
+      all = all && kept;  // with a Full window [lo, hi) is the whole tile
+      if (any && !all) break;
+    }
+  }
+  if (!any) return TileClass::Empty;
+  return all ? TileClass::Full : TileClass::Partial;
+}
+
+// The tile's class under the whole mask of one head (window and blocks).
+inline TileClass classify_tile(const reference::HeadMask& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+  const TileClass window = classify_tile(m.rule, i0, i1, j0, j1);
+  if (window == TileClass::Empty || m.blocks == nullptr) return window;
+  return classify_blocks(m, window, i0, i1, j0, j1);
 }
 
 // Hull of the keys kept by any row of [i0, i1): tiles outside it are Empty.

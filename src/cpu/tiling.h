@@ -2,6 +2,7 @@
 // backward so both walk exactly the same (q-block, k-block) grid.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -29,6 +30,26 @@ inline void mask_partial_tile(const reference::MaskRule& m, int64_t i0, int rows
     for (int c = 0; c < cols; ++c) {
       const int64_t j = j0 + c;
       if (j < kr.begin || j >= kr.end) row[c] = -INFINITY;
+    }
+  }
+}
+
+// s[r * ld + c] = -inf for every (row i0 + r, key j0 + c) that the head's mask does not keep: the
+// window as above, then the block mask's dropped blocks (rows the window empties are done already).
+inline void mask_partial_tile(const reference::HeadMask& m, int64_t i0, int rows, int64_t j0, int cols, float* s,
+                              int ld) {
+  mask_partial_tile(m.rule, i0, rows, j0, cols, s, ld);
+  if (m.blocks == nullptr) return;
+  const detail::BlockMaskView& v = *m.blocks;
+  for (int r = 0; r < rows; ++r) {
+    if (reference::key_range(m.rule, i0 + r).empty()) continue;
+    const uint8_t* entry = v.at(m.b, m.h, (i0 + r) / v.block_q, 0);
+    float* row = s + r * ld;
+    for (int c = 0; c < cols;) {  // one run per key block
+      const int64_t kb = (j0 + c) / v.block_k;
+      const int end = int(std::min<int64_t>(cols, (kb + 1) * v.block_k - j0));
+      if (entry[kb * v.col_stride] == 0) std::fill(row + c, row + end, -INFINITY);
+      c = end;
     }
   }
 }

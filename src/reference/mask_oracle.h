@@ -8,6 +8,10 @@
 //                    and (window_right == -1 or j <= diag(i) + window_right).
 // Causal is the local window (window_left, 0); plain attention is (-1, -1). When len_q > len_k,
 // causal rows i < len_q - len_k keep no key at all: their out is 0 and their lse is -inf.
+// A block-sparse mask (MaskKind::BlockSparse) then cuts holes in that interval, per query head:
+//   keep(b, h, i, j)  <=>  keep(i, j) above  and  blocks.keeps(b, h, i, j)
+// (entry (b or 0, h / head_div, i / block_q, j / block_k) nonzero). key_range() stays the
+// window's interval; HeadMask::keep is the whole rule.
 #pragma once
 
 #include <algorithm>
@@ -17,7 +21,7 @@
 
 namespace fastattn::reference {
 
-// The mask of one sequence (one batch entry; today every head shares it).
+// The window mask of one sequence (one batch entry; every head shares it).
 struct MaskRule {
   int32_t len_q = 0;
   int32_t len_k = 0;
@@ -47,11 +51,27 @@ inline bool keep(const MaskRule& m, int64_t i, int64_t j) {
   return j >= r.begin && j < r.end;
 }
 
+// The mask of one (sequence b, query head h): the window rule and, when the call has one, the
+// block mask's slice of that head.
+struct HeadMask {
+  MaskRule rule;
+  const detail::BlockMaskView* blocks = nullptr;  // null: no block mask
+  int64_t b = 0, h = 0;
+
+  bool keep(int64_t i, int64_t j) const {
+    return reference::keep(rule, i, j) && (blocks == nullptr || blocks->keeps(b, h, i, j));
+  }
+};
+
+// Head h of sequence b of a resolved problem (p.seqs filled).
+HeadMask head_mask(const detail::Problem& p, int64_t b, int64_t h);
+
 // keep(b, h, i, j) over a whole resolved problem.
 class MaskOracle {
  public:
   explicit MaskOracle(const detail::Problem& p);
   MaskRule rule(int64_t b) const;
+  HeadMask head(int64_t b, int64_t h) const;
   bool keep(int64_t b, int64_t h, int64_t i, int64_t j) const;
 
  private:

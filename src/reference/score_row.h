@@ -18,8 +18,9 @@ inline double score_row(const MaskOracle& oracle, int64_t b, int64_t h, int64_t 
                         const double* q, const std::vector<double>& kmat, double scale, double cap,
                         std::vector<double>& s, std::vector<char>& kept) {
   double m = -std::numeric_limits<double>::infinity();
+  const HeadMask mask = oracle.head(b, h);
   for (int64_t j = 0; j < nk; ++j) {
-    kept[size_t(j)] = oracle.keep(b, h, i, j);
+    kept[size_t(j)] = mask.keep(i, j);
     if (!kept[size_t(j)]) continue;
     double x = 0;
     for (int64_t c = 0; c < d; ++c) x += q[c] * kmat[size_t(j * d + c)];

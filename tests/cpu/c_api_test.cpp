@@ -49,6 +49,17 @@ fastattn_args to_c(const AttnCase& c) {
   a.window_right = c.spec.window_right;
   a.softcap = c.spec.softcap;
   a.backend = FASTATTN_BACKEND_CPU;
+  if (c.blocks.defined()) {
+    const BlockMask m = c.blocks.view_at();
+    a.block_mask.data = m.data;
+    for (int i = 0; i < 4; ++i) {
+      a.block_mask.shape[i] = m.shape[i];
+      a.block_mask.stride[i] = m.stride[i];
+    }
+    a.block_mask.device = int32_t(m.device);
+    a.block_mask.block_q = m.block_q;
+    a.block_mask.block_k = m.block_k;
+  }
   return a;
 }
 
@@ -65,12 +76,17 @@ TEST(CApi, InitSetsDefaults) {
   EXPECT_EQ(a.cu_seqlens_q, nullptr);
   EXPECT_EQ(a.lse.data, nullptr);
   EXPECT_EQ(a.softcap, 0.0f);
+  EXPECT_EQ(a.block_mask.data, nullptr);
+  EXPECT_EQ(a.block_mask.block_q, 128);
+  EXPECT_EQ(a.block_mask.block_k, 128);
+  EXPECT_EQ(a.block_mask.device, FASTATTN_CPU);
 }
 
 // Same results through the C ABI as through the C++ API, bit for bit (the CPU backend is
 // deterministic), for a fixed and a varlen + seqused problem.
 TEST(CApi, RoundTripMatchesCppApi) {
-  for (bool use_varlen : {false, true}) {
+  for (int variant = 0; variant < 4; ++variant) {
+    const bool use_varlen = variant & 1, use_blocks = variant & 2;
     const uint64_t seed = test_seed();
     Rng rng(seed);
     CaseSpec spec;
@@ -89,6 +105,15 @@ TEST(CApi, RoundTripMatchesCppApi) {
       spec.lens_q = {19, 0, 7};
       spec.lens_k = {23, 4, 7};
       spec.used_k = {20, 4, 3};
+    }
+    if (use_blocks) {  // per batch entry and KV head, reversed key blocks
+      spec.blocks.on = true;
+      spec.blocks.per_batch = true;
+      spec.blocks.heads = 2;
+      spec.blocks.block_q = 4;
+      spec.blocks.block_k = 5;
+      spec.blocks.density = 0.6f;
+      spec.blocks.layout = 2;
     }
     AttnCase c = make_case(spec, rng), cpp = c;  // copies own their buffers
     const AttnArgs a = cpp.args(Backend::CPU);
@@ -110,6 +135,26 @@ TEST(CApi, RoundTripMatchesCppApi) {
       for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(g[i], w[i]) << i << "; " << seed_note(seed);
     }
   }
+}
+
+TEST(CApi, BlockMaskErrorsNameTheMask) {
+  Rng rng(test_seed());
+  CaseSpec spec;
+  spec.batch = 2;
+  spec.blocks.on = true;
+  spec.blocks.block_q = 8;
+  spec.blocks.block_k = 8;
+  AttnCase c = make_case(spec, rng);
+  fastattn_args a = to_c(c);
+  a.block_mask.shape[0] = 3;
+  EXPECT_EQ(fastattn_forward(&a, nullptr), FASTATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fastattn_last_error()).find("mask.blocks: dim 0 (mask_batch) is 3"), std::string::npos)
+      << fastattn_last_error();
+  a = to_c(c);
+  a.block_mask.device = FASTATTN_CUDA;
+  EXPECT_EQ(fastattn_forward(&a, nullptr), FASTATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fastattn_last_error()).find("mask.blocks: on cuda:0 but q is on cpu"), std::string::npos);
+  EXPECT_EQ(c.out.count_nan(), c.out.numel());
 }
 
 TEST(CApi, ErrorsAreReportedPerThread) {

@@ -2,6 +2,7 @@
 // and the rule, and no output is touched (they stay poisoned).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <functional>
 
@@ -37,6 +38,19 @@ CaseSpec varlen_spec() {
   s.lens_q = {3, 0, 5};
   s.lens_k = {4, 2, 4};
   return s;
+}
+
+// A valid-looking block mask of `shape` over `bytes` (all kept, row-major) on a's args.
+void set_blocks(AttnArgs& a, std::vector<uint8_t>& bytes, std::array<int64_t, 4> shape, int32_t bq, int32_t bk) {
+  bytes.assign(size_t(shape[0] * shape[1] * shape[2] * shape[3]), 1);
+  a.mask.kind = MaskKind::BlockSparse;
+  BlockMask& m = a.mask.blocks;
+  m.data = bytes.data();
+  for (int i = 0; i < 4; ++i) m.shape[i] = shape[size_t(i)];
+  m.stride[3] = 1;
+  for (int i = 2; i >= 0; --i) m.stride[i] = m.stride[i + 1] * shape[size_t(i + 1)];
+  m.block_q = bq;
+  m.block_k = bk;
 }
 
 void expect_untouched(const AttnCase& c, const char* rule) {
@@ -142,7 +156,46 @@ std::vector<Rule> forward_rules() {
       {"backend_code", false, [](A& a, C&) { a.backend = Backend(9); }, bad, {"backend: unknown code 9"}},
       {"num_threads", false, [](A& a, C&) { a.num_threads = -1; }, bad, {"num_threads: must be >= 0"}},
       {"mask_kind", false, [](A& a, C&) { a.mask.kind = MaskKind::DenseBitmask; }, unsup,
-       {"mask", "mask kinds arrive in a later release"}},
+       {"mask: kind 1 is not supported yet", "arrive in a later release"}},
+      {"mask_bias", false, [](A& a, C&) { a.mask.kind = MaskKind::Bias; }, unsup, {"mask: kind 3 is not supported"}},
+      // Block-sparse masks (fixed spec: batch 2, s_q 8, s_k 10, heads 4 / 2; varlen: batch 3,
+      // longest 5 / 4).
+      {"blocks_null", false, [](A& a, C&) { a.mask.kind = MaskKind::BlockSparse; }, bad,
+       {"mask.blocks: data is null", "(mask_batch, mask_heads, q_blocks, k_blocks)"}},
+      {"blocks_without_kind", false,
+       [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 8, 10); a.mask.kind = MaskKind::None; }, bad,
+       {"mask.blocks: given but mask.kind is 0"}},
+      {"blocks_device", false,
+       [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 8, 10); a.mask.blocks.device = Device::CUDA; },
+       bad, {"mask.blocks: on cuda:0 but q is on cpu"}},
+      {"blocks_device_code", false,
+       [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 8, 10); a.mask.blocks.device = Device(5); },
+       bad, {"mask.blocks: unknown device code 5"}},
+      {"blocks_dim_zero", false,
+       [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 8, 10); a.mask.blocks.shape[2] = 0; }, bad,
+       {"mask.blocks: dim 2 has size 0"}},
+      {"blocks_dim_huge", false,
+       [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 8, 10); a.mask.blocks.shape[3] = 1ll << 32; }, bad,
+       {"mask.blocks: dim 3 has size 4294967296"}},
+      {"blocks_block_q", false, [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 0, 10); }, bad,
+       {"mask.blocks: block_q must be >= 1 but got 0"}},
+      {"blocks_block_k", false, [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 8, -3); }, bad,
+       {"mask.blocks: block_k must be >= 1 but got -3"}},
+      {"blocks_batch", false, [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {3, 1, 1, 1}, 8, 10); }, bad,
+       {"mask.blocks: dim 0 (mask_batch) is 3 but must be 1 (shared) or batch 2"}},
+      {"blocks_heads", false, [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 3, 1, 1}, 8, 10); }, bad,
+       {"mask.blocks: dim 1 (mask_heads) is 3 but must divide heads_q 4"}},
+      {"blocks_q_cover", false, [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {2, 4, 1, 3}, 4, 4); }, bad,
+       {"mask.blocks: dim 2 is 1 but must be >= ceil(seqlen_q 8 / block_q 4) = 2"}},
+      {"blocks_k_cover", false, [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {2, 2, 2, 2}, 4, 4); }, bad,
+       {"mask.blocks: dim 3 is 2 but must be >= ceil(seqlen_k 10 / block_k 4) = 3"}},
+      {"blocks_varlen_batch", true, [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {2, 1, 1, 1}, 8, 8); }, bad,
+       {"mask.blocks: dim 0 (mask_batch) is 2 but must be 1 (shared) or batch 3"}},
+      {"blocks_varlen_cover", true, [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {3, 1, 2, 1}, 2, 4); }, bad,
+       {"mask.blocks: dim 2 is 2 but must be >= ceil(max_seqlen_q 5 / block_q 2) = 3"}},
+      {"blocks_varlen_derived", true,
+       [](A& a, C& c) { set_blocks(a, c.blocks.bytes, {1, 1, 1, 3}, 8, 1); a.max_seqlen_k = 0; }, bad,
+       {"mask.blocks: dim 3 is 3 but must be >= ceil(max_seqlen_k 4 / block_k 1) = 4"}},
   };
 }
 
@@ -182,6 +235,12 @@ std::vector<GradRule> backward_rules() {
       {"dv_device", [](A&, T&, T&, T&, T& dv) { dv.device = Device::CUDA; }, {"dv: on cuda:0 but q is on cpu"}},
       {"dout_rank", [](A&, T& dout, T&, T&, T&) { dout.ndim = 2; }, {"dout: expected 4 dims"}},
       {"forward_rule_applies", [](A& a, T&, T&, T&, T&) { a.window_left = -3; }, {"window_left"}},
+      {"block_mask_rule_applies",
+       [](A& a, T&, T&, T&, T&) {
+         static std::vector<uint8_t> bytes;
+         set_blocks(a, bytes, {1, 1, 1, 1}, 4, 16);
+       },
+       {"mask.blocks: dim 2 is 1 but must be >= ceil(seqlen_q 8 / block_q 4) = 2"}},
   };
 }
 
@@ -202,6 +261,29 @@ TEST_P(BackwardValidation, RejectsWithoutWriting) {
 
 INSTANTIATE_TEST_SUITE_P(Rules, BackwardValidation, ::testing::ValuesIn(backward_rules()),
                          [](const ::testing::TestParamInfo<GradRule>& p) { return std::string(p.param.name); });
+
+TEST(Validation, BlockMaskLayoutsAccepted) {
+  Rng rng(test_seed());
+  for (bool is_varlen : {false, true}) {
+    AttnCase c = make_case(is_varlen ? varlen_spec() : fixed_spec(), rng);
+    AttnArgs a = c.args(Backend::CPU);
+    const int64_t batch = is_varlen ? 3 : 2;
+    // Exactly covering, padded dims, per-batch and per-head dims, 1 x 1 blocks.
+    for (std::array<int64_t, 4> shape : {std::array<int64_t, 4>{1, 1, 1, 1}, {batch, 4, 1, 1}, {1, 2, 7, 9}}) {
+      set_blocks(a, c.blocks.bytes, shape, 8, 10);
+      EXPECT_TRUE(validate_forward(a).ok()) << validate_forward(a).message;
+    }
+    set_blocks(a, c.blocks.bytes, {batch, 1, 8, 10}, 1, 1);
+    EXPECT_TRUE(validate_forward(a).ok()) << validate_forward(a).message;
+    // Free strides: broadcast (0) and reversed (negative) dims read the same bytes.
+    a.mask.blocks.stride[1] = 0;
+    a.mask.blocks.stride[3] = -1;
+    a.mask.blocks.data += 9;
+    EXPECT_TRUE(validate_forward(a).ok()) << validate_forward(a).message;
+    Tensor dout = c.dout.view(), dq = c.dq.view(), dk = c.dk.view(), dv = c.dv.view();
+    EXPECT_TRUE(validate_backward(a, dout, dq, dk, dv).ok());
+  }
+}
 
 TEST(Validation, ScaleNanMeansDefaultAndZeroIsAllowed) {
   Rng rng(test_seed());

@@ -2,7 +2,9 @@
 
 Layout (batch, seqlen, heads, dim). Masks are bottom-right aligned: row i keeps key j when
 i + s_k - s_q - left <= j <= i + s_k - s_q + right (a side < 0 is unbounded; causal: right = 0).
-Rows that keep nothing give out = 0, lse = -inf, and zero gradients.
+Rows that keep nothing give out = 0, lse = -inf, and zero gradients. `blocks` = (mask, block_q,
+block_k) adds a block-sparse mask: pair (i, j) of batch b, head h is kept only where
+mask[b or 0, h // (h_q // mask_heads), i // block_q, j // block_k] is nonzero.
 """
 import numpy as np
 
@@ -33,6 +35,20 @@ def keep_mask(s_q, s_k, causal=False, window=(-1, -1)):
     return keep
 
 
+def block_keep(blocks, h_q, s_q, s_k):
+    """The element mask (mask_batch, h_q, s_q, s_k) of a block mask (mask, block_q, block_k)."""
+    mask, block_q, block_k = blocks
+    m = np.asarray(mask) != 0
+    m = np.repeat(m, h_q // m.shape[1], axis=1)
+    return np.repeat(np.repeat(m, block_q, axis=2), block_k, axis=3)[:, :, :s_q, :s_k]
+
+
+def _keep(q, k, causal, window, blocks):
+    """Kept pairs, broadcastable to the scores (b, h, s_q, s_k)."""
+    keep = keep_mask(q.shape[1], k.shape[1], causal, window)
+    return keep if blocks is None else keep & block_keep(blocks, q.shape[2], q.shape[1], k.shape[1])
+
+
 def _expand_kv(x, h_q):
     """(b, s, h_kv, d) -> (b, s, h_q, d) by repeating each kv head over its query group."""
     return np.repeat(x, h_q // x.shape[2], axis=2)
@@ -46,7 +62,7 @@ def _scores(q, k, scale, softcap):
     return s, s
 
 
-def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dtype=np.float64):
+def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dtype=np.float64, blocks=None):
     """(out (b, s_q, h, d_v), lse (b, h, s_q)).
 
     dtype=float64 is the truth. A lower dtype gives the same-precision estimate used by the
@@ -59,7 +75,7 @@ def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dty
     h_q = q.shape[2]
     k, v = _expand_kv(k, h_q), _expand_kv(v, h_q)
     _, t = _scores(q, k, scale, softcap)
-    keep = keep_mask(q.shape[1], k.shape[1], causal, window)
+    keep = _keep(q, k, causal, window, blocks)
     t = np.where(keep, t, -np.inf).astype(work)
     m = t.max(axis=-1, keepdims=True, initial=-np.inf)
     m_safe = np.where(np.isfinite(m), m, 0)
@@ -77,7 +93,7 @@ def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dty
 
 
 def backward(q, k, v, dout, scale=None, causal=False, window=(-1, -1), softcap=0.0,
-             dtype=np.float64):
+             dtype=np.float64, blocks=None):
     """(dq, dk, dv) of forward's out for upstream gradient dout: float64 truth, or for a lower
     dtype the same-precision estimate (float32 arithmetic, results rounded to dtype)."""
     exact = isinstance(dtype, type) and dtype == np.float64
@@ -87,7 +103,7 @@ def backward(q, k, v, dout, scale=None, causal=False, window=(-1, -1), softcap=0
     h_q, h_kv = q.shape[2], k.shape[2]
     ke, ve = _expand_kv(k, h_q), _expand_kv(v, h_q)
     s, t = _scores(q, ke, scale, softcap)
-    keep = keep_mask(q.shape[1], k.shape[1], causal, window)
+    keep = _keep(q, k, causal, window, blocks)
     t = np.where(keep, t, -np.inf)
     m = t.max(axis=-1, keepdims=True, initial=-np.inf)
     p = np.exp(t - np.where(np.isfinite(m), m, 0))
@@ -112,6 +128,15 @@ def backward(q, k, v, dout, scale=None, causal=False, window=(-1, -1), softcap=0
     return tuple(np.asarray(g, dtype=np.float64) for g in grads)
 
 
+def _sequence_blocks(kw, b):
+    """kw with its block mask (if any) cut to sequence b's entry (or the shared one)."""
+    if kw.get("blocks") is None:
+        return kw
+    mask, block_q, block_k = kw["blocks"]
+    row = b if np.asarray(mask).shape[0] > 1 else 0
+    return dict(kw, blocks=(np.asarray(mask)[row:row + 1], block_q, block_k))
+
+
 def _sequences(cu_q, cu_k, used_q=None, used_k=None):
     """Per sequence: (q start, q length, k start, k length) after the seqused caps."""
     for b in range(len(cu_q) - 1):
@@ -125,10 +150,10 @@ def varlen_forward(q, k, v, cu_q, cu_k, used_q=None, used_k=None, **kw):
     every used range are not compared (returned as NaN)."""
     out = np.full(q.shape[:-1] + (v.shape[-1],), np.nan)
     lse = np.full((q.shape[1], q.shape[0]), np.nan)
-    for q0, n_q, k0, n_k in _sequences(cu_q, cu_k, used_q, used_k):
+    for b, (q0, n_q, k0, n_k) in enumerate(_sequences(cu_q, cu_k, used_q, used_k)):
         if n_q == 0:
             continue
-        o, l = forward(q[None, q0:q0 + n_q], k[None, k0:k0 + n_k], v[None, k0:k0 + n_k], **kw)
+        o, l = forward(q[None, q0:q0 + n_q], k[None, k0:k0 + n_k], v[None, k0:k0 + n_k], **_sequence_blocks(kw, b))
         out[q0:q0 + n_q] = o[0]
         lse[:, q0:q0 + n_q] = l[0]
     return out, lse
@@ -137,10 +162,10 @@ def varlen_forward(q, k, v, cu_q, cu_k, used_q=None, used_k=None, **kw):
 def varlen_backward(q, k, v, dout, cu_q, cu_k, used_q=None, used_k=None, **kw):
     """Packed (dq, dk, dv); rows outside the used ranges get zero gradient."""
     dq, dk, dv = np.zeros(q.shape), np.zeros(k.shape), np.zeros(v.shape)
-    for q0, n_q, k0, n_k in _sequences(cu_q, cu_k, used_q, used_k):
+    for b, (q0, n_q, k0, n_k) in enumerate(_sequences(cu_q, cu_k, used_q, used_k)):
         if n_q == 0 or n_k == 0:
             continue
         g = backward(q[None, q0:q0 + n_q], k[None, k0:k0 + n_k], v[None, k0:k0 + n_k],
-                     dout[None, q0:q0 + n_q], **kw)
+                     dout[None, q0:q0 + n_q], **_sequence_blocks(kw, b))
         dq[q0:q0 + n_q], dk[k0:k0 + n_k], dv[k0:k0 + n_k] = (x[0] for x in g)
     return dq, dk, dv

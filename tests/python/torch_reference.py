@@ -17,8 +17,16 @@ def keep_mask(s_q, s_k, causal=False, window=(-1, -1), device="cpu"):
     return keep
 
 
-def attention(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0):
-    """(b, s, h, d) float64 attention; fully masked rows give zeros."""
+def block_keep(blocks, h_q, s_q, s_k):
+    """The element mask (mask_batch, h_q, s_q, s_k) of a block mask (mask, block_q, block_k)."""
+    mask, block_q, block_k = blocks
+    m = (mask != 0).repeat_interleave(h_q // mask.shape[1], dim=1)
+    return m.repeat_interleave(block_q, dim=2).repeat_interleave(block_k, dim=3)[:, :, :s_q, :s_k]
+
+
+def attention(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, blocks=None):
+    """(b, s, h, d) float64 attention; fully masked rows give zeros. blocks: (mask, block_q, block_k)
+    of kept blocks ANDed with the window (docs/masks.md)."""
     q, k, v = q.double(), k.double(), v.double()
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     group = q.shape[2] // k.shape[2]
@@ -28,6 +36,8 @@ def attention(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0):
     if softcap > 0:
         s = softcap * torch.tanh(s / softcap)
     keep = keep_mask(q.shape[1], k.shape[1], causal, window, q.device)
+    if blocks is not None:
+        keep = keep & block_keep(blocks, q.shape[2], q.shape[1], k.shape[1]).to(q.device)
     s = s.masked_fill(~keep, float("-inf"))
     p = torch.softmax(s, dim=-1).nan_to_num(0.0)
     return torch.einsum("bhij,bjhd->bihd", p, v)

@@ -25,6 +25,7 @@ std::string CaseSpec::describe() const {
   list("lens_k", lens_k);
   list("used_q", used_q);
   list("used_k", used_k);
+  os << blocks.describe();
   return os.str();
 }
 
@@ -71,6 +72,13 @@ AttnCase make_case(const CaseSpec& spec, Rng& rng) {
   c.k.fill_uniform(rng, -r, r);
   c.v.fill_uniform(rng, -r, r);
   c.dout.fill_uniform(rng, -r, r);
+  if (spec.blocks.on) {
+    const auto longest = [](const std::vector<int>& lens, int fixed) {
+      return lens.empty() ? fixed : *std::max_element(lens.begin(), lens.end());
+    };
+    c.blocks = make_block_mask(spec.blocks, c.spec.batch, longest(spec.lens_q, spec.seqlen_q),
+                               longest(spec.lens_k, spec.seqlen_k), rng);
+  }
   c.poison_outputs();
   return c;
 }
@@ -103,6 +111,10 @@ AttnArgs AttnCase::args(Backend backend) const {
   a.softcap = spec.softcap;
   a.backend = backend;
   a.num_splits = spec.num_splits;
+  if (blocks.defined()) {
+    a.mask.kind = MaskKind::BlockSparse;
+    a.mask.blocks = blocks.view_at();
+  }
   return a;
 }
 

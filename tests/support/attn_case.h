@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fastattn/types.h"
+#include "support/block_mask_case.h"
 #include "support/host_tensor.h"
 #include "support/test_rng.h"
 
@@ -30,6 +31,7 @@ struct CaseSpec {
   int pad = 0;  // extra elements per row: non-contiguous token strides
   float input_range = 1.0f;  // inputs uniform in [-range, range)
   int num_splits = 0;        // AttnArgs::num_splits
+  BlockMaskSpec blocks;      // a random block-sparse mask when blocks.on
 
   bool varlen() const { return !lens_q.empty(); }
   std::string describe() const;
@@ -39,6 +41,7 @@ struct AttnCase {
   CaseSpec spec;
   HostTensor q, k, v, out, lse, dout, dq, dk, dv;
   std::vector<int32_t> cu_q, cu_k, used_q, used_k;
+  HostBlockMask blocks;  // empty unless spec.blocks.on
 
   // Args over this case's tensors for `backend` (index arrays and scalars from the spec).
   AttnArgs args(Backend backend = Backend::CPU) const;

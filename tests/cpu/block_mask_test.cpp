@@ -1,0 +1,178 @@
+// Block-sparse masks (MaskKind::BlockSparse) on the host: the oracle against the definition, the
+// CPU backend's tile classes and partial-tile masking against the oracle, CPU forward and backward
+// against the float64 reference (block_mask_cases.h), and the exact cases: no kept block gives
+// out 0 / lse -inf / zero gradients, an all-kept mask equals no mask bit for bit, 1 x 1 blocks
+// spelling out causal equal causal bit for bit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "api/validate.h"
+#include "block_mask_cases.h"
+#include "cpu/tile_class.h"
+#include "cpu/tiling.h"
+#include "cpu_check.h"
+#include "fastattn/fastattn.h"
+#include "reference/mask_oracle.h"
+
+namespace fastattn::testing {
+namespace {
+
+// Entry (b, h, i / block_q, j / block_k) read from the test's own bytes by the type's rule.
+bool blocks_keep(const AttnCase& c, int64_t b, int64_t h, int64_t i, int64_t j) {
+  const BlockMask m = c.blocks.view_at();
+  const int64_t mb = m.shape[0] == 1 ? 0 : b;
+  const int64_t mh = h / (c.spec.heads_q / m.shape[1]);
+  return m.data[mb * m.stride[0] + mh * m.stride[1] + (i / m.block_q) * m.stride[2] + (j / m.block_k) * m.stride[3]] != 0;
+}
+
+TEST(BlockMaskOracle, KeepIsWindowAndBlocks) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  for (const NamedCase& nc : block_mask_cases()) {
+    if (nc.spec.seqlen_q > 1000) continue;  // the element loop below is O(s_q s_k)
+    AttnCase c = make_case(nc.spec, rng);
+    detail::Prepared prep;
+    ASSERT_TRUE(detail::prepare_forward(c.args(Backend::CPU), &prep).ok()) << nc.name;
+    const detail::Problem& p = prep.problem;
+    const reference::MaskOracle oracle(p);
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const detail::Sequence& s = p.seqs[size_t(b)];
+      const reference::MaskRule rule = oracle.rule(b);
+      for (int64_t h = 0; h < p.heads_q; ++h) {
+        for (int64_t i = 0; i < s.rows_q; ++i) {
+          for (int64_t j = 0; j < s.rows_k; ++j) {
+            const bool want = reference::keep(rule, i, j) && blocks_keep(c, b, h, i, j);
+            ASSERT_EQ(oracle.keep(b, h, i, j), want) << nc.name << " b " << b << " h " << h << " (" << i << ", "
+                                                     << j << ") " << seed_note(seed);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A random (q_blocks x k_blocks) byte mask over one head, as a view.
+struct OneHeadBlocks {
+  std::vector<uint8_t> bytes;
+  detail::BlockMaskView view;
+};
+
+OneHeadBlocks random_blocks(Rng& rng, int rows, int cols) {
+  OneHeadBlocks o;
+  o.view.block_q = rng.uniform_int(1, 20);
+  o.view.block_k = rng.uniform_int(1, 20);
+  o.view.q_blocks = (rows + o.view.block_q - 1) / o.view.block_q + 1;
+  o.view.k_blocks = (cols + o.view.block_k - 1) / o.view.block_k + 1;
+  const float density = rng.uniform(0.0f, 1.0f) < 0.2f ? 1.0f : rng.uniform(0.0f, 1.0f);
+  for (int i = 0; i < o.view.q_blocks * o.view.k_blocks; ++i) o.bytes.push_back(rng.uniform(0.0f, 1.0f) < density);
+  o.view.data = o.bytes.data();
+  o.view.row_stride = o.view.k_blocks;
+  o.view.col_stride = 1;
+  return o;
+}
+
+TEST(BlockMaskTiles, ClassAndPartialMaskingMatchTheOracle) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  for (int trial = 0; trial < 4000; ++trial) {
+    const reference::MaskRule rule{rng.uniform_int(0, 40), rng.uniform_int(0, 40), rng.uniform_int(-1, 12),
+                                   rng.uniform_int(-1, 12)};
+    const OneHeadBlocks blocks = random_blocks(rng, 40, 40);
+    const reference::HeadMask m{rule, &blocks.view, 0, 0};
+    const int i0 = rng.uniform_int(0, 40), j0 = rng.uniform_int(0, 40);
+    const int rows = rng.uniform_int(1, 16), cols = rng.uniform_int(1, 16);
+    int kept = 0;
+    for (int i = i0; i < i0 + rows; ++i) {
+      for (int j = j0; j < j0 + cols; ++j) kept += m.keep(i, j) ? 1 : 0;
+    }
+    const cpu::TileClass expect = kept == 0 ? cpu::TileClass::Empty
+                                  : kept == rows * cols ? cpu::TileClass::Full
+                                                        : cpu::TileClass::Partial;
+    const std::string where = "rule (" + std::to_string(rule.len_q) + "," + std::to_string(rule.len_k) + "," +
+                              std::to_string(rule.window_left) + "," + std::to_string(rule.window_right) +
+                              ") tile at (" + std::to_string(i0) + "," + std::to_string(j0) + ") " + seed_note(seed);
+    ASSERT_EQ(int(cpu::classify_tile(m, i0, i0 + rows, j0, j0 + cols)), int(expect)) << where;
+    if (j0 + cols > rule.len_k) continue;  // the backends never mask keys past len_k
+    std::vector<float> s(size_t(rows * cols), 1.0f);
+    cpu::mask_partial_tile(m, i0, rows, j0, cols, s.data(), cols);
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        ASSERT_EQ(s[size_t(r * cols + c)] == 1.0f, m.keep(i0 + r, j0 + c)) << where << " element " << r << "," << c;
+      }
+    }
+  }
+}
+
+class CpuBlockMaskForward : public ::testing::TestWithParam<NamedCase> {};
+TEST_P(CpuBlockMaskForward, MatchesReference) { check_cpu_forward(GetParam().spec, GetParam().threads); }
+INSTANTIATE_TEST_SUITE_P(Cases, CpuBlockMaskForward, ::testing::ValuesIn(block_mask_cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
+
+class CpuBlockMaskBackward : public ::testing::TestWithParam<NamedCase> {};
+TEST_P(CpuBlockMaskBackward, MatchesReference) { check_cpu_backward(GetParam().spec, GetParam().threads); }
+INSTANTIATE_TEST_SUITE_P(Cases, CpuBlockMaskBackward, ::testing::ValuesIn(block_mask_cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
+
+// Forward then backward on the CPU backend.
+void run_cpu(AttnCase& c, const AttnArgs& a) {
+  ASSERT_TRUE(forward(a).ok());
+  ASSERT_TRUE(backward(a, c.dout.view(), c.dq.view(), c.dk.view(), c.dv.view()).ok());
+}
+
+TEST(CpuBlockMask, NoKeptBlockGivesZeroOutMinusInfLseZeroGradients) {
+  Rng rng(test_seed());
+  for (bool is_varlen : {false, true}) {
+    CaseSpec spec = masked(shape(2, 33, 40, 2, 1, 16, 16, DType::F32), blk(8, 8, 0.0f, 2, true));
+    if (is_varlen) spec = varlen(spec, {33, 0, 5}, {40, 7, 0});
+    AttnCase c = make_case(spec, rng);
+    run_cpu(c, c.args(Backend::CPU));
+    for (const HostTensor* t : {&c.out, &c.dq, &c.dk, &c.dv}) {
+      for (double x : t->to_f64()) ASSERT_EQ(x, 0.0);
+    }
+    for (double x : c.lse.to_f64()) ASSERT_EQ(x, -INFINITY);
+  }
+}
+
+// Outputs of two runs over the same inputs, bit for bit.
+void expect_same_bits(const AttnCase& x, const AttnCase& y, const char* what) {
+  const HostTensor* xs[] = {&x.out, &x.lse, &x.dq, &x.dk, &x.dv};
+  const HostTensor* ys[] = {&y.out, &y.lse, &y.dq, &y.dk, &y.dv};
+  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+  for (int t = 0; t < 5; ++t) {
+    const std::vector<double> a = xs[t]->to_f64(), b = ys[t]->to_f64();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t e = 0; e < a.size(); ++e) ASSERT_EQ(a[e], b[e]) << what << ": " << names[t] << " element " << e;
+  }
+}
+
+TEST(CpuBlockMask, AllKeptEqualsNoMaskBitForBit) {
+  Rng rng(test_seed());
+  const CaseSpec spec = masked(local(shape(2, 113, 90, 4, 2, 32, 32, DType::BF16), 30, 7), blk(16, 100, 1.0f, 2, true));
+  AttnCase masked_case = make_case(spec, rng);
+  AttnCase plain = masked_case;
+  plain.blocks = HostBlockMask{};
+  run_cpu(masked_case, masked_case.args(Backend::CPU));
+  run_cpu(plain, plain.args(Backend::CPU));
+  expect_same_bits(masked_case, plain, "all blocks kept vs no mask");
+}
+
+TEST(CpuBlockMask, UnitBlocksSpellingCausalEqualCausalBitForBit) {
+  Rng rng(test_seed());
+  for (auto [sq, sk] : {std::pair{70, 100}, std::pair{100, 70}}) {
+    AttnCase with_blocks = make_case(masked(shape(1, sq, sk, 2, 1, 32, 32, DType::F32), blk(1, 1, 1.0f)), rng);
+    for (int i = 0; i < sq; ++i) {
+      for (int j = 0; j < sk; ++j) with_blocks.blocks.bytes[size_t(i * sk + j)] = j <= i + sk - sq;
+    }
+    AttnCase causal_case = with_blocks;
+    causal_case.blocks = HostBlockMask{};
+    causal_case.spec.causal = true;
+    run_cpu(with_blocks, with_blocks.args(Backend::CPU));
+    run_cpu(causal_case, causal_case.args(Backend::CPU));
+    expect_same_bits(with_blocks, causal_case, "1 x 1 blocks of causal vs causal");
+  }
+}
+
+}  // namespace
+}  // namespace fastattn::testing
