@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "cuda/block_mask_rule.h"
 #include "cuda/built_kernels.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device_info.h"
@@ -113,7 +114,9 @@ Status check_forward(const AttnArgs& a) {
     return Status::Unsupported("out: the CUDA forward needs a 4-byte aligned base pointer");
   for (int i = 0; i + 1 < a.out.ndim; ++i)
     if (a.out.stride[i] % 2 != 0) return Status::Unsupported("out: the CUDA forward needs even strides");
-  if (a.mask.kind != MaskKind::None) return Status::Unsupported("mask: the CUDA forward takes no MaskSpec yet");
+  // Block-sparse masks: forward() asks block_mask_support on the resolved problem.
+  if (a.mask.kind != MaskKind::None && a.mask.kind != MaskKind::BlockSparse)
+    return Status::Unsupported("mask: the CUDA forward takes no MaskSpec but BlockSparse yet");
   // The grid is sized from max_seqlen_q; it cannot be derived without a device-to-host copy.
   if (a.cu_seqlens_q.defined() && (a.max_seqlen_q <= 0 || a.max_seqlen_k <= 0))
     return Status::Invalid(std::string(a.max_seqlen_q <= 0 ? "max_seqlen_q" : "max_seqlen_k") +
@@ -127,6 +130,15 @@ Status forward(const detail::Problem& problem, void* stream) {
   const LaunchProblem lp = make_launch_problem(problem);
   const int d = problem.head_dim, dv = problem.head_dim_v;
   auto s = static_cast<cudaStream_t>(stream);
+  // A block-sparse mask: the rows that have its kernel (d <= 128, d_v = d; block_mask_rule.h).
+  if (problem.blocks.defined()) {
+    if (Status st = block_mask_support(problem, /*backward=*/false); !st.ok()) return st;
+#define FASTATTN_FWD_BSP_CASE(NS, MAJOR, DT, CT, DQK, DV) \
+  if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd_block_sparse<CT, DQK, DV>(lp, s);
+#include "cuda/fwd_block_sparse_dispatch.inc"
+#undef FASTATTN_FWD_BSP_CASE
+    return Status::Unsupported("mask: no block-sparse CUDA forward for this arch, dtype and head dim");
+  }
   // By arch, then dtype and head dims: each menu row calls its arch's launcher.
 #define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) \
   if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd<CT, DQK, DV>(lp, s);

@@ -114,6 +114,9 @@ Status check_backward(const AttnArgs& a) {
     // check_forward also requires a head dim built for the forward; the backward's list differs.
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);
   }
+  // check_forward lets a block-sparse mask through (the forward runs it); the backward does not yet.
+  if (a.mask.kind == MaskKind::BlockSparse)
+    return Status::Unsupported("mask: block-sparse backward on CUDA not yet (the CPU and reference backends run it)");
   const int d = int(a.q.shape[a.q.ndim - 1]), dv = int(a.v.shape[a.v.ndim - 1]);
   int major = 0;
   if (Status st = compute_major(&major); !st.ok()) return st;

@@ -105,7 +105,9 @@ function(fastattn_row_selected dt d out)
 endfunction()
 
 set(_dispatch "")
+set(_bsp_dispatch "")
 set(FASTATTN_KERNEL_COUNT 0)
+set(FASTATTN_BSP_KERNEL_COUNT 0)
 foreach(row ${FASTATTN_KERNEL_MENU})
   string(REPLACE ":" ";" _f "${row}")
   list(GET _f 0 _arch)
@@ -133,13 +135,25 @@ foreach(row ${FASTATTN_KERNEL_MENU})
   configure_file(${_cuda_dir}/${_arch}/fwd/inst_split.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
   string(APPEND _dispatch "FASTATTN_FWD_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
+  # Its block-sparse twin (d <= 128, d_v = d: sm90/fwd/launch_block_sparse.cuh).
+  if(FA_HDIM EQUAL FA_HDIM_V AND FA_HDIM LESS_EQUAL 128)
+    set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_block_sparse_${dt}_${_dims}.cu)
+    configure_file(${_cuda_dir}/${_arch}/fwd/inst_block_sparse.cu.in ${_out} @ONLY)
+    list(APPEND _${_arch}_sources ${_out})
+    string(APPEND _bsp_dispatch
+           "FASTATTN_FWD_BSP_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
+    math(EXPR FASTATTN_BSP_KERNEL_COUNT "${FASTATTN_BSP_KERNEL_COUNT} + 1")
+  endif()
   math(EXPR FASTATTN_KERNEL_COUNT "${FASTATTN_KERNEL_COUNT} + 1")
 endforeach()
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc.tmp "${_dispatch}")
 configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc.tmp
                ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc COPYONLY)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc.tmp "${_bsp_dispatch}")
+configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc.tmp
+               ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc COPYONLY)
 message(STATUS "fastattn: forward kernels from the menu: ${FASTATTN_KERNEL_COUNT} "
-               "(${FASTATTN_DTYPES} x head dims ${_menu_dims_built})")
+               "(${FASTATTN_DTYPES} x head dims ${_menu_dims_built}), block-sparse ${FASTATTN_BSP_KERNEL_COUNT}")
 
 # The backward's menu: the forward's sm90 rows (arch:dtype:d_qk:d_v), under the same selection
 # (FASTATTN_DTYPES, _HEAD_DIMS by d_qk, _CUDA_ARCHS). Taken from the forward's, so that every backward

@@ -9,9 +9,8 @@
 // full blocks' loads (forward).
 //
 // The walk runs over positions `it`: first(), then next(it) while !done(it); block(it) is the
-// block index at that position. Here a position is the block itself; a block-sparse source (a
-// per-tile list of blocks) keeps the same walk with a position into its list, and full() reads
-// the list's per-block flag.
+// block index at that position. Here a position is the block itself; a block-sparse source
+// (BlockList: a per-tile list of blocks) keeps the same walk with a position into its list.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +43,26 @@ struct BlockRange {
   // The lowest position from which on down to here every block is full, stopping above the
   // walk's last block when `keep_last` (it is run apart).
   FASTATTN_HD int full_run_end(bool keep_last) const { return imax(full_begin, begin + (keep_last ? 1 : 0)); }
+};
+
+// Block-sparse row view (a BlockSparseConfig kernel, sm90/fwd/block_lists.cuh): the same walk over
+// positions into a list of kept key blocks, ascending. Positions [begin, end) of `list` hold the
+// tile's kept blocks inside its window range, and [full_begin, full_end) the positions of those that
+// are also full in the window: the window's full blocks are one interval of block indices, so the
+// kept ones among them are one interval of positions, and every comparison the walk makes between a
+// position and the full range (full, above_full, full_run_end) means what it means on blocks. The
+// positions index the whole list array (each tile's header carries its list's offset), so block(it)
+// is one load; everything else is BlockRange's.
+struct BlockList : BlockRange {
+  const int* list;
+
+  FASTATTN_HD int block(int it) const {
+#ifdef __CUDA_ARCH__
+    return __ldg(list + it);
+#else
+    return list[it];
+#endif
+  }
 };
 
 // Row view: the key blocks of `tile_n` keys that query rows [m0, m1) see (m0 < m1).

@@ -66,7 +66,7 @@ __device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int slot0, int split
 }
 
 template <class T, class Cfg>
-__device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTile& e, const MergedRow<Cfg>& row,
+__device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTileFor<Cfg>& e, const MergedRow<Cfg>& row,
                                              int lane) {
   constexpr int D = Cfg::kHeadDimV;
   const cuda_backend::AttnParams& a = p.attn;
@@ -83,8 +83,9 @@ __device__ __forceinline__ void store_merged(const FwdParams& p, const FwdTile& 
 // This CTA's share of its cluster's merge: its tile (a cluster launch gives each CTA one; its base
 // tile is the cluster's) and the slot groups j it merges (rank r: tile row j x splits + r, slots
 // from j x splits), at most 32 (2 splits).
+template <class Cfg>
 struct MergeShare {
-  TileWalk walk;
+  TileWalk<Cfg> walk;
   bool has_tile;
   int splits, rank, heads;
 
@@ -98,9 +99,9 @@ struct MergeShare {
 };
 
 template <class Cfg>
-__device__ __forceinline__ MergeShare merge_share(const FwdParams& p) {
-  MergeShare s;
-  s.has_tile = s.walk.next<Cfg>(p);
+__device__ __forceinline__ MergeShare<Cfg> merge_share(const FwdParams& p) {
+  MergeShare<Cfg> s;
+  s.has_tile = s.walk.next(p);
   s.splits = int(p.split.splits.d);
   s.rank = int(cluster_rank());
   s.heads = s.has_tile ? min(p.sched.pack_heads, (s.walk.t.kv_head + 1) * p.attn.q_per_kv - s.walk.t.head) : 0;
@@ -113,7 +114,7 @@ __device__ __forceinline__ MergeShare merge_share(const FwdParams& p) {
 template <class Cfg>
 __device__ __forceinline__ void announce_merge_bytes(FwdSmem<Cfg>& sm, const FwdParams& p) {
   static_assert(kClusterMergeRows / 2 <= 32, "a lane per slot group");
-  const MergeShare share = merge_share<Cfg>(p);
+  const MergeShare<Cfg> share = merge_share<Cfg>(p);
   const int lane = threadIdx.x % 32;
   const unsigned rows = __popc(__ballot_sync(0xffffffffu, share.row(p, lane).keep));
   if (lane == 0) mbar_expect_tx(&sm.merge.full, rows * uint32_t(share.splits) * kMergeRowBytes<Cfg>);
@@ -127,7 +128,7 @@ __device__ __forceinline__ void cluster_merge(FwdSmem<Cfg>& sm, const FwdParams&
   constexpr int kWarps = 4 * Cfg::kConsumerWarpgroups;
   constexpr int kRowsPerWarp = kClusterMergeRows / (2 * kWarps);  // at 2 splits, the fewest
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 4;
-  const MergeShare share = merge_share<Cfg>(p);
+  const MergeShare<Cfg> share = merge_share<Cfg>(p);
   MergedRow<Cfg> rows[kRowsPerWarp];
   bool waited = false;
 #pragma unroll

@@ -69,6 +69,8 @@ struct FwdConfig {
   static constexpr bool kPageHalves = false;
   // Split partials merged inside a thread-block cluster (SplitConfig's InCluster below): off.
   static constexpr bool kClusterMerge = false;
+  // Key blocks from a per-tile list of a block-sparse mask (BlockSparseConfig below): off.
+  static constexpr bool kBlockList = false;
 };
 
 // A config with a narrower V than Q and K (d_v < d: DeepSeek's d_qk 192, d_v 128): V's tiles, the
@@ -107,6 +109,18 @@ struct SplitConfig : Base {
   static constexpr bool kSplit = true;
   static constexpr bool kPageHalves = PageHalves;
   static constexpr bool kClusterMerge = InCluster;
+};
+
+// A config's block-sparse twin: each tile walks the kept key blocks of its block-sparse mask row
+// (mask/block_source.cuh's BlockList, built per launch by sm90/fwd/block_lists.cuh) instead of its
+// window's whole block range. A type of its own (the kernels without a mask keep their code and
+// symbols); the layout is the base config's. Every kernel tile must lie inside one mask block
+// (cuda/block_mask_rule.h), so a listed block is kept whole and only the window's edges mask.
+template <class Base>
+struct BlockSparseConfig : Base {
+  static_assert(!Base::kSplit, "block-sparse: no split-KV twin");
+  static_assert(Base::kBlockM == 128 && Base::kBlockN == 128, "block-sparse: 128 x 128 tiles");
+  static constexpr bool kBlockList = true;
 };
 
 }  // namespace fastattn::sm90

@@ -22,7 +22,8 @@ struct StoredRow {
   int r, g;
   bool keep;
 };
-__device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTile& e, int t, int heads, float& inv,
+template <class Blocks>
+__device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTileOf<Blocks>& e, int t, int heads, float& inv,
                                                 float& lse) {
   const int r = e.m0 + (t & p.sched.row_pos_mask), g = t >> p.sched.row_head_shift;
   if (r >= e.seq.len_q) {
@@ -39,7 +40,7 @@ __device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTil
 // stream's stores (kInStream), which such a kernel never runs: a cluster launch gives each CTA one
 // tile, stored after the stream.
 template <class Cfg, bool kInStream>
-__device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
+__device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTileFor<Cfg>& e, int row_in_tile,
                                               int quad_col, const float (&o)[Cfg::kHeadDimV / 2], float (&inv)[2],
                                               float (&lse)[2]) {
   constexpr int D = Cfg::kHeadDimV;  // out's columns
@@ -75,7 +76,7 @@ __device__ __forceinline__ void store_partial(FwdSmem<Cfg>& sm, const FwdParams&
 // ptxas spill (d64 on three warpgroups, 160 registers), and where they fit (two warpgroups) they
 // cost more than they saved (d64 s1k causal 0.944); plain pairs there.
 template <class T, class Cfg, bool kInStream = false>
-__device__ __forceinline__ void store_rows(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTile& e, int row_in_tile,
+__device__ __forceinline__ void store_rows(FwdSmem<Cfg>& sm, const FwdParams& p, const FwdTileFor<Cfg>& e, int row_in_tile,
                                            int quad_col, const float (&o)[Cfg::kHeadDimV / 2], float (&inv)[2],
                                            float (&lse)[2]) {
   if constexpr (Cfg::kSplit) {

@@ -83,8 +83,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     split_stamp<Cfg>(kStampRegs);
     PipeState<Cfg::kStages> ps;
     PipeState<Cfg::kQBuffers> qs;
-    TileWalk walk;
-    while (walk.next<Cfg>(p)) {
+    TileWalk<Cfg> walk;
+    while (walk.next(p)) {
       if (!walk.t.sees_keys()) continue;
       produce<Cfg>(sm, walk.t, &tq, &tk, &tv, ps, qs, p.kv);
       qs.advance();

@@ -10,7 +10,9 @@
 #include "cuda/launch_plan.h"
 #include "cuda/sched/split_plan.h"
 #include "cuda/split_forward.h"
+#include "cuda/stream_alloc.h"
 #include "cuda/sm90/fwd/api.h"
+#include "cuda/sm90/fwd/block_lists.h"
 #include "cuda/sm90/fwd/kernel.cuh"
 #include "cuda/tma_map.h"
 
@@ -83,6 +85,42 @@ Status launch_in_clusters(FwdKernel kernel, int ctas, int splits, int smem, cuda
   return Status::Ok();
 }
 
+// Block-sparse launches: the block lists of params' schedule from the problem's mask, in a
+// stream-ordered workspace (*ws, freed by the caller after the kernel), and params.blocks on them.
+inline Status prepare_block_lists(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, FwdParams* params,
+                                  void** ws) {
+  const detail::BlockMaskView& m = lp.problem->blocks;
+  BlockListPrep b;
+  b.p = *params;
+  b.mask = m.data;
+  b.batch_stride = m.batch_stride;
+  b.head_stride = m.head_stride;
+  b.row_stride = m.row_stride;
+  b.col_stride = m.col_stride;
+  b.head_div = m.head_div;
+  b.mask_batches = m.batch_stride == 0 ? 1 : lp.attn.batch;
+  b.mask_heads = lp.attn.heads_q / m.head_div;
+  b.q_blocks = m.q_blocks;
+  b.k_blocks = m.k_blocks;
+  b.block_q = m.block_q;
+  b.block_k = m.block_k;
+  b.n_blocks = (lp.attn.seqlen_k + kBlockListTileKeys - 1) / kBlockListTileKeys;
+  const int64_t header_bytes = int64_t(params->sched.tiles) * int64_t(sizeof(int4));
+  const int64_t entries = block_list_rows(b) * b.n_blocks;
+  if (entries > INT32_MAX)  // block_mask_support refuses it first
+    return Status::Unsupported("mask: the block-sparse lists would exceed 2^31 entries");
+  if (Status st = cuda_backend::stream_alloc(size_t(header_bytes + entries * 4), stream, "block-sparse block lists", ws);
+      !st.ok())
+    return st;
+  b.headers = static_cast<int4*>(*ws);
+  b.list = reinterpret_cast<int*>(static_cast<char*>(*ws) + header_bytes);
+  params->blocks.headers = b.headers;
+  params->blocks.list = b.list;
+  Status st = build_block_lists(b, stream);
+  if (!st.ok()) (void)cuda_backend::stream_free(*ws, stream);
+  return st;
+}
+
 // `splits`: split-KV configs only (SplitConfig): the key splits per tile, > 1; `base`: their base
 // tile space as the split plan has it (plan_splits), not planned again.
 template <class T, class Cfg>
@@ -132,7 +170,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   // row 0 (TileSchedule::first_block_pad).
   cuda_backend::ScheduleShape shape;
   shape.tile_rows = Cfg::kBlockM;
-  shape.pad_first_ok = !params.store.out_tma;
+  shape.pad_first_ok = !params.store.out_tma && !Cfg::kBlockList;  // block lists: a tile's rows in one mask block
   shape.kv_bytes_per_slot = int64_t(lp.attn.seqlen_k) * (pr.head_dim + pr.head_dim_v) * int64_t(sizeof(T));
   shape.planned = base;
   int ctas = 0;
@@ -165,9 +203,17 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     params.split.rows = parts.rows;
     params.split.rows_per_head = parts.rows_per_head;
   }
+  void* lists = nullptr;  // block-sparse: the tiles' block lists (sm90/fwd/block_lists.h)
+  if constexpr (Cfg::kBlockList) {
+    st = prepare_block_lists(lp, stream, &params, &lists);
+    if (!st.ok()) return st;
+  }
   // Persistent: one CTA per SM (smem allows no second), each walks its share of the tiles.
   kernel<<<ctas, Cfg::kThreads, smem, stream>>>(tq, tk, tv, to, params);
   cudaError_t e = cudaGetLastError();
+  if constexpr (Cfg::kBlockList) {
+    if (cudaError_t f = cuda_backend::stream_free(lists, stream); f != cudaSuccess && e == cudaSuccess) e = f;
+  }
   if constexpr (Cfg::kSplit) {
     st = cuda_backend::split_finish(lp, splits, parts, e == cudaSuccess, stream);
     if (e == cudaSuccess && !st.ok()) return st;

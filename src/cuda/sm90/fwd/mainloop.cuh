@@ -55,7 +55,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   float alpha[2];
   PipeState<Cfg::kStages> ps;      // K/V ring slot of the next block to consume
   PipeState<Cfg::kQBuffers> qs;    // Q buffer of the current tile
-  TileWalk walk;
+  TileWalk<Cfg> walk;
   // O leaves through its tile's Q buffer and a TMA store (two Q buffers, fixed-length batches):
   // that buffer is released once the store has read it, not after the tile's last QK.
   const bool tma_out = !Cfg::kSplit && Cfg::kQBuffers == 2 && p.store.out_tma != 0;
@@ -132,7 +132,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // The keep-bit mask of block n. It sees this thread's rows' query positions: m0 + row and + 8,
   // or packed, the rows' positions within their heads.
   auto mask_scores = [&](int n) {
-    const FwdTile& t = walk.t;
+    const FwdTileFor<Cfg>& t = walk.t;
     const int row0 = t.m0 + (row_in_tile & p.sched.row_pos_mask), row1 = row0 + p.sched.row8_step;
     const int n0 = t.blocks.block(n) * N;
     cuda_backend::apply_keep_bits<N, 0>(
@@ -142,7 +142,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   };
   // Softcap, then the mask on partial tiles only.
   auto shape_scores = [&](int n) {
-    const FwdTile& t = walk.t;
+    const FwdTileFor<Cfg>& t = walk.t;
     if (p.attn.softcap != 0.f) {
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
@@ -155,8 +155,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // the tile's last block where its QK frees the Q buffer (without a TMA store; with one the
   // store frees it).
   auto plain_lo = [&](int n) {
-    const FwdTile& t = walk.t;
-    const cuda_backend::BlockRange& b = t.blocks;
+    const FwdTileFor<Cfg>& t = walk.t;
+    const auto& b = t.blocks;
     // (the next block above the full ones, spelled on the fields: through above_full(next(n)) the
     // one-Q-buffer kernels' loop grew by an instruction)
     if (p.attn.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= b.full_end)) return n;
@@ -169,7 +169,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       for (int r = 0; r < 4; ++r) pf[kk][r] = cuda_backend::pack2<T>(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
   };
   // The TMA-store path of store_output below (two Q buffers only).
-  auto stage_and_store = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
+  auto stage_and_store = [&](const FwdTileFor<Cfg>& e, int q_buf, float (&inv)[2], float (&lse)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = e.m0 + row_in_tile + 8 * h;
@@ -211,7 +211,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // Tile e's output from o and the finished softmax state. The caller keeps e from when the tile
   // was current (re-deriving it from the tile id cost ~100 instructions of integer division, and
   // for varlen two global loads, at every tile boundary).
-  auto store_output = [&](const FwdTile& e, int q_buf, float (&inv)[2], float (&lse)[2], auto in_stream) {
+  auto store_output = [&](const FwdTileFor<Cfg>& e, int q_buf, float (&inv)[2], float (&lse)[2], auto in_stream) {
     if (!tma_out) {
       store_rows<T, Cfg, decltype(in_stream)::value>(sm, p, e, row_in_tile, quad_col, o, inv, lse);
       return;
@@ -221,7 +221,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // The next tile that sees keys; tiles that see none (empty window, s_k = 0) get their zero rows
   // and -inf LSE here, with no load and no MMA.
   auto next_keyed_tile = [&]() {
-    while (walk.next<Cfg>(p)) {
+    while (walk.next(p)) {
       if (walk.t.sees_keys()) return true;
       float zero[DV / 2] = {}, inv[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
       store_rows<T, Cfg>(sm, p, walk.t, row_in_tile, quad_col, zero, inv, lse);
@@ -251,7 +251,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // the first block's P, unused) reads and releases it as the other warpgroups' PV of that block
   // does. The count is re-derived from the tile (kept across the loop, it spilled 4 bytes, d = 64).
   auto first_block = [&]() { return idle_for(p, walk.t, wg) ? walk.t.blocks.last() : walk.t.blocks.first(); };
-  auto skip_idle_blocks = [&](const FwdTile& e) {
+  auto skip_idle_blocks = [&](const FwdTileFor<Cfg>& e) {
     if (!idle_for(p, e, wg)) return;
     for (int j = e.blocks.last(); j < e.blocks.first(); ++j) {  // one turn per block after the first
       PipeState<Cfg::kStages> prev = ps;
@@ -271,7 +271,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
     for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;  // overwritten by the first PV; keeps it defined
     softmax = cuda_backend::OnlineSoftmax<N>{};
-    FwdTile done;              // the tile whose blocks are all issued, until its output is stored
+    FwdTileFor<Cfg> done;      // the tile whose blocks are all issued, until its output is stored
     int n = first_block();     // the block whose scores are in s
     bool pv_first = true;      // the pending PV (of block n) is its tile's first
 

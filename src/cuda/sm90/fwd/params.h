@@ -3,6 +3,8 @@
 // parameter-bank layout (the schedule's fields keep their offsets, see docs/notes/arch-refactor.md).
 #pragma once
 
+#include <vector_types.h>  // int4
+
 #include "cuda/common/attn_params.h"
 #include "cuda/common/kv_cache_params.h"
 #include "cuda/sched/tile_schedule.h"
@@ -30,6 +32,14 @@ struct FwdSplit {
                                   // rows_per_head unused by cluster-merge configs: kClusterMerge)
 };
 
+// Block-sparse (BlockSparseConfig kernels only; the others never read it): per schedule tile, its
+// header (int4: BlockList's begin, end, full_begin, full_end, positions into `list`), and the lists
+// of kept key blocks they point into (sm90/fwd/block_lists.cuh).
+struct FwdBlockLists {
+  const int4* headers = nullptr;
+  const int* list = nullptr;
+};
+
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)
 // stay as they were.
 struct FwdParams {
@@ -38,6 +48,7 @@ struct FwdParams {
   FwdStoreMode store;
   cuda_backend::KvCacheParams kv;  // where K/V rows live when reading a KV cache (producer.cuh)
   FwdSplit split;
+  FwdBlockLists blocks;  // BlockSparseConfig kernels only
 };
 
 }  // namespace fastattn::sm90

@@ -19,7 +19,7 @@ namespace fastattn::sm90 {
 // masking work overlaps with the later full tiles). `ps` and `qs` carry the ring and Q-buffer
 // state from tile to tile.
 template <class Cfg>
-__device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, const CUtensorMap* tq,
+__device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTileFor<Cfg>& t, const CUtensorMap* tq,
                                         const CUtensorMap* tk, const CUtensorMap* tv,
                                         PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs,
                                         const cuda_backend::KvCacheParams& kv) {
@@ -107,9 +107,31 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTile& t, cons
   // K runs one block ahead of V (FA3's order): K(n - 1) waits only for QK(n + 1) to free its slot,
   // not behind V(n), whose slot frees later (after PV(n + 2)). Both rings advance once per block,
   // so K(n) and V(n) share a stage index, as the consumers expect (and V(n) finds K(n)'s boxes).
-  const cuda_backend::BlockRange b = t.blocks;  // a copy: through a reference ptxas ordered the coordinates' moves apart
+  const auto b = t.blocks;  // a copy: through a reference ptxas ordered the coordinates' moves apart
   auto row_of = [&](int it) { return b.block(it) * Cfg::kBlockN; };
   PipeState<Cfg::kStages> pk = ps;
+  if constexpr (Cfg::kBlockList) {
+    // The same order, the blocks from the tile's list: each entry is read once, a block ahead of its
+    // K load, so that the load's latency passes under the previous block's waits and copies.
+    int it = b.first();
+    int row = row_of(it);
+    int ahead = b.has_next(it) ? row_of(b.next(it)) : 0;
+    load_k(pk, row);
+    pk.advance();
+    for (; !b.done(it); it = b.next(it), ps.advance()) {
+      const int v_row = row;
+      if (b.has_next(it)) {
+        row = ahead;
+        const int after = b.next(b.next(it));
+        if (!b.done(after)) ahead = row_of(after);
+        load_k(pk, row);
+        pk.advance();
+      }
+      load_tile(kVAtoms, tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), v_row,
+                ps.stage());
+    }
+    return;
+  }
   load_k(pk, row_of(b.first()));
   split_stamp<Cfg>(kStampIssued);
   pk.advance();

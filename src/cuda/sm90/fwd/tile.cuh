@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common/seqlen.cuh"
 #include "cuda/mask/block_source.cuh"
@@ -44,21 +45,31 @@ struct FwdSmem {
 
 // The tile being worked on: which sequence, head and query rows, and which KV blocks it visits.
 // Packed (GQA, sched/gqa_pack.h): `head` is the first of the tile's q heads, m0 = 0 and [m0, m1)
-// the query positions that all its heads share.
-struct FwdTile {
+// the query positions that all its heads share. `Blocks`: the block source (mask/block_source.cuh),
+// the window's BlockRange, or a block-sparse kernel's BlockList (FwdTileFor picks it by config).
+template <class Blocks>
+struct FwdTileOf {
   cuda_backend::SeqInfo seq;
   cuda_backend::WindowMask mask;
   int head, kv_head, m0, m1;
-  cuda_backend::BlockRange blocks;  // its key blocks, walked last first (mask/block_source.cuh)
-  int split;                        // SplitConfig kernels: which share of the blocks (else unused)
+  Blocks blocks;  // its key blocks, walked last first (mask/block_source.cuh)
+  int split;      // SplitConfig kernels: which share of the blocks (else unused)
   __device__ __forceinline__ bool sees_keys() const { return blocks.end > blocks.begin; }
 };
+using FwdTile = FwdTileOf<cuda_backend::BlockRange>;
+
+template <class Cfg>
+using FwdTileFor = FwdTileOf<std::conditional_t<Cfg::kBlockList, cuda_backend::BlockList, cuda_backend::BlockRange>>;
 
 // With TileSchedule::first_block_pad a sequence's padding rows (rows_q not a multiple of kBlockM) sit
 // in its first m-block, whose m0 is then negative: Q rows above the sequence come in as TMA zero
 // fill or another sequence's rows, are masked like any row, and are never stored.
+// Block-sparse (Cfg::kBlockList): the key blocks are the tile's list (sm90/fwd/block_lists.cuh,
+// whose prep kernel builds it from the window range below, make_tile of the base config), read
+// from its header; the launch puts no padding in a first m-block (first_block_pad 0), so the tile's
+// rows lie in one mask block.
 template <class Cfg>
-__device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
+__device__ __forceinline__ FwdTileFor<Cfg> make_tile(const FwdParams& p, int id) {
   int split = 0;
   if constexpr (Cfg::kSplit) {  // id = base tile * splits + split
     const int base = int(p.split.splits.div(unsigned(id)));
@@ -70,9 +81,18 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
   const int pad = p.sched.first_block_pad >= 0 ? p.sched.first_block_pad
                                                : (Cfg::kBlockM - seq.rows_q % Cfg::kBlockM) % Cfg::kBlockM;
-  FwdTile t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, {}};
+  FwdTileFor<Cfg> t{seq, mask, c.head, c.kv_head, c.m_block * Cfg::kBlockM - pad, 0, {}};
   t.m1 = min(t.m0 + Cfg::kBlockM, seq.len_q);  // rows [m1, rows_q) are only zero-filled
-  if (t.m0 < t.m1) t.blocks = cuda_backend::key_blocks(mask, t.m0, t.m1, Cfg::kBlockN);
+  if constexpr (Cfg::kBlockList) {
+    const int4 h = __ldg(p.blocks.headers + id);
+    t.blocks.begin = h.x;
+    t.blocks.end = h.y;
+    t.blocks.full_begin = h.z;
+    t.blocks.full_end = h.w;
+    t.blocks.list = p.blocks.list;
+  } else if (t.m0 < t.m1) {
+    t.blocks = cuda_backend::key_blocks(mask, t.m0, t.m1, Cfg::kBlockN);
+  }
   if constexpr (Cfg::kSplit) {
     t.split = split;
     t.blocks = cuda_backend::split_share(t.blocks, split, int(p.split.splits.d));
@@ -87,7 +107,8 @@ __device__ __forceinline__ FwdTile make_tile(const FwdParams& p, int id) {
 // first_block) and skips the others (skip_idle_blocks): one QK and one PV instead of a GEMM pair
 // per block, so the tensor cores run the working warpgroups' GEMMs alone (d = 64 unmasked s 8k
 // 1.03x; docs/notes/fwd-sm90.md).
-__device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTile& t, int wg) {
+template <class Blocks>
+__device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTileOf<Blocks>& t, int wg) {
   const int r0 = t.m0 + 64 * wg;
   return p.sched.pack_heads == 1 && (r0 >= t.seq.rows_q || r0 + 64 <= 0);
 }
@@ -105,11 +126,11 @@ __device__ __forceinline__ int tiles(const FwdParams& p) {
 
 // This CTA's tiles of the persistent schedule (sched/tile_order.cuh), in order, skipping those
 // past their sequence's end. Producer and consumers walk it alike.
+template <class Cfg>
 struct TileWalk {
   int round = 0, id = 0;
-  FwdTile t;
+  FwdTileFor<Cfg> t;
 
-  template <class Cfg>
   __device__ __forceinline__ bool next(const FwdParams& p) {
     for (; round * cuda_backend::cta_count() < tiles<Cfg>(p);) {
       id = cuda_backend::tile_of_round(round++, cuda_backend::cta_index(), cuda_backend::cta_count());

@@ -1,0 +1,35 @@
+#include "cuda/block_mask_rule.h"
+
+#include <cstdint>
+#include <string>
+
+namespace fastattn::cuda_backend {
+
+Status block_mask_support(const detail::Problem& p, bool backward) {
+  const detail::BlockMaskView& m = p.blocks;
+  if (backward)
+    return Status::Unsupported("mask: block-sparse backward on CUDA not yet (the CPU and reference backends run it)");
+  if (p.cache.defined()) return Status::Unsupported("mask: forward_kvcache takes no block-sparse mask on CUDA");
+  if (p.head_dim != p.head_dim_v || p.head_dim > 128)
+    return Status::Unsupported("mask: the CUDA block-sparse forward runs head dims up to 128 with head_dim_v = head_dim "
+                               "(64, 96, 128); got head_dim " + std::to_string(p.head_dim) + ", head_dim_v " +
+                               std::to_string(p.head_dim_v));
+  if (m.block_q % kBlockSparseTileRows != 0 || m.block_k % kBlockSparseTileKeys != 0)
+    return Status::Unsupported("mask: the CUDA block-sparse forward needs block_q and block_k multiples of 128 (its "
+                               "128 x 128 tiles must each lie inside one mask block); got block_q " +
+                               std::to_string(m.block_q) + ", block_k " + std::to_string(m.block_k));
+  if (p.num_splits_arg > 1)
+    return Status::Unsupported("num_splits: the CUDA block-sparse forward does not split keys (pass 0 or 1); got " +
+                               std::to_string(p.num_splits_arg));
+  // The lists (sm90/fwd/block_lists.h): a row of every key block per mask row, int positions.
+  const int64_t batches = m.batch_stride == 0 ? 1 : p.batch, heads = m.head_div > 0 ? p.heads_q / m.head_div : 1;
+  const int64_t n_blocks = (int64_t(p.max_rows_k) + kBlockSparseTileKeys - 1) / kBlockSparseTileKeys;
+  if (batches * heads * m.q_blocks * n_blocks > INT32_MAX)
+    return Status::Unsupported("mask: the CUDA block-sparse forward's lists would exceed 2^31 entries (mask batches x "
+                               "heads x q blocks x key blocks of 128); use block_q > 128 or fewer mask heads");
+  return Status::Ok();
+}
+
+bool block_mask_packs(const detail::Problem& p) { return p.group > 0 && p.blocks.head_div % p.group == 0; }
+
+}  // namespace fastattn::cuda_backend
