@@ -26,6 +26,8 @@ Status launch_fwd_block_sparse(const cuda_backend::LaunchProblem& lp, cudaStream
   using Cfg = BlockSparseConfig<typename BlockSparseBase<D>::type>;
   static_assert(Cfg::kBlockM == kBlockListTileRows && Cfg::kBlockN == kBlockListTileKeys,
                 "the list builder's tiles are the kernel's");
+  static_assert(Cfg::kBlockM == cuda_backend::kBlockSparseTileRows && Cfg::kBlockN == cuda_backend::kBlockSparseTileKeys,
+                "block_mask_support's alignment rule is the kernel's tile");
   cuda_backend::LaunchProblem bl = lp;
   bl.num_splits = 1;  // an explicit num_splits > 1 is refused by block_mask_support
   // GQA packing puts several q heads in a tile: only where they share a mask head.
