@@ -2,13 +2,14 @@
 // the host, against the mask oracle (src/reference/mask_oracle.h): every kept pair of a tile lies
 // in a visited block, every block called full keeps every pair, and the walk visits each block of
 // the range once, last first. Row view (forward: key blocks of a query tile) and column view
-// (backward: query blocks of a key tile).
+// (backward: query blocks of a key tile); the block-sparse list walk (BlockList) over the row view.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
+#include "cuda/mask/block_list_build.h"
 #include "cuda/mask/block_source.cuh"
 #include "cuda/mask/mask_class.h"
 #include "cuda/mask/window_mask.cuh"
@@ -143,6 +144,53 @@ TEST(BlockSource, SplitSharesPartitionTheKeyBlocks) {
     ASSERT_EQ(seen, want) << at;
     if (!r.empty()) {
       ASSERT_LE(most - least, 1) << at;
+    }
+  }
+}
+
+// Block-sparse lists (BlockList, as sm90/block_lists.cu builds them): over random masks, 128 x 128
+// tiles and random kept sets of a row, the list walk visits exactly the kept blocks of the tile's
+// window range, last first, and at each position full / above_full say what the window range says
+// of its block; the plain run (full_run_end) holds only full positions and stops above the walk's
+// last one when asked to. The row's list sits at a nonzero base of a larger array, as in the kernel.
+TEST(BlockSource, BlockListWalksTheKeptBlocks) {
+  fastattn::testing::Rng rng(fastattn::testing::test_seed());
+  for (int trial = 0; trial < 300; ++trial) {
+    const MaskRule m = random_rule(rng);
+    const int n_blocks = (m.len_k + 127) / 128, base = rng.uniform_int(0, 3) * n_blocks;
+    const int density_pct = rng.uniform_int(0, 4) * 25;  // 0, 25, 50, 75, 100
+    std::vector<int> list(size_t(base + n_blocks), -1);
+    std::vector<char> kept_block(static_cast<size_t>(n_blocks));
+    int filled = 0;
+    for (int n = 0; n < n_blocks; ++n) {
+      kept_block[size_t(n)] = rng.uniform_int(0, 99) < density_pct;
+      if (kept_block[size_t(n)]) list[size_t(base + filled++)] = n;
+    }
+    for (int m0 = 0; m0 < m.len_q; m0 += 128) {
+      const int m1 = std::min(m0 + 128, m.len_q);
+      const BlockRange r = key_blocks(window_of(m), m0, m1, 128);
+      const std::string at = describe(m) + " rows [" + std::to_string(m0) + ", " + std::to_string(m1) + ") density " +
+                             std::to_string(density_pct);
+      int edge[4], below[4] = {0, 0, 0, 0};
+      block_list_edges(r, edge);
+      for (int i = 0; i < 4; ++i)
+        for (int n = 0; n < edge[i]; ++n) below[i] += n < n_blocks && kept_block[size_t(n)];
+      const BlockList l = block_list_at(list.data(), base, below);
+      std::vector<int> want, got;
+      for (int n = r.end - 1; n >= r.begin; --n)
+        if (n < n_blocks && kept_block[size_t(n)]) want.push_back(n);
+      for (const int it : walk(l)) {
+        got.push_back(l.block(it));
+        ASSERT_EQ(l.full(it), r.full(l.block(it))) << at << " position " << it;
+        ASSERT_EQ(l.above_full(it), r.above_full(l.block(it))) << at << " position " << it;
+      }
+      ASSERT_EQ(got, want) << at;
+      ASSERT_EQ(l.empty(), want.empty()) << at;
+      for (bool keep_last : {false, true}) {
+        const int lo = l.full_run_end(keep_last);
+        ASSERT_GE(lo, l.begin + (keep_last ? 1 : 0)) << at;
+        for (int it = lo; it < l.end && !l.above_full(it); ++it) ASSERT_TRUE(l.full(it)) << at << " position " << it;
+      }
     }
   }
 }

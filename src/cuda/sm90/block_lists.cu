@@ -4,6 +4,7 @@
 // row's warp packs it, without either waiting for the other.
 #include <string>
 
+#include "cuda/mask/block_list_build.h"
 #include "cuda/sm90/fwd/block_lists.h"
 #include "cuda/sm90/fwd/tile.cuh"
 
@@ -72,13 +73,12 @@ __global__ void __launch_bounds__(256) block_lists_kernel(const __grid_constant_
   if (t.m0 < t.m1 && !t.blocks.empty() && qb < b.q_blocks) {
     const cuda_backend::TileCoord c = cuda_backend::tile_coord(b.p.sched, b.p.sched.div, b.p.attn, int(id));
     const int bm = b.mask_batches == 1 ? 0 : c.batch, hm = t.head / b.head_div;
-    const cuda_backend::BlockRange& r = t.blocks;
-    // The full range clipped into the window's: the walk compares positions with it only there.
-    const int edge[4] = {r.begin, r.end, min(max(r.full_begin, r.begin), r.end), min(max(r.full_end, r.begin), r.end)};
-    int below[4];
+    int edge[4], below[4];
+    cuda_backend::block_list_edges(t.blocks, edge);
     count_below(b, mask_row(b, bm, hm, qb), edge, below, lane);
     const int base = int((int64_t(bm) * b.mask_heads + hm) * b.q_blocks + qb) * b.n_blocks;
-    h = make_int4(base + below[0], base + below[1], base + below[2], base + below[3]);
+    const cuda_backend::BlockList l = cuda_backend::block_list_at(b.list, base, below);
+    h = make_int4(l.begin, l.end, l.full_begin, l.full_end);
   }
   if (lane == 0) b.headers[id] = h;
 }
