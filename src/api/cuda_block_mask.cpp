@@ -1,14 +1,22 @@
-// ---------------------------------------------------------------------------------------------
-// cuda_takes_block_mask: the ONE switch between "the CUDA backend applies block masks" and
-// "validation refuses them there". The sm90 block-sparse forward replaces this body (a file of its
-// own so that merge touches nothing else). Compiled in every build: validation calls it.
-// ---------------------------------------------------------------------------------------------
+// cuda_block_mask_support: the one switch between "the CUDA backend applies this block mask" and
+// "validation refuses it there". The rule itself is the CUDA backend's (cuda/block_mask_rule.h);
+// a build without CUDA kernels refuses every CUDA call with a block mask.
 #include "api/cuda_block_mask.h"
+
+#ifdef FASTATTN_WITH_CUDA
+#include "cuda/block_mask_rule.h"
+#endif
 
 namespace fastattn::detail {
 
-bool cuda_takes_block_mask(const Problem& /*p*/, bool /*backward*/) {
-  return false;  // no CUDA kernel reads a block mask yet
+Status cuda_block_mask_support(const Problem& p, bool backward) {
+#ifdef FASTATTN_WITH_CUDA
+  return cuda_backend::block_mask_support(p, backward);
+#else
+  (void)p;
+  (void)backward;
+  return Status::Unsupported("mask: this build has no CUDA kernels for block-sparse masks");
+#endif
 }
 
 }  // namespace fastattn::detail

@@ -5,8 +5,9 @@
 
 namespace fastattn::detail {
 
-// True when the CUDA kernels apply p.blocks for this call (backward: the backward pass). A call
-// the CUDA backend cannot mask is refused by validation (NotSupported), never run unmasked.
-bool cuda_takes_block_mask(const Problem& p, bool backward);
+// Ok when the CUDA kernels apply p.blocks for this call (backward: the backward pass); else
+// NotSupported naming what the GPU cannot run. Validation returns it, so a call the CUDA backend
+// cannot mask is refused, never run unmasked.
+Status cuda_block_mask_support(const Problem& p, bool backward);
 
 }  // namespace fastattn::detail

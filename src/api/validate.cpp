@@ -280,11 +280,8 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   } else {
     out->problem = resolve_operands(a);
   }
-  if (out->backend == Backend::CUDA && out->problem.blocks.defined() &&
-      !cuda_takes_block_mask(out->problem, backward)) {
-    return Status::Unsupported(msg("mask: block-sparse masks are not supported on the CUDA backend yet (",
-                                   backward ? "backward" : "forward",
-                                   "); run the call on host tensors (backend cpu) or without mask.blocks"));
+  if (out->backend == Backend::CUDA && out->problem.blocks.defined()) {
+    if (Status st = cuda_block_mask_support(out->problem, backward); !st.ok()) return st;
   }
   return Status::Ok();
 }
