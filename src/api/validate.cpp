@@ -280,9 +280,7 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   } else {
     out->problem = resolve_operands(a);
   }
-  if (out->backend == Backend::CUDA && out->problem.blocks.defined()) {
-    if (Status st = cuda_block_mask_support(out->problem, backward); !st.ok()) return st;
-  }
+  if (out->backend == Backend::CUDA && out->problem.blocks.defined()) return cuda_block_mask_support(out->problem, backward);
   return Status::Ok();
 }
 
