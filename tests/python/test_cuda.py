@@ -209,3 +209,46 @@ def test_sdpa_matches_torch_cuda(rng):
     theirs = torch.nn.functional.scaled_dot_product_attention(
         q.double(), k.double(), v.double(), is_causal=True, enable_gqa=True)
     torch.testing.assert_close(ours.double(), theirs, rtol=2e-3, atol=2e-3)
+
+
+# Block-sparse masks on the GPU forward (docs/masks.md, CUDA section): (b, s_q, s_k, h, h_kv, d, causal,
+# window, mask heads, density); blocks of 128 x 128 (the CUDA limit), odd lengths, GQA packed (mask heads
+# 1 / h_kv) and unpacked (h).
+BLOCK_CASES = {
+    "gqa_per_kv_head": (2, 300, 300, 8, 2, 128, False, (-1, -1), 2, 0.5),
+    "causal_shared_d64": (1, 517, 517, 4, 4, 64, True, (-1, -1), 1, 0.6),
+    "per_q_head_window_d96": (2, 260, 390, 4, 1, 96, False, (100, 40), 4, 0.5),
+}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", list(BLOCK_CASES))
+def test_block_mask_forward(rng, case, dtype):
+    b, s_q, s_k, h, h_kv, d, causal, window, mask_heads, density = BLOCK_CASES[case]
+    tdt, rdt = DTYPES[dtype]
+    q = rand(rng, (b, s_q, h, d), tdt)
+    k, v = (rand(rng, (b, s_k, h_kv, d), tdt) for _ in range(2))
+    nq, nk = -(-s_q // 128), -(-s_k // 128)
+    mask = torch.from_numpy(rng.random((b, mask_heads, nq, nk)) < density)
+    mask[0, 0, 0, :] = False  # a q block that keeps no key: out 0, lse -inf
+    out, lse = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=causal, window_size=window,
+                              return_attn_probs=True, block_mask=mask.cuda())
+    torch.cuda.synchronize()
+    kw = dict(causal=causal, window=window, blocks=(mask.numpy(), 128, 128))
+    arrays = [np64(x) for x in (q, k, v)]
+    ref64, lse64 = ref.forward(*arrays, **kw)
+    lowp, _ = ref.forward(*arrays, dtype=rdt, **kw)
+    assert_close("out", np64(out), ref64, lowp, rdt)
+    assert_lse_close(np64(lse), lse64, rtol=1e-4)
+    assert bool(torch.isneginf(lse[0, 0, :128]).all()) and not bool(out[0, :128, 0].any())
+
+
+def test_block_mask_cuda_limits(rng):
+    """What the CUDA block-sparse forward refuses is named (NotImplementedError), never run unmasked."""
+    q, k, v = (rand(rng, (1, 256, 2, 128), torch.bfloat16, requires_grad=True) for _ in range(3))
+    mask = torch.ones(1, 1, 4, 4, dtype=torch.bool, device="cuda")
+    with pytest.raises(NotImplementedError, match="multiples of 128"):
+        fastattn.flash_attn_func(q, k, v, block_mask=mask, block_size=(64, 64))
+    out = fastattn.flash_attn_func(q, k, v, block_mask=mask[:, :, :2, :2])  # the forward runs
+    with pytest.raises(NotImplementedError, match="block-sparse backward"):
+        out.sum().backward()
