@@ -5,7 +5,9 @@
 
 namespace fastattn::cuda_backend {
 
-Status block_mask_support(const detail::Problem& p, bool backward, bool deterministic) {
+namespace {
+
+Status support_rule(const detail::Problem& p, bool backward, bool deterministic) {
   const detail::BlockMaskView& m = p.blocks;
   if (p.cache.defined()) return Status::Unsupported("mask: forward_kvcache takes no block-sparse mask on CUDA");
   if (p.head_dim != p.head_dim_v || p.head_dim > 128)
@@ -41,6 +43,17 @@ Status block_mask_support(const detail::Problem& p, bool backward, bool determin
     return Status::Unsupported("mask: the CUDA block-sparse forward's lists would exceed 2^31 entries (mask batches x "
                                "heads x q blocks x key blocks of 128); use block_q > 128 or fewer mask heads");
   return Status::Ok();
+}
+
+}  // namespace
+
+// The forward's limits hold for the backward too; its messages then name the backward.
+Status block_mask_support(const detail::Problem& p, bool backward, bool deterministic) {
+  Status st = support_rule(p, backward, deterministic);
+  if (backward)
+    for (size_t at; (at = st.message.find("block-sparse forward")) != std::string::npos;)
+      st.message.replace(at, 20, "block-sparse backward");
+  return st;
 }
 
 bool block_mask_packs(const detail::Problem& p) { return p.group > 0 && p.blocks.head_div % p.group == 0; }
