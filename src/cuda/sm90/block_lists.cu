@@ -1,7 +1,7 @@
 // The block-sparse list builders: the forward's (sm90/fwd/block_lists.h) and the backward's
 // (sm90/bwd/block_lists.h), one launch each. One warp per mask line packs the line's kept kernel
 // blocks (the forward: a mask row's key blocks; the backward: a mask column's q-blocks), then one warp
-// per tile writes the tile's header. Both read the same mask bytes through MaskLine::kept, so a tile's
+// per tile writes the tile's header. Both read the same mask bytes through the line's kept(), so a tile's
 // positions (counts of kept blocks below its window's edges) index the line exactly as the line's warp
 // packs it, without either waiting for the other.
 #include <string>
@@ -25,28 +25,28 @@ struct PrepTiles {
   static constexpr bool kBlockList = false;
 };
 
-// One line of the mask as a list sees it: the forward's row (mask q block) over kernel key blocks, the
-// backward's column (mask key block) over kernel q-blocks. Kernel block n (`tile` rows or keys) lies
-// inside one mask block (`block`, a multiple of tile: block_mask_support), mask block n * tile / block
-// at `at + that * stride`; blocks past the mask's cover (a varlen maximum above it) keep nothing.
-struct MaskLine {
-  const uint8_t* at;
-  int64_t stride;
-  int n_blocks, tile, block, cover;
-
-  __device__ __forceinline__ bool kept(int n) const {
-    const int mb = int(int64_t(n) * tile / block);
-    return n < n_blocks && mb < cover && at[int64_t(mb) * stride] != 0;
+// One line of the mask as a list sees it: the forward's row (a mask q block) over kernel key blocks, the
+// backward's column (a mask key block) over kernel q-blocks (BwdColumn, below). A kernel block lies inside
+// one mask block (block sizes multiples of the kernel's: block_mask_support); blocks past the mask's cover
+// (a varlen maximum above it) keep nothing. Lines read their prep's fields in place (a copy of them into
+// a line of its own changed the forward builder's SASS).
+struct FwdRow {
+  const BlockListPrep& b;
+  const uint8_t* row;
+  __device__ __forceinline__ int n_blocks() const { return b.n_blocks; }
+  __device__ __forceinline__ bool kept(int n) const {  // kernel key block n of the row
+    const int kb = int(int64_t(n) * kBlockListTileKeys / b.block_k);
+    return n < b.n_blocks && kb < b.k_blocks && row[int64_t(kb) * b.col_stride] != 0;
   }
 };
 
-__device__ __forceinline__ MaskLine fwd_line(const BlockListPrep& b, int bm, int hm, int qb) {
-  return {b.mask + bm * b.batch_stride + hm * b.head_stride + int64_t(qb) * b.row_stride, b.col_stride, b.n_blocks,
-          kBlockListTileKeys, b.block_k, b.k_blocks};
+__device__ __forceinline__ FwdRow fwd_line(const BlockListPrep& b, int bm, int hm, int qb) {
+  return {b, b.mask + bm * b.batch_stride + hm * b.head_stride + int64_t(qb) * b.row_stride};
 }
 
-// Kept blocks of `line` below each of the four edges (edge[i] <= line.n_blocks), by the whole warp.
-__device__ __forceinline__ void count_below(const MaskLine& line, const int (&edge)[4], int (&below)[4], int lane) {
+// Kept blocks of `line` below each of the four edges (edge[i] <= line.n_blocks()), by the whole warp.
+template <class Line>
+__device__ __forceinline__ void count_below(const Line& line, const int (&edge)[4], int (&below)[4], int lane) {
   for (int i = 0; i < 4; ++i) below[i] = 0;
   const int top = max(max(edge[0], edge[1]), max(edge[2], edge[3]));
   for (int n0 = 0; n0 < top; n0 += 32) {
@@ -58,9 +58,10 @@ __device__ __forceinline__ void count_below(const MaskLine& line, const int (&ed
 }
 
 // The line's kept blocks, ascending, packed from `out` (by the whole warp).
-__device__ __forceinline__ void pack_line(const MaskLine& line, int* out, int lane) {
+template <class Line>
+__device__ __forceinline__ void pack_line(const Line& line, int* out, int lane) {
   int filled = 0;
-  for (int n0 = 0; n0 < line.n_blocks; n0 += 32) {
+  for (int n0 = 0; n0 < line.n_blocks(); n0 += 32) {
     const int n = n0 + lane;
     const bool k = line.kept(n);
     const unsigned votes = __ballot_sync(0xffffffffu, k);
@@ -110,9 +111,19 @@ struct BwdListPrep {
   int* list = nullptr;
 };
 
-__device__ __forceinline__ MaskLine bwd_line(const BwdListPrep& b, int bm, int hm, int kb) {
-  return {b.mask + bm * b.batch_stride + hm * b.head_stride + int64_t(kb) * b.col_stride, b.row_stride, b.p.m_blocks,
-          b.block_m, b.block_q, b.q_blocks};
+// The backward's line: a mask column (mask key block) over kernel q-blocks of block_m rows.
+struct BwdColumn {
+  const BwdListPrep& b;
+  const uint8_t* col;
+  __device__ __forceinline__ int n_blocks() const { return b.p.m_blocks; }
+  __device__ __forceinline__ bool kept(int n) const {  // kernel q-block n of the column
+    const int qb = int(int64_t(n) * b.block_m / b.block_q);
+    return n < b.p.m_blocks && qb < b.q_blocks && col[int64_t(qb) * b.row_stride] != 0;
+  }
+};
+
+__device__ __forceinline__ BwdColumn bwd_line(const BwdListPrep& b, int bm, int hm, int kb) {
+  return {b, b.mask + bm * b.batch_stride + hm * b.head_stride + int64_t(kb) * b.col_stride};
 }
 
 __global__ void __launch_bounds__(256) bwd_block_lists_kernel(const __grid_constant__ BwdListPrep b) {
