@@ -7,7 +7,8 @@
 // blocks 128 x 128 and 256 x 128; d 64 / 96 / 128 in both dtypes; GQA 1 / 4 with mask heads 1 and
 // heads_kv (and a shared mask batch); causal and windows; odd lengths 17 / 113 / 300; varlen with an
 // empty sequence and seqused; a q block of every mask head keeping nothing (dq = 0 on its rows) and a
-// key block no row keeps (dk = dv = 0); CUDA-graph replay; and the refusals (deterministic, softcap, q
+// key block no row keeps (dk = dv = 0); CUDA-graph replay; the all-ones mask (dk, dv bitwise the unmasked
+// accumulator path's where it takes the same tile); and the refusals (deterministic, softcap, q
 // heads of one KV head on different mask heads) by Status and message.
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 
 #include "bwd_case.h"  // BwdCase, BwdBlocks, run_bwd_case
 #include "cuda/block_mask_rule.h"
+#include "scoped_env.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -173,6 +175,66 @@ TEST_F(Sm90BwdBlockSparse, AllOnesMask) {
         c.blocks->mask_heads = 1;
         run(c);
       }
+}
+
+// The all-ones mask walks, for each key tile, the q-blocks the unmasked accumulator path walks, in the same
+// order on the same tile (d 64 / 96 full and causal, d 128 causal: the unmasked call's tile when the band
+// and the ring are off; d 128 full takes the 80-row tile unmasked): dk and dv are bitwise the unmasked
+// call's, from the same out and lse. dq (atomics / reduce-adds in any order) against float64 above.
+TEST_F(Sm90BwdBlockSparse, AllOnesMaskDkDvBitwiseEqualNoMask) {
+  const ScopedEnv no_band("FASTATTN_BWD_BAND", "0"), no_ring("FASTATTN_BWD_RING_SLOTS", "0");
+  for (DType dt : {DType::F16, DType::BF16})
+    for (auto [d, causal] : {std::pair{64, false}, std::pair{64, true}, std::pair{96, false}, std::pair{96, true},
+                             std::pair{128, true}}) {
+      BwdCase c = bs(dt, d, 1000, 1000, 8, 2, 1.0);
+      c.causal = causal;
+      SCOPED_TRACE(c.str());
+      std::mt19937 rng(uint32_t(d * 7 + causal));
+      const CaseIndex idx(c);
+      BwdTensors t(c, idx, rng);
+      DeviceBuffer lse_dev(size_t(c.hq) * idx.total_q(c) * 4);
+      const int64_t nq = (c.sq + 127) / 128, nk = (c.sk + 127) / 128;
+      std::vector<uint8_t> ones(size_t(nq * nk), 1);
+      DeviceBuffer mask_dev(ones.size());
+      mask_dev.upload(ones.data());
+      AttnArgs a;
+      a.q = t.q.view(t.q.dev->get(), c.dtype, Device::CUDA);
+      a.k = t.k.view(t.k.dev->get(), c.dtype, Device::CUDA);
+      a.v = t.v.view(t.v.dev->get(), c.dtype, Device::CUDA);
+      a.out = t.out.view(t.out.dev->get(), c.dtype, Device::CUDA);
+      a.lse = idx.lse(c, lse_dev.get(), Device::CUDA);
+      idx.apply(a, c, true);
+      ASSERT_TRUE(forward(a, nullptr).ok());  // unmasked: the out and lse both backward calls read
+      std::vector<uint16_t> grads[2][2];  // (masked, unmasked) x (dk, dv)
+      for (int masked = 0; masked < 2; ++masked) {
+        AttnArgs b = a;
+        if (masked == 0) {
+          b.mask.kind = MaskKind::BlockSparse;
+          BlockMask& m = b.mask.blocks;
+          m.data = static_cast<const uint8_t*>(mask_dev.get());
+          m.device = Device::CUDA;
+          const int64_t shape[4] = {1, 1, nq, nk}, stride[4] = {nq * nk, nq * nk, nk, 1};
+          for (int i = 0; i < 4; ++i) {
+            m.shape[i] = shape[i];
+            m.stride[i] = stride[i];
+          }
+        }
+        for (TestTensor* g : {&t.dq, &t.dk, &t.dv}) g->dev->poison();
+        const Status st = backward(b, t.dout.view(t.dout.dev->get(), c.dtype, Device::CUDA),
+                                   t.dq.view(t.dq.dev->get(), c.dtype, Device::CUDA),
+                                   t.dk.view(t.dk.dev->get(), c.dtype, Device::CUDA),
+                                   t.dv.view(t.dv.dev->get(), c.dtype, Device::CUDA));
+        ASSERT_TRUE(st.ok()) << st.message;
+        FA_CUDA_OK(cudaDeviceSynchronize());
+        for (int g = 0; g < 2; ++g) {
+          TestTensor& x = g == 0 ? t.dk : t.dv;
+          grads[masked][g].resize(x.host.size());
+          x.dev->download(grads[masked][g].data());
+        }
+      }
+      EXPECT_EQ(std::memcmp(grads[0][0].data(), grads[1][0].data(), grads[0][0].size() * 2), 0) << "dk";
+      EXPECT_EQ(std::memcmp(grads[0][1].data(), grads[1][1].data(), grads[0][1].size() * 2), 0) << "dv";
+    }
 }
 
 // What the GPU backward cannot run is refused with NotSupported and a message that names it, before any
