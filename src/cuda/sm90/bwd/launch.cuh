@@ -95,7 +95,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   };
   // Block-sparse: the key tiles' lists of kept q-blocks (block_lists.h), built ahead of the preprocess,
   // so that the main kernel, launched early behind the preprocess, finds them written; the workspace is
-  // freed behind the kernel (stream order).
+  // freed behind the postprocess (stream order).
   void* list_ws = nullptr;
   if constexpr (Cfg::kBlockList) {
     if (p.deterministic || ring || band || p.kv_pair)
@@ -176,15 +176,16 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     if (!st.ok()) return free_lists(st);
     if (st = launched("backward launch"); !st.ok()) return free_lists(st);
   }
-  if (Status st = free_lists(Status::Ok()); !st.ok()) return st;
   if (p.m_blocks > 0 && !ring && !band) {  // per 64 rows, or per q-block of dQ^T
     const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kDqTransposed ? 1 : Cfg::kBlockM / 64)), unsigned(p.attn.heads_q),
                          unsigned(p.attn.batch));
     if (Status st = launch_behind(true, bwd_postprocess_kernel<T, typename BwdDenseOf<Cfg>::type>, post_grid, kBwdAuxThreads, 0, stream, p); !st.ok())
-      return st;
-    if (Status st = launched("backward postprocess launch"); !st.ok()) return st;
+      return free_lists(st);
+    if (Status st = launched("backward postprocess launch"); !st.ok()) return free_lists(st);
   }
-  return Status::Ok();
+  // The lists' free behind the postprocess, not between it and the main kernel: the postprocess launches
+  // early behind the main kernel (launch_behind), which a stream operation between them would hold back.
+  return free_lists(Status::Ok());
 }
 
 #ifdef FASTATTN_BWD_STAMPS
