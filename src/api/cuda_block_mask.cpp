@@ -9,9 +9,9 @@
 
 namespace fastattn::detail {
 
-Status cuda_block_mask_support(const Problem& p, bool backward) {
+Status cuda_block_mask_support(const Problem& p, bool backward, bool deterministic) {
 #ifdef FASTATTN_WITH_CUDA
-  return cuda_backend::block_mask_support(p, backward);
+  return cuda_backend::block_mask_support(p, backward, deterministic);
 #else
   (void)p;
   (void)backward;

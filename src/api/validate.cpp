@@ -280,7 +280,7 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   } else {
     out->problem = resolve_operands(a);
   }
-  if (out->backend == Backend::CUDA && out->problem.blocks.defined()) return cuda_block_mask_support(out->problem, backward);
+  if (out->backend == Backend::CUDA && out->problem.blocks.defined()) return cuda_block_mask_support(out->problem, backward, backward && a.deterministic);
   return Status::Ok();
 }
 

@@ -5,10 +5,10 @@
 
 namespace fastattn::cuda_backend {
 
-Status block_mask_support(const detail::Problem& p, bool backward) {
+namespace {
+
+Status support_rule(const detail::Problem& p, bool backward, bool deterministic) {
   const detail::BlockMaskView& m = p.blocks;
-  if (backward)
-    return Status::Unsupported("mask: block-sparse backward on CUDA not yet (the CPU and reference backends run it)");
   if (p.cache.defined()) return Status::Unsupported("mask: forward_kvcache takes no block-sparse mask on CUDA");
   if (p.head_dim != p.head_dim_v || p.head_dim > 128)
     return Status::Unsupported("mask: the CUDA block-sparse forward runs head dims up to 128 with head_dim_v = head_dim "
@@ -18,6 +18,21 @@ Status block_mask_support(const detail::Problem& p, bool backward) {
     return Status::Unsupported("mask: the CUDA block-sparse forward needs block_q and block_k multiples of 128 (its "
                                "128 x 128 tiles must each lie inside one mask block); got block_q " +
                                std::to_string(m.block_q) + ", block_k " + std::to_string(m.block_k));
+  if (backward) {
+    // The backward (sm90/bwd, BlockSparseBwdConfig): the default mode's accumulator path only, and one list
+    // per key tile serves all q heads of its KV head.
+    if (deterministic)
+      return Status::Unsupported("mask: block-sparse deterministic backward on CUDA not yet (deterministic=False runs it; "
+                                 "the CPU and reference backends run both)");
+    if (p.softcap > 0.f)
+      return Status::Unsupported("mask: the CUDA block-sparse backward takes no softcap yet (its kernel is built "
+                                 "without the softcap path)");
+    if (p.group > 0 && m.head_div % p.group != 0)
+      return Status::Unsupported("mask: the CUDA block-sparse backward needs the q heads of one KV head to share a mask "
+                                 "head (mask heads 1 or a divisor of heads_kv); got " +
+                                 std::to_string(p.heads_q / m.head_div) + " mask heads for heads_kv " +
+                                 std::to_string(p.heads_kv));
+  }
   if (p.num_splits_arg > 1)
     return Status::Unsupported("num_splits: the CUDA block-sparse forward does not split keys (pass 0 or 1); got " +
                                std::to_string(p.num_splits_arg));
@@ -28,6 +43,17 @@ Status block_mask_support(const detail::Problem& p, bool backward) {
     return Status::Unsupported("mask: the CUDA block-sparse forward's lists would exceed 2^31 entries (mask batches x "
                                "heads x q blocks x key blocks of 128); use block_q > 128 or fewer mask heads");
   return Status::Ok();
+}
+
+}  // namespace
+
+// The forward's limits hold for the backward too; its messages then name the backward.
+Status block_mask_support(const detail::Problem& p, bool backward, bool deterministic) {
+  Status st = support_rule(p, backward, deterministic);
+  if (backward)
+    for (size_t at; (at = st.message.find("block-sparse forward")) != std::string::npos;)
+      st.message.replace(at, 20, "block-sparse backward");
+  return st;
 }
 
 bool block_mask_packs(const detail::Problem& p) { return p.group > 0 && p.blocks.head_div % p.group == 0; }

@@ -13,10 +13,11 @@ namespace fastattn::cuda_backend {
 constexpr int kBlockSparseTileRows = 128, kBlockSparseTileKeys = 128;
 
 // Ok when the CUDA backend runs p's block mask (p.blocks defined) for the forward (backward false)
-// or the backward; else NotSupported with what it cannot run: the backward, a KV-cache call, head
-// dims other than d <= 128 with d_v = d, block_q or block_k not a multiple of 128, an explicit
-// num_splits > 1, or lists past 2^31 entries.
-Status block_mask_support(const detail::Problem& p, bool backward);
+// or the backward (deterministic: its mode); else NotSupported with what it cannot run: a KV-cache
+// call, head dims other than d <= 128 with d_v = d, block_q or block_k not a multiple of 128, an
+// explicit num_splits > 1, lists past 2^31 entries; and for the backward the deterministic mode, a
+// softcap, or q heads of one KV head on different mask heads.
+Status block_mask_support(const detail::Problem& p, bool backward, bool deterministic = false);
 
 // Whether a GQA-packed tile (several q heads of one KV head, sched/gqa_pack.h) may run under p's
 // mask: its heads then share one mask head (mask heads 1, or a divisor of heads_kv). Else the

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cuda/block_mask_rule.h"
 #include "cuda/built_kernels.h"
 #include "cuda/bwd_stats_probe.h"
 #include "cuda/common/bwd_params.h"
@@ -114,9 +115,7 @@ Status check_backward(const AttnArgs& a) {
     // check_forward also requires a head dim built for the forward; the backward's list differs.
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);
   }
-  // check_forward lets a block-sparse mask through (the forward runs it); the backward does not yet.
-  if (a.mask.kind == MaskKind::BlockSparse)
-    return Status::Unsupported("mask: block-sparse backward on CUDA not yet (the CPU and reference backends run it)");
+  // A block-sparse mask: what the backward runs of it is block_mask_support's (validation asks it first).
   const int d = int(a.q.shape[a.q.ndim - 1]), dv = int(a.v.shape[a.v.ndim - 1]);
   int major = 0;
   if (Status st = compute_major(&major); !st.ok()) return st;
@@ -168,7 +167,14 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   strides(g.dv, p.dv_stride_b, p.dv_stride_s, p.dv_stride_h);
   const AttnParams& a = p.attn;
   // Rows per q-block, and the workspace's padding per sequence (80 at d 128 without mask: config.h).
-  const int bm = sm90::bwd_block_m(d, sm90::bwd_rows80(d, deterministic, a.window_left, a.window_right, a.softcap));
+  // Block-sparse masks take the head dim's default tile on the accumulator path (never the 80-row tile,
+  // the band or the dQ ring: the lists are walked by BlockSparseBwdConfig's kernel only).
+  const bool block_sparse = problem.blocks.defined();
+  if (block_sparse) {  // validation asked the rule with the mode; a direct caller is held to it here
+    if (Status st = block_mask_support(problem, true, deterministic); !st.ok()) return st;
+  }
+  const int bm = sm90::bwd_block_m(
+      d, !block_sparse && sm90::bwd_rows80(d, deterministic, a.window_left, a.window_right, a.softcap));
   p.block_m = bm;
   p.m_blocks = (a.seqlen_q + bm - 1) / bm;
   p.padded_rows = problem.varlen ? (problem.total_q + bm * int64_t(a.batch) + bm - 1) / bm * bm
@@ -177,7 +183,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
   p.deterministic = deterministic ? 1 : 0;
 
-  if (bm == 64) {
+  if (bm == 64 && !block_sparse) {
     const Status st = band_blocks(a, d, g.dq, &p.band_blocks);
     if (!st.ok()) return st;
   }
@@ -188,7 +194,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (band) {  // key blocks of 128 (the d 128 tile; launch.cuh checks the count against its n_blocks)
     const int n_blocks = (a.seqlen_k + 127) / 128;
     p.band_count = (n_blocks + p.band_blocks - 1) / p.band_blocks;
-  } else {
+  } else if (!block_sparse) {
     p.dq_ring_slots = dq_ring_slots(a, d, deterministic, g.dq, p.m_blocks, &p.ring_section);
   }
 

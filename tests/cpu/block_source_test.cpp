@@ -2,7 +2,7 @@
 // the host, against the mask oracle (src/reference/mask_oracle.h): every kept pair of a tile lies
 // in a visited block, every block called full keeps every pair, and the walk visits each block of
 // the range once, last first. Row view (forward: key blocks of a query tile) and column view
-// (backward: query blocks of a key tile); the block-sparse list walk (BlockList) over the row view.
+// (backward: query blocks of a key tile); the block-sparse list walk (BlockList) over both views.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -191,6 +191,50 @@ TEST(BlockSource, BlockListWalksTheKeptBlocks) {
         ASSERT_GE(lo, l.begin + (keep_last ? 1 : 0)) << at;
         for (int it = lo; it < l.end && !l.above_full(it); ++it) ASSERT_TRUE(l.full(it)) << at << " position " << it;
       }
+    }
+  }
+}
+
+// The backward's lists (sm90/bwd/block_lists.h): the same BlockList over the column view, a key tile's
+// kept q-blocks (of 64 or 128 rows) inside its query_blocks range, with the same edges and counts as
+// bwd_block_lists_kernel takes them. The walk visits exactly those, last first, and full / above_full
+// say what the window range says of each block.
+TEST(BlockSource, BlockListWalksTheKeptQueryBlocks) {
+  fastattn::testing::Rng rng(fastattn::testing::test_seed());
+  for (int trial = 0; trial < 300; ++trial) {
+    const MaskRule m = random_rule(rng);
+    const WindowMask w = window_of(m);
+    const int tile_m = rng.uniform_int(0, 1) ? 64 : 128;
+    const int m_blocks = (m.len_q + tile_m - 1) / tile_m, base = rng.uniform_int(0, 3) * m_blocks;
+    const int density_pct = rng.uniform_int(0, 4) * 25;
+    std::vector<int> list(size_t(base + m_blocks), -1);
+    std::vector<char> kept_block(static_cast<size_t>(m_blocks));
+    int filled = 0;
+    for (int q = 0; q < m_blocks; ++q) {
+      kept_block[size_t(q)] = rng.uniform_int(0, 99) < density_pct;
+      if (kept_block[size_t(q)]) list[size_t(base + filled++)] = q;
+    }
+    for (int n0 = 0; n0 < m.len_k; n0 += 128) {
+      const BlockRange r = query_blocks(w, n0, n0 + 128, tile_m);
+      const std::string at = describe(m) + " keys [" + std::to_string(n0) + ", +128) q-blocks of " +
+                             std::to_string(tile_m) + " density " + std::to_string(density_pct);
+      int edge[4], below[4] = {0, 0, 0, 0};
+      block_list_edges(r, edge);
+      for (int i = 0; i < 4; ++i) {
+        ASSERT_LE(edge[i], m_blocks) << at;  // the kernel's line holds m_blocks entries
+        for (int q = 0; q < edge[i]; ++q) below[i] += kept_block[size_t(q)];
+      }
+      const BlockList l = block_list_at(list.data(), base, below);
+      std::vector<int> want, got;
+      for (int q = r.end - 1; q >= r.begin; --q)
+        if (kept_block[size_t(q)]) want.push_back(q);
+      for (const int it : walk(l)) {
+        got.push_back(l.block(it));
+        ASSERT_EQ(l.full(it), r.full(l.block(it))) << at << " position " << it;
+        ASSERT_EQ(l.above_full(it), r.above_full(l.block(it))) << at << " position " << it;
+      }
+      ASSERT_EQ(got, want) << at;
+      ASSERT_EQ(l.empty(), want.empty()) << at;
     }
   }
 }

@@ -1,7 +1,9 @@
-// GPU time of the block-sparse forward against the forward without a mask (not a test): bf16,
-// b 4, s 8192, h 32, d 128, blocks 128 x 128, a mask per (batch, head), causal off and on. Each
-// call's time is the median over kRuns runs (CUDA events); the prep kernel is part of the timed call.
-//   fastattn_block_sparse_bench [mask_dir]
+// GPU time of the block-sparse forward and backward against the calls without a mask (not a test):
+// bf16, b 4, s 8192, h 32, d 128, blocks 128 x 128, a mask per (batch, head), causal off and on. Each
+// call's time is the median over kRuns runs (CUDA events); the prep kernel is part of the timed call
+// (the backward: its default mode; the dense backward takes its own routes: at full attention the
+// 80-row tile, causal the recompute band where it serves).
+//   fastattn_block_sparse_bench [mask_dir] [--backward-only]
 // mask_dir: where bench/block_sparse_flex.py left its masks (mask_<density>.u8: uint8 (4, 32, 64,
 // 64), C order), so that FlexAttention's times are of the same masks; without it (or a missing
 // file) the bench draws its own. Prints a markdown table: the mask's share of the dense call's
@@ -61,9 +63,10 @@ int main(int argc, char** argv) {
   std::vector<uint16_t> host(elems);
   std::mt19937 rng(1);
   std::normal_distribution<float> normal(0.f, 1.f);
-  void *q, *k, *v, *out, *lse, *mask_dev;
-  for (void** p : {&q, &k, &v, &out}) CHECK_CUDA(cudaMalloc(p, elems * 2));
-  for (void* p : {q, k, v}) {
+  const bool backward_only = argc > 2 && std::strcmp(argv[2], "--backward-only") == 0;
+  void *q, *k, *v, *out, *lse, *mask_dev, *dout, *dq, *dk, *dv;
+  for (void** p : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) CHECK_CUDA(cudaMalloc(p, elems * 2));
+  for (void* p : {q, k, v, dout}) {
     for (auto& x : host) {
       const float f = normal(rng);
       uint32_t bits;
@@ -99,17 +102,18 @@ int main(int argc, char** argv) {
     }
     return a;
   };
-  auto median_ms = [&](const AttnArgs& a) {
+  // The median of kRuns timed calls of `call` (after three warm-up calls).
+  auto median_of = [&](auto call) {
     cudaEvent_t e0, e1;
     CHECK_CUDA(cudaEventCreate(&e0));
     CHECK_CUDA(cudaEventCreate(&e1));
     std::vector<float> ms;
     for (int r = 0; r < kRuns + 3; ++r) {
       CHECK_CUDA(cudaEventRecord(e0));
-      const Status st = forward(a, nullptr);
+      const Status st = call();
       CHECK_CUDA(cudaEventRecord(e1));
       if (!st.ok()) {
-        std::fprintf(stderr, "forward: %s\n", st.message.c_str());
+        std::fprintf(stderr, "call: %s\n", st.message.c_str());
         std::exit(1);
       }
       CHECK_CUDA(cudaEventSynchronize(e1));
@@ -120,26 +124,41 @@ int main(int argc, char** argv) {
     std::sort(ms.begin(), ms.end());
     return ms[ms.size() / 2];
   };
+  auto median_ms = [&](const AttnArgs& a) { return median_of([&] { return forward(a, nullptr); }); };
+  // The backward of a: its forward once (out, lse), then the timed backward calls.
+  auto backward_ms = [&](const AttnArgs& a) {
+    const Status st = forward(a, nullptr);
+    if (!st.ok()) {
+      std::fprintf(stderr, "forward: %s\n", st.message.c_str());
+      std::exit(1);
+    }
+    auto t = [&](void* p) { return make_tensor(p, DType::BF16, {kB, kS, kH, kD}, Device::CUDA); };
+    return median_of([&] { return backward(a, t(dout), t(dq), t(dk), t(dv), nullptr); });
+  };
 
   std::printf("bf16 b%d s%d h%d d%d, blocks 128 x 128, mask (b, h, %d, %d); median of %d calls\n\n", kB, kS, kH, kD,
               kBlocks, kBlocks, kRuns);
-  std::printf("| causal | mask | kept share | ms | / dense | predicted ms (share x dense) |\n|---|---|---|---|---|---|\n");
+  std::printf("| pass | causal | mask | kept share | ms | / dense | predicted ms (share x dense) |\n|---|---|---|---|---|---|---|\n");
   const struct {
     const char* name;
     double density;
   } masks[] = {{"1", 1.0}, {"0.5", 0.5}, {"0.25", 0.25}, {"0.1", 0.1}, {"0", 0.0}};
-  for (bool causal : {false, true}) {
-    const float dense = median_ms(args(causal, false));
-    std::printf("| %s | none | 1 | %.3f | 1 | |\n", causal ? "yes" : "no", dense);
-    for (const auto& m : masks) {
-      const std::vector<uint8_t> bytes = load_or_draw(dir, m.name, m.density, 1234u + uint32_t(m.density * 1000));
-      CHECK_CUDA(cudaMemcpy(mask_dev, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
-      const double share = kept_share(bytes, causal);
-      const float t = median_ms(args(causal, true));
-      std::printf("| %s | %s | %.3f | %.3f | %.3f | %.3f |\n", causal ? "yes" : "no", m.name, share, t, t / dense,
-                  share * dense);
-      std::fflush(stdout);
+  for (bool bwd : {false, true})
+    for (bool causal : {false, true}) {
+      if (!bwd && backward_only) continue;
+      const char* pass = bwd ? "bwd" : "fwd";
+      auto time = [&](const AttnArgs& a) { return bwd ? backward_ms(a) : median_ms(a); };
+      const float dense = time(args(causal, false));
+      std::printf("| %s | %s | none | 1 | %.3f | 1 | |\n", pass, causal ? "yes" : "no", dense);
+      for (const auto& m : masks) {
+        const std::vector<uint8_t> bytes = load_or_draw(dir, m.name, m.density, 1234u + uint32_t(m.density * 1000));
+        CHECK_CUDA(cudaMemcpy(mask_dev, bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+        const double share = kept_share(bytes, causal);
+        const float t = time(args(causal, true));
+        std::printf("| %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n", pass, causal ? "yes" : "no", m.name, share, t,
+                    t / dense, share * dense);
+        std::fflush(stdout);
+      }
     }
-  }
   return 0;
 }

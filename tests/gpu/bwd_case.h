@@ -33,7 +33,21 @@ struct BwdRoute {
   bool ring = false, band = false;
 };
 
+// A block-sparse mask for a case (BwdCase::blocks; bwd_block_sparse_test.cpp): bytes drawn kept with
+// probability `density` (1: all kept), contiguous [mask batches][mask heads][q blocks][k blocks] covering the
+// longest sequence, on the GPU for the CUDA call and on the host for the float64 reference (which applies
+// it through reference/mask_oracle.h). zero_q_block / zero_k_block: that q block (k block) of every mask
+// head keeps nothing (dq = 0 on its rows; dk = dv = 0 on its keys).
+struct BwdBlocks {
+  int block_q = 128, block_k = 128;
+  double density = 0.5;
+  bool batch_shared = false;  // mask dim 0 = 1
+  int mask_heads = 0;         // 0: heads_q
+  int zero_q_block = -1, zero_k_block = -1;
+};
+
 struct BwdCase : FwdCase {
+  std::optional<BwdBlocks> blocks;  // a block-sparse mask (MaskKind::BlockSparse)
   bool deterministic = false;
   // dq bitwise equal over three runs in the default mode too (the band: one order by construction).
   bool dq_bitwise = false;
@@ -108,6 +122,31 @@ inline void run_bwd_case(const BwdCase& c) {
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
   DeviceBuffer lse_dev(lse_n * 4);
   std::vector<uint16_t> out_host(out.host.size());
+  // The block mask's bytes (c.blocks), and its view on either side.
+  BlockMask mask;
+  std::vector<uint8_t> mask_host;
+  std::optional<DeviceBuffer> mask_dev;
+  if (c.blocks) {
+    const BwdBlocks& m = *c.blocks;
+    const int max_q = idx.varlen ? idx.max_q : c.sq, max_k = idx.varlen ? idx.max_k : c.sk;
+    mask.shape[0] = m.batch_shared ? 1 : idx.batch;
+    mask.shape[1] = m.mask_heads > 0 ? m.mask_heads : c.hq;
+    mask.shape[2] = std::max(1, (max_q + m.block_q - 1) / m.block_q);
+    mask.shape[3] = std::max(1, (max_k + m.block_k - 1) / m.block_k);
+    mask.stride[3] = 1;
+    for (int i = 2; i >= 0; --i) mask.stride[i] = mask.stride[i + 1] * mask.shape[i + 1];
+    mask.block_q = m.block_q;
+    mask.block_k = m.block_k;
+    mask_host.resize(size_t(mask.shape[0] * mask.stride[0]));
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (size_t i = 0; i < mask_host.size(); ++i) {
+      const int64_t qb = int64_t(i) / mask.stride[2] % mask.shape[2], kb = int64_t(i) % mask.shape[3];
+      const bool keep = qb != m.zero_q_block && kb != m.zero_k_block && (m.density >= 1.0 || u(rng) < m.density);
+      mask_host[i] = keep ? uint8_t(1 + i % 251) : 0;
+    }
+    mask_dev.emplace(mask_host.size());
+    mask_dev->upload(mask_host.data());
+  }
   std::vector<float> lse_host(lse_n);
 
   auto make_args = [&](bool on_gpu) {
@@ -120,6 +159,12 @@ inline void run_bwd_case(const BwdCase& c) {
     a.lse = idx.lse(c, on_gpu ? lse_dev.get() : static_cast<void*>(lse_host.data()), dv_);
     idx.apply(a, c, on_gpu);
     a.deterministic = c.deterministic;
+    if (c.blocks) {
+      a.mask.kind = MaskKind::BlockSparse;
+      a.mask.blocks = mask;
+      a.mask.blocks.data = on_gpu ? static_cast<const uint8_t*>(mask_dev->get()) : mask_host.data();
+      a.mask.blocks.device = dv_;
+    }
     return a;
   };
 
@@ -207,6 +252,22 @@ inline void run_bwd_case(const BwdCase& c) {
   check_grad("dq", logical(0, 0), ref.dq, base.dq, c.dtype);
   check_grad("dk", logical(1, 0), ref.dk, base.dk, c.dtype);
   check_grad("dv", logical(2, 0), ref.dv, base.dv, c.dtype);
+  if (c.blocks) {  // what the mask drops (rows or keys with nothing kept) is exactly 0, not merely small
+    const std::vector<double>* refs[3] = {&ref.dq, &ref.dk, &ref.dv};
+    for (int g = 0; g < 3; ++g) {
+      const std::vector<uint16_t> gl = logical(g, 0);
+      size_t zeros = 0, nonzero = 0;
+      for (size_t i = 0; i < gl.size() && i < refs[g]->size(); ++i)
+        if ((*refs[g])[i] == 0.0) {
+          ++zeros;
+          nonzero += from_bits(gl[i], c.dtype) != 0.0;
+        }
+      EXPECT_EQ(nonzero, 0u) << names[g] << ": elements the mask zeroes (" << zeros << " in the reference) are not 0";
+      if (c.blocks->density == 0.0 || c.blocks->zero_q_block >= 0 || c.blocks->zero_k_block >= 0) {
+        EXPECT_GT(zeros, 0u) << names[g] << ": the case meant gradients the mask zeroes";
+      }
+    }
+  }
   if (c.graph && !c.deterministic)  // the replays' dq (dk, dv: bitwise run 0's, above)
     for (int r = 1; r < runs; ++r) check_grad("dq (graph replay)", logical(0, r), ref.dq, base.dq, c.dtype);
 }

@@ -9,7 +9,7 @@
 // (packed and not); causal and windows with s_q != s_k; odd lengths 1 / 17 / 113 / 4097; varlen with
 // an empty sequence and seqused; mask dims past the cover with padded rows; an all-zero mask row
 // (out 0, lse -inf); softcap; CUDA-graph capture and replay; the all-ones mask bitwise equal to the
-// forward without a mask; and the refusals (block 64, num_splits 2, d 192, the backward).
+// forward without a mask; and the refusals (block 64, num_splits 2, d 192, the deterministic backward).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -522,10 +522,12 @@ TEST_F(Sm90FwdBlockSparse, Refusals) {
   EXPECT_NE(st.message.find("head dims up to 128"), std::string::npos) << st.message;
   p.head_dim = p.head_dim_v = 128;
   EXPECT_TRUE(cuda_backend::block_mask_support(p, false).ok());
-  st = cuda_backend::block_mask_support(p, true);
+  // The backward runs the default mode (bwd_block_sparse_test.cpp); the deterministic one is refused.
+  EXPECT_TRUE(cuda_backend::block_mask_support(p, true).ok());
+  st = cuda_backend::block_mask_support(p, true, true);
   EXPECT_EQ(st.code, Code::NotSupported);
-  EXPECT_NE(st.message.find("block-sparse backward on CUDA not yet"), std::string::npos) << st.message;
-  // The backward through the API.
+  EXPECT_NE(st.message.find("block-sparse deterministic backward on CUDA not yet"), std::string::npos) << st.message;
+  // The deterministic backward through the API.
   std::mt19937 rng(9);
   const CaseIndex idx(b.c);
   CaseTensors t(b.c, idx, rng), g(b.c, idx, rng);
@@ -540,10 +542,11 @@ TEST_F(Sm90FwdBlockSparse, Refusals) {
   idx.apply(a, b.c, true);
   a.mask.kind = MaskKind::BlockSparse;
   a.mask.blocks = mask.view(b);
+  a.deterministic = true;
   st = backward(a, g.out.view(g.out.dev->get(), b.c.dtype, Device::CUDA), g.q.view(g.q.dev->get(), b.c.dtype, Device::CUDA),
                 g.k.view(g.k.dev->get(), b.c.dtype, Device::CUDA), g.v.view(g.v.dev->get(), b.c.dtype, Device::CUDA));
   EXPECT_EQ(st.code, Code::NotSupported) << st.message;
-  EXPECT_NE(st.message.find("block-sparse backward on CUDA not yet"), std::string::npos) << st.message;
+  EXPECT_NE(st.message.find("block-sparse deterministic backward on CUDA not yet"), std::string::npos) << st.message;
 }
 
 }  // namespace

@@ -243,12 +243,57 @@ def test_block_mask_forward(rng, case, dtype):
     assert bool(torch.isneginf(lse[0, 0, :128]).all()) and not bool(out[0, :128, 0].any())
 
 
+# Block-sparse masks on the GPU backward (default mode): (b, s_q, s_k, h, h_kv, d, causal, window, mask
+# heads, density); mask heads 1 or h_kv (a KV head's q heads share one mask head: the CUDA limit).
+BLOCK_BWD_CASES = {
+    "gqa_per_kv_head": (2, 300, 300, 8, 2, 128, False, (-1, -1), 2, 0.5),
+    "causal_shared_d64": (1, 517, 517, 4, 4, 64, True, (-1, -1), 1, 0.6),
+    "window_d96": (2, 260, 390, 4, 1, 96, False, (100, 40), 1, 0.5),
+}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("case", list(BLOCK_BWD_CASES))
+def test_block_mask_backward(rng, case, dtype):
+    b, s_q, s_k, h, h_kv, d, causal, window, mask_heads, density = BLOCK_BWD_CASES[case]
+    tdt, rdt = DTYPES[dtype]
+    q = rand(rng, (b, s_q, h, d), tdt, True)
+    k, v = (rand(rng, (b, s_k, h_kv, d), tdt, True) for _ in range(2))
+    dout = rand(rng, (b, s_q, h, d), tdt)
+    nq, nk = -(-s_q // 128), -(-s_k // 128)
+    mask = torch.from_numpy(rng.random((b, mask_heads, nq, nk)) < density)
+    mask[0, 0, 0, :] = False  # a q block that keeps no key: dq 0 on its rows
+    mask[0, :, :, 1] = False  # a key block that no row of batch 0 keeps: dk = dv = 0 there
+    out = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=causal, window_size=window,
+                         block_mask=mask.cuda())
+    kernel_or_skip(out.backward, dout)
+    kw = dict(causal=causal, window=window, blocks=(mask.numpy(), 128, 128))
+    arrays = [np64(x) for x in (q, k, v)]
+    exact = ref.backward(*arrays, np64(dout), **kw)
+    lowp = ref.backward(*arrays, np64(dout), dtype=rdt, **kw)
+    for name, got, r64, rlp in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), exact, lowp):
+        assert_close(name, np64(got), r64, rlp, rdt)
+    assert not bool(q.grad[0, :128, :h // mask_heads].any()) and not bool(k.grad[0, 128:256].any())
+
+
 def test_block_mask_cuda_limits(rng):
-    """What the CUDA block-sparse forward refuses is named (NotImplementedError), never run unmasked."""
+    """What the CUDA block-sparse calls refuse is named (NotImplementedError), never run unmasked; the
+    backward runs (default mode) and matches the float64 reference."""
     q, k, v = (rand(rng, (1, 256, 2, 128), torch.bfloat16, requires_grad=True) for _ in range(3))
     mask = torch.ones(1, 1, 4, 4, dtype=torch.bool, device="cuda")
     with pytest.raises(NotImplementedError, match="multiples of 128"):
         fastattn.flash_attn_func(q, k, v, block_mask=mask, block_size=(64, 64))
-    out = fastattn.flash_attn_func(q, k, v, block_mask=mask[:, :, :2, :2])  # the forward runs
-    with pytest.raises(NotImplementedError, match="block-sparse backward"):
+    mask2 = mask[:, :, :2, :2].clone()
+    mask2[0, 0, 1, 0] = False
+    out = fastattn.flash_attn_func(q, k, v, block_mask=mask2)  # the forward runs
+    dout = torch.randn_like(out)
+    out.backward(dout)  # and so does the backward
+    kw = dict(blocks=(mask2.cpu().numpy(), 128, 128))
+    arrays = [np64(x) for x in (q, k, v)]
+    exact = ref.backward(*arrays, np64(dout), **kw)
+    lowp = ref.backward(*arrays, np64(dout), dtype=DTYPES["bf16"][1], **kw)
+    for name, got, r64, rlp in zip(("dq", "dk", "dv"), (q.grad, k.grad, v.grad), exact, lowp):
+        assert_close(name, np64(got), r64, rlp, DTYPES["bf16"][1])
+    out = fastattn.flash_attn_func(q, k, v, block_mask=mask2, deterministic=True)
+    with pytest.raises(NotImplementedError, match="block-sparse deterministic backward"):
         out.sum().backward()

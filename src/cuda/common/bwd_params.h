@@ -77,6 +77,12 @@ struct BwdParams {
   int band_blocks = 0;
   int band_count = 0;
   float* band_spill = nullptr;
+
+  // Block-sparse kernels (BwdConfig::kBlockList; sm90/bwd/block_lists.h): per key tile (batch, KV head,
+  // key block) its BlockList header (four ints: an int4), positions into q_lists (kept q-blocks of a mask
+  // column, ascending).
+  const int* q_list_headers = nullptr;
+  const int* q_lists = nullptr;
 };
 
 }  // namespace fastattn::cuda_backend

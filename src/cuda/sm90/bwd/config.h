@@ -35,6 +35,8 @@
 #define FASTATTN_D128_KRS_DV_FIRST 0
 #endif
 
+#include <type_traits>
+
 namespace fastattn::sm90 {
 
 // d <= 128: one CTA per key block of 128 (two consumer warpgroups of 64 keys each, swap-AB: S^T,
@@ -205,6 +207,7 @@ struct BwdConfig {
   // The d 128 64-row default kernel with K in registers: dV waited for before dQ is issued (bwd_dq).
   static constexpr bool kDvBeforeDq = D == 128 && BM == 64 && FASTATTN_D128_KRS_DV_FIRST != 0;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
+  static constexpr bool kBlockList = false;  // the block-sparse kernel (BlockSparseBwdConfig) walks lists
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges; by default right-only ones) runs on
   // the 64-row tile and its longest-first order, in a kernel of its own (the accumulator path's kernels are
   // unchanged).
@@ -215,6 +218,38 @@ struct BwdConfig {
   // 128 x (168 - 32) >= 256 x (232 - 168). Its deterministic dQ writer spilled 16 B within 24 (notes, session 33).
   static constexpr int kProducerRegs = DV == D ? 24 : 32;
   static constexpr int kConsumerRegs = DV == D ? 240 : 232;
+};
+
+// The block-sparse backward (docs/notes/masks-sm90.md, "Backward"): Base's tile and schedule, each key
+// tile walking its list of kept q-blocks (BwdListTile, tile.cuh) instead of the window's range. A kernel of
+// its own, in the default mode's accumulator path only: no deterministic, ring, band or softcap kernel
+// is built for it (the host refuses a deterministic or softcapped call: cuda/block_mask_rule.h; the
+// kernel's softcap path is Off, as the default mode's kernel without it where Base splits one off), and
+// no paired key blocks (a pair's second tile would take a header of its own; longest first stays).
+template <class Base>
+struct BlockSparseBwdConfig : Base {
+  static_assert(!Base::kKeys80 && Base::kHeadDim <= 128 && Base::kHeadDimV == Base::kHeadDim && Base::kBlockM != 80,
+                "block-sparse backward: the 64-row (d 64: 128-row) tile of d <= 128, d_v = d");
+  using Dense = Base;  // the postprocess and the preprocess are Base's kernels
+  static constexpr bool kBlockList = true;
+  static constexpr bool kHasRingKernel = false;
+  static constexpr bool kHasDetKernel = false;
+  static constexpr bool kSoftcapKernel = false;
+  static constexpr bool kDetSoftcapKernel = false;
+  // d 64 / 128 (Base splits a softcap kernel off): the path Off, as Base's kernel without it; d 96: Base's
+  // run-time branch, so that the kernel is Base's in every other respect.
+  static constexpr bool kHasSoftcap = Base::kHasSoftcap && !Base::kSoftcapKernel;
+  static constexpr bool kPairKeyBlocks = false;
+};
+
+// The config whose postprocess serves Cfg (a block-sparse config's base: the same kernel, not a twin).
+template <class Cfg, class = void>
+struct BwdDenseOf {
+  using type = Cfg;
+};
+template <class Cfg>
+struct BwdDenseOf<Cfg, std::void_t<typename Cfg::Dense>> {
+  using type = typename Cfg::Dense;
 };
 
 // Whether a backward takes the 80-row tile (BwdConfig<128, 80>): d 128, default mode, no mask
@@ -279,6 +314,7 @@ struct BwdConfigKeys80 {
   static constexpr bool kStatsByQuad = false;  // lse / D in plain row order (preprocess.cuh)
   static constexpr bool kDqTransposed = true;
   static constexpr bool kKeys80 = true;
+  static constexpr bool kBlockList = false;
   static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
   // Launch settings of the default mode only (launch.cuh): no deterministic kernel; under a right
   // edge the longest-first order in L2 sections (lpt_order.h), each CTA walking upwards and no

@@ -80,10 +80,10 @@ __device__ __forceinline__ void release_stage_after_dk(BwdSmem<Cfg>& sm, int sta
 
 // Default mode, d 64 / 96: this warpgroup's dQ added into the run by vector fp32 atomics
 // (red.global.add.v4.f32), fire and forget, in the staged order (dq_layout.h).
-template <class Cfg, int N>
-__device__ __forceinline__ void add_dq_atomic(const BwdParams& p, const BwdTile& t, int h, int m, int run_off,
+template <class Cfg, int N, class Tile>
+__device__ __forceinline__ void add_dq_atomic(const BwdParams& p, const Tile& t, int h, int m, int run_off,
                                               const float (&dq)[N / 2]) {
-  float4* run = reinterpret_cast<float4*>(p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim + run_off) +
+  float4* run = reinterpret_cast<float4*>(p.dq_accum + t.template ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim + run_off) +
                 threadIdx.x % 128;
 #pragma unroll
   for (int q = 0; q < N / 8; ++q) atomicAdd(run + 128 * q, make_float4(dq[4 * q], dq[4 * q + 1], dq[4 * q + 2], dq[4 * q + 3]));
@@ -102,8 +102,8 @@ __device__ __forceinline__ void add_dq_atomic(const BwdParams& p, const BwdTile&
 // (d 256: bwd_dq_own_atoms).
 // kDvFirst (BwdConfig::kDvBeforeDq): dV is waited for before dQ is issued, so that P^T's fragments are dead while
 // dQ's accumulators live (the room that a fifth k-step of K in registers needs).
-template <class T, class Cfg, int N, bool kDet, bool kDvFirst = false>
-__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int c0, int wg,
+template <class T, class Cfg, int N, bool kDet, bool kDvFirst = false, class Tile>
+__device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const Tile& t, int c0, int wg,
                                        int ds_buf, int h, int m, float (&dv)[Cfg::kDvColsMax / 2],
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
                                        uint32_t (&dsf)[Cfg::kSdpCols / 16][4], PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
@@ -289,8 +289,8 @@ __device__ __forceinline__ void bwd_write_dq_in_stage(BwdSmem<Cfg>& sm, const Bw
 // the CTA's previous tile (paired key blocks). kWriters > 1: writer w of them takes the
 // steps w, w + kWriters, .. (buffer w when there are as many buffers), so that one add's landing
 // and the turn it passes on overlap the next step's.
-template <class Cfg, bool kDet, int kWriters = 1>
-__device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int writer,
+template <class Cfg, bool kDet, int kWriters = 1, class Tile>
+__device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const Tile& t, int writer,
                                              PipeState<BwdSmem<Cfg>::kDqBufs>& ps) {
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   static_assert(kWriters == 1 || kWriters == BwdSmem<Cfg>::kDqBufs, "a writer per staging buffer");
@@ -302,7 +302,7 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
   }
   for (int i = t.steps(p.attn.q_per_kv) - writer; i > 0; i -= kWriters, ps.advance()) {
     const int b = ps.stage();
-    const int64_t row = t.ws_row<Cfg::kBlockM>(p, h, m);
+    const int64_t row = t.template ws_row<Cfg::kBlockM>(p, h, m);
     mbar_wait(&sm.dq_full[b], ps.phase());
     if constexpr (Cfg::kDqFenceByWriter && !kDet) fence_smem_for_tma();  // the consumers' staging (stage_dq)
     if (kBwdStamps && !kDet && threadIdx.x == 32) bwd_stamp_step(kBsStaged, t.steps(p.attn.q_per_kv) - i);

@@ -15,8 +15,8 @@ namespace fastattn::sm90 {
 // dK's NK columns from k_col0 and dV's NV from v_col0 (all of d, or at d > 128 a warpgroup's share;
 // they differ where d_v != d_qk: BwdConfig::kDvCols*), each in the first N / 2 registers of its
 // accumulator.
-template <class T, int NK, int NV, int RK, int RV>
-__device__ __forceinline__ void store_dk_dv_apart(const BwdParams& p, const BwdTile& t, int key_row, int quad_col,
+template <class T, int NK, int NV, int RK, int RV, class Tile>
+__device__ __forceinline__ void store_dk_dv_apart(const BwdParams& p, const Tile& t, int key_row, int quad_col,
                                                   int k_col0, int v_col0, const float (&dk)[RK], const float (&dv)[RV]) {
   static_assert(NK / 2 <= RK && NV / 2 <= RV);
   const int64_t b_off = t.seq.batch_coord;
@@ -42,8 +42,8 @@ __device__ __forceinline__ void store_dk_dv_apart(const BwdParams& p, const BwdT
 }
 
 // Both N columns from col0 (d_v = d_qk).
-template <class T, int N, int R>
-__device__ __forceinline__ void store_dk_dv(const BwdParams& p, const BwdTile& t, int key_row, int quad_col, int col0,
+template <class T, int N, int R, class Tile>
+__device__ __forceinline__ void store_dk_dv(const BwdParams& p, const Tile& t, int key_row, int quad_col, int col0,
                                             const float (&dk)[R], const float (&dv)[R]) {
   store_dk_dv_apart<T, N, N, R, R>(p, t, key_row, quad_col, col0, col0, dk, dv);
 }
@@ -52,8 +52,8 @@ __device__ __forceinline__ void store_dk_dv(const BwdParams& p, const BwdTile& t
 // chunk_at(r, k) of both tiles) stored as keys n0 + r of dk / dv by kThreads threads (thread tid),
 // with 16-byte stores (element stores where dk / dv rows are not 16-byte aligned); keys past the
 // sequence are skipped.
-template <class T, int kChunks, int kRows, int kThreads, class ChunkAt>
-__device__ __forceinline__ void store_staged_dk_dv_rows(const BwdParams& p, const BwdTile& t, uint32_t k_base,
+template <class T, int kChunks, int kRows, int kThreads, class ChunkAt, class Tile>
+__device__ __forceinline__ void store_staged_dk_dv_rows(const BwdParams& p, const Tile& t, uint32_t k_base,
                                                         uint32_t v_base, int row0, int tid, ChunkAt chunk_at) {
   const int64_t b_off = t.seq.batch_coord;
   T* gk0 = static_cast<T*>(p.dk) + b_off * p.dk_stride_b + int64_t(t.kv_head) * p.dk_stride_h;
@@ -100,8 +100,8 @@ __device__ __forceinline__ uint32_t tid_x_fresh() {
 }
 
 // tid_x: threadIdx.x (or tid_x_fresh()).
-template <class T, int D>
-__device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const BwdTile& t, uint8_t* k_tile,
+template <class T, int D, class Tile>
+__device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const Tile& t, uint8_t* k_tile,
                                                    uint8_t* v_tile, int wg, uint32_t tid_x, const float (&dk)[D / 2],
                                                    const float (&dv)[D / 2]) {
   constexpr int kRowBytes = D * int(sizeof(T)), kChunks = kRowBytes / 16;

@@ -131,8 +131,8 @@ constexpr int bwd_k_reg_steps() {
 // previous tile (paired key blocks, the band's key blocks); kv_phase: the parity of the K / V loads
 // before this tile's. kBand: a key block of the recompute band (band_kernel.cuh): dQ by the step's job
 // (band_dq.cuh, `jobs`), and dK / dV stored only where store_dkdv (not for the band's halo block).
-template <class T, class Cfg, bool kDet, BwdCap kCapPath, bool kBand = false>
-__device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int wg,
+template <class T, class Cfg, bool kDet, BwdCap kCapPath, bool kBand = false, class Tile>
+__device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const Tile& t, int wg,
                                             PipeState<Cfg::kStages>& ps, PipeState<BwdSmem<Cfg>::kDqBufs>& dq_ps,
                                             int kv_phase, const BwdBandJobs& jobs = BwdBandJobs{},
                                             bool store_dkdv = true) {
@@ -216,7 +216,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // P = exp2(-inf) = 0 with no per-element test after the exp.
     auto mask_scores = [&] {
       if (t.q_blocks.full(m)) return;
-      const int m0 = m * Cfg::kBlockM + q_col0;
+      int m0;
+      if constexpr (Tile::kList)
+        m0 = t.q_block(m) * Cfg::kBlockM + q_col0;
+      else
+        m0 = m * Cfg::kBlockM + q_col0;
       cuda_backend::apply_keep_bits<kN, 0>(
           st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
       cuda_backend::apply_keep_bits<kN, 1>(
@@ -495,14 +499,15 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // warpgroup's 24 registers hold no loop state) or rebuilt from the item (the consumers' registers
   // hold none over the first tile's steps).
   constexpr bool kPairable = Cfg::kPairKeyBlocks && !kDet && !kRing && !Cfg::kDqInStage && !Cfg::kSplitD;
-  BwdTile t;
+  using Tile = BwdTileFor<Cfg>;
+  Tile t;
   if (kPairable && p.kv_pair) {
     int tiles;
-    t = make_bwd_pair_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item, tiles);
+    t = make_bwd_pair_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item, tiles);
     if (tiles == 0) return;  // past the sequence's pairs
   } else {
     if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
-    t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
+    t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item);
     t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)
     if constexpr (kRing) t.walk = kBwdRingWalk;
     if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
@@ -513,7 +518,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_stamp_word(kBwItem, unsigned(item));
     bwd_stamp_word(kBwSteps, unsigned(t.steps(p.attn.q_per_kv)));
   }
-  auto second = [&](const BwdTile& first) { return bwd_pair_second<Cfg::kBlockN, Cfg::kBlockM>(p, first); };
+  auto second = [&](const Tile& first) { return bwd_pair_second<Cfg::kBlockN, Cfg::kBlockM>(p, first); };
 
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
@@ -522,7 +527,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       PipeState<Cfg::kStages> ps;
       if (t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, false>(sm, p, t, &tq, &tk, &tv, &tdo, ps);
       if (pairs) {
-        const BwdTile u = second(t);
+        const Tile u = second(t);
         if (u.n_block > t.n_block && u.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, true>(sm, p, u, &tq, &tk, &tv, &tdo, ps);
       }
       if (kBwdStamps) bwd_stamp(kBsProdEnd);
@@ -542,7 +547,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         if (t.steps(p.attn.q_per_kv) > 0)
           bwd_write_dq<Cfg, kDet, kWriters>(sm, p, t, kWriters > 1 && threadIdx.x == 64, ps);
         if (pairs) {
-          const BwdTile u = second(t);
+          const Tile u = second(t);
           if (u.n_block > t.n_block && u.steps(p.attn.q_per_kv) > 0) bwd_write_dq<Cfg, kDet, kWriters>(sm, p, u, 0, ps);
         }
         if (kBwdStamps && threadIdx.x == 32) bwd_stamp(kBsWriterEnd);
@@ -557,7 +562,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (pairs) {
       asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
       int tiles;
-      const BwdTile u = second(make_bwd_pair_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item, tiles));
+      const Tile u = second(make_bwd_pair_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item, tiles));
       if (tiles > 1) {
         // dK / dV staged out of the K / V tiles: the second tile's TMA may overwrite them.
         fence_smem_for_tma();

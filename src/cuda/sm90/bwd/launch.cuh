@@ -13,8 +13,10 @@
 #include "cuda/common/bwd_params.h"
 #include "cuda/device_info.h"
 #include "cuda/early_launch.h"
+#include "cuda/stream_alloc.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/band_kernel.cuh"
+#include "cuda/sm90/bwd/block_lists.h"
 #include "cuda/sm90/bwd/kernel.cuh"
 #include "cuda/sm90/bwd/keys80.cuh"
 #include "cuda/sm90/bwd/lpt_order.h"
@@ -91,6 +93,24 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     if (e != cudaSuccess) return {Code::CudaError, std::string(what) + ": " + cudaGetErrorString(e)};
     return Status::Ok();
   };
+  // Block-sparse: the key tiles' lists of kept q-blocks (block_lists.h), built ahead of the preprocess,
+  // so that the main kernel, launched early behind the preprocess, finds them written; the workspace is
+  // freed behind the postprocess (stream order).
+  void* list_ws = nullptr;
+  if constexpr (Cfg::kBlockList) {
+    if (p.deterministic || ring || band || p.kv_pair)
+      return {Code::Internal, "backward: the block-sparse kernel runs the default mode's accumulator path only"};
+    if (Status st = prepare_bwd_block_lists(problem, Cfg::kBlockM, Cfg::kBlockN, stream, &p, &list_ws); !st.ok())
+      return st;
+  }
+  auto free_lists = [&](Status st) {
+    if (list_ws != nullptr) {
+      const cudaError_t e = cuda_backend::stream_free(list_ws, stream);
+      list_ws = nullptr;
+      if (st.ok() && e != cudaSuccess) return Status{Code::CudaError, std::string("block lists free: ") + cudaGetErrorString(e)};
+    }
+    return st;
+  };
   const dim3 aux_grid(unsigned(p.m_blocks), unsigned(p.attn.heads_q), unsigned(p.attn.batch));
   if (p.m_blocks > 0) {
     auto preprocess = bwd_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>, false>;
@@ -99,7 +119,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       if (band) preprocess = bwd_band_preprocess_kernel<T, BwdStatsLayoutOf<Cfg>>;
     }
     preprocess<<<aux_grid, kBwdAuxThreads, 0, stream>>>(p);
-    if (Status st = launched("backward preprocess launch"); !st.ok()) return st;
+    if (Status st = launched("backward preprocess launch"); !st.ok()) return free_lists(st);
   }
   const int64_t n_slots = p.det_chunk > 0 ? (p.n_blocks + p.det_chunk - 1) / p.det_chunk * p.det_chunk
                           : p.kv_pair    ? (p.n_blocks + 1) / 2
@@ -114,14 +134,14 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::K), Cfg::kBlockN, &tk);
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::V), Cfg::kBlockN, &tv);
     if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(problem, Role::Out, grads.dout), Cfg::kBlockM, &tdo);
-    if (!st.ok()) return st;
+    if (!st.ok()) return free_lists(st);
     auto launch = [&](auto kernel, int smem, cuda_backend::PerDeviceFlags& attr_set) -> Status {
       if (Status st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set);
           !st.ok())
         return st;
       return launch_behind(p.m_blocks > 0, kernel, dim3(unsigned(items)), Cfg::kThreads, smem, stream, tq, tk, tv, tdo, p);
     };
-    if (items > INT32_MAX) return Status::Unsupported("k: more than 2^31 key blocks x heads x batch");
+    if (items > INT32_MAX) return free_lists(Status::Unsupported("k: more than 2^31 key blocks x heads x batch"));
     static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr, det_cap_attr, band_attr;
     constexpr int kBytes = bwd_launch_smem_bytes<Cfg>();
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
@@ -153,17 +173,19 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
           st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
       }
     }
-    if (!st.ok()) return st;
-    if (st = launched("backward launch"); !st.ok()) return st;
+    if (!st.ok()) return free_lists(st);
+    if (st = launched("backward launch"); !st.ok()) return free_lists(st);
   }
   if (p.m_blocks > 0 && !ring && !band) {  // per 64 rows, or per q-block of dQ^T
     const dim3 post_grid(unsigned(p.m_blocks * (Cfg::kDqTransposed ? 1 : Cfg::kBlockM / 64)), unsigned(p.attn.heads_q),
                          unsigned(p.attn.batch));
-    if (Status st = launch_behind(true, bwd_postprocess_kernel<T, Cfg>, post_grid, kBwdAuxThreads, 0, stream, p); !st.ok())
-      return st;
-    if (Status st = launched("backward postprocess launch"); !st.ok()) return st;
+    if (Status st = launch_behind(true, bwd_postprocess_kernel<T, typename BwdDenseOf<Cfg>::type>, post_grid, kBwdAuxThreads, 0, stream, p); !st.ok())
+      return free_lists(st);
+    if (Status st = launched("backward postprocess launch"); !st.ok()) return free_lists(st);
   }
-  return Status::Ok();
+  // The lists' free behind the postprocess, not between it and the main kernel: the postprocess launches
+  // early behind the main kernel (launch_behind), which a stream operation between them would hold back.
+  return free_lists(Status::Ok());
 }
 
 #ifdef FASTATTN_BWD_STAMPS
@@ -200,6 +222,16 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if (p.block_m != Cfg::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
     return launch_bwd_config<T, Cfg>(problem, grads, p, stream);
   } else {
+    // Block-sparse masks (cuda/block_mask_rule.h: d <= 128, the default mode; bwd_backend.cu routes them to
+    // the head dim's default tile, never the 80-row one, the band or the ring).
+    if (problem.blocks.defined()) {
+      if constexpr (D <= 128) {
+        if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
+        return launch_bwd_config<T, BlockSparseBwdConfig<BwdConfig<D>>>(problem, grads, p, stream);
+      } else {
+        return Status::Unsupported("mask: the CUDA block-sparse backward runs head dims up to 128");
+      }
+    }
     if constexpr (D == 128) {
       if (p.block_m == BwdConfig<128, 80>::kBlockM)
         return launch_bwd_config<T, BwdConfig<128, 80>>(problem, grads, p, stream);

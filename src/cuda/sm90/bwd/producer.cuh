@@ -14,8 +14,8 @@
 namespace fastattn::sm90 {
 
 // The tile's K and V (Cfg::kBlockN rows, all atoms: K's kAtoms, V's kAtomsV) into k / v, completing on `full`.
-template <class Cfg>
-__device__ __forceinline__ void bwd_load_kv(uint8_t* k, uint8_t* v, uint64_t* full, const BwdTile& t,
+template <class Cfg, class Tile>
+__device__ __forceinline__ void bwd_load_kv(uint8_t* k, uint8_t* v, uint64_t* full, const Tile& t,
                                             const CUtensorMap* tk, const CUtensorMap* tv) {
   static_assert(Cfg::kAtomsV <= Cfg::kAtoms);
   const int kv_row = t.seq.k_offset + t.n0;
@@ -32,8 +32,8 @@ __device__ __forceinline__ void bwd_load_kv(uint8_t* k, uint8_t* v, uint64_t* fu
 // consumers finish the first tile, its K / V once they have staged the first tile's dK / dV out of
 // the K / V tiles (kv_empty, whose phase kv_empty_parity is: the band kernel's later tiles wait for
 // its later phases). The ring's pipe state `ps` runs on across the tiles.
-template <class Cfg, bool kAfterTile>
-__device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t,
+template <class Cfg, bool kAfterTile, class Tile>
+__device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p, const Tile& t,
                                             const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv,
                                             const CUtensorMap* tdo, PipeState<Cfg::kStages>& ps,
                                             int kv_empty_parity = 0) {
@@ -52,14 +52,18 @@ __device__ __forceinline__ void bwd_produce(BwdSmem<Cfg>& sm, const BwdParams& p
     const int s = ps.stage();
     mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
     mbar_expect_tx(&sm.q_full[s], Cfg::kQBytes + Cfg::kDoBytes + 2 * Cfg::kBlockM * 4);
-    const int q_row = t.seq.q_offset + m * Cfg::kBlockM;
+    int q_row;
+    if constexpr (Tile::kList)
+      q_row = t.seq.q_offset + t.q_block(m) * Cfg::kBlockM;
+    else
+      q_row = t.seq.q_offset + m * Cfg::kBlockM;
 #pragma unroll
     for (int a = 0; a < Cfg::kAtoms; ++a) {  // dO: its kAtomsV atoms (d_v), in the same order as Q's
       tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
       if (a < Cfg::kAtomsV)
         tma_load_4d(sm.dout[s] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
     }
-    const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
+    const int64_t ws = t.template ws_row<Cfg::kBlockM>(p, h, m);
     bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
     bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
     if (kBwdStamps && !kAfterTile) bwd_stamp_step(kBsQIssued, i);

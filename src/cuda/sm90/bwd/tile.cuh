@@ -2,6 +2,8 @@
 // deterministic mode its turn among the key blocks adding into a q-block.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/mask/block_source.cuh"
 #include "cuda/mask/window_mask.cuh"
@@ -13,20 +15,32 @@ namespace fastattn::sm90 {
 using cuda_backend::BwdParams;
 
 // What one CTA works on: its key block (of BwdConfig::kBlockN keys), and the q-blocks (per q head) that the block sees.
-struct BwdTile {
+// Blocks: the column view's source (mask/block_source.cuh): BlockRange (the window's q-blocks; a step's
+// position is its q-block) or, in a block-sparse kernel (BwdConfig::kBlockList), BlockList (positions into the
+// key tile's list of kept q-blocks: q_block(m) maps a position to its q-block).
+template <class Blocks>
+struct BwdTileOf {
   cuda_backend::BwdSeq seq;
   cuda_backend::WindowMask mask;
   int n_block, batch, kv_head, n0;
   int walk;  // the order of the steps (first_step / next_step): BwdWalk (lpt_order.h)
   // The q-blocks seen (the same for every q head of the group), walked upwards from begin, and
   // those kept whole (no mask).
-  cuda_backend::BlockRange q_blocks;
+  Blocks q_blocks;
+  // A list tile's steps are positions (q_block: the q-block at one). The window's tiles use the step as the
+  // q-block directly, with no call between: an inlined identity here changed ptxas's schedule of the
+  // dense kernels (NVVM inlines in another order), which must stay as they were.
+  static constexpr bool kList = !std::is_same_v<Blocks, cuda_backend::BlockRange>;
+  __device__ __forceinline__ int q_block(int m) const { return q_blocks.block(m); }
   __device__ __forceinline__ int steps(int q_per_kv) const { return q_blocks.empty() ? 0 : q_per_kv * q_blocks.count(); }
   // Workspace row of q-block m (of kBlockM rows) of q head h: its lse / D there, and times d its dQ
   // accumulator run.
   template <int kBlockM>
   __device__ __forceinline__ int64_t ws_row(const BwdParams& p, int h, int m) const {
-    return int64_t(h) * p.padded_rows + seq.padded_q + m * kBlockM;
+    if constexpr (kList)
+      return int64_t(h) * p.padded_rows + seq.padded_q + q_block(m) * kBlockM;
+    else
+      return int64_t(h) * p.padded_rows + seq.padded_q + m * kBlockM;
   }
   // Deterministic mode: the semaphore of q-block m of q head h (the key blocks that added into it).
   __device__ __forceinline__ int* dq_sem(const BwdParams& p, int h, int m) const {
@@ -46,18 +60,46 @@ struct BwdTile {
   }
 };
 
-// The tile's mask and the q-blocks its key block sees, once seq and n_block are set.
-template <int kBlockN, int kBlockM>
-__device__ __forceinline__ void set_bwd_tile_block(const BwdParams& p, BwdTile& t, int n_block) {
+using BwdTile = BwdTileOf<cuda_backend::BlockRange>;
+using BwdListTile = BwdTileOf<cuda_backend::BlockList>;
+// A config's tile: the block-sparse kernels' (kBlockList) walk lists.
+template <class Cfg>
+using BwdTileFor = std::conditional_t<Cfg::kBlockList, BwdListTile, BwdTile>;
+
+// The window mask of a sequence's keys (the column view's rows, query_blocks).
+__device__ __forceinline__ cuda_backend::WindowMask bwd_seq_mask(const BwdParams& p, const cuda_backend::BwdSeq& seq) {
+  return cuda_backend::WindowMask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
+}
+
+// The block-sparse backward's header of key tile n_block of (batch, KV head): BwdParams::q_list_headers
+// (sm90/bwd/block_lists.h), one int4 per key tile in block-index order.
+__device__ __forceinline__ int64_t bwd_list_header_index(const BwdParams& p, int batch, int kv_head, int n_block) {
+  return (int64_t(batch) * p.attn.heads_kv + kv_head) * p.n_blocks + n_block;
+}
+
+// The tile's mask and the q-blocks its key block sees, once seq and n_block are set (a list tile: its
+// header, which the list builder made from the same range).
+template <int kBlockN, int kBlockM, class Tile>
+__device__ __forceinline__ void set_bwd_tile_block(const BwdParams& p, Tile& t, int n_block) {
   t.n_block = n_block;
   t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
   t.n0 = n_block * kBlockN;
-  t.q_blocks = bwd_key_block_q_blocks(t.mask, n_block, kBlockN, kBlockM);
+  if constexpr (std::is_same_v<Tile, BwdListTile>) {
+    int4 h = make_int4(0, 0, 0, 0);
+    if (n_block < p.n_blocks) h = __ldg(reinterpret_cast<const int4*>(p.q_list_headers) + bwd_list_header_index(p, t.batch, t.kv_head, n_block));
+    t.q_blocks.begin = h.x;
+    t.q_blocks.end = h.y;
+    t.q_blocks.full_begin = h.z;
+    t.q_blocks.full_end = h.w;
+    t.q_blocks.list = p.q_lists;
+  } else {
+    t.q_blocks = bwd_key_block_q_blocks(t.mask, n_block, kBlockN, kBlockM);
+  }
 }
 
-template <int kBlockN, int kBlockM>
-__device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
-  BwdTile t;
+template <int kBlockN, int kBlockM, class Tile = BwdTile>
+__device__ __forceinline__ Tile make_bwd_tile(const BwdParams& p, int item) {
+  Tile t;
   int rest, n_block;
   if (p.det_chunk > 0) {
     // Deterministic: chunks of det_chunk key blocks per (sequence, KV head), all heads' chunk before
@@ -81,9 +123,9 @@ __device__ __forceinline__ BwdTile make_bwd_tile(const BwdParams& p, int item) {
 // Paired key blocks (BwdParams::kv_pair): item = unit x ceil(n_blocks / 2) + j. The CTA's first tile
 // (key block j, walked downwards) and the count of its tiles (bwd_pair_blocks over the sequence's own
 // key blocks, so that a pair never reaches past rows_k).
-template <int kBlockN, int kBlockM>
-__device__ __forceinline__ BwdTile make_bwd_pair_tile(const BwdParams& p, int item, int& tiles) {
-  BwdTile t;
+template <int kBlockN, int kBlockM, class Tile = BwdTile>
+__device__ __forceinline__ Tile make_bwd_pair_tile(const BwdParams& p, int item, int& tiles) {
+  Tile t;
   const int n_pairs = (p.n_blocks + 1) / 2, j = item % n_pairs, rest = item / n_pairs;
   t.kv_head = rest % p.attn.heads_kv;
   t.batch = rest / p.attn.heads_kv;
@@ -95,8 +137,8 @@ __device__ __forceinline__ BwdTile make_bwd_pair_tile(const BwdParams& p, int it
   return t;
 }
 // The pair's second tile, from the first (key block N - 1 - j, walked upwards with the heads inner).
-template <int kBlockN, int kBlockM>
-__device__ __forceinline__ BwdTile bwd_pair_second(const BwdParams& p, BwdTile t) {
+template <int kBlockN, int kBlockM, class Tile>
+__device__ __forceinline__ Tile bwd_pair_second(const BwdParams& p, Tile t) {
   set_bwd_tile_block<kBlockN, kBlockM>(p, t, (t.seq.rows_k + kBlockN - 1) / kBlockN - 1 - t.n_block);
   t.walk = kBwdWalkUpInner;
   return t;
