@@ -32,6 +32,7 @@ BwdCase bs(DType dt, int d, int sq, int sk, int hq, int hkv, double density) {
   c.hkv = hkv;
   c.blocks = BwdBlocks{};
   c.blocks->density = density;
+  c.blocks->mask_heads = hkv;  // a KV head's q heads share a mask head (the CUDA backward's rule)
   c.route = BwdRoute{d == 64 ? 128 : 64, false, false};  // the accumulator path's tile
   return c;
 }
