@@ -101,11 +101,8 @@ __global__ void __launch_bounds__(256) block_lists_kernel(const __grid_constant_
 
 
 // The backward's prep: its lines are the mask's columns, its tiles the key tiles (bwd/block_lists.h).
-struct BwdListPrep {
+struct BwdListPrep : MaskLines {
   cuda_backend::BwdParams p;  // attn, n_blocks (key tiles of block_n), m_blocks (q-blocks of block_m)
-  const uint8_t* mask = nullptr;
-  int64_t batch_stride = 0, head_stride = 0, row_stride = 0, col_stride = 0;
-  int head_div = 1, mask_batches = 1, mask_heads = 1, q_blocks = 0, k_blocks = 0, block_q = 128, block_k = 128;
   int block_m = 64, block_n = 128;
   int4* headers = nullptr;
   int* list = nullptr;
@@ -175,18 +172,7 @@ Status prepare_bwd_block_lists(const detail::Problem& problem, int block_m, int 
   const detail::BlockMaskView& m = problem.blocks;
   BwdListPrep b;
   b.p = *p;
-  b.mask = m.data;
-  b.batch_stride = m.batch_stride;
-  b.head_stride = m.head_stride;
-  b.row_stride = m.row_stride;
-  b.col_stride = m.col_stride;
-  b.head_div = m.head_div;
-  b.mask_batches = m.batch_stride == 0 ? 1 : p->attn.batch;
-  b.mask_heads = p->attn.heads_q / m.head_div;
-  b.q_blocks = m.q_blocks;
-  b.k_blocks = m.k_blocks;
-  b.block_q = m.block_q;
-  b.block_k = m.block_k;
+  set_mask_lines(&b, m, p->attn.batch, p->attn.heads_q);
   b.block_m = block_m;
   b.block_n = block_n;
   if (m.head_div % p->attn.q_per_kv != 0)  // block_mask_support refuses it first

@@ -15,19 +15,15 @@
 
 #include "cuda/common/host_device.h"
 #include "cuda/sm90/fwd/params.h"
+#include "cuda/sm90/mask_lines.h"
 #include "fastattn/types.h"
 
 namespace fastattn::sm90 {
 
 constexpr int kBlockListTileRows = 128, kBlockListTileKeys = 128;  // BlockSparseConfig's tile
 
-struct BlockListPrep {
-  FwdParams p;  // attn and sched as the kernel gets them
-  const uint8_t* mask = nullptr;
-  int64_t batch_stride = 0, head_stride = 0, row_stride = 0, col_stride = 0;  // batch_stride 0: shared
-  int head_div = 1;                 // q heads per mask head
-  int mask_batches = 1, mask_heads = 1, q_blocks = 0, k_blocks = 0;
-  int block_q = 128, block_k = 128;
+struct BlockListPrep : MaskLines {
+  FwdParams p;                      // attn and sched as the kernel gets them
   int n_blocks = 0;                 // kernel key blocks per row: ceil(seqlen_k / 128)
   int4* headers = nullptr;          // p.sched.tiles
   int* list = nullptr;              // mask_batches * mask_heads * q_blocks * n_blocks

@@ -89,21 +89,9 @@ Status launch_in_clusters(FwdKernel kernel, int ctas, int splits, int smem, cuda
 // stream-ordered workspace (*ws, freed by the caller after the kernel), and params.blocks on them.
 inline Status prepare_block_lists(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, FwdParams* params,
                                   void** ws) {
-  const detail::BlockMaskView& m = lp.problem->blocks;
   BlockListPrep b;
   b.p = *params;
-  b.mask = m.data;
-  b.batch_stride = m.batch_stride;
-  b.head_stride = m.head_stride;
-  b.row_stride = m.row_stride;
-  b.col_stride = m.col_stride;
-  b.head_div = m.head_div;
-  b.mask_batches = m.batch_stride == 0 ? 1 : lp.attn.batch;
-  b.mask_heads = lp.attn.heads_q / m.head_div;
-  b.q_blocks = m.q_blocks;
-  b.k_blocks = m.k_blocks;
-  b.block_q = m.block_q;
-  b.block_k = m.block_k;
+  set_mask_lines(&b, lp.problem->blocks, lp.attn.batch, lp.attn.heads_q);
   b.n_blocks = (lp.attn.seqlen_k + kBlockListTileKeys - 1) / kBlockListTileKeys;
   const int64_t header_bytes = int64_t(params->sched.tiles) * int64_t(sizeof(int4));
   const int64_t entries = block_list_rows(b) * b.n_blocks;
