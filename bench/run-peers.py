@@ -518,6 +518,12 @@ class FaTensor(ctypes.Structure):
                 ("device_index", ctypes.c_int32)]
 
 
+class FaBlockMask(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 4),
+                ("device", ctypes.c_int32), ("device_index", ctypes.c_int32), ("block_q", ctypes.c_int32),
+                ("block_k", ctypes.c_int32)]
+
+
 class FaArgs(ctypes.Structure):
     _fields_ = [("q", FaTensor), ("k", FaTensor), ("v", FaTensor), ("out", FaTensor), ("lse", FaTensor),
                 ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
@@ -527,7 +533,9 @@ class FaArgs(ctypes.Structure):
                 ("softmax_scale", ctypes.c_float), ("causal", ctypes.c_int32), ("window_left", ctypes.c_int32),
                 ("window_right", ctypes.c_int32), ("softcap", ctypes.c_float), ("backend", ctypes.c_int32),
                 ("num_threads", ctypes.c_int32),
-                ("deterministic", ctypes.c_int32), ("num_splits", ctypes.c_int32)]  # c_api.h's order
+                ("deterministic", ctypes.c_int32), ("num_splits", ctypes.c_int32),
+                # every field, even unused: fastattn_args_init writes sizeof(fastattn_args) bytes
+                ("block_mask", FaBlockMask)]  # c_api.h's order
 
 
 class FastAttn:

@@ -54,6 +54,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     block_mask / block_size: as flash_attn_func (the mask is an array of q's kind)."""
     if block_mask is not None:
         block_mask, block_size = _block_mask.resolve(block_mask, block_size)
+    else:  # the paths below unpack block_size as a pair; without a mask it applies to nothing
+        block_size = _block_mask.DEFAULT_BLOCK_SIZE
     if heads_first and any(x is not None for x in index_arrays):  # no `is` on tuples: Dynamo traces this
         raise ValueError("heads_first: fixed-length attention only (no cu_seqlens / seqused)")
     torch = torch_module()
@@ -154,7 +156,8 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     q_blocks >= ceil(s_q / block_q), k_blocks >= ceil(s_k / block_k)) of kept blocks of
     block_size = (block_q, block_k), ANDed with causal / window_size; or a torch FlexAttention
     BlockMask whose kept blocks need no mask_mod (its BLOCK_SIZE is used). Rows that keep no key
-    get out 0 and lse -inf. The backward applies the same mask (docs/masks.md).
+    get out 0 and lse -inf. The backward applies the same mask (docs/masks.md). Without a
+    block_mask, block_size is ignored (as fastattn.forward does).
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
     """
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,

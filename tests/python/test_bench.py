@@ -391,3 +391,27 @@ def test_ab_pairs_shapes_and_ratio_quantiles():
     assert ab.quantile(xs, 0.0) == 1.0 and ab.quantile(xs, 1.0) == 5.0
     assert ab.quantile(xs, 0.5) == 3.0 and ab.quantile(xs, 0.25) == 2.0
     assert ab.quantile([1.0, 2.0], 0.5) == 1.5
+
+
+def test_run_peers_args_mirror_c_api_layout(tmp_path):
+    # fastattn_args_init writes the whole fastattn_args: a shorter ctypes mirror (block_mask missing)
+    # had it write past the Python object, and fastattn_forward read block_mask from beyond it
+    import ctypes
+    import pathlib
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler to read c_api.h's layout")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    src = tmp_path / "layout.c"
+    src.write_text('#include <stddef.h>\n#include <stdio.h>\n#include "fastattn/c_api.h"\n'
+                   'int main(void) { printf("%zu %zu %zu %zu\\n", sizeof(fastattn_args), sizeof(fastattn_tensor), '
+                   'sizeof(fastattn_block_mask), offsetof(fastattn_args, block_mask)); return 0; }\n')
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-I", str(root / "include"), str(src), "-o", str(exe)], check=True)
+    sizes = [int(x) for x in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
+    rp = _run_peers()
+    assert sizes == [ctypes.sizeof(rp.FaArgs), ctypes.sizeof(rp.FaTensor), ctypes.sizeof(rp.FaBlockMask),
+                     rp.FaArgs.block_mask.offset]

@@ -152,3 +152,17 @@ def test_kvcache_takes_no_block_mask(rng):
     q, k, v, _ = _inputs(rng, 1, 4, 16, 2, 2, 32)
     with pytest.raises(TypeError, match="block_mask"):
         fastattn.flash_attn_with_kvcache(q, k, v, block_mask=np.ones((1, 1, 1, 1), bool))
+
+
+def test_block_size_without_a_mask_is_ignored(rng):
+    # flash_attn_func / flash_attn_varlen_func unpacked an int block_size as a pair even without a mask
+    # (TypeError); fastattn.forward always ignored it there
+    q, k, v, _ = _inputs(rng, 2, 17, 23, 2, 1, 16)
+    plain = fastattn.flash_attn_func(q, k, v, causal=True)
+    for size in (32, (16, 8)):
+        assert np.array_equal(fastattn.flash_attn_func(q, k, v, causal=True, block_size=size), plain)
+        assert np.array_equal(fastattn.forward(q, k, v, causal=True, block_size=size)[0], plain)
+    cu_q, cu_k = np.array([0, 17, 34], np.int32), np.array([0, 23, 46], np.int32)
+    vq, vk, vv = q.reshape(34, 2, 16), k.reshape(46, 1, 16), v.reshape(46, 1, 16)
+    got = fastattn.flash_attn_varlen_func(vq, vk, vv, cu_q, cu_k, 17, 23, causal=True, block_size=32)
+    assert np.array_equal(got, plain.reshape(34, 2, 16))
