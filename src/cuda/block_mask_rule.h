@@ -13,10 +13,11 @@ namespace fastattn::cuda_backend {
 constexpr int kBlockSparseTileRows = 128, kBlockSparseTileKeys = 128;
 
 // Ok when the CUDA backend runs p's block mask (p.blocks defined) for the forward (backward false)
-// or the backward (deterministic: its mode); else NotSupported with what it cannot run: a KV-cache
-// call, head dims other than d <= 128 with d_v = d, block_q or block_k not a multiple of 128, an
-// explicit num_splits > 1, lists past 2^31 entries; and for the backward the deterministic mode, a
-// softcap, or q heads of one KV head on different mask heads.
+// or the backward (deterministic: its mode); else NotSupported with what it cannot run: head dims
+// other than d <= 128 with d_v = d, block_q or block_k not a multiple of 128, lists past 2^31
+// entries (each pass's own lists); for the forward an explicit num_splits > 1; for the backward the
+// deterministic mode, a softcap, or q heads of one KV head on different mask heads. (KV-cache calls
+// carry no mask: KvCacheArgs has none.)
 Status block_mask_support(const detail::Problem& p, bool backward, bool deterministic = false);
 
 // Whether a GQA-packed tile (several q heads of one KV head, sched/gqa_pack.h) may run under p's
