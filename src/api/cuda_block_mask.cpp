@@ -15,6 +15,7 @@ Status cuda_block_mask_support(const Problem& p, bool backward, bool determinist
 #else
   (void)p;
   (void)backward;
+  (void)deterministic;
   return Status::Unsupported("mask: this build has no CUDA kernels for block-sparse masks");
 #endif
 }
