@@ -264,52 +264,8 @@ void run_bs_case(const BsCase& bc) {
   reference_forward(bc, idx, mask, q, k, v, false, &ref_out, &ref_lse);
   reference_forward(bc, idx, mask, q, k, v, true, &base_out, &base_lse);
 
-  const int dv = c.d_v();
-  const int64_t rows = int64_t(got.out.size()) / (dv + c.out_pad);
-  ASSERT_EQ(int64_t(ref_out.size()), rows * dv);
-  double err = 0, base_err = 0, ref_max = 0;
-  size_t bad = 0, pad_written = 0;
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int col = 0; col < dv + c.out_pad; ++col) {
-      const uint16_t bits = got.out[size_t(row * (dv + c.out_pad) + col)];
-      if (col >= dv) {
-        pad_written += bits != 0xFFFF;
-        continue;
-      }
-      const size_t i = size_t(row * dv + col);
-      const double g = from_bits(bits, c.dtype);
-      if (!std::isfinite(g)) {
-        ++bad;
-        continue;
-      }
-      err = std::max(err, std::abs(g - ref_out[i]));
-      base_err = std::max(base_err, std::abs(round_to(base_out[i], c.dtype) - ref_out[i]));
-      ref_max = std::max(ref_max, std::abs(ref_out[i]));
-    }
-  }
-  EXPECT_EQ(pad_written, 0u) << "elements of out's row padding were written";
-  EXPECT_EQ(bad, 0u) << "elements of out not written or not finite";
-  const double step = ref_max * (c.dtype == DType::BF16 ? 1.0 / 256 : 1.0 / 2048);
-  EXPECT_LE(err, 2 * base_err + step) << "out error " << err << " baseline error " << base_err;
-
-  ASSERT_EQ(ref_lse.size(), got.lse.size());
-  double lse_err = 0;
-  size_t lse_bad = 0, masked_rows = 0;
-  for (size_t i = 0; i < ref_lse.size(); ++i) {
-    const double g = got.lse[i], r = ref_lse[i];
-    if (std::isinf(r) && r < 0) {
-      ++masked_rows;
-      lse_bad += !(std::isinf(g) && g < 0);
-      continue;
-    }
-    if (!std::isfinite(g)) {
-      ++lse_bad;
-      continue;
-    }
-    lse_err = std::max(lse_err, std::abs(g - r) / std::max(1.0, std::abs(r)));
-  }
-  EXPECT_EQ(lse_bad, 0u) << "lse elements wrong in kind (unwritten, NaN, or -inf mismatch)";
-  EXPECT_LE(lse_err, 1e-4) << "lse relative error";
+  check_out(got.out, ref_out, base_out, c);
+  const size_t masked_rows = check_lse(got.lse, ref_lse);
   if (bc.density == 0.0 || bc.zero_q_block >= 0) {
     EXPECT_GT(masked_rows, 0u) << "the case meant rows that keep no key";
   }
