@@ -160,6 +160,16 @@ TEST_F(Sm90FwdSplitD, RefusedByName) {
   EXPECT_EQ(st.code, Code::NotSupported);
   EXPECT_NE(st.message.find("num_splits"), std::string::npos) << st.message;
   a.num_splits = 0;
+  DeviceBuffer lse(b * h * s * 4);  // (batch, heads, seqlen_q) fp32: the backward needs it
+  a.lse.data = lse.get();
+  a.lse.ndim = 3;
+  a.lse.dtype = DType::F32;
+  a.lse.device = Device::CUDA;
+  const int64_t lse_shape[3] = {b, h, s}, lse_stride[3] = {h * s, s, 1};
+  for (int i = 0; i < 3; ++i) {
+    a.lse.shape[i] = lse_shape[i];
+    a.lse.stride[i] = lse_stride[i];
+  }
   DeviceBuffer dout(b * s * h * d * 2), dq(b * s * h * d * 2), dk(b * s * h * d * 2), dv(b * s * h * d * 2);
   st = validate_backward(a, view(dout), view(dq), view(dk), view(dv));
   EXPECT_EQ(st.code, Code::NotSupported);
