@@ -35,6 +35,7 @@ ninja -C $B -j16 fastattn
 echo \$? >/tmp/ffpa-build.rc
 EOF
 setsid nohup bash /tmp/ffpa-build.sh >/tmp/ffpa-build.log 2>&1 </dev/null &
+echo $! >/tmp/ffpa-build.pid  # call B waits on it
 while [ ! -f /tmp/ffpa-build.rc ] && [ $(( $(date +%s) - t0 )) -lt 50 ]; do sleep 2; done
 if [ -f /tmp/ffpa-build.rc ]; then
   echo "- build: exit $(cat /tmp/ffpa-build.rc) after $(( $(date +%s) - t0 )) s" >>"$log"

@@ -62,12 +62,15 @@ echo "- import check: exit $rc (t = $(el) s): $(tail -n 2 "$OUT/import.txt" | tr
 
 # 3. the build call A started
 B=build-ffpa
-while [ ! -f /tmp/ffpa-build.rc ] && pgrep -f /tmp/ffpa-build.sh >/dev/null && [ "$(el)" -lt 200 ]; do sleep 2; done
+building() { [ ! -f /tmp/ffpa-build.rc ] && [ -f /tmp/ffpa-build.pid ] && kill -0 "$(cat /tmp/ffpa-build.pid)" 2>/dev/null; }
+while building && [ "$(el)" -lt 200 ]; do sleep 2; done
+building && fail "call A's build still running at t = $(el) s: run call B again"
 if [ ! -f $B/build.ninja ]; then
   cmake -S . -B $B -G Ninja -DCMAKE_BUILD_TYPE=Release -DFASTATTN_CUDA_ARCHS=90a -DFASTATTN_HEAD_DIMS=splitd \
     -DFASTATTN_DTYPES=bf16 -DFASTATTN_TESTS=OFF -DFASTATTN_TOOLS=OFF >"$OUT/build.txt" 2>&1 || fail "configure failed"
 fi
-timeout $(( 215 - $(el) )) ninja -C $B -j16 fastattn >>"$OUT/build.txt" 2>&1 ||
+tb=$(( 215 - $(el) )); [ $tb -ge 20 ] || tb=20
+timeout $tb ninja -C $B -j16 fastattn >>"$OUT/build.txt" 2>&1 ||
   fail "build did not finish (t = $(el) s; 124 = time limit: run call B again, it resumes): $(tail -n 3 "$OUT/build.txt" | tr '\n' ' ')"
 echo "- build: done (t = $(el) s; call A's background log: $(tail -n 1 /tmp/ffpa-build.log 2>/dev/null))" >>"$summary"
 rm -f "$OUT/build.txt"
