@@ -4,8 +4,10 @@
 Peers: torch SDPA with the cuDNN, flash (FA2) and memory-efficient backends, FlexAttention
 (torch.compile), FlashAttention-4 (flash_attn.cute, the CuTe-DSL wheel flash-attn-4, when importable:
 --fa4-site names the folder it was pip-installed into; its column is '-' with the reason printed
-otherwise), and cuDNN once more on contiguous (b, h, s, d) copies ("cudnn-bhsd": the layout
-every torch peer got in the runs up to 5ebca72). fastattn is reached through its C ABI
+otherwise), FFPA (ffpa_attn, the CuTe-DSL split-D attention for head dims 320-1024, from the PyPI
+wheel ffpa-attn: --ffpa-site likewise; only cases with d >= 320 and no window reach it), and cuDNN
+once more on contiguous (b, h, s, d) copies ("cudnn-bhsd": the layout every torch peer got in the
+runs up to 5ebca72). fastattn is reached through its C ABI
 (libfastattn.so, by ctypes), so this needs no Python build.
 
 Method
@@ -55,7 +57,7 @@ import subprocess
 import sys
 import time
 
-PEERS = ("fastattn", "fa3", "fa4", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex", "cudnn-bhsd")
+PEERS = ("fastattn", "fa3", "fa4", "ffpa", "sdpa-cudnn", "sdpa-flash", "sdpa-efficient", "flex", "cudnn-bhsd")
 BASELINE = "sdpa-cudnn"
 TOL = 0.05           # max |out - fastattn's out| above which a peer is wrong (bf16 noise ~0.01)
 FLUSH_BYTES = 256 << 20
@@ -65,6 +67,7 @@ MAX_WORKERS = 4      # first worker + restarts
 LEFT_OUT = "left out: "  # the reason of a peer --exclude left out (else it broke a worker)
 FLOOR_TARGET = 1.25  # local rows: fastattn within 1.25x of the HBM floor
 SPIN_HZ = 2.0e9      # cycles/s for the GPU spin; above H100's boost clock, so spins run long, not short
+FFPA_MIN_D = 320     # below it FFPA's public entry hands the call to SDPA: not an FFPA kernel, so '-'
 FLOPS_RULE = ("2*b*h_q*(d+d_v)*kept_pairs, i.e. 4*b*h_q*d*kept_pairs at d_v = d (dense: s_q*s_k; causal: s(s+1)/2; "
               "windows: exact pair count)")
 
@@ -126,7 +129,8 @@ def dv_cases(add, mask_name):
 
 def splitd_cases(add, mask_name):
     """--preset splitd: the split-D forward's head dims 320, 512, 1024 at b 1 h 16 s 8k, full and causal
-    (docs/notes/splitd-sm90.md); SDPA's cuDNN / flash backends and Flex do not take these dims."""
+    (docs/notes/splitd-sm90.md); SDPA's cuDNN / flash backends and Flex do not take these dims; FFPA, the
+    split-D rival, does (with --ffpa-site: bench/ffpa/callA.sh and callB.sh run it on the device)."""
     for d in (320, 512, 1024):
         for causal in (False, True):
             add(f"dense d{d} s8192 {mask_name(causal)}", 1, 8192, 16, 16, d, causal)
@@ -179,6 +183,8 @@ def applicable(c, peer, smoke=False):
         return smoke or c["d"] == 128 or is_local(c) or v_dim(c) != c["d"]  # d128, windows, d_v: few compiles
     if peer in ("fa3", "fa4"):
         return not smoke  # Hopper-only; whether the peer is there is the worker's to say
+    if peer == "ffpa":  # its dense op has no window; the rest (d_v, d > 1024, dtype) FFPA refuses itself: n/a
+        return not smoke and not is_local(c) and c["d"] >= FFPA_MIN_D
     return True
 
 
@@ -308,6 +314,13 @@ def _cell(x):
     return f"{x['tflops']:.0f} ({x['ms']:.3f})" + ("*" if x.get("variant") else "")
 
 
+def absent_lines(meta):
+    """The peers the worker could not load (their columns '-'), each with its reason."""
+    absent = meta.get("absent") or {}
+    return ["Absent peers (column '-'): " + "; ".join(f"{p}: {why}" for p, why in sorted(absent.items())) + "."] \
+        if absent else []
+
+
 def markdown(meta, rows):
     copy = meta.get("copy") or {}
     lines = [f"# Forward, fastattn vs peers ({meta.get('device')}, {meta.get('date')}, "
@@ -330,13 +343,14 @@ def markdown(meta, rows):
              f"written / time, median of {copy.get('reps', '?')})." if copy else "Copy bandwidth: not measured.",
              "fa3 ratio = sdpa-cudnn ms / fa3 ms per round, median (FlashAttention-3 built from its public source "
              "by bench/fa3/build.sh: the bar of issue #3); vs fa3 = fa3 ms / fastattn ms per round, median "
-             "(> 1: fastattn faster).",
-             ""] + _table_head(PEERS, ["ratio", "spread", "ratio bhsd", "fa3 ratio", "vs fa3", "MHz", "cycle ratio",
-                                       "maxdiff"])
+             "(> 1: fastattn faster); vs ffpa likewise with FFPA's ms.",
+             *absent_lines(meta),
+             ""] + _table_head(PEERS, ["ratio", "spread", "ratio bhsd", "fa3 ratio", "vs fa3", "vs ffpa", "MHz",
+                                       "cycle ratio", "maxdiff"])
     notes = []
     for r in rows:
         if "results" not in r:
-            lines.append(_missing_row(r, len(PEERS) + 7))
+            lines.append(_missing_row(r, len(PEERS) + 8))
             continue
         res = r["results"]
         q, qb = r.get("ratio"), r.get("ratio_bhsd")
@@ -346,7 +360,7 @@ def markdown(meta, rows):
         cells.append(f"{q['median']:.2f}" if q else "-")
         cells.append(f"{q['min']:.2f}-{q['max']:.2f}" if q else "-")
         cells.append(f"{qb['median']:.2f}" if qb else "-")
-        for name in ("ratio_fa3", "vs_fa3"):
+        for name in ("ratio_fa3", "vs_fa3", "vs_ffpa"):
             cells.append(f"{r[name]['median']:.2f}" if r.get(name) else "-")
         mhz = [res.get(p, {}).get("mhz") for p in ("fastattn", BASELINE)]
         cells.append(" / ".join(f"{m:.0f}" if m else "-" for m in mhz) if any(mhz) else "-")
@@ -477,6 +491,7 @@ def markdown_bwd(meta, rows):
              "(target <= 1.15); fa3 det cost likewise. GQA: SDPA peers get K/V expanded to h_q heads.",
              f"maxdiff = max over dq, dk, dv of max |peer - fastattn| / max(1, max |fastattn|); above {BWD_TOL} a peer "
              "is wrong grads and not timed. fwd+bwd ms: fastattn = its forward + backward, torch peers timed together.",
+             *absent_lines(meta),
              ""] + _table_head(BWD_PEERS, ["ratio", "spread", "vs fa3", "fa3 ratio", "det cost", "fa3 det cost",
                                            "fwd+bwd ms (fastattn / cudnn / fa3)", "maxdiff"])
     notes = []
@@ -787,6 +802,46 @@ class Fa4:
         return fwd, run
 
 
+class Ffpa:
+    """FFPA (ffpa_attn, the wheel ffpa-attn: split-D attention for head dims 320-1024 on the CuTe DSL)
+    through its dense CuTe-DSL op torch.ops.ffpa_attn._fwd_cute, on fastattn's (b, s, h, d) memory:
+    that op reads [B, N, H, D], its kernels' own layout (the public ffpa_attn_func takes SDPA's
+    [B, H, N, D] and only re-views it as [B, N, H, D]), so no copy and no transpose is timed. The op
+    picks the kernel as the public path does: on sm90 the Hopper kernels for d 320-512, the SM80
+    split-D kernel above 512. Shapes are checked first by FFPA's own _require_cute_supported (d in
+    320-1024, a multiple of 32 above 512, d_v = d, fp16 / bf16): what it refuses is an n/a cell.
+    Kernels compile on first use (JIT, in-process cache only), inside the untimed check."""
+
+    def __init__(self, site_dir):
+        import site
+        if site_dir:
+            site.addsitedir(site_dir)  # reads nvidia-cutlass-dsl's .pth, which a PYTHONPATH entry would not
+        # ffpa_attn.cute itself: the package's own __init__ swallows the backend's import error (and
+        # then falls back to other backends), which would hide why the column is empty
+        import ffpa_attn.cute as cute
+        self.cute = cute
+
+    @staticmethod
+    def load(site_dir):
+        """(Ffpa or None, the reason it is absent)."""
+        try:
+            return Ffpa(site_dir), None
+        except Exception as e:  # noqa: BLE001 - a missing or broken wheel only empties the column
+            return None, f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:160]}"
+
+    def forward_fn(self, torch, q, k, v, causal):
+        try:
+            self.cute._require_cute_supported(q, k, v, requires_grad=False)
+        except (NotImplementedError, TypeError, ValueError) as e:
+            raise Refused(f"FFPA: {(str(e).strip().splitlines() or [type(e).__name__])[0][:200]}") from None
+        op = torch.ops.ffpa_attn._fwd_cute  # registered by importing ffpa_attn.cute
+        scale = q.shape[-1] ** -0.5
+
+        def run():
+            return op(q, k, v, scale, int(causal), 0)[0]  # (out [B, N, H, D], an empty lse)
+        return run
+
+
 class Worker:
     def __init__(self, args):
         import torch
@@ -800,6 +855,11 @@ class Worker:
         if self.fa4 is None and args.start == 0:
             print(f"fa4: column skipped ({why}; pip install flash-attn-4 and pass --fa4-site)", flush=True)
         self.events = open(args.events, "a")
+        if self.fa4 is None:
+            self.emit(type="absent", peer="fa4", why=why)
+        # FFPA is imported at the first case it applies to (d >= 320): its import patches Triton's
+        # autotuner process-wide, which the runs without such cases (Flex) should not see
+        self.ffpa, self.ffpa_why = None, None
         self.excluded = dict(e.split("=", 1) for e in args.exclude)  # "case:peer" -> reason
         self.flush = (torch.empty(FLUSH_BYTES, dtype=torch.uint8, device="cuda")
                       if self.cuda and not args.no_flush else None)
@@ -810,6 +870,18 @@ class Worker:
         for name in ("recompile_limit", "cache_size_limit"):  # Flex: a compile per case and variant
             if hasattr(config, name):
                 setattr(config, name, max(getattr(config, name), 256))
+
+    def load_ffpa(self):
+        """FFPA's peer object, imported on first use; None (its column '-', the reason printed and
+        recorded once) when the wheel is missing or does not import."""
+        if self.ffpa is None and self.ffpa_why is None:
+            self.ffpa, why = Ffpa.load(self.args.ffpa_site) if self.cuda else (None, "no GPU (smoke run)")
+            if self.ffpa is None:
+                self.ffpa_why = why
+                print(f"ffpa: column skipped ({why}; pip install ffpa-attn and its deps with --target, pass "
+                      f"--ffpa-site)", flush=True)
+                self.emit(type="absent", peer="ffpa", why=why)
+        return self.ffpa
 
     def emit(self, **event):
         self.events.write(json.dumps(event) + "\n")
@@ -920,12 +992,14 @@ class Worker:
         if peer == "fastattn":
             return self.fa.forward_fn(torch, q, k, v, c["causal"], tuple(c["window"]))
         if not applicable(c, peer, self.args.smoke_cpu) or (peer == "fa3" and self.fa3 is None) or (
-                peer == "fa4" and self.fa4 is None):
+                peer == "fa4" and self.fa4 is None) or (peer == "ffpa" and self.load_ffpa() is None):
             raise NotApplicable()
         if peer == "fa3":
             return self.fa3.forward_fn(torch, q, k, v, c["causal"], tuple(c["window"]))
         if peer == "fa4":
             return self.fa4.forward_fn(torch, q, k, v, c["causal"], tuple(c["window"]))
+        if peer == "ffpa":
+            return self.ffpa.forward_fn(torch, q, k, v, c["causal"])
         if peer == "flex":
             return self.flex_fn(c, *x["bhsd"])
         backend = {"sdpa-cudnn": "CUDNN_ATTENTION", "sdpa-flash": "FLASH_ATTENTION",
@@ -1127,7 +1201,8 @@ class Worker:
                     res[peer].update(mhz=over_rounds(clocks[peer]), mhz_rounds=clocks[peer])
         row = dict(case=c["name"], params=c, flops=flops, bytes=nbytes, local=is_local(c), results=res)
         if "ms_rounds" in res.get("fastattn", {}):
-            for name, base in (("ratio", BASELINE), ("ratio_bhsd", "cudnn-bhsd"), ("vs_fa3", "fa3")):
+            for name, base in (("ratio", BASELINE), ("ratio_bhsd", "cudnn-bhsd"), ("vs_fa3", "fa3"),
+                               ("vs_ffpa", "ffpa")):
                 if "ms_rounds" in res.get(base, {}):
                     row[name] = ratio_stats(res["fastattn"]["ms_rounds"], res[base]["ms_rounds"])
             cyc = cycle_ratio(res["fastattn"], res.get(BASELINE, {}))
@@ -1375,6 +1450,8 @@ def worker_args(args):
         out += ["--fa3-lib", args.fa3_lib]
     if args.fa4_site:
         out += ["--fa4-site", args.fa4_site]
+    if args.ffpa_site:
+        out += ["--ffpa-site", args.ffpa_site]
     if args.no_flush:
         out.append("--no-flush")
     if args.filter:
@@ -1437,6 +1514,9 @@ def drive(args, plan):
     meta = dict(metas[0]) if metas else {}
     meta.pop("type", None)
     meta.pop("worker_start", None)
+    absent = {e["peer"]: e["why"] for e in evs if e["type"] == "absent"}
+    if absent:
+        meta["absent"] = absent
     copy = meta.get("copy")
     for r in rows:
         if copy and "bytes" in r:
@@ -1472,6 +1552,10 @@ def main(argv=None):
                     help="FlashAttention-4 as a peer: the folder flash-attn-4 and nvidia-cutlass-dsl were pip-installed "
                          "into (--target), added with site.addsitedir (default $FASTATTN_FA4_SITE; flash_attn.cute "
                          "already importable works too; else the fa4 column is '-')")
+    ap.add_argument("--ffpa-site", default=os.environ.get("FASTATTN_FFPA_SITE", ""),
+                    help="FFPA as a peer (forward, d >= 320): the folder ffpa-attn, nvidia-cutlass-dsl, quack-kernels and "
+                         "apache-tvm-ffi were pip-installed into (--target), added with site.addsitedir (default "
+                         "$FASTATTN_FFPA_SITE; ffpa_attn already importable works too; else the ffpa column is '-')")
     ap.add_argument("--mode", choices=["forward", "backward"], default="forward",
                     help="backward: dq, dk, dv beside FA3's backward, the SDPA backends and Flex (writes peers-bwd.*)")
     ap.add_argument("--preset", choices=["quick", "full", "dv", "splitd"], default="full",

@@ -197,6 +197,7 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
     dense = {"case": "dense d128 s8192 causal", "local": False, "bytes": 1, "floor_ms": 1.0,
              "results": {"fastattn": timed([1.0, 1.1, 0.9], mhz_rounds=[1500, 1600, 1400]),
                          "fa3": timed([1.2, 1.2, 1.0], maxdiff=0.003),
+                         "ffpa": timed([2.0, 2.2, 1.8], maxdiff=0.005),
                          "sdpa-cudnn": timed([1.1, 1.0, 1.0], mhz_rounds=[1500, 1760, None], maxdiff=0.004),
                          "sdpa-efficient": {"error": rp.LEFT_OUT + "time", "excluded": True},
                          "sdpa-flash": {"error": "boom", "excluded": True},
@@ -205,7 +206,8 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
              "ratio": rp.ratio_stats([1.0, 1.1, 0.9], [1.1, 1.0, 1.0]),
              "ratio_bhsd": rp.ratio_stats([1.0, 1.1, 0.9], [1.2, 1.2, 1.2]),
              "ratio_fa3": rp.ratio_stats([1.2, 1.2, 1.0], [1.1, 1.0, 1.0]),
-             "vs_fa3": rp.ratio_stats([1.0, 1.1, 0.9], [1.2, 1.2, 1.0])}
+             "vs_fa3": rp.ratio_stats([1.0, 1.1, 0.9], [1.2, 1.2, 1.0]),
+             "vs_ffpa": rp.ratio_stats([1.0, 1.1, 0.9], [2.0, 2.2, 1.8])}
     dense["cycle_ratio"] = rp.cycle_ratio(dense["results"]["fastattn"], dense["results"]["sdpa-cudnn"])
     # rounds with both clocks: 1.1*1500 / (1.0*1500) = 1.1, 1.0*1760 / (1.1*1600) = 1.0; round 3 has no cuDNN clock
     assert [round(x, 9) for x in dense["cycle_ratio"]["rounds"]] == [1.1, 1.0]
@@ -215,16 +217,19 @@ def test_run_peers_markdown_rows_ratio_floor_and_notes():
              "results": {"fastattn": timed([0.11, 0.1, 0.12], flops=9e9),
                          "flex": timed([0.2, 0.2, 0.2], flops=9e9, maxdiff=0.008, variant="contiguous copies")}}
     md = rp.markdown(meta, [dense, local, {"case": "gqa", "missing": "not run (worker stopped)"}])
-    assert "| ratio | spread | ratio bhsd | fa3 ratio | vs fa3 | MHz | cycle ratio | maxdiff |" in md and "4*b*h_q*d*kept_pairs" in md
+    assert "| ratio | spread | ratio bhsd | fa3 ratio | vs fa3 | vs ffpa | MHz | cycle ratio | maxdiff |" in md
+    assert "4*b*h_q*d*kept_pairs" in md and "Absent peers" not in md
     row = next(line for line in md.splitlines() if line.startswith("| dense d128 s8192 causal"))
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[1] == "1000 (1.000)" and cells[2] == "833 (1.200)"
     assert cells[3] == "-"  # fa4: no result (its wheel absent)
-    assert cells[5] == "crashed" and cells[6] == "left out" and cells[7] == "wrong output"  # --exclude: left out
-    assert cells[9:12] == ["1.10", "0.91-1.11", "1.20"]  # per round 1.1/1.0, 1.0/1.1, 1.0/0.9
+    assert cells[4] == "500 (2.000)"  # ffpa
+    assert cells[6] == "crashed" and cells[7] == "left out" and cells[8] == "wrong output"  # --exclude: left out
+    assert cells[10:13] == ["1.10", "0.91-1.11", "1.20"]  # per round 1.1/1.0, 1.0/1.1, 1.0/0.9
     # fa3 ratio: cuDNN/fa3 per round 1.1/1.2, 1.0/1.2, 1.0; vs fa3: fa3/ours 1.2, 1.2/1.1, 1.0/0.9
-    assert cells[12:14] == ["0.92", "1.11"]
-    assert cells[14:16] == ["1500 / 1630", "1.05"]  # median clocks; median of the cycle ratios 1.1, 1.0
+    assert cells[13:15] == ["0.92", "1.11"]
+    assert cells[15] == "2.00"  # vs ffpa: ffpa/ours 2.0/1.0, 2.2/1.1, 1.8/0.9
+    assert cells[16:18] == ["1500 / 1630", "1.05"]  # median clocks; median of the cycle ratios 1.1, 1.0
     assert "Copy bandwidth: 3000 GB/s" in md and f"| {floor:.4f} | 0.1100 | {0.11 / floor:.2f} |" in md
     assert "wrong output: max |diff| 4.5" in md and "sdpa-flash: boom" in md and "timed on contiguous copies" in md
     assert "not run (worker stopped)" in md
@@ -257,6 +262,65 @@ def test_run_peers_clock_sampling_from_first_start_to_last_end():
     worker.nvml = rp.Nvml.__new__(rp.Nvml)
     worker.nvml.handle = None
     assert worker.sample_clock(Event(0), Event(0)) is None
+
+
+def test_run_peers_ffpa_column_absent_refused_and_timed(tmp_path, monkeypatch, capsys):
+    """FFPA's column: which cases reach it, '-' with the reason when the wheel does not import, n/a when
+    FFPA's own validator refuses the shape, and the op it times (on a stand-in package: no GPU here)."""
+    import sys
+    import types
+    rp = _run_peers()
+    splitd = rp.cases("splitd")
+    assert [c["d"] for c in splitd] == [320, 320, 512, 512, 1024, 1024]
+    assert all(rp.applicable(c, "ffpa") for c in splitd) and not any(rp.applicable(c, "ffpa", smoke=True) for c in splitd)
+    assert not any(rp.applicable(c, "ffpa") for c in rp.cases("full") + rp.cases("dv"))  # d <= 256, windows
+    assert "ffpa" in rp.PEERS and "ffpa" not in rp.BWD_PEERS
+
+    # not importable: the worker loads it once, at the first case it applies to, prints and records why
+    monkeypatch.setattr(sys, "path", list(sys.path))  # site.addsitedir appends to it
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    worker = rp.Worker.__new__(rp.Worker)  # no torch, no CUDA: only the loading
+    worker.args, worker.cuda, worker.ffpa, worker.ffpa_why = types.SimpleNamespace(ffpa_site=str(empty)), True, None, None
+    events = []
+    worker.emit = lambda **e: events.append(e)
+    assert worker.load_ffpa() is None and worker.load_ffpa() is None
+    why = "ModuleNotFoundError: No module named 'ffpa_attn'"
+    assert events == [dict(type="absent", peer="ffpa", why=why)]
+    assert capsys.readouterr().out.count("ffpa: column skipped") == 1
+    meta = {"device": "GPU", "date": "today", "commit": "abc", "rounds": 1, "reps": 10, "warmup": 3, "timing": "x",
+            "absent": {"ffpa": why}}
+    res = {"fastattn": dict(ms=1.0, tflops=1000.0, ms_rounds=[1.0])}
+    md = rp.markdown(meta, [dict(case=splitd[2]["name"], local=False, results=res)])
+    line = next(x for x in md.splitlines() if x.startswith("| dense d512 s8192 full"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    assert cells[rp.PEERS.index("ffpa") + 1] == "-" and cells[len(rp.PEERS) + 6] == "-"  # its cell, vs ffpa
+    assert f"Absent peers (column '-'): ffpa: {why}." in md
+
+    # importable: a stand-in ffpa_attn whose validator refuses d < 320 as FFPA's does
+    site = tmp_path / "site"
+    (site / "ffpa_attn" / "cute").mkdir(parents=True)
+    (site / "ffpa_attn" / "__init__.py").write_text("")
+    (site / "ffpa_attn" / "cute" / "__init__.py").write_text(
+        "def _require_cute_supported(q, k, v, *, requires_grad):\n"
+        "    if not 320 <= q.shape[-1] <= 1024:\n"
+        "        raise NotImplementedError(f'cutedsl backend only supports dense head_dim in [320, 1024]; got {q.shape[-1]}')\n")
+    try:
+        ffpa, none = rp.Ffpa.load(str(site))
+        assert none is None and ffpa is not None
+        calls = []
+        fake_torch = types.SimpleNamespace(ops=types.SimpleNamespace(ffpa_attn=types.SimpleNamespace(
+            _fwd_cute=lambda *a: (calls.append(a) or "out", "lse"))))
+        q, k, v = (types.SimpleNamespace(shape=(1, 17, 2, 512)) for _ in range(3))
+        run = ffpa.forward_fn(fake_torch, q, k, v, True)
+        assert calls == [] and run() == "out"  # nothing runs before the call
+        assert len(calls) == 1 and calls[0][:3] == (q, k, v) and calls[0][3:] == (512 ** -0.5, 1, 0)  # (b, s, h, d) as is
+        small = types.SimpleNamespace(shape=(1, 17, 2, 128))
+        with pytest.raises(rp.Refused, match="FFPA: cutedsl backend only supports dense head_dim in .320, 1024.; got 128"):
+            ffpa.forward_fn(fake_torch, small, small, small, False)
+    finally:
+        for name in [m for m in sys.modules if m == "ffpa_attn" or m.startswith("ffpa_attn.")]:
+            del sys.modules[name]
 
 
 def test_run_peers_backward_plan_bytes_and_rounds():
