@@ -6,7 +6,9 @@ DIR/<name>.u32 (uint32 (mask_batch, 1, 8192, 256), C order: bit j % 32 of word j
 keep(i, j)) for the C++ bench to time fastattn on the same bits, then times torch.compile(flex_attention)
 with a BlockMask from create_block_mask of the same mask_mod (its block classification is not timed;
 fastattn's prep kernels are part of its timed call). Prints a markdown table (median of 20 calls).
-    python3 bench/bitmask_flex.py DIR
+    python3 bench/bitmask_flex.py DIR [--masks-only]
+--masks-only writes the mask files and stops (no torch needed): the device recipe times fastattn on
+them first, then FlexAttention in the time left.
 Masks: docs (8 documents of random lengths per batch entry, bidirectional), docs_causal (the same,
 causal), rand50 (every pair kept with probability 1/2, one mask for all), causal (causal as a mask).
 """
@@ -22,7 +24,7 @@ def pack_rows(keep):
     return np.packbits(keep, axis=-1, bitorder="little").view("<u4")
 
 
-def draw(torch):
+def draw():
     rng = np.random.default_rng(1234)
     doc_ids = np.zeros((B, S), dtype=np.int32)
     for b in range(B):
@@ -65,10 +67,13 @@ def median_ms(torch, fn, runs=20):
 
 def main():
     out_dir = sys.argv[1] if len(sys.argv) > 1 else "."
+    doc_ids, rand = draw()
+    kept = write_masks(out_dir, doc_ids, rand)
+    if "--masks-only" in sys.argv[2:]:
+        print(f"masks written to {out_dir}: " + ", ".join(f"{k} kept {v:.3f}" for k, v in kept.items()))
+        return
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-    doc_ids, rand = draw(torch)
-    kept = write_masks(out_dir, doc_ids, rand)
     docs_t = torch.from_numpy(doc_ids).cuda()
     rand_t = torch.from_numpy(rand).cuda()
 
