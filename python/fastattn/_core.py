@@ -121,12 +121,13 @@ def forward(q, k, v, **kw):
 
 def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
                 window_right, softcap, check_index_arrays, backend=0, num_threads=0, block_mask=None,
-                block_size=_block_mask.DEFAULT_BLOCK_SIZE):
+                block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None):
     """forward() with every argument already checked and resolved (ranks, array kinds, scale as a
     float, the window as two ints): the per-call path of the front ends, which resolve once.
 
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
-    block_mask: an array of q's kind or None; block_size: (block_q, block_k) ints.
+    block_mask: an array of q's kind or None; block_size: (block_q, block_k) ints. bit_mask: packed
+    element-mask words of q's kind (_bit_mask.pack) or None.
     """
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
     cu_q, cu_k, used_q, used_k = index_arrays
@@ -134,7 +135,7 @@ def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, ca
         cu_q, cu_k, used_q, used_k = (None if x is None else xs.unit_last(x) for x in index_arrays)
     opts = _C.Options(cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k, scale, causal,
                       window_left, window_right, softcap, check_index_arrays, backend, num_threads,
-                      False, block_mask, *block_size)
+                      False, block_mask, *block_size, bit_mask)
     shape = q.shape
     out = xs.empty(q, (*shape[:-1], v.shape[-1]))
     if cu_q is not None or cu_k is not None:

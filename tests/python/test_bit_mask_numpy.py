@@ -106,3 +106,31 @@ def test_errors_name_the_mask(rng):
         fastattn.forward(q, k, v, mask=np.ones((8, 10), dtype=bool), block_mask=np.ones((1, 1, 1, 1), bool), block_size=16)
     with pytest.raises(TypeError, match="mask: expected a numpy"):
         fastattn.forward(q, k, v, mask=[[True]])
+
+
+def test_flash_attn_func_and_varlen_take_the_mask(rng):
+    q, k, v = randn(rng, (2, 40, 4, 32)), randn(rng, (2, 50, 2, 32)), randn(rng, (2, 50, 2, 32))
+    mask = rng.random((2, 1, 40, 50)) < 0.5
+    out, lse = fastattn.flash_attn_func(q, k, v, causal=True, mask=mask, return_attn_probs=True)
+    want, want_lse = fastattn.forward(q, k, v, causal=True, mask=mask)
+    assert np.array_equal(out, want) and np.array_equal(lse, want_lse)
+    cu = np.array([0, 40, 80], np.int32), np.array([0, 50, 100], np.int32)
+    out_v = fastattn.flash_attn_varlen_func(q.reshape(80, 4, 32), k.reshape(100, 2, 32), v.reshape(100, 2, 32),
+                                            *cu, 40, 50, causal=True, mask=mask)
+    assert np.array_equal(out_v, want.reshape(80, 4, 32))
+
+
+def test_sdpa_boolean_attn_mask(rng):
+    """SDPA's (b, h, s, d) layout and boolean attn_mask (True = take part), broadcast in its leading dims,
+    against the float64 reference; is_causal with a mask is refused, as PyTorch does."""
+    q, k, v = randn(rng, (2, 4, 33, 32)), randn(rng, (2, 2, 47, 32)), randn(rng, (2, 2, 47, 32))
+    attn_mask = rng.random((4, 33, 47)) < 0.5  # (h, s_q, s_k): every batch entry
+    out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, enable_gqa=True)
+    assert out.shape == (2, 4, 33, 32)
+    bshd = [np.swapaxes(x, 1, 2) for x in (q, k, v)]
+    ref64, _ = ref.forward(*bshd, blocks=(attn_mask[None], 1, 1))
+    assert_close("out", np.swapaxes(out, 1, 2), ref64, ref.round_to(ref64, np.float32), np.float32, FLOAT32_FLOOR)
+    with pytest.raises(ValueError, match="attn_mask: not with is_causal"):
+        fastattn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=True, enable_gqa=True)
+    with pytest.raises(ValueError, match=r"attn_mask: expected \(\.\.\., 33, 47\)"):
+        fastattn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask[:, :32], enable_gqa=True)

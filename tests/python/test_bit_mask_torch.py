@@ -44,3 +44,19 @@ def test_cuda_mask_is_packed_on_the_device(rng):
     ref = torch.nn.functional.scaled_dot_product_attention(
         q.transpose(1, 2).float(), k.transpose(1, 2).float(), v.transpose(1, 2).float(), attn_mask=keep)
     assert torch.allclose(out.float(), ref.transpose(1, 2), atol=2e-2, rtol=2e-2)
+
+
+def test_front_ends_take_a_torch_mask_without_autograd(rng):
+    """flash_attn_func(mask=) and scaled_dot_product_attention(attn_mask=) with torch CPU tensors under
+    no_grad: torch's own SDPA with the same boolean mask; with inputs that require grad: refused by name."""
+    q = torch.from_numpy(rng.standard_normal((2, 4, 33, 32)).astype(np.float32))
+    k, v = (torch.from_numpy(rng.standard_normal((2, 4, 47, 32)).astype(np.float32)) for _ in range(2))
+    attn_mask = torch.from_numpy(rng.random((2, 1, 33, 47)) < 0.5)
+    with torch.no_grad():
+        out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        want = torch.nn.functional.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=attn_mask)
+        assert torch.allclose(out.double(), want, atol=1e-5, rtol=1e-5)
+        out_fa = fastattn.flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), mask=attn_mask)
+        assert torch.allclose(out_fa.transpose(1, 2).double(), want, atol=1e-5, rtol=1e-5)
+    with pytest.raises(NotImplementedError, match="mask: element masks run without autograd"):
+        fastattn.flash_attn_func(q.transpose(1, 2).requires_grad_(), k.transpose(1, 2), v.transpose(1, 2), mask=attn_mask)
