@@ -6,6 +6,7 @@
 // bit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "cpu/tiling.h"
 #include "cpu_check.h"
 #include "cuda/mask/bit_order.h"
+#include "cuda/mask/block_list_build.h"
 #include "fastattn/fastattn.h"
 #include "reference/mask_oracle.h"
 
@@ -107,6 +109,66 @@ TEST(BitOrder, QuadKeepWordIsTheAccumulatorOrder) {
           ASSERT_EQ((got >> (2 * j + e)) & 1u, (w[key / 32] >> (key % 32)) & 1u) << "t " << t << " key " << key;
         }
       }
+    }
+  }
+}
+
+// The CUDA prep's list of one tile (sm90/bit_lists.cu: parts by bit_list_part, each ascending) walked as
+// the kernel walks it (BitList over positions, last first): every block its bits keep inside the window
+// range is visited once; the walk's full positions are exactly the blocks full in both (the plain body
+// runs only those, unmasked); a position applies bits iff its block is bit-partial; and with every
+// block bit-full the visit order and the full / partial verdicts are the window's own (the unmasked
+// kernel's walk).
+TEST(BitMaskLists, TileListWalkKeepsTheContract) {
+  Rng rng(test_seed());
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int len_k = rng.uniform_int(1, 2000), len_q = rng.uniform_int(1, 2000);
+    const cuda_backend::WindowMask w{len_k, len_k - len_q, rng.uniform_int(-1, 600), rng.uniform_int(-1, 600)};
+    const int m0 = 128 * rng.uniform_int(0, (len_q - 1) / 128), m1 = std::min(m0 + 128, len_q);
+    const cuda_backend::BlockRange r = cuda_backend::key_blocks(w, m0, m1, 128);
+    if (r.empty()) continue;
+    const int n_blocks = (len_k + 127) / 128;
+    const bool all_ones = trial % 5 == 0;
+    std::vector<uint8_t> cls(static_cast<size_t>(n_blocks));
+    for (auto& c : cls) c = all_ones ? uint8_t(cuda_backend::kBitsFull) : uint8_t(rng.uniform_int(0, 2));
+    int edge[4];
+    cuda_backend::block_list_edges(r, edge);
+    const int fb = edge[2], fe = edge[3];
+    std::vector<int> list;  // base 0: parts 0, 1, 2, each ascending
+    int count[3] = {0, 0, 0};
+    for (int part = 0; part < 3; ++part)
+      for (int n = edge[0]; n < edge[1]; ++n)
+        if (cuda_backend::bit_list_part(n, cls[size_t(n)], fb, fe) == part) {
+          list.push_back(2 * n + (cls[size_t(n)] == cuda_backend::kBitsPartial ? 1 : 0));
+          ++count[part];
+        }
+    cuda_backend::BitList l;
+    l.begin = 0;
+    l.end = count[0] + count[1] + count[2];
+    l.full_begin = count[0];
+    l.full_end = count[0] + count[1];
+    l.list = list.data();
+    l.line = 0;
+    std::vector<int> seen(size_t(n_blocks), 0), order;
+    for (int it = l.first(); !l.done(it); it = l.next(it)) {
+      const int n = l.block(it);
+      ASSERT_TRUE(n >= r.begin && n < r.end) << trial;
+      ++seen[size_t(n)];
+      order.push_back(n);
+      const bool window_full = n >= r.full_begin && n < r.full_end;
+      ASSERT_EQ(l.full(it), window_full && cls[size_t(n)] == cuda_backend::kBitsFull) << trial << " block " << n;
+      ASSERT_EQ(l.needs_bits(it), cls[size_t(n)] == cuda_backend::kBitsPartial) << trial;
+      if (all_ones) {
+        ASSERT_EQ(l.full(it), r.full(n)) << trial;
+      }
+    }
+    for (int n = 0; n < n_blocks; ++n)
+      ASSERT_EQ(seen[size_t(n)], n >= r.begin && n < r.end && cls[size_t(n)] != cuda_backend::kBitsEmpty ? 1 : 0)
+          << trial << " block " << n;
+    if (all_ones) {
+      std::vector<int> window_order;
+      for (int n = r.first(); !r.done(n); n = r.next(n)) window_order.push_back(n);
+      ASSERT_EQ(order, window_order) << trial;
     }
   }
 }

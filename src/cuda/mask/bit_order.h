@@ -35,4 +35,18 @@ FASTATTN_HD uint32_t quad_keep_word(const uint32_t (&w)[4], int t) {
 // (Full: no bits read), else Partial (its bits gathered and applied).
 enum BitBlockClass : uint8_t { kBitsEmpty = 0, kBitsFull = 1, kBitsPartial = 2 };
 
+// Which part of a tile's list key block n (inside the tile's window range) goes to, from its class and
+// the window's full range [full_begin, full_end) clipped into the range: 0 the kept blocks below the
+// full range, 1 those full in both (window and bits), 2 the rest above (bit-partial blocks inside the
+// window's full range included), -1 none (empty). The list holds part 0, then 1, then 2, each
+// ascending, so that the full blocks are one interval of positions (BlockList's full range) and an
+// all-ones mask lists the window's own blocks in the unmasked kernel's order. Entries: block * 2 +
+// (class partial: the bits are applied).
+FASTATTN_HD int bit_list_part(int n, uint8_t cls, int full_begin, int full_end) {
+  if (cls == kBitsEmpty) return -1;
+  if (n < full_begin) return 0;
+  if (n < full_end && cls == kBitsFull) return 1;
+  return 2;
+}
+
 }  // namespace fastattn::cuda_backend

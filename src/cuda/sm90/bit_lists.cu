@@ -63,17 +63,6 @@ __global__ void __launch_bounds__(256) classify_bits_kernel(const __grid_constan
                                      cuda_backend::quad_keep_word(w[k], 2), cuda_backend::quad_keep_word(w[k], 3));
 }
 
-// Which part of a tile's list block n (inside the window range) goes to: 0 the partial ones below the
-// window's full range, 1 the full ones, 2 the partial ones above (bit-partial blocks inside the full
-// range included), -1 none (empty). With every bit set the parts are the window's own: below, full,
-// above, in the unmasked kernel's order.
-__device__ __forceinline__ int part_of(int n, uint8_t cls, int full_begin, int full_end) {
-  if (cls == kBitsEmpty) return -1;
-  if (n < full_begin) return 0;
-  if (n < full_end && cls == kBitsFull) return 1;
-  return 2;
-}
-
 __global__ void __launch_bounds__(256) bit_tile_lists_kernel(const __grid_constant__ BitListPrep b) {
   const int lane = threadIdx.x % 32;
   const int64_t id = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -94,7 +83,7 @@ __global__ void __launch_bounds__(256) bit_tile_lists_kernel(const __grid_consta
     int count[3] = {0, 0, 0};
     for (int n0 = begin; n0 < end; n0 += 32) {
       const int n = n0 + lane;
-      const int part = n < end ? part_of(n, cls[n], fb, fe) : -1;
+      const int part = n < end ? cuda_backend::bit_list_part(n, cls[n], fb, fe) : -1;
 #pragma unroll
       for (int i = 0; i < 3; ++i) count[i] += __popc(__ballot_sync(0xffffffffu, part == i));
     }
@@ -103,7 +92,7 @@ __global__ void __launch_bounds__(256) bit_tile_lists_kernel(const __grid_consta
     for (int n0 = begin; n0 < end; n0 += 32) {
       const int n = n0 + lane;
       const uint8_t k = n < end ? cls[n] : kBitsEmpty;
-      const int part = n < end ? part_of(n, k, fb, fe) : -1;
+      const int part = n < end ? cuda_backend::bit_list_part(n, k, fb, fe) : -1;
 #pragma unroll
       for (int i = 0; i < 3; ++i) {
         const unsigned votes = __ballot_sync(0xffffffffu, part == i);
