@@ -550,6 +550,11 @@ class FaBlockMask(ctypes.Structure):
                 ("block_k", ctypes.c_int32)]
 
 
+class FaBitMask(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("shape", ctypes.c_int64 * 4), ("stride", ctypes.c_int64 * 3),
+                ("device", ctypes.c_int32), ("device_index", ctypes.c_int32)]
+
+
 class FaArgs(ctypes.Structure):
     _fields_ = [("q", FaTensor), ("k", FaTensor), ("v", FaTensor), ("out", FaTensor), ("lse", FaTensor),
                 ("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p),
@@ -561,7 +566,7 @@ class FaArgs(ctypes.Structure):
                 ("num_threads", ctypes.c_int32),
                 ("deterministic", ctypes.c_int32), ("num_splits", ctypes.c_int32),
                 # every field, even unused: fastattn_args_init writes sizeof(fastattn_args) bytes
-                ("block_mask", FaBlockMask)]  # c_api.h's order
+                ("block_mask", FaBlockMask), ("bit_mask", FaBitMask)]  # c_api.h's order
 
 
 class FastAttn:

@@ -40,6 +40,18 @@ typedef struct fastattn_block_mask {
   int32_t block_q, block_k;          /* fastattn_args_init sets 128, 128 */
 } fastattn_block_mask;
 
+/* An element bitmask (fastattn/types.h BitMask; docs/masks.md): pair (i, j) of batch b, query head h
+ * is kept when bit j % 32 of word j / 32 of row (b or 0, h / (heads_q / shape[1]), i) is set (and the
+ * sequence lengths, causal and window keep it). Strides in 32-bit words (dims 0-2; dim 3 is
+ * contiguous), any sign, 0 broadcasts. */
+typedef struct fastattn_bit_mask {
+  const uint32_t* data;              /* NULL: no bitmask */
+  int64_t shape[4];                  /* (mask_batch, mask_heads, rows, words) */
+  int64_t stride[3];
+  int32_t device;                    /* enum fastattn_device: where q lives */
+  int32_t device_index;
+} fastattn_bit_mask;
+
 typedef struct fastattn_args {
   fastattn_tensor q, k, v, out, lse; /* lse.data may be NULL in forward */
   const int32_t* cu_seqlens_q;       /* NULL unless varlen */
@@ -59,6 +71,9 @@ typedef struct fastattn_args {
   int32_t num_splits;                /* split-KV parts; 0 = chosen per problem */
   /* Appended after the fields above (their offsets are unchanged); fastattn_args_init clears it. */
   fastattn_block_mask block_mask;    /* data NULL: no block mask */
+  /* Appended after block_mask (every earlier offset unchanged); fastattn_args_init clears it. Not
+   * with block_mask: a call takes one mask kind. */
+  fastattn_bit_mask bit_mask;        /* data NULL: no element bitmask */
 } fastattn_args;
 
 /* forward_kvcache's arguments (see fastattn/kvcache.h); optional tensors have data NULL. */
@@ -90,7 +105,7 @@ FASTATTN_API int fastattn_forward_kvcache(const fastattn_kvcache_args* args, voi
 FASTATTN_API uint64_t fastattn_kvcache_workspace_bytes(const fastattn_kvcache_args* args);
 
 /* Fills defaults: scale = NaN (meaning 1/sqrt(d)), windows -1, no varlen, backend auto, no block
- * mask (block_mask.block_q / block_k 128). */
+ * mask (block_mask.block_q / block_k 128), no bitmask. */
 FASTATTN_API void fastattn_args_init(fastattn_args* args);
 
 FASTATTN_API int fastattn_forward(const fastattn_args* args, void* stream);

@@ -72,13 +72,32 @@ struct BlockMask {
   bool defined() const { return data != nullptr; }
 };
 
-// Masks beyond seqlen/causal/local. BlockSparse reads `blocks`; DenseBitmask and Bias (reserved for
-// later: `data`) are rejected by validation.
+// Element mask (MaskKind::DenseBitmask): a boolean keep-mask of every (query row, key) pair, packed
+// as bits of 32-bit words (SDPA's boolean attn_mask, FlexAttention's mask_mod evaluated densely):
+//   pair (i, j) of batch b and query head h is kept by the bits when
+//       (data[b or 0 : stride 0][h / (heads_q / mask_heads) : stride 1][i : stride 2][j / 32] >> (j % 32)) & 1,
+//   i and j counted from the start of the sequence. Dims: (mask_batch 1 or batch, mask_heads dividing
+//   heads_q, rows >= the longest seqlen_q, words >= ceil(longest seqlen_k / 32)); the word dim is
+//   contiguous, the other strides (in words) are free (any sign, 0 broadcasts). Bits of keys past a
+//   sequence's length are ignored. ANDed with the sequence lengths and causal / window. It lives
+//   where the attention tensors live. docs/masks.md has the rules and the CUDA backend's limits.
+struct BitMask {
+  const uint32_t* data = nullptr;
+  int64_t shape[4] = {0, 0, 0, 0};  // (mask_batch, mask_heads, rows, words)
+  int64_t stride[3] = {0, 0, 0};    // in words, of dims 0-2 (dim 3 has stride 1)
+  Device device = Device::CPU;
+  int32_t device_index = 0;
+  bool defined() const { return data != nullptr; }
+};
+
+// Masks beyond seqlen/causal/local. BlockSparse reads `blocks`, DenseBitmask reads `bits`; Bias
+// (reserved for later: `data`) is rejected by validation.
 enum class MaskKind : int32_t { None = 0, DenseBitmask = 1, BlockSparse = 2, Bias = 3 };
 struct MaskSpec {
   MaskKind kind = MaskKind::None;
-  Tensor data;       // DenseBitmask / Bias (reserved)
+  Tensor data;       // Bias (reserved)
   BlockMask blocks;  // BlockSparse
+  BitMask bits;      // DenseBitmask
 };
 
 // Everything one attention call needs.

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from . import _C
-from . import _block_mask
+from . import _bit_mask, _block_mask
 from ._arrays import arrays_for, same_kind
 
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "reference": 3}
@@ -43,12 +43,13 @@ def resolve_scale(softmax_scale, head_dim):
 def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,
                  max_seqlen_q=0, max_seqlen_k=0, softmax_scale=None, causal=False,
                  window_size=(-1, -1), softcap=0.0, check_index_arrays=True, backend="auto",
-                 num_threads=0, deterministic=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE):
+                 num_threads=0, deterministic=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE,
+                 bit_mask=None):
     """The extension's Options for one call (scale defaults to 1/sqrt(head_dim)).
 
     deterministic only affects the backward: dq, dk, dv bitwise equal from run to run.
     block_mask: a 4-D bool / uint8 array of kept (block_q, block_k) = block_size blocks, already
-    resolved (_block_mask.resolve), or None.
+    resolved (_block_mask.resolve), or None. bit_mask: packed element-mask words (_bit_mask.pack) or None.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {backend!r}")
@@ -61,7 +62,7 @@ def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
                       window_left=left, window_right=right, softcap=float(softcap),
                       check_index_arrays=bool(check_index_arrays), backend=BACKENDS[backend],
                       num_threads=int(num_threads), deterministic=bool(deterministic),
-                      block_mask=block_mask, block_q=block_q, block_k=block_k)
+                      block_mask=block_mask, block_q=block_q, block_k=block_k, bit_mask=bit_mask)
 
 
 def _index_arrays(xs, kw):
@@ -78,11 +79,20 @@ def _resolve_block_mask(xs, kw):
     kw["block_mask"], kw["block_size"] = mask, size
 
 
+def _resolve_bit_mask(xs, kw):
+    """kw's mask (a bool keep-mask of every pair) packed into bitmask words of q's kind (bit_mask)."""
+    mask = kw.pop("mask", None)
+    same_kind(xs, [("mask", mask)])
+    kw["bit_mask"] = _bit_mask.pack(mask)
+
+
 def forward(q, k, v, **kw):
     """(out, lse) of attention for any supported array kind; keyword arguments as make_options.
     block_mask: a 4-D bool / uint8 array (mask_batch, mask_heads, q_blocks, k_blocks) of kept blocks
     of block_size = (block_q, block_k) (default (128, 128)), or a FlexAttention BlockMask
-    (docs/masks.md).
+    (docs/masks.md). mask: a bool keep-mask of every (query, key) pair, (s_q, s_k), (mask_heads, s_q,
+    s_k) or (mask_batch, mask_heads, s_q, s_k), True = keep (SDPA's boolean attn_mask; ANDed with
+    causal / window_size; packed into bits here, on the mask's device).
 
     Fixed length: q (b, s_q, h, d), k/v (b, s_k, h_kv, d|d_v) -> out (b, s_q, h, d_v),
     lse (b, h, s_q) float32. Varlen (cu_seqlens_q/k given): q (total_q, h, d) ->
@@ -97,6 +107,7 @@ def forward(q, k, v, **kw):
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
     kw.update(_index_arrays(xs, kw))
     _resolve_block_mask(xs, kw)
+    _resolve_bit_mask(xs, kw)
     opts = make_options(head_dim=q.shape[-1], **kw)
     out = xs.empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
     if varlen:
@@ -110,12 +121,13 @@ def forward(q, k, v, **kw):
 
 def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
                 window_right, softcap, check_index_arrays, backend=0, num_threads=0, block_mask=None,
-                block_size=_block_mask.DEFAULT_BLOCK_SIZE):
+                block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None):
     """forward() with every argument already checked and resolved (ranks, array kinds, scale as a
     float, the window as two ints): the per-call path of the front ends, which resolve once.
 
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
-    block_mask: an array of q's kind or None; block_size: (block_q, block_k) ints.
+    block_mask: an array of q's kind or None; block_size: (block_q, block_k) ints. bit_mask: packed
+    element-mask words of q's kind (_bit_mask.pack) or None.
     """
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
     cu_q, cu_k, used_q, used_k = index_arrays
@@ -123,7 +135,7 @@ def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, ca
         cu_q, cu_k, used_q, used_k = (None if x is None else xs.unit_last(x) for x in index_arrays)
     opts = _C.Options(cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k, scale, causal,
                       window_left, window_right, softcap, check_index_arrays, backend, num_threads,
-                      False, block_mask, *block_size)
+                      False, block_mask, *block_size, bit_mask)
     shape = q.shape
     out = xs.empty(q, (*shape[:-1], v.shape[-1]))
     if cu_q is not None or cu_k is not None:
@@ -137,7 +149,7 @@ def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, ca
 def backward(dout, q, k, v, out, lse, **kw):
     """(dq, dk, dv) of forward's out given its gradient dout; same keywords as forward, plus
     deterministic=True for gradients bitwise equal from run to run (GPU: ordered accumulation).
-    Pass the forward's block_mask / block_size again: the backward applies the same mask."""
+    Pass the forward's block_mask / block_size or mask again: the backward applies the same mask."""
     xs = arrays_for(q, "q")
     same_kind(xs, [("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
@@ -147,6 +159,7 @@ def backward(dout, q, k, v, out, lse, **kw):
     lse = xs.unit_last(lse)
     kw.update(_index_arrays(xs, kw))
     _resolve_block_mask(xs, kw)
+    _resolve_bit_mask(xs, kw)
     opts = make_options(head_dim=q.shape[-1], **kw)
     dq, dk, dv = xs.empty(q, tuple(q.shape)), xs.empty(k, tuple(k.shape)), xs.empty(v, tuple(v.shape))
     _C.backward(dout, q, k, v, out, lse, dq, dk, dv, opts, xs.stream(q))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 
-from . import _block_mask, _core
+from . import _bit_mask, _block_mask, _core
 from ._arrays import arrays_for, same_kind, torch_module
 
 
@@ -43,7 +43,7 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
 
 def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_scale=None,
               causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False, with_lse=True,
-              heads_first=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE):
+              heads_first=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None):
     """(out, lse) for any array kind; torch tensors are differentiable (the backward deterministic
     when asked), through the custom op or, for plain tensors in eager mode, without it. Other
     arrays have no autograd: deterministic is then unused (fastattn.backward takes it).
@@ -51,7 +51,9 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     heads_first: fixed-length q, k, v given as (b, h, s, d) (SDPA's layout; the caller checked
     their ranks); out is (b, s_q, h, d_v) all the same. The torch direct path reads them as they
     lie, without a transpose call.
-    block_mask / block_size: as flash_attn_func (the mask is an array of q's kind)."""
+    block_mask / block_size: as flash_attn_func (the mask is an array of q's kind).
+    mask: a bool keep-mask of every pair (flash_attn_func); torch calls with it run without autograd
+    (no custom op yet): under torch.compile or with inputs that require grad they are refused."""
     if block_mask is not None:
         block_mask, block_size = _block_mask.resolve(block_mask, block_size)
     else:  # the paths below unpack block_size as a pair; without a mask it applies to nothing
@@ -59,6 +61,9 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     if heads_first and any(x is not None for x in index_arrays):  # no `is` on tuples: Dynamo traces this
         raise ValueError("heads_first: fixed-length attention only (no cu_seqlens / seqused)")
     torch = torch_module()
+    if mask is not None:
+        return _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
+                                 softcap, heads_first, block_mask, block_size, mask)
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         # isinstance, not the array adapters: Dynamo traces it (the op path runs under torch.compile).
@@ -101,6 +106,29 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
                              block_size=block_size)
 
 
+def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
+                      heads_first, block_mask, block_size, mask):
+    """attention() with an element mask: the array-agnostic path (DLPack, fastattn.forward's), the mask
+    packed into bitmask words on its device. No autograd: a torch call that needs it is refused."""
+    if torch is not None and isinstance(q, torch.Tensor) and _torch_path(torch, q, k, v) != "inference":
+        raise NotImplementedError("mask: element masks run without autograd for now (no custom op): call under "
+                                  "torch.no_grad(), or use fastattn.forward / fastattn.backward with mask=")
+    xs = arrays_for(q, "q")
+    same_kind(xs, [("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask)] +
+              list(zip(_INDEX_NAMES, index_arrays)))
+    varlen = index_arrays[0] is not None or index_arrays[1] is not None
+    if heads_first:
+        q, k, v = xs.swap12(q), xs.swap12(k), xs.swap12(v)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        _core.check_rank(x, name, varlen)
+    left, right = _core.window_pair(window_size)
+    scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+    return _core.run_forward(xs, q, k, v, index_arrays, operator.index(max_seqlens[0]),
+                             operator.index(max_seqlens[1]), scale, bool(causal), left, right,
+                             float(softcap), check_index_arrays=True, block_mask=block_mask,
+                             block_size=block_size, bit_mask=_bit_mask.pack(mask))
+
+
 def _torch_path(torch, q, k, v):
     """How a torch call runs. Plain tensors outside torch.compile skip the custom op's dispatch
     (the larger part of a small call's host time): "inference" runs the extension directly,
@@ -141,7 +169,7 @@ def _is_compiling(torch):
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-1, -1), softcap=0.0,
                     deterministic=False, return_attn_probs=False, block_mask=None,
-                    block_size=_block_mask.DEFAULT_BLOCK_SIZE):
+                    block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None):
     """Attention over (batch, seqlen, heads, head_dim) arrays, as FA3's flash_attn_func.
 
     q: (b, s_q, h, d); k: (b, s_k, h_kv, d); v: (b, s_k, h_kv, d_v) with h % h_kv == 0 (GQA/MQA).
@@ -158,11 +186,15 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     BlockMask whose kept blocks need no mask_mod (its BLOCK_SIZE is used). Rows that keep no key
     get out 0 and lse -inf. The backward applies the same mask (docs/masks.md). Without a
     block_mask, block_size is ignored (as fastattn.forward does).
+    mask: None, or a bool keep-mask of every pair (True = keep; SDPA's boolean attn_mask), (s_q, s_k),
+    (mask_heads, s_q, s_k) or (mask_batch, mask_heads, s_q, s_k), ANDed with causal / window_size;
+    packed into bits on its device (docs/masks.md, Element bitmasks). For torch, forward only (no
+    autograd yet; fastattn.backward takes mask= too).
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
     """
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
-                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size)
+                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask)
     return (out, lse) if return_attn_probs else out
 
 
@@ -170,7 +202,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            seqused_q=None, seqused_k=None, softmax_scale=None, causal=False, *,
                            window_size=(-1, -1), softcap=0.0, deterministic=False,
                            return_attn_probs=False, block_mask=None,
-                           block_size=_block_mask.DEFAULT_BLOCK_SIZE):
+                           block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None):
     """Attention over packed variable-length sequences, as FA3's flash_attn_varlen_func.
 
     q: (total_q, h, d); k/v: (total_k, h_kv, d|d_v); cu_seqlens_q/k: int32 (batch + 1,) offsets
@@ -179,7 +211,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     (out, softmax_lse) with softmax_lse (h, total_q) when return_attn_probs=True.
     On CUDA torch tensors the index arrays are not validated (that would sync with the host).
     deterministic, block_mask, block_size: as flash_attn_func; the mask's block rows and columns
-    count from the start of each sequence (q_blocks >= ceil(max_seqlen_q / block_q), etc.).
+    count from the start of each sequence (q_blocks >= ceil(max_seqlen_q / block_q), etc.); mask as
+    flash_attn_func, its rows and columns counted from the start of each sequence (s_q >= max_seqlen_q).
     """
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
@@ -189,5 +222,5 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     out, lse = attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                          (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
-                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size)
+                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask)
     return (out, lse) if return_attn_probs else out

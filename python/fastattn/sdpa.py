@@ -33,11 +33,20 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     query (b, h_q, s_q, d), key (b, h_kv, s_k, d), value (b, h_kv, s_k, d_v); h_kv != h_q needs
     enable_gqa=True and h_q % h_kv == 0. Returns (b, h_q, s_q, d_v) (a transposed view of a
     (b, s_q, h_q, d_v) buffer, as PyTorch's flash backend does). Differentiable for torch tensors.
-    Not supported: attn_mask (NotImplementedError), dropout_p > 0 (NotImplementedError).
+    attn_mask: None or a bool mask broadcastable to (b, h_q, s_q, s_k), True = take part (PyTorch's
+    boolean convention), run as fastattn's element bitmask (docs/masks.md); not with is_causal (as
+    PyTorch); torch calls with it run without autograd (NotImplementedError when grad is needed).
+    Not supported: float (additive) attn_mask (NotImplementedError), dropout_p > 0 (NotImplementedError).
     """
     if attn_mask is not None:
-        raise NotImplementedError("attn_mask: arbitrary masks are not supported yet; "
-                                  "use is_causal, or fastattn.flash_attn_func(window_size=...)")
+        dtype = str(getattr(attn_mask, "dtype", type(attn_mask).__name__))
+        if dtype not in ("bool", "torch.bool"):
+            raise NotImplementedError(f"attn_mask: only boolean masks (True = take part) are supported; got dtype "
+                                      f"{dtype} (an additive float mask has no fastattn equivalent yet)")
+        if is_causal:
+            raise ValueError("attn_mask: not with is_causal=True (as PyTorch): AND the causal mask into attn_mask")
+        if len(attn_mask.shape) > 4:
+            raise ValueError(f"attn_mask: expected at most 4 dimensions, got shape {tuple(attn_mask.shape)}")
     if not 0.0 <= float(dropout_p) <= 1.0:
         raise ValueError(f"dropout_p: expected a probability in [0, 1], got {dropout_p}")
     if dropout_p != 0.0:
@@ -53,6 +62,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if h_q != h_kv and not enable_gqa:
         raise ValueError(f"enable_gqa: query has {h_q} heads and key {h_kv}; "
                          "pass enable_gqa=True for grouped-query attention")
+    if attn_mask is not None:  # (..., s_q, s_k), leading dims broadcast: fastattn's 4-D mask
+        shape = (1,) * (4 - len(attn_mask.shape)) + tuple(attn_mask.shape)
+        if shape[2] != query.shape[2] or shape[3] != key.shape[2]:
+            raise ValueError(f"attn_mask: expected (..., {query.shape[2]}, {key.shape[2]}) (seqlen_q, seqlen_k), "
+                             f"got shape {tuple(attn_mask.shape)}")
+        out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True,
+                           mask=attn_mask.reshape(shape))
+        return arrays_for(query, "query").swap12(out)
     causal, window = _causal_window(query.shape[2], key.shape[2]) if is_causal else (False, (-1, -1))
     torch = torch_module()
     if torch is not None and isinstance(query, torch.Tensor):

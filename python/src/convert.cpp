@@ -104,6 +104,26 @@ fastattn::BlockMask to_block_mask(const InArray& a, const char* name, int32_t bl
   return m;
 }
 
+fastattn::BitMask to_bit_mask(const InArray& a, const char* name) {
+  const nb::dlpack::dtype dt = a.dtype();
+  const bool word = dt.bits == 32 && dt.lanes == 1 &&
+                    (dt.code == (uint8_t)nb::dlpack::dtype_code::UInt || dt.code == (uint8_t)nb::dlpack::dtype_code::Int);
+  if (!word) raise(PyExc_ValueError, std::string(name) + ": packed words must be uint32 or int32, got " + dtype_text(dt));
+  if (a.ndim() != 4)
+    raise(PyExc_ValueError, std::string(name) + ": packed words need 4 dimensions (mask_batch, mask_heads, rows, "
+                                "words), got " + std::to_string(a.ndim()));
+  if (a.stride(3) != 1 && a.shape(3) > 1)
+    raise(PyExc_ValueError, std::string(name) + ": the word dim must be contiguous (stride 1), got stride " +
+                                std::to_string(a.stride(3)));
+  fastattn::BitMask m;
+  m.data = static_cast<const uint32_t*>(a.data());
+  for (int i = 0; i < 4; ++i) m.shape[i] = static_cast<int64_t>(a.shape(size_t(i)));
+  for (int i = 0; i < 3; ++i) m.stride[i] = a.shape(size_t(i)) == 1 ? 0 : a.stride(size_t(i));
+  m.device = to_device(a.device_type(), name);
+  m.device_index = a.device_id();
+  return m;
+}
+
 void raise_if_error(const fastattn::Status& st) {
   switch (st.code) {
     case fastattn::Code::Ok: return;

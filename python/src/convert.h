@@ -24,6 +24,9 @@ fastattn::IndexArray to_index(const InArray& a, const char* name, const fastattn
 // raises ValueError naming `name` for another dtype, rank or device kind. The C++ layer checks the
 // rest (shape, device against q's).
 fastattn::BlockMask to_block_mask(const InArray& a, const char* name, int32_t block_q, int32_t block_k);
+// A packed element bitmask: 4-D 32-bit words (mask_batch, mask_heads, rows, words), the word dim
+// contiguous (uint32 or int32: torch packs into int32).
+fastattn::BitMask to_bit_mask(const InArray& a, const char* name);
 
 // Raises ValueError (InvalidArgument), NotImplementedError (NotSupported) or RuntimeError.
 void raise_if_error(const fastattn::Status& st);

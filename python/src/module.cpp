@@ -35,17 +35,18 @@ struct Options {
   bool deterministic = false;
   OptIn block_mask;  // 4-D bool / uint8 (mask_batch, mask_heads, q_blocks, k_blocks)
   int32_t block_q = 128, block_k = 128;
+  OptIn bit_mask;    // 4-D 32-bit words (mask_batch, mask_heads, rows, words): an element bitmask
 };
 
 void init_options(Options* self, OptIn cu_seqlens_q, OptIn cu_seqlens_k, OptIn seqused_q,
                   OptIn seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                   bool causal, int32_t window_left, int32_t window_right, float softcap,
                   bool check_index_arrays, int32_t backend, int32_t num_threads, bool deterministic,
-                  OptIn block_mask, int32_t block_q, int32_t block_k) {
+                  OptIn block_mask, int32_t block_q, int32_t block_k, OptIn bit_mask) {
   new (self) Options{std::move(cu_seqlens_q), std::move(cu_seqlens_k), std::move(seqused_q),
                      std::move(seqused_k), max_seqlen_q, max_seqlen_k, softmax_scale, causal,
                      window_left, window_right, softcap, check_index_arrays, backend, num_threads,
-                     deterministic, std::move(block_mask), block_q, block_k};
+                     deterministic, std::move(block_mask), block_q, block_k, std::move(bit_mask)};
 }
 
 // A block mask on the args (MaskKind::BlockSparse); validation checks it against the call.
@@ -101,6 +102,10 @@ fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& 
   if (o.seqused_q) a.seqused_q = fastattn_py::to_index(*o.seqused_q, "seqused_q", a.q);
   if (o.seqused_k) a.seqused_k = fastattn_py::to_index(*o.seqused_k, "seqused_k", a.q);
   if (o.block_mask) set_block_mask(a, fastattn_py::to_block_mask(*o.block_mask, "block_mask", o.block_q, o.block_k));
+  if (o.bit_mask) {  // with a block mask too, validation refuses the pair by name
+    if (!o.block_mask) a.mask.kind = fastattn::MaskKind::DenseBitmask;
+    a.mask.bits = fastattn_py::to_bit_mask(*o.bit_mask, "mask");
+  }
   return a;
 }
 
@@ -303,7 +308,7 @@ NB_MODULE(_C, m) {
            "softmax_scale"_a = std::numeric_limits<float>::quiet_NaN(), "causal"_a = false, "window_left"_a = -1, "window_right"_a = -1,
            "softcap"_a = 0.0f, "check_index_arrays"_a = true, "backend"_a = 0,
            "num_threads"_a = 0, "deterministic"_a = false, "block_mask"_a.none() = nb::none(),
-           "block_q"_a = 128, "block_k"_a = 128);
+           "block_q"_a = 128, "block_k"_a = 128, "bit_mask"_a.none() = nb::none());
 
   m.def("forward", &forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "options"_a, "stream"_a,
         "Writes out (and lse when given) for softmax(mask(scale*q k^T)) v.");

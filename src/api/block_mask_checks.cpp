@@ -84,4 +84,53 @@ Status check_block_mask(const AttnArgs& a, bool varlen, const HostIndexArrays& i
   return st;
 }
 
+Status check_bit_mask(const AttnArgs& a, bool varlen, const HostIndexArrays& idx) {
+  constexpr const char* kBits = "mask.bits";
+  const BitMask& m = a.mask.bits;
+  if (a.mask.kind != MaskKind::DenseBitmask) {
+    if (!m.defined()) return Status::Ok();
+    return Status::Invalid(msg(kBits, ": given but mask.kind is ", int32_t(a.mask.kind),
+                               " (set mask.kind = DenseBitmask to apply it)"));
+  }
+  if (!m.defined()) {
+    return Status::Invalid(
+        msg(kBits, ": data is null (MaskKind::DenseBitmask needs uint32 words (mask_batch, mask_heads, rows, words))"));
+  }
+  const int32_t dev = int32_t(m.device);
+  if (dev < 0 || dev > 1) return Status::Invalid(msg(kBits, ": unknown device code ", dev, " (expected cpu or cuda)"));
+  if (m.device != a.q.device || (m.device == Device::CUDA && m.device_index != a.q.device_index)) {
+    return Status::Invalid(msg(kBits, ": on ", device_text(m.device, m.device_index), " but q is on ", device_string(a.q),
+                               " (the mask lives where the attention tensors live)"));
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (m.shape[i] < 1 || m.shape[i] > INT32_MAX) {
+      return Status::Invalid(msg(kBits, ": dim ", i, " has size ", m.shape[i],
+                                 " but every dim of (mask_batch, mask_heads, rows, words) needs 1..2^31-1"));
+    }
+  }
+  const int hd = varlen ? 1 : 2;
+  const int64_t batch = varlen ? a.cu_seqlens_q.size - 1 : a.q.shape[0];
+  const int64_t hq = a.q.shape[hd], hkv = a.k.shape[hd];
+  if (m.shape[0] != 1 && m.shape[0] != batch) {
+    return Status::Invalid(msg(kBits, ": dim 0 (mask_batch) is ", m.shape[0], " but must be 1 (shared) or batch ", batch));
+  }
+  if (hq % m.shape[1] != 0) {
+    return Status::Invalid(msg(kBits, ": dim 1 (mask_heads) is ", m.shape[1], " but must divide heads_q ", hq,
+                               " (1, heads_kv ", hkv, " or heads_q are the usual choices)"));
+  }
+  const int64_t rows_q = longest(varlen, varlen ? 0 : a.q.shape[1], a.max_seqlen_q, idx.cu_q);
+  const int64_t rows_k = longest(varlen, varlen ? 0 : a.k.shape[1], a.max_seqlen_k, idx.cu_k);
+  if (m.shape[2] < rows_q) {
+    return Status::Invalid(msg(kBits, ": dim 2 (rows) is ", m.shape[2], " but must be >= ",
+                               varlen ? "max_seqlen_q " : "seqlen_q ", rows_q, " (the rows cover the longest sequence)"));
+  }
+  const int64_t words = (rows_k + 31) / 32;
+  if (m.shape[3] < words) {
+    return Status::Invalid(msg(kBits, ": dim 3 (words) is ", m.shape[3], " but must be >= ceil(",
+                               varlen ? "max_seqlen_k " : "seqlen_k ", rows_k, " / 32) = ", words,
+                               " (the words cover the longest sequence)"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace fastattn::detail

@@ -1,5 +1,6 @@
 // Validation of a block-sparse mask (MaskKind::BlockSparse, fastattn::BlockMask): where it lives,
-// its shape against the call's batch, heads and longest sequences, and its block sizes.
+// its shape against the call's batch, heads and longest sequences, and its block sizes; and of an
+// element bitmask (MaskKind::DenseBitmask, fastattn::BitMask) likewise.
 #pragma once
 
 #include "api/index_arrays.h"
@@ -11,5 +12,10 @@ namespace fastattn::detail {
 // the host copies of the index arrays (varlen lengths come from them when max_seqlen is 0).
 // Also refuses a block array given with a mask kind other than BlockSparse (it would be ignored).
 Status check_block_mask(const AttnArgs& args, bool varlen, const HostIndexArrays& idx);
+
+// args.mask.bits (MaskKind::DenseBitmask), as check_block_mask: device, dims (mask_batch 1 or batch,
+// mask_heads dividing heads_q, rows and words covering the longest sequences). Also refuses bits
+// given with another mask kind.
+Status check_bit_mask(const AttnArgs& args, bool varlen, const HostIndexArrays& idx);
 
 }  // namespace fastattn::detail

@@ -76,6 +76,16 @@ bool to_args(const fastattn_args* c, fastattn::AttnArgs* a) {
     b.block_q = m.block_q;
     b.block_k = m.block_k;
   }
+  const fastattn_bit_mask& bm = c->bit_mask;
+  if (bm.data != nullptr) {  // with a block mask too, validation refuses the pair by name
+    if (m.data == nullptr) a->mask.kind = fastattn::MaskKind::DenseBitmask;
+    fastattn::BitMask& w = a->mask.bits;
+    w.data = bm.data;
+    for (int i = 0; i < 4; ++i) w.shape[i] = bm.shape[i];
+    for (int i = 0; i < 3; ++i) w.stride[i] = bm.stride[i];
+    w.device = static_cast<fastattn::Device>(bm.device);
+    w.device_index = bm.device_index;
+  }
   return true;
 }
 

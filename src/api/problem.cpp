@@ -78,6 +78,18 @@ BlockMaskView resolve_block_mask(const BlockMask& m, int32_t heads_q) {
   return v;
 }
 
+BitMaskView resolve_bit_mask(const BitMask& m, int32_t heads_q) {
+  BitMaskView v;
+  v.data = m.data;
+  v.batch_stride = m.shape[0] == 1 ? 0 : m.stride[0];
+  v.head_stride = m.shape[1] == 1 ? 0 : m.stride[1];
+  v.row_stride = m.stride[2];
+  v.head_div = m.shape[1] > 0 ? int32_t(heads_q / m.shape[1]) : 1;
+  v.rows = int32_t(m.shape[2]);
+  v.words = int32_t(m.shape[3]);
+  return v;
+}
+
 Problem resolve_operands(const AttnArgs& args) {
   Problem p;
   static_cast<ProblemShape&>(p) = resolve_shape(args);
@@ -91,6 +103,7 @@ Problem resolve_operands(const AttnArgs& args) {
   p.num_splits = args.num_splits > 0 ? args.num_splits : 1;  // 0: the host backends do not split
   p.num_splits_arg = args.num_splits;
   if (args.mask.kind == MaskKind::BlockSparse) p.blocks = resolve_block_mask(args.mask.blocks, p.heads_q);
+  if (args.mask.kind == MaskKind::DenseBitmask) p.bits = resolve_bit_mask(args.mask.bits, p.heads_q);
   return p;
 }
 

@@ -102,10 +102,25 @@ struct BlockMaskView {
   bool keeps(int64_t b, int64_t h, int64_t i, int64_t j) const { return *at(b, h, i / block_q, j / block_k) != 0; }
 };
 
+// A validated element bitmask (MaskKind::DenseBitmask, fastattn::BitMask): strides in words, a
+// broadcast dim's stride 0, and how many mask rows / words cover the sequences.
+struct BitMaskView {
+  const uint32_t* data = nullptr;
+  int64_t batch_stride = 0, head_stride = 0, row_stride = 0;
+  int32_t head_div = 1;  // heads_q / mask heads
+  int32_t rows = 0, words = 0;  // dims 2 and 3 as given
+  bool defined() const { return data != nullptr; }
+  const uint32_t* row(int64_t b, int64_t h, int64_t i) const {
+    return data + b * batch_stride + (h / head_div) * head_stride + i * row_stride;
+  }
+  bool keeps(int64_t b, int64_t h, int64_t i, int64_t j) const { return (row(b, h, i)[j / 32] >> (j % 32)) & 1u; }
+};
+
 struct Problem : ProblemShape {
   Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
   CacheLayout cache;              // forward_kvcache's cache addressing (CUDA), else undefined
   BlockMaskView blocks;           // MaskKind::BlockSparse, else undefined
+  BitMaskView bits;               // MaskKind::DenseBitmask, else undefined
   SeqArrays seq_arrays;
   std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays (empty when unread)
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
@@ -142,6 +157,7 @@ Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
 
 // The view of a validated block mask (heads_q: the call's query heads).
 BlockMaskView resolve_block_mask(const BlockMask& m, int32_t heads_q);
+BitMaskView resolve_bit_mask(const BitMask& m, int32_t heads_q);
 
 // Operand view of a q/k/v/out-like tensor (lse-like when `is_lse`).
 Operand make_operand(const Tensor& t, bool varlen, bool is_lse = false);

@@ -33,9 +33,9 @@ const char* backend_name(Backend b) {
 }  // namespace
 
 Status check_scalars(const AttnArgs& a) {
-  if (a.mask.kind != MaskKind::None && a.mask.kind != MaskKind::BlockSparse) {
+  if (a.mask.kind != MaskKind::None && a.mask.kind != MaskKind::BlockSparse && a.mask.kind != MaskKind::DenseBitmask) {
     return Status::Unsupported(msg("mask: kind ", int32_t(a.mask.kind),
-                                   " is not supported yet (none and block-sparse are; dense bitmasks and biases "
+                                   " is not supported yet (none, dense bitmask and block-sparse are; additive biases "
                                    "arrive in a later release)"));
   }
   const int32_t be = int32_t(a.backend);
@@ -272,6 +272,7 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   if (st.ok()) st = read_index_arrays(a, &out->index);
   if (st.ok()) st = check_index_contents(a, varlen, out->backend, out->index);
   if (st.ok()) st = check_block_mask(a, varlen, out->index);
+  if (st.ok()) st = check_bit_mask(a, varlen, out->index);
   if (st.ok()) st = check_backend_limits(a, out->backend, backward, a.q.shape[hd + 1], a.v.shape[hd + 1]);
   if (!st.ok()) return st;
   if (out->index.read) {
@@ -280,7 +281,8 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   } else {
     out->problem = resolve_operands(a);
   }
-  if (out->backend == Backend::CUDA && out->problem.blocks.defined()) return cuda_block_mask_support(out->problem, backward, backward && a.deterministic);
+  if (out->backend == Backend::CUDA && (out->problem.blocks.defined() || out->problem.bits.defined()))
+    return cuda_block_mask_support(out->problem, backward, backward && a.deterministic);
   return Status::Ok();
 }
 

@@ -1,5 +1,5 @@
 // Tile activity for the CPU backend, derived from the mask oracle's per-row key ranges and, with a
-// block-sparse mask, its blocks: Empty tiles are skipped, Full tiles run unmasked, only Partial
+// block-sparse mask, its blocks (with an element bitmask, its bits): Empty tiles are skipped, Full tiles run unmasked, only Partial
 // tiles apply the mask.
 #pragma once
 
@@ -56,10 +56,37 @@ inline TileClass classify_blocks(const reference::HeadMask& m, TileClass window,
   return all ? TileClass::Full : TileClass::Partial;
 }
 
-// The tile's class under the whole mask of one head (window and blocks).
+// An element bitmask's verdict on a tile the window alone classes `window` (Full or Partial), exact:
+// Empty when no window-kept pair has its bit set, Full when the window keeps every pair and every bit
+// is set, else Partial. Reads the words of window-kept pairs only (each row's kept keys, a word at a
+// time), so nothing outside the mask's validated extent.
+inline TileClass classify_bits(const reference::HeadMask& m, TileClass window, int64_t i0, int64_t i1, int64_t j0,
+                               int64_t j1) {
+  const detail::BitMaskView& v = *m.bits;
+  bool any = false, all = window == TileClass::Full;
+  for (int64_t i = i0; i < i1 && !(any && !all); ++i) {
+    const reference::KeyRange r = reference::key_range(m.rule, i);
+    const int64_t lo = std::max(r.begin, j0), hi = std::min(r.end, j1);
+    if (lo >= hi) continue;
+    const uint32_t* row = v.row(m.b, m.h, i);
+    for (int64_t w = lo / 32; w <= (hi - 1) / 32; ++w) {  // the word's bits of keys [lo, hi)
+      const int64_t a = std::max(lo, 32 * w) - 32 * w, e = std::min(hi, 32 * w + 32) - 32 * w;
+      const uint32_t want = (e == 32 ? 0xffffffffu : (1u << e) - 1u) & ~((1u << a) - 1u);
+      const uint32_t got = row[w] & want;
+      any = any || got != 0;
+      all = all && got == want;
+    }
+  }
+  if (!any) return TileClass::Empty;
+  return all ? TileClass::Full : TileClass::Partial;
+}
+
+// The tile's class under the whole mask of one head (window, and blocks or bits).
 inline TileClass classify_tile(const reference::HeadMask& m, int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
   const TileClass window = classify_tile(m.rule, i0, i1, j0, j1);
-  if (window == TileClass::Empty || m.blocks == nullptr) return window;
+  if (window == TileClass::Empty) return window;
+  if (m.bits != nullptr) return classify_bits(m, window, i0, i1, j0, j1);
+  if (m.blocks == nullptr) return window;
   return classify_blocks(m, window, i0, i1, j0, j1);
 }
 

@@ -35,10 +35,25 @@ inline void mask_partial_tile(const reference::MaskRule& m, int64_t i0, int rows
 }
 
 // s[r * ld + c] = -inf for every (row i0 + r, key j0 + c) that the head's mask does not keep: the
-// window as above, then the block mask's dropped blocks (rows the window empties are done already).
+// window as above, then the block mask's dropped blocks or the bitmask's cleared bits (rows the
+// window empties are done already).
 inline void mask_partial_tile(const reference::HeadMask& m, int64_t i0, int rows, int64_t j0, int cols, float* s,
                               int ld) {
   mask_partial_tile(m.rule, i0, rows, j0, cols, s, ld);
+  if (m.bits != nullptr) {  // element bitmask: each window-kept pair by its bit
+    for (int r = 0; r < rows; ++r) {
+      const reference::KeyRange kr = reference::key_range(m.rule, i0 + r);
+      if (kr.empty()) continue;
+      const uint32_t* bits = m.bits->row(m.b, m.h, i0 + r);
+      float* row = s + r * ld;
+      const int64_t c0 = std::max<int64_t>(0, kr.begin - j0), c1 = std::min<int64_t>(cols, kr.end - j0);
+      for (int64_t c = c0; c < c1; ++c) {
+        const int64_t j = j0 + c;
+        if (((bits[j / 32] >> (j % 32)) & 1u) == 0) row[c] = -INFINITY;
+      }
+    }
+    return;
+  }
   if (m.blocks == nullptr) return;
   const detail::BlockMaskView& v = *m.blocks;
   for (int r = 0; r < rows; ++r) {

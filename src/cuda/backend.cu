@@ -135,8 +135,8 @@ Status check_forward(const AttnArgs& a) {
   for (int i = 0; i + 1 < a.out.ndim; ++i)
     if (a.out.stride[i] % 2 != 0) return Status::Unsupported("out: the CUDA forward needs even strides");
   // Block-sparse masks: forward() asks block_mask_support on the resolved problem.
-  if (a.mask.kind != MaskKind::None && a.mask.kind != MaskKind::BlockSparse)
-    return Status::Unsupported("mask: the CUDA forward takes no MaskSpec but BlockSparse yet");
+  if (a.mask.kind != MaskKind::None && a.mask.kind != MaskKind::BlockSparse && a.mask.kind != MaskKind::DenseBitmask)
+    return Status::Unsupported("mask: the CUDA forward takes no MaskSpec but BlockSparse and DenseBitmask yet");
   // The grid is sized from max_seqlen_q; it cannot be derived without a device-to-host copy.
   if (a.cu_seqlens_q.defined() && (a.max_seqlen_q <= 0 || a.max_seqlen_k <= 0))
     return Status::Invalid(std::string(a.max_seqlen_q <= 0 ? "max_seqlen_q" : "max_seqlen_k") +
@@ -158,6 +158,15 @@ Status forward(const detail::Problem& problem, void* stream) {
 #include "cuda/fwd_block_sparse_dispatch.inc"
 #undef FASTATTN_FWD_BSP_CASE
     return Status::Unsupported("mask: no block-sparse CUDA forward for this arch, dtype and head dim");
+  }
+  // An element bitmask: the block-sparse rows' bitmask twins (block_mask_rule.h).
+  if (problem.bits.defined()) {
+    if (Status st = block_mask_support(problem, /*backward=*/false); !st.ok()) return st;
+#define FASTATTN_FWD_BITS_CASE(NS, MAJOR, DT, CT, DQK, DV) \
+  if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd_bitmask<CT, DQK, DV>(lp, s);
+#include "cuda/fwd_bitmask_dispatch.inc"
+#undef FASTATTN_FWD_BITS_CASE
+    return Status::Unsupported("mask: no bitmask CUDA forward for this arch, dtype and head dim");
   }
   // Head dims above 256 (splitd_dims): the split-D forward of the dtype, whatever (d, d_v).
   if (splitd_dims(d, dv)) {

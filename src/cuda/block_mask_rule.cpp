@@ -12,7 +12,35 @@ bool lists_fit(int64_t lines, int64_t blocks_per_line) { return lines * blocks_p
 
 }  // namespace
 
+namespace {
+
+// An element bitmask (p.bits): the forward's BitmaskConfig kernels (sm90/fwd/launch_bitmask.cuh).
+Status bit_mask_support(const detail::Problem& p, bool backward) {
+  if (backward)
+    return Status::Unsupported("mask: the CUDA backward takes no element bitmask yet (the forward runs it; the CPU "
+                               "and reference backends run both)");
+  if (p.head_dim != p.head_dim_v || p.head_dim > 128)
+    return Status::Unsupported("mask: the CUDA bitmask forward runs head dims up to 128 with head_dim_v = head_dim "
+                               "(64, 96, 128); got head_dim " + std::to_string(p.head_dim) + ", head_dim_v " +
+                               std::to_string(p.head_dim_v));
+  if (p.num_splits_arg > 1)
+    return Status::Unsupported("num_splits: the CUDA bitmask forward does not split keys (pass 0 or 1); got " +
+                               std::to_string(p.num_splits_arg));
+  // sm90/fwd/bit_lists.h: a packed slot per (mask line, key block of 128), a list entry per (tile, key block).
+  const detail::BitMaskView& m = p.bits;
+  const int64_t batches = m.batch_stride == 0 ? 1 : p.batch, heads = p.heads_q / m.head_div;
+  const int64_t k_blocks = (int64_t(p.max_rows_k) + kBlockSparseTileKeys - 1) / kBlockSparseTileKeys;
+  const int64_t q_tiles = (int64_t(p.max_rows_q) + kBlockSparseTileRows - 1) / kBlockSparseTileRows;
+  if (!lists_fit(batches * heads * q_tiles, k_blocks) || !lists_fit(int64_t(p.batch) * p.heads_q * q_tiles, k_blocks))
+    return Status::Unsupported("mask: the CUDA bitmask forward's lists would exceed 2^31 entries (tiles of 128 rows x "
+                               "key blocks of 128)");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status block_mask_support(const detail::Problem& p, bool backward, bool deterministic) {
+  if (p.bits.defined()) return bit_mask_support(p, backward);
   const detail::BlockMaskView& m = p.blocks;
   const std::string pass = backward ? "backward" : "forward";
   if (p.head_dim != p.head_dim_v || p.head_dim > 128)

@@ -106,6 +106,7 @@ endfunction()
 
 set(_dispatch "")
 set(_bsp_dispatch "")
+set(_bits_dispatch "")
 set(FASTATTN_KERNEL_COUNT 0)
 set(FASTATTN_BSP_KERNEL_COUNT 0)
 foreach(row ${FASTATTN_KERNEL_MENU})
@@ -142,6 +143,12 @@ foreach(row ${FASTATTN_KERNEL_MENU})
     list(APPEND _${_arch}_sources ${_out})
     string(APPEND _bsp_dispatch
            "FASTATTN_FWD_BSP_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
+    # and its element-bitmask twin (sm90/fwd/launch_bitmask.cuh), beside it in the dispatch.
+    set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_bitmask_${dt}_${_dims}.cu)
+    configure_file(${_cuda_dir}/${_arch}/fwd/inst_bitmask.cu.in ${_out} @ONLY)
+    list(APPEND _${_arch}_sources ${_out})
+    string(APPEND _bits_dispatch
+           "FASTATTN_FWD_BITS_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
     math(EXPR FASTATTN_BSP_KERNEL_COUNT "${FASTATTN_BSP_KERNEL_COUNT} + 1")
   endif()
   math(EXPR FASTATTN_KERNEL_COUNT "${FASTATTN_KERNEL_COUNT} + 1")
@@ -152,6 +159,9 @@ configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc.tmp
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc.tmp "${_bsp_dispatch}")
 configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc.tmp
                ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc COPYONLY)
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_bitmask_dispatch.inc.tmp "${_bits_dispatch}")
+configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_bitmask_dispatch.inc.tmp
+               ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_bitmask_dispatch.inc COPYONLY)
 
 # The split-D forward (d_qk, d_v 320..1024 in steps of 64; sm90/fwd_splitd/, cuda/splitd_rule.h):
 # the head dims are run-time counts there, so its menu rows are per dtype only. Selected with its

@@ -4,7 +4,8 @@ namespace fastattn::reference {
 
 HeadMask head_mask(const detail::Problem& p, int64_t b, int64_t h) {
   const detail::Sequence& s = p.seqs[size_t(b)];
-  return {{s.len_q, s.len_k, p.window_left, p.window_right}, p.blocks.defined() ? &p.blocks : nullptr, b, h};
+  return {{s.len_q, s.len_k, p.window_left, p.window_right}, p.blocks.defined() ? &p.blocks : nullptr, b, h,
+          p.bits.defined() ? &p.bits : nullptr};
 }
 
 MaskOracle::MaskOracle(const detail::Problem& p) : problem_(&p) {}

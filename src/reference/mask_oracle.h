@@ -11,7 +11,9 @@
 // A block-sparse mask (MaskKind::BlockSparse) then cuts holes in that interval, per query head:
 //   keep(b, h, i, j)  <=>  keep(i, j) above  and  blocks.keeps(b, h, i, j)
 // (entry (b or 0, h / head_div, i / block_q, j / block_k) nonzero). key_range() stays the
-// window's interval; HeadMask::keep is the whole rule.
+// window's interval. An element bitmask (MaskKind::DenseBitmask) likewise:
+//   keep(b, h, i, j)  <=>  keep(i, j) above  and  bit j of mask row (b or 0, h / head_div, i) is set.
+// HeadMask::keep is the whole rule.
 #pragma once
 
 #include <algorithm>
@@ -57,9 +59,11 @@ struct HeadMask {
   MaskRule rule;
   const detail::BlockMaskView* blocks = nullptr;  // null: no block mask
   int64_t b = 0, h = 0;
+  const detail::BitMaskView* bits = nullptr;      // null: no element bitmask
 
   bool keep(int64_t i, int64_t j) const {
-    return reference::keep(rule, i, j) && (blocks == nullptr || blocks->keeps(b, h, i, j));
+    return reference::keep(rule, i, j) && (blocks == nullptr || blocks->keeps(b, h, i, j)) &&
+           (bits == nullptr || bits->keeps(b, h, i, j));
   }
 };
 

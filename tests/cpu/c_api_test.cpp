@@ -60,6 +60,13 @@ fastattn_args to_c(const AttnCase& c) {
     a.block_mask.block_q = m.block_q;
     a.block_mask.block_k = m.block_k;
   }
+  if (c.bits.defined()) {
+    const BitMask m = c.bits.view_at();
+    a.bit_mask.data = m.data;
+    for (int i = 0; i < 4; ++i) a.bit_mask.shape[i] = m.shape[i];
+    for (int i = 0; i < 3; ++i) a.bit_mask.stride[i] = m.stride[i];
+    a.bit_mask.device = int32_t(m.device);
+  }
   return a;
 }
 
@@ -80,13 +87,15 @@ TEST(CApi, InitSetsDefaults) {
   EXPECT_EQ(a.block_mask.block_q, 128);
   EXPECT_EQ(a.block_mask.block_k, 128);
   EXPECT_EQ(a.block_mask.device, FASTATTN_CPU);
+  EXPECT_EQ(a.bit_mask.data, nullptr);
+  EXPECT_EQ(a.bit_mask.device, FASTATTN_CPU);
 }
 
 // Same results through the C ABI as through the C++ API, bit for bit (the CPU backend is
 // deterministic), for a fixed and a varlen + seqused problem.
 TEST(CApi, RoundTripMatchesCppApi) {
-  for (int variant = 0; variant < 4; ++variant) {
-    const bool use_varlen = variant & 1, use_blocks = variant & 2;
+  for (int variant = 0; variant < 6; ++variant) {
+    const bool use_varlen = variant & 1, use_blocks = (variant & 6) == 2, use_bits = (variant & 6) == 4;
     const uint64_t seed = test_seed();
     Rng rng(seed);
     CaseSpec spec;
@@ -114,6 +123,12 @@ TEST(CApi, RoundTripMatchesCppApi) {
       spec.blocks.block_k = 5;
       spec.blocks.density = 0.6f;
       spec.blocks.layout = 2;
+    }
+    if (use_bits) {  // per KV head, rows padded
+      spec.bits.on = true;
+      spec.bits.heads = 2;
+      spec.bits.density = 0.6f;
+      spec.bits.layout = 1;
     }
     AttnCase c = make_case(spec, rng), cpp = c;  // copies own their buffers
     const AttnArgs a = cpp.args(Backend::CPU);

@@ -53,6 +53,18 @@ void set_blocks(AttnArgs& a, std::vector<uint8_t>& bytes, std::array<int64_t, 4>
   m.block_k = bk;
 }
 
+// A valid-looking element bitmask of `shape` (rows, words) over `words` (all set, row-major) on a's args.
+void set_bits(AttnArgs& a, std::vector<uint32_t>& words, std::array<int64_t, 4> shape) {
+  words.assign(size_t(shape[0] * shape[1] * shape[2] * shape[3]), 0xffffffffu);
+  a.mask.kind = MaskKind::DenseBitmask;
+  BitMask& m = a.mask.bits;
+  m.data = words.data();
+  for (int i = 0; i < 4; ++i) m.shape[i] = shape[size_t(i)];
+  m.stride[2] = shape[3];
+  m.stride[1] = shape[2] * shape[3];
+  m.stride[0] = shape[1] * shape[2] * shape[3];
+}
+
 void expect_untouched(const AttnCase& c, const char* rule) {
   for (const HostTensor* t : {&c.out, &c.lse, &c.dq, &c.dk, &c.dv}) {
     EXPECT_EQ(t->count_nan(), t->numel()) << rule << ": an output was written";
@@ -155,8 +167,30 @@ std::vector<Rule> forward_rules() {
 #endif
       {"backend_code", false, [](A& a, C&) { a.backend = Backend(9); }, bad, {"backend: unknown code 9"}},
       {"num_threads", false, [](A& a, C&) { a.num_threads = -1; }, bad, {"num_threads: must be >= 0"}},
-      {"mask_kind", false, [](A& a, C&) { a.mask.kind = MaskKind::DenseBitmask; }, unsup,
-       {"mask: kind 1 is not supported yet", "arrive in a later release"}},
+      {"mask_kind", false, [](A& a, C&) { a.mask.kind = MaskKind(7); }, unsup,
+       {"mask: kind 7 is not supported yet", "arrive in a later release"}},
+      // Element bitmasks (fixed spec: batch 2, s_q 8, s_k 10, heads 4 / 2; varlen: batch 3, longest 5 / 4).
+      {"bits_null", false, [](A& a, C&) { a.mask.kind = MaskKind::DenseBitmask; }, bad,
+       {"mask.bits: data is null", "(mask_batch, mask_heads, rows, words)"}},
+      {"bits_without_kind", false,
+       [](A& a, C& c) { set_bits(a, c.bits.words, {1, 1, 8, 1}); a.mask.kind = MaskKind::None; }, bad,
+       {"mask.bits: given but mask.kind is 0"}},
+      {"bits_device", false,
+       [](A& a, C& c) { set_bits(a, c.bits.words, {1, 1, 8, 1}); a.mask.bits.device = Device::CUDA; }, bad,
+       {"mask.bits: on cuda:0 but q is on cpu"}},
+      {"bits_dim_zero", false, [](A& a, C& c) { set_bits(a, c.bits.words, {1, 1, 8, 1}); a.mask.bits.shape[3] = 0; },
+       bad, {"mask.bits: dim 3 has size 0"}},
+      {"bits_batch", false, [](A& a, C& c) { set_bits(a, c.bits.words, {3, 1, 8, 1}); }, bad,
+       {"mask.bits: dim 0 (mask_batch) is 3 but must be 1 (shared) or batch 2"}},
+      {"bits_heads", false, [](A& a, C& c) { set_bits(a, c.bits.words, {1, 3, 8, 1}); }, bad,
+       {"mask.bits: dim 1 (mask_heads) is 3 but must divide heads_q 4"}},
+      {"bits_rows", false, [](A& a, C& c) { set_bits(a, c.bits.words, {2, 2, 7, 1}); }, bad,
+       {"mask.bits: dim 2 (rows) is 7 but must be >= seqlen_q 8"}},
+      {"bits_varlen_rows", true, [](A& a, C& c) { set_bits(a, c.bits.words, {3, 1, 4, 1}); }, bad,
+       {"mask.bits: dim 2 (rows) is 4 but must be >= max_seqlen_q 5"}},
+      {"bits_with_blocks_kind", false,
+       [](A& a, C& c) { set_bits(a, c.bits.words, {1, 1, 8, 1}); set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 8, 10); },
+       bad, {"mask.bits: given but mask.kind is 2"}},
       {"mask_bias", false, [](A& a, C&) { a.mask.kind = MaskKind::Bias; }, unsup, {"mask: kind 3 is not supported"}},
       // Block-sparse masks (fixed spec: batch 2, s_q 8, s_k 10, heads 4 / 2; varlen: batch 3,
       // longest 5 / 4).

@@ -26,6 +26,7 @@ std::string CaseSpec::describe() const {
   list("used_q", used_q);
   list("used_k", used_k);
   os << blocks.describe();
+  os << bits.describe();
   return os.str();
 }
 
@@ -79,6 +80,13 @@ AttnCase make_case(const CaseSpec& spec, Rng& rng) {
     c.blocks = make_block_mask(spec.blocks, c.spec.batch, longest(spec.lens_q, spec.seqlen_q),
                                longest(spec.lens_k, spec.seqlen_k), rng);
   }
+  if (spec.bits.on) {
+    const auto longest = [](const std::vector<int>& lens, int fixed) {
+      return lens.empty() ? fixed : *std::max_element(lens.begin(), lens.end());
+    };
+    c.bits = make_bit_mask(spec.bits, c.spec.batch, longest(spec.lens_q, spec.seqlen_q),
+                           longest(spec.lens_k, spec.seqlen_k), rng);
+  }
   c.poison_outputs();
   return c;
 }
@@ -114,6 +122,10 @@ AttnArgs AttnCase::args(Backend backend) const {
   if (blocks.defined()) {
     a.mask.kind = MaskKind::BlockSparse;
     a.mask.blocks = blocks.view_at();
+  }
+  if (bits.defined()) {
+    a.mask.kind = MaskKind::DenseBitmask;
+    a.mask.bits = bits.view_at();
   }
   return a;
 }

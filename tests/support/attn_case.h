@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fastattn/types.h"
+#include "support/bit_mask_case.h"
 #include "support/block_mask_case.h"
 #include "support/host_tensor.h"
 #include "support/test_rng.h"
@@ -32,6 +33,7 @@ struct CaseSpec {
   float input_range = 1.0f;  // inputs uniform in [-range, range)
   int num_splits = 0;        // AttnArgs::num_splits
   BlockMaskSpec blocks;      // a random block-sparse mask when blocks.on
+  BitMaskSpec bits;          // an element bitmask when bits.on (not with blocks)
 
   bool varlen() const { return !lens_q.empty(); }
   std::string describe() const;
@@ -42,6 +44,7 @@ struct AttnCase {
   HostTensor q, k, v, out, lse, dout, dq, dk, dv;
   std::vector<int32_t> cu_q, cu_k, used_q, used_k;
   HostBlockMask blocks;  // empty unless spec.blocks.on
+  HostBitMask bits;      // empty unless spec.bits.on
 
   // Args over this case's tensors for `backend` (index arrays and scalars from the spec).
   AttnArgs args(Backend backend = Backend::CPU) const;

@@ -65,6 +65,18 @@ struct BlockList : BlockRange {
   }
 };
 
+// Element-bitmask row view (a BitmaskConfig kernel, sm90/fwd/bit_lists.h): a BlockList whose list is
+// the tile's own (the prep kernel orders each tile's kept blocks: partial ones below the full range,
+// the full ones, then the partial ones above), each entry block * 2 + whether the block's bits must be
+// applied; `line` is the first packed-bits slot of the tile's mask line (its block n's slot: line + n).
+struct BitList : BlockList {
+  int line;
+
+  FASTATTN_HD int entry(int it) const { return BlockList::block(it); }
+  FASTATTN_HD int block(int it) const { return entry(it) >> 1; }
+  FASTATTN_HD bool needs_bits(int it) const { return entry(it) & 1; }
+};
+
 // Row view: the key blocks of `tile_n` keys that query rows [m0, m1) see (m0 < m1).
 FASTATTN_HD BlockRange key_blocks(const WindowMask& mask, int m0, int m1, int tile_n) {
   BlockRange r{};

@@ -71,6 +71,8 @@ struct FwdConfig {
   static constexpr bool kClusterMerge = false;
   // Key blocks from a per-tile list of a block-sparse mask (BlockSparseConfig below): off.
   static constexpr bool kBlockList = false;
+  // Block lists of an element bitmask, partial blocks' bits applied (BitmaskConfig below): off.
+  static constexpr bool kBitmask = false;
 };
 
 // A config with a narrower V than Q and K (d_v < d: DeepSeek's d_qk 192, d_v 128): V's tiles, the
@@ -121,6 +123,17 @@ struct BlockSparseConfig : Base {
   static_assert(!Base::kSplit, "block-sparse: no split-KV twin");
   static_assert(Base::kBlockM == 128 && Base::kBlockN == 128, "block-sparse: 128 x 128 tiles");
   static constexpr bool kBlockList = true;
+};
+
+// A block-sparse config's element-bitmask twin: each tile walks its own list of the key blocks its
+// bits keep (mask/block_source.cuh's BitList, built per launch by sm90/fwd/bit_lists.h): empty blocks
+// are not listed, full ones run as the window's full blocks do, and partial ones AND the caller's bits
+// (gathered at prep time in accumulator order, mask/bit_order.h) into the window's keep bits. A type
+// of its own: the block-sparse and unmasked kernels keep their code and symbols.
+template <class Base>
+struct BitmaskConfig : BlockSparseConfig<Base> {
+  static_assert(Base::kBlockN == 128, "bitmask: one 32-bit keep word per thread row (128-key tiles)");
+  static constexpr bool kBitmask = true;
 };
 
 }  // namespace fastattn::sm90

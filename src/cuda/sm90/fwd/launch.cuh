@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <numeric>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "cuda/split_forward.h"
 #include "cuda/stream_alloc.h"
 #include "cuda/sm90/fwd/api.h"
+#include "cuda/sm90/fwd/bit_lists.h"
 #include "cuda/sm90/fwd/block_lists.h"
 #include "cuda/sm90/fwd/kernel.cuh"
 #include "cuda/tma_map.h"
@@ -109,6 +111,43 @@ inline Status prepare_block_lists(const cuda_backend::LaunchProblem& lp, cudaStr
   return st;
 }
 
+// Element-bitmask launches: the packed bits, block classes, tile lists and headers of params' schedule
+// from the problem's bits, in one stream-ordered workspace (*ws, freed by the caller after the kernel),
+// and params.blocks on them (the kernel finds the rest from the headers: fwd/params.h).
+inline Status prepare_bit_lists(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, FwdParams* params,
+                                void** ws) {
+  const detail::Problem& pr = *lp.problem;
+  const detail::BitMaskView& m = pr.bits;
+  BitListPrep b;
+  b.p = *params;
+  b.mask = m.data;
+  b.batch_stride = m.batch_stride;
+  b.head_stride = m.head_stride;
+  b.row_stride = m.row_stride;
+  b.head_div = m.head_div;
+  b.mask_batches = m.batch_stride == 0 ? 1 : lp.attn.batch;
+  b.mask_heads = lp.attn.heads_q / m.head_div;
+  b.row_cover = std::min(m.rows, lp.attn.seqlen_q);
+  b.key_cover = int(std::min<int64_t>(int64_t(m.words) * 32, lp.attn.seqlen_k));
+  b.q_tiles = (b.row_cover + kBlockListTileRows - 1) / kBlockListTileRows;
+  b.n_blocks = (lp.attn.seqlen_k + kBlockListTileKeys - 1) / kBlockListTileKeys;
+  const int64_t tiles = params->sched.tiles, slots = bit_lines(b) * b.n_blocks, entries = tiles * b.n_blocks;
+  if (slots > INT32_MAX || entries > INT32_MAX)  // block_mask_support refuses it first
+    return Status::Unsupported("mask: the bitmask lists would exceed 2^31 entries");
+  const int64_t packed_bytes = slots * kBitSlotWords * 4, header_bytes = tiles * int64_t(sizeof(int4));
+  const int64_t bytes = packed_bytes + header_bytes + tiles * 4 + entries * 4 + slots;
+  if (Status st = cuda_backend::stream_alloc(size_t(bytes), stream, "bitmask block lists", ws); !st.ok()) return st;
+  char* at = static_cast<char*>(*ws) + packed_bytes;  // the packed slots lie below the headers (bit_slot)
+  b.headers = reinterpret_cast<int4*>(at);
+  b.list = reinterpret_cast<int*>(at + header_bytes + tiles * 4);  // after the tile lines (bit_tile_lines)
+  b.classes = reinterpret_cast<uint8_t*>(at + header_bytes + tiles * 4 + entries * 4);
+  params->blocks.headers = b.headers;
+  params->blocks.list = b.list;
+  Status st = build_bit_lists(b, stream);
+  if (!st.ok()) (void)cuda_backend::stream_free(*ws, stream);
+  return st;
+}
+
 // `splits`: split-KV configs only (SplitConfig): the key splits per tile, > 1; `base`: their base
 // tile space as the split plan has it (plan_splits), not planned again.
 template <class T, class Cfg>
@@ -192,7 +231,10 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     params.split.rows_per_head = parts.rows_per_head;
   }
   void* lists = nullptr;  // block-sparse: the tiles' block lists (sm90/fwd/block_lists.h)
-  if constexpr (Cfg::kBlockList) {
+  if constexpr (Cfg::kBitmask) {
+    st = prepare_bit_lists(lp, stream, &params, &lists);
+    if (!st.ok()) return st;
+  } else if constexpr (Cfg::kBlockList) {
     st = prepare_block_lists(lp, stream, &params, &lists);
     if (!st.ok()) return st;
   }

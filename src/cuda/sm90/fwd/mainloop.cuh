@@ -131,14 +131,40 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   };
   // The keep-bit mask of block n. It sees this thread's rows' query positions: m0 + row and + 8,
   // or packed, the rows' positions within their heads.
+  // Element bitmask (Cfg::kBitmask): this thread's keep words of block n's two rows (all ones where the
+  // block needs none), fetched before the block's waits so that the load runs under them and its QK.
+  // The prep kernel gathered them in accumulator order (mask/bit_order.h): slot line + block
+  // (fwd/params.h bit_slot), row r's word of quad thread t at r * 4 + t.
+  static_assert(!Cfg::kBitmask || !Cfg::kMaskInPlainBody, "bitmask: partial blocks only in the generic body");
+  uint32_t row_bits[2];
+  auto fetch_bits = [&](int n) {
+    if constexpr (Cfg::kBitmask) {
+      const auto& b = walk.t.blocks;
+      row_bits[0] = row_bits[1] = ~0u;
+      if (b.needs_bits(n)) {
+        const uint32_t* w = bit_slot(p.blocks, b.line + b.block(n)) + row_in_tile * 4 + quad_col;
+        row_bits[0] = __ldg(w);
+        row_bits[1] = __ldg(w + 32);
+      }
+    }
+  };
   auto mask_scores = [&](int n) {
     const FwdTileFor<Cfg>& t = walk.t;
     const int row0 = t.m0 + (row_in_tile & p.sched.row_pos_mask), row1 = row0 + p.sched.row8_step;
     const int n0 = t.blocks.block(n) * N;
-    cuda_backend::apply_keep_bits<N, 0>(
-        s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
-    cuda_backend::apply_keep_bits<N, 1>(
-        s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
+    if constexpr (Cfg::kBitmask) {  // the window's keep bits AND the caller's
+      cuda_backend::KeepBits<N> k0 = cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
+      cuda_backend::KeepBits<N> k1 = cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col);
+      k0.w[0] &= row_bits[0];
+      k1.w[0] &= row_bits[1];
+      cuda_backend::apply_keep_bits<N, 0>(s, k0);
+      cuda_backend::apply_keep_bits<N, 1>(s, k1);
+    } else {
+      cuda_backend::apply_keep_bits<N, 0>(
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
+      cuda_backend::apply_keep_bits<N, 1>(
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
+    }
   };
   // Softcap, then the mask on partial tiles only.
   auto shape_scores = [&](int n) {
@@ -278,6 +304,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     FwdTileFor<Cfg> done;      // the tile whose blocks are all issued, until its output is stored
     int n = first_block();     // the block whose scores are in s
     bool pv_first = true;      // the pending PV (of block n) is its tile's first
+    fetch_bits(n);
 
     if (Cfg::kPingPong && wg == kWGs - 1) named_bar_arrive(kPingPongBar, 256);
     mbar_wait(&sm.q_full[qs.stage()], qs.phase());
@@ -304,6 +331,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     // (docs/notes/fwd-sm90.md).
     auto run_block = [&](auto generic, bool new_tile) {
       constexpr bool kGeneric = decltype(generic)::value;
+      if constexpr (kGeneric) fetch_bits(n);  // plain blocks are full: no bits
       probe.mark(prof::kIterBegin);
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();

@@ -6,6 +6,7 @@
 #include <vector_types.h>  // int4
 
 #include "cuda/common/attn_params.h"
+#include "cuda/common/host_device.h"
 #include "cuda/common/kv_cache_params.h"
 #include "cuda/sched/tile_schedule.h"
 
@@ -39,6 +40,19 @@ struct FwdBlockLists {
   const int4* headers = nullptr;
   const int* list = nullptr;
 };
+
+// Element bitmask (BitmaskConfig kernels only): the lists and headers are `blocks`' (each tile's own
+// list); the rest of the prep's workspace (sm90/fwd/bit_lists.h) lies around the headers, so that the
+// parameters (and the block-sparse prep's, which embeds them) keep their layout: after the headers
+// one int per tile, the first packed slot of its mask line (BitList::line); before them the packed
+// bits of the partial blocks, slot s in the 2 KB below slot s - 1's (128 rows x 4 words: row r's word
+// of quad thread t at r * 4 + t).
+FASTATTN_HD const int* bit_tile_lines(const FwdBlockLists& b, int tiles) {
+  return reinterpret_cast<const int*>(b.headers + tiles);
+}
+FASTATTN_HD const uint32_t* bit_slot(const FwdBlockLists& b, int64_t slot) {
+  return reinterpret_cast<const uint32_t*>(b.headers) - (slot + 1) * 512;
+}
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)
 // stay as they were.

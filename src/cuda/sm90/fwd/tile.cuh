@@ -59,7 +59,9 @@ struct FwdTileOf {
 using FwdTile = FwdTileOf<cuda_backend::BlockRange>;
 
 template <class Cfg>
-using FwdTileFor = FwdTileOf<std::conditional_t<Cfg::kBlockList, cuda_backend::BlockList, cuda_backend::BlockRange>>;
+using FwdTileFor = FwdTileOf<std::conditional_t<
+    Cfg::kBitmask, cuda_backend::BitList,
+    std::conditional_t<Cfg::kBlockList, cuda_backend::BlockList, cuda_backend::BlockRange>>>;
 
 // With TileSchedule::first_block_pad a sequence's padding rows (rows_q not a multiple of kBlockM) sit
 // in its first m-block, whose m0 is then negative: Q rows above the sequence come in as TMA zero
@@ -90,6 +92,7 @@ __device__ __forceinline__ FwdTileFor<Cfg> make_tile(const FwdParams& p, int id)
     t.blocks.full_begin = h.z;
     t.blocks.full_end = h.w;
     t.blocks.list = p.blocks.list;
+    if constexpr (Cfg::kBitmask) t.blocks.line = __ldg(bit_tile_lines(p.blocks, p.sched.tiles) + id);
   } else if (t.m0 < t.m1) {
     t.blocks = cuda_backend::key_blocks(mask, t.m0, t.m1, Cfg::kBlockN);
   }

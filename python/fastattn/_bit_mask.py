@@ -1,0 +1,56 @@
+"""mask= of fastattn.forward / fastattn.backward: a boolean keep-mask of every (query, key) pair (SDPA's
+boolean attn_mask, True = attend), packed into fastattn's element-bitmask words (docs/masks.md,
+"Element bitmasks"): bit j % 32 of word j / 32 of row i = mask[..., i, j].
+
+Shapes: (s_q, s_k), (mask_heads, s_q, s_k) or (mask_batch, mask_heads, s_q, s_k); missing leading dims
+and dims of size 1 broadcast (mask_batch 1 or batch, mask_heads dividing heads_q). numpy masks are
+packed on the host (np.packbits), torch masks on their own device (no host copy)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ._arrays import torch_module
+
+
+def _as_4d(shape, name):
+    if len(shape) < 2 or len(shape) > 4:
+        raise ValueError(f"{name}: expected 2 to 4 dimensions ([mask_batch, [mask_heads,]] seqlen_q, seqlen_k), "
+                         f"got shape {tuple(shape)}")
+    return (1,) * (4 - len(shape)) + tuple(shape)
+
+
+def _pack_numpy(mask, name):
+    if mask.dtype != np.bool_:
+        raise ValueError(f"{name}: expected dtype bool (True = keep the pair), got {mask.dtype}")
+    m = mask.reshape(_as_4d(mask.shape, name))
+    packed = np.packbits(m, axis=-1, bitorder="little")  # (..., ceil(s_k / 8)) bytes
+    pad = (-packed.shape[-1]) % 4
+    if pad:
+        packed = np.concatenate([packed, np.zeros(packed.shape[:-1] + (pad,), np.uint8)], axis=-1)
+    return np.ascontiguousarray(packed).view("<u4")
+
+
+def _pack_torch(torch, mask, name):
+    if mask.dtype != torch.bool:
+        raise ValueError(f"{name}: expected dtype torch.bool (True = keep the pair), got {mask.dtype}")
+    m = mask.reshape(_as_4d(tuple(mask.shape), name))
+    pad = (-m.shape[-1]) % 32
+    if pad:
+        m = torch.nn.functional.pad(m, (0, pad))
+    bits = m.reshape(*m.shape[:-1], -1, 32).to(torch.int64)
+    weights = torch.ones(32, dtype=torch.int64, device=m.device) << torch.arange(32, dtype=torch.int64, device=m.device)
+    words = (bits * weights).sum(-1)  # < 2^32: the word as an unsigned value
+    return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32).contiguous()
+
+
+def pack(mask, name="mask"):
+    """The packed words (uint32, or int32 for torch) of a bool keep-mask, as an array of its kind;
+    None for None."""
+    if mask is None:
+        return None
+    if isinstance(mask, np.ndarray):
+        return _pack_numpy(mask, name)
+    torch = torch_module()
+    if torch is not None and isinstance(mask, torch.Tensor):
+        return _pack_torch(torch, mask, name)
+    raise TypeError(f"{name}: expected a numpy or torch bool array, got {type(mask).__name__}")

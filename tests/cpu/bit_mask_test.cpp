@@ -1,0 +1,242 @@
+// Element bitmasks (MaskKind::DenseBitmask) on the host: the oracle against the definition, the CPU
+// backend's tile classes and partial-tile masking against the oracle, the accumulator bit order the
+// CUDA prep packs (mask/bit_order.h) against its definition, CPU forward and backward against the
+// float64 reference (bit_mask_cases.h), and the exact cases: no kept bit gives out 0 / lse -inf / zero
+// gradients, an all-ones mask equals no mask bit for bit, causal spelled as bits equals causal bit for
+// bit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "api/validate.h"
+#include "bit_mask_cases.h"
+#include "cpu/tile_class.h"
+#include "cpu/tiling.h"
+#include "cpu_check.h"
+#include "cuda/mask/bit_order.h"
+#include "cuda/mask/block_list_build.h"
+#include "fastattn/fastattn.h"
+#include "reference/mask_oracle.h"
+
+namespace fastattn::testing {
+namespace {
+
+TEST(BitMaskOracle, KeepIsWindowAndBits) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  for (const NamedCase& nc : bit_mask_cases()) {
+    if (nc.spec.seqlen_q > 1000) continue;  // the element loop below is O(s_q s_k)
+    AttnCase c = make_case(nc.spec, rng);
+    detail::Prepared prep;
+    ASSERT_TRUE(detail::prepare_forward(c.args(Backend::CPU), &prep).ok()) << nc.name;
+    const detail::Problem& p = prep.problem;
+    const reference::MaskOracle oracle(p);
+    const BitMask m = c.bits.view_at();
+    for (int64_t b = 0; b < p.batch; ++b) {
+      const detail::Sequence& s = p.seqs[size_t(b)];
+      const reference::MaskRule rule = oracle.rule(b);
+      for (int64_t h = 0; h < p.heads_q; ++h) {
+        const int64_t mb = m.shape[0] == 1 ? 0 : b, mh = h / (c.spec.heads_q / m.shape[1]);
+        for (int64_t i = 0; i < s.rows_q; ++i) {
+          for (int64_t j = 0; j < s.rows_k; ++j) {
+            const bool want = reference::keep(rule, i, j) && c.bits.keeps(mb, mh, i, j);
+            ASSERT_EQ(oracle.keep(b, h, i, j), want) << nc.name << " b " << b << " h " << h << " (" << i << ", "
+                                                     << j << ") " << seed_note(seed);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(BitMaskTiles, ClassAndPartialMaskingMatchTheOracle) {
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  for (int trial = 0; trial < 4000; ++trial) {
+    const reference::MaskRule rule{rng.uniform_int(0, 70), rng.uniform_int(0, 70), rng.uniform_int(-1, 12),
+                                   rng.uniform_int(-1, 12)};
+    // 70 rows x 3 words; a density of 1 a fifth of the time (Full tiles), else any.
+    const float density = rng.uniform(0.0f, 1.0f) < 0.2f ? 1.0f : rng.uniform(0.0f, 1.0f);
+    std::vector<uint32_t> words(70 * 3);
+    for (int i = 0; i < 70; ++i)
+      for (int j = 0; j < 96; ++j)
+        if (rng.uniform(0.0f, 1.0f) < density) words[size_t(i * 3 + j / 32)] |= 1u << (j % 32);
+    detail::BitMaskView v;
+    v.data = words.data();
+    v.row_stride = 3;
+    v.rows = 70;
+    v.words = 3;
+    reference::HeadMask m{rule, nullptr, 0, 0, &v};
+    const int i0 = rng.uniform_int(0, 70), j0 = rng.uniform_int(0, 70);
+    const int rows = rng.uniform_int(1, 40), cols = rng.uniform_int(1, 40);
+    int kept = 0;
+    for (int i = i0; i < i0 + rows; ++i) {
+      for (int j = j0; j < j0 + cols; ++j) kept += m.keep(i, j) ? 1 : 0;
+    }
+    const cpu::TileClass expect = kept == 0 ? cpu::TileClass::Empty
+                                  : kept == rows * cols ? cpu::TileClass::Full
+                                                        : cpu::TileClass::Partial;
+    const std::string where = "rule (" + std::to_string(rule.len_q) + "," + std::to_string(rule.len_k) + "," +
+                              std::to_string(rule.window_left) + "," + std::to_string(rule.window_right) +
+                              ") tile at (" + std::to_string(i0) + "," + std::to_string(j0) + ") " + seed_note(seed);
+    ASSERT_EQ(int(cpu::classify_tile(m, i0, i0 + rows, j0, j0 + cols)), int(expect)) << where;
+    if (j0 + cols > rule.len_k) continue;  // the backends never mask keys past len_k
+    std::vector<float> s(size_t(rows * cols), 1.0f);
+    cpu::mask_partial_tile(m, i0, rows, j0, cols, s.data(), cols);
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        ASSERT_EQ(s[size_t(r * cols + c)] == 1.0f, m.keep(i0 + r, j0 + c)) << where << " element " << r << "," << c;
+      }
+    }
+  }
+}
+
+// quad_keep_word: bit 2j + e of thread t's word is key 8j + 2t + e of the row's 128 (keep_bits.cuh's
+// accumulator order), read from bit (8j + 2t + e) % 32 of word (8j + 2t + e) / 32.
+TEST(BitOrder, QuadKeepWordIsTheAccumulatorOrder) {
+  Rng rng(test_seed());
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint32_t w[4];
+    for (uint32_t& x : w) x = uint32_t(rng.uniform_int(0, 0xffff)) << 16 | uint32_t(rng.uniform_int(0, 0xffff));
+    if (trial == 0) w[0] = w[1] = w[2] = w[3] = 0xffffffffu;
+    for (int t = 0; t < 4; ++t) {
+      const uint32_t got = cuda_backend::quad_keep_word(w, t);
+      for (int j = 0; j < 16; ++j) {
+        for (int e = 0; e < 2; ++e) {
+          const int key = 8 * j + 2 * t + e;
+          ASSERT_EQ((got >> (2 * j + e)) & 1u, (w[key / 32] >> (key % 32)) & 1u) << "t " << t << " key " << key;
+        }
+      }
+    }
+  }
+}
+
+// The CUDA prep's list of one tile (sm90/bit_lists.cu: parts by bit_list_part, each ascending) walked as
+// the kernel walks it (BitList over positions, last first): every block its bits keep inside the window
+// range is visited once; the walk's full positions are exactly the blocks full in both (the plain body
+// runs only those, unmasked); a position applies bits iff its block is bit-partial; and with every
+// block bit-full the visit order and the full / partial verdicts are the window's own (the unmasked
+// kernel's walk).
+TEST(BitMaskLists, TileListWalkKeepsTheContract) {
+  Rng rng(test_seed());
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int len_k = rng.uniform_int(1, 2000), len_q = rng.uniform_int(1, 2000);
+    const cuda_backend::WindowMask w{len_k, len_k - len_q, rng.uniform_int(-1, 600), rng.uniform_int(-1, 600)};
+    const int m0 = 128 * rng.uniform_int(0, (len_q - 1) / 128), m1 = std::min(m0 + 128, len_q);
+    const cuda_backend::BlockRange r = cuda_backend::key_blocks(w, m0, m1, 128);
+    if (r.empty()) continue;
+    const int n_blocks = (len_k + 127) / 128;
+    const bool all_ones = trial % 5 == 0;
+    std::vector<uint8_t> cls(static_cast<size_t>(n_blocks));
+    for (auto& c : cls) c = all_ones ? uint8_t(cuda_backend::kBitsFull) : uint8_t(rng.uniform_int(0, 2));
+    int edge[4];
+    cuda_backend::block_list_edges(r, edge);
+    const int fb = edge[2], fe = edge[3];
+    std::vector<int> list;  // base 0: parts 0, 1, 2, each ascending
+    int count[3] = {0, 0, 0};
+    for (int part = 0; part < 3; ++part)
+      for (int n = edge[0]; n < edge[1]; ++n)
+        if (cuda_backend::bit_list_part(n, cls[size_t(n)], fb, fe) == part) {
+          list.push_back(2 * n + (cls[size_t(n)] == cuda_backend::kBitsPartial ? 1 : 0));
+          ++count[part];
+        }
+    cuda_backend::BitList l;
+    l.begin = 0;
+    l.end = count[0] + count[1] + count[2];
+    l.full_begin = count[0];
+    l.full_end = count[0] + count[1];
+    l.list = list.data();
+    l.line = 0;
+    std::vector<int> seen(size_t(n_blocks), 0), order;
+    for (int it = l.first(); !l.done(it); it = l.next(it)) {
+      const int n = l.block(it);
+      ASSERT_TRUE(n >= r.begin && n < r.end) << trial;
+      ++seen[size_t(n)];
+      order.push_back(n);
+      const bool window_full = n >= r.full_begin && n < r.full_end;
+      ASSERT_EQ(l.full(it), window_full && cls[size_t(n)] == cuda_backend::kBitsFull) << trial << " block " << n;
+      ASSERT_EQ(l.needs_bits(it), cls[size_t(n)] == cuda_backend::kBitsPartial) << trial;
+      if (all_ones) {
+        ASSERT_EQ(l.full(it), r.full(n)) << trial;
+      }
+    }
+    for (int n = 0; n < n_blocks; ++n)
+      ASSERT_EQ(seen[size_t(n)], n >= r.begin && n < r.end && cls[size_t(n)] != cuda_backend::kBitsEmpty ? 1 : 0)
+          << trial << " block " << n;
+    if (all_ones) {
+      std::vector<int> window_order;
+      for (int n = r.first(); !r.done(n); n = r.next(n)) window_order.push_back(n);
+      ASSERT_EQ(order, window_order) << trial;
+    }
+  }
+}
+
+class CpuBitMaskForward : public ::testing::TestWithParam<NamedCase> {};
+TEST_P(CpuBitMaskForward, MatchesReference) { check_cpu_forward(GetParam().spec, GetParam().threads); }
+INSTANTIATE_TEST_SUITE_P(Cases, CpuBitMaskForward, ::testing::ValuesIn(bit_mask_cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
+
+class CpuBitMaskBackward : public ::testing::TestWithParam<NamedCase> {};
+TEST_P(CpuBitMaskBackward, MatchesReference) { check_cpu_backward(GetParam().spec, GetParam().threads); }
+INSTANTIATE_TEST_SUITE_P(Cases, CpuBitMaskBackward, ::testing::ValuesIn(bit_mask_cases()),
+                         [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
+
+void run_cpu(AttnCase& c, const AttnArgs& a) {
+  ASSERT_TRUE(forward(a).ok());
+  ASSERT_TRUE(backward(a, c.dout.view(), c.dq.view(), c.dk.view(), c.dv.view()).ok());
+}
+
+TEST(CpuBitMask, NoKeptBitGivesZeroOutMinusInfLseZeroGradients) {
+  Rng rng(test_seed());
+  for (bool is_varlen : {false, true}) {
+    CaseSpec spec = bitmasked(shape(2, 33, 40, 2, 1, 16, 16, DType::F32), bits(BitPattern::Random, 0.0f, 2, true));
+    if (is_varlen) spec = varlen(spec, {33, 0, 5}, {40, 7, 0});
+    AttnCase c = make_case(spec, rng);
+    run_cpu(c, c.args(Backend::CPU));
+    for (const HostTensor* t : {&c.out, &c.dq, &c.dk, &c.dv}) {
+      for (double x : t->to_f64()) ASSERT_EQ(x, 0.0);
+    }
+    for (double x : c.lse.to_f64()) ASSERT_EQ(x, -INFINITY);
+  }
+}
+
+void expect_same_bits(const AttnCase& x, const AttnCase& y, const char* what) {
+  const HostTensor* xs[] = {&x.out, &x.lse, &x.dq, &x.dk, &x.dv};
+  const HostTensor* ys[] = {&y.out, &y.lse, &y.dq, &y.dk, &y.dv};
+  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+  for (int t = 0; t < 5; ++t) {
+    const std::vector<double> a = xs[t]->to_f64(), b = ys[t]->to_f64();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t e = 0; e < a.size(); ++e) ASSERT_EQ(a[e], b[e]) << what << ": " << names[t] << " element " << e;
+  }
+}
+
+TEST(CpuBitMask, AllOnesEqualsNoMaskBitForBit) {
+  Rng rng(test_seed());
+  const CaseSpec spec =
+      bitmasked(local(shape(2, 113, 90, 4, 2, 32, 32, DType::BF16), 30, 7), bits(BitPattern::AllOnes, 1.f, 2, true));
+  AttnCase with_bits = make_case(spec, rng);
+  AttnCase plain = with_bits;
+  plain.bits = HostBitMask{};
+  run_cpu(with_bits, with_bits.args(Backend::CPU));
+  run_cpu(plain, plain.args(Backend::CPU));
+  expect_same_bits(with_bits, plain, "all bits set vs no mask");
+}
+
+TEST(CpuBitMask, CausalBitsEqualCausalBitForBit) {
+  Rng rng(test_seed());
+  for (auto [sq, sk] : {std::pair{70, 100}, std::pair{100, 70}}) {
+    AttnCase with_bits = make_case(bitmasked(shape(1, sq, sk, 2, 1, 32, 32, DType::F32), bits(BitPattern::Causal)), rng);
+    AttnCase causal_case = with_bits;
+    causal_case.bits = HostBitMask{};
+    causal_case.spec.causal = true;
+    run_cpu(with_bits, with_bits.args(Backend::CPU));
+    run_cpu(causal_case, causal_case.args(Backend::CPU));
+    expect_same_bits(with_bits, causal_case, "causal as bits vs causal");
+  }
+}
+
+}  // namespace
+}  // namespace fastattn::testing
