@@ -1,0 +1,40 @@
+// The Ampere forward's tile shapes (FA2's for A100): 128 query rows per CTA on 4 warps, each warp
+// 32 rows as two m16 tiles, so that every K / V fragment loaded with ldmatrix feeds two mma.sync.
+// Q stays in smem (its A fragments are read again every block: registers hold S and O only), and
+// K / V stream through a ring of kStages buffers filled by cp.async one block ahead.
+//   d  64: 128 keys a block  (S 2 x 64 + O 2 x 32 floats a thread), smem 16 + 2 x 32 KB = 80 KB
+//   d 128:  64 keys a block  (S 2 x 32 + O 2 x 64 floats a thread), smem 32 + 2 x 32 KB = 96 KB
+// Both fit the 99 KB of an sm_86 / sm_89 SM (one CTA there; two on an A100's 164 KB at d 64).
+#pragma once
+
+namespace fastattn::sm80 {
+
+template <int D, int BN, int Stages = 2>
+struct Sm80FwdConfig {
+  static_assert(D % 64 == 0, "the smem swizzle XORs 8 chunks of 16 bytes: a row of at least 64 columns");
+  static constexpr int kHeadDim = D;
+  static constexpr int kBlockM = 128;
+  static constexpr int kBlockN = BN;
+  static constexpr int kStages = Stages;
+  static constexpr int kWarps = 4;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kMTiles = kBlockM / (16 * kWarps);  // m16 tiles per warp
+  static constexpr int kChunks = D / 8;                     // 16-byte chunks per row
+  static constexpr int kRowBytes = 2 * D;
+  static constexpr int kQBytes = kBlockM * kRowBytes;
+  static constexpr int kKVBytes = kBlockN * kRowBytes;      // one K (or V) block
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes;
+};
+
+template <int D>
+struct Sm80DefaultConfig;
+template <>
+struct Sm80DefaultConfig<64> {
+  using type = Sm80FwdConfig<64, 128>;
+};
+template <>
+struct Sm80DefaultConfig<128> {
+  using type = Sm80FwdConfig<128, 64>;
+};
+
+}  // namespace fastattn::sm80
