@@ -1,10 +1,12 @@
 // The Ampere forward's tile shapes (FA2's for A100): 128 query rows per CTA on 4 warps, each warp
 // 32 rows as two m16 tiles, so that every K / V fragment loaded with ldmatrix feeds two mma.sync.
-// Q stays in smem (its A fragments are read again every block: registers hold S and O only), and
-// K / V stream through a ring of kStages buffers filled by cp.async one block ahead.
-//   d  64: 128 keys a block  (S 2 x 64 + O 2 x 32 floats a thread), smem 16 + 2 x 32 KB = 80 KB
-//   d 128:  64 keys a block  (S 2 x 32 + O 2 x 64 floats a thread), smem 32 + 2 x 32 KB = 96 KB
-// Both fit the 99 KB of an sm_86 / sm_89 SM (one CTA there; two on an A100's 164 KB at d 64).
+// Q stays in smem (its A fragments are read again every block: registers hold S and O only). K / V:
+// kStages >= 2, a ring of K+V stages filled by cp.async kStages - 1 blocks ahead; kStages = 1, FA2's
+// order with one K and one V buffer (V_i loads under QK_i and the softmax, K_{i+1} under PV_i).
+//   d  64: 128 keys a block (S 2 x 64 + O 2 x 32 floats a thread), 2-stage ring: 16 + 2 x 32 = 80 KB
+//   d 128:  64 keys a block (S 2 x 32 + O 2 x 64 floats a thread), FA2's order: 32 + 16 + 16 = 64 KB
+// With 255 registers a thread (both), 2 CTAs fit an SM's 64K registers: 160 / 128 KB of the A100's
+// 164 KB (d 128's ring would take 96 KB, one CTA, one warp a scheduler); sm_86 / 89 (99 KB) hold one.
 #pragma once
 
 namespace fastattn::sm80 {
@@ -34,7 +36,7 @@ struct Sm80DefaultConfig<64> {
 };
 template <>
 struct Sm80DefaultConfig<128> {
-  using type = Sm80FwdConfig<128, 64>;
+  using type = Sm80FwdConfig<128, 64, 1>;
 };
 
 }  // namespace fastattn::sm80

@@ -78,16 +78,25 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
   const char* v_slice = static_cast<const char*>(p.v.data) +
                         2 * (seq.batch_coord * p.v.stride_b + int64_t(seq.k_offset) * p.v.stride_s + tc.kv_head * p.v.stride_h);
   // Block b_i = blocks.end - 1 - i, the i-th of the walk (last first), into ring stage i % S.
-  auto load_kv = [&](int i) {
-    const int n0 = (blocks.end - 1 - i) * BN, st = i % S;
-    load_rows<Cfg, BN>(k_s + st * Cfg::kKVBytes, k_slice, 2 * p.k.stride_s, n0, seq.len_k);
-    load_rows<Cfg, BN>(v_s + st * Cfg::kKVBytes, v_slice, 2 * p.v.stride_s, n0, seq.len_k);
+  auto load_k = [&](int i) {
+    load_rows<Cfg, BN>(k_s + (i % S) * Cfg::kKVBytes, k_slice, 2 * p.k.stride_s, (blocks.end - 1 - i) * BN, seq.len_k);
   };
-  // Prologue: Q and the first S - 1 blocks, one commit group each (Q rides with block 0).
+  auto load_v = [&](int i) {
+    load_rows<Cfg, BN>(v_s + (i % S) * Cfg::kKVBytes, v_slice, 2 * p.v.stride_s, (blocks.end - 1 - i) * BN, seq.len_k);
+  };
+  // Prologue: Q with K of block 0 (S = 1), or Q and the first S - 1 blocks, one commit group each
+  // (Q rides with block 0).
   if (n_blocks > 0) load_rows<Cfg, Cfg::kBlockM>(q_s, q_slice, 2 * p.q.stride_s, m0, seq.len_q);
+  if constexpr (S == 1) {
+    if (n_blocks > 0) load_k(0);
+    cp_async_commit();
+  }
 #pragma unroll
   for (int i = 0; i < S - 1; ++i) {
-    if (i < n_blocks) load_kv(i);
+    if (i < n_blocks) {
+      load_k(i);
+      load_v(i);
+    }
     cp_async_commit();
   }
 
@@ -110,10 +119,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
   const int v_half = lane >> 4;
 
   for (int i = 0; i < n_blocks; ++i) {
-    cp_async_wait<S - 2>();  // block i (and Q) landed for this thread's copies
-    __syncthreads();         // ... and everyone's; stage (i - 1) % S is free again
-    if (i + S - 1 < n_blocks) load_kv(i + S - 1);
-    cp_async_commit();
+    if constexpr (S == 1) {  // FA2's order: V_i loads under QK and the softmax, K_{i+1} under PV
+      cp_async_wait<0>();    // K_i (and Q) landed for this thread's copies
+      __syncthreads();       // ... and everyone's; every warp is done with V_{i-1}
+      load_v(i);
+      cp_async_commit();
+    } else {
+      cp_async_wait<S - 2>();  // block i (and Q) landed for this thread's copies
+      __syncthreads();         // ... and everyone's; stage (i - 1) % S is free again
+      if (i + S - 1 < n_blocks) {
+        load_k(i + S - 1);
+        load_v(i + S - 1);
+      }
+      cp_async_commit();
+    }
     const int blk = blocks.end - 1 - i, n0 = blk * BN, st = i % S;
     const uint32_t kb = k_s + st * Cfg::kKVBytes, vb = v_s + st * Cfg::kKVBytes;
 
@@ -164,6 +183,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
       float alpha[2];
       softmax[mt].step(s[mt], a.scale_log2, alpha);
       cuda_backend::scale_rows<D>(o[mt], alpha);
+    }
+
+    if constexpr (S == 1) {
+      cp_async_wait<0>();  // V_i landed
+      __syncthreads();     // ... everyone's, and every warp is done with K_i
+      if (i + 1 < n_blocks) load_k(i + 1);
+      cp_async_commit();
     }
 
     // O += P V, P from the S registers: keys 16 kk .. 16 kk + 15 are n-tiles 2 kk and 2 kk + 1.
