@@ -43,14 +43,16 @@ std::atomic<int> forced_major{-1};
 int forced_arch_major() {
   int m = forced_major.load(std::memory_order_relaxed);
   if (m >= 0) return m;
-  m = 0;
-  if (const char* v = std::getenv("FASTATTN_FORCE_ARCH")) {
-    const int n = std::atoi(v);  // "80" or "8": major 8
-    m = n >= 10 ? n / 10 : (n > 0 ? n : 0);
-  }
+  m = parse_forced_arch(std::getenv("FASTATTN_FORCE_ARCH"));
   int expected = -1;
   forced_major.compare_exchange_strong(expected, m, std::memory_order_relaxed);
   return forced_major.load(std::memory_order_relaxed);
+}
+
+int parse_forced_arch(const char* value) {
+  if (value == nullptr) return 0;
+  const int n = std::atoi(value);
+  return n >= 10 ? n / 10 : (n > 0 ? n : 0);
 }
 
 void set_forced_arch_major(int major) { forced_major.store(major > 0 ? major : 0, std::memory_order_relaxed); }

@@ -24,6 +24,9 @@ Status compute_major(int* out);
 // applies only below the device's own (an sm_90 kernel cannot run on an sm_80 GPU).
 int forced_arch_major();
 void set_forced_arch_major(int major);
+// FASTATTN_FORCE_ARCH's value as a major: "80" or "8" -> 8, "90" -> 9; null, empty or not a positive
+// number -> 0 (not forced).
+int parse_forced_arch(const char* value);
 
 // CTAs of a persistent grid over `tiles` work items: one per multiprocessor, fewer when there is
 // less work, and at most FASTATTN_MAX_CTAS when that environment variable is set (a testing and
