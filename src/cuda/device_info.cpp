@@ -67,6 +67,10 @@ Status compute_major(int* out) {
 
 Status l2_bytes(int* out) { return cached_attribute<cudaDevAttrL2CacheSize>("L2 cache size", out); }
 
+Status smem_per_sm(int* out) {
+  return cached_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>("shared memory per multiprocessor", out);
+}
+
 Status current_device(int* dev) {
   const cudaError_t e = cudaGetDevice(dev);
   if (e != cudaSuccess) return {Code::CudaError, std::string("cudaGetDevice: ") + cudaGetErrorString(e)};

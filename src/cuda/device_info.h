@@ -14,6 +14,9 @@ Status sm_count(int* out);
 // L2 cache bytes of the current device.
 Status l2_bytes(int* out);
 
+// Shared memory bytes one multiprocessor of the current device holds (all its CTAs together).
+Status smem_per_sm(int* out);
+
 // The compute capability major the dispatch by arch uses (9: Hopper, 8: Ampere / Ada): the current
 // device's, or a lower one forced for testing (forced_arch_major).
 Status compute_major(int* out);

@@ -12,6 +12,7 @@
 #include "cuda/built_kernels.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/device_info.h"
+#include "cuda/sm80/fwd/api.h"
 #include "fwd_case.h"
 
 namespace fastattn::gputest {
@@ -26,7 +27,10 @@ class Sm80Fwd : public ::testing::Test {
     if (major < 8) GTEST_FAIL() << "the sm80 path needs a GPU of compute capability 8.0 or later";
     cuda_backend::set_forced_arch_major(8);
   }
-  void TearDown() override { cuda_backend::set_forced_arch_major(0); }
+  void TearDown() override {
+    cuda_backend::set_forced_arch_major(0);
+    sm80::set_kv_order(sm80::KvOrder::Auto);
+  }
 };
 
 bool built(DType dt, int d) {
@@ -42,8 +46,9 @@ FwdCase base(DType dt, int d, int sq, int sk) {
   return c;
 }
 
-// The cases of a test at every built (dtype, d) of the list; fails when none is built (a build
-// without "80" in FASTATTN_CUDA_ARCHS should not run these tests).
+// The cases of a test at every built (dtype, d) of the list, d 128 in both K/V orders (FA2's and
+// the 2-stage ring: the device picks one, sm80/fwd/api.h); fails when none is built (a build without
+// "80" in FASTATTN_CUDA_ARCHS should not run these tests).
 template <class F>
 void for_built(std::vector<DType> dts, std::vector<int> dims, F&& f) {
   int n = 0;
@@ -51,7 +56,16 @@ void for_built(std::vector<DType> dts, std::vector<int> dims, F&& f) {
     for (int d : dims)
       if (built(dt, d)) {
         ++n;
-        f(dt, d);
+        if (d != 128) {
+          f(dt, d);
+          continue;
+        }
+        for (sm80::KvOrder o : {sm80::KvOrder::Fa2, sm80::KvOrder::Ring}) {
+          SCOPED_TRACE(o == sm80::KvOrder::Fa2 ? "d128 K/V order: FA2's" : "d128 K/V order: ring");
+          sm80::set_kv_order(o);
+          f(dt, d);
+        }
+        sm80::set_kv_order(sm80::KvOrder::Auto);
       }
   ASSERT_GT(n, 0) << "no sm80 forward of these dtypes and head dims is built";
 }

@@ -13,6 +13,7 @@
 
 #include "bench_check.h"
 #include "cuda/device_info.h"
+#include "cuda/sm80/fwd/api.h"
 #include "fastattn/fastattn.h"
 
 namespace {
@@ -68,16 +69,23 @@ int main(int argc, char** argv) {
     a.num_splits = 1;
     for (bool causal : {false, true}) {
       a.causal = causal;
-      for (int forced : {8, 0}) {
-        if (forced == 0 && real == 8) continue;  // the device's own path is the sm80 one
+      // sm80 as the device would pick it, then (d 128) both K/V orders forced, then the device's own path.
+      const sm80::KvOrder orders[] = {sm80::KvOrder::Auto, sm80::KvOrder::Fa2, sm80::KvOrder::Ring};
+      const char* names[] = {"sm80", "sm80-fa2-order", "sm80-ring"};
+      for (int run = 0; run < 4; ++run) {
+        const int forced = run < 3 ? 8 : 0;
+        if (run > 0 && run < 3 && d != 128) continue;  // d 64 has one order
+        if (forced == 0 && real == 8) continue;        // the device's own path is the sm80 one
         cuda_backend::set_forced_arch_major(forced);
+        sm80::set_kv_order(run < 3 ? orders[run] : sm80::KvOrder::Auto);
         const float ms = median_ms(a, 20);
         const double flops = 4.0 * b * double(s) * s * h * d * (causal ? 0.5 : 1.0);
         std::printf("{\"path\": \"%s\", \"b\": %d, \"s\": %d, \"h\": %d, \"d\": %d, \"causal\": %s, \"ms\": %.4f, "
                     "\"tflops\": %.1f}\n",
-                    forced == 8 ? "sm80" : "native", b, s, h, d, causal ? "true" : "false", ms, flops / ms * 1e-9);
+                    run < 3 ? names[run] : "native", b, s, h, d, causal ? "true" : "false", ms, flops / ms * 1e-9);
         std::fflush(stdout);
       }
+      sm80::set_kv_order(sm80::KvOrder::Auto);
     }
     cuda_backend::set_forced_arch_major(0);
     for (void* p : {q, k, v, o}) CHECK_CUDA(cudaFree(p));

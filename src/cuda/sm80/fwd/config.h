@@ -7,6 +7,8 @@
 //   d 128:  64 keys a block (S 2 x 32 + O 2 x 64 floats a thread), FA2's order: 32 + 16 + 16 = 64 KB
 // With 255 registers a thread (both), 2 CTAs fit an SM's 64K registers: 160 / 128 KB of the A100's
 // 164 KB (d 128's ring would take 96 KB, one CTA, one warp a scheduler); sm_86 / 89 (99 KB) hold one.
+// d 128 also has the ring (32 + 2 x 32 = 96 KB), taken where it fits as many CTAs as FA2's order
+// (sm_86 / 89: one; an H100 running the PTX: two): there the softmax can overlap PV (api.h).
 #pragma once
 
 namespace fastattn::sm80 {
@@ -36,7 +38,8 @@ struct Sm80DefaultConfig<64> {
 };
 template <>
 struct Sm80DefaultConfig<128> {
-  using type = Sm80FwdConfig<128, 64, 1>;
+  using type = Sm80FwdConfig<128, 64, 1>;  // FA2's order; the ring twin below (api.h: ring_at_d128)
+  using ring = Sm80FwdConfig<128, 64, 2>;
 };
 
 }  // namespace fastattn::sm80

@@ -22,10 +22,8 @@ inline Operand80 operand80(const detail::Operand& o) {
   return r;
 }
 
-template <class T, int D, int DV>
-Status launch_fwd(const cuda_backend::LaunchProblem& lp_in, cudaStream_t stream) {
-  static_assert(D == DV, "the sm80 forward has d_v = d rows only");
-  using Cfg = typename Sm80DefaultConfig<D>::type;
+template <class T, class Cfg>
+Status launch_cfg(const cuda_backend::LaunchProblem& lp_in, cudaStream_t stream) {
   const detail::Problem& pr = *lp_in.problem;
   // Not a GQA-packed schedule: a tile is one q head's rows (the kernel addresses them so).
   cuda_backend::LaunchProblem lp = lp_in;
@@ -52,6 +50,17 @@ Status launch_fwd(const cuda_backend::LaunchProblem& lp_in, cudaStream_t stream)
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return {Code::CudaError, std::string("forward launch (sm80): ") + cudaGetErrorString(e)};
   return Status::Ok();
+}
+
+template <class T, int D, int DV>
+Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
+  static_assert(D == DV, "the sm80 forward has d_v = d rows only");
+  if constexpr (D == 128) {
+    int smem = 0;
+    if (Status st = cuda_backend::smem_per_sm(&smem); !st.ok()) return st;
+    if (ring_at_d128(smem)) return launch_cfg<T, typename Sm80DefaultConfig<D>::ring>(lp, stream);
+  }
+  return launch_cfg<T, typename Sm80DefaultConfig<D>::type>(lp, stream);
 }
 
 }  // namespace fastattn::sm80
