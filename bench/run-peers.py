@@ -124,6 +124,14 @@ def dv_cases(add, mask_name):
             add(f"dense d192/128 s{s} {mask_name(causal)}", 2, s, 16, 16, 192, causal, dv=128)
 
 
+def splitd_cases(add, mask_name):
+    """--preset splitd: the split-D forward's head dims 320, 512, 1024 at b 1 h 16 s 8k, full and causal
+    (docs/notes/splitd-sm90.md); SDPA's cuDNN / flash backends and Flex do not take these dims."""
+    for d in (320, 512, 1024):
+        for causal in (False, True):
+            add(f"dense d{d} s8192 {mask_name(causal)}", 1, 8192, 16, 16, d, causal)
+
+
 def cases(preset="full", smoke=False):
     """Case dicts in run order. smoke: tiny shapes for a CPU run of the whole pipeline."""
     out = []
@@ -133,6 +141,9 @@ def cases(preset="full", smoke=False):
                         dtype=dtype))
     if preset == "dv" and not smoke:
         dv_cases(add, lambda causal: "causal" if causal else "full")
+        return out
+    if preset == "splitd" and not smoke:
+        splitd_cases(add, lambda causal: "causal" if causal else "full")
         return out
     if smoke:
         for d in (64, 128):
@@ -1463,7 +1474,7 @@ def main(argv=None):
                          "already importable works too; else the fa4 column is '-')")
     ap.add_argument("--mode", choices=["forward", "backward"], default="forward",
                     help="backward: dq, dk, dv beside FA3's backward, the SDPA backends and Flex (writes peers-bwd.*)")
-    ap.add_argument("--preset", choices=["quick", "full", "dv"], default="full",
+    ap.add_argument("--preset", choices=["quick", "full", "dv", "splitd"], default="full",
                     help="dv: d 192 with d_v 128 only (b 2 h 16, s 4k and 8k, full and causal)")
     ap.add_argument("--out", default=os.environ.get("OUT", "out"))
     ap.add_argument("--rounds", type=int, default=3, help="rounds per case (default 3)")

@@ -8,6 +8,7 @@
 #include "api/message.h"
 #include "api/validate.h"
 #include "cuda/tma_stride_rule.h"
+#include "cuda/splitd_rule.h"
 #include "fastattn/fastattn.h"
 
 #ifdef FASTATTN_WITH_CUDA
@@ -135,6 +136,13 @@ cuda_backend::KvAppendParams append_params(const KvCacheArgs& a, const KvCachePl
 }
 
 Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
+  // Head dims above 256 run the split-D forward, which reads K and V as plain tensors (no cache
+  // rows, left padding or pages): refused before anything is appended.
+  if (cuda_backend::splitd_dims(p.head_dim, p.head_dim_v))
+    return Status::Unsupported(msg("k_cache: head_dim ", p.head_dim, p.head_dim_v != p.head_dim ? "/" : "",
+                                   p.head_dim_v != p.head_dim ? std::to_string(p.head_dim_v) : std::string(),
+                                   ": the CUDA KV-cache forward takes head dims up to 256 (the split-D forward, ",
+                                   cuda_backend::splitd_dims_text(), ", has no KV-cache path)"));
   const cuda_backend::KvAppendParams k = append_params(a, p, ws);
   AttnArgs att = attention_scalars(a, Backend::CUDA);
   att.q = p.rotary_dim > 0 ? make_tensor(k.q_rotated, a.q.dtype, {p.batch, p.seqlen_q, p.heads_q, p.head_dim},

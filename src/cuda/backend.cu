@@ -12,16 +12,20 @@
 #include "cuda/cuda_backend.h"
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
+#include "cuda/splitd_rule.h"
 #include "cuda/tma_map.h"  // aligned16, tma_tensor
 #include "cuda/sm80/fwd/api.h"
 #include "cuda/sm90/fwd/api.h"
+#include "cuda/sm90/fwd_splitd/api.h"
 
 namespace fastattn::cuda_backend {
 namespace {
 
 // The kernels of this build: the kernel menu's rows that the configuration selected (src/cuda/
 // sources.cmake generates fwd_dispatch.inc and sm90/bwd_dispatch.inc), one per (family, arch,
-// dtype, d, d_v).
+// dtype, d, d_v); the split-D forward's rows (fwd_splitd_dispatch.inc) as d = d_v = kSplitDRow: one
+// kernel per dtype for every (d, d_v) of splitd_dims.
+constexpr int kSplitDRow = -1;
 struct BuiltKernel {
   KernelFamily family;
   int major;  // compute capability major the arch runs on
@@ -33,6 +37,9 @@ constexpr BuiltKernel kBuilt[] = {
 #define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) {KernelFamily::Forward, MAJOR, DT, DQK, DV, #NS},
 #include "cuda/fwd_dispatch.inc"
 #undef FASTATTN_FWD_CASE
+#define FASTATTN_FWD_SPLITD_CASE(NS, MAJOR, DT, CT) {KernelFamily::Forward, MAJOR, DT, kSplitDRow, kSplitDRow, #NS},
+#include "cuda/fwd_splitd_dispatch.inc"
+#undef FASTATTN_FWD_SPLITD_CASE
 #ifdef FASTATTN_HAS_SM90
 #define FASTATTN_BWD_CASE(DT, CT, HD, HDV) {KernelFamily::Backward, 9, DT, HD, HDV, "sm90"},
 #include "cuda/sm90/bwd_dispatch.inc"
@@ -77,6 +84,7 @@ Status check_kvcache_arch() {
 }
 
 bool kernel_built(KernelFamily family, int major, DType dt, int d, int dv) {
+  if (family == KernelFamily::Forward && splitd_dims(d, dv)) d = dv = kSplitDRow;
   for (const BuiltKernel& k : kBuilt)
     if (k.arch != nullptr && k.family == family && k.major == major && k.dtype == dt && k.d == d && k.dv == dv)
       return true;
@@ -87,7 +95,9 @@ std::string built_list(KernelFamily family, int major, DType dt) {
   std::string s;
   for (const BuiltKernel& k : kBuilt)
     if (k.arch != nullptr && k.family == family && k.major == major && k.dtype == dt)
-      s += (s.empty() ? "" : ", ") + std::to_string(k.d) + (k.dv != k.d ? "/" + std::to_string(k.dv) : "");
+      s += (s.empty() ? "" : ", ") +
+           (k.d == kSplitDRow ? std::string(splitd_dims_text())
+                              : std::to_string(k.d) + (k.dv != k.d ? "/" + std::to_string(k.dv) : ""));
   return s;
 }
 
@@ -126,6 +136,16 @@ Status check_forward(const AttnArgs& a) {
     return Status::Unsupported(asked + " is not built for " + dtype_name(a.q.dtype) + " in this CUDA build (built: " +
                                (dims.empty() ? "none" : dims) +
                                ", as d or d/d_v; see FASTATTN_HEAD_DIMS and the kernel menu in src/cuda/sources.cmake)");
+  }
+  // The split-D forward (d_qk or d_v above 256) has no split-KV or block-sparse variant.
+  if (splitd_dims(d, dv)) {
+    const std::string dims = "head_dim " + std::to_string(d) + (dv != d ? "/" + std::to_string(dv) : "");
+    if (a.num_splits > 1)
+      return Status::Unsupported("num_splits: the CUDA forward at " + dims +
+                                 " (the split-D kernel) has no split-KV; pass 0 or 1 (split-KV: head dims up to 256)");
+    if (a.mask.kind == MaskKind::BlockSparse)
+      return Status::Unsupported("mask: the CUDA forward at " + dims +
+                                 " (the split-D kernel) takes no block-sparse mask (block-sparse: head dims up to 128)");
   }
   for (auto [t, name] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}})
     if (!aligned16(tma_tensor(*t)))  // tma_map.cpp's rule: positive 16-byte multiples
@@ -169,6 +189,14 @@ Status forward(const detail::Problem& problem, void* stream) {
 #undef FASTATTN_FWD_BSP_CASE
     return Status::Unsupported("mask: no block-sparse CUDA forward for this arch, dtype and head dim");
   }
+  // Head dims above 256 (splitd_dims): the split-D forward of the dtype, whatever (d, d_v).
+  if (splitd_dims(d, dv)) {
+#define FASTATTN_FWD_SPLITD_CASE(NS, MAJOR, DT, CT) \
+  if (major == MAJOR && problem.dtype == DT) return NS::launch_fwd_splitd<CT>(lp, s);
+#include "cuda/fwd_splitd_dispatch.inc"
+#undef FASTATTN_FWD_SPLITD_CASE
+    return Status::Unsupported("CUDA forward: no split-D kernel for this arch and dtype");
+  }
   // By arch, then dtype and head dims: each menu row calls its arch's launcher.
 #define FASTATTN_FWD_CASE(NS, MAJOR, DT, CT, DQK, DV) \
   if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd<CT, DQK, DV>(lp, s);
@@ -187,8 +215,9 @@ const char* build_info() {
     for (const BuiltKernel& k : kBuilt) {
       if (k.arch == nullptr || k.family != KernelFamily::Forward) continue;
       ++n;
-      list += std::string(list.empty() ? "" : " ") + k.arch + ":" + dtype_name(k.dtype) + "/d" + std::to_string(k.d) +
-              (k.dv != k.d ? "/dv" + std::to_string(k.dv) : "");
+      list += std::string(list.empty() ? "" : " ") + k.arch + ":" + dtype_name(k.dtype) +
+              (k.d == kSplitDRow ? std::string("/splitd")
+                                 : "/d" + std::to_string(k.d) + (k.dv != k.d ? "/dv" + std::to_string(k.dv) : ""));
     }
     return "cuda kernels: forward x" + std::to_string(n) + " [" + list + "]";
   }();

@@ -10,6 +10,7 @@
 
 #include "cuda/block_mask_rule.h"
 #include "cuda/built_kernels.h"
+#include "cuda/splitd_rule.h"
 #include "cuda/bwd_stats_probe.h"
 #include "cuda/common/bwd_params.h"
 #include "cuda/common/bwd_seq.cuh"
@@ -125,6 +126,10 @@ Status check_backward(const AttnArgs& a) {
   int major = 0;
   if (Status st = compute_major(&major); !st.ok()) return st;
   // By (d, d_v): a kernel of d alone would read V, dO and dV d columns wide.
+  if (splitd_dims(d, dv))
+    return Status::Unsupported("q: head_dim " + std::to_string(d) + (dv != d ? "/" + std::to_string(dv) : "") +
+                               ": the CUDA backward takes head dims up to 256 (the forward's split-D kernel, " +
+                               splitd_dims_text() + ", has no backward yet)");
   if (!kernel_built(KernelFamily::Backward, major, a.q.dtype, d, dv)) {
     const std::string dims = built_list(KernelFamily::Backward, major, a.q.dtype);
     const std::string asked = d == dv ? "q: head_dim " + std::to_string(d)

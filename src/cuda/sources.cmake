@@ -62,8 +62,8 @@ if(FASTATTN_HEAD_DIMS)
   set(_menu_dims_built ${FASTATTN_HEAD_DIMS})
 endif()
 foreach(d ${FASTATTN_HEAD_DIMS})
-  if(NOT d IN_LIST _menu_dims)
-    message(FATAL_ERROR "FASTATTN_HEAD_DIMS: ${d} is not a head dim of the kernel menu (${_menu_dims})")
+  if(NOT d IN_LIST _menu_dims AND NOT d STREQUAL "splitd")
+    message(FATAL_ERROR "FASTATTN_HEAD_DIMS: ${d} is not a head dim of the kernel menu (${_menu_dims}) nor splitd")
   endif()
 endforeach()
 foreach(dt ${FASTATTN_DTYPES})
@@ -164,8 +164,38 @@ configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc.tmp
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc.tmp "${_bsp_dispatch}")
 configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc.tmp
                ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_block_sparse_dispatch.inc COPYONLY)
+
+# The split-D forward (d_qk, d_v 320..1024 in steps of 64; sm90/fwd_splitd/, cuda/splitd_rule.h):
+# the head dims are run-time counts there, so its menu rows are per dtype only. Selected with its
+# dtype when FASTATTN_HEAD_DIMS is empty or names `splitd`. Generates fwd_splitd_<dtype>.cu and
+# fwd_splitd_dispatch.inc (backend.cu's dispatch and its table of built kernels).
+set(FASTATTN_SPLITD_MENU "")
+foreach(dt fp16 bf16)
+  list(APPEND FASTATTN_SPLITD_MENU "sm90:${dt}")
+endforeach()
+set(_splitd_dispatch "")
+set(FASTATTN_SPLITD_KERNEL_COUNT 0)
+foreach(row ${FASTATTN_SPLITD_MENU})
+  string(REPLACE ":" ";" _f "${row}")
+  list(GET _f 0 _arch)
+  list(GET _f 1 dt)
+  if(NOT dt IN_LIST FASTATTN_DTYPES OR (FASTATTN_HEAD_DIMS AND NOT "splitd" IN_LIST FASTATTN_HEAD_DIMS)
+     OR NOT "90a" IN_LIST FASTATTN_CUDA_ARCHS)
+    continue()
+  endif()
+  fastattn_dtype_names(${dt} FA_CTYPE _enum)
+  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_splitd_${dt}.cu)
+  configure_file(${_cuda_dir}/${_arch}/fwd_splitd/inst.cu.in ${_out} @ONLY)
+  list(APPEND _${_arch}_sources ${_out})
+  string(APPEND _splitd_dispatch "FASTATTN_FWD_SPLITD_CASE(${_arch}, 9, DType::${_enum}, ${FA_CTYPE})\n")
+  math(EXPR FASTATTN_SPLITD_KERNEL_COUNT "${FASTATTN_SPLITD_KERNEL_COUNT} + 1")
+endforeach()
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_splitd_dispatch.inc.tmp "${_splitd_dispatch}")
+configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_splitd_dispatch.inc.tmp
+               ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_splitd_dispatch.inc COPYONLY)
 message(STATUS "fastattn: forward kernels from the menu: ${FASTATTN_KERNEL_COUNT} "
-               "(${FASTATTN_DTYPES} x head dims ${_menu_dims_built}), block-sparse ${FASTATTN_BSP_KERNEL_COUNT}")
+               "(${FASTATTN_DTYPES} x head dims ${_menu_dims_built}), block-sparse ${FASTATTN_BSP_KERNEL_COUNT}, "
+               "split-D ${FASTATTN_SPLITD_KERNEL_COUNT}")
 
 # The backward's menu: the forward's sm90 rows (arch:dtype:d_qk:d_v), under the same selection
 # (FASTATTN_DTYPES, _HEAD_DIMS by d_qk, _CUDA_ARCHS). Taken from the forward's, so that every backward

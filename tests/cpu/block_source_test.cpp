@@ -62,7 +62,7 @@ void check_walk(const BlockRange& r, const std::string& at) {
     const int lo = r.full_run_end(keep_last);
     ASSERT_GE(lo, r.begin + (keep_last ? 1 : 0)) << at;
     for (int it : w)
-      if (it >= lo && !r.above_full(it)) ASSERT_TRUE(r.full(it)) << at << " block " << it;
+      if (it >= lo && !r.above_full(it)) { ASSERT_TRUE(r.full(it)) << at << " block " << it; }
   }
 }
 
@@ -107,8 +107,8 @@ TEST(BlockSource, KeyBlocksOfAQueryTile) {
                              ") tile_n " + std::to_string(tile_n);
       for (int n = 0; n * tile_n < m.len_k; ++n) {
         const auto [any, all] = kept(m, std::max(m0, 0), m1, n * tile_n, (n + 1) * tile_n);
-        if (any) ASSERT_TRUE(n >= r.begin && n < r.end) << at << " block " << n << " has kept pairs";
-        if (r.full(n)) ASSERT_TRUE(all) << at << " block " << n << " called full";
+        if (any) { ASSERT_TRUE(n >= r.begin && n < r.end) << at << " block " << n << " has kept pairs"; }
+        if (r.full(n)) { ASSERT_TRUE(all) << at << " block " << n << " called full"; }
       }
       check_walk(r, at);
     }
@@ -257,11 +257,11 @@ TEST(BlockSource, QueryBlocksOfAKeyTile) {
       const int n1 = n0 + tile_n;
       const BlockRange r = query_blocks(w, n0, n1, tile_m);
       const std::string at = describe(m) + " keys [" + std::to_string(n0) + ", " + std::to_string(n1) + ")";
-      if (n0 >= m.len_k) ASSERT_TRUE(r.empty()) << at << " past the keys";
+      if (n0 >= m.len_k) { ASSERT_TRUE(r.empty()) << at << " past the keys"; }
       for (int mb = 0; mb * tile_m < m.len_q; ++mb) {
         const auto [any, all] = kept(m, mb * tile_m, (mb + 1) * tile_m, n0, n1);
-        if (any) ASSERT_TRUE(mb >= r.begin && mb < r.end) << at << " q-block " << mb << " has kept pairs";
-        if (r.full(mb)) ASSERT_TRUE(all) << at << " q-block " << mb << " called full";
+        if (any) { ASSERT_TRUE(mb >= r.begin && mb < r.end) << at << " q-block " << mb << " has kept pairs"; }
+        if (r.full(mb)) { ASSERT_TRUE(all) << at << " q-block " << mb << " called full"; }
       }
       check_walk(r, at);
     }

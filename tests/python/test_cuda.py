@@ -49,6 +49,10 @@ CASES = {
     "d192": (1, 129, 200, 2, 2, 192, True, (-1, -1), 0.0),
     "one_row": (4, 1, 1000, 4, 2, 128, True, (-1, -1), 0.0),
     "d192_v128": (2, 200, 300, 8, 2, 192, True, (-1, -1), 0.0, 128),
+    # the split-D forward (d_qk or d_v above 256: docs/notes/splitd-sm90.md)
+    "splitd_d512_gqa": (1, 150, 170, 4, 2, 512, True, (-1, -1), 0.0),
+    "splitd_d1024": (1, 70, 90, 2, 2, 1024, False, (-1, -1), 0.0),
+    "splitd_576_512_local": (1, 100, 130, 2, 1, 576, False, (20, 5), 0.0, 512),
 }
 
 
@@ -297,3 +301,12 @@ def test_block_mask_cuda_limits(rng):
     out = fastattn.flash_attn_func(q, k, v, block_mask=mask2, deterministic=True)
     with pytest.raises(NotImplementedError, match="block-sparse deterministic backward"):
         out.sum().backward()
+
+
+def test_splitd_backward_refused_by_name(rng):
+    """Head dims above 256 have a forward (the split-D kernel) but no backward yet: autograd's
+    backward raises, naming it, instead of computing anything."""
+    q, k, v = (rand(rng, (1, 64, 2, 512), torch.bfloat16, requires_grad=True) for _ in range(3))
+    out = kernel_or_skip(fastattn.flash_attn_func, q, k, v, causal=True)
+    with pytest.raises(NotImplementedError, match="split-D"):
+        out.float().sum().backward()

@@ -126,4 +126,40 @@ __device__ __forceinline__ void store_rows(FwdSmem<Cfg>& sm, const FwdParams& p,
   }
 }
 
+// A tile that sees no key gets o = 0 and lse = -inf with no MMA. Zeros need no quad transpose, so each
+// lane of a quad stores its own quarter of the row: D/32 16-byte stores where out's rows are 16-byte
+// aligned (D/8 4-byte ones otherwise), against store_rows's D/8 4-byte stores per row with two Q
+// buffers. Taken by the block-sparse configs, where a mask that empties whole rows of tiles makes
+// these stores most of the kernel's time; the dense configs keep store_rows (their empty tiles are
+// rare, and they stay SASS-identical).
+template <class T, class Cfg>
+__device__ __forceinline__ void store_zero_rows(const FwdParams& p, const FwdTileFor<Cfg>& e, int row_in_tile,
+                                                int quad_col) {
+  static_assert(!Cfg::kSplit, "split configs store fp32 partials (store_partial)");
+  constexpr int D = Cfg::kHeadDimV;
+  static_assert((D / 4) * sizeof(T) % 16 == 0, "a lane's quarter row is whole 16-byte chunks");
+  constexpr int kChunks = (D / 4) * sizeof(T) / 16;
+  const int64_t b_off = e.seq.batch_coord;
+  const int heads = min(p.sched.pack_heads, (e.kv_head + 1) * p.attn.q_per_kv - e.head);
+  const cuda_backend::AttnParams& a = p.attn;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float inv = 0.f, lse = -INFINITY;
+    const StoredRow w = stored_row(p, e, row_in_tile + 8 * h, heads, inv, lse);
+    if (!w.keep) continue;
+    const int64_t head = e.head + w.g;
+    T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + (e.seq.q_offset + w.r) * a.out_stride_s +
+             head * a.out_stride_h + quad_col * (D / 4);
+    if (p.store.out_vec16) {
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) reinterpret_cast<uint4*>(out)[c] = make_uint4(0, 0, 0, 0);
+    } else {
+#pragma unroll
+      for (int c = 0; c < 4 * kChunks; ++c) reinterpret_cast<uint32_t*>(out)[c] = 0u;
+    }
+    if (a.lse != nullptr && quad_col == 0)
+      a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + (e.seq.q_offset + w.r) * a.lse_stride_s] = -INFINITY;
+  }
+}
+
 }  // namespace fastattn::sm90

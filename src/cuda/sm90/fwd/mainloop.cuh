@@ -223,8 +223,12 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   auto next_keyed_tile = [&]() {
     while (walk.next(p)) {
       if (walk.t.sees_keys()) return true;
-      float zero[DV / 2] = {}, inv[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
-      store_rows<T, Cfg>(sm, p, walk.t, row_in_tile, quad_col, zero, inv, lse);
+      if constexpr (Cfg::kBlockList) {
+        store_zero_rows<T, Cfg>(p, walk.t, row_in_tile, quad_col);
+      } else {
+        float zero[DV / 2] = {}, inv[2] = {0.f, 0.f}, lse[2] = {-INFINITY, -INFINITY};
+        store_rows<T, Cfg>(sm, p, walk.t, row_in_tile, quad_col, zero, inv, lse);
+      }
     }
     return false;
   };

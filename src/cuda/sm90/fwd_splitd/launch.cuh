@@ -1,0 +1,57 @@
+// Host launch of the Hopper split-D forward for one dtype: tensor maps (64-column x 64-row boxes of
+// Q, K and V), the grid (m-blocks x slice pairs, heads, batch) and the smem size. Every (d_qk, d_v)
+// of cuda/splitd_rule.h runs this one kernel per dtype.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/device_info.h"
+#include "cuda/launch_plan.h"
+#include "cuda/splitd_rule.h"
+#include "cuda/sm90/fwd_splitd/api.h"
+#include "cuda/sm90/fwd_splitd/kernel.cuh"
+#include "cuda/tma_map.h"
+
+namespace fastattn::sm90 {
+
+constexpr int splitd_smem_bytes() { return int(sizeof(SplitDSmem)) + 1024; }  // + slack to align the base
+static_assert(splitd_smem_bytes() <= 227 * 1024, "the split-D forward's shared memory exceeds sm_90's 227 KB");
+
+template <class T>
+Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
+  using Cfg = SplitDConfig;
+  using cuda_backend::Role;
+  using cuda_backend::tma_tensor;
+  const detail::Problem& pr = *lp.problem;
+  if (!cuda_backend::splitd_dims(pr.head_dim, pr.head_dim_v))
+    return Status::Unsupported("internal: the split-D forward takes head dims " +
+                               std::string(cuda_backend::splitd_dims_text()));
+  SplitDParams p;
+  p.attn = lp.attn;
+  p.qk_atoms = pr.head_dim / kAtomCols;
+  p.v_atoms = pr.head_dim_v / kAtomCols;
+  p.pairs = (p.v_atoms + Cfg::kPairAtoms - 1) / Cfg::kPairAtoms;
+  p.m_blocks = (lp.attn.seqlen_q + Cfg::kRows - 1) / Cfg::kRows;  // varlen: seqlen_q is max_seqlen_q
+  if (p.m_blocks == 0 || lp.attn.batch == 0 || lp.attn.heads_q == 0) return Status::Ok();
+  if (lp.attn.batch > 65535 || lp.attn.heads_q > 65535 || int64_t(p.m_blocks) * p.pairs > INT32_MAX)
+    return Status::Unsupported("q: the split-D forward's grid takes batch and heads up to 65535");
+  CUtensorMap tq, tk, tv;
+  Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), Cfg::kRows, &tq);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kKeys, &tk);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kKeys, &tv);
+  if (!st.ok()) return st;
+  auto kernel = splitd_fwd_kernel<T>;
+  const int smem = splitd_smem_bytes();
+  static cuda_backend::PerDeviceFlags attr_set;  // per instantiation
+  if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set); !st.ok())
+    return st;
+  const dim3 grid(unsigned(p.m_blocks * p.pairs), unsigned(lp.attn.heads_q), unsigned(lp.attn.batch));
+  kernel<<<grid, Cfg::kThreads, smem, stream>>>(tq, tk, tv, p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return {Code::CudaError, std::string("split-D forward launch: ") + cudaGetErrorString(e)};
+  return Status::Ok();
+}
+
+}  // namespace fastattn::sm90

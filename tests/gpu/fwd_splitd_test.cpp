@@ -1,0 +1,180 @@
+// The Hopper split-D forward (head dims 320-1024, sm90/fwd_splitd/) vs the float64 reference with
+// FA3's tolerance rule (run_fwd_case: random inputs, out poisoned, every element checked, each case
+// run twice and bitwise equal): both dtypes, d 320 / 512 / 1024, d_qk != d_v, odd lengths (1, 17,
+// 113, 4097), causal and local windows, GQA, varlen with empty sequences and seqused, softcap, a
+// running max that keeps rising; and the calls it refuses by name (split-KV, the backward). The
+// float64 reference is naive (s_q s_k (d + d_v) per head, twice): the cases stay small.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "fwd_case.h"
+
+namespace fastattn::gputest {
+namespace {
+
+class Sm90FwdSplitD : public HopperTest {};
+
+FwdCase base(DType dt, int d, int dv, int sq, int sk) {
+  FwdCase c;
+  c.dtype = dt;
+  c.d = d;
+  c.dv = dv;
+  c.sq = sq;
+  c.sk = sk;
+  return c;
+}
+
+TEST_F(Sm90FwdSplitD, HeadDimsAndDtypes) {
+  for (DType dt : {DType::BF16, DType::F16})
+    for (int d : {320, 512, 1024})
+      for (bool causal : {false, true}) {
+        FwdCase c = base(dt, d, d, 150, 230);
+        c.batch = 2;
+        c.causal = causal;
+        run_fwd_case(c);
+      }
+}
+
+// d_qk != d_v: MLA's 576 / 512, a narrow V (d_v <= 256: one slice pair, the second warpgroup's
+// columns all past d_v), a wide V over a narrow Q, and d_v 320 (a pair whose second slice is
+// mostly TMA zero fill).
+TEST_F(Sm90FwdSplitD, QkAndVHeadDimsDiffer) {
+  const std::pair<int, int> dims[] = {{576, 512}, {384, 128}, {256, 512}, {128, 1024}, {1024, 320}, {640, 384}};
+  for (auto [d, dv] : dims)
+    for (bool causal : {false, true}) {
+      FwdCase c = base(DType::BF16, d, dv, 113, 200);
+      c.causal = causal;
+      run_fwd_case(c);
+    }
+}
+
+TEST_F(Sm90FwdSplitD, OddLengths) {
+  for (int sq : {1, 17, 113})
+    for (int sk : {1, 17, 113, 4097})
+      for (bool causal : {false, true}) {
+        FwdCase c = base(DType::BF16, 512, 512, sq, sk);
+        c.hq = c.hkv = 1;
+        c.causal = causal;
+        run_fwd_case(c);
+      }
+  for (bool causal : {false, true}) {  // many m-blocks (65), few keys: causal rows above the keys keep none
+    FwdCase c = base(DType::BF16, 320, 320, 4097, 113);
+    c.hq = c.hkv = 1;
+    c.causal = causal;
+    run_fwd_case(c);
+  }
+  FwdCase c = base(DType::F16, 1024, 1024, 17, 4097);
+  c.hq = c.hkv = 1;
+  run_fwd_case(c);
+}
+
+TEST_F(Sm90FwdSplitD, Windows) {
+  const std::pair<int, int> windows[] = {{50, 10}, {100, 0}, {0, 0}, {-1, 30}, {7, -1}};
+  for (auto [wl, wr] : windows)
+    for (int d : {320, 1024}) {
+      FwdCase c = base(DType::BF16, d, d, 200, 260);
+      c.wl = wl;
+      c.wr = wr;
+      run_fwd_case(c);
+    }
+}
+
+TEST_F(Sm90FwdSplitD, Gqa) {
+  for (auto [hq, hkv] : {std::pair{8, 2}, std::pair{4, 1}})
+    for (bool causal : {false, true}) {
+      FwdCase c = base(DType::BF16, 512, 512, 100, 180);
+      c.hq = hq;
+      c.hkv = hkv;
+      c.causal = causal;
+      run_fwd_case(c);
+    }
+}
+
+TEST_F(Sm90FwdSplitD, VarlenWithEmptySequences) {
+  for (bool causal : {false, true}) {
+    FwdCase c = base(DType::BF16, 512, 512, 0, 0);
+    c.lens_q = {17, 0, 130, 1, 64};
+    c.lens_k = {40, 5, 129, 0, 64};
+    c.hq = 4;
+    c.hkv = 2;
+    c.causal = causal;
+    run_fwd_case(c);
+  }
+  FwdCase c = base(DType::F16, 576, 512, 0, 0);  // seqused: fewer tokens used than stored
+  c.lens_q = {70, 33, 0};
+  c.lens_k = {90, 33, 12};
+  c.used_q = {65, 33, 0};
+  c.used_k = {80, 1, 12};
+  c.causal = true;
+  run_fwd_case(c);
+}
+
+TEST_F(Sm90FwdSplitD, Softcap) {
+  for (bool causal : {false, true}) {
+    FwdCase c = base(DType::BF16, 320, 320, 120, 190);
+    c.softcap = 30.f;
+    c.causal = causal;
+    run_fwd_case(c);
+  }
+}
+
+// Scores that grow toward the first keys (visited last): the running max rises block after block,
+// by more and by less than OnlineSoftmax::kMaxSlack (O rescaled or not).
+TEST_F(Sm90FwdSplitD, RisingRowMax) {
+  for (bool causal : {false, true}) {
+    FwdCase c = base(DType::BF16, 512, 512, 100, 1000);
+    c.hq = c.hkv = 1;
+    c.causal = causal;
+    c.key_ramp = 20.f;
+    run_fwd_case(c);
+  }
+}
+
+// Split-KV and the backward at these head dims: refused by name, outputs untouched.
+TEST_F(Sm90FwdSplitD, RefusedByName) {
+  const int64_t b = 1, s = 64, h = 2, d = 512;
+  DeviceBuffer q(b * s * h * d * 2), k(b * s * h * d * 2), v(b * s * h * d * 2), o(b * s * h * d * 2);
+  auto view = [&](DeviceBuffer& buf) {
+    Tensor t;
+    t.data = buf.get();
+    t.ndim = 4;
+    t.dtype = DType::BF16;
+    t.device = Device::CUDA;
+    const int64_t shape[4] = {b, s, h, d}, stride[4] = {s * h * d, h * d, d, 1};
+    for (int i = 0; i < 4; ++i) {
+      t.shape[i] = shape[i];
+      t.stride[i] = stride[i];
+    }
+    return t;
+  };
+  AttnArgs a;
+  a.q = view(q);
+  a.k = view(k);
+  a.v = view(v);
+  a.out = view(o);
+  ASSERT_TRUE(validate_forward(a).ok()) << validate_forward(a).message;
+  a.num_splits = 2;
+  Status st = validate_forward(a);
+  EXPECT_EQ(st.code, Code::NotSupported);
+  EXPECT_NE(st.message.find("num_splits"), std::string::npos) << st.message;
+  a.num_splits = 0;
+  DeviceBuffer lse(b * h * s * 4);  // (batch, heads, seqlen_q) fp32: the backward needs it
+  a.lse.data = lse.get();
+  a.lse.ndim = 3;
+  a.lse.dtype = DType::F32;
+  a.lse.device = Device::CUDA;
+  const int64_t lse_shape[3] = {b, h, s}, lse_stride[3] = {h * s, s, 1};
+  for (int i = 0; i < 3; ++i) {
+    a.lse.shape[i] = lse_shape[i];
+    a.lse.stride[i] = lse_stride[i];
+  }
+  DeviceBuffer dout(b * s * h * d * 2), dq(b * s * h * d * 2), dk(b * s * h * d * 2), dv(b * s * h * d * 2);
+  st = validate_backward(a, view(dout), view(dq), view(dk), view(dv));
+  EXPECT_EQ(st.code, Code::NotSupported);
+  EXPECT_NE(st.message.find("split-D"), std::string::npos) << st.message;
+}
+
+}  // namespace
+}  // namespace fastattn::gputest
