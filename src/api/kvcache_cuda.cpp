@@ -14,6 +14,7 @@
 #ifdef FASTATTN_WITH_CUDA
 #include <cuda_runtime.h>
 
+#include "cuda/cuda_backend.h"
 #include "cuda/kvcache_append.h"
 #include "cuda/stream_alloc.h"
 #endif
@@ -172,6 +173,8 @@ Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
 }  // namespace
 
 Status cuda_kvcache(const KvCacheArgs& a, const KvCachePlan& p, void* stream) {
+  // Before anything is written to the cache: the sm80 path has no KV-cache forward.
+  if (Status st = cuda_backend::check_kvcache_arch(); !st.ok()) return st;
   const size_t need = cuda_kvcache_workspace(a, p);
   if (a.workspace != nullptr) {
     if (a.workspace_bytes < need) {

@@ -14,6 +14,7 @@
 #include "cuda/launch_plan.h"
 #include "cuda/splitd_rule.h"
 #include "cuda/tma_map.h"  // aligned16, tma_tensor
+#include "cuda/sm80/fwd/api.h"
 #include "cuda/sm90/fwd/api.h"
 #include "cuda/sm90/fwd_splitd/api.h"
 
@@ -64,6 +65,24 @@ std::string device_sm() {
 
 }  // namespace
 
+Status sm80_limits(const AttnArgs& a) {
+  if (a.num_splits > 1)
+    return Status::Unsupported("num_splits: split-KV (num_splits > 1) is not built for the sm80 (Ampere / Ada) "
+                               "forward yet; pass 1, or 0 (no split on sm80)");
+  if (a.mask.kind == MaskKind::BlockSparse)
+    return Status::Unsupported("mask: block-sparse masks are not built for the sm80 (Ampere / Ada) forward yet");
+  return Status::Ok();
+}
+
+Status check_kvcache_arch() {
+  int major = 0;
+  if (Status st = compute_major(&major); !st.ok()) return st;
+  if (major == 8)
+    return Status::Unsupported("k_cache: the KV-cache forward (forward_kvcache, paged or not) is not built for the "
+                               "sm80 (Ampere / Ada) path yet");
+  return Status::Ok();
+}
+
 bool kernel_built(KernelFamily family, int major, DType dt, int d, int dv) {
   if (family == KernelFamily::Forward && splitd_dims(d, dv)) d = dv = kSplitDRow;
   for (const BuiltKernel& k : kBuilt)
@@ -100,7 +119,11 @@ Status check_forward(const AttnArgs& a) {
       if (k.arch != nullptr && k.family == KernelFamily::Forward && archs.find(k.arch) == std::string::npos)
         archs += (archs.empty() ? "" : ", ") + std::string(k.arch);
     return Status::Unsupported("CUDA forward: this build has kernels for " + (archs.empty() ? "no arch" : archs) +
-                               " only (sm90 = Hopper, sm_90a); this device is " + device_sm());
+                               " only (sm90 = Hopper, sm_90a; sm80 = Ampere / Ada, sm_80 / 86 / 89); this device is " +
+                               device_sm());
+  }
+  if (major == 8) {
+    if (Status st = sm80_limits(a); !st.ok()) return st;
   }
   if (a.q.dtype != DType::F16 && a.q.dtype != DType::BF16)
     return Status::Unsupported(std::string("q: the CUDA forward takes fp16 or bf16, not ") + dtype_name(a.q.dtype) +
@@ -127,7 +150,9 @@ Status check_forward(const AttnArgs& a) {
   for (auto [t, name] : {std::pair{&a.q, "q"}, std::pair{&a.k, "k"}, std::pair{&a.v, "v"}})
     if (!aligned16(tma_tensor(*t)))  // tma_map.cpp's rule: positive 16-byte multiples
       return Status::Unsupported(std::string(name) +
-                                 ": the CUDA forward loads with TMA, which needs a 16-byte aligned base pointer "
+                                 (major == 8 ? ": the CUDA forward (sm80) loads with cp.async 16-byte copies, which need"
+                                             : ": the CUDA forward loads with TMA, which needs") +
+                                 " a 16-byte aligned base pointer "
                                  "and strides that are positive multiples of 16 bytes (a broadcast (stride 0) or "
                                  "reversed (negative stride) view: pass a contiguous copy)");
   if (reinterpret_cast<uintptr_t>(a.out.data) % 4 != 0)
@@ -150,6 +175,11 @@ Status forward(const detail::Problem& problem, void* stream) {
   const LaunchProblem lp = make_launch_problem(problem);
   const int d = problem.head_dim, dv = problem.head_dim_v;
   auto s = static_cast<cudaStream_t>(stream);
+  // The sm80 path's refusals again on the resolved problem (a KV cache is known only here; the
+  // kvcache entry refuses it before it appends: check_kvcache_arch).
+  if (major == 8 && problem.cache.defined()) return check_kvcache_arch();
+  if (major == 8 && problem.blocks.defined())
+    return Status::Unsupported("mask: block-sparse masks are not built for the sm80 (Ampere / Ada) forward yet");
   // A block-sparse mask: the rows that have its kernel (d <= 128, d_v = d; block_mask_rule.h).
   if (problem.blocks.defined()) {
     if (Status st = block_mask_support(problem, /*backward=*/false); !st.ok()) return st;

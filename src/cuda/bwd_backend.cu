@@ -112,6 +112,11 @@ BwdStatsProbe* bwd_stats_probe() { return probe_in_force; }
 void set_bwd_stats_probe(BwdStatsProbe* probe) { probe_in_force = probe; }
 
 Status check_backward(const AttnArgs& a) {
+  // The sm80 path (a major-8 device, or one forced so) has no backward: refused before the forward's
+  // checks, whose sm80 limits (num_splits) do not concern the backward.
+  if (int m = 0; compute_major(&m).ok() && m == 8)
+    return Status::Unsupported("backward: the CUDA backward is not built for sm80 (Ampere / Ada) yet; this device "
+                               "runs the sm80 forward only");
   if (Status st = check_forward(a); !st.ok()) {
     // check_forward also requires a head dim built for the forward; the backward's list differs.
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);

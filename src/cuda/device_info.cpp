@@ -35,11 +35,41 @@ Status sm_count(int* out) {
   return cached_attribute<cudaDevAttrMultiProcessorCount>("multiprocessor count", out);
 }
 
+namespace {
+// -1: not read yet. The environment is read once; the tests set it through set_forced_arch_major.
+std::atomic<int> forced_major{-1};
+}  // namespace
+
+int forced_arch_major() {
+  int m = forced_major.load(std::memory_order_relaxed);
+  if (m >= 0) return m;
+  m = parse_forced_arch(std::getenv("FASTATTN_FORCE_ARCH"));
+  int expected = -1;
+  forced_major.compare_exchange_strong(expected, m, std::memory_order_relaxed);
+  return forced_major.load(std::memory_order_relaxed);
+}
+
+int parse_forced_arch(const char* value) {
+  if (value == nullptr) return 0;
+  const int n = std::atoi(value);
+  return n >= 10 ? n / 10 : (n > 0 ? n : 0);
+}
+
+void set_forced_arch_major(int major) { forced_major.store(major > 0 ? major : 0, std::memory_order_relaxed); }
+
 Status compute_major(int* out) {
-  return cached_attribute<cudaDevAttrComputeCapabilityMajor>("compute capability", out);
+  Status st = cached_attribute<cudaDevAttrComputeCapabilityMajor>("compute capability", out);
+  if (!st.ok()) return st;
+  const int forced = forced_arch_major();
+  if (forced > 0 && forced < *out) *out = forced;
+  return Status::Ok();
 }
 
 Status l2_bytes(int* out) { return cached_attribute<cudaDevAttrL2CacheSize>("L2 cache size", out); }
+
+Status smem_per_sm(int* out) {
+  return cached_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>("shared memory per multiprocessor", out);
+}
 
 Status current_device(int* dev) {
   const cudaError_t e = cudaGetDevice(dev);

@@ -14,8 +14,22 @@ Status sm_count(int* out);
 // L2 cache bytes of the current device.
 Status l2_bytes(int* out);
 
-// The current device's compute capability major (9: Hopper), for the dispatch by arch.
+// Shared memory bytes one multiprocessor of the current device holds (all its CTAs together).
+Status smem_per_sm(int* out);
+
+// The compute capability major the dispatch by arch uses (9: Hopper, 8: Ampere / Ada): the current
+// device's, or a lower one forced for testing (forced_arch_major).
 Status compute_major(int* out);
+
+// Forcing an older arch's kernels on a newer GPU (tests and benchmarks: the sm80 path runs on an H100
+// from its compute_80 PTX). Starts from the environment variable FASTATTN_FORCE_ARCH (e.g. "80"; read
+// once, at the first call); set_forced_arch_major overrides it (0: the device's own). A forced major
+// applies only below the device's own (an sm_90 kernel cannot run on an sm_80 GPU).
+int forced_arch_major();
+void set_forced_arch_major(int major);
+// FASTATTN_FORCE_ARCH's value as a major: "80" or "8" -> 8, "90" -> 9; null, empty or not a positive
+// number -> 0 (not forced).
+int parse_forced_arch(const char* value);
 
 // CTAs of a persistent grid over `tiles` work items: one per multiprocessor, fewer when there is
 // less work, and at most FASTATTN_MAX_CTAS when that environment variable is set (a testing and

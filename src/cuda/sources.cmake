@@ -22,13 +22,17 @@ endforeach()
 # arch:dtype:d_qk:d_v. The rows that FASTATTN_CUDA_ARCHS, FASTATTN_DTYPES and FASTATTN_HEAD_DIMS
 # select generate the instantiation units, the dispatch table (fwd_dispatch.inc: backend.cu's
 # dispatch by arch, dtype and head dims, its build_info and the "built:" list of its messages).
-# The head-dim set is written here only. sm_80 rows come with the Ampere kernels (sm80::).
+# The head-dim set is written here only. sm_80 rows: the Ampere forward (sm80/fwd/, d 64 and 128 so
+# far; no split, block-sparse or backward twins), selected by "80" in FASTATTN_CUDA_ARCHS.
 set(FASTATTN_KERNEL_MENU "")
 foreach(dt fp16 bf16)
   foreach(d 64 96 128 192 256)
     list(APPEND FASTATTN_KERNEL_MENU "sm90:${dt}:${d}:${d}")
   endforeach()
   list(APPEND FASTATTN_KERNEL_MENU "sm90:${dt}:192:128")  # d_v < d: DeepSeek's shape (VHeadDim)
+  foreach(d 64 128)
+    list(APPEND FASTATTN_KERNEL_MENU "sm80:${dt}:${d}:${d}")
+  endforeach()
 endforeach()
 
 # A menu dtype's C type and DType enumerator.
@@ -124,6 +128,11 @@ foreach(row ${FASTATTN_KERNEL_MENU})
       continue()
     endif()
     set(_major 9)
+  elseif(_arch STREQUAL "sm80")
+    if(NOT "80" IN_LIST FASTATTN_CUDA_ARCHS)
+      continue()
+    endif()
+    set(_major 8)
   else()
     message(FATAL_ERROR "kernel menu row ${row}: unknown arch '${_arch}'")
   endif()
@@ -132,10 +141,14 @@ foreach(row ${FASTATTN_KERNEL_MENU})
   set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_${dt}_${_dims}.cu)
   configure_file(${_cuda_dir}/${_arch}/fwd/inst.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
+  string(APPEND _dispatch "FASTATTN_FWD_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
+  math(EXPR FASTATTN_KERNEL_COUNT "${FASTATTN_KERNEL_COUNT} + 1")
+  if(_arch STREQUAL "sm80")
+    continue()  # the Ampere forward has no split-KV or block-sparse twin yet
+  endif()
   set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_split_${dt}_${_dims}.cu)  # its split-KV twin
   configure_file(${_cuda_dir}/${_arch}/fwd/inst_split.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
-  string(APPEND _dispatch "FASTATTN_FWD_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
   # Its block-sparse twin (d <= 128, d_v = d: sm90/fwd/launch_block_sparse.cuh).
   if(FA_HDIM EQUAL FA_HDIM_V AND FA_HDIM LESS_EQUAL 128)
     set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_block_sparse_${dt}_${_dims}.cu)
@@ -151,7 +164,6 @@ foreach(row ${FASTATTN_KERNEL_MENU})
            "FASTATTN_FWD_BITS_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
     math(EXPR FASTATTN_BSP_KERNEL_COUNT "${FASTATTN_BSP_KERNEL_COUNT} + 1")
   endif()
-  math(EXPR FASTATTN_KERNEL_COUNT "${FASTATTN_KERNEL_COUNT} + 1")
 endforeach()
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc.tmp "${_dispatch}")
 configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_dispatch.inc.tmp
@@ -244,7 +256,7 @@ endif()
 if("80" IN_LIST FASTATTN_CUDA_ARCHS)
   foreach(src ${_sm80_sources})
     set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
-      "${_cuda_common_flags};-gencode=arch=compute_80,code=sm_80")
+      "${_cuda_common_flags};-gencode=arch=compute_80,code=[sm_80,compute_80]")  # + PTX: sm_86/89, and a forced run on sm_90
   endforeach()
   list(APPEND FASTATTN_CUDA_SOURCES ${_sm80_sources})
 endif()
