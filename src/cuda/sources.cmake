@@ -149,17 +149,14 @@ foreach(row ${FASTATTN_KERNEL_MENU})
   set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_split_${dt}_${_dims}.cu)  # its split-KV twin
   configure_file(${_cuda_dir}/${_arch}/fwd/inst_split.cu.in ${_out} @ONLY)
   list(APPEND _${_arch}_sources ${_out})
-  # Its block-sparse twin (d <= 128, d_v = d: sm90/fwd/launch_block_sparse.cuh).
+  # Its mask-list twins (d <= 128, d_v = d), block-sparse (sm90/fwd/launch_block_sparse.cuh) and
+  # element-bitmask (launch_bitmask.cuh), in one unit, each a row of its own dispatch.
   if(FA_HDIM EQUAL FA_HDIM_V AND FA_HDIM LESS_EQUAL 128)
-    set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_block_sparse_${dt}_${_dims}.cu)
-    configure_file(${_cuda_dir}/${_arch}/fwd/inst_block_sparse.cu.in ${_out} @ONLY)
+    set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_masked_${dt}_${_dims}.cu)
+    configure_file(${_cuda_dir}/${_arch}/fwd/inst_masked.cu.in ${_out} @ONLY)
     list(APPEND _${_arch}_sources ${_out})
     string(APPEND _bsp_dispatch
            "FASTATTN_FWD_BSP_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
-    # and its element-bitmask twin (sm90/fwd/launch_bitmask.cuh), beside it in the dispatch.
-    set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/${_arch}/fwd_bitmask_${dt}_${_dims}.cu)
-    configure_file(${_cuda_dir}/${_arch}/fwd/inst_bitmask.cu.in ${_out} @ONLY)
-    list(APPEND _${_arch}_sources ${_out})
     string(APPEND _bits_dispatch
            "FASTATTN_FWD_BITS_CASE(${_arch}, ${_major}, DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM}, ${FA_HDIM_V})\n")
     math(EXPR FASTATTN_BSP_KERNEL_COUNT "${FASTATTN_BSP_KERNEL_COUNT} + 1")

@@ -12,10 +12,10 @@
 namespace fastattn::sm90 {
 template <class T, int D, int DV = D>
 Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
-// Block-sparse masks (Problem::blocks): d <= 128 with d_v = d (fwd_block_sparse_<dtype>_d<d>.cu).
+// Block-sparse masks (Problem::blocks): d <= 128 with d_v = d (fwd_masked_<dtype>_d<d>.cu).
 template <class T, int D, int DV = D>
 Status launch_fwd_block_sparse(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
-// Element bitmasks (Problem::bits): d <= 128 with d_v = d (fwd_bitmask_<dtype>_d<d>.cu).
+// Element bitmasks (Problem::bits): d <= 128 with d_v = d (fwd_masked_<dtype>_d<d>.cu).
 template <class T, int D, int DV = D>
 Status launch_fwd_bitmask(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
 template <class T, int D, int DV = D>
