@@ -23,4 +23,24 @@ struct SplitDConfig {
   static constexpr int kConsumerRegs = 240;     // 24 x 128 + 240 x 256 = 64512 of 65536
 };
 
+// Variant (b), kernel_keysplit.cuh: S once per key block of 128, split by keys between the two
+// consumer warpgroups (64 each, over the whole d_qk), P halves exchanged through smem. Q (128 KB),
+// the ring, both P halves (16 KB) and the row-max exchange must fit 227 KB: 10 ring slots.
+struct SplitDKeySplitConfig {
+  static constexpr int kRows = 64;
+  static constexpr int kHalfKeys = 64;          // keys per warpgroup and block (S: 32 registers, P: 16)
+  static constexpr int kKeys = 2 * kHalfKeys;   // keys per block
+  static constexpr int kConsumerWarpgroups = 2;
+  static constexpr int kSliceAtoms = 4;
+  static constexpr int kPairAtoms = kSliceAtoms * kConsumerWarpgroups;
+  static constexpr int kMaxAtoms = 16;
+  static constexpr int kChunkBytes = 64 * 128;
+  // A warpgroup holds at most 2 of its K chunks (QK) or 2 quarters' V (4 chunks, PV) at once.
+  static constexpr int kRingSlots = 10;
+  static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
+  static constexpr int kProducerRegs = 24;
+  static constexpr int kConsumerRegs = 240;
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;  // named barriers 1-3
+};
+
 }  // namespace fastattn::sm90

@@ -52,6 +52,8 @@ struct SplitDTile {
   cuda_backend::BlockRange blocks;
 };
 
+// kKeys: the key block (64 here, 128 in the key-split variant).
+template <int kKeys = SplitDConfig::kKeys>
 __device__ __forceinline__ SplitDTile splitd_tile(const SplitDParams& p) {
   using Cfg = SplitDConfig;
   SplitDTile t;
@@ -66,7 +68,7 @@ __device__ __forceinline__ SplitDTile splitd_tile(const SplitDParams& p) {
   t.m0 = m_block * Cfg::kRows;
   const int m1 = min(t.m0 + Cfg::kRows, t.seq.len_q);
   t.blocks = cuda_backend::BlockRange{0, 0, 0, 0};
-  if (t.m0 < m1) t.blocks = cuda_backend::key_blocks(t.mask, t.m0, m1, Cfg::kKeys);
+  if (t.m0 < m1) t.blocks = cuda_backend::key_blocks(t.mask, t.m0, m1, kKeys);
   return t;
 }
 

@@ -1,0 +1,315 @@
+// The Hopper split-D forward, variant (b) (docs/notes/splitd-sm90.md, "(b), the key-split kernel"):
+// the CTA of kernel.cuh (64 query rows, a pair of 256-column slices of O, one producer thread, one
+// ring of 64 x 64 atoms), but S is computed once per key block of 128: warpgroup w does QK for keys
+// [64 w, 64 w + 64) over the whole d_qk. The row max is exchanged through smem (named barrier 1),
+// each warpgroup writes its P half to smem (named barrier 2), and O_slice += P_own V_own (RS, P in
+// registers) + P_other V_other (SS, P from smem). The row sums are exchanged once, at the end.
+#pragma once
+
+#include "cuda/sm90/fwd_splitd/kernel.cuh"
+
+namespace fastattn::sm90 {
+
+struct SplitDKeySplitSmem {
+  using Cfg = SplitDKeySplitConfig;
+  alignas(1024) uint8_t q[Cfg::kMaxAtoms][Cfg::kChunkBytes];
+  alignas(1024) uint8_t ring[Cfg::kRingSlots][Cfg::kChunkBytes];
+  alignas(1024) uint8_t p[Cfg::kConsumerWarpgroups][Cfg::kChunkBytes];  // P half of warpgroup w (64 x 64 keys)
+  float rows[Cfg::kConsumerWarpgroups][Cfg::kRows];  // each block's row max, then the final row sums
+  uint64_t q_full;
+  uint64_t full[Cfg::kRingSlots], empty[Cfg::kRingSlots];
+};
+
+// Shared-memory stores and loads by 32-bit shared address: through the generic pointer into the
+// dynamic smem ptxas emitted generic ST.E / LD.E (it cannot prove the address shared).
+__device__ __forceinline__ void sts_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+__device__ __forceinline__ float lds_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+
+// Producer (one thread): Q once, then per key block of 128 the K chunks interleaved by half
+// (K[a, keys 0-63], K[a, keys 64-127] for each 64-column atom a of d_qk: both warpgroups advance
+// together), then the V chunks quarter by quarter: for quarter q, slice w, half h the 64 x 64 atom
+// of V rows (64 h ...) columns (slice w's quarter q). Past d_v (a d_v 320 pair) TMA's zero fill, as in
+// kernel.cuh (no wgmma under a run-time branch).
+__device__ __forceinline__ void splitd_keysplit_produce(SplitDKeySplitSmem& sm, const SplitDParams& p,
+                                                        const SplitDTile& t, const CUtensorMap* tq,
+                                                        const CUtensorMap* tk, const CUtensorMap* tv) {
+  using Cfg = SplitDKeySplitConfig;
+  mbar_expect_tx(&sm.q_full, uint32_t(p.qk_atoms * Cfg::kChunkBytes));
+  for (int a = 0; a < p.qk_atoms; ++a)
+    tma_load_4d(sm.q[a], tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head, t.seq.batch_coord, &sm.q_full);
+  PipeState<Cfg::kRingSlots> ps;
+  auto load = [&](const CUtensorMap* map, int col, int row) {
+    mbar_wait(&sm.empty[ps.stage()], ps.phase() ^ 1);
+    mbar_expect_tx(&sm.full[ps.stage()], Cfg::kChunkBytes);
+    tma_load_4d(sm.ring[ps.stage()], map, col, row, t.kv_head, t.seq.batch_coord, &sm.full[ps.stage()]);
+    ps.advance();
+  };
+  const int v_col0 = t.pair * Cfg::kPairAtoms * kAtomCols;
+  for (int it = t.blocks.first(); !t.blocks.done(it); it = t.blocks.next(it)) {
+    const int row = t.seq.k_offset + it * Cfg::kKeys;
+    for (int a = 0; a < p.qk_atoms; ++a) {
+      load(tk, a * kAtomCols, row);
+      load(tk, a * kAtomCols, row + Cfg::kHalfKeys);
+    }
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q)
+      for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w)
+        for (int h = 0; h < 2; ++h)
+          load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys);
+  }
+}
+
+// One consumer warpgroup (kWG 0 or 1): keys [64 kWG, + 64) of each block for S, slice kWG of the pair
+// for O. Compile-time kWG: which ring positions it multiplies and which it only releases is fixed.
+template <class T, int kWG>
+__device__ __forceinline__ void splitd_keysplit_consume(SplitDKeySplitSmem& sm, const SplitDParams& p,
+                                                        const SplitDTile& t) {
+  using Cfg = SplitDKeySplitConfig;
+  constexpr int wg = kWG;
+  constexpr int N = Cfg::kHalfKeys;
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
+  const int row_in_tile = warp_in_wg * 16 + lane / 4;  // this thread's rows: +0 and +8
+  float o[Cfg::kSliceAtoms][32];
+  float s[N / 2];
+  uint32_t pf[N / 16][4];
+  cuda_backend::OnlineSoftmax<N> softmax;
+  float alpha[2];
+#pragma unroll
+  for (int q = 0; q < Cfg::kSliceAtoms; ++q)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[q][i] = 0.f;
+  auto release = [&](int slot) {  // per warp, once its wgmma reads of the slot are done
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.empty[slot]);
+  };
+  PipeState<Cfg::kRingSlots> ps;
+  // The other warpgroup's chunk at this ring position: waited for (every slot takes both
+  // warpgroups' arrivals, each after the slot was filled) and released untouched.
+  auto skip = [&]() {
+    mbar_wait(&sm.full[ps.stage()], ps.phase());
+    release(ps.stage());
+    ps.advance();
+  };
+  if (!t.blocks.empty()) mbar_wait(&sm.q_full, 0);
+  const uint32_t q_lo = desc_k_major_lo(sm.q[0]);
+  const uint32_t p_other_lo = desc_k_major_lo(sm.p[1 - wg]);
+  const uint32_t p_own = smem_addr(sm.p[wg]);
+  // This thread's row-max / row-sum slots (rows +0 and +8): its own warpgroup's, the other's.
+  const uint32_t rows_own = smem_addr(&sm.rows[wg][row_in_tile]);
+  const uint32_t rows_other = smem_addr(&sm.rows[1 - wg][row_in_tile]);
+  for (int it = t.blocks.first(); !t.blocks.done(it); it = t.blocks.next(it)) {
+    // S = Q K_own^T: one commit group per K chunk, a chunk's slot released once the group after it
+    // is issued and it has retired (at most two own chunks held). Ring order: K[a, half 0], K[a, half 1].
+    auto issue_qk_chunk = [&](int a, bool accumulate) {
+      mbar_wait(&sm.full[ps.stage()], ps.phase());
+      const uint32_t k_lo = desc_k_major_lo(sm.ring[ps.stage()]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        WgmmaSS<T, N>::run(s, desc_k_major(q_lo, Cfg::kChunkBytes, 4 * a + kk), desc_k_major(k_lo, Cfg::kChunkBytes, kk),
+                           accumulate || kk > 0);
+      wgmma_commit();
+    };
+    if constexpr (wg == 1) skip();
+    issue_qk_chunk(0, false);
+    int held = ps.stage();
+    ps.advance();
+    if constexpr (wg == 0) skip();
+    for (int a = 1; a < p.qk_atoms; ++a) {
+      if constexpr (wg == 1) skip();
+      issue_qk_chunk(a, true);
+      wgmma_wait<1>();
+      release(held);
+      held = ps.stage();
+      ps.advance();
+      if constexpr (wg == 0) skip();
+    }
+    wgmma_wait<0>();
+    fence_operands(s);
+    release(held);
+    // Softcap, then the mask on partial blocks (this warpgroup's 64 keys start at n0).
+    if (p.attn.softcap != 0.f) {
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
+    }
+    if (!t.blocks.full(it)) {
+      const int row0 = t.m0 + row_in_tile, row1 = row0 + 8, n0 = it * Cfg::kKeys + wg * N;
+      cuda_backend::apply_keep_bits<N, 0>(
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
+      cuda_backend::apply_keep_bits<N, 1>(
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
+    }
+    // The block's row max over both halves: each warpgroup's quad max through smem. max(own, other)
+    // is the same bits in both (fmaxf commutes), so the running max, alpha and the slack rule of
+    // OnlineSoftmax move alike in both warpgroups.
+    float m[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float x = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) x = fmaxf(x, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      m[h] = cuda_backend::quad_max(x);
+      if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
+    }
+    named_bar_sync(1, Cfg::kConsumerThreads);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
+      softmax.take_max(h, m[h], p.attn.scale_log2, alpha);
+      softmax.exp_row(s, h, p.attn.scale_log2, alpha);
+    }
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int q = 0; q < Cfg::kSliceAtoms; ++q) cuda_backend::scale_rows<64>(o[q], alpha);
+    }
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pf[kk][r] = cuda_backend::pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    // P_own to smem as one 128-byte-swizzled K-major atom (the layout TMA gives Q and K): row r's
+    // 16-byte chunk j (columns 8 j .. 8 j + 7) at chunk j ^ (r % 8). This thread's columns
+    // 8 j + 2 quad_col (+1) of row half h are pf[j / 2][2 (j % 2) + h]. No barrier guards the rewrite:
+    // the other warpgroup's wgmma reads of this buffer (its last block's PV) retired before it
+    // reached this block's barrier 1.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row_in_tile + 8 * h;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j)
+        sts_u32(p_own + r * kAtomRowBytes + ((j ^ (r % 8)) << 4) + 4 * quad_col, pf[j / 2][2 * (j % 2) + h]);
+    }
+    fence_smem_for_tma();  // the generic-proxy stores, before the other warpgroup's wgmma reads them
+    named_bar_sync(2, Cfg::kConsumerThreads);
+    // O_slice += P V, quarter by quarter; ring order per quarter: (slice 0: half 0, half 1),
+    // (slice 1: half 0, half 1). A quarter's two slots go back once the next quarter's group is
+    // issued and the quarter's has retired.
+    int cur[2], prev[2];
+#pragma unroll
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q) {
+#pragma unroll
+      for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
+        if (w != wg) {
+          skip();
+          skip();
+          continue;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mbar_wait(&sm.full[ps.stage()], ps.phase());
+          cur[h] = ps.stage();
+          ps.advance();
+        }
+        const uint32_t v_own = desc_n_major_lo(sm.ring[cur[wg]], Cfg::kChunkBytes);
+        const uint32_t v_other = desc_n_major_lo(sm.ring[cur[1 - wg]], Cfg::kChunkBytes);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
+#pragma unroll
+        for (int kk = 0; kk < N / 16; ++kk)
+          WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
+                                                   desc_n_major(v_other, kk), 1);
+        wgmma_commit();
+        if (q > 0) {
+          wgmma_wait<1>();
+          release(prev[0]);
+          release(prev[1]);
+        }
+        prev[0] = cur[0];
+        prev[1] = cur[1];
+      }
+    }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) fence_operands(pf[kk]);  // P is rewritten next block
+    release(prev[0]);
+    release(prev[1]);
+  }
+  // The row sums: each warpgroup's quad sum through smem (the rows buffer's last reads, the other
+  // warpgroup's max of the last block, came before barrier 2), own + other in both (the same bits),
+  // left in quad column 0 so that finish()'s quad sum returns it exactly.
+  float own[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
+    if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
+  }
+  named_bar_sync(3, Cfg::kConsumerThreads);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float total = own[h] + lds_f32(rows_other + 32 * h);
+    softmax.row_sum[h] = quad_col == 0 ? total : 0.f;
+  }
+  float inv[2], lse[2];
+  softmax.finish(inv, lse);
+  const cuda_backend::AttnParams& a = p.attn;
+  const int64_t b_off = t.seq.batch_coord;
+  const int col0 = (t.pair * Cfg::kPairAtoms + wg * Cfg::kSliceAtoms) * kAtomCols;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = t.m0 + row_in_tile + 8 * h;
+    if (r >= t.seq.rows_q) continue;
+    if (r >= t.seq.len_q) {  // past seqused: out 0, lse -inf (the reference's convention)
+      inv[h] = 0.f;
+      lse[h] = -INFINITY;
+    }
+    T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + int64_t(t.seq.q_offset + r) * a.out_stride_s +
+             int64_t(t.head) * a.out_stride_h + col0;
+#pragma unroll
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q) {
+      if (col0 + q * kAtomCols >= p.v_atoms * kAtomCols) continue;  // past d_v (TMA's zero fill)
+#pragma unroll
+      for (int j = 0; j < 8; ++j)
+        *reinterpret_cast<uint32_t*>(out + q * kAtomCols + 8 * j + 2 * quad_col) =
+            cuda_backend::pack2<T>(o[q][4 * j + 2 * h] * inv[h], o[q][4 * j + 2 * h + 1] * inv[h]);
+    }
+    if (a.lse != nullptr && wg == 0 && t.pair == 0 && quad_col == 0)
+      a.lse[b_off * a.lse_stride_b + int64_t(t.head) * a.lse_stride_h + int64_t(t.seq.q_offset + r) * a.lse_stride_s] =
+          lse[h];
+  }
+}
+
+template <class T>
+__global__ void __launch_bounds__(SplitDKeySplitConfig::kThreads, 1)
+    splitd_keysplit_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+                               const __grid_constant__ CUtensorMap tv, const __grid_constant__ SplitDParams p) {
+  using Cfg = SplitDKeySplitConfig;
+  extern __shared__ uint8_t smem_raw[];
+  auto& sm = *reinterpret_cast<SplitDKeySplitSmem*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const SplitDTile t = splitd_tile<Cfg::kKeys>(p);
+  if (t.m0 >= t.seq.rows_q) return;  // past this sequence's rows (varlen: a shorter one), whole CTA
+  if (threadIdx.x == 0) {
+    prefetch_tma_map(&tq);
+    prefetch_tma_map(&tk);
+    prefetch_tma_map(&tv);
+    mbar_init(&sm.q_full, 1);
+#pragma unroll
+    for (int s = 0; s < Cfg::kRingSlots; ++s) {
+      mbar_init(&sm.full[s], 1);
+      mbar_init(&sm.empty[s], 4 * Cfg::kConsumerWarpgroups);
+    }
+    cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  }
+  __syncthreads();
+  if (threadIdx.x < 128) {
+    regs_release<Cfg::kProducerRegs>();
+    if (threadIdx.x == 0 && !t.blocks.empty()) splitd_keysplit_produce(sm, p, t, &tq, &tk, &tv);
+  } else {
+    regs_claim<Cfg::kConsumerRegs>();
+    if (threadIdx.x < 256)
+      splitd_keysplit_consume<T, 0>(sm, p, t);
+    else
+      splitd_keysplit_consume<T, 1>(sm, p, t);
+  }
+}
+
+}  // namespace fastattn::sm90
