@@ -8,8 +8,9 @@ current CUDA stream, so they run under torch.compile(fullgraph=True) and inside 
 Varlen index arrays on CUDA are not validated inside the ops (validation would copy them to the
 host, a sync); the caller vouches for cu_seqlens/seqused there. On the CPU they are validated.
 Both ops hand their tensors to the extension as plain-value views (_torch_views), not DLPack.
-block_mask (an optional bool / uint8 tensor of kept blocks, docs/masks.md) and its block_q / block_k
-come last with defaults, so calls without a mask keep their schema; autograd saves the mask for bwd.
+block_mask (an optional bool / uint8 tensor of kept blocks, docs/masks.md) and its block_q / block_k,
+then bit_mask (optional packed int32 words of an element mask, _bit_mask.pack), come last with defaults,
+so calls without a mask keep their schema; autograd saves either mask for bwd.
 """
 
 from typing import Optional, Tuple
@@ -25,19 +26,20 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
         seqused_q: Optional[Tensor], seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
         softmax_scale: float, causal: bool, window_left: int, window_right: int,
         softcap: float, deterministic: bool = False, block_mask: Optional[Tensor] = None,
-        block_q: int = 128, block_k: int = 128) -> Tuple[Tensor, Tensor]:
+        block_q: int = 128, block_k: int = 128, bit_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Attention forward: (out, lse); see fastattn.forward for layouts. `deterministic` is for
     the backward autograd derives from this op."""
     return _torch_views.forward(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                                 max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
                                 window_right, softcap, not q.is_cuda,
-                                blocks=None if block_mask is None else (block_mask, block_q, block_k))
+                                blocks=None if block_mask is None else (block_mask, block_q, block_k),
+                                bits=bit_mask)
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
               softmax_scale, causal, window_left, window_right, softcap, deterministic=False,
-              block_mask=None, block_q=128, block_k=128):
+              block_mask=None, block_q=128, block_k=128, bit_mask=None):
     out = q.new_empty((*q.shape[:-1], v.shape[-1]))
     if cu_seqlens_q is not None:
         lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
@@ -52,13 +54,13 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
         seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
         causal: bool, window_left: int, window_right: int,
         softcap: float, deterministic: bool = False, block_mask: Optional[Tensor] = None,
-        block_q: int = 128, block_k: int = 128) -> Tuple[Tensor, Tensor, Tensor]:
+        block_q: int = 128, block_k: int = 128, bit_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse); deterministic:
-    bitwise equal from run to run; block_mask as the forward's."""
+    bitwise equal from run to run; block_mask and bit_mask as the forward's."""
     return _torch_views.backward(dout, q, k, v, out, lse, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                                  max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
                                  window_right, softcap, not q.is_cuda, deterministic,
-                                 None if block_mask is None else (block_mask, block_q, block_k))
+                                 None if block_mask is None else (block_mask, block_q, block_k), bit_mask)
 
 
 @bwd.register_fake
@@ -82,13 +84,15 @@ class _NoGuard:
 
 
 _SCALARS = 8  # fwd's inputs after the 7 tensors: max_seqlen_q .. deterministic; then the block mask's 3
+_MASKS = 4    # block_mask, block_q, block_k, bit_mask
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, cu_q, cu_k, used_q, used_k = inputs[:7]
-    block_mask, block_q, block_k = (tuple(inputs[7 + _SCALARS:]) + (None, 128, 128)[len(inputs) - 7 - _SCALARS:])
+    block_mask, block_q, block_k, bit_mask = (tuple(inputs[7 + _SCALARS:]) +
+                                              (None, 128, 128, None)[len(inputs) - 7 - _SCALARS:])
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask)
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask)
     ctx.scalars = inputs[7:7 + _SCALARS]
     ctx.block_size = (block_q, block_k)
     ctx.mark_non_differentiable(lse)
@@ -96,17 +100,20 @@ def _setup_context(ctx, inputs, output):
 
 def _gradients(ctx, dout, run_bwd):
     """(dq, dk, dv, None...) from the saved forward; run_bwd is the bwd op or its direct twin."""
-    q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask = ctx.saved_tensors
+    q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask = ctx.saved_tensors
     if dout.is_cuda and not dout.is_contiguous():
         # autograd hands expanded (stride 0) or strided gradients; the GPU backward reads dout
         # with TMA (16-byte aligned rows), so give it a dense copy, as FlashAttention does
         dout = dout.contiguous()
-    if block_mask is None:  # the schema's defaults: the same bwd call as before block masks existed
+    if block_mask is None and bit_mask is None:  # the schema's defaults: the same bwd call as before masks
         dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
-    else:
+    elif bit_mask is None:
         dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars, block_mask,
                              *ctx.block_size)
-    return (dq, dk, dv) + (None,) * (4 + _SCALARS + 3)
+    else:
+        dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars, block_mask,
+                             *ctx.block_size, bit_mask)
+    return (dq, dk, dv) + (None,) * (4 + _SCALARS + _MASKS)
 
 
 def _backward(ctx, dout, _dlse):
@@ -118,11 +125,11 @@ fwd.register_autograd(_backward, setup_context=_setup_context)
 
 def _direct_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k,
                 softmax_scale, causal, window_left, window_right, softcap, deterministic, block_mask=None,
-                block_q=128, block_k=128):
+                block_q=128, block_k=128, bit_mask=None):
     return _torch_views.backward(dout, q, k, v, out, lse, (cu_q, cu_k, used_q, used_k), max_seqlen_q,
                                  max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                                  not q.is_cuda, deterministic,
-                                 None if block_mask is None else (block_mask, block_q, block_k))
+                                 None if block_mask is None else (block_mask, block_q, block_k), bit_mask)
 
 
 class DirectAttention(torch.autograd.Function):
@@ -133,9 +140,11 @@ class DirectAttention(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, q, k, v, cu_q, cu_k, used_q, used_k, *scalars):
-        blocks = scalars[_SCALARS:]  # (block_mask, block_q, block_k), absent or block_mask None: no mask
+        blocks = scalars[_SCALARS:_SCALARS + 3]  # (block_mask, block_q, block_k), absent or None: no mask
+        bits = scalars[_SCALARS + 3] if len(scalars) > _SCALARS + 3 else None  # packed element-mask words
         out, lse = _torch_views.forward(q, k, v, (cu_q, cu_k, used_q, used_k), *scalars[:7],
-                                        not q.is_cuda, blocks=blocks if blocks and blocks[0] is not None else None)
+                                        not q.is_cuda, blocks=blocks if blocks and blocks[0] is not None else None,
+                                        bits=bits)
         _setup_context(ctx, (q, k, v, cu_q, cu_k, used_q, used_k, *scalars), (out, lse))
         return out, lse
 

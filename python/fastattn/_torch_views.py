@@ -59,17 +59,25 @@ def _out_view(t, dtype_code, device):
 _NO_BLOCKS = {}
 
 
-def _mask_kw(blocks):
+def _mask_kw(blocks, bits=None):
     """forward_views / backward_views keywords of a block mask: its view (a 4-D bool / uint8 tensor,
-    any strides: the C++ layer reads it byte by byte) and block sizes; none without one.
-    blocks: (mask, block_q, block_k) or None."""
-    if blocks is None:
+    any strides: the C++ layer reads it byte by byte) and block sizes; of an element bitmask: the view
+    of its packed int32 words (_bit_mask.pack); none without either.
+    blocks: (mask, block_q, block_k) or None; bits: a 4-D int32 tensor or None."""
+    if blocks is None and bits is None:
         return _NO_BLOCKS
-    mask, block_q, block_k = blocks
-    device = mask.get_device() if mask.is_cuda else (-1 if mask.is_cpu else str(mask.device))
-    dtype = _BYTE if mask.dtype in _BYTE_DTYPES else _dtype_name(mask)
-    return {"block_mask": (mask.data_ptr(), mask.shape, mask.stride(), dtype, device, mask),
-            "block_q": block_q, "block_k": block_k}
+    kw = {}
+    if blocks is not None:
+        mask, block_q, block_k = blocks
+        device = mask.get_device() if mask.is_cuda else (-1 if mask.is_cpu else str(mask.device))
+        dtype = _BYTE if mask.dtype in _BYTE_DTYPES else _dtype_name(mask)
+        kw = {"block_mask": (mask.data_ptr(), mask.shape, mask.stride(), dtype, device, mask),
+              "block_q": block_q, "block_k": block_k}
+    if bits is not None:
+        device = bits.get_device() if bits.is_cuda else (-1 if bits.is_cpu else str(bits.device))
+        dtype = _DTYPES.get(bits.dtype, None) if bits.dtype == torch.int32 else _dtype_name(bits)
+        kw["bit_mask"] = (bits.data_ptr(), bits.shape, bits.stride(), dtype, device, bits)
+    return kw
 
 
 def _index_views(index_arrays):
@@ -98,11 +106,11 @@ def _call(fn, args, device, kw=_NO_BLOCKS):
 
 
 def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
-            window_right, softcap, check_index_arrays, with_lse=True, heads_first=False, blocks=None):
+            window_right, softcap, check_index_arrays, with_lse=True, heads_first=False, blocks=None, bits=None):
     """(out, lse) with every scalar already resolved; lse is None unless with_lse.
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
     heads_first: q, k, v are 4-D (b, h, s, d) (fixed length only); out is (b, s_q, h, d_v) still.
-    blocks: (block_mask tensor, block_q, block_k) or None."""
+    blocks: (block_mask tensor, block_q, block_k) or None; bits: packed element-mask words (int32) or None."""
     qv = view(q, heads_first)
     shape = qv[1]
     out = q.new_empty((*shape[:-1], v.shape[-1]))
@@ -116,19 +124,19 @@ def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, wi
     args = (qv, view(k, heads_first), view(v, heads_first), _out_view(out, qv[3], qv[4]), lse_view, cu_q, cu_k, used_q, used_k,
             max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap,
             check_index_arrays, 0, 0)
-    _call(_C.forward_views, args, qv[4], _mask_kw(blocks))
+    _call(_C.forward_views, args, qv[4], _mask_kw(blocks, bits))
     return out, lse
 
 
 def backward(dout, q, k, v, out, lse, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal,
-             window_left, window_right, softcap, check_index_arrays, deterministic, blocks=None):
-    """(dq, dk, dv) of forward's out given its gradient dout; scalars and blocks as forward."""
+             window_left, window_right, softcap, check_index_arrays, deterministic, blocks=None, bits=None):
+    """(dq, dk, dv) of forward's out given its gradient dout; scalars, blocks and bits as forward."""
     qv, kv, vv = view(q), view(k), view(v)
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     args = (view(dout), qv, kv, vv, view(out), view(lse), view(dq), view(dk), view(dv),
             *_index_views(index_arrays), max_seqlen_q, max_seqlen_k, scale, causal, window_left,
             window_right, softcap, check_index_arrays, 0, 0, deterministic)
-    _call(_C.backward_views, args, qv[4], _mask_kw(blocks))
+    _call(_C.backward_views, args, qv[4], _mask_kw(blocks, bits))
     return dq, dk, dv
 
 

@@ -21,9 +21,10 @@ _INDEX_NAMES = ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")
 
 
 def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-               deterministic, direct, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE):
+               deterministic, direct, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None):
     """(out, lse) through the fastattn::fwd custom op (torch.compile, tensor subclasses), or its
-    autograd twin without the op's dispatch when direct (plain tensors, eager)."""
+    autograd twin without the op's dispatch when direct (plain tensors, eager). bit_mask: packed
+    element-mask words (_bit_mask.pack, int32 on q's device) or None; autograd saves it for the backward."""
     import torch
 
     max_seqlens = [m if isinstance(m, (int, torch.SymInt)) else operator.index(m) for m in max_seqlens]
@@ -33,7 +34,10 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
         from ._torch_ops import DirectAttention
 
         return DirectAttention.apply(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left,
-                                     right, float(softcap), bool(deterministic), block_mask, *block_size)
+                                     right, float(softcap), bool(deterministic), block_mask, *block_size, bit_mask)
+    if bit_mask is not None:
+        return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left, right,
+                                      float(softcap), bool(deterministic), block_mask, *block_size, bit_mask)
     if block_mask is None:  # the op's schema defaults: the same graph as before block masks existed
         return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal),
                                       left, right, float(softcap), bool(deterministic))
@@ -52,8 +56,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     their ranks); out is (b, s_q, h, d_v) all the same. The torch direct path reads them as they
     lie, without a transpose call.
     block_mask / block_size: as flash_attn_func (the mask is an array of q's kind).
-    mask: a bool keep-mask of every pair (flash_attn_func); torch calls with it run without autograd
-    (no custom op yet): under torch.compile or with inputs that require grad they are refused."""
+    mask: a bool keep-mask of every pair (flash_attn_func), packed into bitmask words on its device;
+    torch calls with it are differentiable too (the op and its autograd twin save the packed words)."""
     if block_mask is not None:
         block_mask, block_size = _block_mask.resolve(block_mask, block_size)
     else:  # the paths below unpack block_size as a pair; without a mask it applies to nothing
@@ -63,7 +67,7 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     torch = torch_module()
     if mask is not None:
         return _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
-                                 softcap, heads_first, block_mask, block_size, mask)
+                                 softcap, heads_first, block_mask, block_size, mask, deterministic)
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         # isinstance, not the array adapters: Dynamo traces it (the op path runs under torch.compile).
@@ -107,12 +111,23 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
 
 
 def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-                      heads_first, block_mask, block_size, mask):
-    """attention() with an element mask: the array-agnostic path (DLPack, fastattn.forward's), the mask
-    packed into bitmask words on its device. No autograd: a torch call that needs it is refused."""
-    if torch is not None and isinstance(q, torch.Tensor) and _torch_path(torch, q, k, v) != "inference":
-        raise NotImplementedError("mask: element masks run without autograd for now (no custom op): call under "
-                                  "torch.no_grad(), or use fastattn.forward / fastattn.backward with mask=")
+                      heads_first, block_mask, block_size, mask, deterministic=False):
+    """attention() with an element mask, packed into bitmask words on its device: torch calls that need
+    autograd or tracing go through the custom op (or its autograd twin) with the packed words, which
+    autograd saves for the backward; the rest takes the array-agnostic path (DLPack, fastattn.forward's)."""
+    if torch is not None and isinstance(q, torch.Tensor):
+        path = _torch_path(torch, q, k, v)
+        if path != "inference":
+            for name, x in (("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask)):
+                if x is not None and not isinstance(x, torch.Tensor):
+                    raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
+            for name, x in zip(_INDEX_NAMES, index_arrays):
+                if x is not None and not isinstance(x, torch.Tensor):
+                    raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
+            if heads_first:
+                q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
+                              deterministic, path == "autograd", block_mask, block_size, _bit_mask.pack(mask))
     xs = arrays_for(q, "q")
     same_kind(xs, [("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask)] +
               list(zip(_INDEX_NAMES, index_arrays)))
@@ -188,8 +203,8 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     block_mask, block_size is ignored (as fastattn.forward does).
     mask: None, or a bool keep-mask of every pair (True = keep; SDPA's boolean attn_mask), (s_q, s_k),
     (mask_heads, s_q, s_k) or (mask_batch, mask_heads, s_q, s_k), ANDed with causal / window_size;
-    packed into bits on its device (docs/masks.md, Element bitmasks). For torch, forward only (no
-    autograd yet; fastattn.backward takes mask= too).
+    packed into bits on its device (docs/masks.md, Element bitmasks); torch autograd saves the packed
+    bits and its backward applies them (fastattn.backward takes mask= too).
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
     """
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,

@@ -35,7 +35,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (b, s_q, h_q, d_v) buffer, as PyTorch's flash backend does). Differentiable for torch tensors.
     attn_mask: None or a bool mask broadcastable to (b, h_q, s_q, s_k), True = take part (PyTorch's
     boolean convention), run as fastattn's element bitmask (docs/masks.md); not with is_causal (as
-    PyTorch); torch calls with it run without autograd (NotImplementedError when grad is needed).
+    PyTorch); torch calls with it are differentiable (the backward applies the same bits).
     Not supported: float (additive) attn_mask (NotImplementedError), dropout_p > 0 (NotImplementedError).
     """
     if attn_mask is not None:

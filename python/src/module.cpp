@@ -148,7 +148,8 @@ using fastattn_py::view_to_tensor;
 
 fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
                              nb::handle cu_seqlens_k, nb::handle seqused_q, nb::handle seqused_k,
-                             nb::handle block_mask, int32_t block_q, int32_t block_k, fastattn::AttnArgs a) {
+                             nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask,
+                             fastattn::AttnArgs a) {
   a.q = view_to_tensor(q, "q");
   a.k = view_to_tensor(k, "k");
   a.v = view_to_tensor(v, "v");
@@ -159,6 +160,10 @@ fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handl
   if (!block_mask.is_none()) {
     set_block_mask(a, fastattn_py::view_to_block_mask(block_mask, "block_mask", block_q, block_k));
   }
+  if (!bit_mask.is_none()) {  // with a block mask too, validation refuses the pair by name
+    a.mask.kind = fastattn::MaskKind::DenseBitmask;
+    a.mask.bits = fastattn_py::view_to_bit_mask(bit_mask, "mask");
+  }
   return a;
 }
 
@@ -167,9 +172,9 @@ void forward_views(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb:
                    nb::handle seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                    bool causal, int32_t window_left, int32_t window_right, float softcap,
                    bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream,
-                   nb::handle block_mask, int32_t block_q, int32_t block_k) {
+                   nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask) {
   fastattn::AttnArgs a = view_args(
-      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k,
+      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k, bit_mask,
       scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                   check_index_arrays, backend, num_threads, false));
   a.out = view_to_tensor(out, "out");
@@ -188,9 +193,9 @@ void backward_views(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, n
                     int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
                     int32_t window_left, int32_t window_right, float softcap, bool check_index_arrays,
                     int32_t backend, int32_t num_threads, bool deterministic, uintptr_t stream,
-                    nb::handle block_mask, int32_t block_q, int32_t block_k) {
+                    nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask) {
   fastattn::AttnArgs a = view_args(
-      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k,
+      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k, bit_mask,
       scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                   check_index_arrays, backend, num_threads, deterministic));
   a.out = view_to_tensor(out, "out");
@@ -318,14 +323,17 @@ NB_MODULE(_C, m) {
         "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "seqused_q"_a.none(), "seqused_k"_a.none(),
         "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
         "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a, "num_threads"_a, "stream"_a,
-        "block_mask"_a.none() = nb::none(), "block_q"_a = 128, "block_k"_a = 128,
-        "forward over views (data_ptr, shape, strides, dtype, device): no DLPack per array.");
+        "block_mask"_a.none() = nb::none(), "block_q"_a = 128, "block_k"_a = 128, "bit_mask"_a.none() = nb::none(),
+        "forward over views (data_ptr, shape, strides, dtype, device): no DLPack per array (bit_mask: a view of "
+        "4-D int32 packed words).");
   m.def("backward_views", &backward_views, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a,
         "dk"_a, "dv"_a, "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "seqused_q"_a.none(),
         "seqused_k"_a.none(), "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a,
         "window_left"_a, "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a,
         "num_threads"_a, "deterministic"_a, "stream"_a, "block_mask"_a.none() = nb::none(), "block_q"_a = 128,
-        "block_k"_a = 128, "backward over views, as forward_views (block_mask: a view of a 4-D byte array).");
+        "block_k"_a = 128, "bit_mask"_a.none() = nb::none(),
+        "backward over views, as forward_views (block_mask: a view of a 4-D byte array; bit_mask: of 4-D int32 "
+        "packed words).");
   m.def("forward_kvcache", &forward_kvcache, "q"_a, "k_cache"_a, "v_cache"_a, "k_new"_a.none(),
         "v_new"_a.none(), "out"_a, "lse"_a.none(), "rotary_cos"_a.none(), "rotary_sin"_a.none(),
         "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "cache_leftpad"_a.none(),

@@ -142,6 +142,29 @@ fastattn::BlockMask view_to_block_mask(nb::handle view, const char* name, int32_
   return m;
 }
 
+fastattn::BitMask view_to_bit_mask(nb::handle view, const char* name) {
+  const Parts p = parts_of(view, name);
+  if (dtype_code(p.dtype) != kInt32)
+    raise(PyExc_ValueError, std::string(name) + ": packed words must be int32, got " + dtype_text(p.dtype));
+  const Py_ssize_t ndim = PyTuple_GET_SIZE(p.shape);
+  if (ndim != 4)
+    raise(PyExc_ValueError, std::string(name) + ": packed words need 4 dimensions (mask_batch, mask_heads, rows, "
+                                "words), got " + std::to_string(ndim));
+  fastattn::BitMask m;
+  m.data = static_cast<const uint32_t*>(p.data);
+  int64_t stride[4];
+  for (Py_ssize_t i = 0; i < 4; ++i) {
+    m.shape[i] = as_int64(PyTuple_GET_ITEM(p.shape, i));
+    stride[i] = as_int64(PyTuple_GET_ITEM(p.strides, i));
+  }
+  if (stride[3] != 1 && m.shape[3] > 1)
+    raise(PyExc_ValueError, std::string(name) + ": the word dim must be contiguous (stride 1), got stride " +
+                                std::to_string(stride[3]));
+  for (int i = 0; i < 3; ++i) m.stride[i] = m.shape[i] == 1 ? 0 : stride[i];  // as the DLPack path (to_bit_mask)
+  std::tie(m.device, m.device_index) = device_of(p.device, name);
+  return m;
+}
+
 fastattn::PageTable view_to_page_table(nb::handle view, const char* name, const fastattn::Tensor& where) {
   const Parts p = parts_of(view, name);
   const Py_ssize_t ndim = PyTuple_GET_SIZE(p.shape);

@@ -27,6 +27,11 @@ fastattn::IndexArray view_to_index(nb::handle view, const char* name, const fast
 // block_k); raises ValueError naming `name` for another dtype or rank.
 fastattn::BlockMask view_to_block_mask(nb::handle view, const char* name, int32_t block_q, int32_t block_k);
 
+// A 4-D int32 view of packed element-mask words (mask_batch, mask_heads, rows, words; the word dim
+// contiguous) as a bit mask, broadcast dims (size 1) at stride 0 as the DLPack path's to_bit_mask; raises
+// ValueError naming `name` for another dtype, rank or a strided word dim.
+fastattn::BitMask view_to_bit_mask(nb::handle view, const char* name);
+
 // A 2-D C-contiguous int32 view (batch, pages_per_seq) on `where`'s device; raises ValueError
 // naming `name` with the DLPack path's messages.
 fastattn::PageTable view_to_page_table(nb::handle view, const char* name, const fastattn::Tensor& where);

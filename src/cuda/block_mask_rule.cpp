@@ -14,21 +14,40 @@ bool lists_fit(int64_t lines, int64_t blocks_per_line) { return lines * blocks_p
 
 namespace {
 
-// An element bitmask (p.bits): the forward's BitmaskConfig kernels (sm90/fwd/launch_bitmask.cuh).
-Status bit_mask_support(const detail::Problem& p, bool backward) {
-  if (backward)
-    return Status::Unsupported("mask: the CUDA backward takes no element bitmask yet (the forward runs it; the CPU "
-                               "and reference backends run both)");
+// An element bitmask (p.bits): the forward's BitmaskConfig kernels (sm90/fwd/launch_bitmask.cuh), the
+// backward's BitmaskBwdConfig kernel (sm90/bwd/bit_lists.h: the block-sparse backward's twin, so its rule).
+Status bit_mask_support(const detail::Problem& p, bool backward, bool deterministic) {
+  const std::string pass = backward ? "backward" : "forward";
   if (p.head_dim != p.head_dim_v || p.head_dim > 128)
-    return Status::Unsupported("mask: the CUDA bitmask forward runs head dims up to 128 with head_dim_v = head_dim "
-                               "(64, 96, 128); got head_dim " + std::to_string(p.head_dim) + ", head_dim_v " +
+    return Status::Unsupported("mask: the CUDA bitmask " + pass + " runs head dims up to 128 with head_dim_v = " +
+                               "head_dim (64, 96, 128); got head_dim " + std::to_string(p.head_dim) + ", head_dim_v " +
                                std::to_string(p.head_dim_v));
+  const detail::BitMaskView& m = p.bits;
+  const int64_t batches = m.batch_stride == 0 ? 1 : p.batch, heads = p.heads_q / m.head_div;
+  if (backward) {
+    if (deterministic)
+      return Status::Unsupported("mask: bitmask deterministic backward on CUDA not yet (deterministic=False runs it; "
+                                 "the CPU and reference backends run both)");
+    if (p.softcap > 0.f)
+      return Status::Unsupported("mask: the CUDA bitmask backward takes no softcap yet (its kernel is built "
+                                 "without the softcap path)");
+    if (p.group > 0 && m.head_div % p.group != 0)
+      return Status::Unsupported("mask: the CUDA bitmask backward needs the q heads of one KV head to share a mask "
+                                 "head (mask heads 1 or a divisor of heads_kv); got " + std::to_string(heads) +
+                                 " mask heads for heads_kv " + std::to_string(p.heads_kv));
+    // sm90/bwd/bit_lists.h: a packed slot per (mask line of 128 keys, q-block of 64 rows at most), a list
+    // entry per (key tile, q-block).
+    const int64_t k_tiles = (int64_t(p.max_rows_k) + kBlockSparseTileKeys - 1) / kBlockSparseTileKeys;
+    const int64_t q_blocks = (int64_t(p.max_rows_q) + 63) / 64;
+    if (!lists_fit(batches * heads * k_tiles, q_blocks) || !lists_fit(int64_t(p.batch) * p.heads_kv * k_tiles, q_blocks))
+      return Status::Unsupported("mask: the CUDA bitmask backward's lists would exceed 2^31 entries (key tiles of "
+                                 "128 x q-blocks of 64)");
+    return Status::Ok();
+  }
   if (p.num_splits_arg > 1)
     return Status::Unsupported("num_splits: the CUDA bitmask forward does not split keys (pass 0 or 1); got " +
                                std::to_string(p.num_splits_arg));
   // sm90/fwd/bit_lists.h: a packed slot per (mask line, key block of 128), a list entry per (tile, key block).
-  const detail::BitMaskView& m = p.bits;
-  const int64_t batches = m.batch_stride == 0 ? 1 : p.batch, heads = p.heads_q / m.head_div;
   const int64_t k_blocks = (int64_t(p.max_rows_k) + kBlockSparseTileKeys - 1) / kBlockSparseTileKeys;
   const int64_t q_tiles = (int64_t(p.max_rows_q) + kBlockSparseTileRows - 1) / kBlockSparseTileRows;
   if (!lists_fit(batches * heads * q_tiles, k_blocks) || !lists_fit(int64_t(p.batch) * p.heads_q * q_tiles, k_blocks))
@@ -40,7 +59,7 @@ Status bit_mask_support(const detail::Problem& p, bool backward) {
 }  // namespace
 
 Status block_mask_support(const detail::Problem& p, bool backward, bool deterministic) {
-  if (p.bits.defined()) return bit_mask_support(p, backward);
+  if (p.bits.defined()) return bit_mask_support(p, backward, deterministic);
   const detail::BlockMaskView& m = p.blocks;
   const std::string pass = backward ? "backward" : "forward";
   if (p.head_dim != p.head_dim_v || p.head_dim > 128)

@@ -18,8 +18,9 @@ constexpr int kBlockSparseTileRows = 128, kBlockSparseTileKeys = 128;
 // entries (each pass's own lists); for the forward an explicit num_splits > 1; for the backward the
 // deterministic mode, a softcap, or q heads of one KV head on different mask heads. (KV-cache calls
 // carry no mask: KvCacheArgs has none.)
-// With an element bitmask (p.bits defined) the rule is the bitmask forward's: d <= 128 with d_v = d, no
-// explicit num_splits > 1, lists below 2^31 entries; the backward is refused by name (no kernel yet).
+// With an element bitmask (p.bits defined): d <= 128 with d_v = d and lists below 2^31 entries; the forward
+// no explicit num_splits > 1; the backward (BitmaskBwdConfig, the block-sparse backward's twin) as the
+// block-sparse backward: no deterministic mode, no softcap, the q heads of a KV head on one mask head.
 Status block_mask_support(const detail::Problem& p, bool backward, bool deterministic = false);
 
 // Whether a GQA-packed tile (several q heads of one KV head, sched/gqa_pack.h) may run under p's

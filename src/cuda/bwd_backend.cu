@@ -178,9 +178,9 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   const AttnParams& a = p.attn;
   // Rows per q-block, and the workspace's padding per sequence (80 at d 128 without mask: config.h).
   // Block-sparse masks take the head dim's default tile on the accumulator path (never the 80-row tile,
-  // the band or the dQ ring: the lists are walked by BlockSparseBwdConfig's kernel only).
-  const bool block_sparse = problem.blocks.defined();
-  if (problem.bits.defined()) return block_mask_support(problem, true, deterministic);  // refuses: no kernel yet
+  // the band or the dQ ring: the lists are walked by BlockSparseBwdConfig's kernel only); element bitmasks
+  // likewise (its twin, BitmaskBwdConfig).
+  const bool block_sparse = problem.blocks.defined() || problem.bits.defined();
   if (block_sparse) {  // validation asked the rule with the mode; a direct caller is held to it here
     if (Status st = block_mask_support(problem, true, deterministic); !st.ok()) return st;
   }

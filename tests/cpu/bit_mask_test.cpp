@@ -173,6 +173,95 @@ TEST(BitMaskLists, TileListWalkKeepsTheContract) {
   }
 }
 
+// The backward's S^T order (sm90/bwd/bit_lists.h): a thread's rows are keys and its columns queries, so the
+// prep transposes each partial (key tile, q-block) block and writes, for key row r and quad thread t,
+// quad_keep_word of the key's query words (query 32c + i at bit i of word c; words 2 and 3 zero for a 64-row
+// q-block): bit 2j + e must be the bit of pair (query 8j + 2t + e, key r) of the caller's row-major words.
+TEST(BitOrder, BackwardKeyRowWordIsTheSTransposedOrder) {
+  Rng rng(test_seed());
+  for (int trial = 0; trial < 200; ++trial) {
+    const int block_m = trial % 2 ? 64 : 128;
+    std::vector<uint32_t> rows(size_t(block_m) * 4);  // the block's rows: query i's keys 32 kw + b at rows[4 i + kw]
+    for (uint32_t& x : rows) x = uint32_t(rng.uniform_int(0, 0xffff)) << 16 | uint32_t(rng.uniform_int(0, 0xffff));
+    for (int r = 0; r < 128; ++r) {
+      uint32_t qw[4] = {0, 0, 0, 0};  // the transpose, as the prep's ballots make it
+      for (int i = 0; i < block_m; ++i) qw[i / 32] |= ((rows[size_t(4 * i + r / 32)] >> (r % 32)) & 1u) << (i % 32);
+      for (int t = 0; t < 4; ++t) {
+        const uint32_t got = cuda_backend::quad_keep_word(qw, t);
+        for (int j = 0; j < 16; ++j)
+          for (int e = 0; e < 2; ++e) {
+            const int q = 8 * j + 2 * t + e;
+            const uint32_t want = q < block_m ? (rows[size_t(4 * q + r / 32)] >> (r % 32)) & 1u : 0u;
+            ASSERT_EQ((got >> (2 * j + e)) & 1u, want) << "block_m " << block_m << " key " << r << " t " << t << " q " << q;
+          }
+      }
+    }
+  }
+}
+
+// The backward prep's list of one key tile (sm90/bit_lists.cu's bwd_bit_tile_lists_kernel: the column view,
+// q-blocks of 64 rows inside query_blocks' range of a 128-key tile, parts by bit_list_part, each ascending)
+// walked as the kernel walks positions: every q-block the bits keep inside the range is visited once, the
+// full positions are exactly the blocks full in both, a position applies bits iff its block is bit-partial;
+// and with classes that agree with the window (full where the window is full, partial elsewhere: causal
+// spelled as bits under the causal window) the order and the verdicts are the window's own (the causal
+// kernel's walk, so that its dk / dv sums come in the same order).
+TEST(BitMaskLists, KeyTileListWalkKeepsTheContract) {
+  Rng rng(test_seed());
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int len_k = rng.uniform_int(1, 2000), len_q = rng.uniform_int(1, 2000);
+    const cuda_backend::WindowMask w{len_k, len_k - len_q, rng.uniform_int(-1, 600), rng.uniform_int(-1, 600)};
+    const int n0 = 128 * rng.uniform_int(0, (len_k - 1) / 128);
+    const cuda_backend::BlockRange r = cuda_backend::query_blocks(w, n0, n0 + 128, 64);
+    if (r.empty()) continue;
+    const int m_blocks = (len_q + 63) / 64;
+    const bool window_like = trial % 5 == 0;
+    std::vector<uint8_t> cls(static_cast<size_t>(m_blocks));
+    for (int m = 0; m < m_blocks; ++m)
+      cls[size_t(m)] = window_like ? uint8_t(r.full(m) ? cuda_backend::kBitsFull : cuda_backend::kBitsPartial)
+                                   : uint8_t(rng.uniform_int(0, 2));
+    int edge[4];
+    cuda_backend::block_list_edges(r, edge);
+    const int fb = edge[2], fe = edge[3];
+    ASSERT_LE(edge[1], m_blocks) << trial;
+    std::vector<int> list;
+    int count[3] = {0, 0, 0};
+    for (int part = 0; part < 3; ++part)
+      for (int m = edge[0]; m < edge[1]; ++m)
+        if (cuda_backend::bit_list_part(m, cls[size_t(m)], fb, fe) == part) {
+          list.push_back(2 * m + (cls[size_t(m)] == cuda_backend::kBitsPartial ? 1 : 0));
+          ++count[part];
+        }
+    cuda_backend::BitList l;
+    l.begin = 0;
+    l.end = count[0] + count[1] + count[2];
+    l.full_begin = count[0];
+    l.full_end = count[0] + count[1];
+    l.list = list.data();
+    l.line = 0;
+    std::vector<int> seen(size_t(m_blocks), 0), order;
+    for (int it = l.first(); !l.done(it); it = l.next(it)) {
+      const int m = l.block(it);
+      ASSERT_TRUE(m >= r.begin && m < r.end) << trial;
+      ++seen[size_t(m)];
+      order.push_back(m);
+      ASSERT_EQ(l.full(it), r.full(m) && cls[size_t(m)] == cuda_backend::kBitsFull) << trial << " q-block " << m;
+      ASSERT_EQ(l.needs_bits(it), cls[size_t(m)] == cuda_backend::kBitsPartial) << trial;
+      if (window_like) {
+        ASSERT_EQ(l.full(it), r.full(m)) << trial;
+      }
+    }
+    for (int m = 0; m < m_blocks; ++m)
+      ASSERT_EQ(seen[size_t(m)], m >= r.begin && m < r.end && cls[size_t(m)] != cuda_backend::kBitsEmpty ? 1 : 0)
+          << trial << " q-block " << m;
+    if (window_like) {
+      std::vector<int> window_order;
+      for (int m = r.first(); !r.done(m); m = r.next(m)) window_order.push_back(m);
+      ASSERT_EQ(order, window_order) << trial;
+    }
+  }
+}
+
 class CpuBitMaskForward : public ::testing::TestWithParam<NamedCase> {};
 TEST_P(CpuBitMaskForward, MatchesReference) { check_cpu_forward(GetParam().spec, GetParam().threads); }
 INSTANTIATE_TEST_SUITE_P(Cases, CpuBitMaskForward, ::testing::ValuesIn(bit_mask_cases()),

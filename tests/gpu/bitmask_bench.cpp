@@ -8,7 +8,9 @@
 //   rand50       every pair kept with probability 1/2: every block partial;
 //   causal       causal as bits, beside native causal.
 // Each call's time is the median over kRuns calls (CUDA events) and includes the prep kernels.
-//   fastattn_bitmask_bench DIR
+// With `bwd` the backward's (BitmaskBwdConfig, its prep included) against the dense and the native causal
+// backward, each after one forward of the same mask (its out and lse).
+//   fastattn_bitmask_bench DIR [bwd]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -48,6 +50,7 @@ std::vector<uint32_t> load(const std::string& dir, const std::string& name, int*
 
 int main(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : ".";
+  const bool bwd = argc > 2 && std::string(argv[2]) == "bwd";
   const size_t elems = size_t(kB) * kS * kH * kD;
   std::vector<uint16_t> host(elems);
   std::mt19937 rng(1);
@@ -64,6 +67,11 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaMemcpy(p, host.data(), elems * 2, cudaMemcpyHostToDevice));
   }
   CHECK_CUDA(cudaMalloc(&lse, size_t(kB) * kH * kS * 4));
+  void *dout = nullptr, *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  if (bwd) {
+    for (void** p : {&dout, &dq, &dk, &dv}) CHECK_CUDA(cudaMalloc(p, elems * 2));
+    CHECK_CUDA(cudaMemcpy(dout, host.data(), elems * 2, cudaMemcpyHostToDevice));  // v's values: any will do
+  }
   CHECK_CUDA(cudaMalloc(&mask_dev, size_t(kB) * kS * kWords * 4));
 
   auto args = [&](bool causal, int mask_batch) {  // mask_batch 0: no bits
@@ -88,17 +96,29 @@ int main(int argc, char** argv) {
     }
     return a;
   };
+  auto call = [&](const AttnArgs& a) {
+    if (!bwd) return forward(a, nullptr);
+    auto t = [&](void* p) { return make_tensor(p, DType::BF16, {kB, kS, kH, kD}, Device::CUDA); };
+    return backward(a, t(dout), t(dq), t(dk), t(dv));
+  };
   auto median_ms = [&](const AttnArgs& a) {
+    if (bwd) {  // the out and lse the backward reads: this mask's
+      const Status st = forward(a, nullptr);
+      if (!st.ok()) {
+        std::fprintf(stderr, "forward: %s\n", st.message.c_str());
+        std::exit(1);
+      }
+    }
     cudaEvent_t e0, e1;
     CHECK_CUDA(cudaEventCreate(&e0));
     CHECK_CUDA(cudaEventCreate(&e1));
     std::vector<float> ms;
     for (int r = 0; r < kRuns + 3; ++r) {
       CHECK_CUDA(cudaEventRecord(e0));
-      const Status st = forward(a, nullptr);
+      const Status st = call(a);
       CHECK_CUDA(cudaEventRecord(e1));
       if (!st.ok()) {
-        std::fprintf(stderr, "forward: %s\n", st.message.c_str());
+        std::fprintf(stderr, "%s: %s\n", bwd ? "backward" : "forward", st.message.c_str());
         std::exit(1);
       }
       CHECK_CUDA(cudaEventSynchronize(e1));
@@ -110,8 +130,8 @@ int main(int argc, char** argv) {
     return ms[ms.size() / 2];
   };
 
-  std::printf("fastattn bitmask forward, bf16 b%d s%d h%d d%d; median of %d calls (prep included)\n\n", kB, kS, kH, kD,
-              kRuns);
+  std::printf("fastattn bitmask %s, bf16 b%d s%d h%d d%d; median of %d calls (prep included)\n\n",
+              bwd ? "backward" : "forward", kB, kS, kH, kD, kRuns);
   std::printf("| mask | causal flag | ms | / dense | / native causal |\n|---|---|---|---|---|\n");
   const float dense = median_ms(args(false, 0)), causal = median_ms(args(true, 0));
   std::printf("| none | no | %.3f | 1 | %.3f |\n", dense, dense / causal);

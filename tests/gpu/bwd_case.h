@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,8 +47,26 @@ struct BwdBlocks {
   int zero_q_block = -1, zero_k_block = -1;
 };
 
+// An element bitmask for a case (BwdCase::bits; bwd_bitmask_test.cpp): uint32 keep words
+// [mask batches][mask heads][rows][words] covering the longest sequence (bit j % 32 of word j / 32 of row
+// i keeps pair (i, j)), on the GPU for the CUDA call and on the host for the float64 reference. Patterns:
+// random bits with probability `density`, documents (`docs` segments over the keys: row i keeps key j iff
+// both lie in one), causal spelled as bits (j <= i + s_k - s_q), tiles of 64 x 64 blocks each empty, full
+// or random; bits past s_k random (they must be ignored). zero_rows_from / zero_keys_from (>= 0): rows /
+// keys from there on keep nothing (dq = 0 / dk = dv = 0 there).
+enum class BwdBitPattern { Random, Documents, CausalBits, Tiles };
+struct BwdBits {
+  BwdBitPattern pattern = BwdBitPattern::Random;
+  double density = 0.5;
+  int docs = 6;
+  bool batch_shared = false;  // mask dim 0 = 1
+  int mask_heads = 0;         // 0: heads_q
+  int zero_rows_from = -1, zero_keys_from = -1;
+};
+
 struct BwdCase : FwdCase {
   std::optional<BwdBlocks> blocks;  // a block-sparse mask (MaskKind::BlockSparse)
+  std::optional<BwdBits> bits;      // an element bitmask (MaskKind::DenseBitmask)
   bool deterministic = false;
   // dq bitwise equal over three runs in the default mode too (the band: one order by construction).
   bool dq_bitwise = false;
@@ -147,6 +166,54 @@ inline void run_bwd_case(const BwdCase& c) {
     mask_dev.emplace(mask_host.size());
     mask_dev->upload(mask_host.data());
   }
+  // The element bitmask's words (c.bits), and its view on either side.
+  BitMask bit_mask;
+  std::vector<uint32_t> bits_host;
+  std::optional<DeviceBuffer> bits_dev;
+  if (c.bits) {
+    const BwdBits& m = *c.bits;
+    const int max_q = idx.varlen ? idx.max_q : c.sq, max_k = idx.varlen ? idx.max_k : c.sk;
+    bit_mask.shape[0] = m.batch_shared ? 1 : idx.batch;
+    bit_mask.shape[1] = m.mask_heads > 0 ? m.mask_heads : c.hq;
+    bit_mask.shape[2] = std::max(1, max_q);
+    bit_mask.shape[3] = std::max(1, (max_k + 31) / 32);
+    bit_mask.stride[2] = bit_mask.shape[3];
+    bit_mask.stride[1] = bit_mask.shape[2] * bit_mask.stride[2];
+    bit_mask.stride[0] = bit_mask.shape[1] * bit_mask.stride[1];
+    bits_host.assign(size_t(bit_mask.shape[0] * bit_mask.stride[0]), 0u);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::vector<int> cuts;  // Documents: boundaries over the keys (and the rows, the same positions)
+    for (int d = 1; d < m.docs; ++d) cuts.push_back(int(u(rng) * max_k));
+    std::sort(cuts.begin(), cuts.end());
+    auto doc = [&](int x) { return int(std::upper_bound(cuts.begin(), cuts.end(), x) - cuts.begin()); };
+    const int64_t rows = bit_mask.shape[2], words = bit_mask.shape[3], tiles_k = (words * 32 + 63) / 64;
+    for (int64_t bh = 0; bh < bit_mask.shape[0] * bit_mask.shape[1]; ++bh) {
+      std::vector<int> kind(size_t((rows + 63) / 64 * tiles_k));
+      for (int& kd : kind) kd = int(u(rng) * 3);  // Tiles: 0 empty, 1 full, 2 random
+      for (int64_t i = 0; i < rows; ++i) {
+        uint32_t* row = &bits_host[size_t(bh * bit_mask.stride[1] + i * bit_mask.stride[2])];
+        for (int64_t j = 0; j < words * 32; ++j) {
+          bool keep = false;
+          switch (m.pattern) {
+            case BwdBitPattern::Random: keep = m.density >= 1.0 || u(rng) < m.density; break;
+            case BwdBitPattern::Documents: keep = doc(int(i)) == doc(int(j)); break;
+            case BwdBitPattern::CausalBits: keep = j <= i + max_k - max_q; break;
+            case BwdBitPattern::Tiles: {
+              const int kd = kind[size_t(i / 64 * tiles_k + j / 64)];
+              keep = kd == 1 || (kd == 2 && u(rng) < m.density);
+              break;
+            }
+          }
+          if (j >= max_k) keep = u(rng) < 0.5;  // bits past the keys: ignored
+          if ((m.zero_rows_from >= 0 && i >= m.zero_rows_from) || (m.zero_keys_from >= 0 && j >= m.zero_keys_from))
+            keep = false;
+          if (keep) row[j / 32] |= 1u << (j % 32);
+        }
+      }
+    }
+    bits_dev.emplace(bits_host.size() * 4);
+    bits_dev->upload(bits_host.data());
+  }
   std::vector<float> lse_host(lse_n);
 
   auto make_args = [&](bool on_gpu) {
@@ -164,6 +231,12 @@ inline void run_bwd_case(const BwdCase& c) {
       a.mask.blocks = mask;
       a.mask.blocks.data = on_gpu ? static_cast<const uint8_t*>(mask_dev->get()) : mask_host.data();
       a.mask.blocks.device = dv_;
+    }
+    if (c.bits) {
+      a.mask.kind = MaskKind::DenseBitmask;
+      a.mask.bits = bit_mask;
+      a.mask.bits.data = on_gpu ? static_cast<const uint32_t*>(bits_dev->get()) : bits_host.data();
+      a.mask.bits.device = dv_;
     }
     return a;
   };
@@ -252,7 +325,7 @@ inline void run_bwd_case(const BwdCase& c) {
   check_grad("dq", logical(0, 0), ref.dq, base.dq, c.dtype);
   check_grad("dk", logical(1, 0), ref.dk, base.dk, c.dtype);
   check_grad("dv", logical(2, 0), ref.dv, base.dv, c.dtype);
-  if (c.blocks) {  // what the mask drops (rows or keys with nothing kept) is exactly 0, not merely small
+  if (c.blocks || c.bits) {  // what the mask drops (rows or keys with nothing kept) is exactly 0, not merely small
     // Which rows and keys the mask leaves with nothing, from float64 results: a query row keeps no
     // key iff its lse is -inf; a key is kept by no row iff its dv row is exactly 0 (a sum of P > 0
     // times random dO otherwise). Exact zeros of the reference's dq / dk are no guide: a row that
@@ -279,7 +352,10 @@ inline void run_bwd_case(const BwdCase& c) {
         nonzero += from_bits(gl[i], c.dtype) != 0.0;
       }
       EXPECT_EQ(nonzero, 0u) << names[g] << ": elements the mask zeroes (" << zeros << ") are not 0";
-      if (c.blocks->density == 0.0 || c.blocks->zero_q_block >= 0 || c.blocks->zero_k_block >= 0) {
+      const bool meant = c.blocks ? c.blocks->density == 0.0 || c.blocks->zero_q_block >= 0 || c.blocks->zero_k_block >= 0
+                                  : (c.bits->pattern == BwdBitPattern::Random && c.bits->density == 0.0) ||
+                                        (g == 0 ? c.bits->zero_rows_from >= 0 : c.bits->zero_keys_from >= 0);
+      if (meant) {
         EXPECT_GT(zeros, 0u) << names[g] << ": the case meant gradients the mask zeroes";
       }
     }

@@ -208,6 +208,7 @@ struct BwdConfig {
   static constexpr bool kDvBeforeDq = D == 128 && BM == 64 && FASTATTN_D128_KRS_DV_FIRST != 0;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   static constexpr bool kBlockList = false;  // the block-sparse kernel (BlockSparseBwdConfig) walks lists
+  static constexpr bool kBitmask = false;    // its element-bitmask twin (BitmaskBwdConfig) applies bits too
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges; by default right-only ones) runs on
   // the 64-row tile and its longest-first order, in a kernel of its own (the accumulator path's kernels are
   // unchanged).
@@ -240,6 +241,15 @@ struct BlockSparseBwdConfig : Base {
   // run-time branch, so that the kernel is Base's in every other respect.
   static constexpr bool kHasSoftcap = Base::kHasSoftcap && !Base::kSoftcapKernel;
   static constexpr bool kPairKeyBlocks = false;
+};
+
+// The element-bitmask backward (docs/notes/masks-sm90.md, "Bitmask backward"): the block-sparse kernel, each
+// key tile walking its own list of non-empty q-blocks (bwd/bit_lists.h: entries q-block * 2 + needs-bits), and
+// on a partial block the caller's bits, gathered by the prep in S^T's accumulator order, ANDed into the
+// window's keep bits of the thread's two key rows. Full blocks read no bits; empty ones are not listed.
+template <class Base>
+struct BitmaskBwdConfig : BlockSparseBwdConfig<Base> {
+  static constexpr bool kBitmask = true;
 };
 
 // The config whose postprocess serves Cfg (a block-sparse config's base: the same kernel, not a twin).
@@ -315,6 +325,7 @@ struct BwdConfigKeys80 {
   static constexpr bool kDqTransposed = true;
   static constexpr bool kKeys80 = true;
   static constexpr bool kBlockList = false;
+  static constexpr bool kBitmask = false;
   static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
   // Launch settings of the default mode only (launch.cuh): no deterministic kernel; under a right
   // edge the longest-first order in L2 sections (lpt_order.h), each CTA walking upwards and no

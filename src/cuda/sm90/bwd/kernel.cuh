@@ -32,6 +32,7 @@
 #include "cuda/common/math.cuh"            // pack2
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
 #include "cuda/mask/keep_bits.cuh"
+#include "cuda/sm90/bwd/bit_lists.h"
 #include "cuda/sm90/bwd/band_dq.cuh"
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq.cuh"
@@ -182,6 +183,18 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   t.first_step(p, h, m);
   for (int i = steps; i > 0; --i, ps.advance(), dq_ps.advance(), t.next_step(p, h, m)) {
     const int s = ps.stage();
+    // Element bitmask (Cfg::kBitmask): this thread's keep words of the step's partial block, its two key rows
+    // (bwd/bit_lists.h: key row r's word of quad thread t at r * 4 + t), loaded ahead of the Q wait and the
+    // S^T MMA so that their latency hides there; all ones where the block needs none.
+    [[maybe_unused]] uint32_t key_bits[2];
+    if constexpr (Cfg::kBitmask) {
+      key_bits[0] = key_bits[1] = ~0u;
+      if (t.q_blocks.needs_bits(m)) {
+        const uint32_t* w = bwd_bit_slot(p.q_list_headers, t.q_blocks.line + t.q_block(m)) + (key_row - t.n0) * 4 + quad_col;
+        key_bits[0] = __ldg(w);
+        key_bits[1] = __ldg(w + 32);
+      }
+    }
     mbar_wait(&sm.q_full[s], ps.phase());
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsQLanded, steps - i);
     // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
@@ -221,10 +234,22 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         m0 = t.q_block(m) * Cfg::kBlockM + q_col0;
       else
         m0 = m * Cfg::kBlockM + q_col0;
-      cuda_backend::apply_keep_bits<kN, 0>(
-          st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
-      cuda_backend::apply_keep_bits<kN, 1>(
-          st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
+      if constexpr (Cfg::kBitmask) {  // the window's keep bits AND the caller's
+        cuda_backend::KeepBits<kN> k0 =
+            cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col);
+        cuda_backend::KeepBits<kN> k1 =
+            cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col);
+        static_assert(cuda_backend::KeepBits<kN>::kWords == 1, "bitmask: a key row's q columns in one word");
+        k0.w[0] &= key_bits[0];
+        k1.w[0] &= key_bits[1];
+        cuda_backend::apply_keep_bits<kN, 0>(st, k0);
+        cuda_backend::apply_keep_bits<kN, 1>(st, k1);
+      } else {
+        cuda_backend::apply_keep_bits<kN, 0>(
+            st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row) - m0, t.mask.row_hi(key_row) - m0, quad_col));
+        cuda_backend::apply_keep_bits<kN, 1>(
+            st, cuda_backend::keep_bits<kN>(t.mask.row_lo(key_row + 8) - m0, t.mask.row_hi(key_row + 8) - m0, quad_col));
+      }
     };
     // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
     // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO

@@ -16,6 +16,7 @@
 #include "cuda/stream_alloc.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/band_kernel.cuh"
+#include "cuda/sm90/bwd/bit_lists.h"
 #include "cuda/sm90/bwd/block_lists.h"
 #include "cuda/sm90/bwd/kernel.cuh"
 #include "cuda/sm90/bwd/keys80.cuh"
@@ -100,8 +101,13 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   if constexpr (Cfg::kBlockList) {
     if (p.deterministic || ring || band || p.kv_pair)
       return {Code::Internal, "backward: the block-sparse kernel runs the default mode's accumulator path only"};
-    if (Status st = prepare_bwd_block_lists(problem, Cfg::kBlockM, Cfg::kBlockN, stream, &p, &list_ws); !st.ok())
-      return st;
+    if constexpr (Cfg::kBitmask) {  // element bitmask: each key tile's own list, partial blocks' bits packed
+      if (Status st = prepare_bwd_bit_lists(problem, Cfg::kBlockM, Cfg::kBlockN, stream, &p, &list_ws); !st.ok())
+        return st;
+    } else {
+      if (Status st = prepare_bwd_block_lists(problem, Cfg::kBlockM, Cfg::kBlockN, stream, &p, &list_ws); !st.ok())
+        return st;
+    }
   }
   auto free_lists = [&](Status st) {
     if (list_ws != nullptr) {
@@ -224,6 +230,15 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
   } else {
     // Block-sparse masks (cuda/block_mask_rule.h: d <= 128, the default mode; bwd_backend.cu routes them to
     // the head dim's default tile, never the 80-row one, the band or the ring).
+    // Element bitmasks (the same rule): the block-sparse kernel's bitmask twin.
+    if (problem.bits.defined()) {
+      if constexpr (D <= 128) {
+        if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
+        return launch_bwd_config<T, BitmaskBwdConfig<BwdConfig<D>>>(problem, grads, p, stream);
+      } else {
+        return Status::Unsupported("mask: the CUDA bitmask backward runs head dims up to 128");
+      }
+    }
     if (problem.blocks.defined()) {
       if constexpr (D <= 128) {
         if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");

@@ -62,9 +62,12 @@ struct BwdTileOf {
 
 using BwdTile = BwdTileOf<cuda_backend::BlockRange>;
 using BwdListTile = BwdTileOf<cuda_backend::BlockList>;
-// A config's tile: the block-sparse kernels' (kBlockList) walk lists.
+using BwdBitTile = BwdTileOf<cuda_backend::BitList>;
+// A config's tile: the block-sparse kernels' (kBlockList) walk lists, the bitmask kernels' (kBitmask) their
+// tiles' own lists with the needs-bits flag and the mask line.
 template <class Cfg>
-using BwdTileFor = std::conditional_t<Cfg::kBlockList, BwdListTile, BwdTile>;
+using BwdTileFor =
+    std::conditional_t<Cfg::kBitmask, BwdBitTile, std::conditional_t<Cfg::kBlockList, BwdListTile, BwdTile>>;
 
 // The window mask of a sequence's keys (the column view's rows, query_blocks).
 __device__ __forceinline__ cuda_backend::WindowMask bwd_seq_mask(const BwdParams& p, const cuda_backend::BwdSeq& seq) {
@@ -92,6 +95,21 @@ __device__ __forceinline__ void set_bwd_tile_block(const BwdParams& p, Tile& t, 
     t.q_blocks.full_begin = h.z;
     t.q_blocks.full_end = h.w;
     t.q_blocks.list = p.q_lists;
+  } else if constexpr (std::is_same_v<Tile, BwdBitTile>) {
+    // The bitmask prep's header and the tile's mask line (bwd/bit_lists.h: the lines after the headers).
+    int4 h = make_int4(0, 0, 0, 0);
+    int line = 0;
+    if (n_block < p.n_blocks) {
+      const int64_t at = bwd_list_header_index(p, t.batch, t.kv_head, n_block);
+      h = __ldg(reinterpret_cast<const int4*>(p.q_list_headers) + at);
+      line = __ldg(p.q_list_headers + 4 * (int64_t(p.attn.batch) * p.attn.heads_kv * p.n_blocks) + at);
+    }
+    t.q_blocks.begin = h.x;
+    t.q_blocks.end = h.y;
+    t.q_blocks.full_begin = h.z;
+    t.q_blocks.full_end = h.w;
+    t.q_blocks.list = p.q_lists;
+    t.q_blocks.line = line;
   } else {
     t.q_blocks = bwd_key_block_q_blocks(t.mask, n_block, kBlockN, kBlockM);
   }
