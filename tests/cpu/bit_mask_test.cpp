@@ -15,6 +15,9 @@
 #include "cpu/tile_class.h"
 #include "cpu/tiling.h"
 #include "cpu_check.h"
+#ifdef FASTATTN_WITH_CUDA
+#include "cuda/block_mask_rule.h"
+#endif
 #include "cuda/mask/bit_order.h"
 #include "cuda/mask/block_list_build.h"
 #include "fastattn/fastattn.h"
@@ -261,6 +264,51 @@ TEST(BitMaskLists, KeyTileListWalkKeepsTheContract) {
     }
   }
 }
+
+#ifdef FASTATTN_WITH_CUDA
+// The CUDA rule for element bitmasks (cuda/block_mask_rule.h; host code, no device): the forward and the
+// backward run d <= 128 with d_v = d; the backward refuses by name the deterministic mode, a softcap, mask
+// heads that split a KV head's q heads, and lists past 2^31 entries.
+TEST(CudaBitMaskRule, BackwardRunsUnderTheBlockSparseBackwardsRule) {
+  detail::Problem p;
+  p.head_dim = p.head_dim_v = 128;
+  p.batch = 2;
+  p.heads_q = 8;
+  p.heads_kv = 2;
+  p.group = 4;
+  p.max_rows_q = p.max_rows_k = 1000;
+  p.bits.data = reinterpret_cast<const uint32_t*>(&p);
+  p.bits.rows = 1000;
+  p.bits.words = 32;
+  p.bits.batch_stride = 1;
+  auto refused = [&](bool backward, bool det, const char* what) {
+    const Status st = cuda_backend::block_mask_support(p, backward, det);
+    EXPECT_EQ(st.code, Code::NotSupported) << what;
+    EXPECT_NE(st.message.find(what), std::string::npos) << st.message;
+  };
+  for (int head_div : {4, 8}) {  // mask heads heads_kv and 1: a KV head's q heads on one mask head
+    p.bits.head_div = head_div;
+    EXPECT_TRUE(cuda_backend::block_mask_support(p, true).ok());
+    EXPECT_TRUE(cuda_backend::block_mask_support(p, false).ok());
+    refused(true, true, "bitmask deterministic backward on CUDA not yet");
+  }
+  p.bits.head_div = 2;  // mask heads 4 for heads_kv 2: q heads of one KV head on two mask heads
+  EXPECT_TRUE(cuda_backend::block_mask_support(p, false).ok());
+  refused(true, false, "share a mask head");
+  p.bits.head_div = 4;
+  p.softcap = 20.f;
+  EXPECT_TRUE(cuda_backend::block_mask_support(p, false).ok());
+  refused(true, false, "takes no softcap");
+  p.softcap = 0.f;
+  p.head_dim = p.head_dim_v = 192;
+  refused(true, false, "bitmask backward runs head dims up to 128");
+  refused(false, false, "bitmask forward runs head dims up to 128");
+  p.head_dim = p.head_dim_v = 128;
+  p.max_rows_q = p.max_rows_k = 1 << 21;  // 2 x 2 mask heads x 16384 key tiles x 32768 q-blocks: 2^31
+  p.bits.rows = p.max_rows_q;
+  refused(true, false, "lists would exceed 2^31 entries");
+}
+#endif
 
 class CpuBitMaskForward : public ::testing::TestWithParam<NamedCase> {};
 TEST_P(CpuBitMaskForward, MatchesReference) { check_cpu_forward(GetParam().spec, GetParam().threads); }
