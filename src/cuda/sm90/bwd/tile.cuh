@@ -7,6 +7,7 @@
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/mask/block_source.cuh"
 #include "cuda/mask/window_mask.cuh"
+#include "cuda/sm90/bwd/bit_lists.h"
 #include "cuda/sm90/bwd/dq_ring.h"
 #include "cuda/sm90/bwd/lpt_order.h"
 
@@ -102,7 +103,7 @@ __device__ __forceinline__ void set_bwd_tile_block(const BwdParams& p, Tile& t, 
     if (n_block < p.n_blocks) {
       const int64_t at = bwd_list_header_index(p, t.batch, t.kv_head, n_block);
       h = __ldg(reinterpret_cast<const int4*>(p.q_list_headers) + at);
-      line = __ldg(p.q_list_headers + 4 * (int64_t(p.attn.batch) * p.attn.heads_kv * p.n_blocks) + at);
+      line = __ldg(bwd_bit_tile_lines(p.q_list_headers, int64_t(p.attn.batch) * p.attn.heads_kv * p.n_blocks) + at);
     }
     t.q_blocks.begin = h.x;
     t.q_blocks.end = h.y;
