@@ -1,14 +1,10 @@
 // Host launch of the Hopper split-D forward for one dtype: tensor maps (64-column x 64-row boxes of
 // Q, K and V), the grid (m-blocks x slice pairs, heads, batch) and the smem size. Every (d_qk, d_v)
-// of cuda/splitd_rule.h runs one of two kernels per dtype: the key-split variant (b)
-// (kernel_keysplit.cuh) unless FASTATTN_SPLITD_VARIANT=a asks for (a') (kernel.cuh). Both take the
-// same maps, grid and parameters.
+// of cuda/splitd_rule.h runs the one kernel per dtype of kernel.cuh.
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "cuda/device_info.h"
@@ -16,23 +12,12 @@
 #include "cuda/splitd_rule.h"
 #include "cuda/sm90/fwd_splitd/api.h"
 #include "cuda/sm90/fwd_splitd/kernel.cuh"
-#include "cuda/sm90/fwd_splitd/kernel_keysplit.cuh"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
 
 constexpr int splitd_smem_bytes() { return int(sizeof(SplitDSmem)) + 1024; }  // + slack to align the base
 static_assert(splitd_smem_bytes() <= 227 * 1024, "the split-D forward's shared memory exceeds sm_90's 227 KB");
-constexpr int splitd_keysplit_smem_bytes() { return int(sizeof(SplitDKeySplitSmem)) + 1024; }
-static_assert(splitd_keysplit_smem_bytes() <= 227 * 1024,
-              "the key-split split-D forward's shared memory exceeds sm_90's 227 KB");
-
-// Which variant runs: (b), the key-split kernel, unless FASTATTN_SPLITD_VARIANT=a (read per call, so
-// that the tests and the bench can run both in one process; docs/notes/splitd-sm90.md).
-inline bool splitd_use_keysplit() {
-  const char* v = std::getenv("FASTATTN_SPLITD_VARIANT");
-  return v == nullptr || std::strcmp(v, "a") != 0;
-}
 
 template <class T>
 Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
@@ -54,15 +39,13 @@ Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t str
     return Status::Unsupported("q: the split-D forward's grid takes batch and heads up to 65535");
   CUtensorMap tq, tk, tv;
   Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), Cfg::kRows, &tq);
-  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kKeys, &tk);
-  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kKeys, &tv);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kHalfKeys, &tk);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kHalfKeys, &tv);
   if (!st.ok()) return st;
-  const bool keysplit = splitd_use_keysplit();
-  auto kernel = keysplit ? splitd_keysplit_fwd_kernel<T> : splitd_fwd_kernel<T>;
-  const int smem = keysplit ? splitd_keysplit_smem_bytes() : splitd_smem_bytes();
-  static cuda_backend::PerDeviceFlags attr_set[2];  // per instantiation and variant
-  if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set[keysplit]);
-      !st.ok())
+  auto kernel = splitd_fwd_kernel<T>;
+  const int smem = splitd_smem_bytes();
+  static cuda_backend::PerDeviceFlags attr_set;  // per instantiation
+  if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set); !st.ok())
     return st;
   const dim3 grid(unsigned(p.m_blocks * p.pairs), unsigned(lp.attn.heads_q), unsigned(lp.attn.batch));
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(tq, tk, tv, p);
