@@ -17,9 +17,13 @@ struct SplitDConfig {
   static constexpr int kPairAtoms = kSliceAtoms * kConsumerWarpgroups;  // d_v atoms per CTA (512 columns)
   static constexpr int kMaxAtoms = 16;          // d_qk, d_v <= 1024
   static constexpr int kChunkBytes = 64 * 128;  // one atom of 64 rows: a Q atom, a K / V chunk, a P half
-  // Q (128 KB), the ring, both P halves (16 KB) and the row exchange within sm_90's 227 KB. A
-  // warpgroup holds at most 2 of its K chunks (QK) or 2 quarters' V (4 chunks, PV) at once.
+  // Q (up to 128 KB), the ring, both P halves (16 KB) and the row exchange within sm_90's 227 KB. A
+  // warpgroup holds at most 2 of its K chunks (QK) or 2 quarters' V (4 chunks, PV) at once. The
+  // ring takes kRingSlots chunks after Q's 16 and, where d_qk < 1024, Q's unused chunks before them:
+  // kRingSlots + kMaxAtoms - d_qk / 64 slots (a run-time count, SplitDParams::ring_slots).
   static constexpr int kRingSlots = 10;
+  static constexpr int kChunks = kMaxAtoms + kRingSlots;  // Q and the ring share one array of chunks
+  static constexpr int kMaxRingSlots = kChunks - 1;       // d_qk >= 64
   static constexpr int kThreads = 128 * (1 + kConsumerWarpgroups);
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;  // named barriers 1-3
   static constexpr int kProducerRegs = 24;

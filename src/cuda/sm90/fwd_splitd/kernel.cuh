@@ -1,10 +1,11 @@
 // The Hopper split-D forward (d_qk, d_v up to 1024; docs/notes/splitd-sm90.md, "(b), the key-split
 // kernel"). One CTA: 64 query rows of one (batch, head), a pair of 256-column slices of O (one per
 // consumer warpgroup), one producer thread streaming Q once and K / V through one ring of 64 x 64
-// atoms. S is computed once per key block of 128: warpgroup w does QK for keys [64 w, 64 w + 64) over
-// the whole d_qk. The row max is exchanged through smem (named barrier 1),
-// each warpgroup writes its P half to smem (named barrier 2), and O_slice += P_own V_own (RS, P in
-// registers) + P_other V_other (SS, P from smem). The row sums are exchanged once, at the end.
+// atoms (its depth a kernel parameter: Q's unused chunks join it). S is computed once per key block
+// of 128: warpgroup w does QK for keys [64 w, 64 w + 64) over the whole d_qk. The row max is
+// exchanged through smem (named barrier 1), each warpgroup writes its P half to smem (named barrier
+// 2), and O_slice += P_own V_own (RS, P in registers) + P_other V_other (SS, P from smem). The row
+// sums are exchanged once, at the end.
 #pragma once
 
 #include "cuda/sm90/fwd_splitd/config.h"
@@ -14,12 +15,12 @@ namespace fastattn::sm90 {
 
 struct SplitDSmem {
   using Cfg = SplitDConfig;
-  alignas(1024) uint8_t q[Cfg::kMaxAtoms][Cfg::kChunkBytes];
-  alignas(1024) uint8_t ring[Cfg::kRingSlots][Cfg::kChunkBytes];
+  // Q's atoms [0, qk_atoms), then the ring's slots [ring0, ring0 + ring_slots) (SplitDParams).
+  alignas(1024) uint8_t chunks[Cfg::kChunks][Cfg::kChunkBytes];
   alignas(1024) uint8_t p[Cfg::kConsumerWarpgroups][Cfg::kChunkBytes];  // P half of warpgroup w (64 x 64 keys)
   float rows[Cfg::kConsumerWarpgroups][Cfg::kRows];  // each block's row max, then the final row sums
   uint64_t q_full;
-  uint64_t full[Cfg::kRingSlots], empty[Cfg::kRingSlots];
+  uint64_t full[Cfg::kMaxRingSlots], empty[Cfg::kMaxRingSlots];
 };
 
 // Shared-memory stores and loads by 32-bit shared address: through the generic pointer into the
@@ -47,13 +48,14 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
   using Cfg = SplitDConfig;
   mbar_expect_tx(&sm.q_full, uint32_t(p.qk_atoms * Cfg::kChunkBytes));
   for (int a = 0; a < p.qk_atoms; ++a)
-    tma_load_4d(sm.q[a], tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head, t.seq.batch_coord, &sm.q_full);
-  PipeState<Cfg::kRingSlots> ps;
+    tma_load_4d(sm.chunks[a], tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head, t.seq.batch_coord, &sm.q_full);
+  SplitDRingState ps;
+  uint8_t(*const ring)[Cfg::kChunkBytes] = sm.chunks + p.ring0;
   auto load = [&](const CUtensorMap* map, int col, int row) {
     mbar_wait(&sm.empty[ps.stage()], ps.phase() ^ 1);
     mbar_expect_tx(&sm.full[ps.stage()], Cfg::kChunkBytes);
-    tma_load_4d(sm.ring[ps.stage()], map, col, row, t.kv_head, t.seq.batch_coord, &sm.full[ps.stage()]);
-    ps.advance();
+    tma_load_4d(ring[ps.stage()], map, col, row, t.kv_head, t.seq.batch_coord, &sm.full[ps.stage()]);
+    ps.advance(p.ring_slots);
   };
   const int v_col0 = t.pair * Cfg::kPairAtoms * kAtomCols;
   for (int it = t.blocks.first(); !t.blocks.done(it); it = t.blocks.next(it)) {
@@ -91,16 +93,17 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     __syncwarp();
     if (lane == 0) mbar_arrive(&sm.empty[slot]);
   };
-  PipeState<Cfg::kRingSlots> ps;
+  SplitDRingState ps;
+  uint8_t(*const ring)[Cfg::kChunkBytes] = sm.chunks + p.ring0;
   // The other warpgroup's chunk at this ring position: waited for (every slot takes both
   // warpgroups' arrivals, each after the slot was filled) and released untouched.
   auto skip = [&]() {
     mbar_wait(&sm.full[ps.stage()], ps.phase());
     release(ps.stage());
-    ps.advance();
+    ps.advance(p.ring_slots);
   };
   if (!t.blocks.empty()) mbar_wait(&sm.q_full, 0);
-  const uint32_t q_lo = desc_k_major_lo(sm.q[0]);
+  const uint32_t q_lo = desc_k_major_lo(sm.chunks[0]);
   const uint32_t p_other_lo = desc_k_major_lo(sm.p[1 - wg]);
   const uint32_t p_own = smem_addr(sm.p[wg]);
   // This thread's row-max / row-sum slots (rows +0 and +8): its own warpgroup's, the other's.
@@ -111,7 +114,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     // is issued and it has retired (at most two own chunks held). Ring order: K[a, half 0], K[a, half 1].
     auto issue_qk_chunk = [&](int a, bool accumulate) {
       mbar_wait(&sm.full[ps.stage()], ps.phase());
-      const uint32_t k_lo = desc_k_major_lo(sm.ring[ps.stage()]);
+      const uint32_t k_lo = desc_k_major_lo(ring[ps.stage()]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -122,7 +125,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     if constexpr (wg == 1) skip();
     issue_qk_chunk(0, false);
     int held = ps.stage();
-    ps.advance();
+    ps.advance(p.ring_slots);
     if constexpr (wg == 0) skip();
     for (int a = 1; a < p.qk_atoms; ++a) {
       if constexpr (wg == 1) skip();
@@ -130,7 +133,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
       wgmma_wait<1>();
       release(held);
       held = ps.stage();
-      ps.advance();
+      ps.advance(p.ring_slots);
       if constexpr (wg == 0) skip();
     }
     wgmma_wait<0>();
@@ -206,10 +209,10 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
         for (int h = 0; h < 2; ++h) {
           mbar_wait(&sm.full[ps.stage()], ps.phase());
           cur[h] = ps.stage();
-          ps.advance();
+          ps.advance(p.ring_slots);
         }
-        const uint32_t v_own = desc_n_major_lo(sm.ring[cur[wg]], Cfg::kChunkBytes);
-        const uint32_t v_other = desc_n_major_lo(sm.ring[cur[1 - wg]], Cfg::kChunkBytes);
+        const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
+        const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
@@ -294,7 +297,7 @@ __global__ void __launch_bounds__(SplitDConfig::kThreads, 1)
     prefetch_tma_map(&tv);
     mbar_init(&sm.q_full, 1);
 #pragma unroll
-    for (int s = 0; s < Cfg::kRingSlots; ++s) {
+    for (int s = 0; s < Cfg::kMaxRingSlots; ++s) {
       mbar_init(&sm.full[s], 1);
       mbar_init(&sm.empty[s], 4 * Cfg::kConsumerWarpgroups);
     }

@@ -1,10 +1,15 @@
 // Host launch of the Hopper split-D forward for one dtype: tensor maps (64-column x 64-row boxes of
 // Q, K and V), the grid (m-blocks x slice pairs, heads, batch) and the smem size. Every (d_qk, d_v)
-// of cuda/splitd_rule.h runs the one kernel per dtype of kernel.cuh.
+// of cuda/splitd_rule.h runs the one kernel per dtype of kernel.cuh. The ring's depth is a kernel
+// parameter: Q's unused chunks join it (docs/notes/splitd-sm90.md, "a ring as deep as Q's unused
+// smem"); FASTATTN_SPLITD_DEEP_RING=0 gives the former 10-slot ring, a temporary switch for one
+// device A/B, removed once measured.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cuda/device_info.h"
@@ -18,6 +23,13 @@ namespace fastattn::sm90 {
 
 constexpr int splitd_smem_bytes() { return int(sizeof(SplitDSmem)) + 1024; }  // + slack to align the base
 static_assert(splitd_smem_bytes() <= 227 * 1024, "the split-D forward's shared memory exceeds sm_90's 227 KB");
+
+// The deep ring unless FASTATTN_SPLITD_DEEP_RING=0 (read per call: the tests and the bench run both
+// in one process).
+inline bool splitd_deep_ring() {
+  const char* v = std::getenv("FASTATTN_SPLITD_DEEP_RING");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
 
 template <class T>
 Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
@@ -34,6 +46,8 @@ Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t str
   p.v_atoms = pr.head_dim_v / kAtomCols;
   p.pairs = (p.v_atoms + Cfg::kPairAtoms - 1) / Cfg::kPairAtoms;
   p.m_blocks = (lp.attn.seqlen_q + Cfg::kRows - 1) / Cfg::kRows;  // varlen: seqlen_q is max_seqlen_q
+  p.ring0 = splitd_deep_ring() ? p.qk_atoms : Cfg::kMaxAtoms;
+  p.ring_slots = Cfg::kChunks - p.ring0;
   if (p.m_blocks == 0 || lp.attn.batch == 0 || lp.attn.heads_q == 0) return Status::Ok();
   if (lp.attn.batch > 65535 || lp.attn.heads_q > 65535 || int64_t(p.m_blocks) * p.pairs > INT32_MAX)
     return Status::Unsupported("q: the split-D forward's grid takes batch and heads up to 65535");

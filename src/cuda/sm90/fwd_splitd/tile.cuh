@@ -29,6 +29,22 @@ struct SplitDParams {
   int v_atoms;   // d_v / 64
   int pairs;     // slice pairs: ceil(v_atoms / kPairAtoms)
   int m_blocks;  // 64-row blocks of the longest query sequence
+  // The ring: ring_slots chunks from chunk ring0 of SplitDSmem::chunks (Q's atoms are chunks
+  // [0, qk_atoms)). Deep (the default): ring0 = qk_atoms, ring_slots = kChunks - qk_atoms;
+  // FASTATTN_SPLITD_DEEP_RING=0: ring0 = kMaxAtoms, ring_slots = kRingSlots (launch.cuh).
+  int ring0;
+  int ring_slots;
+};
+
+// (stage, phase) of the ring, whose slot count is a kernel parameter: stage in the low byte,
+// phase in bit 8 (PipeState's encoding; one compare against the count, no division).
+struct SplitDRingState {
+  uint32_t bits = 0;
+  __device__ __forceinline__ int stage() const { return int(bits & 0xffu); }
+  __device__ __forceinline__ uint32_t phase() const { return bits >> 8; }
+  __device__ __forceinline__ void advance(int slots) {
+    bits = int(bits & 0xffu) == slots - 1 ? (bits & 0x100u) ^ 0x100u : bits + 1;
+  }
 };
 
 // The CTA's tile: its sequence, rows [m0, m0 + 64), slice pair and key blocks (last first, as the
