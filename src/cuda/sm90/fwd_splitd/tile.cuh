@@ -30,8 +30,7 @@ struct SplitDParams {
   int pairs;     // slice pairs: ceil(v_atoms / kPairAtoms)
   int m_blocks;  // 64-row blocks of the longest query sequence
   // The ring: ring_slots chunks from chunk ring0 of SplitDSmem::chunks (Q's atoms are chunks
-  // [0, qk_atoms)). Deep (the default): ring0 = qk_atoms, ring_slots = kChunks - qk_atoms;
-  // FASTATTN_SPLITD_DEEP_RING=0: ring0 = kMaxAtoms, ring_slots = kRingSlots (launch.cuh).
+  // [0, qk_atoms)): ring0 = qk_atoms, ring_slots = kChunks - qk_atoms (launch.cuh).
   int ring0;
   int ring_slots;
 };
