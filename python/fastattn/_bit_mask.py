@@ -43,11 +43,20 @@ def _pack_torch(torch, mask, name):
     return torch.where(words >= 2 ** 31, words - 2 ** 32, words).to(torch.int32).contiguous()
 
 
-def pack(mask, name="mask"):
+def _check_keys(shape, name, seqlen_k):
+    """The words are rounded up to 32 keys, so the C++ check of their count cannot see a mask a few
+    keys short (40 columns for 50 keys: both 2 words); its missing keys would read as dropped."""
+    if seqlen_k is not None and seqlen_k > 0 and len(shape) >= 1 and shape[-1] < seqlen_k:
+        raise ValueError(f"{name}: its last dim (keys) is {shape[-1]} but seqlen_k is {seqlen_k}: the mask needs a "
+                         f"column for every key, got shape {tuple(shape)}")
+
+
+def pack(mask, name="mask", seqlen_k=None):
     """The packed words (uint32, or int32 for torch) of a bool keep-mask, as an array of its kind;
-    None for None."""
+    None for None. seqlen_k (the longest, when known): the mask's last dim must cover it."""
     if mask is None:
         return None
+    _check_keys(tuple(getattr(mask, "shape", ())), name, seqlen_k)
     if isinstance(mask, np.ndarray):
         return _pack_numpy(mask, name)
     torch = torch_module()

@@ -79,11 +79,13 @@ def _resolve_block_mask(xs, kw):
     kw["block_mask"], kw["block_size"] = mask, size
 
 
-def _resolve_bit_mask(xs, kw):
-    """kw's mask (a bool keep-mask of every pair) packed into bitmask words of q's kind (bit_mask)."""
+def _resolve_bit_mask(xs, kw, k, varlen):
+    """kw's mask (a bool keep-mask of every pair) packed into bitmask words of q's kind (bit_mask);
+    its key dim checked against k's seqlen (varlen: max_seqlen_k, when given)."""
     mask = kw.pop("mask", None)
     same_kind(xs, [("mask", mask)])
-    kw["bit_mask"] = _bit_mask.pack(mask)
+    seqlen_k = int(kw.get("max_seqlen_k") or 0) if varlen else k.shape[1]
+    kw["bit_mask"] = _bit_mask.pack(mask, seqlen_k=seqlen_k)
 
 
 def forward(q, k, v, **kw):
@@ -107,7 +109,7 @@ def forward(q, k, v, **kw):
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
     kw.update(_index_arrays(xs, kw))
     _resolve_block_mask(xs, kw)
-    _resolve_bit_mask(xs, kw)
+    _resolve_bit_mask(xs, kw, k, varlen)
     opts = make_options(head_dim=q.shape[-1], **kw)
     out = xs.empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
     if varlen:
@@ -159,7 +161,7 @@ def backward(dout, q, k, v, out, lse, **kw):
     lse = xs.unit_last(lse)
     kw.update(_index_arrays(xs, kw))
     _resolve_block_mask(xs, kw)
-    _resolve_bit_mask(xs, kw)
+    _resolve_bit_mask(xs, kw, k, varlen)
     opts = make_options(head_dim=q.shape[-1], **kw)
     dq, dk, dv = xs.empty(q, tuple(q.shape)), xs.empty(k, tuple(k.shape)), xs.empty(v, tuple(v.shape))
     _C.backward(dout, q, k, v, out, lse, dq, dk, dv, opts, xs.stream(q))

@@ -89,6 +89,9 @@ Status check_bit_mask(const AttnArgs& a, bool varlen, const HostIndexArrays& idx
   const BitMask& m = a.mask.bits;
   if (a.mask.kind != MaskKind::DenseBitmask) {
     if (!m.defined()) return Status::Ok();
+    if (a.mask.kind == MaskKind::BlockSparse)  // the C ABI and Python pass both as given: say which pair
+      return Status::Invalid(msg(kBits, ": given together with a block-sparse mask (mask.blocks); a call takes one "
+                                 "mask kind (AND the kept blocks into the bits and pass the bits alone)"));
     return Status::Invalid(msg(kBits, ": given but mask.kind is ", int32_t(a.mask.kind),
                                " (set mask.kind = DenseBitmask to apply it)"));
   }
