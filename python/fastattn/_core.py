@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import _C
 from . import _bit_mask, _block_mask
 from ._arrays import arrays_for, same_kind
@@ -84,7 +86,12 @@ def _resolve_bit_mask(xs, kw, k, varlen):
     its key dim checked against k's seqlen (varlen: max_seqlen_k, when given)."""
     mask = kw.pop("mask", None)
     same_kind(xs, [("mask", mask)])
-    seqlen_k = int(kw.get("max_seqlen_k") or 0) if varlen else k.shape[1]
+    seqlen_k = k.shape[1]
+    if varlen:  # max_seqlen_k, or the longest sequence of host cu_seqlens_k (numpy: no device sync)
+        cu_k = kw.get("cu_seqlens_k")
+        seqlen_k = int(kw.get("max_seqlen_k") or 0)
+        if not seqlen_k and isinstance(cu_k, np.ndarray) and cu_k.size > 1:
+            seqlen_k = int(np.diff(cu_k.astype(np.int64)).max())
     kw["bit_mask"] = _bit_mask.pack(mask, seqlen_k=seqlen_k)
 
 

@@ -172,6 +172,19 @@ def test_mask_short_of_the_keys_is_refused(rng):
     with pytest.raises(ValueError, match=want):
         fastattn.forward(q[0], k[0], v[0], cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=8, max_seqlen_k=50,
                          mask=short)
+    with pytest.raises(ValueError, match=want):  # varlen without max_seqlen_k: the host cu_seqlens_k's longest
+        fastattn.forward(q[0], k[0], v[0], cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, mask=short)
     longer = np.ones((8, 64), dtype=bool)  # more keys than needed: allowed, the extra bits ignored
     a, _ = fastattn.forward(q, k, v, mask=longer)
     assert np.array_equal(a, out)
+
+
+def test_mask_of_an_empty_call(rng):
+    """Calls with no keys or no query rows take a mask of their (empty) shape: out 0, lse -inf, as without
+    one (the words get one dropped row / word, since their dims must be >= 1)."""
+    q, k, v = randn(rng, (2, 8, 2, 16)), randn(rng, (2, 10, 2, 16)), randn(rng, (2, 10, 2, 16))
+    out, lse = fastattn.forward(q, k[:, :0], v[:, :0], mask=np.ones((8, 0), dtype=bool))
+    assert (out == 0).all() and np.isneginf(lse).all()
+    out, lse = fastattn.forward(q[:, :0], k, v, mask=np.ones((2, 1, 0, 10), dtype=bool))
+    assert out.shape == (2, 0, 2, 16) and lse.shape == (2, 2, 0)
+    assert _bit_mask.pack(np.ones((3, 0), dtype=bool)).shape == (1, 1, 3, 1)
