@@ -204,6 +204,9 @@ TEST(CApi, BitMaskErrorsNameTheMask) {
   a = to_c(c);
   a.bit_mask.device = FASTATTN_CUDA;
   expect_refused(a, "mask.bits: on cuda:0 but q is on cpu");
+  a = to_c(c);  // words from a byte buffer at an odd offset
+  a.bit_mask.data = reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(a.bit_mask.data) + 1);
+  expect_refused(a, "mask.bits: data is not 4-byte aligned");
   a = to_c(c);  // both masks: one kind a call
   const uint8_t keep_all = 1;
   a.block_mask.data = &keep_all;
