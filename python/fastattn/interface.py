@@ -126,7 +126,8 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
     return _core.run_forward(xs, q, k, v, index_arrays, operator.index(max_seqlens[0]),
                              operator.index(max_seqlens[1]), scale, bool(causal), left, right,
                              float(softcap), check_index_arrays=True, block_mask=block_mask,
-                             block_size=block_size, bit_mask=_bit_mask.pack(mask))
+                             block_size=block_size,
+                             bit_mask=_bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen else k.shape[1]))
 
 
 def _torch_path(torch, q, k, v):
