@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import _C
 from . import _bit_mask, _block_mask
 from ._arrays import arrays_for, same_kind
@@ -79,11 +81,18 @@ def _resolve_block_mask(xs, kw):
     kw["block_mask"], kw["block_size"] = mask, size
 
 
-def _resolve_bit_mask(xs, kw):
-    """kw's mask (a bool keep-mask of every pair) packed into bitmask words of q's kind (bit_mask)."""
+def _resolve_bit_mask(xs, kw, k, varlen):
+    """kw's mask (a bool keep-mask of every pair) packed into bitmask words of q's kind (bit_mask);
+    its key dim checked against k's seqlen (varlen: max_seqlen_k, when given)."""
     mask = kw.pop("mask", None)
     same_kind(xs, [("mask", mask)])
-    kw["bit_mask"] = _bit_mask.pack(mask)
+    seqlen_k = k.shape[1]
+    if varlen:  # max_seqlen_k, or the longest sequence of host cu_seqlens_k (numpy: no device sync)
+        cu_k = kw.get("cu_seqlens_k")
+        seqlen_k = int(kw.get("max_seqlen_k") or 0)
+        if not seqlen_k and isinstance(cu_k, np.ndarray) and cu_k.size > 1:
+            seqlen_k = int(np.diff(cu_k.astype(np.int64)).max())
+    kw["bit_mask"] = _bit_mask.pack(mask, seqlen_k=seqlen_k)
 
 
 def forward(q, k, v, **kw):
@@ -107,7 +116,7 @@ def forward(q, k, v, **kw):
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
     kw.update(_index_arrays(xs, kw))
     _resolve_block_mask(xs, kw)
-    _resolve_bit_mask(xs, kw)
+    _resolve_bit_mask(xs, kw, k, varlen)
     opts = make_options(head_dim=q.shape[-1], **kw)
     out = xs.empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
     if varlen:
@@ -159,7 +168,7 @@ def backward(dout, q, k, v, out, lse, **kw):
     lse = xs.unit_last(lse)
     kw.update(_index_arrays(xs, kw))
     _resolve_block_mask(xs, kw)
-    _resolve_bit_mask(xs, kw)
+    _resolve_bit_mask(xs, kw, k, varlen)
     opts = make_options(head_dim=q.shape[-1], **kw)
     dq, dk, dv = xs.empty(q, tuple(q.shape)), xs.empty(k, tuple(k.shape)), xs.empty(v, tuple(v.shape))
     _C.backward(dout, q, k, v, out, lse, dq, dk, dv, opts, xs.stream(q))

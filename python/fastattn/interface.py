@@ -126,8 +126,10 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
                     raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
             if heads_first:
                 q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+            varlen = index_arrays[0] is not None or index_arrays[1] is not None
+            bits = _bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen else k.shape[1])
             return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-                              deterministic, path == "autograd", block_mask, block_size, _bit_mask.pack(mask))
+                              deterministic, path == "autograd", block_mask, block_size, bits)
     xs = arrays_for(q, "q")
     same_kind(xs, [("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask)] +
               list(zip(_INDEX_NAMES, index_arrays)))
@@ -141,7 +143,8 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
     return _core.run_forward(xs, q, k, v, index_arrays, operator.index(max_seqlens[0]),
                              operator.index(max_seqlens[1]), scale, bool(causal), left, right,
                              float(softcap), check_index_arrays=True, block_mask=block_mask,
-                             block_size=block_size, bit_mask=_bit_mask.pack(mask))
+                             block_size=block_size,
+                             bit_mask=_bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen else k.shape[1]))
 
 
 def _torch_path(torch, q, k, v):

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ._arrays import arrays_for, torch_module
 from .interface import attention
 
@@ -24,6 +26,22 @@ def _causal_window(s_q, s_k):
         "aligned, fastattn's is bottom-right aligned (as FlashAttention), and the top-left mask "
         "has no exact fastattn equivalent here; use fastattn.flash_attn_func(causal=True) for the "
         "bottom-right mask")
+
+
+def _mask_4d(attn_mask, s_q, s_k):
+    """attn_mask as fastattn's (mask_batch, mask_heads, s_q, s_k) keep-mask: missing leading dims are 1
+    (mask_batch 1 and mask_heads 1 broadcast in fastattn itself); a query or key dim of 1 (PyTorch's
+    broadcast, e.g. a (b, 1, 1, s_k) key-padding mask) is expanded here, since the bits hold a row per
+    query and a bit per key."""
+    shape = (1,) * (4 - len(attn_mask.shape)) + tuple(attn_mask.shape)
+    if shape[2] not in (1, s_q) or shape[3] not in (1, s_k):
+        raise ValueError(f"attn_mask: expected a shape broadcastable to (..., {s_q}, {s_k}) (seqlen_q, seqlen_k), "
+                         f"got shape {tuple(attn_mask.shape)}")
+    mask = attn_mask.reshape(shape)
+    if shape[2:] == (s_q, s_k):
+        return mask
+    full = shape[:2] + (s_q, s_k)
+    return mask.expand(*full) if hasattr(mask, "expand") else np.broadcast_to(mask, full)
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
@@ -62,13 +80,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if h_q != h_kv and not enable_gqa:
         raise ValueError(f"enable_gqa: query has {h_q} heads and key {h_kv}; "
                          "pass enable_gqa=True for grouped-query attention")
-    if attn_mask is not None:  # (..., s_q, s_k), leading dims broadcast: fastattn's 4-D mask
-        shape = (1,) * (4 - len(attn_mask.shape)) + tuple(attn_mask.shape)
-        if shape[2] != query.shape[2] or shape[3] != key.shape[2]:
-            raise ValueError(f"attn_mask: expected (..., {query.shape[2]}, {key.shape[2]}) (seqlen_q, seqlen_k), "
-                             f"got shape {tuple(attn_mask.shape)}")
+    if attn_mask is not None:  # broadcastable to (b, h_q, s_q, s_k): fastattn's 4-D mask
         out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True,
-                           mask=attn_mask.reshape(shape))
+                           mask=_mask_4d(attn_mask, query.shape[2], key.shape[2]))
         return arrays_for(query, "query").swap12(out)
     causal, window = _causal_window(query.shape[2], key.shape[2]) if is_causal else (False, (-1, -1))
     torch = torch_module()

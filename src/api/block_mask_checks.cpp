@@ -89,6 +89,9 @@ Status check_bit_mask(const AttnArgs& a, bool varlen, const HostIndexArrays& idx
   const BitMask& m = a.mask.bits;
   if (a.mask.kind != MaskKind::DenseBitmask) {
     if (!m.defined()) return Status::Ok();
+    if (a.mask.kind == MaskKind::BlockSparse)  // the C ABI and Python pass both as given: say which pair
+      return Status::Invalid(msg(kBits, ": given together with a block-sparse mask (mask.blocks); a call takes one "
+                                 "mask kind (AND the kept blocks into the bits and pass the bits alone)"));
     return Status::Invalid(msg(kBits, ": given but mask.kind is ", int32_t(a.mask.kind),
                                " (set mask.kind = DenseBitmask to apply it)"));
   }
@@ -98,6 +101,8 @@ Status check_bit_mask(const AttnArgs& a, bool varlen, const HostIndexArrays& idx
   }
   const int32_t dev = int32_t(m.device);
   if (dev < 0 || dev > 1) return Status::Invalid(msg(kBits, ": unknown device code ", dev, " (expected cpu or cuda)"));
+  if (reinterpret_cast<uintptr_t>(m.data) % alignof(uint32_t) != 0)  // a C caller's byte buffer: words load whole
+    return Status::Invalid(msg(kBits, ": data is not 4-byte aligned (uint32 words)"));
   if (m.device != a.q.device || (m.device == Device::CUDA && m.device_index != a.q.device_index)) {
     return Status::Invalid(msg(kBits, ": on ", device_text(m.device, m.device_index), " but q is on ", device_string(a.q),
                                " (the mask lives where the attention tensors live)"));

@@ -71,6 +71,8 @@ Status sm80_limits(const AttnArgs& a) {
                                "forward yet; pass 1, or 0 (no split on sm80)");
   if (a.mask.kind == MaskKind::BlockSparse)
     return Status::Unsupported("mask: block-sparse masks are not built for the sm80 (Ampere / Ada) forward yet");
+  if (a.mask.kind == MaskKind::DenseBitmask)
+    return Status::Unsupported("mask: element bitmasks are not built for the sm80 (Ampere / Ada) forward yet");
   return Status::Ok();
 }
 
@@ -180,6 +182,8 @@ Status forward(const detail::Problem& problem, void* stream) {
   if (major == 8 && problem.cache.defined()) return check_kvcache_arch();
   if (major == 8 && problem.blocks.defined())
     return Status::Unsupported("mask: block-sparse masks are not built for the sm80 (Ampere / Ada) forward yet");
+  if (major == 8 && problem.bits.defined())
+    return Status::Unsupported("mask: element bitmasks are not built for the sm80 (Ampere / Ada) forward yet");
   // A block-sparse mask: the rows that have its kernel (d <= 128, d_v = d; block_mask_rule.h).
   if (problem.blocks.defined()) {
     if (Status st = block_mask_support(problem, /*backward=*/false); !st.ok()) return st;

@@ -14,9 +14,10 @@ bool available();
 // instantiated in this build, 16-byte alignment of base pointers and strides (TMA), features.
 Status check_forward(const AttnArgs& args);
 
-// The sm80 (Ampere / Ada) forward's refusals by name: split-KV (num_splits > 1), block-sparse masks
-// (check_forward asks it on a device of major 8, or one forced so: FASTATTN_FORCE_ARCH), and the
-// KV-cache forward (check_kvcache_arch, asked by the kvcache entry before it writes the cache).
+// The sm80 (Ampere / Ada) forward's refusals by name: split-KV (num_splits > 1), block-sparse masks and
+// element bitmasks (check_forward asks it on a device of major 8, or one forced so:
+// FASTATTN_FORCE_ARCH), and the KV-cache forward (check_kvcache_arch, asked by the kvcache entry
+// before it writes the cache).
 Status sm80_limits(const AttnArgs& args);
 Status check_kvcache_arch();
 

@@ -36,31 +36,34 @@ Status sm_count(int* out) {
 }
 
 namespace {
-// -1: not read yet. The environment is read once; the tests set it through set_forced_arch_major.
-std::atomic<int> forced_major{-1};
+// kNotRead until the first call. The environment is read once; the tests set it through
+// set_forced_arch_major. kForcedArchInvalid: the variable names no arch (compute_major refuses).
+constexpr int kNotRead = -2;
+std::atomic<int> forced_major{kNotRead};
 }  // namespace
 
 int forced_arch_major() {
   int m = forced_major.load(std::memory_order_relaxed);
-  if (m >= 0) return m;
+  if (m != kNotRead) return m;
   m = parse_forced_arch(std::getenv("FASTATTN_FORCE_ARCH"));
-  int expected = -1;
+  int expected = kNotRead;
   forced_major.compare_exchange_strong(expected, m, std::memory_order_relaxed);
   return forced_major.load(std::memory_order_relaxed);
 }
 
-int parse_forced_arch(const char* value) {
-  if (value == nullptr) return 0;
-  const int n = std::atoi(value);
-  return n >= 10 ? n / 10 : (n > 0 ? n : 0);
-}
-
 void set_forced_arch_major(int major) { forced_major.store(major > 0 ? major : 0, std::memory_order_relaxed); }
 
+void reread_forced_arch() { forced_major.store(kNotRead, std::memory_order_relaxed); }
+
 Status compute_major(int* out) {
+  const int forced = forced_arch_major();
+  if (forced == kForcedArchInvalid) {
+    const char* value = std::getenv("FASTATTN_FORCE_ARCH");
+    return Status::Invalid(std::string("FASTATTN_FORCE_ARCH: '") + (value != nullptr ? value : "") +
+                           "' names no arch this build can force; expected " + forced_arch_values_text());
+  }
   Status st = cached_attribute<cudaDevAttrComputeCapabilityMajor>("compute capability", out);
   if (!st.ok()) return st;
-  const int forced = forced_arch_major();
   if (forced > 0 && forced < *out) *out = forced;
   return Status::Ok();
 }

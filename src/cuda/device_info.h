@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "cuda/force_arch_rule.h"
 #include "fastattn/types.h"
 
 namespace fastattn::cuda_backend {
@@ -25,11 +26,12 @@ Status compute_major(int* out);
 // from its compute_80 PTX). Starts from the environment variable FASTATTN_FORCE_ARCH (e.g. "80"; read
 // once, at the first call); set_forced_arch_major overrides it (0: the device's own). A forced major
 // applies only below the device's own (an sm_90 kernel cannot run on an sm_80 GPU).
+// The value is parsed by parse_forced_arch (cuda/force_arch_rule.h); one that names no arch makes
+// compute_major, and so every CUDA call, fail with a message naming the variable.
 int forced_arch_major();
 void set_forced_arch_major(int major);
-// FASTATTN_FORCE_ARCH's value as a major: "80" or "8" -> 8, "90" -> 9; null, empty or not a positive
-// number -> 0 (not forced).
-int parse_forced_arch(const char* value);
+// Tests: the next forced_arch_major reads FASTATTN_FORCE_ARCH again.
+void reread_forced_arch();
 
 // CTAs of a persistent grid over `tiles` work items: one per multiprocessor, fewer when there is
 // less work, and at most FASTATTN_MAX_CTAS when that environment variable is set (a testing and

@@ -174,9 +174,8 @@ configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/fwd_bitmask_dispatch.inc.tmp
 
 # The split-D forward (d_qk, d_v 320..1024 in steps of 64; sm90/fwd_splitd/, cuda/splitd_rule.h):
 # the head dims are run-time counts there, so its menu rows are per dtype only. Selected with its
-# dtype when FASTATTN_HEAD_DIMS is empty or names `splitd`. Generates fwd_splitd_<dtype>.cu (two kernels:
-# the key-split variant and the slice-pair one, picked at run time by launch.cuh) and
-# fwd_splitd_dispatch.inc (backend.cu's dispatch and its table of built kernels).
+# dtype when FASTATTN_HEAD_DIMS is empty or names `splitd`. Generates fwd_splitd_<dtype>.cu (one kernel,
+# sm90/fwd_splitd/kernel.cuh) and fwd_splitd_dispatch.inc (backend.cu's dispatch and its table of built kernels).
 set(FASTATTN_SPLITD_MENU "")
 foreach(dt fp16 bf16)
   list(APPEND FASTATTN_SPLITD_MENU "sm90:${dt}")

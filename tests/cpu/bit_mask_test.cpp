@@ -320,11 +320,6 @@ TEST_P(CpuBitMaskBackward, MatchesReference) { check_cpu_backward(GetParam().spe
 INSTANTIATE_TEST_SUITE_P(Cases, CpuBitMaskBackward, ::testing::ValuesIn(bit_mask_cases()),
                          [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
 
-void run_cpu(AttnCase& c, const AttnArgs& a) {
-  ASSERT_TRUE(forward(a).ok());
-  ASSERT_TRUE(backward(a, c.dout.view(), c.dq.view(), c.dk.view(), c.dv.view()).ok());
-}
-
 TEST(CpuBitMask, NoKeptBitGivesZeroOutMinusInfLseZeroGradients) {
   Rng rng(test_seed());
   for (bool is_varlen : {false, true}) {
@@ -336,17 +331,6 @@ TEST(CpuBitMask, NoKeptBitGivesZeroOutMinusInfLseZeroGradients) {
       for (double x : t->to_f64()) ASSERT_EQ(x, 0.0);
     }
     for (double x : c.lse.to_f64()) ASSERT_EQ(x, -INFINITY);
-  }
-}
-
-void expect_same_bits(const AttnCase& x, const AttnCase& y, const char* what) {
-  const HostTensor* xs[] = {&x.out, &x.lse, &x.dq, &x.dk, &x.dv};
-  const HostTensor* ys[] = {&y.out, &y.lse, &y.dq, &y.dk, &y.dv};
-  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
-  for (int t = 0; t < 5; ++t) {
-    const std::vector<double> a = xs[t]->to_f64(), b = ys[t]->to_f64();
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t e = 0; e < a.size(); ++e) ASSERT_EQ(a[e], b[e]) << what << ": " << names[t] << " element " << e;
   }
 }
 

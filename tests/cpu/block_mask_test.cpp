@@ -115,12 +115,6 @@ TEST_P(CpuBlockMaskBackward, MatchesReference) { check_cpu_backward(GetParam().s
 INSTANTIATE_TEST_SUITE_P(Cases, CpuBlockMaskBackward, ::testing::ValuesIn(block_mask_cases()),
                          [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
 
-// Forward then backward on the CPU backend.
-void run_cpu(AttnCase& c, const AttnArgs& a) {
-  ASSERT_TRUE(forward(a).ok());
-  ASSERT_TRUE(backward(a, c.dout.view(), c.dq.view(), c.dk.view(), c.dv.view()).ok());
-}
-
 TEST(CpuBlockMask, NoKeptBlockGivesZeroOutMinusInfLseZeroGradients) {
   Rng rng(test_seed());
   for (bool is_varlen : {false, true}) {
@@ -132,18 +126,6 @@ TEST(CpuBlockMask, NoKeptBlockGivesZeroOutMinusInfLseZeroGradients) {
       for (double x : t->to_f64()) ASSERT_EQ(x, 0.0);
     }
     for (double x : c.lse.to_f64()) ASSERT_EQ(x, -INFINITY);
-  }
-}
-
-// Outputs of two runs over the same inputs, bit for bit.
-void expect_same_bits(const AttnCase& x, const AttnCase& y, const char* what) {
-  const HostTensor* xs[] = {&x.out, &x.lse, &x.dq, &x.dk, &x.dv};
-  const HostTensor* ys[] = {&y.out, &y.lse, &y.dq, &y.dk, &y.dv};
-  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
-  for (int t = 0; t < 5; ++t) {
-    const std::vector<double> a = xs[t]->to_f64(), b = ys[t]->to_f64();
-    ASSERT_EQ(a.size(), b.size());
-    for (size_t e = 0; e < a.size(); ++e) ASSERT_EQ(a[e], b[e]) << what << ": " << names[t] << " element " << e;
   }
 }
 

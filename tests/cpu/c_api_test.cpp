@@ -172,6 +172,49 @@ TEST(CApi, BlockMaskErrorsNameTheMask) {
   EXPECT_EQ(c.out.count_nan(), c.out.numel());
 }
 
+// The element bitmask's errors through the C ABI: each names mask.bits, the forward and the backward
+// write nothing. seqlen_k 40 needs 2 words a row; seqlen_q 16 rows.
+TEST(CApi, BitMaskErrorsNameTheMask) {
+  Rng rng(test_seed());
+  CaseSpec spec;
+  spec.batch = 2;
+  spec.seqlen_k = 40;
+  spec.bits.on = true;
+  AttnCase c = make_case(spec, rng);
+  auto expect_refused = [&](fastattn_args& a, const char* want) {
+    EXPECT_EQ(fastattn_forward(&a, nullptr), FASTATTN_INVALID_ARGUMENT) << want;
+    EXPECT_NE(std::string(fastattn_last_error()).find(want), std::string::npos) << fastattn_last_error();
+    const fastattn_tensor dout = to_c(c.dout.view()), dq = to_c(c.dq.view()), dk = to_c(c.dk.view()),
+                          dv = to_c(c.dv.view());
+    EXPECT_EQ(fastattn_backward(&a, &dout, &dq, &dk, &dv, nullptr), FASTATTN_INVALID_ARGUMENT) << want;
+    EXPECT_NE(std::string(fastattn_last_error()).find(want), std::string::npos) << fastattn_last_error();
+  };
+  fastattn_args a = to_c(c);
+  a.bit_mask.shape[3] = 1;  // one word covers 32 of the 40 keys
+  expect_refused(a, "mask.bits: dim 3 (words) is 1 but must be >= ceil(seqlen_k 40 / 32) = 2");
+  a = to_c(c);
+  a.bit_mask.shape[2] = 15;
+  expect_refused(a, "mask.bits: dim 2 (rows) is 15 but must be >= seqlen_q 16");
+  a = to_c(c);
+  a.bit_mask.shape[0] = 3;
+  expect_refused(a, "mask.bits: dim 0 (mask_batch) is 3 but must be 1 (shared) or batch 2");
+  a = to_c(c);
+  a.bit_mask.device = 7;
+  expect_refused(a, "mask.bits: unknown device code 7");
+  a = to_c(c);
+  a.bit_mask.device = FASTATTN_CUDA;
+  expect_refused(a, "mask.bits: on cuda:0 but q is on cpu");
+  a = to_c(c);  // words from a byte buffer at an odd offset
+  a.bit_mask.data = reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(a.bit_mask.data) + 1);
+  expect_refused(a, "mask.bits: data is not 4-byte aligned");
+  a = to_c(c);  // both masks: one kind a call
+  const uint8_t keep_all = 1;
+  a.block_mask.data = &keep_all;
+  for (int i = 0; i < 4; ++i) a.block_mask.shape[i] = 1;
+  expect_refused(a, "mask.bits: given together with a block-sparse mask");
+  for (const HostTensor* t : {&c.out, &c.dq, &c.dk, &c.dv}) EXPECT_EQ(t->count_nan(), t->numel());
+}
+
 TEST(CApi, ErrorsAreReportedPerThread) {
   Rng rng(test_seed());
   AttnCase c = make_case(CaseSpec{}, rng);

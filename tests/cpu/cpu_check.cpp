@@ -85,4 +85,20 @@ void check_cpu_backward(const CaseSpec& spec, int num_threads) {
   expect_close("dv", c.dv, ref.dv, low.dv, spec.dtype, ctx);
 }
 
+void run_cpu(AttnCase& c, const AttnArgs& a) {
+  ASSERT_TRUE(forward(a).ok());
+  ASSERT_TRUE(backward(a, c.dout.view(), c.dq.view(), c.dk.view(), c.dv.view()).ok());
+}
+
+void expect_same_bits(const AttnCase& x, const AttnCase& y, const char* what) {
+  const HostTensor* xs[] = {&x.out, &x.lse, &x.dq, &x.dk, &x.dv};
+  const HostTensor* ys[] = {&y.out, &y.lse, &y.dq, &y.dk, &y.dv};
+  const char* names[] = {"out", "lse", "dq", "dk", "dv"};
+  for (int t = 0; t < 5; ++t) {
+    const std::vector<double> a = xs[t]->to_f64(), b = ys[t]->to_f64();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t e = 0; e < a.size(); ++e) ASSERT_EQ(a[e], b[e]) << what << ": " << names[t] << " element " << e;
+  }
+}
+
 }  // namespace fastattn::testing

@@ -15,4 +15,10 @@ void check_cpu_forward(const CaseSpec& spec, int num_threads = 0);
 // Forward (to get out and lse), then backward: dq, dk, dv.
 void check_cpu_backward(const CaseSpec& spec, int num_threads = 0);
 
+// Forward then backward of args `a` over case c's tensors on the CPU backend (both must succeed).
+void run_cpu(AttnCase& c, const AttnArgs& a);
+
+// Two runs' outputs (out, lse, dq, dk, dv) bit for bit; `what` names the pair in a failure.
+void expect_same_bits(const AttnCase& x, const AttnCase& y, const char* what);
+
 }  // namespace fastattn::testing

@@ -190,7 +190,7 @@ std::vector<Rule> forward_rules() {
        {"mask.bits: dim 2 (rows) is 4 but must be >= max_seqlen_q 5"}},
       {"bits_with_blocks_kind", false,
        [](A& a, C& c) { set_bits(a, c.bits.words, {1, 1, 8, 1}); set_blocks(a, c.blocks.bytes, {1, 1, 1, 1}, 8, 10); },
-       bad, {"mask.bits: given but mask.kind is 2"}},
+       bad, {"mask.bits: given together with a block-sparse mask"}},
       {"mask_bias", false, [](A& a, C&) { a.mask.kind = MaskKind::Bias; }, unsup, {"mask: kind 3 is not supported"}},
       // Block-sparse masks (fixed spec: batch 2, s_q 8, s_k 10, heads 4 / 2; varlen: batch 3,
       // longest 5 / 4).

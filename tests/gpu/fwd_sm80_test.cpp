@@ -3,7 +3,8 @@
 // dtypes, d 64 and 128, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA / MQA (never
 // packed on sm80), varlen with empty sequences and seqused, causal, local windows, softcap, a
 // running max that keeps rising, strided inputs and padded out; each case runs twice and must be
-// bitwise identical (run_fwd_case). And the sm80 path's refusals, each naming the argument and the arch.
+// bitwise identical (run_fwd_case). And the sm80 path's refusals (split-KV, the backward, block-sparse
+// masks, element bitmasks, KV caches), each naming the argument and the arch.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -29,7 +30,7 @@ class Sm80Fwd : public ::testing::Test {
     int major = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
     if (major < 8) GTEST_FAIL() << "the sm80 path needs a GPU of compute capability 8.0 or later";
-    // A build without "80" in FASTATTN_CUDA_ARCHS (scripts/gpu-check's default, 90a) has no sm80 path.
+    // A build without "80" in FASTATTN_CUDA_ARCHS (CI's and scripts/gpu-check's default is 90a;80) has no sm80 path.
     if (!built(DType::BF16, 64) && !built(DType::BF16, 128) && !built(DType::F16, 64) && !built(DType::F16, 128))
       GTEST_SKIP() << "no sm80 forward in this build (FASTATTN_CUDA_ARCHS without 80)";
     cuda_backend::set_forced_arch_major(8);
@@ -234,6 +235,18 @@ TEST_F(Sm80Fwd, Refusals) {
   AttnArgs bs = a;
   bs.mask.kind = MaskKind::BlockSparse;
   expect_refused(cuda_backend::sm80_limits(bs), "mask");
+  // Element bitmasks: through the whole forward (validation asks sm80_limits before any prep runs).
+  const int words = (c.sk + 31) / 32;
+  DeviceBuffer bits(size_t(c.sq) * words * 4);
+  AttnArgs bm = a;
+  bm.mask.kind = MaskKind::DenseBitmask;
+  bm.mask.bits.data = static_cast<const uint32_t*>(bits.get());
+  bm.mask.bits.shape[0] = bm.mask.bits.shape[1] = 1;
+  bm.mask.bits.shape[2] = c.sq;
+  bm.mask.bits.shape[3] = words;
+  bm.mask.bits.stride[2] = words;
+  bm.mask.bits.device = Device::CUDA;
+  expect_refused(forward(bm, nullptr), "mask: element bitmasks");
   expect_refused(cuda_backend::check_kvcache_arch(), "k_cache");
   // A head dim without an sm80 kernel (96: not in the sm80 menu) is refused as not built.
   FwdCase c96 = base(dt, 96, 100, 200);

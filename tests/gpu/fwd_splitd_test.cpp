@@ -3,12 +3,10 @@
 // run twice and bitwise equal): both dtypes, d 320 / 512 / 1024, d_qk != d_v, odd lengths (1, 17,
 // 113, 4097), causal and local windows, GQA, varlen with empty sequences and seqused, softcap, a
 // running max that keeps rising; and the calls it refuses by name (split-KV, the backward). The
-// float64 reference is naive (s_q s_k (d + d_v) per head, twice): the cases stay small. Every case
-// runs under both kernels, the key-split variant (b) (parameter "keysplit", the default) and (a')
-// ("pairs", FASTATTN_SPLITD_VARIANT=a): Sm90FwdSplitD.Gqa/keysplit, Sm90FwdSplitD.Gqa/pairs.
+// float64 reference is naive (s_q s_k (d + d_v) per head, twice): the cases stay small. The ring's
+// depth follows d_qk (10 + 16 - d_qk / 64 slots): the cases cover 10 to 25 slots.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -17,14 +15,7 @@
 namespace fastattn::gputest {
 namespace {
 
-class Sm90FwdSplitD : public HopperTest, public ::testing::WithParamInterface<const char*> {
- protected:
-  void SetUp() override {
-    HopperTest::SetUp();
-    setenv("FASTATTN_SPLITD_VARIANT", GetParam(), 1);  // read by the launcher on every call
-  }
-  void TearDown() override { unsetenv("FASTATTN_SPLITD_VARIANT"); }
-};
+class Sm90FwdSplitD : public HopperTest {};
 
 FwdCase base(DType dt, int d, int dv, int sq, int sk) {
   FwdCase c;
@@ -36,7 +27,7 @@ FwdCase base(DType dt, int d, int dv, int sq, int sk) {
   return c;
 }
 
-TEST_P(Sm90FwdSplitD, HeadDimsAndDtypes) {
+TEST_F(Sm90FwdSplitD, HeadDimsAndDtypes) {
   for (DType dt : {DType::BF16, DType::F16})
     for (int d : {320, 512, 1024})
       for (bool causal : {false, true}) {
@@ -50,8 +41,9 @@ TEST_P(Sm90FwdSplitD, HeadDimsAndDtypes) {
 // d_qk != d_v: MLA's 576 / 512, a narrow V (d_v <= 256: one slice pair, the second warpgroup's
 // columns all past d_v), a wide V over a narrow Q, and d_v 320 (a pair whose second slice is
 // mostly TMA zero fill).
-TEST_P(Sm90FwdSplitD, QkAndVHeadDimsDiffer) {
-  const std::pair<int, int> dims[] = {{576, 512}, {384, 128}, {256, 512}, {128, 1024}, {1024, 320}, {640, 384}};
+TEST_F(Sm90FwdSplitD, QkAndVHeadDimsDiffer) {
+  const std::pair<int, int> dims[] = {{576, 512}, {384, 128}, {256, 512}, {128, 1024}, {1024, 320}, {640, 384},
+                                         {64, 512}};  // d_qk 64: the deepest ring (25 slots)
   for (auto [d, dv] : dims)
     for (bool causal : {false, true}) {
       FwdCase c = base(DType::BF16, d, dv, 113, 200);
@@ -60,7 +52,7 @@ TEST_P(Sm90FwdSplitD, QkAndVHeadDimsDiffer) {
     }
 }
 
-TEST_P(Sm90FwdSplitD, OddLengths) {
+TEST_F(Sm90FwdSplitD, OddLengths) {
   for (int sq : {1, 17, 113})
     for (int sk : {1, 17, 113, 4097})
       for (bool causal : {false, true}) {
@@ -80,7 +72,7 @@ TEST_P(Sm90FwdSplitD, OddLengths) {
   run_fwd_case(c);
 }
 
-TEST_P(Sm90FwdSplitD, Windows) {
+TEST_F(Sm90FwdSplitD, Windows) {
   const std::pair<int, int> windows[] = {{50, 10}, {100, 0}, {0, 0}, {-1, 30}, {7, -1}};
   for (auto [wl, wr] : windows)
     for (int d : {320, 1024}) {
@@ -91,7 +83,7 @@ TEST_P(Sm90FwdSplitD, Windows) {
     }
 }
 
-TEST_P(Sm90FwdSplitD, Gqa) {
+TEST_F(Sm90FwdSplitD, Gqa) {
   for (auto [hq, hkv] : {std::pair{8, 2}, std::pair{4, 1}})
     for (bool causal : {false, true}) {
       FwdCase c = base(DType::BF16, 512, 512, 100, 180);
@@ -102,7 +94,7 @@ TEST_P(Sm90FwdSplitD, Gqa) {
     }
 }
 
-TEST_P(Sm90FwdSplitD, VarlenWithEmptySequences) {
+TEST_F(Sm90FwdSplitD, VarlenWithEmptySequences) {
   for (bool causal : {false, true}) {
     FwdCase c = base(DType::BF16, 512, 512, 0, 0);
     c.lens_q = {17, 0, 130, 1, 64};
@@ -121,7 +113,7 @@ TEST_P(Sm90FwdSplitD, VarlenWithEmptySequences) {
   run_fwd_case(c);
 }
 
-TEST_P(Sm90FwdSplitD, Softcap) {
+TEST_F(Sm90FwdSplitD, Softcap) {
   for (bool causal : {false, true}) {
     FwdCase c = base(DType::BF16, 320, 320, 120, 190);
     c.softcap = 30.f;
@@ -132,7 +124,7 @@ TEST_P(Sm90FwdSplitD, Softcap) {
 
 // Scores that grow toward the first keys (visited last): the running max rises block after block,
 // by more and by less than OnlineSoftmax::kMaxSlack (O rescaled or not).
-TEST_P(Sm90FwdSplitD, RisingRowMax) {
+TEST_F(Sm90FwdSplitD, RisingRowMax) {
   for (bool causal : {false, true}) {
     FwdCase c = base(DType::BF16, 512, 512, 100, 1000);
     c.hq = c.hkv = 1;
@@ -143,7 +135,7 @@ TEST_P(Sm90FwdSplitD, RisingRowMax) {
 }
 
 // Split-KV and the backward at these head dims: refused by name, outputs untouched.
-TEST_P(Sm90FwdSplitD, RefusedByName) {
+TEST_F(Sm90FwdSplitD, RefusedByName) {
   const int64_t b = 1, s = 64, h = 2, d = 512;
   DeviceBuffer q(b * s * h * d * 2), k(b * s * h * d * 2), v(b * s * h * d * 2), o(b * s * h * d * 2);
   auto view = [&](DeviceBuffer& buf) {
@@ -185,11 +177,6 @@ TEST_P(Sm90FwdSplitD, RefusedByName) {
   EXPECT_EQ(st.code, Code::NotSupported);
   EXPECT_NE(st.message.find("split-D"), std::string::npos) << st.message;
 }
-
-INSTANTIATE_TEST_SUITE_P(, Sm90FwdSplitD, ::testing::Values("b", "a"),
-                         [](const ::testing::TestParamInfo<const char*>& param_info) {
-                           return std::string(param_info.param[0] == 'a' ? "pairs" : "keysplit");
-                         });
 
 }  // namespace
 }  // namespace fastattn::gputest

@@ -102,7 +102,7 @@ def test_errors_name_the_mask(rng):
         fastattn.forward(q, k, v, mask=np.ones((7, 10), dtype=bool))
     with pytest.raises(ValueError, match=r"mask.bits: dim 1 \(mask_heads\) is 3 but must divide heads_q 2"):
         fastattn.forward(q, k, v, mask=np.ones((3, 8, 10), dtype=bool))
-    with pytest.raises(ValueError, match="mask.bits: given but mask.kind is 2"):
+    with pytest.raises(ValueError, match="mask.bits: given together with a block-sparse mask"):
         fastattn.forward(q, k, v, mask=np.ones((8, 10), dtype=bool), block_mask=np.ones((1, 1, 1, 1), bool), block_size=16)
     with pytest.raises(TypeError, match="mask: expected a numpy"):
         fastattn.forward(q, k, v, mask=[[True]])
@@ -132,5 +132,59 @@ def test_sdpa_boolean_attn_mask(rng):
     assert_close("out", np.swapaxes(out, 1, 2), ref64, ref.round_to(ref64, np.float32), np.float32, FLOAT32_FLOOR)
     with pytest.raises(ValueError, match="attn_mask: not with is_causal"):
         fastattn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=True, enable_gqa=True)
-    with pytest.raises(ValueError, match=r"attn_mask: expected \(\.\.\., 33, 47\)"):
+    with pytest.raises(ValueError, match=r"attn_mask: expected a shape broadcastable to \(\.\.\., 33, 47\)"):
         fastattn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask[:, :32], enable_gqa=True)
+
+
+def test_sdpa_attn_mask_broadcast_over_queries_and_keys(rng):
+    """PyTorch's attn_mask broadcasts in every dim: a (b, 1, 1, s_k) key-padding mask, a 1-D (s_k,) mask and
+    a (s_q, 1) query mask each give the values of their expanded (b, h, s_q, s_k) form."""
+    q, k, v = randn(rng, (2, 4, 33, 32)), randn(rng, (2, 2, 47, 32)), randn(rng, (2, 2, 47, 32))
+    bshd = [np.swapaxes(x, 1, 2) for x in (q, k, v)]
+    pad = rng.random((2, 1, 1, 47)) < 0.7
+    pad[:, :, :, 0] = True  # every row keeps a key
+    for attn_mask in (pad, pad[1, 0, 0], rng.random((33, 1)) < 0.5):
+        out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, enable_gqa=True)
+        full = np.broadcast_to(attn_mask.reshape((1,) * (4 - attn_mask.ndim) + attn_mask.shape), (2, 4, 33, 47))
+        ref64, _ = ref.forward(*bshd, blocks=(np.ascontiguousarray(full), 1, 1))
+        assert_close("out", np.swapaxes(out, 1, 2), ref64, ref.round_to(ref64, np.float32), np.float32, FLOAT32_FLOOR)
+    with pytest.raises(ValueError, match=r"attn_mask: expected a shape broadcastable to \(\.\.\., 33, 47\)"):
+        fastattn.scaled_dot_product_attention(q, k, v, attn_mask=pad[..., :46], enable_gqa=True)
+
+
+def test_mask_short_of_the_keys_is_refused(rng):
+    """A mask a few keys short of seqlen_k packs into as many words as a full one (40 and 50 keys: 2 words),
+    which the C++ word count cannot see: the Python entry points refuse it by name instead of dropping the
+    missing keys."""
+    q, k, v = randn(rng, (1, 8, 2, 16)), randn(rng, (1, 50, 2, 16)), randn(rng, (1, 50, 2, 16))
+    short = np.ones((8, 40), dtype=bool)
+    want = r"mask: its last dim \(keys\) is 40 but seqlen_k is 50"
+    with pytest.raises(ValueError, match=want):
+        fastattn.forward(q, k, v, mask=short)
+    out, lse = fastattn.forward(q, k, v)
+    with pytest.raises(ValueError, match=want):
+        fastattn.backward(out, q, k, v, out, lse, mask=short)
+    with pytest.raises(ValueError, match=want):
+        fastattn.flash_attn_func(q, k, v, mask=short)
+    cu_q, cu_k = np.array([0, 8], np.int32), np.array([0, 50], np.int32)
+    with pytest.raises(ValueError, match=want):
+        fastattn.flash_attn_varlen_func(q[0], k[0], v[0], cu_q, cu_k, 8, 50, mask=short)
+    with pytest.raises(ValueError, match=want):
+        fastattn.forward(q[0], k[0], v[0], cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, max_seqlen_q=8, max_seqlen_k=50,
+                         mask=short)
+    with pytest.raises(ValueError, match=want):  # varlen without max_seqlen_k: the host cu_seqlens_k's longest
+        fastattn.forward(q[0], k[0], v[0], cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, mask=short)
+    longer = np.ones((8, 64), dtype=bool)  # more keys than needed: allowed, the extra bits ignored
+    a, _ = fastattn.forward(q, k, v, mask=longer)
+    assert np.array_equal(a, out)
+
+
+def test_mask_of_an_empty_call(rng):
+    """Calls with no keys or no query rows take a mask of their (empty) shape: out 0, lse -inf, as without
+    one (the words get one dropped row / word, since their dims must be >= 1)."""
+    q, k, v = randn(rng, (2, 8, 2, 16)), randn(rng, (2, 10, 2, 16)), randn(rng, (2, 10, 2, 16))
+    out, lse = fastattn.forward(q, k[:, :0], v[:, :0], mask=np.ones((8, 0), dtype=bool))
+    assert (out == 0).all() and np.isneginf(lse).all()
+    out, lse = fastattn.forward(q[:, :0], k, v, mask=np.ones((2, 1, 0, 10), dtype=bool))
+    assert out.shape == (2, 0, 2, 16) and lse.shape == (2, 2, 0)
+    assert _bit_mask.pack(np.ones((3, 0), dtype=bool)).shape == (1, 1, 3, 1)

@@ -1,114 +1,86 @@
-// The Hopper split-D forward (d_qk, d_v up to 1024; docs/notes/splitd-sm90.md). One CTA: 64 query
-// rows of one (batch, head) and a pair of 256-column slices of O. A producer thread streams Q once
-// and, per key block, K chunk by chunk then the pair's V chunks through one ring of 64 x 64 atoms;
-// each consumer warpgroup runs the whole FA loop for its slice: S = Q K^T over every K chunk (SS
-// wgmma), mask, online softmax, O_slice += P V_slice (RS wgmma). Both warpgroups compute the same S
-// from the same smem operands in the same order, so their P, max and sum are the same bits: no
-// exchange between them. Not persistent: one CTA per (m-block, slice pair, head, batch).
+// The Hopper split-D forward (d_qk, d_v up to 1024; docs/notes/splitd-sm90.md, "(b), the key-split
+// kernel"). One CTA: 64 query rows of one (batch, head), a pair of 256-column slices of O (one per
+// consumer warpgroup), one producer thread streaming Q once and K / V through one ring of 64 x 64
+// atoms (its depth a kernel parameter: Q's unused chunks join it). S is computed once per key block
+// of 128: warpgroup w does QK for keys [64 w, 64 w + 64) over the whole d_qk. The row max is
+// exchanged through smem (named barrier 1), each warpgroup writes its P half to smem (named barrier
+// 2), and O_slice += P_own V_own (RS, P in registers) + P_other V_other (SS, P from smem). The row
+// sums are exchanged once, at the end.
 #pragma once
 
-#include <cuda.h>
-#include <cuda/ptx>
-
-#include <type_traits>
-
-#include "cuda/common/attn_params.h"
-#include "cuda/common/math.cuh"
-#include "cuda/common/online_softmax.cuh"
-#include "cuda/common/seqlen.cuh"
-#include "cuda/mask/block_source.cuh"
-#include "cuda/mask/keep_bits.cuh"
-#include "cuda/mask/window_mask.cuh"
 #include "cuda/sm90/fwd_splitd/config.h"
-#include "cuda/sm90/prim/mbarrier.cuh"
-#include "cuda/sm90/prim/regs.cuh"
-#include "cuda/sm90/prim/tma.cuh"
-#include "cuda/sm90/prim/wgmma.cuh"
+#include "cuda/sm90/fwd_splitd/tile.cuh"
 
 namespace fastattn::sm90 {
 
-struct SplitDParams {
-  cuda_backend::AttnParams attn;
-  int qk_atoms;  // d_qk / 64
-  int v_atoms;   // d_v / 64
-  int pairs;     // slice pairs: ceil(v_atoms / kPairAtoms)
-  int m_blocks;  // 64-row blocks of the longest query sequence
-};
-
 struct SplitDSmem {
   using Cfg = SplitDConfig;
-  alignas(1024) uint8_t q[Cfg::kMaxAtoms][Cfg::kChunkBytes];
-  alignas(1024) uint8_t ring[Cfg::kRingSlots][Cfg::kChunkBytes];
+  // Q's atoms [0, qk_atoms), then the ring's slots [ring0, ring0 + ring_slots) (SplitDParams).
+  alignas(1024) uint8_t chunks[Cfg::kChunks][Cfg::kChunkBytes];
+  alignas(1024) uint8_t p[Cfg::kConsumerWarpgroups][Cfg::kChunkBytes];  // P half of warpgroup w (64 x 64 keys)
+  float rows[Cfg::kConsumerWarpgroups][Cfg::kRows];  // each block's row max, then the final row sums
   uint64_t q_full;
-  uint64_t full[Cfg::kRingSlots], empty[Cfg::kRingSlots];
+  uint64_t full[Cfg::kMaxRingSlots], empty[Cfg::kMaxRingSlots];
 };
 
-// The CTA's tile: its sequence, rows [m0, m0 + 64), slice pair and key blocks (last first, as the
-// main forward walks them). Producer and consumers derive it alike from the block index.
-struct SplitDTile {
-  cuda_backend::SeqInfo seq;
-  cuda_backend::WindowMask mask;
-  int head, kv_head, m0, pair;
-  cuda_backend::BlockRange blocks;
-};
-
-// kKeys: the key block (64 here, 128 in the key-split variant).
-template <int kKeys = SplitDConfig::kKeys>
-__device__ __forceinline__ SplitDTile splitd_tile(const SplitDParams& p) {
-  using Cfg = SplitDConfig;
-  SplitDTile t;
-  t.pair = int(blockIdx.x) % p.pairs;
-  // The longest rows first (causal: the last m-blocks see the most keys), so that the grid's tail
-  // holds the short ones.
-  const int m_block = p.m_blocks - 1 - int(blockIdx.x) / p.pairs;
-  t.head = int(blockIdx.y);
-  t.kv_head = t.head / p.attn.q_per_kv;
-  t.seq = cuda_backend::SeqInfo(p.attn, int(blockIdx.z));
-  t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
-  t.m0 = m_block * Cfg::kRows;
-  const int m1 = min(t.m0 + Cfg::kRows, t.seq.len_q);
-  t.blocks = cuda_backend::BlockRange{0, 0, 0, 0};
-  if (t.m0 < m1) t.blocks = cuda_backend::key_blocks(t.mask, t.m0, m1, kKeys);
-  return t;
+// Shared-memory stores and loads by 32-bit shared address: through the generic pointer into the
+// dynamic smem ptxas emitted generic ST.E / LD.E (it cannot prove the address shared).
+__device__ __forceinline__ void sts_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void sts_f32(uint32_t addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+}
+__device__ __forceinline__ float lds_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
 }
 
-// Producer (one thread): Q's atoms once, then per key block K's d_qk / 64 chunks and the pair's V
-// chunks, each into the next ring slot once both warpgroups released it.
+// Producer (one thread): Q once, then per key block of 128 the K chunks interleaved by half
+// (K[a, keys 0-63], K[a, keys 64-127] for each 64-column atom a of d_qk: both warpgroups advance
+// together), then the V chunks quarter by quarter: for quarter q, slice w, half h the 64 x 64 atom
+// of V rows (64 h ...) columns (slice w's quarter q). Past d_v (a d_v 320 pair) TMA's zero fill:
+// the consumers' PV then has no run-time branch around a wgmma, which made ptxas serialize every
+// wgmma of the kernel (C7518).
 __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParams& p, const SplitDTile& t,
                                                const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv) {
   using Cfg = SplitDConfig;
   mbar_expect_tx(&sm.q_full, uint32_t(p.qk_atoms * Cfg::kChunkBytes));
   for (int a = 0; a < p.qk_atoms; ++a)
-    tma_load_4d(sm.q[a], tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head, t.seq.batch_coord, &sm.q_full);
-  PipeState<Cfg::kRingSlots> ps;
+    tma_load_4d(sm.chunks[a], tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head, t.seq.batch_coord, &sm.q_full);
+  SplitDRingState ps;
+  uint8_t(*const ring)[Cfg::kChunkBytes] = sm.chunks + p.ring0;
   auto load = [&](const CUtensorMap* map, int col, int row) {
     mbar_wait(&sm.empty[ps.stage()], ps.phase() ^ 1);
     mbar_expect_tx(&sm.full[ps.stage()], Cfg::kChunkBytes);
-    tma_load_4d(sm.ring[ps.stage()], map, col, row, t.kv_head, t.seq.batch_coord, &sm.full[ps.stage()]);
-    ps.advance();
+    tma_load_4d(ring[ps.stage()], map, col, row, t.kv_head, t.seq.batch_coord, &sm.full[ps.stage()]);
+    ps.advance(p.ring_slots);
   };
-  // All of the pair's V chunks, also those past d_v (TMA fills them with zeros and counts their
-  // bytes): the consumers' PV then has no run-time branch around a wgmma, which made ptxas
-  // serialize every wgmma of the kernel (C7518).
   const int v_col0 = t.pair * Cfg::kPairAtoms * kAtomCols;
   for (int it = t.blocks.first(); !t.blocks.done(it); it = t.blocks.next(it)) {
     const int row = t.seq.k_offset + it * Cfg::kKeys;
-    for (int a = 0; a < p.qk_atoms; ++a) load(tk, a * kAtomCols, row);
-    for (int a = 0; a < Cfg::kPairAtoms; ++a) load(tv, v_col0 + a * kAtomCols, row);
+    for (int a = 0; a < p.qk_atoms; ++a) {
+      load(tk, a * kAtomCols, row);
+      load(tk, a * kAtomCols, row + Cfg::kHalfKeys);
+    }
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q)
+      for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w)
+        for (int h = 0; h < 2; ++h)
+          load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys);
   }
 }
 
-// One consumer warpgroup (kWG 0 or 1): the pair's slice kWG, columns [256 (2 pair + kWG), + 256).
-// A template on the warpgroup, so that which V chunks it multiplies is known at compile time (no
-// wgmma under a run-time branch).
+// One consumer warpgroup (kWG 0 or 1): keys [64 kWG, + 64) of each block for S, slice kWG of the pair
+// for O. Compile-time kWG: which ring positions it multiplies and which it only releases is fixed.
 template <class T, int kWG>
 __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParams& p, const SplitDTile& t) {
   using Cfg = SplitDConfig;
   constexpr int wg = kWG;
-  constexpr int N = Cfg::kKeys;
+  constexpr int N = Cfg::kHalfKeys;
   const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
   const int row_in_tile = warp_in_wg * 16 + lane / 4;  // this thread's rows: +0 and +8
-  float o[Cfg::kSliceAtoms][32];                        // O's slice as four 64-column quarters
+  float o[Cfg::kSliceAtoms][32];
   float s[N / 2];
   uint32_t pf[N / 16][4];
   cuda_backend::OnlineSoftmax<N> softmax;
@@ -121,15 +93,28 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     __syncwarp();
     if (lane == 0) mbar_arrive(&sm.empty[slot]);
   };
-  PipeState<Cfg::kRingSlots> ps;
+  SplitDRingState ps;
+  uint8_t(*const ring)[Cfg::kChunkBytes] = sm.chunks + p.ring0;
+  // The other warpgroup's chunk at this ring position: waited for (every slot takes both
+  // warpgroups' arrivals, each after the slot was filled) and released untouched.
+  auto skip = [&]() {
+    mbar_wait(&sm.full[ps.stage()], ps.phase());
+    release(ps.stage());
+    ps.advance(p.ring_slots);
+  };
   if (!t.blocks.empty()) mbar_wait(&sm.q_full, 0);
-  const uint32_t q_lo = desc_k_major_lo(sm.q[0]);
+  const uint32_t q_lo = desc_k_major_lo(sm.chunks[0]);
+  const uint32_t p_other_lo = desc_k_major_lo(sm.p[1 - wg]);
+  const uint32_t p_own = smem_addr(sm.p[wg]);
+  // This thread's row-max / row-sum slots (rows +0 and +8): its own warpgroup's, the other's.
+  const uint32_t rows_own = smem_addr(&sm.rows[wg][row_in_tile]);
+  const uint32_t rows_other = smem_addr(&sm.rows[1 - wg][row_in_tile]);
   for (int it = t.blocks.first(); !t.blocks.done(it); it = t.blocks.next(it)) {
-    // S = Q K^T, one commit group per K chunk; a chunk's slot goes back once the group after it is
-    // issued and it has retired, so a warpgroup holds at most two K chunks.
+    // S = Q K_own^T: one commit group per K chunk, a chunk's slot released once the group after it
+    // is issued and it has retired (at most two own chunks held). Ring order: K[a, half 0], K[a, half 1].
     auto issue_qk_chunk = [&](int a, bool accumulate) {
       mbar_wait(&sm.full[ps.stage()], ps.phase());
-      const uint32_t k_lo = desc_k_major_lo(sm.ring[ps.stage()]);
+      const uint32_t k_lo = desc_k_major_lo(ring[ps.stage()]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -137,32 +122,54 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
                            accumulate || kk > 0);
       wgmma_commit();
     };
+    if constexpr (wg == 1) skip();
     issue_qk_chunk(0, false);
     int held = ps.stage();
-    ps.advance();
+    ps.advance(p.ring_slots);
+    if constexpr (wg == 0) skip();
     for (int a = 1; a < p.qk_atoms; ++a) {
+      if constexpr (wg == 1) skip();
       issue_qk_chunk(a, true);
       wgmma_wait<1>();
       release(held);
       held = ps.stage();
-      ps.advance();
+      ps.advance(p.ring_slots);
+      if constexpr (wg == 0) skip();
     }
     wgmma_wait<0>();
     fence_operands(s);
     release(held);
-    // Softcap, then the mask on partial blocks (the main forward's order).
+    // Softcap, then the mask on partial blocks (this warpgroup's 64 keys start at n0).
     if (p.attn.softcap != 0.f) {
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
     }
     if (!t.blocks.full(it)) {
-      const int row0 = t.m0 + row_in_tile, row1 = row0 + 8, n0 = it * N;
+      const int row0 = t.m0 + row_in_tile, row1 = row0 + 8, n0 = it * Cfg::kKeys + wg * N;
       cuda_backend::apply_keep_bits<N, 0>(
           s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
       cuda_backend::apply_keep_bits<N, 1>(
           s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
     }
-    softmax.step(s, p.attn.scale_log2, alpha);
+    // The block's row max over both halves: each warpgroup's quad max through smem. max(own, other)
+    // is the same bits in both (fmaxf commutes), so the running max, alpha and the slack rule of
+    // OnlineSoftmax move alike in both warpgroups.
+    float m[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float x = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) x = fmaxf(x, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      m[h] = cuda_backend::quad_max(x);
+      if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
+    }
+    named_bar_sync(1, Cfg::kConsumerThreads);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
+      softmax.take_max(h, m[h], p.attn.scale_log2, alpha);
+      softmax.exp_row(s, h, p.attn.scale_log2, alpha);
+    }
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
       for (int q = 0; q < Cfg::kSliceAtoms; ++q) cuda_backend::scale_rows<64>(o[q], alpha);
@@ -171,37 +178,81 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     for (int kk = 0; kk < N / 16; ++kk)
 #pragma unroll
       for (int r = 0; r < 4; ++r) pf[kk][r] = cuda_backend::pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
-    // O_slice += P V: the pair's eight V chunks in order; this warpgroup's four (chunks 4 kWG ..
-    // 4 kWG + 3) into its quarters, the other warpgroup's waited for and released untouched (every
-    // slot takes both warpgroups' arrivals, each after the slot was filled).
-    int mine[Cfg::kSliceAtoms];
+    // P_own to smem as one 128-byte-swizzled K-major atom (the layout TMA gives Q and K): row r's
+    // 16-byte chunk j (columns 8 j .. 8 j + 7) at chunk j ^ (r % 8). This thread's columns
+    // 8 j + 2 quad_col (+1) of row half h are pf[j / 2][2 (j % 2) + h]. No barrier guards the rewrite:
+    // the other warpgroup's wgmma reads of this buffer (its last block's PV) retired before it
+    // reached this block's barrier 1.
 #pragma unroll
-    for (int a = 0; a < Cfg::kPairAtoms; ++a) {
-      mbar_wait(&sm.full[ps.stage()], ps.phase());
-      if (a / Cfg::kSliceAtoms == wg) {
-        const uint32_t v_lo = desc_n_major_lo(sm.ring[ps.stage()], Cfg::kChunkBytes);
+    for (int h = 0; h < 2; ++h) {
+      const int r = row_in_tile + 8 * h;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j)
+        sts_u32(p_own + r * kAtomRowBytes + ((j ^ (r % 8)) << 4) + 4 * quad_col, pf[j / 2][2 * (j % 2) + h]);
+    }
+    fence_smem_for_tma();  // the generic-proxy stores, before the other warpgroup's wgmma reads them
+    named_bar_sync(2, Cfg::kConsumerThreads);
+    // O_slice += P V, quarter by quarter; ring order per quarter: (slice 0: half 0, half 1),
+    // (slice 1: half 0, half 1). A quarter's two slots go back once the next quarter's group is
+    // issued and the quarter's has retired.
+    int cur[2], prev[2];
+#pragma unroll
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q) {
+#pragma unroll
+      for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
+        if (w != wg) {
+          skip();
+          skip();
+          continue;
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mbar_wait(&sm.full[ps.stage()], ps.phase());
+          cur[h] = ps.stage();
+          ps.advance(p.ring_slots);
+        }
+        const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
+        const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
         wgmma_fence();
 #pragma unroll
+        for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
+#pragma unroll
         for (int kk = 0; kk < N / 16; ++kk)
-          WgmmaRS<T, 64>::run(o[a % Cfg::kSliceAtoms], pf[kk], desc_n_major(v_lo, kk), 1);
+          WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
+                                                   desc_n_major(v_other, kk), 1);
         wgmma_commit();
-        mine[a % Cfg::kSliceAtoms] = ps.stage();
-      } else {
-        release(ps.stage());
-      }
-      ps.advance();
-      if (a == Cfg::kSliceAtoms * wg + Cfg::kSliceAtoms - 1) {  // this warpgroup's last chunk
-        wgmma_wait<0>();
-#pragma unroll
-        for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
-#pragma unroll
-        for (int kk = 0; kk < N / 16; ++kk) fence_operands(pf[kk]);  // P is rewritten next block
-#pragma unroll
-        for (int q = 0; q < Cfg::kSliceAtoms; ++q) release(mine[q]);
+        if (q > 0) {
+          wgmma_wait<1>();
+          release(prev[0]);
+          release(prev[1]);
+        }
+        prev[0] = cur[0];
+        prev[1] = cur[1];
       }
     }
+    wgmma_wait<0>();
+#pragma unroll
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) fence_operands(pf[kk]);  // P is rewritten next block
+    release(prev[0]);
+    release(prev[1]);
   }
-  // Out and LSE: this warpgroup's quarters that lie inside d_v; LSE once (warpgroup 0, pair 0).
+  // The row sums: each warpgroup's quad sum through smem (the rows buffer's last reads, the other
+  // warpgroup's max of the last block, came before barrier 2), own + other in both (the same bits),
+  // left in quad column 0 so that finish()'s quad sum returns it exactly.
+  float own[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
+    if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
+  }
+  named_bar_sync(3, Cfg::kConsumerThreads);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float total = own[h] + lds_f32(rows_other + 32 * h);
+    softmax.row_sum[h] = quad_col == 0 ? total : 0.f;
+  }
   float inv[2], lse[2];
   softmax.finish(inv, lse);
   const cuda_backend::AttnParams& a = p.attn;
@@ -246,7 +297,7 @@ __global__ void __launch_bounds__(SplitDConfig::kThreads, 1)
     prefetch_tma_map(&tv);
     mbar_init(&sm.q_full, 1);
 #pragma unroll
-    for (int s = 0; s < Cfg::kRingSlots; ++s) {
+    for (int s = 0; s < Cfg::kMaxRingSlots; ++s) {
       mbar_init(&sm.full[s], 1);
       mbar_init(&sm.empty[s], 4 * Cfg::kConsumerWarpgroups);
     }

@@ -1,14 +1,12 @@
 // Host launch of the Hopper split-D forward for one dtype: tensor maps (64-column x 64-row boxes of
 // Q, K and V), the grid (m-blocks x slice pairs, heads, batch) and the smem size. Every (d_qk, d_v)
-// of cuda/splitd_rule.h runs one of two kernels per dtype: the key-split variant (b)
-// (kernel_keysplit.cuh) unless FASTATTN_SPLITD_VARIANT=a asks for (a') (kernel.cuh). Both take the
-// same maps, grid and parameters.
+// of cuda/splitd_rule.h runs the one kernel per dtype of kernel.cuh. The ring's depth is a kernel
+// parameter: Q's unused chunks join it (docs/notes/splitd-sm90.md, "a ring as deep as Q's unused
+// smem"; measured +15-17 % at d 320 / 512 over a fixed 10-slot ring).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "cuda/device_info.h"
@@ -16,23 +14,12 @@
 #include "cuda/splitd_rule.h"
 #include "cuda/sm90/fwd_splitd/api.h"
 #include "cuda/sm90/fwd_splitd/kernel.cuh"
-#include "cuda/sm90/fwd_splitd/kernel_keysplit.cuh"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
 
 constexpr int splitd_smem_bytes() { return int(sizeof(SplitDSmem)) + 1024; }  // + slack to align the base
 static_assert(splitd_smem_bytes() <= 227 * 1024, "the split-D forward's shared memory exceeds sm_90's 227 KB");
-constexpr int splitd_keysplit_smem_bytes() { return int(sizeof(SplitDKeySplitSmem)) + 1024; }
-static_assert(splitd_keysplit_smem_bytes() <= 227 * 1024,
-              "the key-split split-D forward's shared memory exceeds sm_90's 227 KB");
-
-// Which variant runs: (b), the key-split kernel, unless FASTATTN_SPLITD_VARIANT=a (read per call, so
-// that the tests and the bench can run both in one process; docs/notes/splitd-sm90.md).
-inline bool splitd_use_keysplit() {
-  const char* v = std::getenv("FASTATTN_SPLITD_VARIANT");
-  return v == nullptr || std::strcmp(v, "a") != 0;
-}
 
 template <class T>
 Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
@@ -49,20 +36,20 @@ Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t str
   p.v_atoms = pr.head_dim_v / kAtomCols;
   p.pairs = (p.v_atoms + Cfg::kPairAtoms - 1) / Cfg::kPairAtoms;
   p.m_blocks = (lp.attn.seqlen_q + Cfg::kRows - 1) / Cfg::kRows;  // varlen: seqlen_q is max_seqlen_q
+  p.ring0 = p.qk_atoms;  // the ring starts after Q's atoms
+  p.ring_slots = Cfg::kChunks - p.ring0;
   if (p.m_blocks == 0 || lp.attn.batch == 0 || lp.attn.heads_q == 0) return Status::Ok();
   if (lp.attn.batch > 65535 || lp.attn.heads_q > 65535 || int64_t(p.m_blocks) * p.pairs > INT32_MAX)
     return Status::Unsupported("q: the split-D forward's grid takes batch and heads up to 65535");
   CUtensorMap tq, tk, tv;
   Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), Cfg::kRows, &tq);
-  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kKeys, &tk);
-  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kKeys, &tv);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kHalfKeys, &tk);
+  if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kHalfKeys, &tv);
   if (!st.ok()) return st;
-  const bool keysplit = splitd_use_keysplit();
-  auto kernel = keysplit ? splitd_keysplit_fwd_kernel<T> : splitd_fwd_kernel<T>;
-  const int smem = keysplit ? splitd_keysplit_smem_bytes() : splitd_smem_bytes();
-  static cuda_backend::PerDeviceFlags attr_set[2];  // per instantiation and variant
-  if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set[keysplit]);
-      !st.ok())
+  auto kernel = splitd_fwd_kernel<T>;
+  const int smem = splitd_smem_bytes();
+  static cuda_backend::PerDeviceFlags attr_set;  // per instantiation
+  if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set); !st.ok())
     return st;
   const dim3 grid(unsigned(p.m_blocks * p.pairs), unsigned(lp.attn.heads_q), unsigned(lp.attn.batch));
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(tq, tk, tv, p);
