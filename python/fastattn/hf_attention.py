@@ -91,10 +91,11 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
 
     is_causal defaults to module.is_causal (True when the module has none); it applies only without a
     mask (a mask holds the causal rule, as transformers' SDPA path reads it). attention_mask: None or a
-    4-D (b or 1, 1 or h, s_q or 1, >= s_k) mask (torch; numpy with numpy inputs), bool (True = attend) or float with entries 0 / the dtype's
-    minimum (transformers' additive form); keys past s_k are cut (as transformers' SDPA path). A row that
-    keeps no key (a padded query) gets 0. Not supported (each raises NotImplementedError): a float mask with
-    other values (a bias), dropout > 0, sliding_window."""
+    4-D (b or 1, 1 or h, s_q or 1, >= s_k) mask (torch; numpy with numpy inputs), bool (True = attend)
+    or float with entries 0 / the dtype's minimum (transformers' additive form); keys past s_k are cut
+    (as transformers' SDPA path). A row that keeps no key (a padded query) gets 0. Gradients flow
+    through fastattn's autograd, whose backward applies the same bits. Not supported (each raises
+    NotImplementedError): a float mask with other values (a bias), dropout > 0, sliding_window."""
     if dropout:
         raise NotImplementedError(f"dropout={dropout}: fastattn has no attention dropout")
     if sliding_window is not None:
@@ -110,8 +111,9 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
             raise NotImplementedError(f"attention_mask: expected an array, got {type(attention_mask).__name__}")
         s_q, s_k = query.shape[2], key.shape[2]
         if len(attention_mask.shape) != 4 or attention_mask.shape[2] not in (1, s_q) or attention_mask.shape[3] < s_k:
-            raise NotImplementedError(f"attention_mask: expected transformers' 4-D (batch, 1, {s_q}, >= {s_k}) mask, "
-                                      f"got shape {tuple(attention_mask.shape)} (register() sets the SDPA mask function)")
+            raise NotImplementedError(f"attention_mask: expected transformers' 4-D (batch, 1, {s_q}, >= {s_k}) "
+                                      f"mask, got shape {tuple(attention_mask.shape)} (register() sets the SDPA "
+                                      "mask function)")
         causal, mask = _cached_plan(attention_mask, s_q, s_k)
     out, _ = attention(query, key, value, softmax_scale=scaling, causal=bool(causal),
                        softcap=float(softcap or 0.0), with_lse=False, heads_first=True, mask=mask)
