@@ -6,7 +6,7 @@
 The model: LlamaForCausalLM, 4 layers, hidden 2048, 16 query / 4 KV heads of dim 128, MLP 8192,
 vocabulary 32000, bf16, random weights (nothing is downloaded). One model, its attention switched
 between transformers' "sdpa" and "fastattn" (fastattn.hf_attention.register(): AttentionInterface with
-the flash-attention mask function, so a padding mask reaches it and is refused, never dropped):
+the SDPA mask function: None here (unpadded, s_q 1 or s_q == s_k); a padded batch's 4-D mask runs as bits):
   prefill   model(input_ids) at batch 1, seqlen --seqlen (causal; logits of every position)
   decode    one step of one new token against the prefilled DynamicCache (seqlen + 1 keys); the
             cache is cropped back after each step, so every step sees the same length
@@ -57,7 +57,7 @@ def fastattn_static_attention(module, query, key, value, attention_mask, dropout
 
 
 def register(count=False):
-    """"fastattn": the package's registration (fastattn.hf_attention: flash-attention masks, (b, h, s, d)
+    """"fastattn": the package's registration (fastattn.hf_attention: SDPA masks, (b, h, s, d)
     tensors read as they lie); "fastattn_static": the StaticCache variant above. count: through
     counted()."""
     from transformers import AttentionInterface
