@@ -1,14 +1,18 @@
 // GPU time of the forward on the sm80 path (forced: FASTATTN_FORCE_ARCH semantics through
 // set_forced_arch_major) and on the device's own path, b x s x h x d, bf16, causal or not (not a
-// test): fastattn_sm80_bench [b s h d]. One JSON line per (path, d, causal): median of 20 CUDA-event
-// timings after 3 warm-up calls, TFLOPS from 4 b s^2 h d FLOPs (halved for causal).
+// test): fastattn_sm80_bench [b s h d]. One JSON line per (path, d, causal): a measurement is the
+// median of 20 CUDA-event timings after 3 warm-up calls, taken after a 250 ms pause; kRounds rounds
+// over the paths in a rotated order; the line gives the median over rounds and its min / max.
+// TFLOPS from 4 b s^2 h d FLOPs (halved for causal).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "bench_check.h"
@@ -19,6 +23,8 @@
 namespace {
 
 using namespace fastattn;
+
+constexpr int kRounds = 5;
 
 float median_ms(const AttnArgs& a, int iters) {
   cudaEvent_t e0, e1;
@@ -71,20 +77,37 @@ int main(int argc, char** argv) {
       a.causal = causal;
       // sm80 as the device would pick it, then (d 128) both K/V orders forced, then the device's own path.
       const sm80::KvOrder orders[] = {sm80::KvOrder::Auto, sm80::KvOrder::Fa2, sm80::KvOrder::Ring};
-      const char* names[] = {"sm80", "sm80-fa2-order", "sm80-ring"};
+      const char* names[] = {"sm80", "sm80-fa2-order", "sm80-ring", "native"};
+      std::vector<int> runs;
       for (int run = 0; run < 4; ++run) {
-        const int forced = run < 3 ? 8 : 0;
         if (run > 0 && run < 3 && d != 128) continue;  // d 64 has one order
-        if (forced == 0 && real == 8) continue;        // the device's own path is the sm80 one
-        cuda_backend::set_forced_arch_major(forced);
-        sm80::set_kv_order(run < 3 ? orders[run] : sm80::KvOrder::Auto);
-        const float ms = median_ms(a, 20);
-        const double flops = 4.0 * b * double(s) * s * h * d * (causal ? 0.5 : 1.0);
-        std::printf("{\"path\": \"%s\", \"b\": %d, \"s\": %d, \"h\": %d, \"d\": %d, \"causal\": %s, \"ms\": %.4f, "
-                    "\"tflops\": %.1f}\n",
-                    run < 3 ? names[run] : "native", b, s, h, d, causal ? "true" : "false", ms, flops / ms * 1e-9);
-        std::fflush(stdout);
+        if (run == 3 && real == 8) continue;           // the device's own path is the sm80 one
+        runs.push_back(run);
       }
+      // Rounds over the paths in a rotated order, each measurement after an idle pause: on a
+      // power-capped card a row timed right after a hot one runs at a lower clock (session 37 timed
+      // one kernel 20 % apart in back-to-back rows). Per path: the median over rounds, and the spread.
+      std::vector<std::vector<float>> times(4);
+      for (int round = 0; round < kRounds; ++round) {
+        for (size_t i = 0; i < runs.size(); ++i) {
+          const int run = runs[(i + size_t(round)) % runs.size()];
+          cuda_backend::set_forced_arch_major(run < 3 ? 8 : 0);
+          sm80::set_kv_order(run < 3 ? orders[run] : sm80::KvOrder::Auto);
+          std::this_thread::sleep_for(std::chrono::milliseconds(250));
+          times[size_t(run)].push_back(median_ms(a, 20));
+        }
+      }
+      const double flops = 4.0 * b * double(s) * s * h * d * (causal ? 0.5 : 1.0);
+      for (int run : runs) {
+        std::vector<float>& t = times[size_t(run)];
+        std::sort(t.begin(), t.end());
+        const float ms = t[t.size() / 2];
+        std::printf("{\"path\": \"%s\", \"b\": %d, \"s\": %d, \"h\": %d, \"d\": %d, \"causal\": %s, \"ms\": %.4f, "
+                    "\"ms_min\": %.4f, \"ms_max\": %.4f, \"rounds\": %d, \"tflops\": %.1f}\n",
+                    names[run], b, s, h, d, causal ? "true" : "false", ms, t.front(), t.back(), kRounds,
+                    flops / ms * 1e-9);
+      }
+      std::fflush(stdout);
       sm80::set_kv_order(sm80::KvOrder::Auto);
     }
     cuda_backend::set_forced_arch_major(0);
