@@ -26,6 +26,31 @@
 namespace fastattn::testing {
 namespace {
 
+// The list a tile's prep builds (bit_tile_lists_kernel / bwd_bit_tile_lists_kernel) for the window's
+// blocks r and per-block classes cls, built on the host: parts 0, 1, 2 (bit_list_part), each ascending,
+// entries 2 * block + needs-bits; `storage` holds the entries the returned list points into.
+cuda_backend::BitList host_bit_list(const cuda_backend::BlockRange& r, const std::vector<uint8_t>& cls,
+                                    std::vector<int>* storage) {
+  int edge[4];
+  cuda_backend::block_list_edges(r, edge);
+  int count[3] = {0, 0, 0};
+  storage->clear();
+  for (int part = 0; part < 3; ++part)
+    for (int n = edge[0]; n < edge[1]; ++n)
+      if (cuda_backend::bit_list_part(n, cls[size_t(n)], edge[2], edge[3]) == part) {
+        storage->push_back(2 * n + (cls[size_t(n)] == cuda_backend::kBitsPartial ? 1 : 0));
+        ++count[part];
+      }
+  cuda_backend::BitList l;
+  l.begin = 0;
+  l.end = count[0] + count[1] + count[2];
+  l.full_begin = count[0];
+  l.full_end = count[0] + count[1];
+  l.list = storage->data();
+  l.line = 0;
+  return l;
+}
+
 TEST(BitMaskOracle, KeepIsWindowAndBits) {
   const uint64_t seed = test_seed();
   Rng rng(seed);
@@ -74,25 +99,7 @@ TEST(BitMaskTiles, ClassAndPartialMaskingMatchTheOracle) {
     reference::HeadMask m{rule, nullptr, 0, 0, &v};
     const int i0 = rng.uniform_int(0, 70), j0 = rng.uniform_int(0, 70);
     const int rows = rng.uniform_int(1, 40), cols = rng.uniform_int(1, 40);
-    int kept = 0;
-    for (int i = i0; i < i0 + rows; ++i) {
-      for (int j = j0; j < j0 + cols; ++j) kept += m.keep(i, j) ? 1 : 0;
-    }
-    const cpu::TileClass expect = kept == 0 ? cpu::TileClass::Empty
-                                  : kept == rows * cols ? cpu::TileClass::Full
-                                                        : cpu::TileClass::Partial;
-    const std::string where = "rule (" + std::to_string(rule.len_q) + "," + std::to_string(rule.len_k) + "," +
-                              std::to_string(rule.window_left) + "," + std::to_string(rule.window_right) +
-                              ") tile at (" + std::to_string(i0) + "," + std::to_string(j0) + ") " + seed_note(seed);
-    ASSERT_EQ(int(cpu::classify_tile(m, i0, i0 + rows, j0, j0 + cols)), int(expect)) << where;
-    if (j0 + cols > rule.len_k) continue;  // the backends never mask keys past len_k
-    std::vector<float> s(size_t(rows * cols), 1.0f);
-    cpu::mask_partial_tile(m, i0, rows, j0, cols, s.data(), cols);
-    for (int r = 0; r < rows; ++r) {
-      for (int c = 0; c < cols; ++c) {
-        ASSERT_EQ(s[size_t(r * cols + c)] == 1.0f, m.keep(i0 + r, j0 + c)) << where << " element " << r << "," << c;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(check_tile_against_oracle(m, rule, i0, rows, j0, cols, seed_note(seed)));
   }
 }
 
@@ -134,24 +141,8 @@ TEST(BitMaskLists, TileListWalkKeepsTheContract) {
     const bool all_ones = trial % 5 == 0;
     std::vector<uint8_t> cls(static_cast<size_t>(n_blocks));
     for (auto& c : cls) c = all_ones ? uint8_t(cuda_backend::kBitsFull) : uint8_t(rng.uniform_int(0, 2));
-    int edge[4];
-    cuda_backend::block_list_edges(r, edge);
-    const int fb = edge[2], fe = edge[3];
-    std::vector<int> list;  // base 0: parts 0, 1, 2, each ascending
-    int count[3] = {0, 0, 0};
-    for (int part = 0; part < 3; ++part)
-      for (int n = edge[0]; n < edge[1]; ++n)
-        if (cuda_backend::bit_list_part(n, cls[size_t(n)], fb, fe) == part) {
-          list.push_back(2 * n + (cls[size_t(n)] == cuda_backend::kBitsPartial ? 1 : 0));
-          ++count[part];
-        }
-    cuda_backend::BitList l;
-    l.begin = 0;
-    l.end = count[0] + count[1] + count[2];
-    l.full_begin = count[0];
-    l.full_end = count[0] + count[1];
-    l.list = list.data();
-    l.line = 0;
+    std::vector<int> list;
+    const cuda_backend::BitList l = host_bit_list(r, cls, &list);
     std::vector<int> seen(size_t(n_blocks), 0), order;
     for (int it = l.first(); !l.done(it); it = l.next(it)) {
       const int n = l.block(it);
@@ -225,23 +216,9 @@ TEST(BitMaskLists, KeyTileListWalkKeepsTheContract) {
                                    : uint8_t(rng.uniform_int(0, 2));
     int edge[4];
     cuda_backend::block_list_edges(r, edge);
-    const int fb = edge[2], fe = edge[3];
     ASSERT_LE(edge[1], m_blocks) << trial;
     std::vector<int> list;
-    int count[3] = {0, 0, 0};
-    for (int part = 0; part < 3; ++part)
-      for (int m = edge[0]; m < edge[1]; ++m)
-        if (cuda_backend::bit_list_part(m, cls[size_t(m)], fb, fe) == part) {
-          list.push_back(2 * m + (cls[size_t(m)] == cuda_backend::kBitsPartial ? 1 : 0));
-          ++count[part];
-        }
-    cuda_backend::BitList l;
-    l.begin = 0;
-    l.end = count[0] + count[1] + count[2];
-    l.full_begin = count[0];
-    l.full_end = count[0] + count[1];
-    l.list = list.data();
-    l.line = 0;
+    const cuda_backend::BitList l = host_bit_list(r, cls, &list);
     std::vector<int> seen(size_t(m_blocks), 0), order;
     for (int it = l.first(); !l.done(it); it = l.next(it)) {
       const int m = l.block(it);

@@ -83,25 +83,7 @@ TEST(BlockMaskTiles, ClassAndPartialMaskingMatchTheOracle) {
     const reference::HeadMask m{rule, &blocks.view, 0, 0};
     const int i0 = rng.uniform_int(0, 40), j0 = rng.uniform_int(0, 40);
     const int rows = rng.uniform_int(1, 16), cols = rng.uniform_int(1, 16);
-    int kept = 0;
-    for (int i = i0; i < i0 + rows; ++i) {
-      for (int j = j0; j < j0 + cols; ++j) kept += m.keep(i, j) ? 1 : 0;
-    }
-    const cpu::TileClass expect = kept == 0 ? cpu::TileClass::Empty
-                                  : kept == rows * cols ? cpu::TileClass::Full
-                                                        : cpu::TileClass::Partial;
-    const std::string where = "rule (" + std::to_string(rule.len_q) + "," + std::to_string(rule.len_k) + "," +
-                              std::to_string(rule.window_left) + "," + std::to_string(rule.window_right) +
-                              ") tile at (" + std::to_string(i0) + "," + std::to_string(j0) + ") " + seed_note(seed);
-    ASSERT_EQ(int(cpu::classify_tile(m, i0, i0 + rows, j0, j0 + cols)), int(expect)) << where;
-    if (j0 + cols > rule.len_k) continue;  // the backends never mask keys past len_k
-    std::vector<float> s(size_t(rows * cols), 1.0f);
-    cpu::mask_partial_tile(m, i0, rows, j0, cols, s.data(), cols);
-    for (int r = 0; r < rows; ++r) {
-      for (int c = 0; c < cols; ++c) {
-        ASSERT_EQ(s[size_t(r * cols + c)] == 1.0f, m.keep(i0 + r, j0 + c)) << where << " element " << r << "," << c;
-      }
-    }
+    ASSERT_NO_FATAL_FAILURE(check_tile_against_oracle(m, rule, i0, rows, j0, cols, seed_note(seed)));
   }
 }
 

@@ -1,6 +1,10 @@
 #include "cpu_check.h"
 
 #include <cmath>
+#include <vector>
+
+#include "cpu/tile_class.h"
+#include "cpu/tiling.h"
 
 #include "util/half.h"
 #include "fastattn/fastattn.h"
@@ -98,6 +102,29 @@ void expect_same_bits(const AttnCase& x, const AttnCase& y, const char* what) {
     const std::vector<double> a = xs[t]->to_f64(), b = ys[t]->to_f64();
     ASSERT_EQ(a.size(), b.size());
     for (size_t e = 0; e < a.size(); ++e) ASSERT_EQ(a[e], b[e]) << what << ": " << names[t] << " element " << e;
+  }
+}
+
+void check_tile_against_oracle(const reference::HeadMask& m, const reference::MaskRule& rule, int i0, int rows, int j0,
+                               int cols, const std::string& note) {
+  int kept = 0;
+  for (int i = i0; i < i0 + rows; ++i) {
+    for (int j = j0; j < j0 + cols; ++j) kept += m.keep(i, j) ? 1 : 0;
+  }
+  const cpu::TileClass expect = kept == 0 ? cpu::TileClass::Empty
+                                : kept == rows * cols ? cpu::TileClass::Full
+                                                      : cpu::TileClass::Partial;
+  const std::string where = "rule (" + std::to_string(rule.len_q) + "," + std::to_string(rule.len_k) + "," +
+                            std::to_string(rule.window_left) + "," + std::to_string(rule.window_right) +
+                            ") tile at (" + std::to_string(i0) + "," + std::to_string(j0) + ") " + note;
+  ASSERT_EQ(int(cpu::classify_tile(m, i0, i0 + rows, j0, j0 + cols)), int(expect)) << where;
+  if (j0 + cols > rule.len_k) return;  // the backends never mask keys past len_k
+  std::vector<float> s(size_t(rows * cols), 1.0f);
+  cpu::mask_partial_tile(m, i0, rows, j0, cols, s.data(), cols);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) {
+      ASSERT_EQ(s[size_t(r * cols + c)] == 1.0f, m.keep(i0 + r, j0 + c)) << where << " element " << r << "," << c;
+    }
   }
 }
 

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "reference/mask_oracle.h"
 #include "support/attn_case.h"
 
 namespace fastattn::testing {
@@ -20,5 +23,10 @@ void run_cpu(AttnCase& c, const AttnArgs& a);
 
 // Two runs' outputs (out, lse, dq, dk, dv) bit for bit; `what` names the pair in a failure.
 void expect_same_bits(const AttnCase& x, const AttnCase& y, const char* what);
+
+// Tile [i0, i0 + rows) x [j0, j0 + cols) of head mask m: cpu::classify_tile against the oracle's count
+// of kept pairs, and (inside rule.len_k) cpu::mask_partial_tile element by element against m.keep.
+void check_tile_against_oracle(const reference::HeadMask& m, const reference::MaskRule& rule, int i0, int rows, int j0,
+                               int cols, const std::string& note);
 
 }  // namespace fastattn::testing
