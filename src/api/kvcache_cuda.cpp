@@ -136,13 +136,23 @@ cuda_backend::KvAppendParams append_params(const KvCacheArgs& a, const KvCachePl
 }
 
 Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
-  // Head dims above 256 run the split-D forward, which reads K and V as plain tensors (no cache
-  // rows, left padding or pages): refused before anything is appended.
-  if (cuda_backend::splitd_dims(p.head_dim, p.head_dim_v))
-    return Status::Unsupported(msg("k_cache: head_dim ", p.head_dim, p.head_dim_v != p.head_dim ? "/" : "",
-                                   p.head_dim_v != p.head_dim ? std::to_string(p.head_dim_v) : std::string(),
-                                   ": the CUDA KV-cache forward takes head dims up to 256 (the split-D forward, ",
-                                   cuda_backend::splitd_dims_text(), ", has no KV-cache path)"));
+  // Head dims above 256 run the split-D forward, which reads K and V as plain tensors: a contiguous
+  // cache (its first `batch` rows) with cache_seqlens and k_new / v_new appended, yes; rows by
+  // cache_batch_idx, left padding or pages (the forward would address the cache itself) and rotary
+  // (untested at d_qk != d_v) not yet: refused before anything is appended.
+  if (cuda_backend::splitd_dims(p.head_dim, p.head_dim_v)) {
+    const char* what = a.page_table.defined()        ? "page_table: a paged cache"
+                       : a.cache_batch_idx.defined() ? "cache_batch_idx: cache rows by index"
+                       : a.cache_leftpad.defined()   ? "cache_leftpad: left-padded caches"
+                       : p.rotary_dim > 0            ? "rotary_cos: rotary embedding"
+                                                     : nullptr;
+    if (what != nullptr)
+      return Status::Unsupported(msg(what, " at head_dim ", p.head_dim, p.head_dim_v != p.head_dim ? "/" : "",
+                                     p.head_dim_v != p.head_dim ? std::to_string(p.head_dim_v) : std::string(),
+                                     " is not supported by the CUDA KV-cache forward (the split-D forward, ",
+                                     cuda_backend::splitd_dims_text(),
+                                     ", takes contiguous caches with cache_seqlens and k_new / v_new only)"));
+  }
   const cuda_backend::KvAppendParams k = append_params(a, p, ws);
   AttnArgs att = attention_scalars(a, Backend::CUDA);
   att.q = p.rotary_dim > 0 ? make_tensor(k.q_rotated, a.q.dtype, {p.batch, p.seqlen_q, p.heads_q, p.head_dim},

@@ -139,12 +139,9 @@ Status check_forward(const AttnArgs& a) {
                                (dims.empty() ? "none" : dims) +
                                ", as d or d/d_v; see FASTATTN_HEAD_DIMS and the kernel menu in src/cuda/sources.cmake)");
   }
-  // The split-D forward (d_qk or d_v above 256) has no split-KV or block-sparse variant.
+  // The split-D forward (d_qk or d_v above 256) has no block-sparse variant (split-KV: it has).
   if (splitd_dims(d, dv)) {
     const std::string dims = "head_dim " + std::to_string(d) + (dv != d ? "/" + std::to_string(dv) : "");
-    if (a.num_splits > 1)
-      return Status::Unsupported("num_splits: the CUDA forward at " + dims +
-                                 " (the split-D kernel) has no split-KV; pass 0 or 1 (split-KV: head dims up to 256)");
     if (a.mask.kind == MaskKind::BlockSparse)
       return Status::Unsupported("mask: the CUDA forward at " + dims +
                                  " (the split-D kernel) takes no block-sparse mask (block-sparse: head dims up to 128)");

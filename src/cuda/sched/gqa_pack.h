@@ -30,12 +30,14 @@ struct GqaPack {
   int groups = 0;  // tiles per (batch, kv head)
 };
 
-inline GqaPack choose_gqa_pack(int q_per_kv, int seqlen_q, bool varlen) {
+// `tile_rows`: the tile's query rows, a power of two (the split-D forward packs 64-row tiles: its
+// Q box is one 64-row atom).
+inline GqaPack choose_gqa_pack(int q_per_kv, int seqlen_q, bool varlen, int tile_rows = kPackTileRows) {
   GqaPack g;
-  if (varlen || q_per_kv <= 1 || seqlen_q < 1 || seqlen_q > kPackTileRows / 2) return g;
+  if (varlen || q_per_kv <= 1 || seqlen_q < 1 || seqlen_q > tile_rows / 2) return g;
   int r = 1;
   while (r < seqlen_q) r *= 2;
-  const int per_tile = kPackTileRows / r;  // >= 2
+  const int per_tile = tile_rows / r;  // >= 2
   g.groups = (q_per_kv + per_tile - 1) / per_tile;
   g.heads = (q_per_kv + g.groups - 1) / g.groups;
   g.rows = r;

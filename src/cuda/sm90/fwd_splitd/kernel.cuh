@@ -5,10 +5,13 @@
 // of 128: warpgroup w does QK for keys [64 w, 64 w + 64) over the whole d_qk. The row max is
 // exchanged through smem (named barrier 1), each warpgroup writes its P half to smem (named barrier
 // 2), and O_slice += P_own V_own (RS, P in registers) + P_other V_other (SS, P from smem). The row
-// sums are exchanged once, at the end.
+// sums are exchanged once, at the end. GQA-packed tiles (decode: 64 rows of several q heads of one
+// KV head) and split-KV (a tile's key blocks in shares, fp32 partials merged by split_combine.cu)
+// change only the tile's derivation (tile.cuh) and its store (epilogue.cuh).
 #pragma once
 
 #include "cuda/sm90/fwd_splitd/config.h"
+#include "cuda/sm90/fwd_splitd/epilogue.cuh"
 #include "cuda/sm90/fwd_splitd/tile.cuh"
 
 namespace fastattn::sm90 {
@@ -145,7 +148,9 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
       for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
     }
     if (!t.blocks.full(it)) {
-      const int row0 = t.m0 + row_in_tile, row1 = row0 + 8, n0 = it * Cfg::kKeys + wg * N;
+      // GQA packing: a tile row's query position is its low bits (row_pos_mask; 63 unpacked).
+      const int row0 = t.m0 + (row_in_tile & p.row_pos_mask), row1 = t.m0 + ((row_in_tile + 8) & p.row_pos_mask);
+      const int n0 = it * Cfg::kKeys + wg * N;
       cuda_backend::apply_keep_bits<N, 0>(
           s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
       cuda_backend::apply_keep_bits<N, 1>(
@@ -255,31 +260,10 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
   }
   float inv[2], lse[2];
   softmax.finish(inv, lse);
-  const cuda_backend::AttnParams& a = p.attn;
-  const int64_t b_off = t.seq.batch_coord;
-  const int col0 = (t.pair * Cfg::kPairAtoms + wg * Cfg::kSliceAtoms) * kAtomCols;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = t.m0 + row_in_tile + 8 * h;
-    if (r >= t.seq.rows_q) continue;
-    if (r >= t.seq.len_q) {  // past seqused: out 0, lse -inf (the reference's convention)
-      inv[h] = 0.f;
-      lse[h] = -INFINITY;
-    }
-    T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + int64_t(t.seq.q_offset + r) * a.out_stride_s +
-             int64_t(t.head) * a.out_stride_h + col0;
-#pragma unroll
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q) {
-      if (col0 + q * kAtomCols >= p.v_atoms * kAtomCols) continue;  // past d_v (TMA's zero fill)
-#pragma unroll
-      for (int j = 0; j < 8; ++j)
-        *reinterpret_cast<uint32_t*>(out + q * kAtomCols + 8 * j + 2 * quad_col) =
-            cuda_backend::pack2<T>(o[q][4 * j + 2 * h] * inv[h], o[q][4 * j + 2 * h + 1] * inv[h]);
-    }
-    if (a.lse != nullptr && wg == 0 && t.pair == 0 && quad_col == 0)
-      a.lse[b_off * a.lse_stride_b + int64_t(t.head) * a.lse_stride_h + int64_t(t.seq.q_offset + r) * a.lse_stride_s] =
-          lse[h];
-  }
+  if (p.splits > 1)
+    splitd_store_partial<wg>(p, t, row_in_tile, quad_col, o, inv, lse);
+  else
+    splitd_store_out<T, wg>(p, t, row_in_tile, quad_col, o, inv, lse);
 }
 
 template <class T>

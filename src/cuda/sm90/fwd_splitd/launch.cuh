@@ -1,5 +1,7 @@
 // Host launch of the Hopper split-D forward for one dtype: tensor maps (64-column x 64-row boxes of
-// Q, K and V), the grid (m-blocks x slice pairs, heads, batch) and the smem size. Every (d_qk, d_v)
+// Q, K and V; GQA-packed: Q boxes of R rows x 64 / R heads), the grid (m-blocks x slice pairs x
+// splits, head slots, batch; sched/splitd_plan.h), the split workspace and combine (split-KV), and
+// the smem size. Every (d_qk, d_v)
 // of cuda/splitd_rule.h runs the one kernel per dtype of kernel.cuh. The ring's depth is a kernel
 // parameter: Q's unused chunks join it (docs/notes/splitd-sm90.md, "a ring as deep as Q's unused
 // smem"; measured +15-17 % at d 320 / 512 over a fixed 10-slot ring).
@@ -11,6 +13,8 @@
 
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
+#include "cuda/sched/splitd_plan.h"
+#include "cuda/split_forward.h"
 #include "cuda/splitd_rule.h"
 #include "cuda/sm90/fwd_splitd/api.h"
 #include "cuda/sm90/fwd_splitd/kernel.cuh"
@@ -30,19 +34,32 @@ Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t str
   if (!cuda_backend::splitd_dims(pr.head_dim, pr.head_dim_v))
     return Status::Unsupported("internal: the split-D forward takes head dims " +
                                std::string(cuda_backend::splitd_dims_text()));
+  const cuda_backend::SplitDGrid g = cuda_backend::splitd_grid(lp.attn, pr.head_dim_v, pr.varlen);
   SplitDParams p;
   p.attn = lp.attn;
   p.qk_atoms = pr.head_dim / kAtomCols;
   p.v_atoms = pr.head_dim_v / kAtomCols;
-  p.pairs = (p.v_atoms + Cfg::kPairAtoms - 1) / Cfg::kPairAtoms;
-  p.m_blocks = (lp.attn.seqlen_q + Cfg::kRows - 1) / Cfg::kRows;  // varlen: seqlen_q is max_seqlen_q
+  p.pairs = g.pairs;
+  p.m_blocks = g.m_blocks;
   p.ring0 = p.qk_atoms;  // the ring starts after Q's atoms
   p.ring_slots = Cfg::kChunks - p.ring0;
-  if (p.m_blocks == 0 || lp.attn.batch == 0 || lp.attn.heads_q == 0) return Status::Ok();
-  if (lp.attn.batch > 65535 || lp.attn.heads_q > 65535 || int64_t(p.m_blocks) * p.pairs > INT32_MAX)
-    return Status::Unsupported("q: the split-D forward's grid takes batch and heads up to 65535");
+  const int pack_rows = g.pack.rows > 0 ? g.pack.rows : Cfg::kRows;
+  p.row_pos_mask = pack_rows - 1;
+  p.row_head_shift = 0;
+  while ((1 << p.row_head_shift) < pack_rows) ++p.row_head_shift;
+  p.pack_heads = g.pack.rows > 0 ? g.pack.heads : 1;
+  p.pack_groups = g.pack.rows > 0 ? g.pack.groups : 0;
+  if (g.tiles == 0) return Status::Ok();
+  int sms = 0;
+  if (lp.num_splits != 1) {
+    if (Status st = cuda_backend::sm_count(&sms); !st.ok()) return st;
+  }
+  p.splits = cuda_backend::splitd_splits(lp.num_splits, g, lp.attn, sms);
+  if (lp.attn.batch > 65535 || g.head_slots > 65535 || int64_t(p.m_blocks) * p.pairs * p.splits > INT32_MAX)
+    return Status::Unsupported("q: the split-D forward's grid takes batch and heads up to 65535 (and m-blocks x "
+                               "splits below 2^31)");
   CUtensorMap tq, tk, tv;
-  Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), Cfg::kRows, &tq);
+  Status st = cuda_backend::make_tma_map(tma_tensor(pr, Role::Q), pack_rows, &tq, Cfg::kRows / pack_rows);
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kHalfKeys, &tk);
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kHalfKeys, &tv);
   if (!st.ok()) return st;
@@ -51,9 +68,25 @@ Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t str
   static cuda_backend::PerDeviceFlags attr_set;  // per instantiation
   if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set); !st.ok())
     return st;
-  const dim3 grid(unsigned(p.m_blocks * p.pairs), unsigned(lp.attn.heads_q), unsigned(lp.attn.batch));
+  cuda_backend::SplitBuffers parts;
+  if (p.splits > 1) {
+    if (st = cuda_backend::split_buffers(lp, p.splits, stream, &parts); !st.ok()) return st;
+    p.o_part = parts.o;
+    p.lse_part = parts.lse;
+    p.part_rows = parts.rows;
+    p.part_rows_per_head = parts.rows_per_head;
+  } else {
+    p.o_part = p.lse_part = nullptr;
+    p.part_rows = p.part_rows_per_head = 0;
+  }
+  const dim3 grid(unsigned(p.m_blocks * p.pairs * p.splits), unsigned(g.head_slots), unsigned(lp.attn.batch));
   kernel<<<grid, Cfg::kThreads, smem, stream>>>(tq, tk, tv, p);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+  const cudaError_t launched = cudaGetLastError();
+  if (p.splits > 1) {
+    st = cuda_backend::split_finish(lp, p.splits, parts, launched == cudaSuccess, stream);
+    if (launched == cudaSuccess && !st.ok()) return st;
+  }
+  if (cudaError_t e = launched; e != cudaSuccess)
     return {Code::CudaError, std::string("split-D forward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();
 }

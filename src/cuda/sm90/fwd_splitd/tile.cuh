@@ -33,6 +33,23 @@ struct SplitDParams {
   // [0, qk_atoms)): ring0 = qk_atoms, ring_slots = kChunks - qk_atoms (launch.cuh).
   int ring0;
   int ring_slots;
+  // GQA packing (sched/gqa_pack.h at 64-row tiles; decode): tile row t is q head head + (t >>
+  // row_head_shift) at query position m0 + (t & row_pos_mask), pack_heads q heads of one KV head a
+  // tile, pack_groups tiles per KV head (blockIdx.y = kv_head * pack_groups + group). Unpacked:
+  // row_pos_mask 63, row_head_shift 6, pack_heads 1, pack_groups 0 (blockIdx.y = q head).
+  int row_pos_mask;
+  int row_head_shift;
+  int pack_heads;
+  int pack_groups;
+  // Split-KV: each tile's key blocks in `splits` shares (blockIdx.x = (m-block x pairs + pair) x splits
+  // + split); with splits > 1 the tile stores fp32 partials (split_plan.h's layout: split s's row
+  // (b, h, i) at s * part_rows + (b * heads_q + h) * part_rows_per_head + q_offset + i) for the
+  // combine kernel instead of out.
+  int splits;
+  float* o_part;
+  float* lse_part;
+  int64_t part_rows;
+  int64_t part_rows_per_head;
 };
 
 // (stage, phase) of the ring, whose slot count is a kernel parameter: stage in the low byte,
@@ -52,24 +69,37 @@ struct SplitDTile {
   cuda_backend::SeqInfo seq;
   cuda_backend::WindowMask mask;
   int head, kv_head, m0, pair;
+  int heads;  // q heads in the tile (GQA packing; 1 unpacked)
+  int split;  // which share of the key blocks
   cuda_backend::BlockRange blocks;
 };
 
 __device__ __forceinline__ SplitDTile splitd_tile(const SplitDParams& p) {
   using Cfg = SplitDConfig;
   SplitDTile t;
-  t.pair = int(blockIdx.x) % p.pairs;
+  const int x = int(blockIdx.x) / p.splits;
+  t.split = int(blockIdx.x) - x * p.splits;
+  t.pair = x % p.pairs;
   // The longest rows first (causal: the last m-blocks see the most keys), so that the grid's tail
   // holds the short ones.
-  const int m_block = p.m_blocks - 1 - int(blockIdx.x) / p.pairs;
-  t.head = int(blockIdx.y);
-  t.kv_head = t.head / p.attn.q_per_kv;
+  const int m_block = p.m_blocks - 1 - x / p.pairs;
+  if (p.pack_groups > 0) {
+    t.kv_head = int(blockIdx.y) / p.pack_groups;
+    const int first = (int(blockIdx.y) - t.kv_head * p.pack_groups) * p.pack_heads;
+    t.head = t.kv_head * p.attn.q_per_kv + first;
+    t.heads = min(p.pack_heads, p.attn.q_per_kv - first);
+  } else {
+    t.head = int(blockIdx.y);
+    t.kv_head = t.head / p.attn.q_per_kv;
+    t.heads = 1;
+  }
   t.seq = cuda_backend::SeqInfo(p.attn, int(blockIdx.z));
   t.mask = cuda_backend::WindowMask{t.seq.len_k, t.seq.len_k - t.seq.len_q, p.attn.window_left, p.attn.window_right};
-  t.m0 = m_block * Cfg::kRows;
-  const int m1 = min(t.m0 + Cfg::kRows, t.seq.len_q);
+  t.m0 = m_block * Cfg::kRows;  // packed: one m-block (s_q <= 32), m0 = 0
+  const int m1 = min(t.m0 + p.row_pos_mask + 1, t.seq.len_q);
   t.blocks = cuda_backend::BlockRange{0, 0, 0, 0};
   if (t.m0 < m1) t.blocks = cuda_backend::key_blocks(t.mask, t.m0, m1, Cfg::kKeys);
+  t.blocks = cuda_backend::split_share(t.blocks, t.split, p.splits);
   return t;
 }
 

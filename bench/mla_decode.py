@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""MLA-style decode on the split-D forward: q (b, 1, 128, 576), k (b, s_k, 1, 576), v (b, s_k, 1, 512),
+bf16, no mask; fastattn at its heuristic's split count (num_splits 0) and unsplit (num_splits 1),
+beside the HBM floor, GPU time only (docs/notes/splitd-sm90.md, "Split-KV decode").
+
+Method (bench/decode.py's): a CUDA graph of --calls calls rotating over K/V copies (>= --rotate-mib in
+all, at most 8 copies: each call reads its K/V from HBM, not from the L2 the previous one filled),
+replayed --replays times, each replay timed by CUDA events; median replay / calls. HBM floor = K/V
+bytes / copy bandwidth measured in the same run (bench/stream_floor.py). K and V are separate
+tensors here (K 576 + V 512 columns a key); an MLA kernel that reads V out of K's latent (FlashMLA)
+moves 576 only: the "latent floor" column. Peer: SDPA's efficient backend on K/V expanded to 128
+heads (stride-0 views; timed by events, b 1 only; '-' where it refuses).
+
+usage: python3 bench/mla_decode.py --lib build/src/libfastattn.so [--out mla.md]
+"""
+import argparse
+import ctypes
+import importlib.util
+import os
+import statistics
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+H, DQK, DV = 128, 576, 512
+
+
+def load(name, file):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, file))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--out", default="")
+    ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--sk", default="4096,16384")
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--rotate-mib", type=int, default=200)
+    args = ap.parse_args()
+
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    rp = load("run_peers", "run-peers.py")
+    fa = ctypes.CDLL(args.lib)
+    fa.fastattn_forward.argtypes = [ctypes.POINTER(rp.FaArgs), ctypes.c_void_p]
+    fa.fastattn_last_error.restype = ctypes.c_char_p
+    fa.fastattn_args_init.argtypes = [ctypes.POINTER(rp.FaArgs)]
+    tensor_of = rp.FastAttn._tensor.__get__(rp.FastAttn.__new__(rp.FastAttn))
+    dev = torch.device("cuda")
+    stream = torch.cuda.Stream()
+    torch.cuda.set_stream(stream)
+    sp = ctypes.c_void_p(stream.cuda_stream)
+    copy_bw = load("stream_floor", "stream_floor.py").copy_bandwidth()
+
+    def call(q, k, v, out, lse, splits):
+        a = rp.FaArgs()
+        fa.fastattn_args_init(ctypes.byref(a))
+        a.q, a.k, a.v, a.out, a.lse = (tensor_of(t) for t in (q, k, v, out, lse))
+        a.backend = 2
+        a.num_splits = splits
+        a.check_index_arrays = 0
+        ref = ctypes.byref(a)
+
+        def run():
+            if fa.fastattn_forward(ref, sp) != 0:
+                raise RuntimeError(fa.fastattn_last_error().decode())
+        run.keep = (a, q, k, v, out, lse)
+        return run
+
+    def graph_us(calls):
+        for c in calls[:2]:
+            c()
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=stream):
+            for c in calls:
+                c()
+        g.replay()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(args.replays):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(stream)
+            g.replay()
+            e1.record(stream)
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
+        del g
+        return statistics.median(times)
+
+    def events_us(fn, reps=10):
+        fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(reps):
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record(stream)
+            fn()
+            e1.record(stream)
+            e1.synchronize()
+            times.append(e0.elapsed_time(e1) * 1e3)
+        return statistics.median(times)
+
+    rows = []
+    for b in (int(x) for x in args.batches.split(",")):
+        for sk in (int(x) for x in args.sk.split(",")):
+            kv_bytes = b * sk * (DQK + DV) * 2
+            copies = max(1, min(8, -(-(args.rotate_mib << 20) // kv_bytes)))
+            torch.manual_seed(0)
+            qs = [torch.randn(b, 1, H, DQK, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+            ks = [torch.randn(b, sk, 1, DQK, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+            vs = [torch.randn(b, sk, 1, DV, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+            outs = [torch.empty(b, 1, H, DV, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+            lses = [torch.empty(b, H, 1, device=dev, dtype=torch.float32) for _ in range(copies)]
+            r = {"b": b, "sk": sk, "floor": kv_bytes / copy_bw * 1e6,
+                 "latent": b * sk * DQK * 2 / copy_bw * 1e6}
+            for name, splits in (("heur", 0), ("ns1", 1)):
+                calls = [call(qs[i % copies], ks[i % copies], vs[i % copies], outs[i % copies], lses[i % copies],
+                              splits) for i in range(args.calls)]
+                r[name] = graph_us(calls)
+                if name == "heur":  # check against SDPA-math in fp32 on copy 0 (one head group is enough)
+                    calls[0]()
+                    torch.cuda.synchronize()
+                    qt = qs[0][:, :, :8].transpose(1, 2).float()
+                    kt = ks[0].transpose(1, 2).float().expand(b, 8, sk, DQK)
+                    vt = vs[0].transpose(1, 2).float().expand(b, 8, sk, DV)
+                    ref = F.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
+                    r["err"] = (outs[0][:, :, :8].float() - ref).abs().max().item()
+            r["sdpa"] = None
+            if b == 1:
+                qt = qs[0].transpose(1, 2)
+                kt = ks[0].transpose(1, 2).expand(b, H, sk, DQK)
+                vt = vs[0].transpose(1, 2).expand(b, H, sk, DV)
+                try:
+                    with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+                        r["sdpa"] = events_us(lambda: F.scaled_dot_product_attention(qt, kt, vt))
+                except RuntimeError as e:
+                    r["sdpa_err"] = str(e).splitlines()[0][:80]
+            rows.append(r)
+            print(r, flush=True)
+            del qs, ks, vs, outs, lses
+            torch.cuda.empty_cache()
+
+    lines = [f"# MLA decode (h 128/1, d 576/512, s_q 1, bf16), {torch.cuda.get_device_name()}, "
+             f"copy bandwidth {copy_bw / 1e9:.0f} GB/s",
+             "",
+             f"Graphs of {args.calls} calls over rotating K/V copies, median of {args.replays} replays, us per call; "
+             "(x) = time / the K+V floor. heuristic: num_splits 0; ns1: unsplit. SDPA-EA: events, no graph, b 1.",
+             "",
+             "| b | s_k | K+V floor | latent floor | fastattn heuristic | fastattn ns1 | SDPA-EA (expanded) | max err vs fp32 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        sd = f"{r['sdpa']:.1f}" if r["sdpa"] is not None else "-"
+        lines.append(f"| {r['b']} | {r['sk']} | {r['floor']:.1f} | {r['latent']:.1f} | "
+                     f"{r['heur']:.1f} ({r['heur'] / r['floor']:.2f}x) | {r['ns1']:.1f} ({r['ns1'] / r['floor']:.2f}x) | "
+                     f"{sd} | {r['err']:.2e} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
