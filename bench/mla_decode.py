@@ -5,11 +5,11 @@ beside the HBM floor, GPU time only (docs/notes/splitd-sm90.md, "Split-KV decode
 
 Method (bench/decode.py's): a CUDA graph of --calls calls rotating over K/V copies (>= --rotate-mib in
 all, at most 8 copies: each call reads its K/V from HBM, not from the L2 the previous one filled),
-replayed --replays times, each replay timed by CUDA events; median replay / calls. HBM floor = K/V
+replayed --replays times per round, median over 3 rounds (bench/stream_floor.py's per_call_us). HBM floor = K/V
 bytes / copy bandwidth measured in the same run (bench/stream_floor.py). K and V are separate
 tensors here (K 576 + V 512 columns a key); an MLA kernel that reads V out of K's latent (FlashMLA)
 moves 576 only: the "latent floor" column. Peer: SDPA's efficient backend on K/V expanded to 128
-heads (stride-0 views; timed by events, b 1 only; '-' where it refuses).
+heads (stride-0 views; graphs of 2 calls, b 1 only; '-' where it refuses).
 
 usage: python3 bench/mla_decode.py --lib build/src/libfastattn.so [--out mla.md]
 """
@@ -17,7 +17,6 @@ import argparse
 import ctypes
 import importlib.util
 import os
-import statistics
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 H, DQK, DV = 128, 576, 512
@@ -37,7 +36,7 @@ def main():
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--sk", default="4096,16384")
     ap.add_argument("--calls", type=int, default=10)
-    ap.add_argument("--replays", type=int, default=20)
+    ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--rotate-mib", type=int, default=200)
     args = ap.parse_args()
 
@@ -52,12 +51,11 @@ def main():
     fa.fastattn_args_init.argtypes = [ctypes.POINTER(rp.FaArgs)]
     tensor_of = rp.FastAttn._tensor.__get__(rp.FastAttn.__new__(rp.FastAttn))
     dev = torch.device("cuda")
-    stream = torch.cuda.Stream()
-    torch.cuda.set_stream(stream)
-    sp = ctypes.c_void_p(stream.cuda_stream)
-    copy_bw = load("stream_floor", "stream_floor.py").copy_bandwidth()
+    floor = load("stream_floor", "stream_floor.py")
+    copy_bw = floor.copy_bandwidth()
 
     def call(q, k, v, out, lse, splits):
+        """One fastattn forward on the stream current at call time (the graph's capture stream)."""
         a = rp.FaArgs()
         fa.fastattn_args_init(ctypes.byref(a))
         a.q, a.k, a.v, a.out, a.lse = (tensor_of(t) for t in (q, k, v, out, lse))
@@ -67,44 +65,13 @@ def main():
         ref = ctypes.byref(a)
 
         def run():
-            if fa.fastattn_forward(ref, sp) != 0:
+            if fa.fastattn_forward(ref, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
                 raise RuntimeError(fa.fastattn_last_error().decode())
         run.keep = (a, q, k, v, out, lse)
         return run
 
-    def graph_us(calls):
-        for c in calls[:2]:
-            c()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=stream):
-            for c in calls:
-                c()
-        g.replay()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(args.replays):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record(stream)
-            g.replay()
-            e1.record(stream)
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
-        del g
-        return statistics.median(times)
-
-    def events_us(fn, reps=10):
-        fn()
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record(stream)
-            fn()
-            e1.record(stream)
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1e3)
-        return statistics.median(times)
+    def graph_us(calls):  # stream_floor's graph timing: median over rounds of replays, per call
+        return floor.per_call_us(lambda i: calls[i % len(calls)](), calls=args.calls, replays=args.replays, rounds=3)
 
     rows = []
     for b in (int(x) for x in args.batches.split(",")):
@@ -120,8 +87,7 @@ def main():
             r = {"b": b, "sk": sk, "floor": kv_bytes / copy_bw * 1e6,
                  "latent": b * sk * DQK * 2 / copy_bw * 1e6}
             for name, splits in (("heur", 0), ("ns1", 1)):
-                calls = [call(qs[i % copies], ks[i % copies], vs[i % copies], outs[i % copies], lses[i % copies],
-                              splits) for i in range(args.calls)]
+                calls = [call(qs[i], ks[i], vs[i], outs[i], lses[i], splits) for i in range(copies)]
                 r[name] = graph_us(calls)
                 if name == "heur":  # check against SDPA-math in fp32 on copy 0 (one head group is enough)
                     calls[0]()
@@ -136,9 +102,12 @@ def main():
                 qt = qs[0].transpose(1, 2)
                 kt = ks[0].transpose(1, 2).expand(b, H, sk, DQK)
                 vt = vs[0].transpose(1, 2).expand(b, H, sk, DV)
-                try:
+                def sdpa(_):
                     with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
-                        r["sdpa"] = events_us(lambda: F.scaled_dot_product_attention(qt, kt, vt))
+                        return F.scaled_dot_product_attention(qt, kt, vt)
+                try:
+                    sdpa(0)  # eagerly first: a refusal must not happen inside a capture
+                    r["sdpa"] = floor.per_call_us(sdpa, calls=2, replays=5, rounds=3)
                 except RuntimeError as e:
                     r["sdpa_err"] = str(e).splitlines()[0][:80]
             rows.append(r)
@@ -149,8 +118,8 @@ def main():
     lines = [f"# MLA decode (h 128/1, d 576/512, s_q 1, bf16), {torch.cuda.get_device_name()}, "
              f"copy bandwidth {copy_bw / 1e9:.0f} GB/s",
              "",
-             f"Graphs of {args.calls} calls over rotating K/V copies, median of {args.replays} replays, us per call; "
-             "(x) = time / the K+V floor. heuristic: num_splits 0; ns1: unsplit. SDPA-EA: events, no graph, b 1.",
+             f"Graphs of {args.calls} calls over rotating K/V copies, {args.replays} replays a round, median of 3 rounds, us per call; "
+             "(x) = time / the K+V floor. heuristic: num_splits 0; ns1: unsplit. SDPA-EA: b 1 only.",
              "",
              "| b | s_k | K+V floor | latent floor | fastattn heuristic | fastattn ns1 | SDPA-EA (expanded) | max err vs fp32 |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]

@@ -12,15 +12,14 @@
 
 #include <cstdint>
 
-#include "cuda/stream_alloc.h"
+#include "cuda/split_forward.h"
 #include "fwd_case.h"
+#include "workspace_high_water.h"
 
 namespace fastattn::gputest {
 namespace {
 
 class Sm90FwdSplit : public HopperTest {};
-
-#define EXPECT_OK(expr) EXPECT_EQ((expr), cudaSuccess) << #expr
 
 FwdCase split_case(int sq, int sk, int hq, int hkv, int splits) {
   FwdCase c;
@@ -295,30 +294,17 @@ TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
 // fastattn's workspace pool (its high-water mark covers splits x rows x (d + 1) floats); an
 // unsplit one, and one merged in clusters, allocate nothing.
 TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
-  int dev = 0;
-  FA_CUDA_OK(cudaGetDevice(&dev));
-  cudaMemPool_t pool = cuda_backend::workspace_pool();
-  if (pool == nullptr) FA_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, dev));
   const int b = 2, sk = 1000, hkv = 1, d = 128;
   DeviceBuffer q(size_t(b) * 4 * 16 * d * 2), k(size_t(b) * sk * hkv * d * 2), v(k.bytes()), o(q.bytes());
   for (const DeviceBuffer* x : {&q, &k, &v}) FA_CUDA_OK(cudaMemset(x->get(), 0, x->bytes()));
   auto high_after = [&](int splits, int sq = 4, int hq = 4) {  // GQA hq (1 KV head)
-    EXPECT_OK(cudaDeviceSynchronize());
-    EXPECT_OK(cudaMemPoolTrimTo(pool, 0));
-    uint64_t zero = 0;
-    EXPECT_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
     AttnArgs a;
     a.q = make_tensor(q.get(), DType::BF16, {b, sq, hq, d}, Device::CUDA);
     a.k = make_tensor(k.get(), DType::BF16, {b, sk, hkv, d}, Device::CUDA);
     a.v = make_tensor(v.get(), DType::BF16, {b, sk, hkv, d}, Device::CUDA);
     a.out = make_tensor(o.get(), DType::BF16, {b, sq, hq, d}, Device::CUDA);
     a.num_splits = splits;
-    Status st = forward(a, nullptr);
-    EXPECT_TRUE(st.ok()) << st.message;
-    EXPECT_OK(cudaDeviceSynchronize());
-    uint64_t high = 0;
-    EXPECT_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
-    return uint64_t(high);
+    return workspace_high_water([&] { return forward(a, nullptr); });
   };
   EXPECT_EQ(high_after(1), 0u);
   // This shape's plan merges in clusters (packed tiles of 16 rows, 2 clusters of 4): no workspace;

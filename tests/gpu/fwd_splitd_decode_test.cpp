@@ -6,12 +6,10 @@
 // no key), causal, varlen, GQA 16 / 1 at d 512, batch > 1, and proof that the split path ran.
 #include <gtest/gtest.h>
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
-#include "cuda/stream_alloc.h"
 #include "fwd_case.h"
+#include "workspace_high_water.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -110,36 +108,21 @@ TEST_F(Sm90FwdSplitDDecode, VarlenSplit) {
   run_fwd_case(c);
 }
 
-#define EXPECT_OK(expr) EXPECT_EQ((expr), cudaSuccess) << #expr
-
 // The split path really runs: a split call takes its partials (splits x rows x (d_v + 1) floats)
 // from fastattn's workspace pool; an unsplit one allocates nothing.
 TEST_F(Sm90FwdSplitDDecode, SplitCallUsesTheWorkspace) {
-  int dev = 0;
-  FA_CUDA_OK(cudaGetDevice(&dev));
-  cudaMemPool_t pool = cuda_backend::workspace_pool();
-  if (pool == nullptr) FA_CUDA_OK(cudaDeviceGetDefaultMemPool(&pool, dev));
   const int64_t b = 1, sq = 1, hq = 128, sk = 1000, d = 576, dv = 512;
   DeviceBuffer q(size_t(b * sq * hq * d * 2)), k(size_t(b * sk * d * 2)), v(size_t(b * sk * dv * 2)),
       o(size_t(b * sq * hq * dv * 2));
   for (const DeviceBuffer* x : {&q, &k, &v}) FA_CUDA_OK(cudaMemset(x->get(), 0, x->bytes()));
   auto high_after = [&](int splits) {
-    EXPECT_OK(cudaDeviceSynchronize());
-    EXPECT_OK(cudaMemPoolTrimTo(pool, 0));
-    uint64_t zero = 0;
-    EXPECT_OK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero));
     AttnArgs a;
     a.q = make_tensor(q.get(), DType::BF16, {b, sq, hq, d}, Device::CUDA);
     a.k = make_tensor(k.get(), DType::BF16, {b, sk, 1, d}, Device::CUDA);
     a.v = make_tensor(v.get(), DType::BF16, {b, sk, 1, dv}, Device::CUDA);
     a.out = make_tensor(o.get(), DType::BF16, {b, sq, hq, dv}, Device::CUDA);
     a.num_splits = splits;
-    Status st = forward(a, nullptr);
-    EXPECT_TRUE(st.ok()) << st.message;
-    EXPECT_OK(cudaDeviceSynchronize());
-    uint64_t high = 0;
-    EXPECT_OK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high));
-    return uint64_t(high);
+    return workspace_high_water([&] { return forward(a, nullptr); });
   };
   EXPECT_EQ(high_after(1), 0u);
   EXPECT_GE(high_after(5), 5 * uint64_t(b * sq * hq) * (dv + 1) * 4);
