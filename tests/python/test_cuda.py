@@ -53,6 +53,9 @@ CASES = {
     "splitd_d512_gqa": (1, 150, 170, 4, 2, 512, True, (-1, -1), 0.0),
     "splitd_d1024": (1, 70, 90, 2, 2, 1024, False, (-1, -1), 0.0),
     "splitd_576_512_local": (1, 100, 130, 2, 1, 576, False, (20, 5), 0.0, 512),
+    # MLA-style decode: 128 heads packed over one KV head, split-KV at the heuristic's count
+    "splitd_mla_decode": (2, 1, 3000, 128, 1, 576, False, (-1, -1), 0.0, 512),
+    "splitd_mla_decode4_causal": (1, 4, 1000, 128, 1, 576, True, (-1, -1), 0.0, 512),
 }
 
 
