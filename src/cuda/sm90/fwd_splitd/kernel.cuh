@@ -381,7 +381,9 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     if constexpr (wg == 0) skip();
     return held;
   };
-  auto qk_rest = [&](int held) {
+  // Chunks 1.. (each chunk's slot released once the group after it is issued and it has retired);
+  // returns the last chunk's slot, whose group may still be in flight.
+  auto qk_issue_rest = [&](int held) {
     for (int a = 1; a < p.qk_atoms; ++a) {
       if constexpr (wg == 1) skip();
       issue_qk_chunk(a, true);
@@ -391,7 +393,11 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
       ps.advance(p.ring_slots);
       if constexpr (wg == 0) skip();
     }
-    wgmma_wait<0>();
+    return held;
+  };
+  // S complete: the QK group is the oldest in flight, kInFlight groups (PV quarters) after it.
+  auto qk_retired = [&](int held, auto in_flight) {
+    wgmma_wait<decltype(in_flight)::value>();
     fence_operands(s);
     release(held);
   };
@@ -451,44 +457,44 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     fence_smem_for_tma();
   };
   // O_slice += P V of one block, quarter by quarter (ring order and slot releases as in
-  // splitd_consume); under(q) runs after quarter q's group is issued, before the wait on quarter q - 1.
-  auto pv = [&](auto&& under) {
-    int cur[2], prev[2];
+  // splitd_consume): pv_quarter(q, under) issues quarter q, runs under() while it is in flight, then
+  // waits for quarter q - 1 and releases its slots; pv_finish waits for the last one.
+  int cur[2], prev[2];
+  auto pv_quarter = [&](int q, auto&& under) {
 #pragma unroll
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q) {
-#pragma unroll
-      for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
-        if (w != wg) {
-          skip();
-          skip();
-          continue;
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          mbar_wait(&sm.full[ps.stage()], ps.phase());
-          cur[h] = ps.stage();
-          ps.advance(p.ring_slots);
-        }
-        const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
-        const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
-#pragma unroll
-        for (int kk = 0; kk < N / 16; ++kk)
-          WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
-                                                   desc_n_major(v_other, kk), 1);
-        wgmma_commit();
-        under(q);
-        if (q > 0) {
-          wgmma_wait<1>();
-          release(prev[0]);
-          release(prev[1]);
-        }
-        prev[0] = cur[0];
-        prev[1] = cur[1];
+    for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
+      if (w != wg) {
+        skip();
+        skip();
+        continue;
       }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mbar_wait(&sm.full[ps.stage()], ps.phase());
+        cur[h] = ps.stage();
+        ps.advance(p.ring_slots);
+      }
+      const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
+      const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
+#pragma unroll
+      for (int kk = 0; kk < N / 16; ++kk)
+        WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
+                                                 desc_n_major(v_other, kk), 1);
+      wgmma_commit();
+      under();
+      if (q > 0) {
+        wgmma_wait<1>();
+        release(prev[0]);
+        release(prev[1]);
+      }
+      prev[0] = cur[0];
+      prev[1] = cur[1];
     }
+  };
+  auto pv_finish = [&]() {
     wgmma_wait<0>();
 #pragma unroll
     for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
@@ -497,36 +503,50 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     release(prev[0]);
     release(prev[1]);
   };
+  auto nothing = []() {};
+  // P_own of a block written (store_p) -> the other warpgroup may read it: named barrier 4 + w,
+  // arrived at by its writer w and waited on by the other (FA3's producer / consumer use of bar.arrive).
+  auto p_written = [&]() { named_bar_arrive(4 + wg, Cfg::kConsumerThreads); };
+  auto p_other_written = [&]() { named_bar_sync(4 + (1 - wg), Cfg::kConsumerThreads); };
 
   if (!t.blocks.empty()) {
     mbar_wait(&sm.q_full, 0);
     // Prologue, block first: S, max, exps (no PV before it to hide them under).
     int it = t.blocks.first();
-    qk_rest(qk_first());
+    qk_retired(qk_issue_rest(qk_first()), std::integral_constant<int, 0>{});
     block_max(it);
     softmax.exp_row(s, 0, p.attn.scale_log2, alpha);
     softmax.exp_row(s, 1, p.attn.scale_log2, alpha);
     named_bar_sync(2, Cfg::kConsumerThreads);  // the other's reads of the row slots are done
     for (it = t.blocks.next(it); !t.blocks.done(it); it = t.blocks.next(it)) {
-      // Block n - 1's P and rescale under block n's first QK chunk, then the rest of QK(n).
+      // Block n - 1's P and O rescale under block n's first QK chunk, then the rest of QK(n).
       pack_p();
-      const int held = qk_first();
+      int held = qk_first();
       rescale_o();
       store_p();
-      qk_rest(held);
+      p_written();
+      held = qk_issue_rest(held);
+      // PV(n - 1)'s first quarter behind QK(n)'s last chunk: block n's mask and row max (named
+      // barrier 1) under it, its exps under quarters 1 and 2.
+      p_other_written();
+      pv_quarter(0, nothing);
+      qk_retired(held, std::integral_constant<int, 1>{});
       block_max(it);
-      // PV(n - 1) with block n's exps under its first two quarters (row 0, row 1).
-      pv([&](int q) {
-        if (q < 2) softmax.exp_row(s, q, p.attn.scale_log2, alpha);
-      });
+      pv_quarter(1, [&]() { softmax.exp_row(s, 0, p.attn.scale_log2, alpha); });
+      pv_quarter(2, [&]() { softmax.exp_row(s, 1, p.attn.scale_log2, alpha); });
+      pv_quarter(3, nothing);
+      pv_finish();
       named_bar_sync(2, Cfg::kConsumerThreads);  // both PV(n - 1) retired: P buffers, row slots free
     }
-    // Epilogue, block last: its P, the rescale, and PV once both P halves are written.
+    // Epilogue, block last: its P, the O rescale, and PV once the other's P half is written.
     pack_p();
     rescale_o();
     store_p();
-    named_bar_sync(1, Cfg::kConsumerThreads);
-    pv([](int) {});
+    p_written();
+    p_other_written();
+#pragma unroll
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q) pv_quarter(q, nothing);
+    pv_finish();
   }
   // The row sums and the store, as splitd_consume's (the rows buffer's last reads, the other
   // warpgroup's max of the last block, came before the last named barrier 2).
