@@ -104,7 +104,8 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
 template <class T, int wg>
 __device__ __forceinline__ void splitd_store(float (&o)[SplitDConfig::kSliceAtoms][32],
                                              cuda_backend::OnlineSoftmax<SplitDConfig::kHalfKeys>& softmax,
-                                             const SplitDParams& p, const SplitDTile& t, int row_in_tile, int quad_col) {
+                                             const SplitDParams& p, const SplitDTile& t, int row_in_tile,
+                                             int quad_col) {
   using Cfg = SplitDConfig;
   float inv[2], lse[2];
   softmax.finish(inv, lse);
