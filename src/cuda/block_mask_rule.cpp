@@ -28,9 +28,7 @@ Status bit_mask_support(const detail::Problem& p, bool backward, bool determinis
     if (deterministic)
       return Status::Unsupported("mask: bitmask deterministic backward on CUDA not yet (deterministic=False runs it; "
                                  "the CPU and reference backends run both)");
-    if (p.softcap > 0.f)
-      return Status::Unsupported("mask: the CUDA bitmask backward takes no softcap yet (its kernel is built "
-                                 "without the softcap path)");
+    // A softcap runs (BitmaskBwdConfig: Base's softcap kernel at d 64 / 128, its run-time branch at d 96).
     if (p.group > 0 && m.head_div % p.group != 0)
       return Status::Unsupported("mask: the CUDA bitmask backward needs the q heads of one KV head to share a mask "
                                  "head (mask heads 1 or a divisor of heads_kv); got " + std::to_string(heads) +
