@@ -252,10 +252,18 @@ struct BlockSparseBwdConfig : Base {
 // and d 96 keeps Base's run-time branch (BlockSparseBwdConfig's kHasSoftcap). The tanh and its derivative
 // act on S^T and dS^T before and after the mask, which knows nothing of them, so the twin is the softcap
 // kernel over the list walk. (The block-sparse config keeps refusing a softcap: no call for it so far.)
+// The deterministic mode runs too (kHasDetKernel): Base's deterministic kernel over the list walk, each q-block's
+// adds in key-tile order from the top, a key tile waiting for the count of the tiles above it that list the
+// q-block (tile.cuh dq_turn, prepared by bwd/bit_lists.h). With a softcap: d 128's deterministic softcap twin
+// (kDetSoftcapKernel, as Base), d 64's and d 96's run-time branch (kHasSoftcap as Base: the default mode's
+// kernels, whose path kSoftcapKernel fixes at d 64 / 128, are unaffected).
 template <class Base>
 struct BitmaskBwdConfig : BlockSparseBwdConfig<Base> {
   static constexpr bool kBitmask = true;
   static constexpr bool kSoftcapKernel = Base::kSoftcapKernel;
+  static constexpr bool kHasDetKernel = Base::kHasDetKernel;
+  static constexpr bool kDetSoftcapKernel = Base::kDetSoftcapKernel;
+  static constexpr bool kHasSoftcap = Base::kHasSoftcap;
 };
 
 // The config whose postprocess serves Cfg (a block-sparse config's base: the same kernel, not a twin).
