@@ -137,7 +137,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // after the QK issue, before the slot's release: no global load in the consumers' block (they were a
   // dependent chain, list entry then slot, and the entry was read again between the S wait and the
   // softmax). Where the entry asks for no bits the words are stale and unused.
-  static_assert(!Cfg::kBitmask || !Cfg::kMaskInPlainBody, "bitmask: partial blocks only in the generic body");
+  static_assert(!Cfg::kBitmask || !Cfg::kMaskInPlainBody, "bitmask: its plain body masks on full(n), not above_full(n)");
   int bit_entry = 0;
   uint32_t slot_bits[2];
   auto read_bits = [&](int n, int stage) {
