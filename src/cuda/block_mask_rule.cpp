@@ -25,12 +25,9 @@ Status bit_mask_support(const detail::Problem& p, bool backward, bool determinis
   const detail::BitMaskView& m = p.bits;
   const int64_t batches = m.batch_stride == 0 ? 1 : p.batch, heads = p.heads_q / m.head_div;
   if (backward) {
-    if (deterministic)
-      return Status::Unsupported("mask: bitmask deterministic backward on CUDA not yet (deterministic=False runs it; "
-                                 "the CPU and reference backends run both)");
-    if (p.softcap > 0.f)
-      return Status::Unsupported("mask: the CUDA bitmask backward takes no softcap yet (its kernel is built "
-                                 "without the softcap path)");
+    // The deterministic mode runs (BitmaskBwdConfig's deterministic kernels, the dQ turns from the prep,
+    // which widen each list row to 2 x q-blocks: checked below).
+    // A softcap runs (BitmaskBwdConfig: Base's softcap kernel at d 64 / 128, its run-time branch at d 96).
     if (p.group > 0 && m.head_div % p.group != 0)
       return Status::Unsupported("mask: the CUDA bitmask backward needs the q heads of one KV head to share a mask "
                                  "head (mask heads 1 or a divisor of heads_kv); got " + std::to_string(heads) +
@@ -39,7 +36,8 @@ Status bit_mask_support(const detail::Problem& p, bool backward, bool determinis
     // entry per (key tile, q-block).
     const int64_t k_tiles = (int64_t(p.max_rows_k) + kBlockSparseTileKeys - 1) / kBlockSparseTileKeys;
     const int64_t q_blocks = (int64_t(p.max_rows_q) + 63) / 64;
-    if (!lists_fit(batches * heads * k_tiles, q_blocks) || !lists_fit(int64_t(p.batch) * p.heads_kv * k_tiles, q_blocks))
+    if (!lists_fit(batches * heads * k_tiles, q_blocks) ||
+        !lists_fit(int64_t(p.batch) * p.heads_kv * k_tiles, (deterministic ? 2 : 1) * q_blocks))
       return Status::Unsupported("mask: the CUDA bitmask backward's lists would exceed 2^31 entries (key tiles of "
                                  "128 x q-blocks of 64)");
     return Status::Ok();

@@ -267,15 +267,16 @@ TEST(CudaBitMaskRule, BackwardRunsUnderTheBlockSparseBackwardsRule) {
     p.bits.head_div = head_div;
     EXPECT_TRUE(cuda_backend::block_mask_support(p, true).ok());
     EXPECT_TRUE(cuda_backend::block_mask_support(p, false).ok());
-    refused(true, true, "bitmask deterministic backward on CUDA not yet");
+    EXPECT_TRUE(cuda_backend::block_mask_support(p, true, true).ok());  // the deterministic backward runs
   }
   p.bits.head_div = 2;  // mask heads 4 for heads_kv 2: q heads of one KV head on two mask heads
   EXPECT_TRUE(cuda_backend::block_mask_support(p, false).ok());
   refused(true, false, "share a mask head");
   p.bits.head_div = 4;
-  p.softcap = 20.f;
+  p.softcap = 20.f;  // both passes run a softcap (the backward: BitmaskBwdConfig's softcap kernels)
   EXPECT_TRUE(cuda_backend::block_mask_support(p, false).ok());
-  refused(true, false, "takes no softcap");
+  EXPECT_TRUE(cuda_backend::block_mask_support(p, true).ok());
+  EXPECT_TRUE(cuda_backend::block_mask_support(p, true, true).ok());
   p.softcap = 0.f;
   p.head_dim = p.head_dim_v = 192;
   refused(true, false, "bitmask backward runs head dims up to 128");

@@ -7,7 +7,9 @@
 //                with the causal flag on (the window drops the upper blocks before the bits are read);
 //   rand50       every pair kept with probability 1/2: every block partial;
 //   causal       causal as bits, beside native causal.
-// Each call's time is the median over kRuns calls (CUDA events) and includes the prep kernels.
+// Each call's time is the median over kRuns calls (CUDA events) and includes the prep kernels. Last, with a
+// softcap of 30: causal as bits against native causal (both capped); with `bwd` then the deterministic mode:
+// causal as bits and rand50 against the deterministic native causal and dense backward.
 // With `bwd` the backward's (BitmaskBwdConfig, its prep included) against the dense and the native causal
 // backward, each after one forward of the same mask (its out and lse).
 //   fastattn_bitmask_bench DIR [bwd]
@@ -140,8 +142,8 @@ int main(int argc, char** argv) {
     const char* name;
     bool causal_flag;
   } runs[] = {{"docs", false}, {"docs_causal", false}, {"docs_causal", true}, {"rand50", false}, {"causal", false}};
+  int mb = 0;
   for (const auto& r : runs) {
-    int mb = 0;
     const std::vector<uint32_t> w = load(dir, r.name, &mb);
     CHECK_CUDA(cudaMemcpy(mask_dev, w.data(), w.size() * 4, cudaMemcpyHostToDevice));
     const float t = median_ms(args(r.causal_flag, mb));
@@ -149,5 +151,34 @@ int main(int argc, char** argv) {
                 t / dense, t / causal);
     std::fflush(stdout);
   }
+  // Softcap 30 (the backward's softcap kernels; the forward's run-time branch): the last mask (causal as
+  // bits) beside native causal, both capped (its ratio in the last column).
+  auto capped = [&](bool causal_flag, int mask_batch) {
+    AttnArgs a = args(causal_flag, mask_batch);
+    a.softcap = 30.f;
+    return a;
+  };
+  const float cap_causal = median_ms(capped(true, 0)), cap_bits = median_ms(capped(false, mb));
+  std::printf("| none, softcap 30 | yes | %.3f | - | 1 |\n", cap_causal);
+  std::printf("| causal (bits), softcap 30 | no | %.3f | - | %.3f |\n", cap_bits, cap_bits / cap_causal);
+  if (!bwd) return 0;
+  // The deterministic backward: causal as bits (still in mask_dev) against the native causal one, rand50
+  // against the dense one, all deterministic (ratios against those two).
+  auto det = [&](bool causal_flag, int mask_batch) {
+    AttnArgs a = args(causal_flag, mask_batch);
+    a.deterministic = true;
+    return a;
+  };
+  const float det_dense = median_ms(det(false, 0)), det_causal = median_ms(det(true, 0));
+  const float det_bits = median_ms(det(false, mb));
+  const std::vector<uint32_t> rand50 = load(dir, "rand50", &mb);
+  CHECK_CUDA(cudaMemcpy(mask_dev, rand50.data(), rand50.size() * 4, cudaMemcpyHostToDevice));
+  const float det_rand = median_ms(det(false, mb));
+  std::printf("| none, deterministic | no | %.3f | 1 | %.3f |\n", det_dense, det_dense / det_causal);
+  std::printf("| none, deterministic | yes | %.3f | %.3f | 1 |\n", det_causal, det_causal / det_dense);
+  std::printf("| causal (bits), deterministic | no | %.3f | %.3f | %.3f |\n", det_bits, det_bits / det_dense,
+              det_bits / det_causal);
+  std::printf("| rand50 (bits), deterministic | no | %.3f | %.3f | %.3f |\n", det_rand, det_rand / det_dense,
+              det_rand / det_causal);
   return 0;
 }

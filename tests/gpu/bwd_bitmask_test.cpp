@@ -8,8 +8,9 @@
 // in both dtypes; GQA 1 / 4 with mask heads 1 and heads_kv, a shared mask batch; causal and windows with
 // s_q != s_k; odd lengths 1 / 17 / 113 / 4097; varlen with empty sequences and seqused; emptied rows and
 // keys; CUDA-graph replay; causal spelled as bits under the causal window bitwise equal (dk, dv) to the
-// causal backward without bits; and the refusals (deterministic, softcap, q heads of one KV head on
-// different mask heads, d 192) by Status and message.
+// causal backward without bits; a softcap (Softcap); the deterministic mode (Deterministic: dq too bitwise
+// equal over three runs); and the refusals (q heads of one KV head on different mask heads, d 192) by Status
+// and message.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -79,6 +80,67 @@ TEST_F(Sm90BwdBitmask, GqaAndBroadcastDims) {
         c.bits->batch_shared = mask_heads == 1;
         run(c);
       }
+}
+
+// The deterministic mode (each q-block's dQ adds in key-tile order, a key tile waiting for its turn from the
+// prep: tile.cuh dq_turn): dq, dk, dv bitwise equal over three runs and each against float64 with FA3's rule
+// (bwd_case.h), d 64 / 96 / 128, random and tiled bits (empty, full and partial blocks: key tiles that skip
+// q-blocks, so the turns are not the key block indices), causal AND bits, windows, odd lengths, GQA 8:2 with
+// mask heads 1 and heads_kv, varlen with an empty sequence, and a softcap (d 128: the deterministic softcap
+// twin; d 64 / 96: the run-time branch).
+TEST_F(Sm90BwdBitmask, Deterministic) {
+  for (int d : {64, 96, 128})
+    for (BwdBitPattern pattern : {BwdBitPattern::Random, BwdBitPattern::Tiles, BwdBitPattern::Documents})
+      for (bool causal : {false, true}) {
+        BwdCase c = bm(d == 96 ? DType::F16 : DType::BF16, d, 500, causal ? 500 : 900, 4, 2, pattern, 0.3);
+        c.causal = causal;
+        c.deterministic = true;
+        run(c);
+      }
+  for (int d : {64, 128})
+    for (auto [sq, sk] : {std::pair{1, 113}, std::pair{113, 17}, std::pair{4097, 113}, std::pair{113, 4097}}) {
+      BwdCase c = bm(DType::BF16, d, sq, sk, 8, 2, BwdBitPattern::Tiles, 0.5);
+      c.batch = 1;
+      c.causal = sq != 1;
+      c.bits->mask_heads = sq == 113 ? 1 : 2;
+      c.deterministic = true;
+      run(c);
+    }
+  for (int d : {64, 96, 128}) {  // a window with both edges, and a softcap
+    BwdCase c = bm(DType::BF16, d, 700, 300, 2, 1, BwdBitPattern::Random, 0.6);
+    c.wl = 200;
+    c.wr = 50;
+    c.softcap = 30.f;
+    c.deterministic = true;
+    run(c);
+  }
+  BwdCase c = bm(DType::BF16, 128, 0, 0, 4, 2, BwdBitPattern::Random, 0.5);  // varlen, an empty sequence
+  c.lens_q = {300, 0, 17, 513};
+  c.lens_k = {200, 64, 0, 700};
+  c.deterministic = true;
+  run(c);
+}
+
+// A softcap (FA3's rule against float64, which caps before the mask): d 64 and 128 through the bitmask
+// twin of Base's softcap kernel, d 96 through its run-time branch; softcap 5 (the derivative's steep
+// regime) and 30; causal AND bits, odd lengths, GQA with mask heads 1 and heads_kv, every block class.
+TEST_F(Sm90BwdBitmask, Softcap) {
+  for (int d : {64, 96, 128})
+    for (float cap : {5.f, 30.f}) {
+      BwdCase c = bm(d == 96 ? DType::F16 : DType::BF16, d, 333, 517, 4, 2, BwdBitPattern::Random, 0.5);
+      c.softcap = cap;
+      c.causal = cap == 30.f;
+      run(c);
+    }
+  for (int d : {64, 128})
+    for (auto [sq, sk] : {std::pair{1, 113}, std::pair{113, 17}, std::pair{4097, 113}}) {
+      BwdCase c = bm(DType::BF16, d, sq, sk, 8, 2, BwdBitPattern::Tiles, 0.5);
+      c.batch = 1;
+      c.softcap = 30.f;
+      c.causal = sq != 1;
+      c.bits->mask_heads = sq == 1 ? 1 : 2;
+      run(c);
+    }
 }
 
 TEST_F(Sm90BwdBitmask, CausalAndWindows) {
@@ -233,27 +295,24 @@ TEST_F(Sm90BwdBitmask, Refusals) {
   p.bits.words = 32;
   p.bits.head_div = 4;  // mask heads = heads_kv
   EXPECT_TRUE(cuda_backend::block_mask_support(p, true).ok());
-  Status st = cuda_backend::block_mask_support(p, true, true);
-  EXPECT_EQ(st.code, Code::NotSupported);
-  EXPECT_NE(st.message.find("bitmask deterministic backward on CUDA not yet"), std::string::npos) << st.message;
+  EXPECT_TRUE(cuda_backend::block_mask_support(p, true, true).ok());  // the deterministic mode runs
   p.bits.head_div = 1;  // mask heads = heads_q: a KV head's q heads on 4 mask heads
   EXPECT_TRUE(cuda_backend::block_mask_support(p, false).ok());
-  st = cuda_backend::block_mask_support(p, true);
+  Status st = cuda_backend::block_mask_support(p, true);
   EXPECT_EQ(st.code, Code::NotSupported);
   EXPECT_NE(st.message.find("share a mask"), std::string::npos) << st.message;
   p.bits.head_div = 8;
-  p.softcap = 30.f;
-  st = cuda_backend::block_mask_support(p, true);
-  EXPECT_EQ(st.code, Code::NotSupported);
-  EXPECT_NE(st.message.find("softcap"), std::string::npos) << st.message;
+  p.softcap = 30.f;  // runs (the Softcap and Deterministic tests), in both modes
+  EXPECT_TRUE(cuda_backend::block_mask_support(p, true).ok());
+  EXPECT_TRUE(cuda_backend::block_mask_support(p, true, true).ok());
   p.softcap = 0.f;
   p.head_dim = p.head_dim_v = 192;
   st = cuda_backend::block_mask_support(p, true);
   EXPECT_EQ(st.code, Code::NotSupported);
   EXPECT_NE(st.message.find("bitmask backward runs head dims up to 128"), std::string::npos) << st.message;
 
-  // Through the API: the deterministic backward of a bitmask forward refused before any write; the same
-  // call in the default mode runs.
+  // Through the API: the deterministic backward of a bitmask forward runs (bitwise equal dq over two calls),
+  // and so does the default mode.
   BwdCase c = bm(DType::BF16, 128, 300, 700, 2, 2, BwdBitPattern::Random);
   std::mt19937 rng(11);
   const CaseIndex idx(c);
@@ -279,18 +338,20 @@ TEST_F(Sm90BwdBitmask, Refusals) {
   a.mask.bits.stride[1] = c.sq * words;
   a.mask.bits.stride[0] = 2 * c.sq * words;
   ASSERT_TRUE(forward(a, nullptr).ok());
+  // The deterministic mode through the API: two calls, dq bitwise equal (the Deterministic test checks
+  // the values and three runs through bwd_case.h).
   a.deterministic = true;
-  t.dq.dev->poison();
-  st = backward(a, t.dout.view(t.dout.dev->get(), c.dtype, Device::CUDA), t.dq.view(t.dq.dev->get(), c.dtype, Device::CUDA),
-                t.dk.view(t.dk.dev->get(), c.dtype, Device::CUDA), t.dv.view(t.dv.dev->get(), c.dtype, Device::CUDA));
-  EXPECT_EQ(st.code, Code::NotSupported) << st.message;
-  EXPECT_NE(st.message.find("bitmask deterministic backward on CUDA not yet"), std::string::npos) << st.message;
-  std::vector<uint16_t> dq(t.dq.host.size());
-  FA_CUDA_OK(cudaDeviceSynchronize());
-  t.dq.dev->download(dq.data());
-  size_t written = 0;
-  for (uint16_t x : dq) written += x != 0xFFFF;
-  EXPECT_EQ(written, 0u) << "a refused backward wrote dq";
+  std::vector<uint16_t> dq[2];
+  for (auto& run_dq : dq) {
+    t.dq.dev->poison();
+    st = backward(a, t.dout.view(t.dout.dev->get(), c.dtype, Device::CUDA), t.dq.view(t.dq.dev->get(), c.dtype, Device::CUDA),
+                  t.dk.view(t.dk.dev->get(), c.dtype, Device::CUDA), t.dv.view(t.dv.dev->get(), c.dtype, Device::CUDA));
+    EXPECT_TRUE(st.ok()) << st.message;
+    FA_CUDA_OK(cudaDeviceSynchronize());
+    run_dq.resize(t.dq.host.size());
+    t.dq.dev->download(run_dq.data());
+  }
+  EXPECT_EQ(std::memcmp(dq[0].data(), dq[1].data(), dq[0].size() * 2), 0) << "deterministic dq differs between calls";
   a.deterministic = false;
   st = backward(a, t.dout.view(t.dout.dev->get(), c.dtype, Device::CUDA), t.dq.view(t.dq.dev->get(), c.dtype, Device::CUDA),
                 t.dk.view(t.dk.dev->get(), c.dtype, Device::CUDA), t.dv.view(t.dv.dev->get(), c.dtype, Device::CUDA));

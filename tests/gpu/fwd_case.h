@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -50,6 +51,10 @@ struct FwdCase {
   // Split-KV: one more GPU call with the merge in thread-block clusters turned off (the combine
   // kernel merges); its out and lse must be bitwise runs[0]'s.
   bool same_bits_as_combine_kernel = false;
+  // "NAME=VALUE": one more GPU call with the environment variable NAME set to VALUE (a launcher's
+  // switch between two schedules that must agree, e.g. FASTATTN_SPLITD_LOCKSTEP=1); its out and lse
+  // must be bitwise runs[0]'s. NAME is restored afterwards.
+  std::string same_bits_with_env;
 
   int d_v() const { return dv > 0 ? dv : d; }
 
@@ -65,6 +70,7 @@ struct FwdCase {
     if (key_spike != 0.f) o << " key_spike" << key_spike;
     if (num_splits != 1) o << " splits" << num_splits;
     o << (graph ? " graph" : "") << (same_bits_as_combine_kernel ? " vs-combine-kernel" : "");
+    if (!same_bits_with_env.empty()) o << " vs " << same_bits_with_env;
     return o.str();
   }
 };
@@ -391,6 +397,34 @@ inline void run_fwd_case(const FwdCase& c) {
     lse_dev.download(combined.lse.data());
     EXPECT_EQ(std::memcmp(runs[0].out.data(), combined.out.data(), combined.out.size() * 2), 0) << "out: cluster merge != combine kernel";
     EXPECT_EQ(std::memcmp(runs[0].lse.data(), combined.lse.data(), combined.lse.size() * 4), 0) << "lse: cluster merge != combine kernel";
+  }
+
+  if (!c.same_bits_with_env.empty()) {
+    const size_t eq = c.same_bits_with_env.find('=');
+    ASSERT_NE(eq, std::string::npos) << c.same_bits_with_env;
+    const std::string name = c.same_bits_with_env.substr(0, eq), value = c.same_bits_with_env.substr(eq + 1);
+    const char* was = std::getenv(name.c_str());
+    const std::string saved = was != nullptr ? was : "";
+    setenv(name.c_str(), value.c_str(), 1);
+    out.dev->poison();
+    lse_dev.poison();
+    AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
+    Status st = forward(a, nullptr);
+    if (was != nullptr)
+      setenv(name.c_str(), saved.c_str(), 1);
+    else
+      unsetenv(name.c_str());
+    ASSERT_TRUE(st.ok()) << st.message;
+    FA_CUDA_OK(cudaDeviceSynchronize());
+    FwdOutputs other;
+    other.out.resize(out.host.size());
+    other.lse.resize(lse_n);
+    out.dev->download(other.out.data());
+    lse_dev.download(other.lse.data());
+    EXPECT_EQ(std::memcmp(runs[0].out.data(), other.out.data(), other.out.size() * 2), 0)
+        << "out differs under " << c.same_bits_with_env;
+    EXPECT_EQ(std::memcmp(runs[0].lse.data(), other.lse.data(), other.lse.size() * 4), 0)
+        << "lse differs under " << c.same_bits_with_env;
   }
 
   // Reference (float64) and baseline (P rounded to the input dtype) on host copies.

@@ -3,11 +3,14 @@
 // run twice and bitwise equal): both dtypes, d 320 / 512 / 1024, d_qk != d_v, odd lengths (1, 17,
 // 113, 4097), causal and local windows, GQA, varlen with empty sequences and seqused, softcap, a
 // running max that keeps rising; and the call it refuses by name (the backward). Split-KV and GQA
-// packing at these dims: fwd_splitd_decode_test.cpp. The
-// float64 reference is naive (s_q s_k (d + d_v) per head, twice): the cases stay small. The ring's
-// depth follows d_qk (10 + 16 - d_qk / 64 slots): the cases cover 10 to 25 slots.
+// packing at these dims: fwd_splitd_decode_test.cpp. The float64 reference is naive (s_q s_k
+// (d + d_v) per head, twice): the cases stay small. The ring's depth follows d_qk (10 + 16 - d_qk / 64 slots): the cases cover 10 to 25 slots. Every case runs
+// under the pipelined schedule (parameter "pipe", the default) and the former lockstep one
+// ("lockstep", FASTATTN_SPLITD_LOCKSTEP=1), until that temporary switch is removed:
+// Sm90FwdSplitD.Gqa/pipe, Sm90FwdSplitD.Gqa/lockstep.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -16,7 +19,14 @@
 namespace fastattn::gputest {
 namespace {
 
-class Sm90FwdSplitD : public HopperTest {};
+class Sm90FwdSplitD : public HopperTest, public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    HopperTest::SetUp();
+    setenv("FASTATTN_SPLITD_LOCKSTEP", GetParam(), 1);  // read by the launcher on every call
+  }
+  void TearDown() override { unsetenv("FASTATTN_SPLITD_LOCKSTEP"); }
+};
 
 FwdCase base(DType dt, int d, int dv, int sq, int sk) {
   FwdCase c;
@@ -28,7 +38,7 @@ FwdCase base(DType dt, int d, int dv, int sq, int sk) {
   return c;
 }
 
-TEST_F(Sm90FwdSplitD, HeadDimsAndDtypes) {
+TEST_P(Sm90FwdSplitD, HeadDimsAndDtypes) {
   for (DType dt : {DType::BF16, DType::F16})
     for (int d : {320, 512, 1024})
       for (bool causal : {false, true}) {
@@ -42,7 +52,7 @@ TEST_F(Sm90FwdSplitD, HeadDimsAndDtypes) {
 // d_qk != d_v: MLA's 576 / 512, a narrow V (d_v <= 256: one slice pair, the second warpgroup's
 // columns all past d_v), a wide V over a narrow Q, and d_v 320 (a pair whose second slice is
 // mostly TMA zero fill).
-TEST_F(Sm90FwdSplitD, QkAndVHeadDimsDiffer) {
+TEST_P(Sm90FwdSplitD, QkAndVHeadDimsDiffer) {
   const std::pair<int, int> dims[] = {{576, 512}, {384, 128}, {256, 512}, {128, 1024}, {1024, 320}, {640, 384},
                                          {64, 512}};  // d_qk 64: the deepest ring (25 slots)
   for (auto [d, dv] : dims)
@@ -53,7 +63,7 @@ TEST_F(Sm90FwdSplitD, QkAndVHeadDimsDiffer) {
     }
 }
 
-TEST_F(Sm90FwdSplitD, OddLengths) {
+TEST_P(Sm90FwdSplitD, OddLengths) {
   for (int sq : {1, 17, 113})
     for (int sk : {1, 17, 113, 4097})
       for (bool causal : {false, true}) {
@@ -68,12 +78,19 @@ TEST_F(Sm90FwdSplitD, OddLengths) {
     c.causal = causal;
     run_fwd_case(c);
   }
+  for (int sk : {129, 200, 257})  // 2-3 key blocks: the pipelined schedule's prologue, 1-2 steps, epilogue
+    for (bool causal : {false, true}) {
+      FwdCase c = base(DType::BF16, 320, 512, 113, sk);
+      c.hq = c.hkv = 1;
+      c.causal = causal;
+      run_fwd_case(c);
+    }
   FwdCase c = base(DType::F16, 1024, 1024, 17, 4097);
   c.hq = c.hkv = 1;
   run_fwd_case(c);
 }
 
-TEST_F(Sm90FwdSplitD, Windows) {
+TEST_P(Sm90FwdSplitD, Windows) {
   const std::pair<int, int> windows[] = {{50, 10}, {100, 0}, {0, 0}, {-1, 30}, {7, -1}};
   for (auto [wl, wr] : windows)
     for (int d : {320, 1024}) {
@@ -84,7 +101,7 @@ TEST_F(Sm90FwdSplitD, Windows) {
     }
 }
 
-TEST_F(Sm90FwdSplitD, Gqa) {
+TEST_P(Sm90FwdSplitD, Gqa) {
   for (auto [hq, hkv] : {std::pair{8, 2}, std::pair{4, 1}})
     for (bool causal : {false, true}) {
       FwdCase c = base(DType::BF16, 512, 512, 100, 180);
@@ -95,7 +112,7 @@ TEST_F(Sm90FwdSplitD, Gqa) {
     }
 }
 
-TEST_F(Sm90FwdSplitD, VarlenWithEmptySequences) {
+TEST_P(Sm90FwdSplitD, VarlenWithEmptySequences) {
   for (bool causal : {false, true}) {
     FwdCase c = base(DType::BF16, 512, 512, 0, 0);
     c.lens_q = {17, 0, 130, 1, 64};
@@ -114,7 +131,7 @@ TEST_F(Sm90FwdSplitD, VarlenWithEmptySequences) {
   run_fwd_case(c);
 }
 
-TEST_F(Sm90FwdSplitD, Softcap) {
+TEST_P(Sm90FwdSplitD, Softcap) {
   for (bool causal : {false, true}) {
     FwdCase c = base(DType::BF16, 320, 320, 120, 190);
     c.softcap = 30.f;
@@ -125,7 +142,7 @@ TEST_F(Sm90FwdSplitD, Softcap) {
 
 // Scores that grow toward the first keys (visited last): the running max rises block after block,
 // by more and by less than OnlineSoftmax::kMaxSlack (O rescaled or not).
-TEST_F(Sm90FwdSplitD, RisingRowMax) {
+TEST_P(Sm90FwdSplitD, RisingRowMax) {
   for (bool causal : {false, true}) {
     FwdCase c = base(DType::BF16, 512, 512, 100, 1000);
     c.hq = c.hkv = 1;
@@ -135,8 +152,26 @@ TEST_F(Sm90FwdSplitD, RisingRowMax) {
   }
 }
 
+// The pipelined schedule against the lockstep one (FASTATTN_SPLITD_LOCKSTEP=1): O sees the same
+// operations in the same order and the exps the same inputs, so out and lse are the same bits. Full
+// and partial blocks, a running max that keeps rising (O rescaled or not), d 320 / 512 / 1024, d_qk
+// != d_v, GQA. (Under the "lockstep" parameter the extra call runs the same kernel.)
+TEST_P(Sm90FwdSplitD, SchedulesAgreeBitwise) {
+  const std::pair<int, int> dims[] = {{320, 320}, {512, 512}, {1024, 1024}, {576, 512}};
+  for (auto [d, dv] : dims)
+    for (bool causal : {false, true}) {
+      FwdCase c = base(DType::BF16, d, dv, 113, 700);
+      c.hq = 4;
+      c.hkv = 2;
+      c.causal = causal;
+      c.key_ramp = 20.f;
+      c.same_bits_with_env = "FASTATTN_SPLITD_LOCKSTEP=1";
+      run_fwd_case(c);
+    }
+}
+
 // The backward at these head dims: refused by name (split-KV is not: it validates).
-TEST_F(Sm90FwdSplitD, RefusedByName) {
+TEST_P(Sm90FwdSplitD, RefusedByName) {
   const int64_t b = 1, s = 64, h = 2, d = 512;
   DeviceBuffer q(b * s * h * d * 2), k(b * s * h * d * 2), v(b * s * h * d * 2), o(b * s * h * d * 2);
   auto view = [&](DeviceBuffer& buf) {
@@ -177,6 +212,11 @@ TEST_F(Sm90FwdSplitD, RefusedByName) {
   EXPECT_EQ(st.code, Code::NotSupported);
   EXPECT_NE(st.message.find("split-D"), std::string::npos) << st.message;
 }
+
+INSTANTIATE_TEST_SUITE_P(, Sm90FwdSplitD, ::testing::Values("0", "1"),
+                         [](const ::testing::TestParamInfo<const char*>& param_info) {
+                           return std::string(param_info.param[0] == '1' ? "lockstep" : "pipe");
+                         });
 
 }  // namespace
 }  // namespace fastattn::gputest

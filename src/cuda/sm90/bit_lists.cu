@@ -127,6 +127,9 @@ struct BwdBitPrep {
   int4* headers = nullptr;
   int* list = nullptr;
   uint8_t* classes = nullptr;
+  int list_stride = 0;             // ints per key tile's list row: m_blocks, deterministic mode 2 m_blocks
+  int* position = nullptr;         // deterministic mode: per (key tile, q-block) its list position (-1: not
+                                   // listed), scratch for the turns kernel; else null
 };
 
 __host__ __device__ inline int64_t bwd_bit_lines(const BwdBitPrep& b) {
@@ -221,7 +224,7 @@ __global__ void __launch_bounds__(256) bwd_bit_tile_lists_kernel(const __grid_co
 #pragma unroll
       for (int i = 0; i < 3; ++i) count[i] += __popc(__ballot_sync(0xffffffffu, part == i));
     }
-    const int base = int(id) * p.m_blocks;
+    const int base = int(id) * b.list_stride;
     int at[3] = {base, base + count[0], base + count[0] + count[1]};
     for (int n0 = begin; n0 < end; n0 += 32) {
       const int n = n0 + lane;
@@ -230,7 +233,11 @@ __global__ void __launch_bounds__(256) bwd_bit_tile_lists_kernel(const __grid_co
 #pragma unroll
       for (int i = 0; i < 3; ++i) {
         const unsigned votes = __ballot_sync(0xffffffffu, part == i);
-        if (part == i) b.list[at[i] + __popc(votes & ((1u << lane) - 1u))] = 2 * n + (k == kBitsPartial ? 1 : 0);
+        if (part == i) {
+          const int pos = at[i] + __popc(votes & ((1u << lane) - 1u));
+          b.list[pos] = 2 * n + (k == kBitsPartial ? 1 : 0);
+          if (b.position != nullptr) b.position[int(id) * p.m_blocks + n] = pos;  // for the turns kernel
+        }
         at[i] += __popc(votes);
       }
     }
@@ -239,6 +246,23 @@ __global__ void __launch_bounds__(256) bwd_bit_tile_lists_kernel(const __grid_co
   if (lane == 0) {
     b.headers[id] = h;
     const_cast<int*>(bwd_bit_tile_lines(reinterpret_cast<const int*>(b.headers), tiles))[id] = line_slot;
+  }
+}
+
+// Deterministic mode, after the lists: one thread per (batch, KV head, q-block) walks the key tiles from the
+// top down; at each tile that lists the q-block it writes the count of such tiles above, the tile's dQ turn,
+// beside the list entry (bwd/bit_lists.h bwd_bit_dq_turn). Neighbouring threads take neighbouring q-blocks:
+// the same row of the positions, coalesced.
+__global__ void __launch_bounds__(256) bwd_bit_dq_turns_kernel(const __grid_constant__ BwdBitPrep b) {
+  const cuda_backend::BwdParams& p = b.p;
+  const int64_t id = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= int64_t(p.attn.batch) * p.attn.heads_kv * p.m_blocks) return;
+  const int64_t unit = id / p.m_blocks;  // batch * heads_kv + KV head: its tiles' header indices
+  const int* position = b.position + unit * p.n_blocks * p.m_blocks + id % p.m_blocks;
+  int above = 0;
+  for (int n = p.n_blocks - 1; n >= 0; --n) {
+    const int pos = position[int64_t(n) * p.m_blocks];
+    if (pos >= 0) b.list[pos + p.m_blocks] = above++;
   }
 }
 
@@ -267,24 +291,35 @@ Status prepare_bwd_bit_lists(const detail::Problem& problem, int block_m, int bl
   if (m.head_div % p->attn.q_per_kv != 0)  // block_mask_support refuses it first
     return Status::Unsupported("mask: the CUDA bitmask backward needs the q heads of a KV head to share a mask head");
   const int64_t tiles = int64_t(p->attn.batch) * p->attn.heads_kv * p->n_blocks;
-  const int64_t slots = bwd_bit_lines(b) * p->m_blocks, entries = tiles * p->m_blocks;
-  if (slots > INT32_MAX || entries > INT32_MAX)  // block_mask_support refuses it first
+  // Deterministic mode: each list row twice as wide, the dQ turns beside the entries (bwd_bit_dq_turn).
+  b.list_stride = p->deterministic ? 2 * p->m_blocks : p->m_blocks;
+  const int64_t slots = bwd_bit_lines(b) * p->m_blocks, entries = tiles * b.list_stride;
+  const int64_t scratch = p->deterministic ? tiles * p->m_blocks : 0;  // the turns kernel's positions
+  if (slots > INT32_MAX || entries > INT32_MAX)  // block_mask_support refuses it first (deterministic: 2^30)
     return Status::Unsupported("mask: the bitmask backward's lists would exceed 2^31 entries");
   if (tiles == 0) return Status::Ok();
   const int64_t packed_bytes = slots * kBwdBitSlotWords * 4, header_bytes = tiles * int64_t(sizeof(int4));
-  const int64_t bytes = packed_bytes + header_bytes + tiles * 4 + entries * 4 + slots;
+  const int64_t bytes = packed_bytes + header_bytes + tiles * 4 + (entries + scratch) * 4 + slots;
   if (Status st = cuda_backend::stream_alloc(size_t(bytes), stream, "bitmask q-block lists", ws); !st.ok()) return st;
   char* at = static_cast<char*>(*ws) + packed_bytes;  // the packed slots lie below the headers (bwd_bit_slot)
   b.headers = reinterpret_cast<int4*>(at);
   b.list = reinterpret_cast<int*>(at + header_bytes + tiles * 4);  // after the tile lines (bwd_bit_tile_lines)
-  b.classes = reinterpret_cast<uint8_t*>(at + header_bytes + tiles * 4 + entries * 4);
+  if (scratch > 0) b.position = b.list + entries;
+  b.classes = reinterpret_cast<uint8_t*>(at + header_bytes + tiles * 4 + (entries + scratch) * 4);
   p->q_list_headers = reinterpret_cast<const int*>(b.headers);
   p->q_lists = b.list;
   constexpr int kWarps = 8;
+  cudaError_t e = cudaSuccess;
+  if (scratch > 0) e = cudaMemsetAsync(b.position, 0xff, size_t(scratch) * 4, stream);  // -1: not listed
   if (slots > 0)
     classify_bwd_bits_kernel<<<unsigned((slots + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(b);
   bwd_bit_tile_lists_kernel<<<unsigned((tiles + kWarps - 1) / kWarps), 32 * kWarps, 0, stream>>>(b);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+  if (scratch > 0) {
+    const int64_t units = int64_t(p->attn.batch) * p->attn.heads_kv * p->m_blocks;
+    bwd_bit_dq_turns_kernel<<<unsigned((units + 255) / 256), 256, 0, stream>>>(b);
+  }
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess) {
     (void)cuda_backend::stream_free(*ws, stream);
     *ws = nullptr;
     return {Code::CudaError, std::string("bitmask q-block lists launch: ") + cudaGetErrorString(e)};

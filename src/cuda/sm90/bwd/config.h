@@ -247,9 +247,23 @@ struct BlockSparseBwdConfig : Base {
 // key tile walking its own list of non-empty q-blocks (bwd/bit_lists.h: entries q-block * 2 + needs-bits), and
 // on a partial block the caller's bits, gathered by the prep in S^T's accumulator order, ANDed into the
 // window's keep bits of the thread's two key rows. Full blocks read no bits; empty ones are not listed.
+// A softcap runs as in the unmasked default mode: where Base splits a softcap kernel off (d 64, d 128),
+// this config builds its twin (bwd_kernel's kSoftcap; the kernel without it keeps the path Off, as before),
+// and d 96 keeps Base's run-time branch (BlockSparseBwdConfig's kHasSoftcap). The tanh and its derivative
+// act on S^T and dS^T before and after the mask, which knows nothing of them, so the twin is the softcap
+// kernel over the list walk. (The block-sparse config keeps refusing a softcap: no call for it so far.)
+// The deterministic mode runs too (kHasDetKernel): Base's deterministic kernel over the list walk, each q-block's
+// adds in key-tile order from the top, a key tile waiting for the count of the tiles above it that list the
+// q-block (tile.cuh dq_turn, prepared by bwd/bit_lists.h). With a softcap: d 128's deterministic softcap twin
+// (kDetSoftcapKernel, as Base), d 64's and d 96's run-time branch (kHasSoftcap as Base: the default mode's
+// kernels, whose path kSoftcapKernel fixes at d 64 / 128, are unaffected).
 template <class Base>
 struct BitmaskBwdConfig : BlockSparseBwdConfig<Base> {
   static constexpr bool kBitmask = true;
+  static constexpr bool kSoftcapKernel = Base::kSoftcapKernel;
+  static constexpr bool kHasDetKernel = Base::kHasDetKernel;
+  static constexpr bool kDetSoftcapKernel = Base::kDetSoftcapKernel;
+  static constexpr bool kHasSoftcap = Base::kHasSoftcap;
 };
 
 // The config whose postprocess serves Cfg (a block-sparse config's base: the same kernel, not a twin).

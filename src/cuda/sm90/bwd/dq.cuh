@@ -306,7 +306,7 @@ __device__ __forceinline__ void bwd_write_dq(BwdSmem<Cfg>& sm, const BwdParams& 
     mbar_wait(&sm.dq_full[b], ps.phase());
     if constexpr (Cfg::kDqFenceByWriter && !kDet) fence_smem_for_tma();  // the consumers' staging (stage_dq)
     if (kBwdStamps && !kDet && threadIdx.x == 32) bwd_stamp_step(kBsStaged, t.steps(p.attn.q_per_kv) - i);
-    if constexpr (kDet) await_dq_turn(t.dq_sem(p, h, m), dq_last_block<Cfg::kBlockN, Cfg::kBlockM>(t, m) - t.n_block);
+    if constexpr (kDet) await_dq_turn(t.dq_sem(p, h, m), dq_turn<Cfg::kBlockN, Cfg::kBlockM>(p, t, m));
     // d 128: the accumulator's lines kept in L2 for the next key blocks' adds and the postprocess
     // (measured -0.5 % at s4k full, -2.6 % at s1k causal); d 64 / 96 (deterministic mode only) not measured.
     if constexpr (Cfg::kHeadDim == 128)

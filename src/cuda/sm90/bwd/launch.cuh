@@ -99,8 +99,8 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   // freed behind the postprocess (stream order).
   void* list_ws = nullptr;
   if constexpr (Cfg::kBlockList) {
-    if (p.deterministic || ring || band || p.kv_pair)
-      return {Code::Internal, "backward: the block-sparse kernel runs the default mode's accumulator path only"};
+    if ((p.deterministic && !Cfg::kHasDetKernel) || ring || band || p.kv_pair)
+      return {Code::Internal, "backward: the block-sparse kernel runs the accumulator path only (bitmask: either mode)"};
     if constexpr (Cfg::kBitmask) {  // element bitmask: each key tile's own list, partial blocks' bits packed
       if (Status st = prepare_bwd_bit_lists(problem, Cfg::kBlockM, Cfg::kBlockN, stream, &p, &list_ws); !st.ok())
         return st;

@@ -43,9 +43,12 @@ struct BwdTileOf {
     else
       return int64_t(h) * p.padded_rows + seq.padded_q + m * kBlockM;
   }
-  // Deterministic mode: the semaphore of q-block m of q head h (the key blocks that added into it).
+  // Deterministic mode: the semaphore of step m's q-block of q head h (the key blocks that added into it).
   __device__ __forceinline__ int* dq_sem(const BwdParams& p, int h, int m) const {
-    return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + m;
+    if constexpr (kList)
+      return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + q_block(m);
+    else
+      return p.dq_sem + (int64_t(batch) * p.attn.heads_q + h) * p.m_blocks + m;
   }
   // The dQ ring's position of q-block m of q head h (dq_ring.h; below 2^31 by the host's rule).
   __device__ __forceinline__ int ring_position(const BwdParams& p, int h, int m) const {
@@ -177,6 +180,20 @@ __device__ __forceinline__ int dq_last_block(const BwdTile& t, int m) {
   const int top = (t.mask.len_k - 1) / kBlockN;  // the last key block with a present key
   if (t.mask.right < 0) return top;
   return min(top, (kBlockM * m + kBlockM - 1 + t.mask.diag + t.mask.right) / kBlockN);
+}
+
+// Deterministic mode: the value of step m's q-block semaphore at this key tile's turn, i.e. how many key
+// tiles add into the q-block before it. The window's tile: the key blocks above it that see the q-block
+// (dq_last_block). A bitmask list tile: the key tiles above it whose lists hold the q-block, counted by the
+// prep (bwd/bit_lists.h bwd_bit_dq_turn); they start earlier in the deterministic CTA order as the key
+// blocks above do, and each waits only on tiles above it, so the chain of turns ends at the top one.
+template <int kBlockN, int kBlockM, class Tile>
+__device__ __forceinline__ int dq_turn(const BwdParams& p, const Tile& t, int m) {
+  if constexpr (Tile::kList) {  // m is the step's list position
+    return __ldg(bwd_bit_dq_turn(p.q_lists, m, p.m_blocks));
+  } else {
+    return dq_last_block<kBlockN, kBlockM>(t, m) - t.n_block;
+  }
 }
 
 }  // namespace fastattn::sm90

@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     TileWalk<Cfg> walk;
     while (walk.next(p)) {
       if (!walk.t.sees_keys()) continue;
-      produce<Cfg>(sm, walk.t, &tq, &tk, &tv, ps, qs, p.kv);
+      produce<Cfg>(sm, walk.t, &tq, &tk, &tv, ps, qs, p.kv, p.blocks);
       qs.advance();
     }
   } else {

@@ -131,35 +131,43 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   };
   // The keep-bit mask of block n. It sees this thread's rows' query positions: m0 + row and + 8,
   // or packed, the rows' positions within their heads.
-  // Element bitmask (Cfg::kBitmask): this thread's keep words of block n's two rows (all ones where the
-  // block needs none), fetched before the block's waits so that the load runs under them and its QK.
-  // The prep kernel gathered them in accumulator order (mask/bit_order.h): slot line + block
-  // (fwd/params.h bit_slot), row r's word of quad thread t at r * 4 + t.
-  static_assert(!Cfg::kBitmask || !Cfg::kMaskInPlainBody, "bitmask: partial blocks only in the generic body");
-  uint32_t row_bits[2];
-  auto fetch_bits = [&](int n) {
+  // Element bitmask (Cfg::kBitmask): block n's list entry (block * 2 + needs bits) and its packed bits
+  // came with its K tile into the ring slot's smem (producer.cuh produce_bit_list); this thread's words
+  // of its rows r and r + 8 (row r's word of quad thread t at r * 4 + t) and the entry are read right
+  // after the QK issue, before the slot's release: no global load in the consumers' block (they were a
+  // dependent chain, list entry then slot, and the entry was read again between the S wait and the
+  // softmax). Where the entry asks for no bits the words are stale and unused.
+  static_assert(!Cfg::kBitmask || !Cfg::kMaskInPlainBody, "bitmask: its plain body masks on full(n), not above_full(n)");
+  int bit_entry = 0;
+  uint32_t slot_bits[2];
+  auto read_bits = [&](int n, int stage) {
     if constexpr (Cfg::kBitmask) {
-      const auto& b = walk.t.blocks;
-      row_bits[0] = row_bits[1] = ~0u;
-      if (b.needs_bits(n)) {
-        const uint32_t* w = bit_slot(p.blocks, b.line + b.block(n)) + row_in_tile * 4 + quad_col;
-        row_bits[0] = __ldg(w);
-        row_bits[1] = __ldg(w + 32);
-      }
+      if (walk.t.blocks.full(n)) return;  // no mask: nothing to read
+      const uint32_t w = smem_addr(sm.bits.words[stage] + row_in_tile * 4 + quad_col);
+      bit_entry = int(lds_u32(smem_addr(&sm.bits.entry[stage])));
+      slot_bits[0] = lds_u32(w);
+      slot_bits[1] = lds_u32(w + 32 * 4);
     }
   };
   auto mask_scores = [&](int n) {
     const FwdTileFor<Cfg>& t = walk.t;
     const int row0 = t.m0 + (row_in_tile & p.sched.row_pos_mask), row1 = row0 + p.sched.row8_step;
-    const int n0 = t.blocks.block(n) * N;
-    if constexpr (Cfg::kBitmask) {  // the window's keep bits AND the caller's
-      cuda_backend::KeepBits<N> k0 = cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col);
-      cuda_backend::KeepBits<N> k1 = cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col);
-      k0.w[0] &= row_bits[0];
-      k1.w[0] &= row_bits[1];
-      cuda_backend::apply_keep_bits<N, 0>(s, k0);
-      cuda_backend::apply_keep_bits<N, 1>(s, k1);
+    if constexpr (Cfg::kBitmask) {  // the caller's bits, AND the window's keep bits where it cuts the block
+      const int n0 = (bit_entry >> 1) * N;
+      uint32_t k0 = bit_entry & 1 ? slot_bits[0] : ~0u, k1 = bit_entry & 1 ? slot_bits[1] : ~0u;
+      // A block that the window keeps whole for every row of the tile (every block of a mask without
+      // causal or window edges, whose lengths are multiples of 128) skips the keep-word arithmetic
+      // (~80 integer instructions a block): lo and hi are non-decreasing in the row, so rows [m0, m1)
+      // keep [n0, n0 + N) when the last row's lo and the first row's hi do. Tile-uniform values; rows
+      // past m1 are never stored.
+      if (t.mask.lo(t.m1 - 1) > n0 || t.mask.hi(t.m0) < n0 + N) {
+        k0 &= cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col).w[0];
+        k1 &= cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col).w[0];
+      }
+      cuda_backend::apply_keep_bits<N, 0>(s, cuda_backend::KeepBits<N>{{k0}});
+      cuda_backend::apply_keep_bits<N, 1>(s, cuda_backend::KeepBits<N>{{k1}});
     } else {
+      const int n0 = t.blocks.block(n) * N;
       cuda_backend::apply_keep_bits<N, 0>(
           s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
       cuda_backend::apply_keep_bits<N, 1>(
@@ -185,7 +193,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     const auto& b = t.blocks;
     // (the next block above the full ones, spelled on the fields: through above_full(next(n)) the
     // one-Q-buffer kernels' loop grew by an instruction)
-    if (p.attn.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= b.full_end)) return n;
+    if (p.attn.softcap != 0.f || (!Cfg::kMaskInPlainBody && !Cfg::kBitmask && n - 1 >= b.full_end)) return n;
+    // Bitmask tiles: their partial blocks run in the plain body too (masked there), so that a mask whose
+    // blocks are all partial (a random element mask) keeps the deferred max of the unmasked loop.
+    if constexpr (Cfg::kBitmask) return b.begin + (tma_out ? 0 : 1);
     return b.full_run_end(!tma_out);
   };
   auto scores_to_p = [&](const float (&x)[N / 2]) {
@@ -304,7 +315,6 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     FwdTileFor<Cfg> done;      // the tile whose blocks are all issued, until its output is stored
     int n = first_block();     // the block whose scores are in s
     bool pv_first = true;      // the pending PV (of block n) is its tile's first
-    fetch_bits(n);
 
     if (Cfg::kPingPong && wg == kWGs - 1) named_bar_arrive(kPingPongBar, 256);
     mbar_wait(&sm.q_full[qs.stage()], qs.phase());
@@ -312,6 +322,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     if (threadIdx.x == 128) split_stamp<Cfg>(kStampFirstK);
     my_turn();
     issue_qk(ps.stage());
+    read_bits(n, ps.stage());
     your_turn(false);
     wgmma_wait<0>();
     fence_operands(s);
@@ -331,7 +342,6 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     // (docs/notes/fwd-sm90.md).
     auto run_block = [&](auto generic, bool new_tile) {
       constexpr bool kGeneric = decltype(generic)::value;
-      if constexpr (kGeneric) fetch_bits(n);  // plain blocks are full: no bits
       probe.mark(prof::kIterBegin);
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
@@ -348,7 +358,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // it (d128 +0.5% against the first-only wait there). V is waited for
       // between the two GEMMs, so that its wait runs while QK is on the tensor cores. FA3 does
       // both; measured d128 s8k full +2.5%, the rest within 2%. Three warpgroups wait for V before the turn (Cfg::kVWaitUnderQK).
-      const bool waits_tiles = !Cfg::kPingPong || wg == 0 || !kGeneric;
+      // Bitmask configs: every warpgroup, since each reads its bits from the K slot's smem with plain
+      // loads (acquired from k_full by itself, not through another warpgroup's turn).
+      const bool waits_tiles = !Cfg::kPingPong || wg == 0 || !kGeneric || Cfg::kBitmask;
       if (waits_tiles) {
         mbar_wait(&sm.k_full[ps.stage()], ps.phase());
         if (!Cfg::kVWaitUnderQK) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
@@ -357,6 +369,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       my_turn();
       probe.mark(prof::kTurnTaken);
       issue_qk(ps.stage());
+      read_bits(n, ps.stage());  // bitmask only; K (and the bits) waited for above
       if (Cfg::kVWaitUnderQK && waits_tiles) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       issue_pv(prev.stage(), pv_first);
       pv_first = new_tile;
@@ -378,6 +391,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         shape_scores(n);
       else if constexpr (Cfg::kMaskInPlainBody) {
         if (walk.t.blocks.above_full(n)) mask_scores(n);  // plain blocks are >= full_begin (plain_lo)
+      } else if constexpr (Cfg::kBitmask) {
+        if (!walk.t.blocks.full(n)) mask_scores(n);  // no softcap in the plain body (plain_lo)
       }
       probe.mark(prof::kMasked);
       // PV(n+1) retires: O is complete for block n+1. A plain wgmma_wait<0>() was hoisted by ptxas

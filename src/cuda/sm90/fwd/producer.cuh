@@ -8,11 +8,53 @@
 #include <type_traits>
 
 #include "cuda/sm90/fwd/split_stamps.cuh"
+#include "cuda/sm90/prim/bulk_copy.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/tma.cuh"
 
 namespace fastattn::sm90 {
+
+// Element-bitmask tiles (Cfg::kBitmask): the block-list walk below, where each K tile of a block whose
+// entry asks for bits also brings that block's packed slot (2 KB, fwd/params.h bit_slot) into the ring
+// slot's bits (tile.cuh BitStageSmem) on the same k_full barrier, its bytes in the same expect_tx. Each
+// entry is read once, a block ahead of its K load. Bitmask calls have no KV cache (contiguous K / V).
+template <class Cfg, class List, class LoadTile>
+__device__ __forceinline__ void produce_bit_list(FwdSmem<Cfg>& sm, const List& b, LoadTile& load_tile,
+                                                 PipeState<Cfg::kStages>& ps, PipeState<Cfg::kStages>& pk,
+                                                 const CUtensorMap* tk, const CUtensorMap* tv, int k_row0,
+                                                 int k_batch, int kv_head, const FwdBlockLists& lists) {
+  constexpr int kKBytes = Cfg::kAtoms * Cfg::kKVAtomBytes, kSlotBytes = BitStageSmem<Cfg>::kSlotWords * 4;
+  auto load_k_bits = [&](int entry) {
+    const int s = pk.stage();
+    const bool bits = entry & 1;
+    mbar_wait(&sm.k_empty[s], pk.phase() ^ 1);
+    sts_u32(smem_addr(&sm.bits.entry[s]), uint32_t(entry));  // released by the arrival below
+    mbar_expect_tx(&sm.k_full[s], kKBytes + (bits ? kSlotBytes : 0));
+#pragma unroll
+    for (int a = 0; a < Cfg::kAtoms; ++a)
+      tma_load_4d(sm.k[s] + a * Cfg::kKVAtomBytes, tk, a * kAtomCols, k_row0 + (entry >> 1) * Cfg::kBlockN, kv_head,
+                  k_batch, &sm.k_full[s]);
+    if (bits) bulk_load(sm.bits.words[s], bit_slot(lists, b.line + (entry >> 1)), kSlotBytes, &sm.k_full[s]);
+    pk.advance();
+  };
+  constexpr std::integral_constant<int, Cfg::kVAtoms> kVAtoms{};
+  int it = b.first();
+  int entry = b.entry(it);
+  int ahead = b.has_next(it) ? b.entry(b.next(it)) : 0;
+  load_k_bits(entry);
+  for (; !b.done(it); it = b.next(it), ps.advance()) {
+    const int v_row = (entry >> 1) * Cfg::kBlockN;
+    if (b.has_next(it)) {
+      entry = ahead;
+      const int after = b.next(b.next(it));
+      if (!b.done(after)) ahead = b.entry(after);
+      load_k_bits(entry);
+    }
+    load_tile(kVAtoms, tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(), v_row,
+              ps.stage());
+  }
+}
 
 // Producer, one tile: Q into its buffer (once the consumers are done with the tile that used it
 // before), then K and V of each visible KV tile, last first (the partial ones come first, so
@@ -22,7 +64,7 @@ template <class Cfg>
 __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTileFor<Cfg>& t, const CUtensorMap* tq,
                                         const CUtensorMap* tk, const CUtensorMap* tv,
                                         PipeState<Cfg::kStages>& ps, const PipeState<Cfg::kQBuffers>& qs,
-                                        const cuda_backend::KvCacheParams& kv) {
+                                        const cuda_backend::KvCacheParams& kv, const FwdBlockLists& lists) {
   split_stamp<Cfg>(kStampTile);  // first tile only: later tiles overwrite it (stamps builds only)
   constexpr std::integral_constant<int, Cfg::kAtoms> kKAtoms{};   // K tiles span d's atoms,
   constexpr std::integral_constant<int, Cfg::kVAtoms> kVAtoms{};  // V tiles d_v's
@@ -110,7 +152,10 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTileFor<Cfg>&
   const auto b = t.blocks;  // a copy: through a reference ptxas ordered the coordinates' moves apart
   auto row_of = [&](int it) { return b.block(it) * Cfg::kBlockN; };
   PipeState<Cfg::kStages> pk = ps;
-  if constexpr (Cfg::kBlockList) {
+  if constexpr (Cfg::kBitmask) {
+    produce_bit_list<Cfg>(sm, b, load_tile, ps, pk, tk, tv, k_row0, k_batch, t.kv_head, lists);
+    return;
+  } else if constexpr (Cfg::kBlockList) {
     // The same order, the blocks from the tile's list: each entry is read once, a block ahead of its
     // K load, so that the load's latency passes under the previous block's waits and copies.
     int it = b.first();

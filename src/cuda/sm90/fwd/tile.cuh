@@ -11,6 +11,7 @@
 #include "cuda/mask/window_mask.cuh"
 #include "cuda/sched/tile_order.cuh"
 #include "cuda/sm90/fwd/params.h"
+#include "cuda/sm90/prim/wgmma.cuh"
 
 namespace fastattn::sm90 {
 
@@ -27,6 +28,33 @@ struct ClusterMergeSmem<Cfg, true> {
   float lse[kClusterMergeRows];
 };
 
+// Element bitmask (Cfg::kBitmask): the packed bits of the block in K/V ring slot s (128 rows x 4
+// words, the prep's slot order: row r's word of quad thread t at r * 4 + t), brought by the producer
+// with that block's K tile onto its k_full barrier, so that the consumers read their two words from
+// smem after the K wait instead of waiting on a dependent global load chain (list entry, then slot)
+// between the QK wgmma and the softmax (docs/notes/masks-sm90.md, "partial-block cost"). Other configs:
+// empty (one byte in the struct's tail padding, as ClusterMergeSmem: the other members keep their offsets).
+template <class Cfg, bool = Cfg::kBitmask>
+struct BitStageSmem {};
+template <class Cfg>
+struct BitStageSmem<Cfg, true> {
+  static constexpr int kSlotWords = 128 * 4;  // one 2 KB slot (fwd/params.h bit_slot)
+  alignas(16) uint32_t words[Cfg::kStages][kSlotWords];
+  int entry[Cfg::kStages];  // the block's list entry (block * 2 + needs bits), stored before k_full's arrival
+};
+
+// The bit stage's smem accesses by address (the struct is reached through an aligned integer, so plain
+// accesses compile to generic ones). Volatile with a memory clobber: the consumers' reads must stay
+// before the K slot's release, the producer's store before its k_full arrival.
+__device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void sts_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+
 template <class Cfg>
 struct FwdSmem {
   alignas(1024) uint8_t q[Cfg::kQBuffers][Cfg::kQBytes];
@@ -40,6 +68,7 @@ struct FwdSmem {
   // first key in the page) (producer.cuh), looked up for its K tile and read again for its V tile.
   int2 kv_boxes[Cfg::kStages][Cfg::kBlockN / 16];
   ClusterMergeSmem<Cfg> merge;
+  BitStageSmem<Cfg> bits;
 };
 
 

@@ -46,6 +46,7 @@ __device__ __forceinline__ float lds_f32(uint32_t addr) {
 // of V rows (64 h ...) columns (slice w's quarter q). Past d_v (a d_v 320 pair) TMA's zero fill:
 // the consumers' PV then has no run-time branch around a wgmma, which made ptxas serialize every
 // wgmma of the kernel (C7518).
+template <bool kPipelined>
 __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParams& p, const SplitDTile& t,
                                                const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv) {
   using Cfg = SplitDConfig;
@@ -61,17 +62,59 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
     ps.advance(p.ring_slots);
   };
   const int v_col0 = t.pair * Cfg::kPairAtoms * kAtomCols;
-  for (int it = t.blocks.first(); !t.blocks.done(it); it = t.blocks.next(it)) {
-    const int row = t.seq.k_offset + it * Cfg::kKeys;
-    for (int a = 0; a < p.qk_atoms; ++a) {
-      load(tk, a * kAtomCols, row);
-      load(tk, a * kAtomCols, row + Cfg::kHalfKeys);
+  if constexpr (!kPipelined) {
+    for (int it = t.blocks.first(); !t.blocks.done(it); it = t.blocks.next(it)) {
+      const int row = t.seq.k_offset + it * Cfg::kKeys;
+      for (int a = 0; a < p.qk_atoms; ++a) {
+        load(tk, a * kAtomCols, row);
+        load(tk, a * kAtomCols, row + Cfg::kHalfKeys);
+      }
+      for (int q = 0; q < Cfg::kSliceAtoms; ++q)
+        for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w)
+          for (int h = 0; h < 2; ++h)
+            load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys);
     }
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q)
-      for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w)
-        for (int h = 0; h < 2; ++h)
-          load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys);
+  } else {
+    // The pipelined consumers multiply K of block n before V of block n - 1: K(first), then per
+    // block K(n), V(n - 1), and V(last) at the end.
+    auto load_k = [&](int it) {
+      const int row = t.seq.k_offset + it * Cfg::kKeys;
+      for (int a = 0; a < p.qk_atoms; ++a) {
+        load(tk, a * kAtomCols, row);
+        load(tk, a * kAtomCols, row + Cfg::kHalfKeys);
+      }
+    };
+    auto load_v = [&](int it) {
+      const int row = t.seq.k_offset + it * Cfg::kKeys;
+      for (int q = 0; q < Cfg::kSliceAtoms; ++q)
+        for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w)
+          for (int h = 0; h < 2; ++h)
+            load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys);
+    };
+    int prev = t.blocks.first();
+    load_k(prev);
+    for (int it = t.blocks.next(prev); !t.blocks.done(it); it = t.blocks.next(it)) {
+      load_k(it);
+      load_v(prev);
+      prev = it;
+    }
+    load_v(prev);
   }
+}
+
+// The epilogue of both consumers: O normalised by the row sums (already exchanged) and stored from
+// registers (epilogue.cuh): into out, or as this split's fp32 partials under split-KV.
+template <class T, int wg>
+__device__ __forceinline__ void splitd_store(float (&o)[SplitDConfig::kSliceAtoms][32],
+                                             cuda_backend::OnlineSoftmax<SplitDConfig::kHalfKeys>& softmax,
+                                             const SplitDParams& p, const SplitDTile& t, int row_in_tile,
+                                             int quad_col) {
+  float inv[2], lse[2];
+  softmax.finish(inv, lse);
+  if (p.splits > 1)
+    splitd_store_partial<wg>(p, t, row_in_tile, quad_col, o, inv, lse);
+  else
+    splitd_store_out<T, wg>(p, t, row_in_tile, quad_col, o, inv, lse);
 }
 
 // One consumer warpgroup (kWG 0 or 1): keys [64 kWG, + 64) of each block for S, slice kWG of the pair
@@ -258,15 +301,259 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     const float total = own[h] + lds_f32(rows_other + 32 * h);
     softmax.row_sum[h] = quad_col == 0 ? total : 0.f;
   }
-  float inv[2], lse[2];
-  softmax.finish(inv, lse);
-  if (p.splits > 1)
-    splitd_store_partial<wg>(p, t, row_in_tile, quad_col, o, inv, lse);
-  else
-    splitd_store_out<T, wg>(p, t, row_in_tile, quad_col, o, inv, lse);
+  splitd_store<T, wg>(o, softmax, p, t, row_in_tile, quad_col);
 }
 
-template <class T>
+// The pipelined consumer (docs/notes/splitd-sm90.md, "The softmax under the tensor cores"): PV of
+// block n - 1 is issued after block n's row max, so that block n's exps run under it, and block
+// n's first QK chunk is issued before block n - 1's O rescale and P store, which run under it. The
+// ring brings K(n) before V(n - 1) (splitd_produce<true>). Per block still two named barriers:
+// 1 after the row max (the max of n, and both P halves of n - 1 written before it), 2 after PV(n - 1)
+// retired in both warpgroups (both P buffers and the row slots may be rewritten after it). O sees
+// the same operations in the same order as splitd_consume's (rescale by alpha(n) between PV(n - 1)
+// and PV(n)): the same output bits.
+template <class T, int kWG>
+__device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const SplitDParams& p, const SplitDTile& t) {
+  using Cfg = SplitDConfig;
+  constexpr int wg = kWG;
+  constexpr int N = Cfg::kHalfKeys;
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4, quad_col = lane % 4;
+  const int row_in_tile = warp_in_wg * 16 + lane / 4;  // this thread's rows: +0 and +8
+  float o[Cfg::kSliceAtoms][32];
+  float s[N / 2];
+  uint32_t pf[N / 16][4];
+  cuda_backend::OnlineSoftmax<N> softmax;
+  float alpha[2];
+#pragma unroll
+  for (int q = 0; q < Cfg::kSliceAtoms; ++q)
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[q][i] = 0.f;
+  auto release = [&](int slot) {  // per warp, once its wgmma reads of the slot are done
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.empty[slot]);
+  };
+  SplitDRingState ps;
+  uint8_t(*const ring)[Cfg::kChunkBytes] = sm.chunks + p.ring0;
+  auto skip = [&]() {  // the other warpgroup's chunk at this ring position
+    mbar_wait(&sm.full[ps.stage()], ps.phase());
+    release(ps.stage());
+    ps.advance(p.ring_slots);
+  };
+  const uint32_t q_lo = desc_k_major_lo(sm.chunks[0]);
+  const uint32_t p_other_lo = desc_k_major_lo(sm.p[1 - wg]);
+  const uint32_t p_own = smem_addr(sm.p[wg]);
+  const uint32_t rows_own = smem_addr(&sm.rows[wg][row_in_tile]);
+  const uint32_t rows_other = smem_addr(&sm.rows[1 - wg][row_in_tile]);
+
+  // S = Q K_own^T as in splitd_consume, in two parts: chunk 0 (returns its slot, held until the
+  // group after it retired) and the rest, so that other work can run under chunk 0.
+  auto issue_qk_chunk = [&](int a, bool accumulate) {
+    mbar_wait(&sm.full[ps.stage()], ps.phase());
+    const uint32_t k_lo = desc_k_major_lo(ring[ps.stage()]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      WgmmaSS<T, N>::run(s, desc_k_major(q_lo, Cfg::kChunkBytes, 4 * a + kk), desc_k_major(k_lo, Cfg::kChunkBytes, kk),
+                         accumulate || kk > 0);
+    wgmma_commit();
+  };
+  auto qk_first = [&]() {
+    if constexpr (wg == 1) skip();
+    issue_qk_chunk(0, false);
+    const int held = ps.stage();
+    ps.advance(p.ring_slots);
+    if constexpr (wg == 0) skip();
+    return held;
+  };
+  // Chunks 1.. (each chunk's slot released once the group after it is issued and it has retired);
+  // returns the last chunk's slot, whose group may still be in flight.
+  auto qk_issue_rest = [&](int held) {
+    for (int a = 1; a < p.qk_atoms; ++a) {
+      if constexpr (wg == 1) skip();
+      issue_qk_chunk(a, true);
+      wgmma_wait<1>();
+      release(held);
+      held = ps.stage();
+      ps.advance(p.ring_slots);
+      if constexpr (wg == 0) skip();
+    }
+    return held;
+  };
+  // S complete: the QK group is the oldest in flight, kInFlight groups (PV quarters) after it.
+  auto qk_retired = [&](int held, auto in_flight) {
+    wgmma_wait<decltype(in_flight)::value>();
+    fence_operands(s);
+    release(held);
+  };
+  // Softcap, mask, the block's row max over both halves (named barrier 1) and the running max:
+  // alpha. The exps come later (exp_row), with the same inputs as splitd_consume's.
+  auto block_max = [&](int it) {
+    if (p.attn.softcap != 0.f) {
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
+    }
+    if (!t.blocks.full(it)) {
+      // GQA packing: a tile row's query position is its low bits (row_pos_mask; 63 unpacked).
+      const int row0 = t.m0 + (row_in_tile & p.row_pos_mask), row1 = t.m0 + ((row_in_tile + 8) & p.row_pos_mask);
+      const int n0 = it * Cfg::kKeys + wg * N;
+      cuda_backend::apply_keep_bits<N, 0>(
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
+      cuda_backend::apply_keep_bits<N, 1>(
+          s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
+    }
+    float m[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float x = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j) x = fmaxf(x, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+      m[h] = cuda_backend::quad_max(x);
+      if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
+    }
+    named_bar_sync(1, Cfg::kConsumerThreads);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
+      softmax.take_max(h, m[h], p.attn.scale_log2, alpha);
+    }
+  };
+  // P (the exps in s) to the RS operand; pf's last reader, the previous PV, has retired.
+  auto pack_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) pf[kk][r] = cuda_backend::pack2<T>(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+  };
+  auto rescale_o = [&]() {
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int q = 0; q < Cfg::kSliceAtoms; ++q) cuda_backend::scale_rows<64>(o[q], alpha);
+    }
+  };
+  // P_own to smem (the layout of splitd_consume), fenced for the other warpgroup's wgmma reads after
+  // the next named barrier.
+  auto store_p = [&]() {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = row_in_tile + 8 * h;
+#pragma unroll
+      for (int j = 0; j < N / 8; ++j)
+        sts_u32(p_own + r * kAtomRowBytes + ((j ^ (r % 8)) << 4) + 4 * quad_col, pf[j / 2][2 * (j % 2) + h]);
+    }
+    fence_smem_for_tma();
+  };
+  // O_slice += P V of one block, quarter by quarter (ring order and slot releases as in
+  // splitd_consume): pv_quarter(q, under) issues quarter q, runs under() while it is in flight, then
+  // waits for quarter q - 1 and releases its slots; pv_finish waits for the last one.
+  int cur[2], prev[2];
+  auto pv_quarter = [&](int q, auto&& under) {
+#pragma unroll
+    for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
+      if (w != wg) {
+        skip();
+        skip();
+        continue;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        mbar_wait(&sm.full[ps.stage()], ps.phase());
+        cur[h] = ps.stage();
+        ps.advance(p.ring_slots);
+      }
+      const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
+      const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
+#pragma unroll
+      for (int kk = 0; kk < N / 16; ++kk)
+        WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
+                                                 desc_n_major(v_other, kk), 1);
+      wgmma_commit();
+      under();
+      if (q > 0) {
+        wgmma_wait<1>();
+        release(prev[0]);
+        release(prev[1]);
+      }
+      prev[0] = cur[0];
+      prev[1] = cur[1];
+    }
+  };
+  auto pv_finish = [&]() {
+    wgmma_wait<0>();
+#pragma unroll
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) fence_operands(pf[kk]);
+    release(prev[0]);
+    release(prev[1]);
+  };
+  auto nothing = []() {};
+  // P_own of a block written (store_p) -> the other warpgroup may read it: named barrier 4 + w,
+  // arrived at by its writer w and waited on by the other (FA3's producer / consumer use of bar.arrive).
+  auto p_written = [&]() { named_bar_arrive(4 + wg, Cfg::kConsumerThreads); };
+  auto p_other_written = [&]() { named_bar_sync(4 + (1 - wg), Cfg::kConsumerThreads); };
+
+  if (!t.blocks.empty()) {
+    mbar_wait(&sm.q_full, 0);
+    // Prologue, block first: S, max, exps (no PV before it to hide them under).
+    int it = t.blocks.first();
+    qk_retired(qk_issue_rest(qk_first()), std::integral_constant<int, 0>{});
+    block_max(it);
+    softmax.exp_row(s, 0, p.attn.scale_log2, alpha);
+    softmax.exp_row(s, 1, p.attn.scale_log2, alpha);
+    named_bar_sync(2, Cfg::kConsumerThreads);  // the other's reads of the row slots are done
+    for (it = t.blocks.next(it); !t.blocks.done(it); it = t.blocks.next(it)) {
+      // Block n - 1's P and O rescale under block n's first QK chunk, then the rest of QK(n).
+      pack_p();
+      int held = qk_first();
+      rescale_o();
+      store_p();
+      p_written();
+      held = qk_issue_rest(held);
+      // PV(n - 1)'s first quarter behind QK(n)'s last chunk: block n's mask and row max (named
+      // barrier 1) under it, its exps under quarters 1 and 2.
+      p_other_written();
+      pv_quarter(0, nothing);
+      qk_retired(held, std::integral_constant<int, 1>{});
+      block_max(it);
+      pv_quarter(1, [&]() { softmax.exp_row(s, 0, p.attn.scale_log2, alpha); });
+      pv_quarter(2, [&]() { softmax.exp_row(s, 1, p.attn.scale_log2, alpha); });
+      pv_quarter(3, nothing);
+      pv_finish();
+      named_bar_sync(2, Cfg::kConsumerThreads);  // both PV(n - 1) retired: P buffers, row slots free
+    }
+    // Epilogue, block last: its P, the O rescale, and PV once the other's P half is written.
+    pack_p();
+    rescale_o();
+    store_p();
+    p_written();
+    p_other_written();
+#pragma unroll
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q) pv_quarter(q, nothing);
+    pv_finish();
+  }
+  // The row sums and the store, as splitd_consume's (the rows buffer's last reads, the other
+  // warpgroup's max of the last block, came before the last named barrier 2).
+  float own[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
+    if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
+  }
+  named_bar_sync(3, Cfg::kConsumerThreads);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float total = own[h] + lds_f32(rows_other + 32 * h);
+    softmax.row_sum[h] = quad_col == 0 ? total : 0.f;
+  }
+  splitd_store<T, wg>(o, softmax, p, t, row_in_tile, quad_col);
+}
+
+// kPipelined: splitd_consume_pipelined's schedule (the default), else splitd_consume's lockstep one
+// (FASTATTN_SPLITD_LOCKSTEP=1, a temporary switch for one device A/B).
+template <class T, bool kPipelined>
 __global__ void __launch_bounds__(SplitDConfig::kThreads, 1)
     splitd_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const __grid_constant__ SplitDParams p) {
@@ -290,13 +577,20 @@ __global__ void __launch_bounds__(SplitDConfig::kThreads, 1)
   __syncthreads();
   if (threadIdx.x < 128) {
     regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0 && !t.blocks.empty()) splitd_produce(sm, p, t, &tq, &tk, &tv);
+    if (threadIdx.x == 0 && !t.blocks.empty()) splitd_produce<kPipelined>(sm, p, t, &tq, &tk, &tv);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
-    if (threadIdx.x < 256)
-      splitd_consume<T, 0>(sm, p, t);
-    else
-      splitd_consume<T, 1>(sm, p, t);
+    if constexpr (kPipelined) {
+      if (threadIdx.x < 256)
+        splitd_consume_pipelined<T, 0>(sm, p, t);
+      else
+        splitd_consume_pipelined<T, 1>(sm, p, t);
+    } else {
+      if (threadIdx.x < 256)
+        splitd_consume<T, 0>(sm, p, t);
+      else
+        splitd_consume<T, 1>(sm, p, t);
+    }
   }
 }
 

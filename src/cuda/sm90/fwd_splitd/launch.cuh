@@ -1,14 +1,18 @@
 // Host launch of the Hopper split-D forward for one dtype: tensor maps (64-column x 64-row boxes of
 // Q, K and V; GQA-packed: Q boxes of R rows x 64 / R heads), the grid (m-blocks x slice pairs x
 // splits, head slots, batch; sched/splitd_plan.h), the split workspace and combine (split-KV), and
-// the smem size. Every (d_qk, d_v)
-// of cuda/splitd_rule.h runs the one kernel per dtype of kernel.cuh. The ring's depth is a kernel
-// parameter: Q's unused chunks join it (docs/notes/splitd-sm90.md, "a ring as deep as Q's unused
-// smem"; measured +15-17 % at d 320 / 512 over a fixed 10-slot ring).
+// the smem size. Every (d_qk, d_v) of cuda/splitd_rule.h runs the one kernel per dtype of
+// kernel.cuh (two while the schedule switch below lives). The ring's depth is a kernel parameter:
+// Q's unused chunks join it (docs/notes/splitd-sm90.md, "a ring as deep as Q's unused smem";
+// measured +15-17 % at d 320 / 512 over a fixed 10-slot ring). FASTATTN_SPLITD_LOCKSTEP=1
+// runs the former lockstep schedule (splitd_consume) instead of the pipelined one: a temporary
+// switch for one device A/B, removed once measured.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cuda/device_info.h"
@@ -24,6 +28,13 @@ namespace fastattn::sm90 {
 
 constexpr int splitd_smem_bytes() { return int(sizeof(SplitDSmem)) + 1024; }  // + slack to align the base
 static_assert(splitd_smem_bytes() <= 227 * 1024, "the split-D forward's shared memory exceeds sm_90's 227 KB");
+
+// The pipelined schedule unless FASTATTN_SPLITD_LOCKSTEP=1 (read per call: the tests and the bench
+// run both in one process).
+inline bool splitd_lockstep() {
+  const char* v = std::getenv("FASTATTN_SPLITD_LOCKSTEP");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
 
 template <class T>
 Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
@@ -63,10 +74,12 @@ Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t str
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kHalfKeys, &tk);
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kHalfKeys, &tv);
   if (!st.ok()) return st;
-  auto kernel = splitd_fwd_kernel<T>;
+  const bool lockstep = splitd_lockstep();
+  auto kernel = lockstep ? splitd_fwd_kernel<T, false> : splitd_fwd_kernel<T, true>;
   const int smem = splitd_smem_bytes();
-  static cuda_backend::PerDeviceFlags attr_set;  // per instantiation
-  if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set); !st.ok())
+  static cuda_backend::PerDeviceFlags attr_set[2];  // per instantiation and kernel
+  if (st = cuda_backend::set_max_dynamic_smem(reinterpret_cast<const void*>(kernel), smem, attr_set[lockstep]);
+      !st.ok())
     return st;
   cuda_backend::SplitBuffers parts;
   if (p.splits > 1) {
