@@ -14,7 +14,6 @@ heads (stride-0 views; graphs of 2 calls, b 1 only; '-' where it refuses).
 usage: python3 bench/mla_decode.py --lib build/src/libfastattn.so [--out mla.md]
 """
 import argparse
-import ctypes
 import importlib.util
 import os
 
@@ -45,33 +44,15 @@ def main():
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     rp = load("run_peers", "run-peers.py")
-    fa = ctypes.CDLL(args.lib)
-    fa.fastattn_forward.argtypes = [ctypes.POINTER(rp.FaArgs), ctypes.c_void_p]
-    fa.fastattn_last_error.restype = ctypes.c_char_p
-    fa.fastattn_args_init.argtypes = [ctypes.POINTER(rp.FaArgs)]
-    tensor_of = rp.FastAttn._tensor.__get__(rp.FastAttn.__new__(rp.FastAttn))
+    fa = rp.FastAttn(args.lib)
     dev = torch.device("cuda")
     floor = load("stream_floor", "stream_floor.py")
     copy_bw = floor.copy_bandwidth()
 
-    def call(q, k, v, out, lse, splits):
-        """One fastattn forward on the stream current at call time (the graph's capture stream)."""
-        a = rp.FaArgs()
-        fa.fastattn_args_init(ctypes.byref(a))
-        a.q, a.k, a.v, a.out, a.lse = (tensor_of(t) for t in (q, k, v, out, lse))
-        a.backend = 2
-        a.num_splits = splits
-        a.check_index_arrays = 0
-        ref = ctypes.byref(a)
-
-        def run():
-            if fa.fastattn_forward(ref, ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)) != 0:
-                raise RuntimeError(fa.fastattn_last_error().decode())
-        run.keep = (a, q, k, v, out, lse)
-        return run
-
-    def graph_us(calls):  # stream_floor's graph timing: median over rounds of replays, per call
-        return floor.per_call_us(lambda i: calls[i % len(calls)](), calls=args.calls, replays=args.replays, rounds=3)
+    def graph_us(fn):
+        """stream_floor's graph timing (median over rounds of replays, per call). fn(i): call i, made
+        inside the capture so that it runs on the capture stream (forward_fn takes the current one)."""
+        return floor.per_call_us(fn, calls=args.calls, replays=args.replays, rounds=3)
 
     rows = []
     for b in (int(x) for x in args.batches.split(",")):
@@ -82,21 +63,19 @@ def main():
             qs = [torch.randn(b, 1, H, DQK, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
             ks = [torch.randn(b, sk, 1, DQK, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
             vs = [torch.randn(b, sk, 1, DV, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
-            outs = [torch.empty(b, 1, H, DV, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
-            lses = [torch.empty(b, H, 1, device=dev, dtype=torch.float32) for _ in range(copies)]
             r = {"b": b, "sk": sk, "floor": kv_bytes / copy_bw * 1e6,
                  "latent": b * sk * DQK * 2 / copy_bw * 1e6}
             for name, splits in (("heur", 0), ("ns1", 1)):
-                calls = [call(qs[i], ks[i], vs[i], outs[i], lses[i], splits) for i in range(copies)]
-                r[name] = graph_us(calls)
-                if name == "heur":  # check against SDPA-math in fp32 on copy 0 (one head group is enough)
-                    calls[0]()
-                    torch.cuda.synchronize()
-                    qt = qs[0][:, :, :8].transpose(1, 2).float()
-                    kt = ks[0].transpose(1, 2).float().expand(b, 8, sk, DQK)
-                    vt = vs[0].transpose(1, 2).float().expand(b, 8, sk, DV)
-                    ref = F.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
-                    r["err"] = (outs[0][:, :, :8].float() - ref).abs().max().item()
+                r[name] = graph_us(lambda i, n=splits: fa.forward_fn(torch, qs[i % copies], ks[i % copies],
+                                                                     vs[i % copies], False, (-1, -1), n)())
+            # check the heuristic's output against SDPA-math in fp32 on copy 0 (8 heads are enough)
+            out = fa.forward_fn(torch, qs[0], ks[0], vs[0], False, (-1, -1), 0)()
+            torch.cuda.synchronize()
+            qt = qs[0][:, :, :8].transpose(1, 2).float()
+            kt = ks[0].transpose(1, 2).float().expand(b, 8, sk, DQK)
+            vt = vs[0].transpose(1, 2).float().expand(b, 8, sk, DV)
+            ref = F.scaled_dot_product_attention(qt, kt, vt).transpose(1, 2)
+            r["err"] = (out[:, :, :8].float() - ref).abs().max().item()
             r["sdpa"] = None
             if b == 1:
                 qt = qs[0].transpose(1, 2)
@@ -112,7 +91,7 @@ def main():
                     r["sdpa_err"] = str(e).splitlines()[0][:80]
             rows.append(r)
             print(r, flush=True)
-            del qs, ks, vs, outs, lses
+            del qs, ks, vs
             torch.cuda.empty_cache()
 
     lines = [f"# MLA decode (h 128/1, d 576/512, s_q 1, bf16), {torch.cuda.get_device_name()}, "

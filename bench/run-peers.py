@@ -592,13 +592,15 @@ class FastAttn:
         ft.device_index = t.device.index or 0
         return ft
 
-    def forward_fn(self, torch, q, k, v, causal, window):
-        """A no-argument callable running our forward on (b, s, h, d) tensors; returns out (v's head dim)."""
+    def forward_fn(self, torch, q, k, v, causal, window, num_splits=0):
+        """A no-argument callable running our forward on (b, s, h, d) tensors on the stream current
+        now; returns out (v's head dim). num_splits: 0 = the heuristic (fastattn_args_init's)."""
         out = q.new_empty(*q.shape[:3], v.shape[-1])
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device=q.device, dtype=torch.float32)
         a = FaArgs()
         self.lib.fastattn_args_init(ctypes.byref(a))
         a.q, a.k, a.v, a.out, a.lse = (self._tensor(t) for t in (q, k, v, out, lse))
+        a.num_splits = num_splits
         a.causal = int(causal)
         a.window_left, a.window_right = window
         a.backend = 2 if q.is_cuda else 1
