@@ -15,6 +15,8 @@ import ctypes
 import importlib.util
 import os
 
+from bitmask_flex import median_ms  # the masked benches' timer (bench/ is on sys.path when run as a script)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -23,21 +25,6 @@ def load_peers_module():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def median_ms(torch, fn, runs):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(runs):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def fastattn_fn(torch, rp, fa, q, k, v, bias, causal):
