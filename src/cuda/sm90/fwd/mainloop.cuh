@@ -171,13 +171,35 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // s[4 j + 2 h + e] with row = m0 + row_in_tile + 8 h, key = n0 + 8 j + 2 quad_col + e: each thread
   // loads its two adjacent keys at once (bias_rule: 4-byte aligned, even strides). Only keys inside
   // the sequence are read (the bias covers the longest sequence, not the tile's padding).
+  // Row 0's pairs of a whole block (keys all inside the sequence), loaded before the wait for S so that
+  // they fly under the QK (row 1's would not fit the registers beside S, O and P); bias_ready says
+  // whether bias_pre holds block n's (else add_bias loads them itself).
+  uint32_t bias_pre[Cfg::kBias ? N / 8 : 1];
+  bool bias_ready = false;
+  auto bias_head = [&]() {
+    const FwdTileFor<Cfg>& t = walk.t;
+    return static_cast<const T*>(p.bias.data) + int64_t(t.batch) * p.bias.batch_stride +
+           int64_t(t.head / p.bias.head_div) * p.bias.head_stride;
+  };
+  auto prefetch_bias = [&](int n) {
+    if constexpr (Cfg::kBias) {
+      const FwdTileFor<Cfg>& t = walk.t;
+      const int n0 = t.blocks.block(n) * N, row = t.m0 + row_in_tile;
+      bias_ready = n0 + N <= t.seq.len_k;
+      if (bias_ready) {
+        const T* r = bias_head() + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * p.bias.row_stride +
+                     n0 + 2 * quad_col;
+#pragma unroll
+        for (int j = 0; j < N / 8; ++j) bias_pre[j] = __ldg(reinterpret_cast<const uint32_t*>(r + 8 * j));
+      }
+    }
+  };
   auto add_bias = [&](int n) {
     if constexpr (Cfg::kBias) {
       const FwdTileFor<Cfg>& t = walk.t;
       const FwdBias& fb = p.bias;
       const int n0 = t.blocks.block(n) * N;
-      const T* head_base = static_cast<const T*>(fb.data) + int64_t(t.batch) * fb.batch_stride +
-                           int64_t(t.head / fb.head_div) * fb.head_stride;
+      const T* head_base = bias_head();
       constexpr float kLog2e = 1.4426950408889634f;
       auto add = [&](int h, int j, float b0, float b1) {
         s[4 * j + 2 * h] = fmaf(s[4 * j + 2 * h], p.attn.scale_log2, b0 * kLog2e);
@@ -197,9 +219,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int j = 0; j < N / 8; ++j) {
-            const float2 f = cuda_backend::unpack2<T>(__ldg(reinterpret_cast<const uint32_t*>(rows[h] + 8 * j)));
+            const uint32_t w = h == 0 && bias_ready ? bias_pre[j] : __ldg(reinterpret_cast<const uint32_t*>(rows[h] + 8 * j));
+            const float2 f = cuda_backend::unpack2<T>(w);
             add(h, j, f.x, f.y);
           }
+        bias_ready = false;
       } else {  // the sequence's last block: keys past len_k add 0 (masked after)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
@@ -416,6 +440,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       pv_first = new_tile;
       your_turn(false);
       probe.mark(prof::kIssued);
+      if constexpr (kGeneric) prefetch_bias(n);  // bias kernels: every block is generic
       wgmma_wait<1>();  // S ready; PV of the block before may still run
       fence_operands(s);
       probe.mark(prof::kScoresReady);
