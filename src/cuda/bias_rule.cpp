@@ -7,9 +7,10 @@
 namespace fastattn::cuda_backend {
 namespace {
 
-// The rules on what both the args and the resolved problem say (dtype, strides, masks, splits, dims).
+// The rules on what both the args and the resolved problem say (dtype, strides, splits, dims). A block-sparse
+// mask or a bitmask with a bias runs their bias twin (block_mask_rule.h's rules apply as without a bias).
 Status bias_rules(int major, DType q_dtype, DType bias_dtype, const void* data, const int64_t (&strides)[3], int d,
-                  int dv, bool block_mask, bool bits, int num_splits) {
+                  int dv, int num_splits) {
   if (major != 9) return Status::Unsupported("bias: the CUDA forward with bias runs on sm90 (Hopper) only");
   if (bias_dtype != q_dtype)
     return Status::Unsupported(std::string("bias: dtype ") + dtype_name(bias_dtype) + " but the CUDA forward reads a bias "
@@ -18,10 +19,6 @@ Status bias_rules(int major, DType q_dtype, DType bias_dtype, const void* data, 
     return Status::Unsupported("bias: the CUDA forward with bias takes head dims up to 128 with head_dim_v = head_dim");
   if (num_splits > 1)
     return Status::Unsupported("num_splits: the CUDA forward with bias has no split-KV; pass 0 or 1");
-  if (block_mask || bits)
-    return Status::Unsupported(std::string("bias: the CUDA forward takes a bias or a ") +
-                               (bits ? "bitmask" : "block-sparse mask") +
-                               ", not both yet (fold the mask into the bias as -inf, or use the CPU backend)");
   if (reinterpret_cast<uintptr_t>(data) % 4 != 0)
     return Status::Unsupported("bias: the CUDA forward needs a 4-byte aligned base pointer (it loads key pairs)");
   for (int i = 0; i < 3; ++i)
@@ -41,14 +38,12 @@ Status bias_forward_support(const AttnArgs& a, int major) {
   const int64_t strides[3] = {b.shape[0] == 1 ? 0 : b.stride[0], b.shape[1] == 1 ? 0 : b.stride[1],
                               b.shape[2] == 1 ? 0 : b.stride[2]};
   return bias_rules(major, a.q.dtype, b.dtype, b.data, strides, int(a.q.shape[a.q.ndim - 1]),
-                    int(a.v.shape[a.v.ndim - 1]), a.mask.kind == MaskKind::BlockSparse,
-                    a.mask.kind == MaskKind::DenseBitmask, a.num_splits);
+                    int(a.v.shape[a.v.ndim - 1]), a.num_splits);
 }
 
 Status bias_problem_support(const detail::Problem& p, int major) {
   const int64_t strides[3] = {p.bias.batch_stride, p.bias.head_stride, p.bias.rows > 1 ? p.bias.row_stride : 0};
-  return bias_rules(major, p.dtype, p.bias.dtype, p.bias.data, strides, p.head_dim, p.head_dim_v, p.blocks.defined(),
-                    p.bits.defined(), p.num_splits_arg);
+  return bias_rules(major, p.dtype, p.bias.dtype, p.bias.data, strides, p.head_dim, p.head_dim_v, p.num_splits_arg);
 }
 
 Status bias_backward_support(const AttnArgs& a) {

@@ -4,8 +4,8 @@
 // rule (fwd_case.h), two runs bitwise equal. Bias dims broadcast or not (batch 1 / batch, heads 1 /
 // heads_kv / heads_q, head stride 0), padded rows, extra rows / cols, -inf entries and whole -inf rows
 // (out 0, lse -inf), odd lengths 1 / 17 / 113 / 4097, s_q != s_k, causal and windows, softcap, GQA,
-// varlen with an empty sequence and seqused, d 64 / 96 / 128 in both dtypes, a CUDA graph; a zero bias
-// equals no bias up to the kernels' rounding; and the refusals by name.
+// varlen with an empty sequence and seqused, d 64 / 96 / 128 in both dtypes, a CUDA graph, with a
+// block-sparse mask or a bitmask; a zero bias; and the refusals by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -245,19 +245,59 @@ TEST_F(Sm90FwdBias, Refusals) {
   a = args();
   a.bias.data = static_cast<char*>(bias_dev.get()) + 2;
   refused(a, "bias: the CUDA forward needs a 4-byte aligned base pointer");
-  a = args();
-  std::vector<uint32_t> words(64 * 2, ~0u);
-  DeviceBuffer bits(words.size() * 4);
-  bits.upload(words.data());
-  a.mask.kind = MaskKind::DenseBitmask;
-  a.mask.bits.data = static_cast<const uint32_t*>(bits.get());
-  a.mask.bits.shape[0] = a.mask.bits.shape[1] = 1;
-  a.mask.bits.shape[2] = 64;
-  a.mask.bits.shape[3] = 2;
-  a.mask.bits.stride[2] = 2;
-  a.mask.bits.stride[1] = a.mask.bits.stride[0] = 128;
-  a.mask.bits.device = Device::CUDA;
-  refused(a, "bias: the CUDA forward takes a bias or a bitmask, not both yet");
+}
+
+// A bias with a block-sparse mask or a bitmask: their kernels' bias twins (the mask's empty blocks
+// skipped, partial blocks masked after the bias). Random kept 128 x 128 blocks (one mask for every
+// batch entry and head) or random bits (per batch entry, one per KV head), with causal too.
+TEST_F(Sm90FwdBias, WithBlockSparseAndBitmask) {
+  for (int kind = 0; kind < 2; ++kind)
+    for (bool causal : {false, true}) {
+      BiasCase bc = bias_case(DType::BF16, 128, 700, 900, 4, 2);
+      bc.c.causal = causal;
+      bc.c.sq = causal ? 900 : 700;
+      SCOPED_TRACE(bc.str() + (kind == 0 ? " block-sparse" : " bitmask"));
+      std::mt19937 rng(uint32_t(std::random_device{}()));
+      const CaseIndex idx(bc.c);
+      BiasTensor bias(bc, idx, rng);
+      std::uniform_real_distribution<double> u(0.0, 1.0);
+      const int qb = (bc.c.sq + 127) / 128, kb = (bc.c.sk + 127) / 128, words = (bc.c.sk + 31) / 32;
+      std::vector<uint8_t> bytes(size_t(qb * kb));
+      for (auto& x : bytes) x = u(rng) < 0.6 ? 1 : 0;
+      std::vector<uint32_t> bits(size_t(idx.batch * 2 * bc.c.sq * words));
+      for (auto& w : bits) w = uint32_t(rng());
+      DeviceBuffer bytes_dev(bytes.size()), bits_dev(bits.size() * 4);
+      bytes_dev.upload(bytes.data());
+      bits_dev.upload(bits.data());
+      run_fwd_case(bc.c, [&](AttnArgs& a, bool on_gpu) {
+        a.bias = bias.view(bc.c.dtype, on_gpu);
+        const Device dv = on_gpu ? Device::CUDA : Device::CPU;
+        if (kind == 0) {
+          a.mask.kind = MaskKind::BlockSparse;
+          BlockMask& m = a.mask.blocks;
+          m.data = on_gpu ? static_cast<const uint8_t*>(bytes_dev.get()) : bytes.data();
+          m.shape[0] = m.shape[1] = 1;
+          m.shape[2] = qb;
+          m.shape[3] = kb;
+          m.stride[3] = 1;
+          m.stride[2] = kb;
+          m.stride[1] = m.stride[0] = int64_t(qb) * kb;
+          m.device = dv;
+        } else {
+          a.mask.kind = MaskKind::DenseBitmask;
+          BitMask& m = a.mask.bits;
+          m.data = on_gpu ? static_cast<const uint32_t*>(bits_dev.get()) : bits.data();
+          m.shape[0] = idx.batch;
+          m.shape[1] = 2;
+          m.shape[2] = bc.c.sq;
+          m.shape[3] = words;
+          m.stride[2] = words;
+          m.stride[1] = int64_t(bc.c.sq) * words;
+          m.stride[0] = 2 * m.stride[1];
+          m.device = dv;
+        }
+      });
+    }
 }
 
 }  // namespace

@@ -142,10 +142,11 @@ struct BitmaskConfig : BlockSparseConfig<Base> {
 // score shaping adds the bias tile (read from global memory straight into the accumulator layout,
 // two adjacent keys per load) after softcap and before the mask; the scores enter the softmax
 // already in log2 units (scale * log2 e applied with the bias). A type of its own, so that the
-// kernels without a bias keep their code and symbols; the layout is the base config's.
+// kernels without a bias keep their code and symbols; the layout is the base config's. Over a
+// BlockSparseConfig or BitmaskConfig it walks the mask's block lists as they do (empty blocks skipped).
 template <class Base>
 struct BiasConfig : Base {
-  static_assert(!Base::kSplit && !Base::kBlockList, "bias: no split-KV or block-list twin (refused by bias_rule)");
+  static_assert(!Base::kSplit, "bias: no split-KV twin (refused by bias_rule)");
   static constexpr bool kBias = true;
   static constexpr bool kDeferredMax = false;  // plain-body only; bias blocks all run the generic body
 };
