@@ -27,6 +27,15 @@
 
 namespace fastattn::sm90 {
 
+// Bias keys (j, j + 1) of one row as one word (key j in the low half): one 32-bit load where the pair
+// is 4-byte aligned (FwdBias::paired), else two 16-bit loads.
+template <class T>
+__device__ __forceinline__ uint32_t load_bias_pair(const T* at, bool paired) {
+  if (paired) return __ldg(reinterpret_cast<const uint32_t*>(at));
+  const unsigned short* h = reinterpret_cast<const unsigned short*>(at);
+  return uint32_t(__ldg(h)) | (uint32_t(__ldg(h + 1)) << 16);
+}
+
 // This thread's consumer warpgroup (0, 1, 2), read from %tid.x at each use (volatile):
 // the kernel's warp / 4 - 1, which the consumer gets as `wg`.
 __device__ __forceinline__ int consumer_warpgroup() {
@@ -177,7 +186,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // Additive bias (Cfg::kBias): s <- s * scale_log2 + bias * log2 e, so the scores reach the softmax
   // in log2 units (it then runs with scale 1: softmax_scale). Element (row, key) of the block is
   // s[4 j + 2 h + e] with row = m0 + row_in_tile + 8 h, key = n0 + 8 j + 2 quad_col + e: each thread
-  // loads its two adjacent keys at once (bias_rule: 4-byte aligned, even strides). Only keys inside
+  // loads its two adjacent keys at once (one 32-bit load where FwdBias::paired, else two 16-bit ones). Only keys inside
   // the sequence are read (the bias covers the longest sequence, not the tile's padding).
   // Row 0's pairs of a whole block (keys all inside the sequence), loaded before the wait for S so that
   // they fly under the QK (row 1's would not fit the registers beside S, O and P); bias_ready says
@@ -198,7 +207,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         const T* r = bias_head() + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * p.bias.row_stride +
                      n0 + 2 * quad_col;
 #pragma unroll
-        for (int j = 0; j < N / 8; ++j) bias_pre[j] = __ldg(reinterpret_cast<const uint32_t*>(r + 8 * j));
+        for (int j = 0; j < N / 8; ++j) bias_pre[j] = load_bias_pair(r + 8 * j, p.bias.paired);
       }
     }
   };
@@ -227,7 +236,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         for (int h = 0; h < 2; ++h)
 #pragma unroll
           for (int j = 0; j < N / 8; ++j) {
-            const uint32_t w = h == 0 && bias_ready ? bias_pre[j] : __ldg(reinterpret_cast<const uint32_t*>(rows[h] + 8 * j));
+            const uint32_t w = h == 0 && bias_ready ? bias_pre[j] : load_bias_pair(rows[h] + 8 * j, fb.paired);
             const float2 f = cuda_backend::unpack2<T>(w);
             add(h, j, f.x, f.y);
           }
@@ -240,7 +249,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
             const int key = n0 + 8 * j + 2 * quad_col;
             float2 f = make_float2(0.f, 0.f);
             if (key + 1 < t.seq.len_k)
-              f = cuda_backend::unpack2<T>(__ldg(reinterpret_cast<const uint32_t*>(rows[h] + 8 * j)));
+              f = cuda_backend::unpack2<T>(load_bias_pair(rows[h] + 8 * j, fb.paired));
             else if (key < t.seq.len_k)
               f.x = cuda_backend::to_float(rows[h][8 * j]);
             add(h, j, f.x, f.y);
