@@ -209,6 +209,7 @@ struct BwdConfig {
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   static constexpr bool kBlockList = false;  // the block-sparse kernel (BlockSparseBwdConfig) walks lists
   static constexpr bool kBitmask = false;    // its element-bitmask twin (BitmaskBwdConfig) applies bits too
+  static constexpr bool kBias = false;       // the additive-bias kernel (BiasBwdConfig) reads the bias, adds dbias
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges; by default right-only ones) runs on
   // the 64-row tile and its longest-first order, in a kernel of its own (the accumulator path's kernels are
   // unchanged).
@@ -250,6 +251,26 @@ struct BlockSparseBwdConfig : Base {
 template <class Base>
 struct BitmaskBwdConfig : BlockSparseBwdConfig<Base> {
   static constexpr bool kBitmask = true;
+};
+
+// The additive-bias backward (docs/notes/bwd-sm90.md, "Bias backward"; bias.cuh): Base's tile, order and
+// schedule, each step adding the bias to S^T before the exp2 and, where dbias is asked for, adding dS^T into
+// it. A kernel of its own in the default mode's accumulator path only: no deterministic, ring, band or
+// softcap kernel is built for it (the host refuses those calls by name: bwd_bias_support), the softcap path
+// Off. K stays in registers for kKRegSteps* k-steps where the bias words fit beside it (bias.cuh's loads
+// are held over the S^T MMA: kN / 2 registers).
+template <class Base>
+struct BiasBwdConfig : Base {
+  static_assert(!Base::kKeys80 && Base::kHeadDim <= 128 && Base::kHeadDimV == Base::kHeadDim && Base::kBlockM != 80,
+                "bias backward: the 64-row (d 64: 128-row) tile of d <= 128, d_v = d");
+  using Dense = Base;  // the postprocess and the preprocess are Base's kernels
+  static constexpr bool kBias = true;
+  static constexpr bool kHasRingKernel = false;
+  static constexpr bool kHasDetKernel = false;
+  static constexpr bool kSoftcapKernel = false;
+  static constexpr bool kDetSoftcapKernel = false;
+  static constexpr bool kHasSoftcap = false;
+  static constexpr int kKRegSteps = 0;
 };
 
 // The config whose postprocess serves Cfg (a block-sparse config's base: the same kernel, not a twin).
@@ -326,6 +347,7 @@ struct BwdConfigKeys80 {
   static constexpr bool kKeys80 = true;
   static constexpr bool kBlockList = false;
   static constexpr bool kBitmask = false;
+  static constexpr bool kBias = false;
   static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
   // Launch settings of the default mode only (launch.cuh): no deterministic kernel; under a right
   // edge the longest-first order in L2 sections (lpt_order.h), each CTA walking upwards and no

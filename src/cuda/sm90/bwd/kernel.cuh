@@ -34,6 +34,7 @@
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/sm90/bwd/bit_lists.h"
 #include "cuda/sm90/bwd/band_dq.cuh"
+#include "cuda/sm90/bwd/bias.cuh"
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq.cuh"
 #include "cuda/sm90/bwd/epilogue.cuh"
@@ -152,6 +153,19 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   // Without the softcap path every tile takes FA3's order (BwdConfig::kPackAfterDs says why not with it).
   constexpr bool kPackAfterDs = Cfg::kPackAfterDs || kCapPath == BwdCap::Off;
   const int steps = t.steps(p.attn.q_per_kv);
+  // Additive bias (Cfg::kBias, bias.cuh): the words of the step about to run, loaded a step ahead (the first
+  // step's ahead of the K / V wait); `bias_at` gives the spot of step (h, m).
+  [[maybe_unused]] uint32_t bias_raw[Cfg::kBias ? kN / 4 : 1];
+  auto bias_at = [&](int h, int m) {
+    return bwd_bias_spot(p, t.batch, h, m * Cfg::kBlockM + q_col0 + 2 * quad_col, key_row, t.seq.len_q, t.seq.len_k);
+  };
+  if constexpr (Cfg::kBias) {
+    if (steps > 0) {
+      int h0, m0;
+      t.first_step(p, h0, m0);
+      if (p.bias.kind != cuda_backend::kBiasF32) bwd_bias_load16<kN>(p, bias_at(h0, m0), bias_raw);
+    }
+  }
   if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
   if (kBwdStamps && threadIdx.x == 128 && kv_phase == 0) bwd_stamp(kBsKvLanded);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
@@ -199,6 +213,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsQLanded, steps - i);
     // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
     float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
+    // The bias kernel: S^T accumulates onto the bias over the scale (bias.cuh), from its first k-step on.
+    constexpr bool kSeeded = Cfg::kBias;
+    if constexpr (kSeeded) bwd_bias_seed<kN>(st, bias_raw, p, bias_at(h, m));
     {
       const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
       const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
@@ -207,16 +224,16 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
           if (kk < kKRegs)  // K from registers, Q K-major as B (the `_kb` form)
-            WgmmaRS<T, kN, Major::K>::run(st, kf[kk], desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+            WgmmaRS<T, kN, Major::K>::run(st, kf[kk], desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kSeeded || kk > 0);
           else
             WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk),
-                                desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+                                desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kSeeded || kk > 0);
         }
       } else {
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
           WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk),
-                              desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+                              desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kSeeded || kk > 0);
       }
       wgmma_commit();
 #pragma unroll
@@ -368,6 +385,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
     wgmma_wait<kPackAfterDs ? 0 : 1>();
     fence_operands(dpt);
+    static_assert(!Cfg::kBias || kCapPath == BwdCap::Off, "bias: no softcap path (the bias is seeded before the scale)");
     auto ds_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
 #pragma unroll
@@ -403,6 +421,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       store_ds(sm.ds[s], dsf);
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
+    // dbias += dS^T from its packed fragments (bias.cuh), once S^T and dP^T are dead.
+    if constexpr (Cfg::kBias) {
+      static_assert(kPackAfterDs, "bias: dS^T's fragments are final once stored");
+      if (p.bias.grad != nullptr) bwd_dbias_add<T, kN>(p, bias_at(h, m), dsf);
+    }
     if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
       const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
       wgmma_fence();
@@ -421,6 +444,22 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       if constexpr (kBand) {  // equal shares (64 + 64), one code path (mma_dkv_split_wg says why)
         static_assert(Cfg::kDqCols0 == Cfg::kDqCols1);
         bwd_dq_band<T, Cfg, Cfg::kDqCols0>(sm, p, t, wg * Cfg::kDqCols0, s, h, m, jobs, dv, dk, pf, dsf);
+      } else if constexpr (Cfg::kBias) {
+        // The next step's bias words once dQ has left the registers (bwd_dq's after_dq): the step's lowest
+        // register point before its end, with dK still in flight (d 64 / 128) to hide their latency.
+        static_assert(!Cfg::kDqSwapAB && !Cfg::kSplitD);
+        auto load_next_bias = [&] {
+          if (i > 1) {
+            int hn = h, mn = m;
+            t.next_step(p, hn, mn);
+            if (p.bias.kind != cuda_backend::kBiasF32) bwd_bias_load16<kN>(p, bias_at(hn, mn), bias_raw);
+          }
+        };
+        if (wg == 0)
+          bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps, load_next_bias);
+        else
+          bwd_dq<T, Cfg, Cfg::kDqCols1, kDet, kDvFirst>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m,
+                                                        dv, dk, pf, dsf, dq_ps, load_next_bias);
       } else if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
       else if (wg == 0)

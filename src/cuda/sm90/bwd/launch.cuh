@@ -97,6 +97,10 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   // Block-sparse: the key tiles' lists of kept q-blocks (block_lists.h), built ahead of the preprocess,
   // so that the main kernel, launched early behind the preprocess, finds them written; the workspace is
   // freed behind the postprocess (stream order).
+  if constexpr (Cfg::kBias) {
+    if (p.deterministic || ring || band)
+      return {Code::Internal, "backward: the bias kernel runs the default mode's accumulator path only"};
+  }
   void* list_ws = nullptr;
   if constexpr (Cfg::kBlockList) {
     if (p.deterministic || ring || band || p.kv_pair)
@@ -214,6 +218,16 @@ cudaError_t read_bwd_stamps(unsigned long long* out, int ctas) {
 template <class T, int D, int DV>
 Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
                   cudaStream_t stream) {
+  // An additive bias (bias.cuh; the host's rule bwd_bias_support): the head dim's default tile in the bias
+  // kernel (BiasBwdConfig), never the 80-row or 80-key tile, the band or the ring.
+  if (p.bias.data != nullptr) {
+    if constexpr (D <= 128 && DV == D) {
+      if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
+      return launch_bwd_config<T, BiasBwdConfig<BwdConfig<D>>>(problem, grads, p, stream);
+    } else {
+      return Status::Unsupported("bias: the CUDA backward with a bias runs head dims up to 128 (d_v = d)");
+    }
+  }
   // The 80-key tile (d 256, d 192, 192 / 128): same q-block (and workspace) as the 64-key kernel's, chosen here by
   // the host rule.
   if constexpr (D == 256 || D == 192) {
