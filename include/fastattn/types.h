@@ -90,12 +90,13 @@ struct BitMask {
   bool defined() const { return data != nullptr; }
 };
 
-// Masks beyond seqlen/causal/local. BlockSparse reads `blocks`, DenseBitmask reads `bits`; Bias
-// (reserved for later: `data`) is rejected by validation.
+// Masks beyond seqlen/causal/local. BlockSparse reads `blocks`, DenseBitmask reads `bits`. Bias stays
+// reserved and is refused by validation: the additive score bias is AttnArgs::bias, which combines
+// with any mask kind (None, DenseBitmask, BlockSparse) and with causal / window.
 enum class MaskKind : int32_t { None = 0, DenseBitmask = 1, BlockSparse = 2, Bias = 3 };
 struct MaskSpec {
   MaskKind kind = MaskKind::None;
-  Tensor data;       // Bias (reserved)
+  Tensor data;       // reserved (MaskKind::Bias); the bias is AttnArgs::bias
   BlockMask blocks;  // BlockSparse
   BitMask bits;      // DenseBitmask
 };
@@ -136,6 +137,23 @@ struct AttnArgs {
   int32_t window_right = -1;
   float softcap = 0.0f;  // 0 = off; else scores become softcap * tanh(scores / softcap)
   MaskSpec mask;
+
+  // Additive score bias (optional; undefined = none). 4-D (bias_batch, bias_heads, rows, cols):
+  //   s_ij = softcap(scale * q_i . k_j) + bias[b or 0, h / (heads_q / bias_heads), i, j]
+  // (added after softcap, as FlashAttention adds ALiBi; with softcap off this is SDPA's float
+  // attn_mask). bias_batch is 1 or batch; bias_heads divides heads_q (1, heads_kv or heads_q);
+  // rows >= the longest seqlen_q and cols >= the longest seqlen_k (more is allowed); i and j count
+  // from each sequence's start (varlen too). dtype F32, BF16 or F16; the last dim has unit stride,
+  // other strides are free on the host backends (0 broadcasts); the CUDA backend needs 16-byte
+  // aligned data and row strides and refuses other layouts by name. -inf entries act as a mask (a
+  // row whose every kept score is -inf gets out = 0, lse = -inf); NaN propagates. The bias never
+  // unmasks: causal / window / block-sparse / bitmask pairs stay masked whatever it holds.
+  Tensor bias;
+  // Backward's optional output (undefined = not computed; needs `bias`; forward ignores it): the gradient
+  // of the pre-softmax score, in bias's logical shape (bias_batch, bias_heads, rows, cols), summed
+  // over the batch entries and query heads that share a bias entry; 0 where (i, j) is masked or
+  // outside every sequence. F32 only; unit last stride; other strides free but must not overlap.
+  Tensor dbias;
 
   Backend backend = Backend::Auto;
   int32_t num_threads = 0;  // CPU backend: 0 = all hardware threads

@@ -8,6 +8,15 @@
 #include "api/message.h"
 
 namespace fastattn::detail {
+
+int64_t longest(bool varlen, int64_t fixed, int32_t max_seqlen, const std::vector<int32_t>& cu) {
+  if (!varlen) return fixed;
+  if (max_seqlen > 0) return max_seqlen;
+  int64_t m = 0;
+  for (size_t b = 0; b + 1 < cu.size(); ++b) m = std::max<int64_t>(m, int64_t(cu[b + 1]) - cu[b]);
+  return m;
+}
+
 namespace {
 
 constexpr const char* kName = "mask.blocks";
@@ -17,15 +26,6 @@ std::string device_text(Device d, int32_t index) {
   return d == Device::CPU ? std::string("cpu") : msg("cuda:", index);
 }
 
-// The longest sequence of one side: the fixed length, else max_seqlen when given (> 0), else the
-// longest of the host-read cu_seqlens (0 when they could not be read).
-int64_t longest(bool varlen, int64_t fixed, int32_t max_seqlen, const std::vector<int32_t>& cu) {
-  if (!varlen) return fixed;
-  if (max_seqlen > 0) return max_seqlen;
-  int64_t m = 0;
-  for (size_t b = 0; b + 1 < cu.size(); ++b) m = std::max<int64_t>(m, int64_t(cu[b + 1]) - cu[b]);
-  return m;
-}
 
 Status check_covers(int dim, int64_t size, int64_t rows, const char* rows_name, const char* block_name,
                     int32_t block) {

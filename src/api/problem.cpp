@@ -90,6 +90,21 @@ BitMaskView resolve_bit_mask(const BitMask& m, int32_t heads_q) {
   return v;
 }
 
+BiasView resolve_bias(const Tensor& t, int32_t heads_q) {
+  BiasView v;
+  v.data = t.data;
+  v.dtype = t.dtype;
+  v.batch_stride = t.shape[0] == 1 ? 0 : t.stride[0];
+  v.head_stride = t.shape[1] == 1 ? 0 : t.stride[1];
+  v.row_stride = t.stride[2];
+  v.head_div = t.shape[1] > 0 ? int32_t(heads_q / t.shape[1]) : 1;
+  v.batch = int32_t(t.shape[0]);
+  v.heads = int32_t(t.shape[1]);
+  v.rows = int32_t(t.shape[2]);
+  v.cols = int32_t(t.shape[3]);
+  return v;
+}
+
 Problem resolve_operands(const AttnArgs& args) {
   Problem p;
   static_cast<ProblemShape&>(p) = resolve_shape(args);
@@ -104,6 +119,7 @@ Problem resolve_operands(const AttnArgs& args) {
   p.num_splits_arg = args.num_splits;
   if (args.mask.kind == MaskKind::BlockSparse) p.blocks = resolve_block_mask(args.mask.blocks, p.heads_q);
   if (args.mask.kind == MaskKind::DenseBitmask) p.bits = resolve_bit_mask(args.mask.bits, p.heads_q);
+  if (args.bias.defined()) p.bias = resolve_bias(args.bias, p.heads_q);
   return p;
 }
 

@@ -116,11 +116,31 @@ struct BitMaskView {
   bool keeps(int64_t b, int64_t h, int64_t i, int64_t j) const { return (row(b, h, i)[j / 32] >> (j % 32)) & 1u; }
 };
 
+// A validated additive bias (AttnArgs::bias) or its gradient (AttnArgs::dbias): element (b, h, i, j)
+// of batch b and query head h at data + (b * batch_stride + (h / head_div) * head_stride +
+// i * row_stride + j) elements (batch_stride / head_stride 0 when that dim is shared, or broadcast
+// by a stride 0). Undefined (data null) without one.
+struct BiasView {
+  void* data = nullptr;
+  DType dtype = DType::F32;
+  int64_t batch_stride = 0, head_stride = 0, row_stride = 0;
+  int32_t head_div = 1;        // heads_q / bias heads: q heads that share a bias head
+  int32_t batch = 1, heads = 1;  // dims 0 and 1 as given
+  int32_t rows = 0, cols = 0;  // dims 2 and 3 as given (cover every sequence)
+  bool defined() const { return data != nullptr; }
+  // Row i of (batch b, query head h): `cols` contiguous elements of `dtype`.
+  char* row(int64_t b, int64_t h, int64_t i) const {
+    return static_cast<char*>(data) +
+           (b * batch_stride + (h / head_div) * head_stride + i * row_stride) * dtype_size(dtype);
+  }
+};
+
 struct Problem : ProblemShape {
   Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
   CacheLayout cache;              // forward_kvcache's cache addressing (CUDA), else undefined
   BlockMaskView blocks;           // MaskKind::BlockSparse, else undefined
   BitMaskView bits;               // MaskKind::DenseBitmask, else undefined
+  BiasView bias;                  // AttnArgs::bias, else undefined
   SeqArrays seq_arrays;
   std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays (empty when unread)
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
@@ -131,6 +151,7 @@ struct Problem : ProblemShape {
 // Backward's extra operands.
 struct GradOperands {
   Operand dout, dq, dk, dv;
+  BiasView dbias;  // AttnArgs::dbias (F32), else undefined
 };
 
 // False when the call has nothing to compute: no query rows or heads, no keys at all, or a varlen
@@ -158,6 +179,8 @@ Problem resolve_problem(const AttnArgs& args, const std::vector<int32_t>& cu_q,
 // The view of a validated block mask (heads_q: the call's query heads).
 BlockMaskView resolve_block_mask(const BlockMask& m, int32_t heads_q);
 BitMaskView resolve_bit_mask(const BitMask& m, int32_t heads_q);
+// The view of a validated bias or dbias tensor (4-D, unit last stride).
+BiasView resolve_bias(const Tensor& t, int32_t heads_q);
 
 // Operand view of a q/k/v/out-like tensor (lse-like when `is_lse`).
 Operand make_operand(const Tensor& t, bool varlen, bool is_lse = false);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "api/bias_checks.h"
 #include "api/block_mask_checks.h"
 #include "api/cuda_block_mask.h"
 #include "api/message.h"
@@ -35,8 +36,8 @@ const char* backend_name(Backend b) {
 Status check_scalars(const AttnArgs& a) {
   if (a.mask.kind != MaskKind::None && a.mask.kind != MaskKind::BlockSparse && a.mask.kind != MaskKind::DenseBitmask) {
     return Status::Unsupported(msg("mask: kind ", int32_t(a.mask.kind),
-                                   " is not supported yet (none, dense bitmask and block-sparse are; additive biases "
-                                   "arrive in a later release)"));
+                                   " is not supported (none, dense bitmask and block-sparse are; an additive bias is "
+                                   "AttnArgs::bias, which combines with any of them)"));
   }
   const int32_t be = int32_t(a.backend);
   if (be < 0 || be > 3) {
@@ -273,6 +274,7 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   if (st.ok()) st = check_index_contents(a, varlen, out->backend, out->index);
   if (st.ok()) st = check_block_mask(a, varlen, out->index);
   if (st.ok()) st = check_bit_mask(a, varlen, out->index);
+  if (st.ok()) st = check_bias(a, varlen, out->index);
   if (st.ok()) st = check_backend_limits(a, out->backend, backward, a.q.shape[hd + 1], a.v.shape[hd + 1]);
   if (!st.ok()) return st;
   if (out->index.read) {
@@ -327,6 +329,8 @@ Status prepare_backward(const AttnArgs& args, const Tensor& dout, const Tensor& 
     if (st.ok()) st = check_device(g.name, g.t, args.q);
     if (!st.ok()) return st;
   }
+  st = check_dbias(args);
+  if (!st.ok()) return st;
 #ifdef FASTATTN_WITH_CUDA
   if (out->backend == Backend::CUDA) {
     st = cuda_backend::check_backward_grads(dout, dq, dk, dv);
@@ -337,6 +341,7 @@ Status prepare_backward(const AttnArgs& args, const Tensor& dout, const Tensor& 
   out->grads.dq = make_operand(dq, varlen);
   out->grads.dk = make_operand(dk, varlen);
   out->grads.dv = make_operand(dv, varlen);
+  if (args.dbias.defined()) out->grads.dbias = resolve_bias(args.dbias, out->problem.heads_q);
   return Status::Ok();
 }
 

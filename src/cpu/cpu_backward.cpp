@@ -2,7 +2,10 @@
 //   0. D_i = rowsum(dO_i * O_i) per (sequence, q head, row);
 //   1. per (sequence, kv head, key block): dK, dV accumulated in fp32 over every q head of the
 //      GQA group and every q block, then rounded once;
-//   2. per (sequence, q head, q block): dQ accumulated over key blocks.
+//   2. per (sequence, q head, q block): dQ accumulated over key blocks;
+//   3. (dbias asked) per (bias batch entry, bias head, q block, key block): dS summed over the
+//      sequences and q heads that share the bias entry, then stored once (entries no sequence
+//      reaches, or masked, stay 0).
 // Both passes rebuild P = exp(S - lse) from the forward's lse, so no N x N matrix is kept, and
 // walk the same tiles as the forward (Empty skipped, only Partial masked; a block-sparse mask's
 // dropped blocks count as masked). No atomics: results
@@ -75,6 +78,7 @@ class Backward {
     util::parallel_for(int64_t(q_items.size()), workers, [&](int64_t i, int w) {
       dq_block(q_items[size_t(i)], scratch[size_t(w)]);
     });
+    if (g_.dbias.defined()) dbias_pass(workers, scratch);
   }
 
  private:
@@ -116,8 +120,9 @@ class Backward {
 
   // For a staged (rows x cols) tile: sc.s <- P, sc.dp <- dS (= dX, softcap's derivative folded
   // in; the 1/scale is not: q was staged pre-scaled).
+  // `fold_softcap` false leaves dS as the gradient of the post-softcap score (what dbias sums).
   void p_and_ds(const reference::HeadMask& m, TileClass cls, int64_t i0, int rows, int64_t j0,
-                int cols, Scratch& sc) const {
+                int cols, Scratch& sc, bool fold_softcap = true) const {
     const int bk = t_.block_k;
     float* s = sc.s.data();
     float* dp = sc.dp.data();
@@ -134,6 +139,7 @@ class Backward {
         }
       }
     }
+    if (p_.bias.defined()) add_bias_tile(p_.bias, m.b, m.h, i0, rows, j0, cols, s, bk);  // after dcap's softcap
     if (cls == TileClass::Partial) mask_partial_tile(m, i0, rows, j0, cols, s, bk);
     for (int r = 0; r < rows; ++r) exp_shifted(s + r * bk, cols, sc.lse[size_t(r)]);
     gemm_nn(rows, cols, p_.head_dim_v, sc.dout.data(), p_.head_dim_v, sc.vt.data(), bk, dp, bk);
@@ -142,7 +148,7 @@ class Backward {
       float* pr = s + r * bk;
       float* dr = dp + r * bk;
       for (int c = 0; c < cols; ++c) dr[c] = pr[c] * (dr[c] - D);
-      if (cap > 0) {
+      if (cap > 0 && fold_softcap) {
         const float* dc = sc.dcap.data() + r * bk;
         for (int c = 0; c < cols; ++c) dr[c] *= dc[c];
       }
@@ -196,6 +202,66 @@ class Backward {
     }
     for (float& x : sc.dq) x *= p_.scale;
     store_rows(g_.dq, it.b, seq.q_start + it.start, it.h, rows, d, sc.dq.data(), d);
+  }
+
+  // Pass 3: every dbias entry written once. Zero first (rows / cols no sequence reaches), then one
+  // item per (bias entry, q block) sums its tiles over the sharing sequences and heads.
+  void dbias_pass(int workers, std::vector<Scratch>& scratch) {
+    const detail::BiasView& db = g_.dbias;
+    for (int64_t e = 0; e < int64_t(db.batch) * db.heads; ++e) {
+      for (int64_t i = 0; i < db.rows; ++i) {
+        float* row = dbias_row(e, i);
+        std::fill(row, row + db.cols, 0.0f);
+      }
+    }
+    std::vector<Item> items;  // b: bias batch entry, h: bias head, start: first row
+    for (int32_t e = 0; e < db.batch * db.heads; ++e) {
+      for (int32_t i0 = 0; i0 < std::min(db.rows, p_.max_rows_q); i0 += t_.block_q) items.push_back({e / db.heads, e % db.heads, i0});
+    }
+    util::parallel_for(int64_t(items.size()), workers, [&](int64_t i, int w) {
+      dbias_rows(items[size_t(i)], scratch[size_t(w)]);
+    });
+  }
+
+  float* dbias_row(int64_t entry, int64_t i) const {
+    const detail::BiasView& db = g_.dbias;
+    return static_cast<float*>(db.data) + (entry / db.heads) * db.batch_stride + (entry % db.heads) * db.head_stride +
+           i * db.row_stride;
+  }
+
+  void dbias_rows(const Item& it, Scratch& sc) {
+    const detail::BiasView& db = g_.dbias;
+    const int bk = t_.block_k, bq = t_.block_q;
+    const int32_t b_end = db.batch == 1 ? p_.batch : it.b + 1;
+    const int32_t h_first = it.h * db.head_div;
+    const int64_t key_end = std::min<int64_t>(db.cols, p_.max_rows_k);
+    std::vector<float> acc(size_t(bq * bk));
+    for (int64_t j0 = 0; j0 < key_end; j0 += bk) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      bool any = false;
+      for (int32_t b = db.batch == 1 ? 0 : it.b; b < b_end; ++b) {
+        const detail::Sequence& seq = p_.seqs[size_t(b)];
+        const int rows = std::clamp(seq.len_q - it.start, 0, bq);
+        const int cols = int(std::clamp<int64_t>(seq.len_k - j0, 0, bk));
+        if (rows == 0 || cols == 0) continue;
+        for (int32_t h = h_first; h < h_first + db.head_div; ++h) {
+          const reference::HeadMask m = reference::head_mask(p_, b, h);
+          const TileClass cls = classify_tile(m, it.start, it.start + rows, j0, j0 + cols);
+          if (cls == TileClass::Empty) continue;
+          load_q_side(b, h, it.start, rows, sc);
+          load_k_side(b, h / p_.group, j0, cols, /*plain_k=*/false, sc);
+          p_and_ds(m, cls, it.start, rows, j0, cols, sc, /*fold_softcap=*/false);
+          for (int r = 0; r < rows; ++r) {
+            for (int c = 0; c < cols; ++c) acc[size_t(r * bk + c)] += sc.dp[size_t(r * bk + c)];
+          }
+          any = true;
+        }
+      }
+      if (!any) continue;
+      const int rows = std::min<int>(bq, db.rows - it.start);
+      const int cols = int(std::min<int64_t>(bk, key_end - j0));
+      for (int r = 0; r < rows; ++r) std::copy(&acc[size_t(r * bk)], &acc[size_t(r * bk)] + cols, dbias_row(int64_t(it.b) * db.heads + it.h, it.start + r) + j0);
+    }
   }
 
   const detail::Problem& p_;

@@ -1,7 +1,8 @@
 // CPU forward, FlashAttention-style: one work item = (sequence, q head, block of q rows).
 // The q block is staged once (scaled) in fp32; for each key block the oracle's ranges (and a
 // block-sparse mask's blocks) say Empty (skipped before loading K/V), Full (no masking) or
-// Partial (masked). Softmax is online:
+// Partial (masked). An additive bias is added to the scores after softcap, before masking (so
+// masked pairs stay masked; a -inf bias entry masks too). Softmax is online:
 // a running row max m and sum l, with the accumulator rescaled by exp(m_old - m_new).
 //
 // num_splits > 1 splits each sequence's keys (split-KV, as the GPU's decode path does) and merges
@@ -100,6 +101,7 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
     std::fill(sc.s.begin(), sc.s.end(), 0.0f);
     gemm_nn(rows, cols, d, sc.q.data(), d, sc.kt.data(), bk, s, bk);
     if (p.softcap > 0) apply_softcap(p.softcap, rows, cols, s, bk);
+    if (p.bias.defined()) add_bias_tile(p.bias, w.b, w.h, w.i0, rows, j0, cols, s, bk);  // after softcap
     if (cls == TileClass::Partial) mask_partial_tile(mask, w.i0, rows, j0, cols, s, bk);
 
     for (int r = 0; r < rows; ++r) {

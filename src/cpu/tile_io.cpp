@@ -65,4 +65,17 @@ void zero_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int r
   for (int r = 0; r < rows; ++r) std::memset(o.row(b, t0 + r, h), 0, size_t(cols) * size_t(dtype_size(o.dtype)));
 }
 
+void add_bias_tile(const detail::BiasView& bias, int64_t b, int64_t h, int64_t i0, int rows, int64_t j0, int cols,
+                   float* s, int ld) {
+  float row[256];  // a tile row; the CPU tiles are at most 64 keys wide
+  const int esize = dtype_size(bias.dtype);
+  for (int r = 0; r < rows; ++r) {
+    for (int c0 = 0; c0 < cols; c0 += 256) {
+      const int n = cols - c0 < 256 ? cols - c0 : 256;
+      row_to_float(bias.row(b, h, i0 + r) + (j0 + c0) * esize, bias.dtype, n, 1.0f, row, 1);
+      for (int c = 0; c < n; ++c) s[r * ld + c0 + c] += row[c];
+    }
+  }
+}
+
 }  // namespace fastattn::cpu

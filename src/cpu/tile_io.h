@@ -23,4 +23,8 @@ void store_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int 
 // Zeros rows t0 .. t0+rows-1 (first `cols` columns).
 void zero_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int rows, int cols);
 
+// s[r * ld + c] += bias(b, h, i0 + r, j0 + c) for r < rows, c < cols (the additive score bias).
+void add_bias_tile(const detail::BiasView& bias, int64_t b, int64_t h, int64_t i0, int rows, int64_t j0, int cols,
+                   float* s, int ld);
+
 }  // namespace fastattn::cpu

@@ -10,6 +10,7 @@
 #include "cuda/block_mask_rule.h"
 #include "cuda/built_kernels.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/bias_rule.h"
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
 #include "cuda/splitd_rule.h"
@@ -164,6 +165,7 @@ Status check_forward(const AttnArgs& a) {
   // Block-sparse masks: forward() asks block_mask_support on the resolved problem.
   if (a.mask.kind != MaskKind::None && a.mask.kind != MaskKind::BlockSparse && a.mask.kind != MaskKind::DenseBitmask)
     return Status::Unsupported("mask: the CUDA forward takes no MaskSpec but BlockSparse and DenseBitmask yet");
+  if (Status st = bias_forward_support(a, major); !st.ok()) return st;
   // The grid is sized from max_seqlen_q; it cannot be derived without a device-to-host copy.
   if (a.cu_seqlens_q.defined() && (a.max_seqlen_q <= 0 || a.max_seqlen_k <= 0))
     return Status::Invalid(std::string(a.max_seqlen_q <= 0 ? "max_seqlen_q" : "max_seqlen_k") +

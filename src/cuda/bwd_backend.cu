@@ -15,6 +15,7 @@
 #include "cuda/common/bwd_params.h"
 #include "cuda/common/bwd_seq.cuh"
 #include "cuda/cuda_backend.h"
+#include "cuda/bias_rule.h"
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
 #include "cuda/sm90/bwd/api.h"
@@ -117,6 +118,7 @@ Status check_backward(const AttnArgs& a) {
   if (int m = 0; compute_major(&m).ok() && m == 8)
     return Status::Unsupported("backward: the CUDA backward is not built for sm80 (Ampere / Ada) yet; this device "
                                "runs the sm80 forward only");
+  if (Status st = bias_backward_support(a); !st.ok()) return st;
   if (Status st = check_forward(a); !st.ok()) {
     // check_forward also requires a head dim built for the forward; the backward's list differs.
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);

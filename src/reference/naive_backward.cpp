@@ -1,7 +1,8 @@
 // Float64 backward straight from the definition. Per kept (i, j), with P = softmax row i:
 //   dv_j += P_ij dO_i;  dP_ij = dO_i . v_j;  D_i = sum_j P_ij dP_ij;  dS_ij = P_ij (dP_ij - D_i)
 //   (Options::round_p_to_input_dtype: D_i = dO_i . out_i, out_i as the forward's baseline stores it)
-//   softcap: s = c tanh(x / c)  =>  ds/dx = 1 - (s / c)^2;  dX = dS * ds/dx
+//   softcap: s = c tanh(x / c) + bias  =>  ds/dx = 1 - (tanh(x / c))^2;  dX = dS * ds/dx
+//   dbias_ij += dS_ij (summed over the batch entries / q heads that share the bias entry)
 //   dq_i += scale dX_ij k_j;  dk_j += scale dX_ij q_i.
 // Work is split by (batch, kv head) so dk/dv of a GQA group are summed without races.
 #include <algorithm>
@@ -38,6 +39,24 @@ double rowsum_dout_out_rounded(const std::vector<double>& s, const std::vector<c
   return D;
 }
 
+// dbias in the bias's logical shape: each (b, h) adds its dS into entry (b or 0, h / head_div).
+void sum_dbias(const detail::Problem& p, const std::vector<double>& ds_all, int64_t ds_rows, int64_t ds_cols,
+               std::vector<double>* dbias) {
+  const detail::BiasView& bias = p.bias;
+  dbias->assign(size_t(int64_t(bias.batch) * bias.heads * bias.rows * bias.cols), 0.0);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const detail::Sequence& seq = p.seqs[size_t(b)];
+    for (int64_t h = 0; h < p.heads_q; ++h) {
+      const int64_t entry = (bias.batch == 1 ? 0 : b) * bias.heads + h / bias.head_div;
+      for (int64_t i = 0; i < seq.rows_q; ++i) {
+        const double* src = &ds_all[size_t(((b * p.heads_q + h) * ds_rows + i) * ds_cols)];
+        double* dst = &(*dbias)[size_t((entry * bias.rows + i) * bias.cols)];
+        for (int64_t j = 0; j < seq.rows_k; ++j) dst[j] += src[j];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void backward_f64(const detail::Problem& p, const detail::Operand& dout, BackwardF64* r,
@@ -52,6 +71,12 @@ void backward_f64(const detail::Problem& p, const detail::Operand& dout, Backwar
     return opt.round_p_to_input_dtype ? double(util::round_to(p.dtype, float(x))) : x;
   };
 
+  // dS of every (b, h, i, j) in a (batch, heads_q, max_rows_q, max_rows_k) buffer when the call
+  // has a bias: items write disjoint parts; the broadcast sums run afterwards, in one thread.
+  const int64_t ds_rows = p.max_rows_q, ds_cols = p.max_rows_k;
+  std::vector<double> ds_all;
+  if (p.bias.defined()) ds_all.assign(size_t(int64_t(p.batch) * p.heads_q * ds_rows * ds_cols), 0.0);
+
   const int64_t items = int64_t(p.batch) * p.heads_kv;
   util::parallel_for(items, util::worker_count(p.num_threads, items), [&](int64_t item, int) {
     const int64_t b = item / p.heads_kv, hk = item % p.heads_kv;
@@ -63,13 +88,13 @@ void backward_f64(const detail::Problem& p, const detail::Operand& dout, Backwar
       read_row(p.v, b, seq.k_start + j, hk, dv, &vmat[size_t(j * dv)]);
     }
     std::vector<double> q(static_cast<size_t>(d)), dO(static_cast<size_t>(dv)), s(static_cast<size_t>(nk)),
-        prob(static_cast<size_t>(nk)), dp(static_cast<size_t>(nk));
+        prob(static_cast<size_t>(nk)), dp(static_cast<size_t>(nk)), capped(static_cast<size_t>(nk));
     std::vector<char> kept(static_cast<size_t>(nk));
     for (int64_t h = hk * p.group; h < (hk + 1) * p.group; ++h) {
       for (int64_t i = 0; i < seq.rows_q; ++i) {
         read_row(p.q, b, seq.q_start + i, h, d, q.data());
         read_row(dout, b, seq.q_start + i, h, dv, dO.data());
-        const double m = score_row(oracle, b, h, i, nk, d, q.data(), kmat, scale, cap, s, kept);
+        const double m = score_row(oracle, b, h, i, nk, d, q.data(), kmat, scale, cap, s, kept, &p.bias, &capped);
         if (m == -std::numeric_limits<double>::infinity()) continue;  // no kept key: no gradient
         double sum = 0;
         for (int64_t j = 0; j < nk; ++j) {
@@ -90,7 +115,8 @@ void backward_f64(const detail::Problem& p, const detail::Operand& dout, Backwar
           if (!kept[size_t(j)]) continue;
           const double pj = prob[size_t(j)];
           double dx = pj * (dp[size_t(j)] - D);
-          if (cap > 0) dx *= 1.0 - (s[size_t(j)] / cap) * (s[size_t(j)] / cap);
+          if (!ds_all.empty()) ds_all[size_t(((b * p.heads_q + h) * ds_rows + i) * ds_cols + j)] = dx;
+          if (cap > 0) dx *= 1.0 - (capped[size_t(j)] / cap) * (capped[size_t(j)] / cap);
           dx = rounded(dx) * scale;
           const double pr = rounded(pj);
           const int64_t kt = k_token(p, b, j);
@@ -105,6 +131,7 @@ void backward_f64(const detail::Problem& p, const detail::Operand& dout, Backwar
       }
     }
   });
+  if (p.bias.defined()) sum_dbias(p, ds_all, ds_rows, ds_cols, &r->dbias);
 }
 
 }  // namespace fastattn::reference

@@ -3,7 +3,8 @@
 // softcap). Slow by design: O(s_q * s_k * d) with no tiling, float64 everywhere.
 //
 // Conventions (the CPU and CUDA backends follow them too):
-//   x_ij  = scale * q_i . k_j;  s_ij = softcap ? softcap * tanh(x_ij / softcap) : x_ij
+//   x_ij  = scale * q_i . k_j;  s_ij = (softcap ? softcap * tanh(x_ij / softcap) : x_ij) + bias_ij
+//   (bias_ij = bias[b or 0, h / head_div, i, j] when the call has a bias, else 0)
 //   lse_i = log sum_{j kept} exp(s_ij)      (natural log; -inf when row i keeps no key)
 //   out_i = sum_{j kept} exp(s_ij - lse_i) v_j                   (0 when row i keeps no key)
 //   rows beyond seqused_q: out = 0, lse = -inf, dq = 0; rows beyond seqused_k: dk = dv = 0.
@@ -32,8 +33,10 @@ struct Options {
 struct ForwardF64 {
   std::vector<double> out, lse;
 };
+// dbias (when the call has a bias) like the bias's logical shape (bias_batch, bias_heads, rows,
+// cols) contiguous: dS summed over the batch entries / q heads sharing an entry, 0 where masked.
 struct BackwardF64 {
-  std::vector<double> dq, dk, dv;
+  std::vector<double> dq, dk, dv, dbias;
 };
 
 // Validates `args` (as the reference backend) and computes in float64. backward_f64 validates
@@ -45,7 +48,7 @@ Status backward_f64(const AttnArgs& args, const Tensor& dout, BackwardF64* resul
 // Validates and writes args.out / args.lse (rounded to their dtypes): the same as
 // fastattn::forward with backend = Reference.
 Status forward(const AttnArgs& args, const Options& opt = {});
-// Writes dq, dk, dv. Recomputes everything from q, k, v, dout (args.out / args.lse are
+// Writes dq, dk, dv (and args.dbias when given). Recomputes everything from q, k, v, dout (args.out / args.lse are
 // validated but not read).
 Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, const Tensor& dk,
                 const Tensor& dv, const Options& opt = {});

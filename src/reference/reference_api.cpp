@@ -53,6 +53,18 @@ Status backward(const detail::Problem& p, const detail::GradOperands& g, const O
   write_rows(p, g.dq, false, p.heads_q, p.head_dim, r.dq);
   write_rows(p, g.dk, true, p.heads_kv, p.head_dim, r.dk);
   write_rows(p, g.dv, true, p.heads_kv, p.head_dim_v, r.dv);
+  if (g.dbias.defined()) {
+    const detail::BiasView& db = g.dbias;
+    for (int64_t e = 0; e < int64_t(db.batch) * db.heads; ++e) {
+      for (int64_t i = 0; i < db.rows; ++i) {
+        // Entry e = (batch entry, bias head); dbias's head_div maps q heads, so address it directly.
+        float* row = reinterpret_cast<float*>(static_cast<char*>(db.data)) +
+                     (e / db.heads) * db.batch_stride + (e % db.heads) * db.head_stride + i * db.row_stride;
+        const double* src = &r.dbias[size_t((e * db.rows + i) * db.cols)];
+        for (int64_t j = 0; j < db.cols; ++j) row[j] = float(src[j]);
+      }
+    }
+  }
   return Status::Ok();
 }
 

@@ -76,17 +76,21 @@ void check_cpu_backward(const CaseSpec& spec, int num_threads) {
   // Baseline: fp32 -> the float64 result rounded to fp32; fp16/bf16 -> the same math with P and
   // dS in the input precision and D from the rounded out (what a kernel feeding tensor cores
   // computes), as FA3 tests do.
+  // dbias is written in fp32 whatever the inputs: its baseline is the low-precision math rounded to fp32.
   if (spec.dtype == DType::F32) {
-    low = {rounded(ref.dq, DType::F32), rounded(ref.dk, DType::F32), rounded(ref.dv, DType::F32)};
+    low = {rounded(ref.dq, DType::F32), rounded(ref.dk, DType::F32), rounded(ref.dv, DType::F32),
+           rounded(ref.dbias, DType::F32)};
   } else {
     reference::Options opt;
     opt.round_p_to_input_dtype = true;
     ASSERT_TRUE(reference::backward_f64(c.args(Backend::Reference), c.dout.view(), &low, opt).ok());
-    low = {rounded(low.dq, spec.dtype), rounded(low.dk, spec.dtype), rounded(low.dv, spec.dtype)};
+    low = {rounded(low.dq, spec.dtype), rounded(low.dk, spec.dtype), rounded(low.dv, spec.dtype),
+           rounded(low.dbias, DType::F32)};
   }
   expect_close("dq", c.dq, ref.dq, low.dq, spec.dtype, ctx);
   expect_close("dk", c.dk, ref.dk, low.dk, spec.dtype, ctx);
   expect_close("dv", c.dv, ref.dv, low.dv, spec.dtype, ctx);
+  if (spec.bias.grad) expect_close("dbias", c.dbias, ref.dbias, low.dbias, spec.dtype, ctx);
 }
 
 void run_cpu(AttnCase& c, const AttnArgs& a) {

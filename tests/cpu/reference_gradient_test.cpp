@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "bias_cases.h"
 #include "cpu_cases.h"
 #include "reference/reference.h"
 
@@ -48,6 +49,7 @@ TEST_P(ReferenceGradient, MatchesFiniteDifferences) {
   expect_gradient(c, c.q, g.dq, "dq", ctx);
   expect_gradient(c, c.k, g.dk, "dk", ctx);
   expect_gradient(c, c.v, g.dv, "dv", ctx);
+  if (c.spec.bias.grad) expect_gradient(c, c.bias.storage, g.dbias, "dbias", ctx);  // row-major layouts only
 }
 
 std::vector<NamedCase> gradient_cases() {
@@ -59,6 +61,13 @@ std::vector<NamedCase> gradient_cases() {
       {"local", local(shape(2, 6, 8, 1, 1, 4, 2, F32), 2, 1)},
       {"softcap", ranged(softcap(shape(1, 5, 6, 2, 1, 4, 3, F32), 0.8f), 2.0f)},
       {"varlen_seqused", used(varlen(shape(1, 0, 0, 2, 1, 3, 2, F32), {3, 0, 5}, {4, 2, 6}), {2, 0, 5}, {4, 1, 3})},
+      // dbias: per entry, summed over shared batch entries / heads, zero outside the sequences.
+      {"bias_per_batch_heads", biased(shape(2, 5, 7, 4, 2, 4, 3, F32), bias(4, true))},
+      {"bias_shared_gqa_causal", biased(causal(shape(2, 6, 6, 4, 2, 3, 2, F32)), bias(1))},
+      {"bias_softcap", biased(ranged(softcap(shape(1, 5, 6, 2, 1, 4, 3, F32), 0.8f), 2.0f), bias(2))},
+      {"bias_varlen_extra", biased(used(varlen(shape(1, 0, 0, 2, 1, 3, 2, F32), {3, 0, 5}, {4, 2, 6}), {2, 0, 5},
+                                        {4, 1, 3}),
+                                   bias_extra(bias(1, true), 2, 3))},
   };
 }
 

@@ -168,7 +168,7 @@ std::vector<Rule> forward_rules() {
       {"backend_code", false, [](A& a, C&) { a.backend = Backend(9); }, bad, {"backend: unknown code 9"}},
       {"num_threads", false, [](A& a, C&) { a.num_threads = -1; }, bad, {"num_threads: must be >= 0"}},
       {"mask_kind", false, [](A& a, C&) { a.mask.kind = MaskKind(7); }, unsup,
-       {"mask: kind 7 is not supported yet", "arrive in a later release"}},
+       {"mask: kind 7 is not supported", "AttnArgs::bias"}},
       // Element bitmasks (fixed spec: batch 2, s_q 8, s_k 10, heads 4 / 2; varlen: batch 3, longest 5 / 4).
       {"bits_null", false, [](A& a, C&) { a.mask.kind = MaskKind::DenseBitmask; }, bad,
        {"mask.bits: data is null", "(mask_batch, mask_heads, rows, words)"}},

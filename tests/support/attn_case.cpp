@@ -27,6 +27,7 @@ std::string CaseSpec::describe() const {
   list("used_k", used_k);
   os << blocks.describe();
   os << bits.describe();
+  os << bias.describe();
   return os.str();
 }
 
@@ -87,12 +88,21 @@ AttnCase make_case(const CaseSpec& spec, Rng& rng) {
     c.bits = make_bit_mask(spec.bits, c.spec.batch, longest(spec.lens_q, spec.seqlen_q),
                            longest(spec.lens_k, spec.seqlen_k), rng);
   }
+  if (spec.bias.on) {
+    const auto longest = [](const std::vector<int>& lens, int fixed) {
+      return lens.empty() ? fixed : *std::max_element(lens.begin(), lens.end());
+    };
+    c.bias = make_bias(spec.bias, c.spec.batch, longest(spec.lens_q, spec.seqlen_q),
+                       longest(spec.lens_k, spec.seqlen_k), rng);
+    const Tensor& bv = c.bias.view();
+    if (spec.bias.grad) c.dbias = HostTensor(DType::F32, {bv.shape[0], bv.shape[1], bv.shape[2], bv.shape[3]});
+  }
   c.poison_outputs();
   return c;
 }
 
 void AttnCase::poison_outputs() {
-  for (HostTensor* t : {&out, &lse, &dq, &dk, &dv}) t->poison();
+  for (HostTensor* t : {&out, &lse, &dq, &dk, &dv, &dbias}) t->poison();
 }
 
 AttnArgs AttnCase::args(Backend backend) const {
@@ -127,6 +137,8 @@ AttnArgs AttnCase::args(Backend backend) const {
     a.mask.kind = MaskKind::DenseBitmask;
     a.mask.bits = bits.view_at();
   }
+  if (bias.defined()) a.bias = bias.view();
+  if (dbias.view().ndim == 4) a.dbias = dbias.view();
   return a;
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fastattn/types.h"
+#include "support/bias_case.h"
 #include "support/bit_mask_case.h"
 #include "support/block_mask_case.h"
 #include "support/host_tensor.h"
@@ -34,6 +35,7 @@ struct CaseSpec {
   int num_splits = 0;        // AttnArgs::num_splits
   BlockMaskSpec blocks;      // a random block-sparse mask when blocks.on
   BitMaskSpec bits;          // an element bitmask when bits.on (not with blocks)
+  BiasSpec bias;             // an additive bias when bias.on (with any mask)
 
   bool varlen() const { return !lens_q.empty(); }
   std::string describe() const;
@@ -45,10 +47,12 @@ struct AttnCase {
   std::vector<int32_t> cu_q, cu_k, used_q, used_k;
   HostBlockMask blocks;  // empty unless spec.blocks.on
   HostBitMask bits;      // empty unless spec.bits.on
+  HostBias bias;         // empty unless spec.bias.on
+  HostTensor dbias;      // F32 in bias's logical shape when spec.bias.grad, else empty
 
   // Args over this case's tensors for `backend` (index arrays and scalars from the spec).
   AttnArgs args(Backend backend = Backend::CPU) const;
-  // NaN into out, lse, dq, dk, dv (inputs and dout untouched).
+  // NaN into out, lse, dq, dk, dv, dbias (inputs and dout untouched).
   void poison_outputs();
 };
 
