@@ -13,12 +13,12 @@ Status bias_forward_support(const AttnArgs& a, int major) {
 }
 
 // The sm90 backward's bias kernel (sm90/bwd/bias.cuh, BiasBwdConfig): the default mode's accumulator path of
-// the d <= 128 tiles; BF16 / F16 bias words are read two keys at a time (4-byte loads).
+// the d 96 / 128 tiles; BF16 / F16 bias words are read two keys at a time (4-byte loads).
 Status bias_backward_support(const AttnArgs& a) {
   if (!a.bias.defined()) return Status::Ok();
   const int64_t d = a.q.shape[a.q.ndim - 1], dv = a.v.shape[a.v.ndim - 1];
-  if (d != dv || (d != 64 && d != 96 && d != 128))
-    return Status::Unsupported("bias: the CUDA backward with a bias runs head dims 64, 96 and 128 (d_v = d), not " +
+  if (d != dv || (d != 96 && d != 128))  // d 64: its bias kernel spilled (docs/notes/bwd-sm90.md, "Bias backward")
+    return Status::Unsupported("bias: the CUDA backward with a bias runs head dims 96 and 128 (d_v = d), not " +
                                std::to_string(d) + (dv != d ? "/" + std::to_string(dv) : ""));
   if (a.deterministic)
     return Status::Unsupported("bias: the CUDA backward with a bias has no deterministic mode yet (deterministic=false, "

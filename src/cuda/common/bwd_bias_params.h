@@ -18,6 +18,9 @@ struct BwdBias {
   int64_t stride_b = 0, stride_h = 0, stride_r = 0;
   int head_div = 1;  // heads_q / bias heads: q heads that share a bias head
   int kind = kBiasF32;
+  // The CTA order walks the batch innermost (sm90/bwd/bias.cuh, bwd_bias_batch_inner_item): set by the launch
+  // for a batch-shared bias in block-index order (no longest-first sections, no paired key blocks).
+  int batch_inner = 0;
   float inv_scale = 1.f;  // 1 / softmax scale: the bias seeds S^T's accumulator in units of the unscaled score
   // dbias (fp32, cleared by the host before the kernel), the same addressing with its own strides: every
   // (batch, q head) adds into the entry it read, so the broadcast dims sum. Null: not asked for.

@@ -18,6 +18,16 @@
 
 namespace fastattn::sm90 {
 
+// A bias shared by the batch (BwdBias::batch_inner, block-index order only): the CTAs of one (KV head, key
+// block) of every batch entry run next to each other, so that their reads of the same bias tile and their
+// dbias adds into the same entries meet in L2 (in make_bwd_tile's order the batch is the outermost dim, and
+// the four adds of b4 landed a quarter of the run apart: notes, "Bias backward"). Launch position x is
+// (batch innermost, then key block, then KV head); returned: make_bwd_tile's item of the same work.
+__device__ __forceinline__ int bwd_bias_batch_inner_item(int x, int batch, int n_blocks, int heads_kv) {
+  const int b = x % batch, rest = x / batch, n_block = rest % n_blocks, kv_head = rest / n_blocks;
+  return n_block + n_blocks * (kv_head + heads_kv * b);
+}
+
 // A packed pair of T (cuda_backend::pack2's order: low half first) as two floats.
 template <class T>
 __device__ __forceinline__ float2 unpack2(uint32_t w);
@@ -52,18 +62,50 @@ __device__ __forceinline__ BwdBiasSpot bwd_bias_spot(const cuda_backend::BwdPara
   return s;
 }
 
-// BF16 / F16 bias, loaded a step ahead (for a tile's first step ahead of the K / V wait) as 32-bit words
-// of two keys: lanes l and l ^ 4 hold keys k (even) and k + 1 of the same q columns, so the even lane
-// loads q rows 8 j (keys k, k + 1), the odd lane rows 8 j + 1, and bwd_bias_seed swaps halves between them
-// (one shuffle and one byte permute a word). A word then holds both q rows of its thread's key, so a step's
-// kN / 2 elements fly in kN / 4 registers (with one 16-bit value a register they spilled: notes). Word
-// w[2 j + hh]: key + 8 hh. Needs the bias's base 4-byte aligned and its strides even (the host's rule,
-// bwd_bias_support); a pair whose key k + 1 is past len_k reads k alone.
+// The step's bias lines into L1 a step ahead (prefetch.global.L1: no register holds them; the load at the seed
+// then hits L1, or L2 where L1, 28 KB beside the 227 KB of smem, has let them go): this thread's 16 rows
+// (8 j + e) at its two keys (+ 8 hh). Words held in registers from here to the seed spilled (notes).
+template <int kN, bool kF32>
+__device__ __forceinline__ void bwd_bias_prefetch(const cuda_backend::BwdParams& p, const BwdBiasSpot& s) {
+  const char* base = static_cast<const char*>(p.bias.data) + s.at * (kF32 ? 4 : 2);
+  const int64_t row_bytes = p.bias.stride_r * (kF32 ? 4 : 2);
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      if (8 * j + e < s.rows_left && s.key < s.len_k)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(base + (8 * j + e) * row_bytes));
+}
+
+// S^T's accumulator seeded with the bias over the softmax scale: after S^T += K Q^T and the step's usual
+// scale log2e, the exponent is s scale log2e + bias log2e, the forward's (whose lse, in log2 units from the
+// preprocess, includes the bias). -inf entries stay -inf. F32 bias (BiasBwdConfig's kF32 kernel): element by
+// element. BF16 / F16: 32-bit words of two keys, lanes l and l ^ 4 holding keys k (even) and k + 1 of the same
+// q columns: the even lane loads q row 8 j (keys k, k + 1), the odd lane row 8 j + 1, and one shuffle and one
+// byte permute a word give each its own key's two rows (half the loads; needs the bias's base 4-byte aligned
+// and its strides even: bias_backward_support). A pair whose key k + 1 is past len_k reads k alone.
 template <int kN>
-__device__ __forceinline__ void bwd_bias_load16(const cuda_backend::BwdParams& p, const BwdBiasSpot& s,
-                                                uint32_t (&w)[kN / 4]) {
+__device__ __forceinline__ void bwd_bias_seed_f32(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
+                                                  const BwdBiasSpot& s) {
+  const float inv_scale = p.bias.inv_scale;
+  const float* base = static_cast<const float*>(p.bias.data) + s.at;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float* row = base + (8 * j + e) * p.bias.stride_r;
+      const bool row_ok = 8 * j + e < s.rows_left;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        st[4 * j + 2 * hh + e] = row_ok && s.key + 8 * hh < s.len_k ? __ldg(row + 8 * hh) * inv_scale : 0.f;
+    }
+}
+template <int kN>
+__device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
+                                                const BwdBiasSpot& s) {
   const int odd = s.key & 1;
   const unsigned short* base = static_cast<const unsigned short*>(p.bias.data) + s.at + odd * (p.bias.stride_r - 1);
+  uint32_t w[kN / 4];  // w[2 j + hh]: q row 8 j + odd, keys k + 8 hh, + 1 (k = s.key - odd)
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
     const unsigned short* row = base + (8 * j) * p.bias.stride_r;
@@ -79,31 +121,7 @@ __device__ __forceinline__ void bwd_bias_load16(const cuda_backend::BwdParams& p
       w[2 * j + hh] = v;
     }
   }
-}
-
-// S^T's accumulator seeded with the bias over the softmax scale: after S^T += K Q^T and the step's usual
-// scale log2e, the exponent is s scale log2e + bias log2e, the forward's (whose lse, in log2 units from the
-// preprocess, includes the bias). -inf entries stay -inf. F32 bias: loaded here (its words would need
-// kN / 2 registers over the step's end; its latency shows: notes); BF16 / F16: from bwd_bias_load16's words.
-template <int kN>
-__device__ __forceinline__ void bwd_bias_seed(float (&st)[kN / 2], uint32_t (&w)[kN / 4],
-                                              const cuda_backend::BwdParams& p, const BwdBiasSpot& s) {
   const float inv_scale = p.bias.inv_scale;
-  if (p.bias.kind == cuda_backend::kBiasF32) {
-    const float* base = static_cast<const float*>(p.bias.data) + s.at;
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float* row = base + (8 * j + e) * p.bias.stride_r;
-        const bool row_ok = 8 * j + e < s.rows_left;
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
-          st[4 * j + 2 * hh + e] = row_ok && s.key + 8 * hh < s.len_k ? __ldg(row + 8 * hh) * inv_scale : 0.f;
-      }
-    return;
-  }
-  const int odd = s.key & 1;
   const uint32_t sel = odd ? 0x3276u : 0x5410u;  // even lane: (own low, partner's low); odd: (partner's high, own high)
   const bool bf16 = p.bias.kind == cuda_backend::kBiasBF16;
 #pragma unroll

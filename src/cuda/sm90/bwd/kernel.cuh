@@ -153,9 +153,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   // Without the softcap path every tile takes FA3's order (BwdConfig::kPackAfterDs says why not with it).
   constexpr bool kPackAfterDs = Cfg::kPackAfterDs || kCapPath == BwdCap::Off;
   const int steps = t.steps(p.attn.q_per_kv);
-  // Additive bias (Cfg::kBias, bias.cuh): the words of the step about to run, loaded a step ahead (the first
-  // step's ahead of the K / V wait); `bias_at` gives the spot of step (h, m).
-  [[maybe_unused]] uint32_t bias_raw[Cfg::kBias ? kN / 4 : 1];
+  // Additive bias (Cfg::kBias, bias.cuh): the step's bias lines prefetched a step ahead (the first step's ahead
+  // of the K / V wait), loaded into S^T's accumulator at the step's start; `bias_at` gives the spot of step (h, m).
   auto bias_at = [&](int h, int m) {
     return bwd_bias_spot(p, t.batch, h, m * Cfg::kBlockM + q_col0 + 2 * quad_col, key_row, t.seq.len_q, t.seq.len_k);
   };
@@ -163,7 +162,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     if (steps > 0) {
       int h0, m0;
       t.first_step(p, h0, m0);
-      if (p.bias.kind != cuda_backend::kBiasF32) bwd_bias_load16<kN>(p, bias_at(h0, m0), bias_raw);
+      bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, bias_at(h0, m0));
     }
   }
   if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
@@ -215,7 +214,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
     // The bias kernel: S^T accumulates onto the bias over the scale (bias.cuh), from its first k-step on.
     constexpr bool kSeeded = Cfg::kBias;
-    if constexpr (kSeeded) bwd_bias_seed<kN>(st, bias_raw, p, bias_at(h, m));
+    if constexpr (kSeeded) {
+      if constexpr (Cfg::kBiasF32)
+        bwd_bias_seed_f32<kN>(st, p, bias_at(h, m));
+      else
+        bwd_bias_seed16<kN>(st, p, bias_at(h, m));
+    }
     {
       const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
       const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
@@ -445,14 +449,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         static_assert(Cfg::kDqCols0 == Cfg::kDqCols1);
         bwd_dq_band<T, Cfg, Cfg::kDqCols0>(sm, p, t, wg * Cfg::kDqCols0, s, h, m, jobs, dv, dk, pf, dsf);
       } else if constexpr (Cfg::kBias) {
-        // The next step's bias words once dQ has left the registers (bwd_dq's after_dq): the step's lowest
-        // register point before its end, with dK still in flight (d 64 / 128) to hide their latency.
+        // The next step's bias lines prefetched once dQ has left the registers (bwd_dq's after_dq), with dK
+        // still in flight (d 64 / 128): loads there held registers over the step's end and spilled.
         static_assert(!Cfg::kDqSwapAB && !Cfg::kSplitD);
         auto load_next_bias = [&] {
           if (i > 1) {
             int hn = h, mn = m;
             t.next_step(p, hn, mn);
-            if (p.bias.kind != cuda_backend::kBiasF32) bwd_bias_load16<kN>(p, bias_at(hn, mn), bias_raw);
+            bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, bias_at(hn, mn));
           }
         };
         if (wg == 0)
@@ -571,6 +575,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (tiles == 0) return;  // past the sequence's pairs
   } else {
     if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
+    if constexpr (Cfg::kBias) {
+      if (p.bias.batch_inner) item = bwd_bias_batch_inner_item(item, p.attn.batch, p.n_blocks, p.attn.heads_kv);
+    }
     t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item);
     t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)
     if constexpr (kRing) t.walk = kBwdRingWalk;
