@@ -566,7 +566,8 @@ class FaArgs(ctypes.Structure):
                 ("num_threads", ctypes.c_int32),
                 ("deterministic", ctypes.c_int32), ("num_splits", ctypes.c_int32),
                 # every field, even unused: fastattn_args_init writes sizeof(fastattn_args) bytes
-                ("block_mask", FaBlockMask), ("bit_mask", FaBitMask)]  # c_api.h's order
+                ("block_mask", FaBlockMask), ("bit_mask", FaBitMask),
+                ("bias", FaTensor), ("dbias", FaTensor)]  # c_api.h's order
 
 
 class FastAttn:

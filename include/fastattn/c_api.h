@@ -74,6 +74,11 @@ typedef struct fastattn_args {
   /* Appended after block_mask (every earlier offset unchanged); fastattn_args_init clears it. Not
    * with block_mask: a call takes one mask kind. */
   fastattn_bit_mask bit_mask;        /* data NULL: no element bitmask */
+  /* Appended after bit_mask (every earlier offset unchanged); fastattn_args_init clears them. The
+   * additive score bias (fastattn::AttnArgs::bias: 4-D (bias_batch, bias_heads, rows, cols), any
+   * mask kind) and its gradient, written by fastattn_backward when given (fp32, bias's shape). */
+  fastattn_tensor bias;              /* data NULL: no bias */
+  fastattn_tensor dbias;             /* data NULL: dbias not computed */
 } fastattn_args;
 
 /* forward_kvcache's arguments (see fastattn/kvcache.h); optional tensors have data NULL. */
@@ -105,7 +110,7 @@ FASTATTN_API int fastattn_forward_kvcache(const fastattn_kvcache_args* args, voi
 FASTATTN_API uint64_t fastattn_kvcache_workspace_bytes(const fastattn_kvcache_args* args);
 
 /* Fills defaults: scale = NaN (meaning 1/sqrt(d)), windows -1, no varlen, backend auto, no block
- * mask (block_mask.block_q / block_k 128), no bitmask. */
+ * mask (block_mask.block_q / block_k 128), no bitmask, no bias. */
 FASTATTN_API void fastattn_args_init(fastattn_args* args);
 
 FASTATTN_API int fastattn_forward(const fastattn_args* args, void* stream);

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from . import _C
-from . import _bit_mask, _block_mask
+from . import _bias, _bit_mask, _block_mask
 from ._arrays import arrays_for, same_kind
 
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "reference": 3}
@@ -46,12 +46,13 @@ def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
                  max_seqlen_q=0, max_seqlen_k=0, softmax_scale=None, causal=False,
                  window_size=(-1, -1), softcap=0.0, check_index_arrays=True, backend="auto",
                  num_threads=0, deterministic=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE,
-                 bit_mask=None):
+                 bit_mask=None, bias=None):
     """The extension's Options for one call (scale defaults to 1/sqrt(head_dim)).
 
     deterministic only affects the backward: dq, dk, dv bitwise equal from run to run.
     block_mask: a 4-D bool / uint8 array of kept (block_q, block_k) = block_size blocks, already
     resolved (_block_mask.resolve), or None. bit_mask: packed element-mask words (_bit_mask.pack) or None.
+    bias: a 4-D additive score bias (_bias.bias_4d) or None.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {backend!r}")
@@ -64,7 +65,7 @@ def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
                       window_left=left, window_right=right, softcap=float(softcap),
                       check_index_arrays=bool(check_index_arrays), backend=BACKENDS[backend],
                       num_threads=int(num_threads), deterministic=bool(deterministic),
-                      block_mask=block_mask, block_q=block_q, block_k=block_k, bit_mask=bit_mask)
+                      block_mask=block_mask, block_q=block_q, block_k=block_k, bit_mask=bit_mask, bias=bias)
 
 
 def _index_arrays(xs, kw):
@@ -95,13 +96,36 @@ def _resolve_bit_mask(xs, kw, k, varlen):
     kw["bit_mask"] = _bit_mask.pack(mask, seqlen_k=seqlen_k)
 
 
+def _longest(kw, k, varlen, side):
+    """The longest sequence of one side ("q" or "k"): the fixed seqlen, else max_seqlen_<side>, else the
+    longest of host cu_seqlens (numpy: no device sync), else 0."""
+    if not varlen:
+        return k.shape[1]
+    n = int(kw.get(f"max_seqlen_{side}") or 0)
+    cu = kw.get(f"cu_seqlens_{side}")
+    if not n and isinstance(cu, np.ndarray) and cu.size > 1:
+        n = int(np.diff(cu.astype(np.int64)).max())
+    return n
+
+
+def _resolve_bias(xs, kw, q, k, varlen):
+    """kw's bias as 4-D (_bias.bias_4d) of q's kind, its query / key dims of size 1 broadcast."""
+    bias = kw.get("bias")
+    if bias is None:
+        return
+    same_kind(xs, [("bias", bias)])
+    kw["bias"] = xs.unit_last(_bias.bias_4d(bias, _longest(kw, q, varlen, "q"), _longest(kw, k, varlen, "k")))
+
+
 def forward(q, k, v, **kw):
     """(out, lse) of attention for any supported array kind; keyword arguments as make_options.
     block_mask: a 4-D bool / uint8 array (mask_batch, mask_heads, q_blocks, k_blocks) of kept blocks
     of block_size = (block_q, block_k) (default (128, 128)), or a FlexAttention BlockMask
     (docs/masks.md). mask: a bool keep-mask of every (query, key) pair, (s_q, s_k), (mask_heads, s_q,
     s_k) or (mask_batch, mask_heads, s_q, s_k), True = keep (SDPA's boolean attn_mask; ANDed with
-    causal / window_size; packed into bits here, on the mask's device).
+    causal / window_size; packed into bits here, on the mask's device). bias: an additive score bias
+    (float / bf16 / fp16 array of q's kind), (s_q, s_k), (heads, s_q, s_k) or (batch, heads, s_q, s_k),
+    query / key dims of size 1 broadcast, added after softcap (docs/masks.md, Additive bias).
 
     Fixed length: q (b, s_q, h, d), k/v (b, s_k, h_kv, d|d_v) -> out (b, s_q, h, d_v),
     lse (b, h, s_q) float32. Varlen (cu_seqlens_q/k given): q (total_q, h, d) ->
@@ -117,6 +141,7 @@ def forward(q, k, v, **kw):
     kw.update(_index_arrays(xs, kw))
     _resolve_block_mask(xs, kw)
     _resolve_bit_mask(xs, kw, k, varlen)
+    _resolve_bias(xs, kw, q, k, varlen)
     opts = make_options(head_dim=q.shape[-1], **kw)
     out = xs.empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
     if varlen:
@@ -130,21 +155,23 @@ def forward(q, k, v, **kw):
 
 def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
                 window_right, softcap, check_index_arrays, backend=0, num_threads=0, block_mask=None,
-                block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None):
+                block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None, bias=None):
     """forward() with every argument already checked and resolved (ranks, array kinds, scale as a
     float, the window as two ints): the per-call path of the front ends, which resolve once.
 
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
     block_mask: an array of q's kind or None; block_size: (block_q, block_k) ints. bit_mask: packed
-    element-mask words of q's kind (_bit_mask.pack) or None.
+    element-mask words of q's kind (_bit_mask.pack) or None. bias: a 4-D bias of q's kind (_bias.bias_4d) or None.
     """
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
+    if bias is not None:
+        bias = xs.unit_last(bias)
     cu_q, cu_k, used_q, used_k = index_arrays
     if cu_q is not None or cu_k is not None or used_q is not None or used_k is not None:
         cu_q, cu_k, used_q, used_k = (None if x is None else xs.unit_last(x) for x in index_arrays)
     opts = _C.Options(cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k, scale, causal,
                       window_left, window_right, softcap, check_index_arrays, backend, num_threads,
-                      False, block_mask, *block_size, bit_mask)
+                      False, block_mask, *block_size, bit_mask, bias)
     shape = q.shape
     out = xs.empty(q, (*shape[:-1], v.shape[-1]))
     if cu_q is not None or cu_k is not None:
@@ -158,7 +185,10 @@ def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, ca
 def backward(dout, q, k, v, out, lse, **kw):
     """(dq, dk, dv) of forward's out given its gradient dout; same keywords as forward, plus
     deterministic=True for gradients bitwise equal from run to run (GPU: ordered accumulation).
-    Pass the forward's block_mask / block_size or mask again: the backward applies the same mask."""
+    Pass the forward's block_mask / block_size, mask or bias again: the backward applies the same mask
+    and bias. dbias=True (with a bias): returns (dq, dk, dv, dbias), dbias float32 in the bias's 4-D
+    shape (after the left unsqueeze and the broadcast of size-1 query / key dims), broadcast dims summed."""
+    want_dbias = bool(kw.pop("dbias", False))
     xs = arrays_for(q, "q")
     same_kind(xs, [("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
@@ -169,7 +199,14 @@ def backward(dout, q, k, v, out, lse, **kw):
     kw.update(_index_arrays(xs, kw))
     _resolve_block_mask(xs, kw)
     _resolve_bit_mask(xs, kw, k, varlen)
+    _resolve_bias(xs, kw, q, k, varlen)
+    if want_dbias and kw.get("bias") is None:
+        raise ValueError("dbias: asked for without a bias (pass bias=, the forward's bias)")
     opts = make_options(head_dim=q.shape[-1], **kw)
     dq, dk, dv = xs.empty(q, tuple(q.shape)), xs.empty(k, tuple(k.shape)), xs.empty(v, tuple(v.shape))
-    _C.backward(dout, q, k, v, out, lse, dq, dk, dv, opts, xs.stream(q))
-    return xs.wrap(dq), xs.wrap(dk), xs.wrap(dv)
+    if not want_dbias:
+        _C.backward(dout, q, k, v, out, lse, dq, dk, dv, opts, xs.stream(q))
+        return xs.wrap(dq), xs.wrap(dk), xs.wrap(dv)
+    dbias = xs.empty(q, tuple(kw["bias"].shape), float32=True)
+    _C.backward(dout, q, k, v, out, lse, dq, dk, dv, opts, xs.stream(q), dbias)
+    return xs.wrap(dq), xs.wrap(dk), xs.wrap(dv), xs.wrap(dbias)

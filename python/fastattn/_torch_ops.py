@@ -10,7 +10,10 @@ host, a sync); the caller vouches for cu_seqlens/seqused there. On the CPU they 
 Both ops hand their tensors to the extension as plain-value views (_torch_views), not DLPack.
 block_mask (an optional bool / uint8 tensor of kept blocks, docs/masks.md) and its block_q / block_k,
 then bit_mask (optional packed int32 words of an element mask, _bit_mask.pack), come last with defaults,
-so calls without a mask keep their schema; autograd saves either mask for bwd.
+so calls without a mask keep their schema; autograd saves either mask for bwd. bias (an optional 4-D
+additive score bias, docs/masks.md) comes after them: autograd saves it too, and when it requires grad the
+backward runs fastattn::bwd_dbias, which also returns dbias (fp32, in the bias's 4-D shape: the front end
+unsqueezed / expanded the user's bias with torch ops, whose own backward sums the broadcast dims).
 """
 
 from typing import Optional, Tuple
@@ -26,20 +29,21 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
         seqused_q: Optional[Tensor], seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int,
         softmax_scale: float, causal: bool, window_left: int, window_right: int,
         softcap: float, deterministic: bool = False, block_mask: Optional[Tensor] = None,
-        block_q: int = 128, block_k: int = 128, bit_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        block_q: int = 128, block_k: int = 128, bit_mask: Optional[Tensor] = None,
+        bias: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Attention forward: (out, lse); see fastattn.forward for layouts. `deterministic` is for
     the backward autograd derives from this op."""
     return _torch_views.forward(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                                 max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
                                 window_right, softcap, not q.is_cuda,
                                 blocks=None if block_mask is None else (block_mask, block_q, block_k),
-                                bits=bit_mask)
+                                bits=bit_mask, bias=bias)
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
               softmax_scale, causal, window_left, window_right, softcap, deterministic=False,
-              block_mask=None, block_q=128, block_k=128, bit_mask=None):
+              block_mask=None, block_q=128, block_k=128, bit_mask=None, bias=None):
     out = q.new_empty((*q.shape[:-1], v.shape[-1]))
     if cu_seqlens_q is not None:
         lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
@@ -54,18 +58,42 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
         seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
         causal: bool, window_left: int, window_right: int,
         softcap: float, deterministic: bool = False, block_mask: Optional[Tensor] = None,
-        block_q: int = 128, block_k: int = 128, bit_mask: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+        block_q: int = 128, block_k: int = 128, bit_mask: Optional[Tensor] = None,
+        bias: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse); deterministic:
-    bitwise equal from run to run; block_mask and bit_mask as the forward's."""
+    bitwise equal from run to run; block_mask, bit_mask and bias as the forward's."""
     return _torch_views.backward(dout, q, k, v, out, lse, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                                  max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
                                  window_right, softcap, not q.is_cuda, deterministic,
-                                 None if block_mask is None else (block_mask, block_q, block_k), bit_mask)
+                                 None if block_mask is None else (block_mask, block_q, block_k), bit_mask,
+                                 bias=bias)
 
 
 @bwd.register_fake
 def _bwd_fake(dout, q, k, v, out, lse, *args):
     return q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
+
+
+@torch.library.custom_op("fastattn::bwd_dbias", mutates_args=())
+def bwd_dbias(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
+              cu_seqlens_q: Optional[Tensor], cu_seqlens_k: Optional[Tensor], seqused_q: Optional[Tensor],
+              seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
+              causal: bool, window_left: int, window_right: int, softcap: float, deterministic: bool,
+              block_mask: Optional[Tensor], block_q: int, block_k: int, bit_mask: Optional[Tensor],
+              bias: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """bwd plus the bias's gradient: (dq, dk, dv, dbias), dbias fp32 in bias's shape."""
+    return _torch_views.backward(dout, q, k, v, out, lse, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
+                                 max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
+                                 window_right, softcap, not q.is_cuda, deterministic,
+                                 None if block_mask is None else (block_mask, block_q, block_k), bit_mask,
+                                 bias=bias, with_dbias=True)
+
+
+@bwd_dbias.register_fake
+def _bwd_dbias_fake(dout, q, k, v, out, lse, *args):
+    bias = args[-1]
+    return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape),
+            bias.new_empty(bias.shape, dtype=torch.float32))
 
 
 def _device_of(t):
@@ -84,28 +112,35 @@ class _NoGuard:
 
 
 _SCALARS = 8  # fwd's inputs after the 7 tensors: max_seqlen_q .. deterministic; then the block mask's 3
-_MASKS = 4    # block_mask, block_q, block_k, bit_mask
+_MASKS = 5    # block_mask, block_q, block_k, bit_mask, bias
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, cu_q, cu_k, used_q, used_k = inputs[:7]
-    block_mask, block_q, block_k, bit_mask = (tuple(inputs[7 + _SCALARS:]) +
-                                              (None, 128, 128, None)[len(inputs) - 7 - _SCALARS:])
+    block_mask, block_q, block_k, bit_mask, bias = (tuple(inputs[7 + _SCALARS:]) +
+                                                    (None, 128, 128, None, None)[len(inputs) - 7 - _SCALARS:])
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask)
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask, bias)
     ctx.scalars = inputs[7:7 + _SCALARS]
     ctx.block_size = (block_q, block_k)
     ctx.mark_non_differentiable(lse)
 
 
-def _gradients(ctx, dout, run_bwd):
-    """(dq, dk, dv, None...) from the saved forward; run_bwd is the bwd op or its direct twin."""
-    q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask = ctx.saved_tensors
+def _gradients(ctx, dout, run_bwd, run_bwd_dbias):
+    """(dq, dk, dv, None..., dbias or None) from the saved forward; run_bwd / run_bwd_dbias are the ops
+    or their direct twins."""
+    q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask, bias = ctx.saved_tensors
     if dout.is_cuda and not dout.is_contiguous():
         # autograd hands expanded (stride 0) or strided gradients; the GPU backward reads dout
         # with TMA (16-byte aligned rows), so give it a dense copy, as FlashAttention does
         dout = dout.contiguous()
-    if block_mask is None and bit_mask is None:  # the schema's defaults: the same bwd call as before masks
+    if bias is not None:  # the bias's gradient (when asked: the last input) through bwd_dbias
+        rest = (*ctx.scalars, block_mask, *ctx.block_size, bit_mask)
+        if ctx.needs_input_grad[-1]:
+            dq, dk, dv, dbias = run_bwd_dbias(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *rest, bias)
+            return (dq, dk, dv) + (None,) * (4 + _SCALARS + _MASKS - 1) + (dbias.to(bias.dtype),)
+        dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *rest, bias)
+    elif block_mask is None and bit_mask is None:  # the schema's defaults: the same bwd call as before masks
         dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
     elif bit_mask is None:
         dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars, block_mask,
@@ -117,7 +152,7 @@ def _gradients(ctx, dout, run_bwd):
 
 
 def _backward(ctx, dout, _dlse):
-    return _gradients(ctx, dout, bwd)
+    return _gradients(ctx, dout, bwd, bwd_dbias)
 
 
 fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -125,11 +160,16 @@ fwd.register_autograd(_backward, setup_context=_setup_context)
 
 def _direct_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k,
                 softmax_scale, causal, window_left, window_right, softcap, deterministic, block_mask=None,
-                block_q=128, block_k=128, bit_mask=None):
+                block_q=128, block_k=128, bit_mask=None, bias=None, with_dbias=False):
     return _torch_views.backward(dout, q, k, v, out, lse, (cu_q, cu_k, used_q, used_k), max_seqlen_q,
                                  max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                                  not q.is_cuda, deterministic,
-                                 None if block_mask is None else (block_mask, block_q, block_k), bit_mask)
+                                 None if block_mask is None else (block_mask, block_q, block_k), bit_mask,
+                                 bias=bias, with_dbias=with_dbias)
+
+
+def _direct_bwd_dbias(*args):
+    return _direct_bwd(*args, with_dbias=True)
 
 
 class DirectAttention(torch.autograd.Function):
@@ -142,12 +182,13 @@ class DirectAttention(torch.autograd.Function):
     def forward(ctx, q, k, v, cu_q, cu_k, used_q, used_k, *scalars):
         blocks = scalars[_SCALARS:_SCALARS + 3]  # (block_mask, block_q, block_k), absent or None: no mask
         bits = scalars[_SCALARS + 3] if len(scalars) > _SCALARS + 3 else None  # packed element-mask words
+        bias = scalars[_SCALARS + 4] if len(scalars) > _SCALARS + 4 else None  # additive score bias
         out, lse = _torch_views.forward(q, k, v, (cu_q, cu_k, used_q, used_k), *scalars[:7],
                                         not q.is_cuda, blocks=blocks if blocks and blocks[0] is not None else None,
-                                        bits=bits)
+                                        bits=bits, bias=bias)
         _setup_context(ctx, (q, k, v, cu_q, cu_k, used_q, used_k, *scalars), (out, lse))
         return out, lse
 
     @staticmethod
     def backward(ctx, dout, _dlse):
-        return _gradients(ctx, dout, _direct_bwd)
+        return _gradients(ctx, dout, _direct_bwd, _direct_bwd_dbias)

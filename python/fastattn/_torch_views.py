@@ -105,12 +105,23 @@ def _call(fn, args, device, kw=_NO_BLOCKS):
         return fn(*args, _raw_stream(device), **kw)
 
 
+def _with_bias(kw, bias):
+    """kw (forward_views / backward_views keywords) plus the bias's view when there is one."""
+    if bias is None:
+        return kw
+    kw = dict(kw)
+    kw["bias"] = view(bias)
+    return kw
+
+
 def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
-            window_right, softcap, check_index_arrays, with_lse=True, heads_first=False, blocks=None, bits=None):
+            window_right, softcap, check_index_arrays, with_lse=True, heads_first=False, blocks=None, bits=None,
+            bias=None):
     """(out, lse) with every scalar already resolved; lse is None unless with_lse.
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
     heads_first: q, k, v are 4-D (b, h, s, d) (fixed length only); out is (b, s_q, h, d_v) still.
-    blocks: (block_mask tensor, block_q, block_k) or None; bits: packed element-mask words (int32) or None."""
+    blocks: (block_mask tensor, block_q, block_k) or None; bits: packed element-mask words (int32) or None.
+    bias: a 4-D additive score bias (bias_batch, bias_heads, rows, cols) or None (docs/masks.md)."""
     qv = view(q, heads_first)
     shape = qv[1]
     out = q.new_empty((*shape[:-1], v.shape[-1]))
@@ -124,20 +135,28 @@ def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, wi
     args = (qv, view(k, heads_first), view(v, heads_first), _out_view(out, qv[3], qv[4]), lse_view, cu_q, cu_k, used_q, used_k,
             max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap,
             check_index_arrays, 0, 0)
-    _call(_C.forward_views, args, qv[4], _mask_kw(blocks, bits))
+    _call(_C.forward_views, args, qv[4], _with_bias(_mask_kw(blocks, bits), bias))
     return out, lse
 
 
 def backward(dout, q, k, v, out, lse, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal,
-             window_left, window_right, softcap, check_index_arrays, deterministic, blocks=None, bits=None):
-    """(dq, dk, dv) of forward's out given its gradient dout; scalars, blocks and bits as forward."""
+             window_left, window_right, softcap, check_index_arrays, deterministic, blocks=None, bits=None,
+             bias=None, with_dbias=False):
+    """(dq, dk, dv) of forward's out given its gradient dout; scalars, blocks, bits and bias as forward.
+    with_dbias (needs bias): (dq, dk, dv, dbias), dbias fp32 in bias's shape (broadcast dims summed)."""
     qv, kv, vv = view(q), view(k), view(v)
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     args = (view(dout), qv, kv, vv, view(out), view(lse), view(dq), view(dk), view(dv),
             *_index_views(index_arrays), max_seqlen_q, max_seqlen_k, scale, causal, window_left,
             window_right, softcap, check_index_arrays, 0, 0, deterministic)
-    _call(_C.backward_views, args, qv[4], _mask_kw(blocks, bits))
-    return dq, dk, dv
+    kw = _with_bias(_mask_kw(blocks, bits), bias)
+    if not with_dbias:
+        _call(_C.backward_views, args, qv[4], kw)
+        return dq, dk, dv
+    dbias = torch.empty(bias.shape, device=q.device, dtype=torch.float32)
+    kw["dbias"] = _out_view(dbias, _F32, qv[4])
+    _call(_C.backward_views, args, qv[4], kw)
+    return dq, dk, dv, dbias
 
 
 def _cache_view(t, name):

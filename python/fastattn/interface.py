@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 
-from . import _bit_mask, _block_mask, _core
+from . import _bias, _bit_mask, _block_mask, _core
 from ._arrays import arrays_for, same_kind, torch_module
 
 
@@ -21,10 +21,12 @@ _INDEX_NAMES = ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")
 
 
 def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-               deterministic, direct, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None):
+               deterministic, direct, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None,
+               bias=None):
     """(out, lse) through the fastattn::fwd custom op (torch.compile, tensor subclasses), or its
     autograd twin without the op's dispatch when direct (plain tensors, eager). bit_mask: packed
-    element-mask words (_bit_mask.pack, int32 on q's device) or None; autograd saves it for the backward."""
+    element-mask words (_bit_mask.pack, int32 on q's device) or None; autograd saves it for the backward.
+    bias: a 4-D additive bias (_bias.bias_4d) or None; its gradient flows when it requires grad."""
     import torch
 
     max_seqlens = [m if isinstance(m, (int, torch.SymInt)) else operator.index(m) for m in max_seqlens]
@@ -34,7 +36,11 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
         from ._torch_ops import DirectAttention
 
         return DirectAttention.apply(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left,
-                                     right, float(softcap), bool(deterministic), block_mask, *block_size, bit_mask)
+                                     right, float(softcap), bool(deterministic), block_mask, *block_size, bit_mask,
+                                     bias)
+    if bias is not None:
+        return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left, right,
+                                      float(softcap), bool(deterministic), block_mask, *block_size, bit_mask, bias)
     if bit_mask is not None:
         return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left, right,
                                       float(softcap), bool(deterministic), block_mask, *block_size, bit_mask)
@@ -47,7 +53,7 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
 
 def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_scale=None,
               causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False, with_lse=True,
-              heads_first=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None):
+              heads_first=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None):
     """(out, lse) for any array kind; torch tensors are differentiable (the backward deterministic
     when asked), through the custom op or, for plain tensors in eager mode, without it. Other
     arrays have no autograd: deterministic is then unused (fastattn.backward takes it).
@@ -57,7 +63,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     lie, without a transpose call.
     block_mask / block_size: as flash_attn_func (the mask is an array of q's kind).
     mask: a bool keep-mask of every pair (flash_attn_func), packed into bitmask words on its device;
-    torch calls with it are differentiable too (the op and its autograd twin save the packed words)."""
+    torch calls with it are differentiable too (the op and its autograd twin save the packed words).
+    bias: an additive score bias (flash_attn_func); torch autograd gives it a gradient when it requires one."""
     if block_mask is not None:
         block_mask, block_size = _block_mask.resolve(block_mask, block_size)
     else:  # the paths below unpack block_size as a pair; without a mask it applies to nothing
@@ -65,9 +72,9 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     if heads_first and any(x is not None for x in index_arrays):  # no `is` on tuples: Dynamo traces this
         raise ValueError("heads_first: fixed-length attention only (no cu_seqlens / seqused)")
     torch = torch_module()
-    if mask is not None:
+    if mask is not None or bias is not None:
         return _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
-                                 softcap, heads_first, block_mask, block_size, mask, deterministic)
+                                 softcap, heads_first, block_mask, block_size, mask, deterministic, bias)
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         # isinstance, not the array adapters: Dynamo traces it (the op path runs under torch.compile).
@@ -111,14 +118,19 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
 
 
 def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-                      heads_first, block_mask, block_size, mask, deterministic=False):
-    """attention() with an element mask, packed into bitmask words on its device: torch calls that need
-    autograd or tracing go through the custom op (or its autograd twin) with the packed words, which
-    autograd saves for the backward; the rest takes the array-agnostic path (DLPack, fastattn.forward's)."""
+                      heads_first, block_mask, block_size, mask, deterministic=False, bias=None):
+    """attention() with an element mask (packed into bitmask words on its device) and / or an additive
+    bias (made 4-D, _bias.bias_4d): torch calls that need autograd or tracing go through the custom op (or
+    its autograd twin) with the packed words and the bias, which autograd saves for the backward; the rest
+    takes the array-agnostic path (DLPack, fastattn.forward's)."""
+    varlen = index_arrays[0] is not None or index_arrays[1] is not None
+    s_axis = 2 if heads_first else 1
+    bias = _bias.bias_4d(bias, max_seqlens[0] if varlen else q.shape[s_axis],
+                         max_seqlens[1] if varlen else k.shape[s_axis])
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         if path != "inference":
-            for name, x in (("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask)):
+            for name, x in (("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask), ("bias", bias)):
                 if x is not None and not isinstance(x, torch.Tensor):
                     raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
             for name, x in zip(_INDEX_NAMES, index_arrays):
@@ -126,14 +138,12 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
                     raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
             if heads_first:
                 q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            varlen = index_arrays[0] is not None or index_arrays[1] is not None
-            bits = _bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen else k.shape[1])
+            bits = None if mask is None else _bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen else k.shape[1])
             return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-                              deterministic, path == "autograd", block_mask, block_size, bits)
+                              deterministic, path == "autograd", block_mask, block_size, bits, bias)
     xs = arrays_for(q, "q")
-    same_kind(xs, [("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask)] +
+    same_kind(xs, [("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask), ("bias", bias)] +
               list(zip(_INDEX_NAMES, index_arrays)))
-    varlen = index_arrays[0] is not None or index_arrays[1] is not None
     if heads_first:
         q, k, v = xs.swap12(q), xs.swap12(k), xs.swap12(v)
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -143,8 +153,9 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
     return _core.run_forward(xs, q, k, v, index_arrays, operator.index(max_seqlens[0]),
                              operator.index(max_seqlens[1]), scale, bool(causal), left, right,
                              float(softcap), check_index_arrays=True, block_mask=block_mask,
-                             block_size=block_size,
-                             bit_mask=_bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen else k.shape[1]))
+                             block_size=block_size, bias=bias,
+                             bit_mask=None if mask is None else _bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen
+                                                                               else k.shape[1]))
 
 
 def _torch_path(torch, q, k, v):
@@ -187,7 +198,7 @@ def _is_compiling(torch):
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-1, -1), softcap=0.0,
                     deterministic=False, return_attn_probs=False, block_mask=None,
-                    block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None):
+                    block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None):
     """Attention over (batch, seqlen, heads, head_dim) arrays, as FA3's flash_attn_func.
 
     q: (b, s_q, h, d); k: (b, s_k, h_kv, d); v: (b, s_k, h_kv, d_v) with h % h_kv == 0 (GQA/MQA).
@@ -208,11 +219,17 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     (mask_heads, s_q, s_k) or (mask_batch, mask_heads, s_q, s_k), ANDed with causal / window_size;
     packed into bits on its device (docs/masks.md, Element bitmasks); torch autograd saves the packed
     bits and its backward applies them (fastattn.backward takes mask= too).
+    bias: None, or an additive score bias (float32 / bf16 / fp16 array of q's kind), (s_q, s_k), (heads,
+    s_q, s_k) or (batch, heads, s_q, s_k) (heads and batch 1 or full, heads dividing h; query / key dims
+    of size 1 broadcast), added after softcap: softmax(scale * q k^T + bias) as SDPA's float attn_mask;
+    -inf entries mask; combines with causal / window_size / block_mask / mask (docs/masks.md, Additive
+    bias). torch autograd gives a bias that requires grad its gradient (broadcast dims summed).
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
     """
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
-                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask)
+                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask,
+                         bias=bias)
     return (out, lse) if return_attn_probs else out
 
 
@@ -220,7 +237,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            seqused_q=None, seqused_k=None, softmax_scale=None, causal=False, *,
                            window_size=(-1, -1), softcap=0.0, deterministic=False,
                            return_attn_probs=False, block_mask=None,
-                           block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None):
+                           block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None):
     """Attention over packed variable-length sequences, as FA3's flash_attn_varlen_func.
 
     q: (total_q, h, d); k/v: (total_k, h_kv, d|d_v); cu_seqlens_q/k: int32 (batch + 1,) offsets
@@ -230,7 +247,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     On CUDA torch tensors the index arrays are not validated (that would sync with the host).
     deterministic, block_mask, block_size: as flash_attn_func; the mask's block rows and columns
     count from the start of each sequence (q_blocks >= ceil(max_seqlen_q / block_q), etc.); mask as
-    flash_attn_func, its rows and columns counted from the start of each sequence (s_q >= max_seqlen_q).
+    flash_attn_func, its rows and columns counted from the start of each sequence (s_q >= max_seqlen_q);
+    bias likewise (rows >= max_seqlen_q, cols >= max_seqlen_k).
     """
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
@@ -240,5 +258,6 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     out, lse = attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                          (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
-                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask)
+                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask,
+                         bias=bias)
     return (out, lse) if return_attn_probs else out

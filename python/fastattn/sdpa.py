@@ -53,14 +53,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (b, s_q, h_q, d_v) buffer, as PyTorch's flash backend does). Differentiable for torch tensors.
     attn_mask: None or a bool mask broadcastable to (b, h_q, s_q, s_k), True = take part (PyTorch's
     boolean convention), run as fastattn's element bitmask (docs/masks.md); not with is_causal (as
-    PyTorch); torch calls with it are differentiable (the backward applies the same bits).
-    Not supported: float (additive) attn_mask (NotImplementedError), dropout_p > 0 (NotImplementedError).
+    PyTorch); torch calls with it are differentiable (the backward applies the same bits). A float
+    (fp32 / bf16 / fp16) attn_mask is PyTorch's additive mask: run as fastattn's additive bias
+    (docs/masks.md, Additive bias; -inf entries mask), differentiable in q, k, v and in the mask when it
+    requires grad.
+    Not supported: dropout_p > 0 (NotImplementedError).
     """
+    is_bias = False
     if attn_mask is not None:
         dtype = str(getattr(attn_mask, "dtype", type(attn_mask).__name__))
-        if dtype not in ("bool", "torch.bool"):
-            raise NotImplementedError(f"attn_mask: only boolean masks (True = take part) are supported; got dtype "
-                                      f"{dtype} (an additive float mask has no fastattn equivalent yet)")
+        is_bias = dtype not in ("bool", "torch.bool")
         if is_causal:
             raise ValueError("attn_mask: not with is_causal=True (as PyTorch): AND the causal mask into attn_mask")
         if len(attn_mask.shape) > 4:
@@ -80,6 +82,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if h_q != h_kv and not enable_gqa:
         raise ValueError(f"enable_gqa: query has {h_q} heads and key {h_kv}; "
                          "pass enable_gqa=True for grouped-query attention")
+    if attn_mask is not None and is_bias:  # additive: fastattn's bias (broadcast like SDPA's, _bias.bias_4d)
+        out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True, bias=attn_mask)
+        return arrays_for(query, "query").swap12(out)
     if attn_mask is not None:  # broadcastable to (b, h_q, s_q, s_k): fastattn's 4-D mask
         out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True,
                            mask=_mask_4d(attn_mask, query.shape[2], key.shape[2]))

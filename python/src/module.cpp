@@ -36,17 +36,18 @@ struct Options {
   OptIn block_mask;  // 4-D bool / uint8 (mask_batch, mask_heads, q_blocks, k_blocks)
   int32_t block_q = 128, block_k = 128;
   OptIn bit_mask;    // 4-D 32-bit words (mask_batch, mask_heads, rows, words): an element bitmask
+  OptIn bias;        // 4-D (bias_batch, bias_heads, rows, cols) float / bf16 / fp16: an additive score bias
 };
 
 void init_options(Options* self, OptIn cu_seqlens_q, OptIn cu_seqlens_k, OptIn seqused_q,
                   OptIn seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                   bool causal, int32_t window_left, int32_t window_right, float softcap,
                   bool check_index_arrays, int32_t backend, int32_t num_threads, bool deterministic,
-                  OptIn block_mask, int32_t block_q, int32_t block_k, OptIn bit_mask) {
+                  OptIn block_mask, int32_t block_q, int32_t block_k, OptIn bit_mask, OptIn bias) {
   new (self) Options{std::move(cu_seqlens_q), std::move(cu_seqlens_k), std::move(seqused_q),
                      std::move(seqused_k), max_seqlen_q, max_seqlen_k, softmax_scale, causal,
                      window_left, window_right, softcap, check_index_arrays, backend, num_threads,
-                     deterministic, std::move(block_mask), block_q, block_k, std::move(bit_mask)};
+                     deterministic, std::move(block_mask), block_q, block_k, std::move(bit_mask), std::move(bias)};
 }
 
 // A block mask on the args (MaskKind::BlockSparse); validation checks it against the call.
@@ -106,6 +107,7 @@ fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& 
     if (!o.block_mask) a.mask.kind = fastattn::MaskKind::DenseBitmask;
     a.mask.bits = fastattn_py::to_bit_mask(*o.bit_mask, "mask");
   }
+  if (o.bias) a.bias = fastattn_py::to_tensor(*o.bias, "bias");
   return a;
 }
 
@@ -126,8 +128,9 @@ void forward(const InArray& q, const InArray& k, const InArray& v, const OutArra
 
 void backward(const InArray& dout, const InArray& q, const InArray& k, const InArray& v,
               const InArray& out, const InArray& lse, const OutArray& dq, const OutArray& dk,
-              const OutArray& dv, const Options& o, uintptr_t stream) {
+              const OutArray& dv, const Options& o, uintptr_t stream, const std::optional<OutArray>& dbias) {
   fastattn::AttnArgs a = make_args(q, k, v, o);
+  if (dbias) a.dbias = fastattn_py::to_tensor(*dbias, "dbias");
   a.out = fastattn_py::to_tensor(out, "out");
   a.lse = fastattn_py::to_tensor(lse, "lse");
   fastattn::Tensor tdout = fastattn_py::to_tensor(dout, "dout");
@@ -149,7 +152,7 @@ using fastattn_py::view_to_tensor;
 fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
                              nb::handle cu_seqlens_k, nb::handle seqused_q, nb::handle seqused_k,
                              nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask,
-                             fastattn::AttnArgs a) {
+                             nb::handle bias, fastattn::AttnArgs a) {
   a.q = view_to_tensor(q, "q");
   a.k = view_to_tensor(k, "k");
   a.v = view_to_tensor(v, "v");
@@ -164,6 +167,7 @@ fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handl
     a.mask.kind = fastattn::MaskKind::DenseBitmask;
     a.mask.bits = fastattn_py::view_to_bit_mask(bit_mask, "mask");
   }
+  if (!bias.is_none()) a.bias = view_to_tensor(bias, "bias");
   return a;
 }
 
@@ -172,9 +176,9 @@ void forward_views(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb:
                    nb::handle seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                    bool causal, int32_t window_left, int32_t window_right, float softcap,
                    bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream,
-                   nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask) {
+                   nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask, nb::handle bias) {
   fastattn::AttnArgs a = view_args(
-      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k, bit_mask,
+      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k, bit_mask, bias,
       scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                   check_index_arrays, backend, num_threads, false));
   a.out = view_to_tensor(out, "out");
@@ -193,11 +197,13 @@ void backward_views(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, n
                     int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale, bool causal,
                     int32_t window_left, int32_t window_right, float softcap, bool check_index_arrays,
                     int32_t backend, int32_t num_threads, bool deterministic, uintptr_t stream,
-                    nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask) {
+                    nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask, nb::handle bias,
+                    nb::handle dbias) {
   fastattn::AttnArgs a = view_args(
-      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k, bit_mask,
+      q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k, bit_mask, bias,
       scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                   check_index_arrays, backend, num_threads, deterministic));
+  if (!dbias.is_none()) a.dbias = view_to_tensor(dbias, "dbias");
   a.out = view_to_tensor(out, "out");
   a.lse = view_to_tensor(lse, "lse");
   fastattn::Tensor tdout = view_to_tensor(dout, "dout");
@@ -313,17 +319,19 @@ NB_MODULE(_C, m) {
            "softmax_scale"_a = std::numeric_limits<float>::quiet_NaN(), "causal"_a = false, "window_left"_a = -1, "window_right"_a = -1,
            "softcap"_a = 0.0f, "check_index_arrays"_a = true, "backend"_a = 0,
            "num_threads"_a = 0, "deterministic"_a = false, "block_mask"_a.none() = nb::none(),
-           "block_q"_a = 128, "block_k"_a = 128, "bit_mask"_a.none() = nb::none());
+           "block_q"_a = 128, "block_k"_a = 128, "bit_mask"_a.none() = nb::none(), "bias"_a.none() = nb::none());
 
   m.def("forward", &forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "options"_a, "stream"_a,
         "Writes out (and lse when given) for softmax(mask(scale*q k^T)) v.");
   m.def("backward", &backward, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a, "dk"_a,
-        "dv"_a, "options"_a, "stream"_a, "Writes dq, dk, dv, the gradients of forward.");
+        "dv"_a, "options"_a, "stream"_a, "dbias"_a.none() = nb::none(),
+        "Writes dq, dk, dv (and dbias, fp32 in bias's shape, when given), the gradients of forward.");
   m.def("forward_views", &forward_views, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(),
         "cu_seqlens_q"_a.none(), "cu_seqlens_k"_a.none(), "seqused_q"_a.none(), "seqused_k"_a.none(),
         "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
         "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a, "num_threads"_a, "stream"_a,
         "block_mask"_a.none() = nb::none(), "block_q"_a = 128, "block_k"_a = 128, "bit_mask"_a.none() = nb::none(),
+        "bias"_a.none() = nb::none(),
         "forward over views (data_ptr, shape, strides, dtype, device): no DLPack per array (bit_mask: a view of "
         "4-D int32 packed words).");
   m.def("backward_views", &backward_views, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a,
@@ -331,7 +339,8 @@ NB_MODULE(_C, m) {
         "seqused_k"_a.none(), "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a,
         "window_left"_a, "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a,
         "num_threads"_a, "deterministic"_a, "stream"_a, "block_mask"_a.none() = nb::none(), "block_q"_a = 128,
-        "block_k"_a = 128, "bit_mask"_a.none() = nb::none(),
+        "block_k"_a = 128, "bit_mask"_a.none() = nb::none(), "bias"_a.none() = nb::none(),
+        "dbias"_a.none() = nb::none(),
         "backward over views, as forward_views (block_mask: a view of a 4-D byte array; bit_mask: of 4-D int32 "
         "packed words).");
   m.def("forward_kvcache", &forward_kvcache, "q"_a, "k_cache"_a, "v_cache"_a, "k_new"_a.none(),

@@ -86,6 +86,8 @@ bool to_args(const fastattn_args* c, fastattn::AttnArgs* a) {
     w.device = static_cast<fastattn::Device>(bm.device);
     w.device_index = bm.device_index;
   }
+  if (c->bias.data != nullptr && !to_tensor("bias", c->bias, &a->bias)) return false;
+  if (c->dbias.data != nullptr && !to_tensor("dbias", c->dbias, &a->dbias)) return false;
   return true;
 }
 

@@ -186,6 +186,19 @@ Status forward(const detail::Problem& problem, void* stream) {
     return Status::Unsupported("mask: block-sparse masks are not built for the sm80 (Ampere / Ada) forward yet");
   if (major == 8 && problem.bits.defined())
     return Status::Unsupported("mask: element bitmasks are not built for the sm80 (Ampere / Ada) forward yet");
+  // An additive bias: the bias twin in each bitmask row's unit (fwd_masked_<dtype>_d<d>.cu holds the
+  // masked kernels of every d <= 128 row, so the bitmask rows are the bias rows); bias_rule.h's limits.
+  // With a block-sparse mask or a bitmask the mask's launcher below runs its own bias twin.
+  if (problem.bias.defined()) {
+    if (Status st = bias_problem_support(problem, major); !st.ok()) return st;
+  }
+  if (problem.bias.defined() && !problem.blocks.defined() && !problem.bits.defined()) {
+#define FASTATTN_FWD_BITS_CASE(NS, MAJOR, DT, CT, DQK, DV) \
+  if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd_bias<CT, DQK, DV>(lp, s);
+#include "cuda/fwd_bitmask_dispatch.inc"
+#undef FASTATTN_FWD_BITS_CASE
+    return Status::Unsupported("bias: no CUDA forward with bias for this arch, dtype and head dim");
+  }
   // A block-sparse mask: the rows that have its kernel (d <= 128, d_v = d; block_mask_rule.h).
   if (problem.blocks.defined()) {
     if (Status st = block_mask_support(problem, /*backward=*/false); !st.ok()) return st;

@@ -5,11 +5,45 @@
 #include <string>
 
 namespace fastattn::cuda_backend {
+namespace {
+
+// The rules on what both the args and the resolved problem say (dtype, strides, splits, dims). A block-sparse
+// mask or a bitmask with a bias runs their bias twin (block_mask_rule.h's rules apply as without a bias).
+Status bias_rules(int major, DType q_dtype, DType bias_dtype, const void* data, const int64_t (&strides)[3], int d,
+                  int dv, int num_splits) {
+  if (major != 9) return Status::Unsupported("bias: the CUDA forward with bias runs on sm90 (Hopper) only");
+  if (bias_dtype != q_dtype)
+    return Status::Unsupported(std::string("bias: dtype ") + dtype_name(bias_dtype) + " but the CUDA forward reads a bias "
+                               "of q's dtype " + dtype_name(q_dtype) + " (convert the bias)");
+  if (d != dv || d > 128)
+    return Status::Unsupported("bias: the CUDA forward with bias takes head dims up to 128 with head_dim_v = head_dim");
+  if (num_splits > 1)
+    return Status::Unsupported("num_splits: the CUDA forward with bias has no split-KV; pass 0 or 1");
+  if (reinterpret_cast<uintptr_t>(data) % 4 != 0)
+    return Status::Unsupported("bias: the CUDA forward needs a 4-byte aligned base pointer (it loads key pairs)");
+  for (int i = 0; i < 3; ++i)
+    if (strides[i] % 2 != 0)
+      return Status::Unsupported("bias: the CUDA forward needs even strides (in elements) on dims 0-2, got " +
+                                 std::to_string(strides[i]) + " on dim " + std::to_string(i) +
+                                 " (it loads two adjacent keys at once; pad the rows)");
+  return Status::Ok();
+}
+
+}  // namespace
 
 Status bias_forward_support(const AttnArgs& a, int major) {
-  (void)major;
   if (!a.bias.defined()) return Status::Ok();
-  return Status::Unsupported("bias: the CUDA forward takes no additive bias yet (the CPU and reference backends do)");
+  const Tensor& b = a.bias;
+  // A broadcast dim (size 1) has no stride that matters.
+  const int64_t strides[3] = {b.shape[0] == 1 ? 0 : b.stride[0], b.shape[1] == 1 ? 0 : b.stride[1],
+                              b.shape[2] == 1 ? 0 : b.stride[2]};
+  return bias_rules(major, a.q.dtype, b.dtype, b.data, strides, int(a.q.shape[a.q.ndim - 1]),
+                    int(a.v.shape[a.v.ndim - 1]), a.num_splits);
+}
+
+Status bias_problem_support(const detail::Problem& p, int major) {
+  const int64_t strides[3] = {p.bias.batch_stride, p.bias.head_stride, p.bias.rows > 1 ? p.bias.row_stride : 0};
+  return bias_rules(major, p.dtype, p.bias.dtype, p.bias.data, strides, p.head_dim, p.head_dim_v, p.num_splits_arg);
 }
 
 // The sm90 backward's bias kernel (sm90/bwd/bias.cuh, BiasBwdConfig): the default mode's accumulator path of

@@ -1,13 +1,19 @@
 // Which calls with an additive bias (AttnArgs::bias) the CUDA backend runs, in one place each for
-// the forward and the backward (validation asks these through check_forward / check_backward).
+// the forward and the backward (validation asks these through check_forward / check_backward; the
+// forward asks bias_problem_support again on the resolved problem).
 #pragma once
 
+#include "api/problem.h"
 #include "fastattn/types.h"
 
 namespace fastattn::cuda_backend {
 
-// The forward: refuses by name what has no bias kernel. `major`: the device's compute capability.
+// The forward: the sm90 kernels of d <= 128 with d_v = d (the masked units' rows), a bias of q's
+// dtype with 4-byte aligned data and even strides (each thread loads two adjacent keys), no
+// split-KV; with a block-sparse mask or a bitmask their kernels' bias twins (block_mask_rule.h's
+// rules). `major`: the device's compute capability.
 Status bias_forward_support(const AttnArgs& args, int major);
+Status bias_problem_support(const detail::Problem& p, int major);
 
 // The backward (bias and dbias).
 Status bias_backward_support(const AttnArgs& args);

@@ -8,22 +8,14 @@
 #include <vector>
 
 #include "fastattn/fastattn.h"
-#include "support/attn_case.h"
+#include "cpu_cases.h"
 
 namespace fastattn::testing {
 namespace {
 
 // b 2, s_q 8, s_k 10, h_q 4, h_kv 2, fp16, a (2, 2, 8, 10) fp32 bias with its dbias.
 CaseSpec bias_spec(bool varlen) {
-  CaseSpec s;
-  s.batch = 2;
-  s.seqlen_q = 8;
-  s.seqlen_k = 10;
-  s.heads_q = 4;
-  s.heads_kv = 2;
-  s.head_dim = 16;
-  s.head_dim_v = 16;
-  s.dtype = DType::F16;
+  CaseSpec s = shape(2, 8, 10, 4, 2, 16, 16, DType::F16);
   if (varlen) {
     s.lens_q = {3, 0, 5};
     s.lens_k = {4, 2, 4};

@@ -67,6 +67,8 @@ fastattn_args to_c(const AttnCase& c) {
     for (int i = 0; i < 3; ++i) a.bit_mask.stride[i] = m.stride[i];
     a.bit_mask.device = int32_t(m.device);
   }
+  if (c.bias.defined()) a.bias = to_c(c.bias.view());
+  if (c.dbias.view().ndim == 4) a.dbias = to_c(c.dbias.view());
   return a;
 }
 
@@ -89,6 +91,8 @@ TEST(CApi, InitSetsDefaults) {
   EXPECT_EQ(a.block_mask.device, FASTATTN_CPU);
   EXPECT_EQ(a.bit_mask.data, nullptr);
   EXPECT_EQ(a.bit_mask.device, FASTATTN_CPU);
+  EXPECT_EQ(a.bias.data, nullptr);
+  EXPECT_EQ(a.dbias.data, nullptr);
 }
 
 // Same results through the C ABI as through the C++ API, bit for bit (the CPU backend is
@@ -96,6 +100,7 @@ TEST(CApi, InitSetsDefaults) {
 TEST(CApi, RoundTripMatchesCppApi) {
   for (int variant = 0; variant < 6; ++variant) {
     const bool use_varlen = variant & 1, use_blocks = (variant & 6) == 2, use_bits = (variant & 6) == 4;
+    const bool use_bias = variant >= 3;  // alone (varlen + blocks, bits, varlen + bits), with dbias
     const uint64_t seed = test_seed();
     Rng rng(seed);
     CaseSpec spec;
@@ -130,6 +135,14 @@ TEST(CApi, RoundTripMatchesCppApi) {
       spec.bits.density = 0.6f;
       spec.bits.layout = 1;
     }
+    if (use_bias) {  // per batch entry, one per KV head, bf16, padded rows
+      spec.bias.on = true;
+      spec.bias.per_batch = true;
+      spec.bias.heads = 2;
+      spec.bias.dtype = DType::BF16;
+      spec.bias.layout = 1;
+      spec.bias.grad = true;
+    }
     AttnCase c = make_case(spec, rng), cpp = c;  // copies own their buffers
     const AttnArgs a = cpp.args(Backend::CPU);
     ASSERT_TRUE(forward(a).ok());
@@ -143,13 +156,41 @@ TEST(CApi, RoundTripMatchesCppApi) {
     EXPECT_STREQ(fastattn_last_error(), "");
 
     const std::pair<const HostTensor*, const HostTensor*> pairs[] = {
-        {&c.out, &cpp.out}, {&c.lse, &cpp.lse}, {&c.dq, &cpp.dq}, {&c.dk, &cpp.dk}, {&c.dv, &cpp.dv}};
+        {&c.out, &cpp.out}, {&c.lse, &cpp.lse}, {&c.dq, &cpp.dq}, {&c.dk, &cpp.dk}, {&c.dv, &cpp.dv},
+        {&c.dbias, &cpp.dbias}};
     for (const auto& [got, want] : pairs) {
+      if (got->view().ndim == 0) continue;  // no dbias without a bias
       ASSERT_EQ(got->count_nan(), 0) << seed_note(seed);
       const std::vector<double> g = got->to_f64(), w = want->to_f64();
       for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(g[i], w[i]) << i << "; " << seed_note(seed);
     }
   }
+}
+
+TEST(CApi, BiasErrorsNameTheBias) {
+  Rng rng(test_seed());
+  CaseSpec spec;
+  spec.batch = 2;
+  spec.bias.on = true;
+  spec.bias.grad = true;
+  AttnCase c = make_case(spec, rng);
+  fastattn_args a = to_c(c);
+  a.bias.shape[0] = 3;
+  EXPECT_EQ(fastattn_forward(&a, nullptr), FASTATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fastattn_last_error()).find("bias: dim 0 (bias_batch) is 3"), std::string::npos)
+      << fastattn_last_error();
+  a = to_c(c);
+  a.bias.ndim = 5;
+  EXPECT_EQ(fastattn_forward(&a, nullptr), FASTATTN_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(fastattn_last_error()).find("bias: ndim 5"), std::string::npos) << fastattn_last_error();
+  a = to_c(c);
+  a.dbias.dtype = FASTATTN_BF16;
+  const fastattn_tensor dout = to_c(c.dout.view()), dq = to_c(c.dq.view()), dk = to_c(c.dk.view()),
+                        dv = to_c(c.dv.view());
+  EXPECT_EQ(fastattn_backward(&a, &dout, &dq, &dk, &dv, nullptr), FASTATTN_NOT_SUPPORTED);
+  EXPECT_NE(std::string(fastattn_last_error()).find("dbias: dtype bf16"), std::string::npos) << fastattn_last_error();
+  EXPECT_EQ(c.out.count_nan(), c.out.numel());
+  EXPECT_EQ(c.dbias.count_nan(), c.dbias.numel());
 }
 
 TEST(CApi, BlockMaskErrorsNameTheMask) {

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -302,7 +303,11 @@ inline size_t check_lse(const std::vector<float>& got, const std::vector<double>
   return masked_rows;
 }
 
-inline void run_fwd_case(const FwdCase& c) {
+// `extra`, when given, adds to every call's args what the case type holds beyond FwdCase (e.g. a
+// bias: fwd_bias_test.cpp), for the GPU call (on_gpu) and the host reference alike.
+using ExtraArgs = std::function<void(AttnArgs&, bool on_gpu)>;
+
+inline void run_fwd_case(const FwdCase& c, const ExtraArgs& extra = {}) {
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   SCOPED_TRACE("case " + c.str() + " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
@@ -344,6 +349,7 @@ inline void run_fwd_case(const FwdCase& c) {
     a.out = out.view(od, c.dtype, dv);
     a.lse = idx.lse(c, ld, dv);
     idx.apply(a, c, on_gpu);
+    if (extra) extra(a, on_gpu);
     return a;
   };
 

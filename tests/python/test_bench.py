@@ -473,10 +473,12 @@ def test_run_peers_args_mirror_c_api_layout(tmp_path):
     src.write_text('#include <stddef.h>\n#include <stdio.h>\n#include "fastattn/c_api.h"\n'
                    'int main(void) { printf("%zu %zu %zu %zu %zu %zu\\n", sizeof(fastattn_args), '
                    'sizeof(fastattn_tensor), sizeof(fastattn_block_mask), offsetof(fastattn_args, block_mask), '
-                   'sizeof(fastattn_bit_mask), offsetof(fastattn_args, bit_mask)); return 0; }\n')
+                   'sizeof(fastattn_bit_mask), offsetof(fastattn_args, bit_mask)); '
+                   'printf("%zu %zu\\n", offsetof(fastattn_args, bias), offsetof(fastattn_args, dbias)); return 0; }\n')
     exe = tmp_path / "layout"
     subprocess.run([cc, "-I", str(root / "include"), str(src), "-o", str(exe)], check=True)
     sizes = [int(x) for x in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
     rp = _run_peers()
     assert sizes == [ctypes.sizeof(rp.FaArgs), ctypes.sizeof(rp.FaTensor), ctypes.sizeof(rp.FaBlockMask),
-                     rp.FaArgs.block_mask.offset, ctypes.sizeof(rp.FaBitMask), rp.FaArgs.bit_mask.offset]
+                     rp.FaArgs.block_mask.offset, ctypes.sizeof(rp.FaBitMask), rp.FaArgs.bit_mask.offset,
+                     rp.FaArgs.bias.offset, rp.FaArgs.dbias.offset]

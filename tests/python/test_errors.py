@@ -165,8 +165,11 @@ def bhsd(rng, b=1, h=2, h_kv=2, s_q=8, s_k=8, d=32):
 
 def test_sdpa_attn_mask(rng):
     q, k, v = bhsd(rng)
-    with pytest.raises(NotImplementedError, match="^attn_mask: only boolean masks"):
-        fastattn.scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((8, 8), np.float32))
+    # a float mask is an additive bias now (test_bias.py checks its values); a bad shape is named
+    with pytest.raises(ValueError, match="^bias: expected 2 to 4 dims"):
+        fastattn.scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((8,), np.float32))
+    with pytest.raises(ValueError, match="bias: dim 2 \\(rows\\) is 7"):
+        fastattn.scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((7, 8), np.float32))
 
 
 def test_sdpa_dropout(rng):

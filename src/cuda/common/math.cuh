@@ -1,5 +1,6 @@
 // Small conversions shared by the kernels of every arch: pack2 turns two fp32 values into the
-// packed pair of T (fp16 or bf16) that MMA operands and 32-bit stores take, rounding to nearest.
+// packed pair of T (fp16 or bf16) that MMA operands and 32-bit stores take, rounding to nearest;
+// unpack2 / to_float read such pairs and elements back.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -21,5 +22,20 @@ __device__ __forceinline__ uint32_t pack2<__half>(float lo, float hi) {
   __half2 v = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
 }
+
+// The inverse: a packed pair of T (a 32-bit load of two adjacent elements) as two fp32 values, and
+// one element as fp32 (the forward's bias reads, sm90/fwd/mainloop.cuh).
+template <class T>
+__device__ __forceinline__ float2 unpack2(uint32_t w);
+template <>
+__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
+  return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&w));
+}
+template <>
+__device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
+  return __half22float2(*reinterpret_cast<__half2*>(&w));
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
 }  // namespace fastattn::cuda_backend

@@ -27,6 +27,7 @@ struct BitPrepTiles {
   static constexpr bool kSplit = false;
   static constexpr bool kBlockList = false;
   static constexpr bool kBitmask = false;
+  static constexpr bool kBias = false;
 };
 
 // Block (line, kb): lane l takes rows l, l + 32, l + 64, l + 96 of the line's q tile, the row's four

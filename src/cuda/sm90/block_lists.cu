@@ -24,6 +24,7 @@ struct PrepTiles {
   static constexpr bool kSplit = false;
   static constexpr bool kBlockList = false;
   static constexpr bool kBitmask = false;
+  static constexpr bool kBias = false;
 };
 
 // One line of the mask as a list sees it: the forward's row (a mask q block) over kernel key blocks, the

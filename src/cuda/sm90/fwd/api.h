@@ -18,6 +18,9 @@ Status launch_fwd_block_sparse(const cuda_backend::LaunchProblem& lp, cudaStream
 // Element bitmasks (Problem::bits): d <= 128 with d_v = d (fwd_masked_<dtype>_d<d>.cu).
 template <class T, int D, int DV = D>
 Status launch_fwd_bitmask(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
+// Additive bias (Problem::bias): d <= 128 with d_v = d (fwd_masked_<dtype>_d<d>.cu).
+template <class T, int D, int DV = D>
+Status launch_fwd_bias(const cuda_backend::LaunchProblem& lp, cudaStream_t stream);
 template <class T, int D, int DV = D>
 Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan, cudaStream_t stream);
 }

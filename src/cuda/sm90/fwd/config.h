@@ -73,6 +73,8 @@ struct FwdConfig {
   static constexpr bool kBlockList = false;
   // Block lists of an element bitmask, partial blocks' bits applied (BitmaskConfig below): off.
   static constexpr bool kBitmask = false;
+  // An additive score bias read per block (BiasConfig below): off.
+  static constexpr bool kBias = false;
 };
 
 // A config with a narrower V than Q and K (d_v < d: DeepSeek's d_qk 192, d_v 128): V's tiles, the
@@ -134,6 +136,19 @@ template <class Base>
 struct BitmaskConfig : BlockSparseConfig<Base> {
   static_assert(Base::kBlockN == 128, "bitmask: one 32-bit keep word per thread row (128-key tiles)");
   static constexpr bool kBitmask = true;
+};
+
+// A config's additive-bias twin (AttnArgs::bias): every block runs the generic loop body, whose
+// score shaping adds the bias tile (read from global memory straight into the accumulator layout,
+// two adjacent keys per load) after softcap and before the mask; the scores enter the softmax
+// already in log2 units (scale * log2 e applied with the bias). A type of its own, so that the
+// kernels without a bias keep their code and symbols; the layout is the base config's. Over a
+// BlockSparseConfig or BitmaskConfig it walks the mask's block lists as they do (empty blocks skipped).
+template <class Base>
+struct BiasConfig : Base {
+  static_assert(!Base::kSplit, "bias: no split-KV twin (refused by bias_rule)");
+  static constexpr bool kBias = true;
+  static constexpr bool kDeferredMax = false;  // plain-body only; bias blocks all run the generic body
 };
 
 }  // namespace fastattn::sm90

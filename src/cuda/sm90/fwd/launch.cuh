@@ -188,6 +188,10 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   const cuda_backend::TmaTensor out = tma_tensor(pr, Role::Out);
   FwdParams params;
   params.attn = lp.attn;
+  if constexpr (Cfg::kBias) {
+    const detail::BiasView& b = pr.bias;
+    params.bias = FwdBias{b.data, b.batch_stride, b.head_stride, b.row_stride, b.head_div};
+  }
   params.kv = kv;
   params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;
   params.store.out_tma = !Cfg::kSplit && Cfg::kQBuffers == 2 && D > 64 && lp.pack.rows == 0 && cuda_backend::tma_storable(out) &&

@@ -166,15 +166,92 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
           s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
     }
   };
-  // Softcap, then the mask on partial tiles only.
+  // Additive bias (Cfg::kBias): s <- s * scale_log2 + bias * log2 e, so the scores reach the softmax
+  // in log2 units (it then runs with scale 1: softmax_scale). Element (row, key) of the block is
+  // s[4 j + 2 h + e] with row = m0 + row_in_tile + 8 h, key = n0 + 8 j + 2 quad_col + e: each thread
+  // loads its two adjacent keys at once (bias_rule: 4-byte aligned, even strides). Only keys inside
+  // the sequence are read (the bias covers the longest sequence, not the tile's padding).
+  // Row 0's pairs of a whole block (keys all inside the sequence), loaded before the wait for S so that
+  // they fly under the QK (row 1's would not fit the registers beside S, O and P); bias_ready says
+  // whether bias_pre holds block n's (else add_bias loads them itself).
+  uint32_t bias_pre[Cfg::kBias ? N / 8 : 1];
+  bool bias_ready = false;
+  auto bias_head = [&]() {
+    const FwdTileFor<Cfg>& t = walk.t;
+    return static_cast<const T*>(p.bias.data) + int64_t(t.batch) * p.bias.batch_stride +
+           int64_t(t.head / p.bias.head_div) * p.bias.head_stride;
+  };
+  auto prefetch_bias = [&](int n) {
+    if constexpr (Cfg::kBias) {
+      const FwdTileFor<Cfg>& t = walk.t;
+      const int n0 = t.blocks.block(n) * N, row = t.m0 + row_in_tile;
+      bias_ready = n0 + N <= t.seq.len_k;
+      if (bias_ready) {
+        const T* r = bias_head() + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * p.bias.row_stride +
+                     n0 + 2 * quad_col;
+#pragma unroll
+        for (int j = 0; j < N / 8; ++j) bias_pre[j] = __ldg(reinterpret_cast<const uint32_t*>(r + 8 * j));
+      }
+    }
+  };
+  auto add_bias = [&](int n) {
+    if constexpr (Cfg::kBias) {
+      const FwdTileFor<Cfg>& t = walk.t;
+      const FwdBias& fb = p.bias;
+      const int n0 = t.blocks.block(n) * N;
+      const T* head_base = bias_head();
+      constexpr float kLog2e = 1.4426950408889634f;
+      auto add = [&](int h, int j, float b0, float b1) {
+        s[4 * j + 2 * h] = fmaf(s[4 * j + 2 * h], p.attn.scale_log2, b0 * kLog2e);
+        s[4 * j + 2 * h + 1] = fmaf(s[4 * j + 2 * h + 1], p.attn.scale_log2, b1 * kLog2e);
+      };
+      // Rows past the sequence (padding; never stored) read row 0's bias: every load of a block
+      // whose keys are all inside the sequence is then in bounds, unconditionally.
+      const T* rows[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = t.m0 + row_in_tile + 8 * h;
+        rows[h] = head_base + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * fb.row_stride + n0 +
+                  2 * quad_col;
+      }
+      if (n0 + N <= t.seq.len_k) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int j = 0; j < N / 8; ++j) {
+            const uint32_t w = h == 0 && bias_ready ? bias_pre[j] : __ldg(reinterpret_cast<const uint32_t*>(rows[h] + 8 * j));
+            const float2 f = cuda_backend::unpack2<T>(w);
+            add(h, j, f.x, f.y);
+          }
+        bias_ready = false;
+      } else {  // the sequence's last block: keys past len_k add 0 (masked after)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int j = 0; j < N / 8; ++j) {
+            const int key = n0 + 8 * j + 2 * quad_col;
+            float2 f = make_float2(0.f, 0.f);
+            if (key + 1 < t.seq.len_k)
+              f = cuda_backend::unpack2<T>(__ldg(reinterpret_cast<const uint32_t*>(rows[h] + 8 * j)));
+            else if (key < t.seq.len_k)
+              f.x = cuda_backend::to_float(rows[h][8 * j]);
+            add(h, j, f.x, f.y);
+          }
+      }
+    }
+  };
+  // Softcap, the bias (Cfg::kBias), then the mask on partial tiles only.
   auto shape_scores = [&](int n) {
     const FwdTileFor<Cfg>& t = walk.t;
     if (p.attn.softcap != 0.f) {
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
     }
+    add_bias(n);
     if (!t.blocks.full(n)) mask_scores(n);
   };
+  // The scale the softmax applies: the bias kernels scaled the scores already (add_bias).
+  const float softmax_scale = Cfg::kBias ? 1.f : p.attn.scale_log2;
   // After block n (scores in s): blocks n - 1 down to the returned one run in the plain loop body
   // (none when it is n): full blocks (no mask), or with Cfg::kMaskInPlainBody also the partial
   // blocks above the full ones (the causal diagonal, a window's right edge); no softcap, and not
@@ -185,6 +262,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     const auto& b = t.blocks;
     // (the next block above the full ones, spelled on the fields: through above_full(next(n)) the
     // one-Q-buffer kernels' loop grew by an instruction)
+    if constexpr (Cfg::kBias) return n;  // every block adds its bias in the generic body
     if (p.attn.softcap != 0.f || (!Cfg::kMaskInPlainBody && n - 1 >= b.full_end)) return n;
     return b.full_run_end(!tma_out);
   };
@@ -317,7 +395,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     fence_operands(s);
     release_qk_operands(n);
     shape_scores(n);
-    softmax.step(s, p.attn.scale_log2, alpha);
+    softmax.step(s, softmax_scale, alpha);
     scores_to_p(s);
 
     // One block of the stream: QK of block n, PV of the block before it. The generic body handles
@@ -362,6 +440,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       pv_first = new_tile;
       your_turn(false);
       probe.mark(prof::kIssued);
+      if constexpr (kGeneric) prefetch_bias(n);  // bias kernels: every block is generic
       wgmma_wait<1>();  // S ready; PV of the block before may still run
       fence_operands(s);
       probe.mark(prof::kScoresReady);
@@ -411,9 +490,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // A full step: the row maxima, then the exps; O rescaled where a max moved.
       auto full_step = [&](auto&& hook) {
         if constexpr (Cfg::kMaximaFirst)
-          softmax.step_maxima_first(s, p.attn.scale_log2, alpha, hook);
+          softmax.step_maxima_first(s, softmax_scale, alpha, hook);
         else
-          softmax.step(s, p.attn.scale_log2, alpha, hook);
+          softmax.step(s, softmax_scale, alpha, hook);
         scores_to_p(s);
         if (new_max()) cuda_backend::scale_rows<DV>(o, alpha);
       };
@@ -422,7 +501,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // 1's exps, and only a warp whose p passed the limit redoes the block, on the kept scores.
       if constexpr (!kGeneric && Cfg::kDeferredMax) {
         float pr[N / 2], sum[2];
-        softmax.step_deferred(s, pr, p.attn.scale_log2, sum, between_rows);
+        softmax.step_deferred(s, pr, softmax_scale, sum, between_rows);
         scores_to_p(pr);
         if (__all_sync(0xffffffffu, softmax.deferred_ok(sum)))
           softmax.accept_deferred(sum);

@@ -54,6 +54,15 @@ FASTATTN_HD const uint32_t* bit_slot(const FwdBlockLists& b, int64_t slot) {
   return reinterpret_cast<const uint32_t*>(b.headers) - (slot + 1) * 512;
 }
 
+// Additive bias (BiasConfig kernels only): element (batch b, q head h, row i, key j) at
+// data + b * batch_stride + (h / head_div) * head_stride + i * row_stride + j, in elements of the
+// kernel's input type (a shared dim's stride is 0).
+struct FwdBias {
+  const void* data = nullptr;
+  int64_t batch_stride = 0, head_stride = 0, row_stride = 0;
+  int head_div = 1;
+};
+
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)
 // stay as they were.
 struct FwdParams {
@@ -63,6 +72,7 @@ struct FwdParams {
   cuda_backend::KvCacheParams kv;  // where K/V rows live when reading a KV cache (producer.cuh)
   FwdSplit split;
   FwdBlockLists blocks;  // BlockSparseConfig kernels only
+  FwdBias bias;          // BiasConfig kernels only
 };
 
 }  // namespace fastattn::sm90

@@ -54,6 +54,7 @@ struct FwdTileOf {
   int head, kv_head, m0, m1;
   Blocks blocks;  // its key blocks, walked last first (mask/block_source.cuh)
   int split;      // SplitConfig kernels: which share of the blocks (else unused)
+  int batch;      // BiasConfig kernels: the batch index (else unset)
   __device__ __forceinline__ bool sees_keys() const { return blocks.end > blocks.begin; }
 };
 using FwdTile = FwdTileOf<cuda_backend::BlockRange>;
@@ -96,6 +97,7 @@ __device__ __forceinline__ FwdTileFor<Cfg> make_tile(const FwdParams& p, int id)
   } else if (t.m0 < t.m1) {
     t.blocks = cuda_backend::key_blocks(mask, t.m0, t.m1, Cfg::kBlockN);
   }
+  if constexpr (Cfg::kBias) t.batch = c.batch;
   if constexpr (Cfg::kSplit) {
     t.split = split;
     t.blocks = cuda_backend::split_share(t.blocks, split, int(p.split.splits.d));
