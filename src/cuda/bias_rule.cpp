@@ -47,7 +47,7 @@ Status bias_problem_support(const detail::Problem& p, int major) {
 }
 
 // The sm90 backward's bias kernel (sm90/bwd/bias.cuh, BiasBwdConfig): the default mode's accumulator path of
-// the d 96 / 128 tiles; BF16 / F16 bias words are read two keys at a time (4-byte loads).
+// the d 96 / 128 tiles, any bias dtype and layout (BF16 / F16 words two keys a 4-byte load where aligned).
 Status bias_backward_support(const AttnArgs& a) {
   if (!a.bias.defined()) return Status::Ok();
   const int64_t d = a.q.shape[a.q.ndim - 1], dv = a.v.shape[a.v.ndim - 1];
@@ -60,14 +60,9 @@ Status bias_backward_support(const AttnArgs& a) {
   if (a.softcap != 0.f) return Status::Unsupported("bias: the CUDA backward with a bias takes no softcap yet");
   if (a.mask.kind == MaskKind::BlockSparse || a.mask.kind == MaskKind::DenseBitmask)
     return Status::Unsupported("bias: the CUDA backward with a bias takes no block-sparse or bitmask mask yet");
-  if (a.bias.dtype != DType::F32) {  // 4-byte loads of two 16-bit entries
-    bool even = reinterpret_cast<uintptr_t>(a.bias.data) % 4 == 0;
-    for (int i = 0; i < 3; ++i) even = even && (a.bias.shape[i] == 1 || a.bias.stride[i] % 2 == 0);
-    if (!even)
-      return Status::Unsupported("bias: the CUDA backward reads a BF16 / F16 bias two entries at a time: it needs a "
-                                 "4-byte aligned base pointer and even strides");
-  }
-  return Status::Ok();
+  if (reinterpret_cast<uintptr_t>(a.bias.data) % dtype_size(a.bias.dtype) != 0)
+    return Status::Unsupported("bias: the CUDA backward needs a base pointer aligned to the bias's element size");
+  return Status::Ok();  // any strides: odd ones read 16-bit entries one by one (sm90/bwd/bias.cuh)
 }
 
 }  // namespace fastattn::cuda_backend

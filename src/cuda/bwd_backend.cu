@@ -118,6 +118,8 @@ void set_bias_params(const detail::Problem& problem, const detail::GradOperands&
   out.head_div = b.head_div;
   out.kind = b.dtype == DType::F32 ? kBiasF32 : b.dtype == DType::BF16 ? kBiasBF16 : kBiasF16;
   out.inv_scale = 1.f / problem.scale;
+  out.pairs = b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 4 == 0 && b.batch_stride % 2 == 0 &&
+              b.head_stride % 2 == 0 && (b.rows == 1 || b.row_stride % 2 == 0);
   if (g.dbias.defined()) {
     out.grad = static_cast<float*>(g.dbias.data);
     out.grad_stride_b = g.dbias.batch_stride;

@@ -1,6 +1,6 @@
 // The CUDA backward's bias rule (cuda/bias_rule.h, bias_backward_support; host code, no device): the bias kernel
-// serves d 96 / 128 with d_v = d in the default mode without softcap or block mask, and reads BF16 / F16
-// bias entries two at a time (4-byte aligned base, even strides); everything else is refused by name.
+// serves d 96 / 128 with d_v = d in the default mode without softcap or block mask, any bias dtype and layout;
+// everything else is refused by name.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -61,23 +61,23 @@ TEST(CudaBiasBackwardRule, RefusesWhatTheBiasKernelLacksByName) {
   }
 }
 
-TEST(CudaBiasBackwardRule, SixteenBitBiasNeedsEvenStridesAndA4ByteBase) {
-  RuleCase odd_rows(128, 128, DType::BF16);
-  odd_rows.a.bias.stride[2] = 7;  // rows padded to an odd stride
-  odd_rows.a.bias.stride[1] = 28;
-  odd_rows.a.bias.stride[0] = 56;
-  expect_refused(odd_rows.a, "even strides");
-  RuleCase shifted(128, 128, DType::F16);
-  shifted.a.bias.data = shifted.bias_store.data() + 1;
-  expect_refused(shifted.a, "4-byte aligned");
-  RuleCase f32(128, 128, DType::F32);  // 4-byte entries: any stride
-  f32.a.bias.stride[2] = 7;
-  f32.a.bias.stride[1] = 28;
-  f32.a.bias.stride[0] = 56;
-  EXPECT_TRUE(cuda_backend::bias_backward_support(f32.a).ok());
-  RuleCase one_row(128, 128, DType::BF16);  // a dim of length 1 may have any stride
-  one_row.a.bias.stride[0] = 3;
-  EXPECT_TRUE(cuda_backend::bias_backward_support(one_row.a).ok());
+// Odd strides and a base off 4 bytes: the 16-bit entries are read one by one (BwdBias::pairs off), not refused;
+// an F32 bias off 4 bytes is (its loads are 4-byte).
+TEST(CudaBiasBackwardRule, AnyStridesOfEveryDtype) {
+  RuleCase f32_shifted(128, 128, DType::F32);
+  f32_shifted.a.bias.data = f32_shifted.bias_store.data() + 1;
+  expect_refused(f32_shifted.a, "aligned to the bias's element size");
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    RuleCase odd_rows(128, 128, dt);
+    odd_rows.a.bias.stride[2] = 7;  // rows padded to an odd stride
+    odd_rows.a.bias.stride[1] = 28;
+    odd_rows.a.bias.stride[0] = 56;
+    EXPECT_TRUE(cuda_backend::bias_backward_support(odd_rows.a).ok());
+    if (dt == DType::F32) continue;
+    RuleCase shifted(96, 96, dt);
+    shifted.a.bias.data = shifted.bias_store.data() + 1;
+    EXPECT_TRUE(cuda_backend::bias_backward_support(shifted.a).ok());
+  }
 }
 
 }  // namespace

@@ -21,6 +21,8 @@ struct BwdBias {
   // The CTA order walks the batch innermost (sm90/bwd/bias.cuh, bwd_bias_batch_inner_item): set by the launch
   // for a batch-shared bias in block-index order (no longest-first sections, no paired key blocks).
   int batch_inner = 0;
+  // BF16 / F16 bias read two keys a 4-byte load (base 4-byte aligned, strides even), else element by element.
+  int pairs = 0;
   float inv_scale = 1.f;  // 1 / softmax scale: the bias seeds S^T's accumulator in units of the unscaled score
   // dbias (fp32, cleared by the host before the kernel), the same addressing with its own strides: every
   // (batch, q head) adds into the entry it read, so the broadcast dims sum. Null: not asked for.

@@ -82,8 +82,8 @@ __device__ __forceinline__ void bwd_bias_prefetch(const cuda_backend::BwdParams&
 // preprocess, includes the bias). -inf entries stay -inf. F32 bias (BiasBwdConfig's kF32 kernel): element by
 // element. BF16 / F16: 32-bit words of two keys, lanes l and l ^ 4 holding keys k (even) and k + 1 of the same
 // q columns: the even lane loads q row 8 j (keys k, k + 1), the odd lane row 8 j + 1, and one shuffle and one
-// byte permute a word give each its own key's two rows (half the loads; needs the bias's base 4-byte aligned
-// and its strides even: bias_backward_support). A pair whose key k + 1 is past len_k reads k alone.
+// byte permute a word give each its own key's two rows (half the loads; where the bias's base is 4-byte aligned
+// and its strides even: BwdBias::pairs, else element by element). A pair whose key k + 1 is past len_k reads k alone.
 template <int kN>
 __device__ __forceinline__ void bwd_bias_seed_f32(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
                                                   const BwdBiasSpot& s) {
@@ -103,6 +103,26 @@ __device__ __forceinline__ void bwd_bias_seed_f32(float (&st)[kN / 2], const cud
 template <int kN>
 __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
                                                 const BwdBiasSpot& s) {
+  const float inv_scale = p.bias.inv_scale;
+  const bool bf16 = p.bias.kind == cuda_backend::kBiasBF16;
+  if (!p.bias.pairs) {  // odd strides or a base off 4 bytes: element by element, as F32
+    const unsigned short* base = static_cast<const unsigned short*>(p.bias.data) + s.at;
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const unsigned short* row = base + (8 * j + e) * p.bias.stride_r;
+        const bool row_ok = 8 * j + e < s.rows_left;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const uint32_t v = row_ok && s.key + 8 * hh < s.len_k ? uint32_t(__ldg(row + 8 * hh)) : 0u;
+          st[4 * j + 2 * hh + e] =
+              (bf16 ? __uint_as_float(v << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(v)))) *
+              inv_scale;
+        }
+      }
+    return;
+  }
   const int odd = s.key & 1;
   const unsigned short* base = static_cast<const unsigned short*>(p.bias.data) + s.at + odd * (p.bias.stride_r - 1);
   uint32_t w[kN / 4];  // w[2 j + hh]: q row 8 j + odd, keys k + 8 hh, + 1 (k = s.key - odd)
@@ -121,9 +141,7 @@ __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_
       w[2 * j + hh] = v;
     }
   }
-  const float inv_scale = p.bias.inv_scale;
   const uint32_t sel = odd ? 0x3276u : 0x5410u;  // even lane: (own low, partner's low); odd: (partner's high, own high)
-  const bool bf16 = p.bias.kind == cuda_backend::kBiasBF16;
 #pragma unroll
   for (int i = 0; i < kN / 4; ++i) {
     const uint32_t partner = __shfl_xor_sync(0xffffffffu, w[i], 4);
