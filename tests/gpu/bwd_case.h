@@ -355,13 +355,15 @@ inline void run_bwd_case(const BwdCase& c) {
       EXPECT_EQ(std::memcmp(got[0][g].data(), got[r][g].data(), got[0][g].size() * 2), 0)
           << names[g] << " differs between runs " << 0 << " and " << r;
     }
-  // dbias without broadcast dims: one plain add a entry onto zeros, so bitwise run to run; shared entries sum
-  // in any order.
+  // dbias without broadcast dims: one add an entry onto zeros, so bitwise run to run; shared entries sum in
+  // any order.
   const bool dbias_exclusive = c.bias.per_batch && c.bias.heads == c.hq;
-  if (dbias_dev && dbias_exclusive)
-    for (int r = 1; r < runs; ++r)
+  if (dbias_dev && dbias_exclusive) {
+    for (int r = 1; r < runs; ++r) {
       EXPECT_EQ(std::memcmp(got_dbias[0].data(), got_dbias[r].data(), got_dbias[0].size() * 4), 0)
           << "dbias differs between runs 0 and " << r;
+    }
+  }
   if (strided) {  // the inputs (and their poisoned gaps) as uploaded
     for (auto [t, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}, std::pair{&dout, "dout"}}) {
       std::vector<uint16_t> now(t->host.size());
