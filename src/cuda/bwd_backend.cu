@@ -228,6 +228,9 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   }
   // An additive bias likewise (BiasBwdConfig's kernel; bias_backward_support held the call to its rule).
   const bool bias = problem.bias.defined();
+  if (bias && (block_sparse || a.softcap != 0.f || deterministic))  // a direct caller is held to the rule too
+    return Status::Unsupported("bias: the CUDA backward with a bias runs the default mode without softcap or a "
+                               "block mask (bias_backward_support)");
   if (bias) set_bias_params(problem, g, &p);
   const int bm = sm90::bwd_block_m(
       d, !block_sparse && !bias && sm90::bwd_rows80(d, deterministic, a.window_left, a.window_right, a.softcap));
