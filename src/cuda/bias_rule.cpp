@@ -34,9 +34,23 @@ Status bias_problem_support(const detail::Problem& p, int major) {
   return bias_rules(major, p.dtype, p.bias.dtype, p.head_dim, p.head_dim_v, p.num_splits_arg);
 }
 
+// The sm90 backward's bias kernel (sm90/bwd/bias.cuh, BiasBwdConfig): the default mode's accumulator path of
+// the d 96 / 128 tiles, any bias dtype and layout (BF16 / F16 words two keys a 4-byte load where aligned).
 Status bias_backward_support(const AttnArgs& a) {
   if (!a.bias.defined()) return Status::Ok();
-  return Status::Unsupported("bias: the CUDA backward takes no additive bias yet (the CPU and reference backends do)");
+  const int64_t d = a.q.shape[a.q.ndim - 1], dv = a.v.shape[a.v.ndim - 1];
+  if (d != dv || (d != 96 && d != 128))  // d 64: its bias kernel spilled (docs/notes/bwd-sm90.md, "Bias backward")
+    return Status::Unsupported("bias: the CUDA backward with a bias runs head dims 96 and 128 (d_v = d), not " +
+                               std::to_string(d) + (dv != d ? "/" + std::to_string(dv) : ""));
+  if (a.deterministic)
+    return Status::Unsupported("bias: the CUDA backward with a bias has no deterministic mode yet (deterministic=false, "
+                               "or the CPU backend)");
+  if (a.softcap != 0.f) return Status::Unsupported("bias: the CUDA backward with a bias takes no softcap yet");
+  if (a.mask.kind == MaskKind::BlockSparse || a.mask.kind == MaskKind::DenseBitmask)
+    return Status::Unsupported("bias: the CUDA backward with a bias takes no block-sparse or bitmask mask yet");
+  if (reinterpret_cast<uintptr_t>(a.bias.data) % dtype_size(a.bias.dtype) != 0)
+    return Status::Unsupported("bias: the CUDA backward needs a base pointer aligned to the bias's element size");
+  return Status::Ok();  // any strides: odd ones read 16-bit entries one by one (sm90/bwd/bias.cuh)
 }
 
 }  // namespace fastattn::cuda_backend
