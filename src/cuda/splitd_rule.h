@@ -13,6 +13,13 @@ constexpr bool splitd_dims(int d, int dv) {
          dv <= kSplitDMaxHeadDim && (d > 256 || dv > 256);
 }
 
+// Which of the kernel's two schedules runs (sm90/fwd_splitd/kernel.cuh): the pipelined one (the PV of block n - 1
+// under block n's softmax), except causal calls (window_right 0) at d_qk 320, where the lockstep one measured
+// faster: pipelined / lockstep speed 1.05-1.11 at d 320 / 512 / 1024 full and d 512 / 1024 causal, 0.96 at d 320
+// causal (bench/results/2026-11-28-s38.md, call 2; shorter causal tiles pay the pipeline's prologue and epilogue
+// more, the fewer atoms a block has). d_qk 384 / 448 causal are unmeasured and take the pipelined one.
+constexpr bool splitd_lockstep_schedule(int d_qk, int window_right) { return window_right == 0 && d_qk <= 320; }
+
 // For messages: what it supports.
 inline const char* splitd_dims_text() { return "320..1024 in steps of 64 (d_qk and d_v each, either above 256)"; }
 

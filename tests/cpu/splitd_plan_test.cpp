@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cuda/sched/splitd_plan.h"
+#include "cuda/splitd_rule.h"
 
 namespace fastattn::cuda_backend {
 namespace {
@@ -83,3 +84,12 @@ TEST(SplitDPlan, SplitCounts) {
 
 }  // namespace
 }  // namespace fastattn::cuda_backend
+
+// The schedule rule: lockstep only for causal calls (window_right 0) at d_qk 320, where it measured faster.
+TEST(SplitDPlan, ScheduleRule) {
+  EXPECT_TRUE(fastattn::cuda_backend::splitd_lockstep_schedule(320, 0));
+  EXPECT_FALSE(fastattn::cuda_backend::splitd_lockstep_schedule(320, -1));
+  EXPECT_FALSE(fastattn::cuda_backend::splitd_lockstep_schedule(512, 0));
+  EXPECT_FALSE(fastattn::cuda_backend::splitd_lockstep_schedule(1024, 0));
+  EXPECT_FALSE(fastattn::cuda_backend::splitd_lockstep_schedule(576, -1));
+}

@@ -5,8 +5,8 @@
 // running max that keeps rising; and the call it refuses by name (the backward). Split-KV and GQA
 // packing at these dims: fwd_splitd_decode_test.cpp. The float64 reference is naive (s_q s_k
 // (d + d_v) per head, twice): the cases stay small. The ring's depth follows d_qk (10 + 16 - d_qk / 64 slots): the cases cover 10 to 25 slots. Every case runs
-// under the pipelined schedule (parameter "pipe", the default) and the former lockstep one
-// ("lockstep", FASTATTN_SPLITD_LOCKSTEP=1), until that temporary switch is removed:
+// under the pipelined schedule (parameter "pipe", FASTATTN_SPLITD_LOCKSTEP=0) and the lockstep one
+// ("lockstep", =1), each forced (without the variable the host rule splitd_lockstep_schedule picks one):
 // Sm90FwdSplitD.Gqa/pipe, Sm90FwdSplitD.Gqa/lockstep.
 #include <gtest/gtest.h>
 

@@ -2,11 +2,10 @@
 // Q, K and V; GQA-packed: Q boxes of R rows x 64 / R heads), the grid (m-blocks x slice pairs x
 // splits, head slots, batch; sched/splitd_plan.h), the split workspace and combine (split-KV), and
 // the smem size. Every (d_qk, d_v) of cuda/splitd_rule.h runs the one kernel per dtype of
-// kernel.cuh (two while the schedule switch below lives). The ring's depth is a kernel parameter:
-// Q's unused chunks join it (docs/notes/splitd-sm90.md, "a ring as deep as Q's unused smem";
-// measured +15-17 % at d 320 / 512 over a fixed 10-slot ring). FASTATTN_SPLITD_LOCKSTEP=1
-// runs the former lockstep schedule (splitd_consume) instead of the pipelined one: a temporary
-// switch for one device A/B, removed once measured.
+// kernel.cuh, in two schedules (splitd_lockstep_schedule picks one). The ring's depth is a kernel
+// parameter: Q's unused chunks join it (docs/notes/splitd-sm90.md, "a ring as deep as Q's unused smem";
+// measured +15-17 % at d 320 / 512 over a fixed 10-slot ring). FASTATTN_SPLITD_LOCKSTEP=1 / 0 forces the
+// lockstep / pipelined schedule (tests and A/B benches run both in one process).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,11 +28,11 @@ namespace fastattn::sm90 {
 constexpr int splitd_smem_bytes() { return int(sizeof(SplitDSmem)) + 1024; }  // + slack to align the base
 static_assert(splitd_smem_bytes() <= 227 * 1024, "the split-D forward's shared memory exceeds sm_90's 227 KB");
 
-// The pipelined schedule unless FASTATTN_SPLITD_LOCKSTEP=1 (read per call: the tests and the bench
-// run both in one process).
-inline bool splitd_lockstep() {
+// The rule's schedule unless FASTATTN_SPLITD_LOCKSTEP is 1 or 0 (read per call).
+inline bool splitd_lockstep(int d_qk, int window_right) {
   const char* v = std::getenv("FASTATTN_SPLITD_LOCKSTEP");
-  return v != nullptr && std::strcmp(v, "1") == 0;
+  if (v != nullptr && (std::strcmp(v, "1") == 0 || std::strcmp(v, "0") == 0)) return v[0] == '1';
+  return cuda_backend::splitd_lockstep_schedule(d_qk, window_right);
 }
 
 template <class T>
@@ -74,7 +73,7 @@ Status launch_fwd_splitd(const cuda_backend::LaunchProblem& lp, cudaStream_t str
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::K), Cfg::kHalfKeys, &tk);
   if (st.ok()) st = cuda_backend::make_tma_map(tma_tensor(pr, Role::V), Cfg::kHalfKeys, &tv);
   if (!st.ok()) return st;
-  const bool lockstep = splitd_lockstep();
+  const bool lockstep = splitd_lockstep(pr.head_dim, lp.attn.window_right);
   auto kernel = lockstep ? splitd_fwd_kernel<T, false> : splitd_fwd_kernel<T, true>;
   const int smem = splitd_smem_bytes();
   static cuda_backend::PerDeviceFlags attr_set[2];  // per instantiation and kernel
