@@ -48,16 +48,18 @@ __device__ __forceinline__ void mma_abt(float (&acc)[kCols / 2], uint32_t a_tile
                                         int lane) {
   constexpr int RB = Cfg::kRowBytes;
   const int x = lane & 7;
-  const uint32_t a_row = uint32_t((a_row0 + (lane & 15)) * RB), b_row = uint32_t(((lane >> 4) * 8 + x) * RB);
-  const int a_half = lane >> 4, b_half = (lane >> 3) & 1;
+  // In-tile offsets of the lane's k-step 0: chunk (2 kk + half) ^ x is (half ^ x) ^ 2 kk, and a row
+  // offset (a multiple of RB >= 128) has no bit of a chunk, so a k-step's address is one XOR of it.
+  const uint32_t a_off = uint32_t((a_row0 + (lane & 15)) * RB + (((lane >> 4) ^ x) << 4));
+  const uint32_t b_off = uint32_t(((lane >> 4) * 8 + x) * RB + ((((lane >> 3) & 1) ^ x) << 4));
 #pragma unroll
   for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
     uint32_t af[4];
-    ldmatrix_x4(af, a_tile + a_row + (((2 * kk + a_half) ^ x) << 4));
+    ldmatrix_x4(af, a_tile + (a_off ^ (kk << 5)));
 #pragma unroll
     for (int np = 0; np < kCols / 16; ++np) {
       uint32_t bf[4];
-      ldmatrix_x4(bf, b_tile + b_row + np * 16 * RB + (((2 * kk + b_half) ^ x) << 4));
+      ldmatrix_x4(bf, b_tile + np * 16 * RB + (b_off ^ (kk << 5)));
       mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[8 * np]), af, bf[0], bf[1]);
       mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[8 * np + 4]), af, bf[2], bf[3]);
     }
@@ -71,13 +73,12 @@ template <class T, class Cfg>
 __device__ __forceinline__ void mma_frag_b(float (&acc)[Cfg::kHeadDim / 2], const uint32_t* a, uint32_t b_rows, int lane) {
   constexpr int RB = Cfg::kRowBytes;
   const int x = lane & 7;
-  const uint32_t b_row = uint32_t((x + ((lane >> 3) & 1) * 8) * RB);
-  const int b_half = lane >> 4;
+  const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));  // as in mma_abt
   const uint32_t af[4] = {a[0], a[1], a[2], a[3]};
 #pragma unroll
   for (int dp = 0; dp < Cfg::kHeadDim / 16; ++dp) {
     uint32_t bf[4];
-    ldmatrix_x4_trans(bf, b_rows + b_row + (((2 * dp + b_half) ^ x) << 4));
+    ldmatrix_x4_trans(bf, b_rows + (b_off ^ (dp << 5)));
     mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[8 * dp]), af, bf[0], bf[1]);
     mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[8 * dp + 4]), af, bf[2], bf[3]);
   }
@@ -105,8 +106,7 @@ __device__ __forceinline__ void dq_add(float* run, uint32_t ds_tile, uint32_t k_
   for (int j = 0; j < kTiles * 4; ++j) acc[j] = 0.f;
   const uint32_t a_row = uint32_t((x + (lane >> 4) * 8) * Sm80DsTile::kRowBytes);
   const int a_chunk = 2 * wm + ((lane >> 3) & 1);
-  const uint32_t b_row = uint32_t((x + ((lane >> 3) & 1) * 8) * RB);
-  const int b_half = lane >> 4;
+  const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));  // as in mma_abt
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
     uint32_t af[4];
@@ -115,7 +115,7 @@ __device__ __forceinline__ void dq_add(float* run, uint32_t ds_tile, uint32_t k_
     for (int dp = 0; dp < kTiles / 2; ++dp) {
       uint32_t bf[4];
       const int c = wn * (kTiles / 2) + dp;  // 16-column pair of d
-      ldmatrix_x4_trans(bf, k_tile + b_row + kk * 16 * RB + (((2 * c + b_half) ^ x) << 4));
+      ldmatrix_x4_trans(bf, k_tile + kk * 16 * RB + (b_off ^ (c << 5)));
       mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[8 * dp]), af, bf[0], bf[1]);
       mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[8 * dp + 4]), af, bf[2], bf[3]);
     }
