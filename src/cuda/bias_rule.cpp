@@ -7,10 +7,10 @@
 namespace fastattn::cuda_backend {
 namespace {
 
-// The rules on what both the args and the resolved problem say (dtype, strides, splits, dims). A block-sparse
-// mask or a bitmask with a bias runs their bias twin (block_mask_rule.h's rules apply as without a bias).
-Status bias_rules(int major, DType q_dtype, DType bias_dtype, const void* data, const int64_t (&strides)[3], int d,
-                  int dv, int num_splits) {
+// The rules on what both the args and the resolved problem say (dtype, splits, dims). Any strides run (the
+// kernel loads key pairs by one 32-bit load where they are 4-byte aligned, else by two). A block-sparse mask
+// or a bitmask with a bias runs their bias twin (block_mask_rule.h's rules apply as without a bias).
+Status bias_rules(int major, DType q_dtype, DType bias_dtype, int d, int dv, int num_splits) {
   if (major != 9) return Status::Unsupported("bias: the CUDA forward with bias runs on sm90 (Hopper) only");
   if (bias_dtype != q_dtype)
     return Status::Unsupported(std::string("bias: dtype ") + dtype_name(bias_dtype) + " but the CUDA forward reads a bias "
@@ -19,13 +19,6 @@ Status bias_rules(int major, DType q_dtype, DType bias_dtype, const void* data, 
     return Status::Unsupported("bias: the CUDA forward with bias takes head dims up to 128 with head_dim_v = head_dim");
   if (num_splits > 1)
     return Status::Unsupported("num_splits: the CUDA forward with bias has no split-KV; pass 0 or 1");
-  if (reinterpret_cast<uintptr_t>(data) % 4 != 0)
-    return Status::Unsupported("bias: the CUDA forward needs a 4-byte aligned base pointer (it loads key pairs)");
-  for (int i = 0; i < 3; ++i)
-    if (strides[i] % 2 != 0)
-      return Status::Unsupported("bias: the CUDA forward needs even strides (in elements) on dims 0-2, got " +
-                                 std::to_string(strides[i]) + " on dim " + std::to_string(i) +
-                                 " (it loads two adjacent keys at once; pad the rows)");
   return Status::Ok();
 }
 
@@ -33,22 +26,31 @@ Status bias_rules(int major, DType q_dtype, DType bias_dtype, const void* data, 
 
 Status bias_forward_support(const AttnArgs& a, int major) {
   if (!a.bias.defined()) return Status::Ok();
-  const Tensor& b = a.bias;
-  // A broadcast dim (size 1) has no stride that matters.
-  const int64_t strides[3] = {b.shape[0] == 1 ? 0 : b.stride[0], b.shape[1] == 1 ? 0 : b.stride[1],
-                              b.shape[2] == 1 ? 0 : b.stride[2]};
-  return bias_rules(major, a.q.dtype, b.dtype, b.data, strides, int(a.q.shape[a.q.ndim - 1]),
-                    int(a.v.shape[a.v.ndim - 1]), a.num_splits);
+  return bias_rules(major, a.q.dtype, a.bias.dtype, int(a.q.shape[a.q.ndim - 1]), int(a.v.shape[a.v.ndim - 1]),
+                    a.num_splits);
 }
 
 Status bias_problem_support(const detail::Problem& p, int major) {
-  const int64_t strides[3] = {p.bias.batch_stride, p.bias.head_stride, p.bias.rows > 1 ? p.bias.row_stride : 0};
-  return bias_rules(major, p.dtype, p.bias.dtype, p.bias.data, strides, p.head_dim, p.head_dim_v, p.num_splits_arg);
+  return bias_rules(major, p.dtype, p.bias.dtype, p.head_dim, p.head_dim_v, p.num_splits_arg);
 }
 
+// The sm90 backward's bias kernel (sm90/bwd/bias.cuh, BiasBwdConfig): the default mode's accumulator path of
+// the d 96 / 128 tiles, any bias dtype and layout (BF16 / F16 words two keys a 4-byte load where aligned).
 Status bias_backward_support(const AttnArgs& a) {
   if (!a.bias.defined()) return Status::Ok();
-  return Status::Unsupported("bias: the CUDA backward takes no additive bias yet (the CPU and reference backends do)");
+  const int64_t d = a.q.shape[a.q.ndim - 1], dv = a.v.shape[a.v.ndim - 1];
+  if (d != dv || (d != 96 && d != 128))  // d 64: its bias kernel spilled (docs/notes/bwd-sm90.md, "Bias backward")
+    return Status::Unsupported("bias: the CUDA backward with a bias runs head dims 96 and 128 (d_v = d), not " +
+                               std::to_string(d) + (dv != d ? "/" + std::to_string(dv) : ""));
+  if (a.deterministic)
+    return Status::Unsupported("bias: the CUDA backward with a bias has no deterministic mode yet (deterministic=false, "
+                               "or the CPU backend)");
+  if (a.softcap != 0.f) return Status::Unsupported("bias: the CUDA backward with a bias takes no softcap yet");
+  if (a.mask.kind == MaskKind::BlockSparse || a.mask.kind == MaskKind::DenseBitmask)
+    return Status::Unsupported("bias: the CUDA backward with a bias takes no block-sparse or bitmask mask yet");
+  if (reinterpret_cast<uintptr_t>(a.bias.data) % dtype_size(a.bias.dtype) != 0)
+    return Status::Unsupported("bias: the CUDA backward needs a base pointer aligned to the bias's element size");
+  return Status::Ok();  // any strides: odd ones read 16-bit entries one by one (sm90/bwd/bias.cuh)
 }
 
 }  // namespace fastattn::cuda_backend

@@ -9,8 +9,7 @@
 namespace fastattn::cuda_backend {
 
 // The forward: the sm90 kernels of d <= 128 with d_v = d (the masked units' rows), a bias of q's
-// dtype with 4-byte aligned data and even strides (each thread loads two adjacent keys), no
-// split-KV; with a block-sparse mask or a bitmask their kernels' bias twins (block_mask_rule.h's
+// dtype (any strides), no split-KV; with a block-sparse mask or a bitmask their kernels' bias twins (block_mask_rule.h's
 // rules). `major`: the device's compute capability.
 Status bias_forward_support(const AttnArgs& args, int major);
 Status bias_problem_support(const detail::Problem& p, int major);

@@ -133,6 +133,42 @@ Status sm80_backward_limits(const AttnArgs& a) {
   return Status::Ok();
 }
 
+// The bias kernel's fields (common/bwd_bias_params.h) from the resolved bias and dbias.
+void set_bias_params(const detail::Problem& problem, const detail::GradOperands& g, BwdParams* p) {
+  const detail::BiasView& b = problem.bias;
+  BwdBias& out = p->bias;
+  out.data = b.data;
+  out.stride_b = b.batch_stride;
+  out.stride_h = b.head_stride;
+  out.stride_r = b.row_stride;
+  out.head_div = b.head_div;
+  out.kind = b.dtype == DType::F32 ? kBiasF32 : b.dtype == DType::BF16 ? kBiasBF16 : kBiasF16;
+  out.inv_scale = 1.f / problem.scale;
+  out.pairs = b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 4 == 0 && b.batch_stride % 2 == 0 &&
+              b.head_stride % 2 == 0 && (b.rows == 1 || b.row_stride % 2 == 0);
+  if (g.dbias.defined()) {
+    out.grad = static_cast<float*>(g.dbias.data);
+    out.grad_stride_b = g.dbias.batch_stride;
+    out.grad_stride_h = g.dbias.head_stride;
+    out.grad_stride_r = g.dbias.row_stride;
+  }
+}
+
+// dbias's logical entries to 0: one memset where they are contiguous, else a 2-D one per (batch, head).
+cudaError_t clear_dbias(const detail::BiasView& g, cudaStream_t s) {
+  const int64_t plane = int64_t(g.rows) * g.cols;
+  const bool contiguous = g.row_stride == g.cols && (g.heads == 1 || g.head_stride == plane) &&
+                          (g.batch == 1 || g.batch_stride == plane * g.heads);
+  if (contiguous) return cudaMemsetAsync(g.data, 0, size_t(plane) * g.heads * g.batch * 4, s);
+  for (int b = 0; b < g.batch; ++b)
+    for (int h = 0; h < g.heads; ++h) {
+      float* at = static_cast<float*>(g.data) + b * g.batch_stride + h * g.head_stride;
+      const cudaError_t e = cudaMemset2DAsync(at, size_t(g.row_stride) * 4, 0, size_t(g.cols) * 4, size_t(g.rows), s);
+      if (e != cudaSuccess) return e;
+    }
+  return cudaSuccess;
+}
+
 }  // namespace
 
 BwdStatsProbe* bwd_stats_probe() { return probe_in_force; }
@@ -144,7 +180,11 @@ Status check_backward(const AttnArgs& a) {
     if (Status st = sm80_backward_limits(a); !st.ok()) return st;
   }
   if (Status st = bias_backward_support(a); !st.ok()) return st;
-  if (Status st = check_forward(a); !st.ok()) {
+  // The forward's rules without the bias: the backward's bias rule is bias_backward_support's alone.
+  AttnArgs unbiased = a;
+  unbiased.bias = Tensor{};
+  unbiased.dbias = Tensor{};
+  if (Status st = check_forward(unbiased); !st.ok()) {
     // check_forward also requires a head dim built for the forward; the backward's list differs.
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);
   }
@@ -216,9 +256,16 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (block_sparse) {  // validation asked the rule with the mode; a direct caller is held to it here
     if (Status st = block_mask_support(problem, true, deterministic); !st.ok()) return st;
   }
+  // An additive bias likewise (BiasBwdConfig's kernel; bias_backward_support held the call to its rule).
+  const bool bias = problem.bias.defined();
+  if (bias && (block_sparse || a.softcap != 0.f || deterministic))  // a direct caller is held to the rule too
+    return Status::Unsupported("bias: the CUDA backward with a bias runs the default mode without softcap or a "
+                               "block mask (bias_backward_support)");
+  if (bias) set_bias_params(problem, g, &p);
   const int bm = ampere ? sm80::kBwdBlockM
-                        : sm90::bwd_block_m(d, !block_sparse && sm90::bwd_rows80(d, deterministic, a.window_left,
-                                                                                 a.window_right, a.softcap));
+                        : sm90::bwd_block_m(d, !block_sparse && !bias &&
+                                                   sm90::bwd_rows80(d, deterministic, a.window_left,
+                                                                    a.window_right, a.softcap));
   p.block_m = bm;
   p.m_blocks = (a.seqlen_q + bm - 1) / bm;
   p.padded_rows = problem.varlen ? (problem.total_q + bm * int64_t(a.batch) + bm - 1) / bm * bm
@@ -227,7 +274,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
   p.deterministic = deterministic ? 1 : 0;
 
-  if (bm == 64 && !block_sparse && !ampere) {
+  if (bm == 64 && !block_sparse && !bias && !ampere) {
     const Status st = band_blocks(a, d, g.dq, &p.band_blocks);
     if (!st.ok()) return st;
   }
@@ -238,7 +285,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (band) {  // key blocks of 128 (the d 128 tile; launch.cuh checks the count against its n_blocks)
     const int n_blocks = (a.seqlen_k + 127) / 128;
     p.band_count = (n_blocks + p.band_blocks - 1) / p.band_blocks;
-  } else if (!block_sparse && !ampere) {
+  } else if (!block_sparse && !bias && !ampere) {
     p.dq_ring_slots = dq_ring_slots(a, d, deterministic, g.dq, p.m_blocks, &p.ring_section);
   }
 
@@ -295,6 +342,12 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
     if (e != cudaSuccess) {
       stream_free(ws, s);
       return {Code::CudaError, std::string("backward workspace clear: ") + cudaGetErrorString(e)};
+    }
+  }
+  if (g.dbias.defined()) {  // entries that no step adds into stay 0 (masked, past every sequence)
+    if (const cudaError_t e = clear_dbias(g.dbias, s); e != cudaSuccess) {
+      if (ws != nullptr) stream_free(ws, s);
+      return {Code::CudaError, std::string("backward dbias clear: ") + cudaGetErrorString(e)};
     }
   }
   Status st = Status::Unsupported("CUDA backward: no kernel for this dtype and head dims");

@@ -23,6 +23,7 @@
 
 #include "cuda/bwd_stats_probe.h"
 #include "fwd_case.h"
+#include "support/bias_case.h"
 
 namespace fastattn::gputest {
 
@@ -67,6 +68,10 @@ struct BwdBits {
 struct BwdCase : FwdCase {
   std::optional<BwdBlocks> blocks;  // a block-sparse mask (MaskKind::BlockSparse)
   std::optional<BwdBits> bits;      // an element bitmask (MaskKind::DenseBitmask)
+  // An additive bias (AttnArgs::bias; bias.grad: dbias too, checked as dq / dk / dv are, and exactly 0 where
+  // the bias is -inf or past the longest sequence). The forward's out / lse come from the CPU backend where
+  // the CUDA forward refuses the bias.
+  testing::BiasSpec bias;
   bool deterministic = false;
   // dq bitwise equal over three runs in the default mode too (the band: one order by construction).
   bool dq_bitwise = false;
@@ -84,19 +89,22 @@ inline BwdCase bcase(DType dt, int d, int sq, int sk, int dv = 0) {
   return c;
 }
 
-inline void check_grad(const char* name, const std::vector<uint16_t>& got, const std::vector<double>& ref,
-                       const std::vector<double>& base, DType dt) {
-  ASSERT_EQ(got.size(), ref.size()) << name;
+// FA3's rule over values already widened (`got_at(i)`: element i as float64); `base_rounded`: the
+// baseline's own error counts after rounding to dt (gradients stored in dt; dbias is fp32).
+template <class GotAt>
+inline void check_values(const char* name, size_t n, GotAt got_at, const std::vector<double>& ref,
+                         const std::vector<double>& base, DType dt, bool base_rounded) {
+  ASSERT_EQ(n, ref.size()) << name;
   double err = 0, base_err = 0, ref_max = 0;
   size_t bad = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = from_bits(got[i], dt);
+  for (size_t i = 0; i < n; ++i) {
+    const double g = got_at(i);
     if (!std::isfinite(g)) {
       ++bad;
       continue;
     }
     err = std::max(err, std::abs(g - ref[i]));
-    base_err = std::max(base_err, std::abs(round_to(base[i], dt) - ref[i]));
+    base_err = std::max(base_err, std::abs((base_rounded ? round_to(base[i], dt) : base[i]) - ref[i]));
     ref_max = std::max(ref_max, std::abs(ref[i]));
   }
   EXPECT_EQ(bad, 0u) << name << ": elements not written or not finite";
@@ -106,6 +114,10 @@ inline void check_grad(const char* name, const std::vector<uint16_t>& got, const
   const double step = (ref_max + 0.3) * (dt == DType::BF16 ? 1.0 / 256 : 1.0 / 2048);
   EXPECT_LE(err, 2 * base_err + step) << name << " error " << err << " baseline error " << base_err << " max|ref| "
                                       << ref_max;
+}
+inline void check_grad(const char* name, const std::vector<uint16_t>& got, const std::vector<double>& ref,
+                       const std::vector<double>& base, DType dt) {
+  check_values(name, got.size(), [&](size_t i) { return from_bits(got[i], dt); }, ref, base, dt, true);
 }
 
 // The stats probe in force for a scope (a global of the library: set, then always cleared), with device
@@ -131,7 +143,7 @@ class RouteProbe {
 inline void run_bwd_case(const BwdCase& c) {
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   const bool strided = c.pads.any();
-  SCOPED_TRACE("case " + c.str() + (c.deterministic ? " deterministic" : "") + (strided ? c.pads.str() : "") +
+  SCOPED_TRACE("case " + c.str() + c.bias.describe() + (c.deterministic ? " deterministic" : "") + (strided ? c.pads.str() : "") +
                " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const CaseIndex idx(c);
@@ -215,6 +227,20 @@ inline void run_bwd_case(const BwdCase& c) {
     bits_dev->upload(bits_host.data());
   }
   std::vector<float> lse_host(lse_n);
+  // The bias (c.bias) on either side, and dbias's device buffer (logical shape, contiguous fp32).
+  testing::HostBias bias_host;
+  std::optional<DeviceBuffer> bias_dev, dbias_dev;
+  int64_t bias_dims[4] = {0, 0, 0, 0};
+  if (c.bias.on) {
+    testing::Rng brng(seed ^ 0x9e3779b9u);
+    bias_host = testing::make_bias(c.bias, idx.batch, idx.varlen ? idx.max_q : c.sq, idx.varlen ? idx.max_k : c.sk, brng);
+    const Tensor& stored = bias_host.storage.view();
+    bias_dev.emplace(size_t(stored.shape[0] * stored.stride[0]) * size_t(dtype_size(stored.dtype)));
+    bias_dev->upload(stored.data);
+    const Tensor logical = bias_host.view();
+    for (int i = 0; i < 4; ++i) bias_dims[i] = logical.shape[i];
+    if (c.bias.grad) dbias_dev.emplace(size_t(bias_dims[0] * bias_dims[1] * bias_dims[2] * bias_dims[3]) * 4);
+  }
 
   auto make_args = [&](bool on_gpu) {
     const Device dv_ = on_gpu ? Device::CUDA : Device::CPU;
@@ -238,12 +264,31 @@ inline void run_bwd_case(const BwdCase& c) {
       a.mask.bits.data = on_gpu ? static_cast<const uint32_t*>(bits_dev->get()) : bits_host.data();
       a.mask.bits.device = dv_;
     }
+    if (c.bias.on) {
+      a.bias = bias_host.view();
+      if (on_gpu) {
+        a.bias.data = bias_dev->get();
+        a.bias.device = Device::CUDA;
+        if (c.bias.grad)
+          a.dbias = make_tensor(dbias_dev->get(), DType::F32, {bias_dims[0], bias_dims[1], bias_dims[2], bias_dims[3]},
+                                Device::CUDA);
+      }
+    }
     return a;
   };
 
   AttnArgs ga = make_args(true);
   out.dev->poison();  // every element is the forward's to write; out's gaps must stay poisoned
   Status st = forward(ga, nullptr);
+  if (c.bias.on && !st.ok() && st.message.rfind("bias:", 0) == 0) {
+    // No CUDA forward with this bias: the CPU backend's out / lse (same dtype and layouts), uploaded.
+    AttnArgs ca = make_args(false);
+    ca.backend = Backend::CPU;
+    st = forward(ca, nullptr);
+    ASSERT_TRUE(st.ok()) << "CPU forward: " << st.message;
+    out.dev->upload(out_host.data());
+    lse_dev.upload(lse_host.data());
+  }
   ASSERT_TRUE(st.ok()) << "forward: " << st.message;
   FA_CUDA_OK(cudaDeviceSynchronize());
   out.dev->download(out_host.data());
@@ -273,10 +318,12 @@ inline void run_bwd_case(const BwdCase& c) {
   }
   const int runs = c.deterministic || c.graph || c.dq_bitwise ? 3 : 2;
   std::vector<uint16_t> got[3][3];  // run x (dq, dk, dv)
+  std::vector<float> got_dbias[3];
   TestTensor* ts[3] = {&dq, &dk, &dv};
   const char* names[3] = {"dq", "dk", "dv"};
   for (int r = 0; r < runs; ++r) {
     for (TestTensor* t : ts) t->dev->poison();
+    if (dbias_dev) dbias_dev->poison();  // every entry is the backward's to write (0 where nothing adds)
     if (c.graph && r > 0) {
       FA_CUDA_OK(graph.replay());
     } else {
@@ -289,6 +336,10 @@ inline void run_bwd_case(const BwdCase& c) {
       EXPECT_EQ(seen.block_m, c.route->block_m) << "the host chose other q-blocks than the case is for";
       EXPECT_EQ(seen.ring, c.route->ring) << "dQ ring taken or not, against the case's route";
       EXPECT_EQ(seen.band, c.route->band) << "recompute band taken or not, against the case's route";
+    }
+    if (dbias_dev) {
+      got_dbias[r].resize(dbias_dev->bytes() / 4);
+      dbias_dev->download(got_dbias[r].data());
     }
     for (int g = 0; g < 3; ++g) {
       got[r][g].resize(ts[g]->host.size());
@@ -304,6 +355,15 @@ inline void run_bwd_case(const BwdCase& c) {
       EXPECT_EQ(std::memcmp(got[0][g].data(), got[r][g].data(), got[0][g].size() * 2), 0)
           << names[g] << " differs between runs " << 0 << " and " << r;
     }
+  // dbias without broadcast dims: one add an entry onto zeros, so bitwise run to run; shared entries sum in
+  // any order.
+  const bool dbias_exclusive = c.bias.per_batch && c.bias.heads == c.hq;
+  if (dbias_dev && dbias_exclusive) {
+    for (int r = 1; r < runs; ++r) {
+      EXPECT_EQ(std::memcmp(got_dbias[0].data(), got_dbias[r].data(), got_dbias[0].size() * 4), 0)
+          << "dbias differs between runs 0 and " << r;
+    }
+  }
   if (strided) {  // the inputs (and their poisoned gaps) as uploaded
     for (auto [t, name] : {std::pair{&q, "q"}, std::pair{&k, "k"}, std::pair{&v, "v"}, std::pair{&dout, "dout"}}) {
       std::vector<uint16_t> now(t->host.size());
@@ -325,6 +385,24 @@ inline void run_bwd_case(const BwdCase& c) {
   check_grad("dq", logical(0, 0), ref.dq, base.dq, c.dtype);
   check_grad("dk", logical(1, 0), ref.dk, base.dk, c.dtype);
   check_grad("dv", logical(2, 0), ref.dv, base.dv, c.dtype);
+  if (dbias_dev) {
+    const std::vector<float>& db = got_dbias[0];
+    // dS reaches dbias in the input dtype (the MMAs' operand), so the baseline is rounded so too.
+    check_values("dbias", db.size(), [&](size_t i) { return double(db[i]); }, ref.dbias, base.dbias, c.dtype, true);
+    // Exactly 0 where no score exists: past the longest sequence, and where the bias is -inf.
+    const int max_q = idx.varlen ? idx.max_q : c.sq, max_k = idx.varlen ? idx.max_k : c.sk;
+    const int64_t rows = bias_dims[2], cols = bias_dims[3], heads = bias_dims[1];
+    const int64_t stored_heads = bias_host.storage.view().shape[1];
+    size_t nonzero = 0;
+    for (size_t e = 0; e < db.size(); ++e) {
+      const int64_t j = int64_t(e) % cols, i = int64_t(e) / cols % rows, h = int64_t(e) / (cols * rows) % heads,
+                    b = int64_t(e) / (cols * rows * heads);
+      const int64_t at = ((b * stored_heads + (stored_heads == 1 ? 0 : h)) * rows + i) * cols + j;
+      const bool none = i >= max_q || j >= max_k || std::isinf(bias_host.storage.get(at));
+      nonzero += none && db[e] != 0.f;
+    }
+    EXPECT_EQ(nonzero, 0u) << "dbias: entries with no score (past the sequences, -inf bias) are not 0";
+  }
   if (c.blocks || c.bits) {  // what the mask drops (rows or keys with nothing kept) is exactly 0, not merely small
     // Which rows and keys the mask leaves with nothing, from float64 results: a query row keeps no
     // key iff its lse is -inf; a key is kept by no row iff its dv row is exactly 0 (a sum of P > 0

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "cuda/common/attn_params.h"
+#include "cuda/common/bwd_bias_params.h"
 
 namespace fastattn::cuda_backend {
 
@@ -83,6 +84,10 @@ struct BwdParams {
   // column, ascending).
   const int* q_list_headers = nullptr;
   const int* q_lists = nullptr;
+
+  // The additive bias and dbias (BiasBwdConfig's kernels; appended, so that every other kernel reads its
+  // fields where it did).
+  BwdBias bias;
 };
 
 }  // namespace fastattn::cuda_backend

@@ -209,6 +209,8 @@ struct BwdConfig {
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   static constexpr bool kBlockList = false;  // the block-sparse kernel (BlockSparseBwdConfig) walks lists
   static constexpr bool kBitmask = false;    // its element-bitmask twin (BitmaskBwdConfig) applies bits too
+  static constexpr bool kBias = false;       // the additive-bias kernel (BiasBwdConfig) reads the bias, adds dbias
+  static constexpr bool kBiasF32 = false;    // (its F32-bias kernel)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges; by default right-only ones) runs on
   // the 64-row tile and its longest-first order, in a kernel of its own (the accumulator path's kernels are
   // unchanged).
@@ -264,6 +266,29 @@ struct BitmaskBwdConfig : BlockSparseBwdConfig<Base> {
   static constexpr bool kHasDetKernel = Base::kHasDetKernel;
   static constexpr bool kDetSoftcapKernel = Base::kDetSoftcapKernel;
   static constexpr bool kHasSoftcap = Base::kHasSoftcap;
+};
+
+// The additive-bias backward (docs/notes/bwd-sm90.md, "Bias backward"; bias.cuh): Base's tile, order and
+// schedule, each step adding the bias to S^T before the exp2 and, where dbias is asked for, adding dS^T into
+// it. A kernel of its own in the default mode's accumulator path only: no deterministic, ring, band or
+// softcap kernel is built for it (the host refuses those calls by name: bwd_bias_support), the softcap path
+// Off. K stays in registers for kKRegSteps* k-steps where the bias words fit beside it (bias.cuh's loads
+// are held over the S^T MMA: kN / 2 registers).
+// kF32: the bias kernel of F32 bias (loaded at the seed) apart from that of BF16 / F16 (loaded a step ahead,
+// two keys a word): with both paths in one kernel the words' registers stayed live over the F32 loads (spills).
+template <class Base, bool kF32>
+struct BiasBwdConfig : Base {
+  static_assert(!Base::kKeys80 && Base::kHeadDim <= 128 && Base::kHeadDimV == Base::kHeadDim && Base::kBlockM != 80,
+                "bias backward: the 64-row (d 64: 128-row) tile of d <= 128, d_v = d");
+  using Dense = Base;  // the postprocess and the preprocess are Base's kernels
+  static constexpr bool kBias = true;
+  static constexpr bool kBiasF32 = kF32;
+  static constexpr bool kHasRingKernel = false;
+  static constexpr bool kHasDetKernel = false;
+  static constexpr bool kSoftcapKernel = false;
+  static constexpr bool kDetSoftcapKernel = false;
+  static constexpr bool kHasSoftcap = false;
+  static constexpr int kKRegSteps = 0;
 };
 
 // The config whose postprocess serves Cfg (a block-sparse config's base: the same kernel, not a twin).
@@ -340,6 +365,8 @@ struct BwdConfigKeys80 {
   static constexpr bool kKeys80 = true;
   static constexpr bool kBlockList = false;
   static constexpr bool kBitmask = false;
+  static constexpr bool kBias = false;
+  static constexpr bool kBiasF32 = false;
   static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
   // Launch settings of the default mode only (launch.cuh): no deterministic kernel; under a right
   // edge the longest-first order in L2 sections (lpt_order.h), each CTA walking upwards and no

@@ -102,11 +102,17 @@ __device__ __forceinline__ void add_dq_atomic(const BwdParams& p, const Tile& t,
 // (d 256: bwd_dq_own_atoms).
 // kDvFirst (BwdConfig::kDvBeforeDq): dV is waited for before dQ is issued, so that P^T's fragments are dead while
 // dQ's accumulators live (the room that a fifth k-step of K in registers needs).
-template <class T, class Cfg, int N, bool kDet, bool kDvFirst = false, class Tile>
+// after_dq(): called once dQ has left the registers (staged or added), the step's lowest register point with
+// work still in flight (the bias kernel loads the next step's bias words there: bias.cuh).
+struct BwdNoHook {
+  __device__ __forceinline__ void operator()() const {}
+};
+template <class T, class Cfg, int N, bool kDet, bool kDvFirst = false, class Tile, class AfterDq = BwdNoHook>
 __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, const Tile& t, int c0, int wg,
                                        int ds_buf, int h, int m, float (&dv)[Cfg::kDvColsMax / 2],
                                        float (&dk)[Cfg::kDkvColsMax / 2], uint32_t (&pf)[Cfg::kSdpCols / 16][4],
-                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps) {
+                                       uint32_t (&dsf)[Cfg::kSdpCols / 16][4], PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps,
+                                       AfterDq after_dq = {}) {
   float dq[N / 2];
   // This warpgroup's floats in the run (dq_layout.h).
   const int run_off = Cfg::kDqSwapAB ? 64 * Cfg::kBlockM * wg : Cfg::kDqRowSplit ? 64 * Cfg::kHeadDim * wg : 64 * c0;
@@ -150,6 +156,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
       stage_dq<Cfg, N, Cfg::kDqFenceByWriter && !kDet>(sm, dq, run_off, dq_ps);
     else
       add_dq_atomic<Cfg, N>(p, t, h, m, run_off, dq);
+    after_dq();
     release_stage_after_dk<Cfg>(sm, ds_buf, dk, dsf);
     return;
   }
@@ -174,6 +181,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     } else {
       add_dq_atomic<Cfg, N>(p, t, h, m, run_off, dq);
     }
+    after_dq();
     return;
   }
   // d 192: staged in the step's Q / dO stage (the q-block's fp32 dQ is exactly as large: bytes

@@ -34,6 +34,7 @@
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/sm90/bwd/bit_lists.h"
 #include "cuda/sm90/bwd/band_dq.cuh"
+#include "cuda/sm90/bwd/bias.cuh"
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq.cuh"
 #include "cuda/sm90/bwd/epilogue.cuh"
@@ -152,6 +153,18 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   // Without the softcap path every tile takes FA3's order (BwdConfig::kPackAfterDs says why not with it).
   constexpr bool kPackAfterDs = Cfg::kPackAfterDs || kCapPath == BwdCap::Off;
   const int steps = t.steps(p.attn.q_per_kv);
+  // Additive bias (Cfg::kBias, bias.cuh): the step's bias lines prefetched a step ahead (the first step's ahead
+  // of the K / V wait), loaded into S^T's accumulator at the step's start; `bias_at` gives the spot of step (h, m).
+  auto bias_at = [&](int h, int m) {
+    return bwd_bias_spot(p, t.batch, h, m * Cfg::kBlockM + q_col0 + 2 * quad_col, key_row, t.seq.len_q, t.seq.len_k);
+  };
+  if constexpr (Cfg::kBias) {
+    if (steps > 0) {
+      int h0, m0;
+      t.first_step(p, h0, m0);
+      bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, bias_at(h0, m0));
+    }
+  }
   if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
   if (kBwdStamps && threadIdx.x == 128 && kv_phase == 0) bwd_stamp(kBsKvLanded);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
@@ -199,6 +212,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsQLanded, steps - i);
     // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
     float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
+    // The bias kernel: S^T accumulates onto the bias over the scale (bias.cuh), from its first k-step on.
+    constexpr bool kSeeded = Cfg::kBias;
+    if constexpr (kSeeded) {
+      if constexpr (Cfg::kBiasF32)
+        bwd_bias_seed_f32<kN>(st, p, bias_at(h, m));
+      else
+        bwd_bias_seed16<kN>(st, p, bias_at(h, m));
+    }
     {
       const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
       const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
@@ -207,16 +228,16 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
           if (kk < kKRegs)  // K from registers, Q K-major as B (the `_kb` form)
-            WgmmaRS<T, kN, Major::K>::run(st, kf[kk], desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+            WgmmaRS<T, kN, Major::K>::run(st, kf[kk], desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kSeeded || kk > 0);
           else
             WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk),
-                                desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+                                desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kSeeded || kk > 0);
         }
       } else {
 #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk)
           WgmmaSS<T, kN>::run(st, desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk),
-                              desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
+                              desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kSeeded || kk > 0);
       }
       wgmma_commit();
 #pragma unroll
@@ -368,6 +389,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
     wgmma_wait<kPackAfterDs ? 0 : 1>();
     fence_operands(dpt);
+    static_assert(!Cfg::kBias || kCapPath == BwdCap::Off, "bias: no softcap path (the bias is seeded before the scale)");
     auto ds_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
 #pragma unroll
@@ -403,6 +425,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       store_ds(sm.ds[s], dsf);
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
+    // dbias += dS^T from its packed fragments (bias.cuh), once S^T and dP^T are dead.
+    if constexpr (Cfg::kBias) {
+      static_assert(kPackAfterDs, "bias: dS^T's fragments are final once stored");
+      if (p.bias.grad != nullptr) bwd_dbias_add<T, kN>(p, bias_at(h, m), dsf);
+    }
     if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
       const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
       wgmma_fence();
@@ -421,6 +448,22 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       if constexpr (kBand) {  // equal shares (64 + 64), one code path (mma_dkv_split_wg says why)
         static_assert(Cfg::kDqCols0 == Cfg::kDqCols1);
         bwd_dq_band<T, Cfg, Cfg::kDqCols0>(sm, p, t, wg * Cfg::kDqCols0, s, h, m, jobs, dv, dk, pf, dsf);
+      } else if constexpr (Cfg::kBias) {
+        // The next step's bias lines prefetched once dQ has left the registers (bwd_dq's after_dq), with dK
+        // still in flight (d 64 / 128): loads there held registers over the step's end and spilled.
+        static_assert(!Cfg::kDqSwapAB && !Cfg::kSplitD);
+        auto load_next_bias = [&] {
+          if (i > 1) {
+            int hn = h, mn = m;
+            t.next_step(p, hn, mn);
+            bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, bias_at(hn, mn));
+          }
+        };
+        if (wg == 0)
+          bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps, load_next_bias);
+        else
+          bwd_dq<T, Cfg, Cfg::kDqCols1, kDet, kDvFirst>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m,
+                                                        dv, dk, pf, dsf, dq_ps, load_next_bias);
       } else if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
       else if (wg == 0)
@@ -532,6 +575,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (tiles == 0) return;  // past the sequence's pairs
   } else {
     if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
+    if constexpr (Cfg::kBias) {
+      if (p.bias.batch_inner) item = bwd_bias_batch_inner_item(item, p.attn.batch, p.n_blocks, p.attn.heads_kv);
+    }
     t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item);
     t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)
     if constexpr (kRing) t.walk = kBwdRingWalk;

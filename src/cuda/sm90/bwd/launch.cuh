@@ -97,6 +97,12 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   // Block-sparse: the key tiles' lists of kept q-blocks (block_lists.h), built ahead of the preprocess,
   // so that the main kernel, launched early behind the preprocess, finds them written; the workspace is
   // freed behind the postprocess (stream order).
+  if constexpr (Cfg::kBias) {
+    if (p.deterministic || ring || band)
+      return {Code::Internal, "backward: the bias kernel runs the default mode's accumulator path only"};
+    // A batch-shared bias in block-index order: the batch innermost (bias.cuh, bwd_bias_batch_inner_item).
+    p.bias.batch_inner = p.bias.stride_b == 0 && p.attn.batch > 1 && p.lpt_section == 0 && !p.kv_pair ? 1 : 0;
+  }
   void* list_ws = nullptr;
   if constexpr (Cfg::kBlockList) {
     if ((p.deterministic && !Cfg::kHasDetKernel) || ring || band || p.kv_pair)
@@ -214,6 +220,19 @@ cudaError_t read_bwd_stamps(unsigned long long* out, int ctas) {
 template <class T, int D, int DV>
 Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,
                   cudaStream_t stream) {
+  // An additive bias (bias.cuh; the host's rule bias_backward_support): the head dim's default tile in the bias
+  // kernel (BiasBwdConfig), never the 80-row or 80-key tile, the band or the ring. d 64 has none: its 128-row
+  // tile's bias kernel spilled 12 B (notes, "Bias backward").
+  if (p.bias.data != nullptr) {
+    if constexpr ((D == 96 || D == 128) && DV == D) {
+      if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
+      if (p.bias.kind == cuda_backend::kBiasF32)
+        return launch_bwd_config<T, BiasBwdConfig<BwdConfig<D>, true>>(problem, grads, p, stream);
+      return launch_bwd_config<T, BiasBwdConfig<BwdConfig<D>, false>>(problem, grads, p, stream);
+    } else {
+      return Status::Unsupported("bias: the CUDA backward with a bias runs head dims 96 and 128 (d_v = d)");
+    }
+  }
   // The 80-key tile (d 256, d 192, 192 / 128): same q-block (and workspace) as the 64-key kernel's, chosen here by
   // the host rule.
   if constexpr (D == 256 || D == 192) {

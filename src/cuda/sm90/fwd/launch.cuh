@@ -190,7 +190,9 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   params.attn = lp.attn;
   if constexpr (Cfg::kBias) {
     const detail::BiasView& b = pr.bias;
-    params.bias = FwdBias{b.data, b.batch_stride, b.head_stride, b.row_stride, b.head_div};
+    const bool even = b.batch_stride % 2 == 0 && b.head_stride % 2 == 0 && (b.rows <= 1 || b.row_stride % 2 == 0);
+    params.bias = FwdBias{b.data, b.batch_stride, b.head_stride, b.row_stride, b.head_div,
+                          even && reinterpret_cast<uintptr_t>(b.data) % 4 == 0};
   }
   params.kv = kv;
   params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;

@@ -27,6 +27,18 @@
 
 namespace fastattn::sm90 {
 
+// Bias keys (j, j + 1) of one row as one word (key j in the low half): one 32-bit load where the pair
+// is 4-byte aligned (FwdBias::paired), else two 16-bit loads.
+template <bool kPaired, class T>
+__device__ __forceinline__ uint32_t load_bias_pair(const T* at) {
+  if constexpr (kPaired) {
+    return __ldg(reinterpret_cast<const uint32_t*>(at));
+  } else {
+    const unsigned short* h = reinterpret_cast<const unsigned short*>(at);
+    return uint32_t(__ldg(h)) | (uint32_t(__ldg(h + 1)) << 16);
+  }
+}
+
 // This thread's consumer warpgroup (0, 1, 2), read from %tid.x at each use (volatile):
 // the kernel's warp / 4 - 1, which the consumer gets as `wg`.
 __device__ __forceinline__ int consumer_warpgroup() {
@@ -177,11 +189,12 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // Additive bias (Cfg::kBias): s <- s * scale_log2 + bias * log2 e, so the scores reach the softmax
   // in log2 units (it then runs with scale 1: softmax_scale). Element (row, key) of the block is
   // s[4 j + 2 h + e] with row = m0 + row_in_tile + 8 h, key = n0 + 8 j + 2 quad_col + e: each thread
-  // loads its two adjacent keys at once (bias_rule: 4-byte aligned, even strides). Only keys inside
-  // the sequence are read (the bias covers the longest sequence, not the tile's padding).
-  // Row 0's pairs of a whole block (keys all inside the sequence), loaded before the wait for S so that
-  // they fly under the QK (row 1's would not fit the registers beside S, O and P); bias_ready says
-  // whether bias_pre holds block n's (else add_bias loads them itself).
+  // loads its two adjacent keys at once: one 32-bit load where FwdBias::paired, else two 16-bit ones,
+  // each width on its own branch of add_bias. Only keys inside the sequence are read (the bias covers
+  // the longest sequence, not the tile's padding).
+  // Paired biases: row 0's pairs of a whole block (keys all inside the sequence), loaded before the
+  // wait for S so that they fly under the QK (row 1's would not fit the registers beside S, O and P);
+  // bias_ready says whether bias_pre holds block n's (else add_bias loads them itself).
   uint32_t bias_pre[Cfg::kBias ? N / 8 : 1];
   bool bias_ready = false;
   auto bias_head = [&]() {
@@ -193,12 +206,12 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     if constexpr (Cfg::kBias) {
       const FwdTileFor<Cfg>& t = walk.t;
       const int n0 = t.blocks.block(n) * N, row = t.m0 + row_in_tile;
-      bias_ready = n0 + N <= t.seq.len_k;
+      bias_ready = p.bias.paired && n0 + N <= t.seq.len_k;
       if (bias_ready) {
         const T* r = bias_head() + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * p.bias.row_stride +
                      n0 + 2 * quad_col;
 #pragma unroll
-        for (int j = 0; j < N / 8; ++j) bias_pre[j] = __ldg(reinterpret_cast<const uint32_t*>(r + 8 * j));
+        for (int j = 0; j < N / 8; ++j) bias_pre[j] = load_bias_pair<true>(r + 8 * j);
       }
     }
   };
@@ -222,30 +235,42 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         rows[h] = head_base + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * fb.row_stride + n0 +
                   2 * quad_col;
       }
-      if (n0 + N <= t.seq.len_k) {
+      // kPaired: 32-bit loads, and row 0's prefetched pairs where bias_ready.
+      auto add_block = [&](auto paired) {
+        constexpr bool kPaired = decltype(paired)::value;
+        if (n0 + N <= t.seq.len_k) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+          for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int j = 0; j < N / 8; ++j) {
-            const uint32_t w = h == 0 && bias_ready ? bias_pre[j] : __ldg(reinterpret_cast<const uint32_t*>(rows[h] + 8 * j));
-            const float2 f = cuda_backend::unpack2<T>(w);
-            add(h, j, f.x, f.y);
-          }
-        bias_ready = false;
-      } else {  // the sequence's last block: keys past len_k add 0 (masked after)
+            for (int j = 0; j < N / 8; ++j) {
+              uint32_t w;
+              if constexpr (kPaired)
+                w = h == 0 && bias_ready ? bias_pre[j] : load_bias_pair<true>(rows[h] + 8 * j);
+              else
+                w = load_bias_pair<false>(rows[h] + 8 * j);
+              const float2 f = cuda_backend::unpack2<T>(w);
+              add(h, j, f.x, f.y);
+            }
+        } else {  // the sequence's last block: keys past len_k add 0 (masked after)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+          for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int j = 0; j < N / 8; ++j) {
-            const int key = n0 + 8 * j + 2 * quad_col;
-            float2 f = make_float2(0.f, 0.f);
-            if (key + 1 < t.seq.len_k)
-              f = cuda_backend::unpack2<T>(__ldg(reinterpret_cast<const uint32_t*>(rows[h] + 8 * j)));
-            else if (key < t.seq.len_k)
-              f.x = cuda_backend::to_float(rows[h][8 * j]);
-            add(h, j, f.x, f.y);
-          }
-      }
+            for (int j = 0; j < N / 8; ++j) {
+              const int key = n0 + 8 * j + 2 * quad_col;
+              float2 f = make_float2(0.f, 0.f);
+              if (key + 1 < t.seq.len_k)
+                f = cuda_backend::unpack2<T>(load_bias_pair<kPaired>(rows[h] + 8 * j));
+              else if (key < t.seq.len_k)
+                f.x = cuda_backend::to_float(rows[h][8 * j]);
+              add(h, j, f.x, f.y);
+            }
+        }
+      };
+      if (fb.paired)
+        add_block(std::true_type{});
+      else
+        add_block(std::false_type{});
+      bias_ready = false;
     }
   };
   // Softcap, the bias (Cfg::kBias), then the mask on partial tiles only.

@@ -61,6 +61,9 @@ struct FwdBias {
   const void* data = nullptr;
   int64_t batch_stride = 0, head_stride = 0, row_stride = 0;
   int head_div = 1;
+  // Every key pair (2 j, 2 j + 1) of every row starts 4-byte aligned (aligned base, even strides): one
+  // 32-bit load a pair. Else two 16-bit loads (odd lengths' contiguous biases).
+  bool paired = true;
 };
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)

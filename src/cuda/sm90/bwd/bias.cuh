@@ -1,0 +1,176 @@
+// The additive bias in the Hopper backward's step (BiasBwdConfig, kernel.cuh): the bias of this thread's
+// S^T elements, read straight from global memory into the accumulator's order, and dbias = dS^T added
+// back from the registers that hold it (docs/notes/bwd-sm90.md, "Bias backward", says why not through
+// shared memory). The bias seeds S^T's accumulator (st = bias / scale, then S^T += K Q^T), so that no
+// register holds it beside the MMA's accumulators: the words of step i + 1 are loaded once step i's dS^T
+// is computed (S^T and dP^T are dead then) and fly under step i's dV / dK / dQ MMAs.
+// S^T accumulator element i = 4 j + 2 hh + e (j = 2 kk + r / 2, hh = r % 2; kernel.cuh's 8 kk + 2 r + e)
+// is key row + 8 hh, q column 8 j + 2 quad_col + e.
+#pragma once
+
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "cuda/common/bwd_params.h"
+
+#include <cuda_bf16.h>
+
+namespace fastattn::sm90 {
+
+// A bias shared by the batch (BwdBias::batch_inner, block-index order only): the CTAs of one (KV head, key
+// block) of every batch entry run next to each other, so that their reads of the same bias tile and their
+// dbias adds into the same entries meet in L2 (in make_bwd_tile's order the batch is the outermost dim, and
+// the four adds of b4 landed a quarter of the run apart: notes, "Bias backward"). Launch position x is
+// (batch innermost, then key block, then KV head); returned: make_bwd_tile's item of the same work.
+__device__ __forceinline__ int bwd_bias_batch_inner_item(int x, int batch, int n_blocks, int heads_kv) {
+  const int b = x % batch, rest = x / batch, n_block = rest % n_blocks, kv_head = rest / n_blocks;
+  return n_block + n_blocks * (kv_head + heads_kv * b);
+}
+
+// A packed pair of T (cuda_backend::pack2's order: low half first) as two floats.
+template <class T>
+__device__ __forceinline__ float2 unpack2(uint32_t w);
+template <>
+__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
+}
+template <>
+__device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&w));
+}
+
+// Where one thread's bias elements of a step start, and which of them exist: q rows past len_q and keys
+// past len_k read 0 (their P is 0 by the lse / mask anyway) and add no dbias.
+struct BwdBiasSpot {
+  int64_t at;     // element offset of (q row q0, key row key) in the bias, or in dbias (grad_at)
+  int64_t grad_at;
+  int rows_left;  // q rows of this thread's columns that exist: column 8 j + e exists while 8 j + e < rows_left
+  int key, len_k;  // this thread's first key (the second is key + 8); keys from len_k on do not exist
+};
+
+__device__ __forceinline__ BwdBiasSpot bwd_bias_spot(const cuda_backend::BwdParams& p, int batch, int h, int q0, int key,
+                                                     int len_q, int len_k) {
+  const cuda_backend::BwdBias& b = p.bias;
+  const int hb = h / b.head_div;
+  BwdBiasSpot s;
+  s.at = batch * b.stride_b + hb * b.stride_h + q0 * b.stride_r + key;
+  s.grad_at = batch * b.grad_stride_b + hb * b.grad_stride_h + q0 * b.grad_stride_r + key;
+  s.rows_left = len_q - q0;
+  s.key = key;
+  s.len_k = len_k;
+  return s;
+}
+
+// The step's bias lines into L1 a step ahead (prefetch.global.L1: no register holds them; the load at the seed
+// then hits L1, or L2 where L1, 28 KB beside the 227 KB of smem, has let them go): this thread's 16 rows
+// (8 j + e) at its two keys (+ 8 hh). Words held in registers from here to the seed spilled (notes).
+template <int kN, bool kF32>
+__device__ __forceinline__ void bwd_bias_prefetch(const cuda_backend::BwdParams& p, const BwdBiasSpot& s) {
+  const char* base = static_cast<const char*>(p.bias.data) + s.at * (kF32 ? 4 : 2);
+  const int64_t row_bytes = p.bias.stride_r * (kF32 ? 4 : 2);
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      if (8 * j + e < s.rows_left && s.key < s.len_k)
+        asm volatile("prefetch.global.L1 [%0];" ::"l"(base + (8 * j + e) * row_bytes));
+}
+
+// S^T's accumulator seeded with the bias over the softmax scale: after S^T += K Q^T and the step's usual
+// scale log2e, the exponent is s scale log2e + bias log2e, the forward's (whose lse, in log2 units from the
+// preprocess, includes the bias). -inf entries stay -inf. F32 bias (BiasBwdConfig's kF32 kernel): element by
+// element. BF16 / F16: 32-bit words of two keys, lanes l and l ^ 4 holding keys k (even) and k + 1 of the same
+// q columns: the even lane loads q row 8 j (keys k, k + 1), the odd lane row 8 j + 1, and one shuffle and one
+// byte permute a word give each its own key's two rows (half the loads; where the bias's base is 4-byte aligned
+// and its strides even: BwdBias::pairs, else element by element). A pair whose key k + 1 is past len_k reads k alone.
+template <int kN>
+__device__ __forceinline__ void bwd_bias_seed_f32(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
+                                                  const BwdBiasSpot& s) {
+  const float inv_scale = p.bias.inv_scale;
+  const float* base = static_cast<const float*>(p.bias.data) + s.at;
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const float* row = base + (8 * j + e) * p.bias.stride_r;
+      const bool row_ok = 8 * j + e < s.rows_left;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        st[4 * j + 2 * hh + e] = row_ok && s.key + 8 * hh < s.len_k ? __ldg(row + 8 * hh) * inv_scale : 0.f;
+    }
+}
+template <int kN>
+__device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
+                                                const BwdBiasSpot& s) {
+  const float inv_scale = p.bias.inv_scale;
+  const bool bf16 = p.bias.kind == cuda_backend::kBiasBF16;
+  if (!p.bias.pairs) {  // odd strides or a base off 4 bytes: element by element, as F32
+    const unsigned short* base = static_cast<const unsigned short*>(p.bias.data) + s.at;
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const unsigned short* row = base + (8 * j + e) * p.bias.stride_r;
+        const bool row_ok = 8 * j + e < s.rows_left;
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const uint32_t v = row_ok && s.key + 8 * hh < s.len_k ? uint32_t(__ldg(row + 8 * hh)) : 0u;
+          st[4 * j + 2 * hh + e] =
+              (bf16 ? __uint_as_float(v << 16) : __half2float(__ushort_as_half(static_cast<unsigned short>(v)))) *
+              inv_scale;
+        }
+      }
+    return;
+  }
+  const int odd = s.key & 1;
+  const unsigned short* base = static_cast<const unsigned short*>(p.bias.data) + s.at + odd * (p.bias.stride_r - 1);
+  uint32_t w[kN / 4];  // w[2 j + hh]: q row 8 j + odd, keys k + 8 hh, + 1 (k = s.key - odd)
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j) {
+    const unsigned short* row = base + (8 * j) * p.bias.stride_r;
+    const bool row_ok = 8 * j + odd < s.rows_left;
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int k = s.key - odd + 8 * hh;
+      uint32_t v = 0;
+      if (row_ok && k + 1 < s.len_k)
+        v = __ldg(reinterpret_cast<const unsigned int*>(row + 8 * hh));
+      else if (row_ok && k < s.len_k)
+        v = __ldg(row + 8 * hh);
+      w[2 * j + hh] = v;
+    }
+  }
+  const uint32_t sel = odd ? 0x3276u : 0x5410u;  // even lane: (own low, partner's low); odd: (partner's high, own high)
+#pragma unroll
+  for (int i = 0; i < kN / 4; ++i) {
+    const uint32_t partner = __shfl_xor_sync(0xffffffffu, w[i], 4);
+    const uint32_t both = __byte_perm(w[i], partner, sel);  // q rows 8 j (low half), 8 j + 1 (high half)
+    const float2 v = bf16 ? unpack2<__nv_bfloat16>(both) : unpack2<__half>(both);
+    st[2 * i] = v.x * inv_scale;  // element 4 j + 2 hh + e with i = 2 j + hh
+    st[2 * i + 1] = v.y * inv_scale;
+  }
+}
+
+// dbias += dS^T of the step, from the packed A fragments that dK += dS^T Q and dQ = dS K read (so dbias is
+// dS as those MMAs see it, rounded to T, summed in fp32): fire-and-forget adds, so that entries shared by
+// batch entries or q heads sum; an entry of a bias without broadcast dims gets exactly one add onto the
+// host's zeros, which is the value itself. Fragment register dsf[kk][r] holds elements e = 0, 1 (low, high).
+template <class T, int kN>
+__device__ __forceinline__ void bwd_dbias_add(const cuda_backend::BwdParams& p, const BwdBiasSpot& s,
+                                              const uint32_t (&dsf)[kN / 16][4]) {
+  float* base = p.bias.grad + s.grad_at;
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int j = 2 * kk + r / 2, hh = r % 2;
+      const float2 v = unpack2<T>(dsf[kk][r]);
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+        if (8 * j + e < s.rows_left && s.key + 8 * hh < s.len_k)
+          atomicAdd(base + (8 * j + e) * p.bias.grad_stride_r + 8 * hh, e ? v.y : v.x);
+    }
+}
+
+}  // namespace fastattn::sm90

@@ -1,0 +1,84 @@
+// The CUDA backward's bias rule (cuda/bias_rule.h, bias_backward_support; host code, no device): the bias kernel
+// serves d 96 / 128 with d_v = d in the default mode without softcap or block mask, any bias dtype and layout;
+// everything else is refused by name.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda/bias_rule.h"
+
+namespace fastattn {
+namespace {
+
+struct RuleCase {
+  std::vector<uint16_t> q_store = std::vector<uint16_t>(8), bias_store = std::vector<uint16_t>(64);
+  AttnArgs a;
+  explicit RuleCase(int d, int dv, DType bias_dtype) {
+    a.q = make_tensor(q_store.data(), DType::BF16, {1, 4, 2, d});
+    a.k = make_tensor(q_store.data(), DType::BF16, {1, 4, 2, d});
+    a.v = make_tensor(q_store.data(), DType::BF16, {1, 4, 2, dv});
+    a.bias = make_tensor(bias_store.data(), bias_dtype, {1, 2, 4, 6});
+  }
+};
+
+void expect_refused(const AttnArgs& a, const char* what) {
+  const Status st = cuda_backend::bias_backward_support(a);
+  EXPECT_EQ(st.code, Code::NotSupported) << what;
+  EXPECT_NE(st.message.find(what), std::string::npos) << st.message;
+  EXPECT_EQ(st.message.rfind("bias:", 0), 0u) << "named by the argument: " << st.message;
+}
+
+TEST(CudaBiasBackwardRule, RunsTheDefaultModeOfTheSmallHeadDims) {
+  for (int d : {96, 128})
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+      RuleCase c(d, d, dt);
+      EXPECT_TRUE(cuda_backend::bias_backward_support(c.a).ok()) << d;
+      c.a.causal = true;
+      c.a.window_left = 5;
+      EXPECT_TRUE(cuda_backend::bias_backward_support(c.a).ok()) << d;
+    }
+  RuleCase none(256, 256, DType::F32);
+  none.a.bias = Tensor{};
+  EXPECT_TRUE(cuda_backend::bias_backward_support(none.a).ok()) << "no bias: not this rule's call";
+}
+
+TEST(CudaBiasBackwardRule, RefusesWhatTheBiasKernelLacksByName) {
+  expect_refused(RuleCase(64, 64, DType::BF16).a, "head dims 96 and 128");
+  expect_refused(RuleCase(256, 256, DType::F32).a, "head dims 96 and 128");
+  expect_refused(RuleCase(192, 128, DType::F32).a, "head dims 96 and 128");
+  RuleCase det(128, 128, DType::BF16);
+  det.a.deterministic = true;
+  expect_refused(det.a, "no deterministic mode");
+  RuleCase cap(128, 128, DType::BF16);
+  cap.a.softcap = 30.f;
+  expect_refused(cap.a, "no softcap");
+  for (MaskKind kind : {MaskKind::BlockSparse, MaskKind::DenseBitmask}) {
+    RuleCase m(96, 96, DType::F32);
+    m.a.mask.kind = kind;
+    expect_refused(m.a, "block-sparse or bitmask");
+  }
+}
+
+// Odd strides and a base off 4 bytes: the 16-bit entries are read one by one (BwdBias::pairs off), not refused;
+// an F32 bias off 4 bytes is (its loads are 4-byte).
+TEST(CudaBiasBackwardRule, AnyStridesOfEveryDtype) {
+  RuleCase f32_shifted(128, 128, DType::F32);
+  f32_shifted.a.bias.data = f32_shifted.bias_store.data() + 1;
+  expect_refused(f32_shifted.a, "aligned to the bias's element size");
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    RuleCase odd_rows(128, 128, dt);
+    odd_rows.a.bias.stride[2] = 7;  // rows padded to an odd stride
+    odd_rows.a.bias.stride[1] = 28;
+    odd_rows.a.bias.stride[0] = 56;
+    EXPECT_TRUE(cuda_backend::bias_backward_support(odd_rows.a).ok());
+    if (dt == DType::F32) continue;
+    RuleCase shifted(96, 96, dt);
+    shifted.a.bias.data = shifted.bias_store.data() + 1;
+    EXPECT_TRUE(cuda_backend::bias_backward_support(shifted.a).ok());
+  }
+}
+
+}  // namespace
+}  // namespace fastattn

@@ -1,0 +1,161 @@
+// The sm90 backward with an additive bias (sm90/bwd/bias.cuh, BiasBwdConfig): dq, dk, dv and dbias against the
+// float64 reference (bwd_case.h: FA3's rule, outputs poisoned, every element checked; dbias exactly 0 where
+// no score exists). Odd sizes, the three bias dtypes and layouts, broadcast batch / heads (dbias summed by
+// atomics), GQA, -inf entries and rows, causal / window, varlen with empty sequences, d 96 and 128; and the
+// refusals (d 64 among them).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bwd_case.h"  // BwdCase, run_bwd_case
+
+namespace fastattn::gputest {
+namespace {
+
+class Sm90BwdBias : public HopperTest {};
+
+// A case with a bias of `bias_dt` over (batch or 1, bias_heads, ...), dbias asked for.
+BwdCase biased(DType dt, int d, int sq, int sk, int hq, int hkv, DType bias_dt, bool per_batch, int bias_heads) {
+  BwdCase c = bcase(dt, d, sq, sk);
+  c.batch = 2;
+  c.hq = hq;
+  c.hkv = hkv;
+  c.bias.on = true;
+  c.bias.dtype = bias_dt;
+  c.bias.per_batch = per_batch;
+  c.bias.heads = bias_heads;
+  c.bias.grad = true;
+  return c;
+}
+
+// d 128 first: exclusive bias (plain adds, dbias bitwise run to run), odd sizes, every bias dtype.
+TEST_F(Sm90BwdBias, D128ExclusiveBiasOddSizes) {
+  for (DType bias_dt : {DType::F32, DType::BF16, DType::F16})
+    for (auto [sq, sk] : {std::pair{1, 17}, std::pair{17, 1}, std::pair{113, 113}, std::pair{113, 300}}) {
+      run_bwd_case(biased(DType::BF16, 128, sq, sk, 4, 4, bias_dt, true, 4));
+    }
+  run_bwd_case(biased(DType::F16, 128, 113, 257, 2, 2, DType::F16, true, 2));
+}
+
+TEST_F(Sm90BwdBias, D128LongSide4097) {
+  BwdCase c = biased(DType::BF16, 128, 4097, 113, 1, 1, DType::BF16, true, 1);
+  c.batch = 1;
+  run_bwd_case(c);
+  BwdCase k = biased(DType::BF16, 128, 113, 4097, 2, 1, DType::F32, false, 1);
+  k.batch = 1;
+  run_bwd_case(k);
+}
+
+// Broadcast dims: bias shared by the batch, by the q heads (1, heads_kv), GQA 4; dbias sums them.
+TEST_F(Sm90BwdBias, BroadcastBiasSumsDbias) {
+  run_bwd_case(biased(DType::BF16, 128, 113, 200, 4, 1, DType::BF16, false, 1));
+  run_bwd_case(biased(DType::BF16, 128, 130, 77, 8, 2, DType::F32, true, 2));   // bias heads = heads_kv
+  run_bwd_case(biased(DType::F16, 128, 65, 129, 4, 4, DType::F16, false, 4));   // batch shared only
+  BwdCase s = biased(DType::BF16, 128, 100, 140, 4, 2, DType::BF16, true, 4);
+  s.bias.layout = 2;  // dim 1 broadcast by a stride 0
+  run_bwd_case(s);
+  BwdCase p = biased(DType::BF16, 128, 100, 140, 2, 2, DType::BF16, true, 2);
+  p.bias.layout = 1;  // rows padded: a row stride of its own
+  p.bias.extra_rows = 5;
+  p.bias.extra_cols = 3;
+  run_bwd_case(p);
+}
+
+// -inf entries act as masks; a row of -inf everywhere has out 0, lse -inf, and zero gradients.
+TEST_F(Sm90BwdBias, NegativeInfinityEntriesAndRows) {
+  BwdCase c = biased(DType::BF16, 128, 113, 150, 4, 2, DType::F32, true, 4);
+  c.bias.neginf = 0.3f;
+  c.bias.neginf_row = 7;
+  run_bwd_case(c);
+  BwdCase g = biased(DType::BF16, 128, 90, 90, 4, 1, DType::BF16, false, 1);
+  g.bias.neginf = 0.5f;
+  g.bias.neginf_row = 0;
+  run_bwd_case(g);
+}
+
+TEST_F(Sm90BwdBias, CausalAndWindow) {
+  BwdCase c = biased(DType::BF16, 128, 200, 333, 4, 1, DType::BF16, true, 4);
+  c.causal = true;
+  run_bwd_case(c);
+  BwdCase w = biased(DType::F16, 128, 257, 257, 2, 2, DType::F32, false, 1);
+  w.wl = 40;
+  w.wr = 7;
+  run_bwd_case(w);
+  BwdCase lpt = biased(DType::BF16, 128, 1100, 1100, 2, 1, DType::BF16, false, 2);  // longest-first, paired blocks
+  lpt.batch = 1;
+  lpt.causal = true;
+  run_bwd_case(lpt);
+}
+
+TEST_F(Sm90BwdBias, VarlenWithEmptySequences) {
+  BwdCase c = biased(DType::BF16, 128, 0, 0, 4, 2, DType::BF16, true, 2);
+  c.lens_q = {17, 200, 0, 64, 113};
+  c.lens_k = {300, 30, 5, 0, 129};
+  run_bwd_case(c);
+  BwdCase s = biased(DType::BF16, 128, 0, 0, 4, 4, DType::F32, false, 4);
+  s.lens_q = {130, 1, 70};
+  s.lens_k = {0, 250, 70};
+  s.causal = true;
+  run_bwd_case(s);
+  BwdCase u = biased(DType::F16, 128, 300, 400, 4, 2, DType::F16, false, 2);  // seqused: rows / keys past them
+  u.batch = 3;
+  u.used_q = {300, 0, 129};
+  u.used_k = {1, 400, 200};
+  u.causal = true;
+  run_bwd_case(u);
+}
+
+TEST_F(Sm90BwdBias, HeadDim96) {
+  for (int d : {96}) {
+    run_bwd_case(biased(DType::BF16, d, 113, 200, 4, 1, DType::BF16, false, 1));
+    run_bwd_case(biased(DType::F16, d, 257, 129, 2, 2, DType::F32, true, 2));
+    BwdCase c = biased(DType::BF16, d, 300, 300, 2, 2, DType::F16, true, 2);
+    c.causal = true;
+    c.bias.neginf = 0.2f;
+    run_bwd_case(c);
+    BwdCase v = biased(DType::BF16, d, 0, 0, 2, 1, DType::BF16, true, 1);
+    v.lens_q = {0, 129, 33};
+    v.lens_k = {40, 0, 200};
+    run_bwd_case(v);
+  }
+}
+
+// Without dbias: the same kernel, no adds.
+TEST_F(Sm90BwdBias, WithoutDbias) {
+  BwdCase c = biased(DType::BF16, 128, 113, 200, 4, 2, DType::BF16, false, 2);
+  c.bias.grad = false;
+  run_bwd_case(c);
+}
+
+// What the bias kernel lacks is refused by name, before any output is touched.
+TEST_F(Sm90BwdBias, RefusalsByName) {
+  std::vector<uint16_t> host(2 * 64 * 2 * 128);
+  DeviceBuffer buf(host.size() * 2), bias(size_t(64) * 64 * 4), lse(2 * 64 * 4);
+  auto args = [&](int d) {
+    AttnArgs a;
+    a.q = make_tensor(buf.get(), DType::BF16, {1, 64, 2, d}, Device::CUDA);
+    a.k = a.q;
+    a.v = a.q;
+    a.out = a.q;
+    a.lse = make_tensor(lse.get(), DType::F32, {1, 2, 64}, Device::CUDA);
+    a.bias = make_tensor(bias.get(), DType::F32, {1, 1, 64, 64}, Device::CUDA);
+    return a;
+  };
+  auto refused = [&](const AttnArgs& a, const char* what) {
+    const Tensor g = a.q;
+    const Status st = validate_backward(a, g, g, g, g);
+    EXPECT_EQ(st.code, Code::NotSupported) << what;
+    EXPECT_NE(st.message.find(what), std::string::npos) << st.message;
+  };
+  AttnArgs det = args(128);
+  det.deterministic = true;
+  refused(det, "no deterministic mode");
+  AttnArgs cap = args(128);
+  cap.softcap = 20.f;
+  refused(cap, "no softcap");
+  refused(args(64), "head dims 96 and 128");
+}
+
+}  // namespace
+}  // namespace fastattn::gputest
