@@ -130,8 +130,12 @@ __device__ __forceinline__ void dq_add(float* run, uint32_t ds_tile, uint32_t k_
 // What the step loop reads of its CTA (in smem: Sm80BwdStepInfo info_s in the kernel).
 struct Sm80BwdStepInfo {
   int64_t q_seq, do_seq;  // element offsets of the sequence's first row in q and dout (head 0)
-  int padded_q, len_q, per_head, h0;
+  int padded_q, len_q, steps;
   cuda_backend::BlockRange q_blocks;
+  // Step s's (q head, q-block) at slot s % 2: thread 0 writes step s + 1's while step s runs, from
+  // step s's by one increment (no division of s by the blocks a head; the slot it overwrites was last
+  // read in step s - 1, before step s's first barrier).
+  int2 head_block[2];
   // Workspace row of q-block m of q head h: its lse_log2 / D there, and times d its dQ accumulator run.
   __device__ __forceinline__ int64_t ws_row(const cuda_backend::BwdParams& bp, int h, int m) const {
     return int64_t(h) * bp.padded_rows + padded_q + int64_t(m) * 64;
@@ -158,8 +162,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   if (n0 >= seq.rows_k) return;  // a varlen sequence shorter than the longest
   const cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, a.window_left, a.window_right};
   const cuda_backend::BlockRange q_blocks = cuda_backend::query_blocks(mask, n0, n0 + BN, BM);
-  const int per_head = q_blocks.empty() ? 0 : q_blocks.count();
-  const int steps = per_head * a.q_per_kv;
+  const int steps = q_blocks.empty() ? 0 : q_blocks.count() * a.q_per_kv;
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const int kw = warp * Cfg::kKeysPerWarp;  // the warp's keys in the block
@@ -176,13 +179,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   info.do_seq = bc * bp.dout_stride_b + int64_t(seq.q_offset) * bp.dout_stride_s;
   info.padded_q = seq.padded_q;
   info.len_q = seq.len_q;
-  info.per_head = per_head;
-  info.h0 = kv_head * a.q_per_kv;
+  info.steps = steps;
   info.q_blocks = q_blocks;
+  info.head_block[0] = make_int2(kv_head * a.q_per_kv, q_blocks.begin);  // step 0: the group's first head
   if (threadIdx.x == 0) info_s = info;  // visible to all at the loop's first barrier
-  // Step s: q head h0 + s / per_head, q-block q_blocks.begin + s % per_head.
-  auto load_step = [&](const Sm80BwdStepInfo& in, int s) {
-    const int h = in.h0 + s / in.per_head, m = in.q_blocks.begin + s % in.per_head, st = s % S;
+  // Step s's loads into stage s % S: q head h, q-block m.
+  auto load_step = [&](const Sm80BwdStepInfo& in, int h, int m, int s) {
+    const int st = s % S;
     const char* q_slice = static_cast<const char*>(p.q.data) + 2 * (in.q_seq + int64_t(h) * p.q.stride_h);
     const char* do_slice = static_cast<const char*>(bp.dout) + 2 * (in.do_seq + int64_t(h) * bp.dout_stride_h);
     load_rows<Cfg, BM>(q_s + st * Cfg::kQBytes, q_slice, 2 * p.q.stride_s, m * BM, in.len_q);
@@ -197,7 +200,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   if (steps > 0) {
     load_rows<Cfg, BN>(k_s, k_slice, 2 * p.k.stride_s, n0, seq.len_k);
     load_rows<Cfg, BN>(v_s, v_slice, 2 * p.v.stride_s, n0, seq.len_k);
-    load_step(info, 0);
+    load_step(info, info.head_block[0].x, info.head_block[0].y, 0);
   }
   cp_async_commit();
 
@@ -212,13 +215,22 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
     row_hi[hh] = mask.row_hi(n0 + kw + g + 8 * hh);
   }
 
-  for (int s = 0; s < steps; ++s) {
+  // The loop's bound is read from smem (volatile: a fresh load) at each step's end (held in a register
+  // across the step it spilled), and the step's (head, q-block) from its slot.
+  const volatile int& steps_s = info_s.steps;
+  if (steps > 0) for (int s = 0;; ++s) {
     cp_async_wait<0>();  // step s (and K, V) landed for this thread's copies
     __syncthreads();     // ... and everyone's; every warp is done with step s - 1 (its stage, dS^T)
     const Sm80BwdStepInfo& in = info_s;
-    if (s + 1 < steps) load_step(in, s + 1);
+    const int2 hm = in.head_block[s % 2];
+    const int h = hm.x, m = hm.y, st = s % S;
+    if (s + 1 < in.steps) {
+      const bool head_done = m + 1 == in.q_blocks.end;
+      const int h1 = head_done ? h + 1 : h, m1 = head_done ? in.q_blocks.begin : m + 1;
+      load_step(in, h1, m1, s + 1);
+      if (threadIdx.x == 0) info_s.head_block[(s + 1) % 2] = make_int2(h1, m1);
+    }
     cp_async_commit();
-    const int h = in.h0 + s / in.per_head, m = in.q_blocks.begin + s % in.per_head, st = s % S;
     const uint32_t qb = q_s + st * Cfg::kQBytes, dob = do_s + st * Cfg::kQBytes;
     const float* lse = stats + st * 2 * BM;
     const float* dsum = lse + BM;
@@ -276,6 +288,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
     }
     __syncthreads();  // dS^T whole
     dq_add<T, Cfg>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln);
+    if (s + 1 >= steps_s) break;
   }
   cp_async_wait<0>();  // no copy may land after the CTA exits
 
