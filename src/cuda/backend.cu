@@ -46,6 +46,9 @@ constexpr BuiltKernel kBuilt[] = {
 #include "cuda/sm90/bwd_dispatch.inc"
 #undef FASTATTN_BWD_CASE
 #endif
+#define FASTATTN_BWD80_CASE(DT, CT, HD) {KernelFamily::Backward, 8, DT, HD, HD, "sm80"},
+#include "cuda/sm80/bwd_dispatch.inc"
+#undef FASTATTN_BWD80_CASE
     {KernelFamily::Forward, 0, DType::F32, 0, 0, nullptr},  // end (the list may be empty)
 };
 

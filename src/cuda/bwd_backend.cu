@@ -18,6 +18,7 @@
 #include "cuda/bias_rule.h"
 #include "cuda/device_info.h"
 #include "cuda/launch_plan.h"
+#include "cuda/sm80/bwd/api.h"
 #include "cuda/sm90/bwd/api.h"
 #include "cuda/sm90/bwd/band.h"
 #include "cuda/sm90/bwd/config.h"  // bwd_block_m
@@ -107,6 +108,31 @@ Status renamed(Status st) {
 
 BwdStatsProbe* probe_in_force = nullptr;
 
+// The sm80 (Ampere / Ada) backward's limits (sm80/bwd/: d 64 / 128, the default mode, no softcap, no
+// mask lists), by argument name, before the forward's checks (whose sm80 messages name the forward).
+Status sm80_backward_limits(const AttnArgs& a) {
+  if (a.deterministic)
+    return Status::Unsupported("deterministic: the sm80 (Ampere / Ada) backward has no deterministic mode yet (its dQ "
+                               "adds come in any order); pass deterministic=False");
+  if (a.softcap != 0.f)
+    return Status::Unsupported("softcap: the sm80 (Ampere / Ada) backward does not take softcap yet");
+  if (a.mask.kind != MaskKind::None)
+    return Status::Unsupported("mask: block-sparse masks and element bitmasks are not built for the sm80 (Ampere / "
+                               "Ada) backward yet");
+  const int d = int(a.q.shape[a.q.ndim - 1]);
+  if (d == 128) {  // the d 128 tile's smem (145 KB) fits the A100's and an H100's SM, not sm_86 / sm_89's 100 KB
+    int smem = 0;
+    if (Status st = smem_per_sm(&smem); !st.ok()) return st;
+    constexpr int kReserved = 1024;  // the driver's per-CTA reservation
+    if (smem < sm80::bwd_smem_bytes(128) + kReserved)
+      return Status::Unsupported("q: head_dim 128: the sm80 backward's tile needs " +
+                                 std::to_string(sm80::bwd_smem_bytes(128) / 1024) +
+                                 " KB of shared memory a block and this device's SM holds " + std::to_string(smem / 1024) +
+                                 " KB (sm_86 / sm_89: the sm80 backward runs d 64 only so far)");
+  }
+  return Status::Ok();
+}
+
 // The bias kernel's fields (common/bwd_bias_params.h) from the resolved bias and dbias.
 void set_bias_params(const detail::Problem& problem, const detail::GradOperands& g, BwdParams* p) {
   const detail::BiasView& b = problem.bias;
@@ -149,11 +175,10 @@ BwdStatsProbe* bwd_stats_probe() { return probe_in_force; }
 void set_bwd_stats_probe(BwdStatsProbe* probe) { probe_in_force = probe; }
 
 Status check_backward(const AttnArgs& a) {
-  // The sm80 path (a major-8 device, or one forced so) has no backward: refused before the forward's
-  // checks, whose sm80 limits (num_splits) do not concern the backward.
-  if (int m = 0; compute_major(&m).ok() && m == 8)
-    return Status::Unsupported("backward: the CUDA backward is not built for sm80 (Ampere / Ada) yet; this device "
-                               "runs the sm80 forward only");
+  // The sm80 path (a major-8 device, or one forced so): its own limits first.
+  if (int m = 0; compute_major(&m).ok() && m == 8) {
+    if (Status st = sm80_backward_limits(a); !st.ok()) return st;
+  }
   if (Status st = bias_backward_support(a); !st.ok()) return st;
   // The forward's rules without the bias: the backward's bias rule is bias_backward_support's alone.
   AttnArgs unbiased = a;
@@ -218,6 +243,11 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   strides(g.dk, p.dk_stride_b, p.dk_stride_s, p.dk_stride_h);
   strides(g.dv, p.dv_stride_b, p.dv_stride_s, p.dv_stride_h);
   const AttnParams& a = p.attn;
+  int major = 0;
+  if (Status st = compute_major(&major); !st.ok()) return st;
+  const bool ampere = major == 8;  // the sm80 backward: 64-row q-blocks, the accumulator path only
+  if (ampere && deterministic)  // a direct caller (check_backward refuses it by name)
+    return Status::Unsupported("deterministic: the sm80 (Ampere / Ada) backward has no deterministic mode yet");
   // Rows per q-block, and the workspace's padding per sequence (80 at d 128 without mask: config.h).
   // Block-sparse masks take the head dim's default tile on the accumulator path (never the 80-row tile,
   // the band or the dQ ring: the lists are walked by BlockSparseBwdConfig's kernel only); element bitmasks
@@ -232,8 +262,10 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
     return Status::Unsupported("bias: the CUDA backward with a bias runs the default mode without softcap or a "
                                "block mask (bias_backward_support)");
   if (bias) set_bias_params(problem, g, &p);
-  const int bm = sm90::bwd_block_m(
-      d, !block_sparse && !bias && sm90::bwd_rows80(d, deterministic, a.window_left, a.window_right, a.softcap));
+  const int bm = ampere ? sm80::kBwdBlockM
+                        : sm90::bwd_block_m(d, !block_sparse && !bias &&
+                                                   sm90::bwd_rows80(d, deterministic, a.window_left,
+                                                                    a.window_right, a.softcap));
   p.block_m = bm;
   p.m_blocks = (a.seqlen_q + bm - 1) / bm;
   p.padded_rows = problem.varlen ? (problem.total_q + bm * int64_t(a.batch) + bm - 1) / bm * bm
@@ -242,7 +274,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (a.softcap > 0.f) p.tanh_of_log2 = 1.f / (a.softcap * a.scale_log2);
   p.deterministic = deterministic ? 1 : 0;
 
-  if (bm == 64 && !block_sparse && !bias) {
+  if (bm == 64 && !block_sparse && !bias && !ampere) {
     const Status st = band_blocks(a, d, g.dq, &p.band_blocks);
     if (!st.ok()) return st;
   }
@@ -253,7 +285,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (band) {  // key blocks of 128 (the d 128 tile; launch.cuh checks the count against its n_blocks)
     const int n_blocks = (a.seqlen_k + 127) / 128;
     p.band_count = (n_blocks + p.band_blocks - 1) / p.band_blocks;
-  } else if (!block_sparse && !bias) {
+  } else if (!block_sparse && !bias && !ampere) {
     p.dq_ring_slots = dq_ring_slots(a, d, deterministic, g.dq, p.m_blocks, &p.ring_section);
   }
 
@@ -319,12 +351,19 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
     }
   }
   Status st = Status::Unsupported("CUDA backward: no kernel for this dtype and head dims");
+  if (ampere) {
+#define FASTATTN_BWD80_CASE(DT, CT, HD) \
+  if (problem.dtype == DT && d == HD && problem.head_dim_v == HD) st = sm80::launch_bwd<CT, HD>(problem, g, p, s);
+#include "cuda/sm80/bwd_dispatch.inc"
+#undef FASTATTN_BWD80_CASE
+  } else {
 #ifdef FASTATTN_HAS_SM90
 #define FASTATTN_BWD_CASE(DT, CT, HD, HDV) \
   if (problem.dtype == DT && d == HD && problem.head_dim_v == HDV) st = sm90::launch_bwd<CT, HD, HDV>(problem, g, p, s);
 #include "cuda/sm90/bwd_dispatch.inc"
 #undef FASTATTN_BWD_CASE
 #endif
+  }
   if (st.ok() && probe != nullptr && ws != nullptr) {
     if (const cudaError_t e = probe_copy(*probe, p, rows, s); e != cudaSuccess)
       st = {Code::CudaError, std::string("backward stats probe copy: ") + cudaGetErrorString(e)};

@@ -242,6 +242,34 @@ configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/sm90/bwd_dispatch.inc.tmp
                ${CMAKE_CURRENT_BINARY_DIR}/cuda/sm90/bwd_dispatch.inc COPYONLY)
 message(STATUS "fastattn: backward kernel sets from the menu: ${FASTATTN_BWD_KERNEL_COUNT} "
                "(preprocess, main, postprocess each)")
+# The Ampere backward's menu: the forward's sm80 rows (d 64 / 128), selected by "80" in
+# FASTATTN_CUDA_ARCHS like them. Generates sm80/bwd_<dtype>_d<d>.cu (preprocess, main kernel and
+# postprocess: sm80/bwd/launch.cuh) and sm80/bwd_dispatch.inc (bwd_backend.cu's dispatch on a
+# major-8 device; backend.cu's table of built kernels), written also when empty.
+set(_bwd80_dispatch "")
+set(FASTATTN_BWD80_KERNEL_COUNT 0)
+foreach(row ${FASTATTN_KERNEL_MENU})
+  if(NOT row MATCHES "^sm80:")
+    continue()
+  endif()
+  string(REPLACE ":" ";" _f "${row}")
+  list(GET _f 1 dt)
+  list(GET _f 2 FA_HDIM)
+  fastattn_row_selected(${dt} ${FA_HDIM} _selected)
+  if(NOT _selected OR NOT "80" IN_LIST FASTATTN_CUDA_ARCHS)
+    continue()
+  endif()
+  fastattn_dtype_names(${dt} FA_CTYPE _enum)
+  set(_out ${CMAKE_CURRENT_BINARY_DIR}/cuda/sm80/bwd_${dt}_d${FA_HDIM}.cu)
+  configure_file(${_cuda_dir}/sm80/bwd/inst.cu.in ${_out} @ONLY)
+  list(APPEND _sm80_sources ${_out})
+  string(APPEND _bwd80_dispatch "FASTATTN_BWD80_CASE(DType::${_enum}, ${FA_CTYPE}, ${FA_HDIM})\n")
+  math(EXPR FASTATTN_BWD80_KERNEL_COUNT "${FASTATTN_BWD80_KERNEL_COUNT} + 1")
+endforeach()
+file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/cuda/sm80/bwd_dispatch.inc.tmp "${_bwd80_dispatch}")
+configure_file(${CMAKE_CURRENT_BINARY_DIR}/cuda/sm80/bwd_dispatch.inc.tmp
+               ${CMAKE_CURRENT_BINARY_DIR}/cuda/sm80/bwd_dispatch.inc COPYONLY)
+message(STATUS "fastattn: sm80 backward kernel sets: ${FASTATTN_BWD80_KERNEL_COUNT} (preprocess, main, postprocess each)")
 
 if("90a" IN_LIST FASTATTN_CUDA_ARCHS)
   foreach(src ${_sm90_sources})

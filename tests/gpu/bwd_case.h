@@ -442,4 +442,34 @@ inline void run_bwd_case(const BwdCase& c) {
     for (int r = 1; r < runs; ++r) check_grad("dq (graph replay)", logical(0, r), ref.dq, base.dq, c.dtype);
 }
 
+// Varlen with empty sequences on both sides (d_lens, causal and not), seqused (d_used), both (d_both);
+// the route checked on every case when given (bwd_sm90_test.cpp, bwd_sm80_test.cpp).
+inline void bwd_varlen_cases(int d_lens, int d_used, int d_both, int dv = 0,
+                             const std::optional<BwdRoute>& route = std::nullopt) {
+  for (bool causal : {false, true}) {
+    BwdCase c = bcase(DType::BF16, d_lens, 0, 0, dv);
+    c.lens_q = {17, 200, 0, 64, 300};
+    c.lens_k = {300, 30, 5, 0, 290};
+    c.hq = 4;
+    c.hkv = 2;
+    c.causal = causal;
+    c.route = route;
+    run_bwd_case(c);
+  }
+  BwdCase u = bcase(DType::F16, d_used, 300, 400, dv);
+  u.batch = 3;
+  u.used_q = {300, 0, 129};
+  u.used_k = {1, 400, 200};
+  u.causal = true;
+  u.route = route;
+  run_bwd_case(u);
+  BwdCase v = bcase(DType::BF16, d_both, 0, 0, dv);
+  v.lens_q = {130, 1, 70};
+  v.lens_k = {0, 250, 70};
+  v.used_q = {100, 1, 70};
+  v.used_k = {0, 200, 3};
+  v.route = route;
+  run_bwd_case(v);
+}
+
 }  // namespace fastattn::gputest

@@ -35,31 +35,6 @@ void dtype_cases(std::initializer_list<int> dims) {
       }
 }
 
-// Varlen with empty sequences on both sides (d_lens, causal and not), seqused (d_used), both (d_both).
-void varlen_cases(int d_lens, int d_used, int d_both, int dv = 0) {
-  for (bool causal : {false, true}) {
-    BwdCase c = bcase(DType::BF16, d_lens, 0, 0, dv);
-    c.lens_q = {17, 200, 0, 64, 300};
-    c.lens_k = {300, 30, 5, 0, 290};
-    c.hq = 4;
-    c.hkv = 2;
-    c.causal = causal;
-    run_bwd_case(c);
-  }
-  BwdCase u = bcase(DType::F16, d_used, 300, 400, dv);
-  u.batch = 3;
-  u.used_q = {300, 0, 129};
-  u.used_k = {1, 400, 200};
-  u.causal = true;
-  run_bwd_case(u);
-  BwdCase v = bcase(DType::BF16, d_both, 0, 0, dv);
-  v.lens_q = {130, 1, 70};
-  v.lens_k = {0, 250, 70};
-  v.used_q = {100, 1, 70};
-  v.used_k = {0, 200, 3};
-  run_bwd_case(v);
-}
-
 // Deterministic mode: GQA causal (d_gqa), s_k > s_q (d_long_k), varlen with a window (d_varlen).
 void deterministic_cases(int d_gqa, int d_long_k, int d_varlen, int dv = 0) {
   BwdCase c = bcase(DType::BF16, d_gqa, 1000, 1100, dv);
@@ -185,7 +160,7 @@ TEST_F(Sm90Bwd, PairedKeyBlocks) {
   w.wl = -1;
   w.wr = 20;
   run_bwd_case(w);
-  varlen_cases(128, 128, 128);
+  bwd_varlen_cases(128, 128, 128);
 }
 
 TEST_F(Sm90Bwd, Gqa) {
@@ -460,7 +435,7 @@ TEST_F(Sm90Bwd, D64SoftcapKernels) { softcap_kernel_cases(64); }
 
 TEST_F(Sm90Bwd, D128SoftcapKernels) { softcap_kernel_cases(128); }
 
-TEST_F(Sm90Bwd, VarlenSeqused) { varlen_cases(128, 64, 96); }
+TEST_F(Sm90Bwd, VarlenSeqused) { bwd_varlen_cases(128, 64, 96); }
 
 // CUDA-graph replays of the backward (training loops capture it): the kernels launched early behind
 // the one ahead (launch.cuh) and the stream-ordered workspace, for each main-kernel family: the 64-row
@@ -525,7 +500,7 @@ TEST_F(Sm90Bwd, D64Tile) {
     c.wr = w.wr;
     run_bwd_case(c);
   }
-  varlen_cases(64, 64, 64);
+  bwd_varlen_cases(64, 64, 64);
   deterministic_cases(64, 64, 64);
   // From 16 key blocks the causal / right-bounded order is longest first (bwd_longest_first): GQA
   // (the group's heads inner in the down walk), several units in a section, a window with both edges.
@@ -671,7 +646,7 @@ void keys80_cases(int d, int dv) {
 TEST_F(Sm90Bwd, LargeDimsKeys80) { keys80_cases(256, 256); }
 TEST_F(Sm90Bwd, LargeDimsKeys80At192) { keys80_cases(192, 192); }
 
-TEST_F(Sm90Bwd, LargeDimsVarlen) { varlen_cases(256, 192, 256); }
+TEST_F(Sm90Bwd, LargeDimsVarlen) { bwd_varlen_cases(256, 192, 256); }
 
 TEST_F(Sm90Bwd, LargeDimsDeterministic) { deterministic_cases(256, 192, 256); }
 
@@ -724,7 +699,7 @@ TEST_F(Sm90Bwd, LargeDims192x128Long) {
   run_bwd_case(u);
 }
 
-TEST_F(Sm90Bwd, LargeDims192x128Varlen) { varlen_cases(192, 192, 192, 128); }
+TEST_F(Sm90Bwd, LargeDims192x128Varlen) { bwd_varlen_cases(192, 192, 192, 128); }
 
 // Deterministic mode (dq, dk, dv bitwise over three runs): GQA causal, s_k > s_q, varlen with a
 // window, softcap.

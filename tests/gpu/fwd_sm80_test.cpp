@@ -3,8 +3,8 @@
 // dtypes, d 64 and 128, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA / MQA (never
 // packed on sm80), varlen with empty sequences and seqused, causal, local windows, softcap, a
 // running max that keeps rising, strided inputs and padded out; each case runs twice and must be
-// bitwise identical (run_fwd_case). And the sm80 path's refusals (split-KV, the backward, block-sparse
-// masks, element bitmasks, KV caches), each naming the argument and the arch.
+// bitwise identical (run_fwd_case). And the sm80 path's refusals (split-KV, the backward's deterministic
+// mode and softcap, block-sparse masks, element bitmasks, KV caches), each naming the argument and the arch.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -229,8 +229,14 @@ TEST_F(Sm80Fwd, Refusals) {
   a.num_splits = 0;  // chosen per problem: no split on sm80, so it runs
   EXPECT_TRUE(forward(a, nullptr).ok());
   a.num_splits = 1;
-  // The backward (same operands as gradients: the refusal comes first).
-  expect_refused(backward(a, a.out, a.q, a.k, a.v, nullptr), "backward");
+  // The backward's sm80 limits (same operands as gradients: the refusals come first; the backward
+  // itself: bwd_sm80_test.cpp).
+  AttnArgs det = a;
+  det.deterministic = true;
+  expect_refused(backward(det, a.out, a.q, a.k, a.v, nullptr), "deterministic");
+  AttnArgs cap = a;
+  cap.softcap = 5.f;
+  expect_refused(backward(cap, a.out, a.q, a.k, a.v, nullptr), "softcap");
   // Block-sparse masks and KV caches: the rules that validation and forward_kvcache ask.
   AttnArgs bs = a;
   bs.mask.kind = MaskKind::BlockSparse;

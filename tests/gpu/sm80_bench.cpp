@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_check.h"
+#include "bench_timing.h"
 #include "cuda/device_info.h"
 #include "cuda/sm80/fwd/api.h"
 #include "fastattn/fastattn.h"
@@ -25,28 +26,6 @@ namespace {
 using namespace fastattn;
 
 constexpr int kRounds = 5;
-
-float median_ms(const AttnArgs& a, int iters) {
-  cudaEvent_t e0, e1;
-  CHECK_CUDA(cudaEventCreate(&e0));
-  CHECK_CUDA(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < iters + 3; ++i) {
-    CHECK_CUDA(cudaEventRecord(e0));
-    const Status st = forward(a, nullptr);
-    CHECK_CUDA(cudaEventRecord(e1));
-    CHECK_CUDA(cudaEventSynchronize(e1));
-    if (!st.ok()) {
-      std::fprintf(stderr, "forward: %s\n", st.message.c_str());
-      std::exit(1);
-    }
-    float t = 0;
-    CHECK_CUDA(cudaEventElapsedTime(&t, e0, e1));
-    if (i >= 3) ms.push_back(t);
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 }  // namespace
 
@@ -94,18 +73,12 @@ int main(int argc, char** argv) {
           cuda_backend::set_forced_arch_major(run < 3 ? 8 : 0);
           sm80::set_kv_order(run < 3 ? orders[run] : sm80::KvOrder::Auto);
           std::this_thread::sleep_for(std::chrono::milliseconds(250));
-          times[size_t(run)].push_back(median_ms(a, 20));
+          times[size_t(run)].push_back(gputest::median_call_ms("forward", [&] { return forward(a, nullptr); }, 3, 20));
         }
       }
       const double flops = 4.0 * b * double(s) * s * h * d * (causal ? 0.5 : 1.0);
       for (int run : runs) {
-        std::vector<float>& t = times[size_t(run)];
-        std::sort(t.begin(), t.end());
-        const float ms = t[t.size() / 2];
-        std::printf("{\"path\": \"%s\", \"b\": %d, \"s\": %d, \"h\": %d, \"d\": %d, \"causal\": %s, \"ms\": %.4f, "
-                    "\"ms_min\": %.4f, \"ms_max\": %.4f, \"rounds\": %d, \"tflops\": %.1f}\n",
-                    names[run], b, s, h, d, causal ? "true" : "false", ms, t.front(), t.back(), kRounds,
-                    flops / ms * 1e-9);
+        gputest::print_rounds_line(names[run], b, s, h, d, causal, times[size_t(run)], kRounds, flops);
       }
       std::fflush(stdout);
       sm80::set_kv_order(sm80::KvOrder::Auto);
