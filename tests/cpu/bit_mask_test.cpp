@@ -29,10 +29,13 @@ namespace {
 // The list a tile's prep builds (bit_tile_lists_kernel / bwd_bit_tile_lists_kernel) for the window's
 // blocks r and per-block classes cls, built on the host: parts 0, 1, 2 (bit_list_part), each ascending,
 // entries 2 * block + needs-bits; `storage` holds the entries the returned list points into.
+// `deterministic`: the deterministic backward's list (bit_list_det_edges: bit-partial blocks below the first
+// full one in part 0).
 cuda_backend::BitList host_bit_list(const cuda_backend::BlockRange& r, const std::vector<uint8_t>& cls,
-                                    std::vector<int>* storage) {
+                                    std::vector<int>* storage, bool deterministic = false) {
   int edge[4];
   cuda_backend::block_list_edges(r, edge);
+  if (deterministic) cuda_backend::bit_list_det_edges(cls.data(), edge);
   int count[3] = {0, 0, 0};
   storage->clear();
   for (int part = 0; part < 3; ++part)
@@ -238,6 +241,54 @@ TEST(BitMaskLists, KeyTileListWalkKeepsTheContract) {
       std::vector<int> window_order;
       for (int m = r.first(); !r.done(m); m = r.next(m)) window_order.push_back(m);
       ASSERT_EQ(order, window_order) << trial;
+    }
+  }
+}
+
+// The deterministic backward's list of one key tile (bwd_bit_tile_lists_kernel with the turns' scratch:
+// bit_list_det_edges): the same contract as the default list (every kept q-block once, the full positions
+// exactly the blocks full in both, bits where bit-partial), and where the bit-partial blocks inside the
+// window's full range all lie below its first full one (a causal triangle or a document spelled as bits:
+// the diagonal blocks partial, the rest full) the walk rises, as the dense deterministic walk does, so that
+// a key tile's first adds wait only for the tile above's first steps (tile.cuh dq_turn).
+TEST(BitMaskLists, DeterministicKeyTileListRises) {
+  Rng rng(test_seed());
+  for (int trial = 0; trial < 3000; ++trial) {
+    const int len_k = rng.uniform_int(1, 2000), len_q = rng.uniform_int(1, 2000);
+    const bool no_window = trial % 2 == 0;  // the bench's causal-as-bits: no window, the triangle in the bits
+    const cuda_backend::WindowMask w{len_k, len_k - len_q, no_window ? -1 : rng.uniform_int(-1, 600),
+                                     no_window ? -1 : rng.uniform_int(-1, 600)};
+    const int n0 = 128 * rng.uniform_int(0, (len_k - 1) / 128);
+    const cuda_backend::BlockRange r = cuda_backend::query_blocks(w, n0, n0 + 128, 64);
+    if (r.empty()) continue;
+    const int m_blocks = (len_q + 63) / 64;
+    const bool triangle = trial % 3 != 0;  // else every class at random
+    const int first_full = rng.uniform_int(r.begin, r.end);
+    std::vector<uint8_t> cls(static_cast<size_t>(m_blocks));
+    for (int m = 0; m < m_blocks; ++m) {
+      if (!triangle)
+        cls[size_t(m)] = uint8_t(rng.uniform_int(0, 2));
+      else if (m < first_full)
+        cls[size_t(m)] = uint8_t(rng.uniform_int(0, 1) == 0 ? cuda_backend::kBitsEmpty : cuda_backend::kBitsPartial);
+      else
+        cls[size_t(m)] = uint8_t(cuda_backend::kBitsFull);
+    }
+    std::vector<int> list;
+    const cuda_backend::BitList l = host_bit_list(r, cls, &list, true);
+    std::vector<int> seen(size_t(m_blocks), 0), order;
+    for (int it = l.begin; it < l.end; ++it) {  // the deterministic walk: positions rising (kBwdWalkUp)
+      const int m = l.block(it);
+      ASSERT_TRUE(m >= r.begin && m < r.end) << trial;
+      ++seen[size_t(m)];
+      order.push_back(m);
+      ASSERT_EQ(l.full(it), r.full(m) && cls[size_t(m)] == cuda_backend::kBitsFull) << trial << " q-block " << m;
+      ASSERT_EQ(l.needs_bits(it), cls[size_t(m)] == cuda_backend::kBitsPartial) << trial;
+    }
+    for (int m = 0; m < m_blocks; ++m)
+      ASSERT_EQ(seen[size_t(m)], m >= r.begin && m < r.end && cls[size_t(m)] != cuda_backend::kBitsEmpty ? 1 : 0)
+          << trial << " q-block " << m;
+    if (triangle) {
+      for (size_t i = 1; i < order.size(); ++i) ASSERT_LT(order[i - 1], order[i]) << trial << " position " << i;
     }
   }
 }

@@ -86,8 +86,8 @@ TEST_F(Sm90BwdBitmask, GqaAndBroadcastDims) {
 // prep: tile.cuh dq_turn): dq, dk, dv bitwise equal over three runs and each against float64 with FA3's rule
 // (bwd_case.h), d 64 / 96 / 128, random and tiled bits (empty, full and partial blocks: key tiles that skip
 // q-blocks, so the turns are not the key block indices), causal AND bits, windows, odd lengths, GQA 8:2 with
-// mask heads 1 and heads_kv, varlen with an empty sequence, and a softcap (d 128: the deterministic softcap
-// twin; d 64 / 96: the run-time branch).
+// mask heads 1 and heads_kv, varlen with an empty sequence, a softcap (d 128: the deterministic softcap
+// twin; d 64 / 96: the run-time branch), and the causal triangle as bits without the causal flag.
 TEST_F(Sm90BwdBitmask, Deterministic) {
   for (int d : {64, 96, 128})
     for (BwdBitPattern pattern : {BwdBitPattern::Random, BwdBitPattern::Tiles, BwdBitPattern::Documents})
@@ -114,6 +114,18 @@ TEST_F(Sm90BwdBitmask, Deterministic) {
     c.deterministic = true;
     run(c);
   }
+  // The causal triangle spelled as bits with no causal flag (the bench's deterministic causal-bits row): the
+  // diagonal blocks bit-partial inside the window's full range, listed first in deterministic mode
+  // (bit_list_det_edges), so that each key tile's walk rises from its diagonal; s_q = s_k and s_q < s_k.
+  // (2049: 17 key tiles past a chunk of 16, one head, so that the host's float64 reference stays short.)
+  for (int d : {64, 128})
+    for (auto [sq, sk] : {std::pair{1100, 1100}, std::pair{2049, 2049}, std::pair{700, 1300}}) {
+      if (d == 64 && sq == 2049) continue;
+      BwdCase c = bm(DType::BF16, d, sq, sk, 2, 1, BwdBitPattern::CausalBits);
+      c.batch = sq == 2049 ? 1 : 2;
+      c.deterministic = true;
+      run(c);
+    }
   BwdCase c = bm(DType::BF16, 128, 0, 0, 4, 2, BwdBitPattern::Random, 0.5);  // varlen, an empty sequence
   c.lens_q = {300, 0, 17, 513};
   c.lens_k = {200, 64, 0, 700};

@@ -198,6 +198,8 @@ __global__ void __launch_bounds__(256) classify_bwd_bits_kernel(const __grid_con
 // Key tile id (batch, KV head, key block; block-index order): its window range as the kernel makes it
 // (set_bwd_tile_block's dense branch), its line's non-empty q-blocks inside it ordered as the forward's
 // (bit_list_part: the full ones in both one interval of positions), its header and its line's first slot.
+// Deterministic mode (the turns' scratch set): the bit-partial blocks below the first full one are listed
+// first (bit_list_det_edges), so that the walk rises as the dense deterministic walk does.
 __global__ void __launch_bounds__(256) bwd_bit_tile_lists_kernel(const __grid_constant__ BwdBitPrep b) {
   const int lane = threadIdx.x % 32;
   const int64_t id = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -217,7 +219,11 @@ __global__ void __launch_bounds__(256) bwd_bit_tile_lists_kernel(const __grid_co
     const uint8_t* cls = b.classes + line * p.m_blocks;
     int edge[4];
     cuda_backend::block_list_edges(r, edge);
-    const int begin = edge[0], end = min(edge[1], p.m_blocks), fb = edge[2], fe = edge[3];
+    edge[1] = min(edge[1], p.m_blocks);
+    edge[2] = min(edge[2], edge[1]);
+    edge[3] = min(edge[3], edge[1]);
+    if (b.position != nullptr) cuda_backend::bit_list_det_edges(cls, edge);  // deterministic: rising order
+    const int begin = edge[0], end = edge[1], fb = edge[2], fe = edge[3];
     int count[3] = {0, 0, 0};
     for (int n0 = begin; n0 < end; n0 += 32) {
       const int n = n0 + lane;
