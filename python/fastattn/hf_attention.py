@@ -34,7 +34,8 @@ def _is_torch(x):
 def _keep_mask(mask):
     """transformers' 4-D mask as a bool keep-mask: bool as is (True = attend); a float (additive) mask
     only when every entry is 0 (keep) or the dtype's min / -inf (drop), as transformers builds them;
-    any other value is a real bias, which fastattn cannot add (NotImplementedError). torch or numpy."""
+    any other value is a real bias, which this transformers path does not take yet (NotImplementedError;
+    fastattn.flash_attn_func(bias=) does). torch or numpy."""
     lib = torch_module() if _is_torch(mask) else np
     if mask.dtype == (np.bool_ if lib is np else lib.bool):
         return mask
@@ -45,7 +46,8 @@ def _keep_mask(mask):
     drop = (mask == lib.finfo(mask.dtype).min) | (mask == float("-inf"))
     if not bool((keep | drop).all()):
         raise NotImplementedError("attention_mask: a float mask with values other than 0 and the dtype's minimum "
-                                  "(-inf) is an additive bias, which fastattn does not support")
+                                  "(-inf) is an additive bias, which fastattn's transformers attention does not take "
+                                  "yet (flash_attn_func(bias=) does)")
     return keep
 
 

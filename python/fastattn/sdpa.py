@@ -83,6 +83,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError(f"enable_gqa: query has {h_q} heads and key {h_kv}; "
                          "pass enable_gqa=True for grouped-query attention")
     if attn_mask is not None and is_bias:  # additive: fastattn's bias (broadcast like SDPA's, _bias.bias_4d)
+        if len(attn_mask.shape) < 2:  # (s_k,) or a scalar broadcasts as SDPA's does (and as a bool mask here)
+            attn_mask = attn_mask.reshape((1,) * (2 - len(attn_mask.shape)) + tuple(attn_mask.shape))
         out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True, bias=attn_mask)
         return arrays_for(query, "query").swap12(out)
     if attn_mask is not None:  # broadcastable to (b, h_q, s_q, s_k): fastattn's 4-D mask

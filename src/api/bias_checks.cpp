@@ -3,6 +3,9 @@
 // extra layout rules live with its kernels (cuda_backend::check_forward).
 #include "api/bias_checks.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "api/block_mask_checks.h"
 #include "api/message.h"
 #include "api/tensor_checks.h"
@@ -23,6 +26,23 @@ Status check_bias_form(const char* name, const Tensor& t, const Tensor& q) {
     }
   }
   return check_device(name, t, q);
+}
+
+// The dim of a 4-D tensor whose entries reach back into the dims of smaller stride (two entries at one
+// address), or -1 when every entry has its own: taken by |stride| (dims of size 1 skipped), each dim must
+// start past the reach of the ones inside it. Sufficient, not necessary: dense, padded, permuted and
+// reversed layouts pass; only interleaved ones that happen not to collide are refused with the overlaps.
+int overlapping_dim(const Tensor& t) {
+  int order[4] = {0, 1, 2, 3};
+  std::sort(order, order + 4, [&](int x, int y) { return std::llabs(t.stride[x]) < std::llabs(t.stride[y]); });
+  int64_t reach = 0;  // the largest offset the dims taken so far span
+  for (int i : order) {
+    if (t.shape[i] < 2) continue;
+    const int64_t step = std::llabs(t.stride[i]);
+    if (step <= reach) return i;
+    reach += step * (t.shape[i] - 1);
+  }
+  return -1;
 }
 
 }  // namespace
@@ -80,6 +100,11 @@ Status check_dbias(const AttnArgs& a) {
       return Status::Invalid(msg("dbias: dim ", i, " has stride 0 (a broadcast view) but dbias is written: each entry "
                                  "needs its own address"));
     }
+  }
+  if (const int i = overlapping_dim(t); i >= 0) {  // e.g. rows 1 element apart: the adds of two entries would mix
+    return Status::Invalid(msg("dbias: dim ", i, " has stride ", t.stride[i], " which lands inside the dims of "
+                               "smaller stride (shape ", shape_string(t), "): two entries at one address, but dbias is "
+                               "written; pass a dense or padded dbias"));
   }
   return Status::Ok();
 }

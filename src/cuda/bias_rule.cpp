@@ -36,8 +36,11 @@ Status bias_problem_support(const detail::Problem& p, int major) {
 
 // The sm90 backward's bias kernel (sm90/bwd/bias.cuh, BiasBwdConfig): the default mode's accumulator path of
 // the d 96 / 128 tiles, any bias dtype and layout (BF16 / F16 words two keys a 4-byte load where aligned).
-Status bias_backward_support(const AttnArgs& a) {
+Status bias_backward_support(const AttnArgs& a, int major) {
   if (!a.bias.defined()) return Status::Ok();
+  if (major != 9)  // the sm80 kernels read no bias: dq / dk / dv of the unbiased scores and dbias 0
+    return Status::Unsupported("bias: the CUDA backward with a bias runs on sm90 (Hopper) only (this device: sm" +
+                               std::to_string(major) + "x)");
   const int64_t d = a.q.shape[a.q.ndim - 1], dv = a.v.shape[a.v.ndim - 1];
   if (d != dv || (d != 96 && d != 128))  // d 64: its bias kernel spilled (docs/notes/bwd-sm90.md, "Bias backward")
     return Status::Unsupported("bias: the CUDA backward with a bias runs head dims 96 and 128 (d_v = d), not " +
@@ -50,6 +53,8 @@ Status bias_backward_support(const AttnArgs& a) {
     return Status::Unsupported("bias: the CUDA backward with a bias takes no block-sparse or bitmask mask yet");
   if (reinterpret_cast<uintptr_t>(a.bias.data) % dtype_size(a.bias.dtype) != 0)
     return Status::Unsupported("bias: the CUDA backward needs a base pointer aligned to the bias's element size");
+  if (a.dbias.defined() && reinterpret_cast<uintptr_t>(a.dbias.data) % 4 != 0)  // fp32 atomic adds
+    return Status::Unsupported("dbias: the CUDA backward adds into fp32 entries: it needs a 4-byte aligned base pointer");
   return Status::Ok();  // any strides: odd ones read 16-bit entries one by one (sm90/bwd/bias.cuh)
 }
 

@@ -14,7 +14,8 @@ namespace fastattn::cuda_backend {
 Status bias_forward_support(const AttnArgs& args, int major);
 Status bias_problem_support(const detail::Problem& p, int major);
 
-// The backward (bias and dbias).
-Status bias_backward_support(const AttnArgs& args);
+// The backward (bias and dbias): sm90's bias kernel only (`major`: the device's compute capability; the
+// sm80 backward has no bias path and would drop the bias silently).
+Status bias_backward_support(const AttnArgs& args, int major);
 
 }  // namespace fastattn::cuda_backend

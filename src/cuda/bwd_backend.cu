@@ -109,7 +109,7 @@ Status renamed(Status st) {
 BwdStatsProbe* probe_in_force = nullptr;
 
 // The sm80 (Ampere / Ada) backward's limits (sm80/bwd/: d 64 / 128, the default mode, no softcap, no
-// mask lists), by argument name, before the forward's checks (whose sm80 messages name the forward).
+// mask lists, no bias), by argument name, before the forward's checks (whose sm80 messages name the forward).
 Status sm80_backward_limits(const AttnArgs& a) {
   if (a.deterministic)
     return Status::Unsupported("deterministic: the sm80 (Ampere / Ada) backward has no deterministic mode yet (its dQ "
@@ -119,6 +119,9 @@ Status sm80_backward_limits(const AttnArgs& a) {
   if (a.mask.kind != MaskKind::None)
     return Status::Unsupported("mask: block-sparse masks and element bitmasks are not built for the sm80 (Ampere / "
                                "Ada) backward yet");
+  if (a.bias.defined())  // its kernels read no bias: they would return the unbiased gradients
+    return Status::Unsupported("bias: the sm80 (Ampere / Ada) backward takes no additive bias yet (sm90 or the CPU "
+                               "backend)");
   const int d = int(a.q.shape[a.q.ndim - 1]);
   if (d == 128) {  // the d 128 tile's smem (145 KB) fits the A100's and an H100's SM, not sm_86 / sm_89's 100 KB
     int smem = 0;
@@ -155,15 +158,19 @@ void set_bias_params(const detail::Problem& problem, const detail::GradOperands&
 }
 
 // dbias's logical entries to 0: one memset where they are contiguous, else a 2-D one per (batch, head).
+// The 2-D memset wants a pitch >= the row's width: a single row takes its width (its stride is any
+// number), reversed rows start from the last one (check_dbias made |row stride| >= cols when rows > 1).
 cudaError_t clear_dbias(const detail::BiasView& g, cudaStream_t s) {
   const int64_t plane = int64_t(g.rows) * g.cols;
-  const bool contiguous = g.row_stride == g.cols && (g.heads == 1 || g.head_stride == plane) &&
+  const bool contiguous = (g.rows == 1 || g.row_stride == g.cols) && (g.heads == 1 || g.head_stride == plane) &&
                           (g.batch == 1 || g.batch_stride == plane * g.heads);
   if (contiguous) return cudaMemsetAsync(g.data, 0, size_t(plane) * g.heads * g.batch * 4, s);
+  const int64_t pitch = g.rows == 1 ? g.cols : std::llabs(g.row_stride);
+  const int64_t first_row = g.rows > 1 && g.row_stride < 0 ? (g.rows - 1) * g.row_stride : 0;
   for (int b = 0; b < g.batch; ++b)
     for (int h = 0; h < g.heads; ++h) {
-      float* at = static_cast<float*>(g.data) + b * g.batch_stride + h * g.head_stride;
-      const cudaError_t e = cudaMemset2DAsync(at, size_t(g.row_stride) * 4, 0, size_t(g.cols) * 4, size_t(g.rows), s);
+      float* at = static_cast<float*>(g.data) + b * g.batch_stride + h * g.head_stride + first_row;
+      const cudaError_t e = cudaMemset2DAsync(at, size_t(pitch) * 4, 0, size_t(g.cols) * 4, size_t(g.rows), s);
       if (e != cudaSuccess) return e;
     }
   return cudaSuccess;
@@ -176,10 +183,15 @@ void set_bwd_stats_probe(BwdStatsProbe* probe) { probe_in_force = probe; }
 
 Status check_backward(const AttnArgs& a) {
   // The sm80 path (a major-8 device, or one forced so): its own limits first.
-  if (int m = 0; compute_major(&m).ok() && m == 8) {
+  int device_major = 0;
+  const Status major_st = compute_major(&device_major);
+  if (major_st.ok() && device_major == 8) {
     if (Status st = sm80_backward_limits(a); !st.ok()) return st;
   }
-  if (Status st = bias_backward_support(a); !st.ok()) return st;
+  if (a.bias.defined()) {  // the bias rule needs the device (sm90 only: the sm80 kernels read no bias)
+    if (!major_st.ok()) return major_st;
+    if (Status st = bias_backward_support(a, device_major); !st.ok()) return st;
+  }
   // The forward's rules without the bias: the backward's bias rule is bias_backward_support's alone.
   AttnArgs unbiased = a;
   unbiased.bias = Tensor{};
@@ -248,6 +260,10 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   const bool ampere = major == 8;  // the sm80 backward: 64-row q-blocks, the accumulator path only
   if (ampere && deterministic)  // a direct caller (check_backward refuses it by name)
     return Status::Unsupported("deterministic: the sm80 (Ampere / Ada) backward has no deterministic mode yet");
+  // Likewise what its kernels do not read (sm80_backward_limits): they would run as if it were absent.
+  if (ampere && (a.softcap != 0.f || problem.blocks.defined() || problem.bits.defined() || problem.bias.defined()))
+    return Status::Unsupported("the sm80 (Ampere / Ada) backward takes no softcap, mask or bias yet "
+                               "(sm80_backward_limits)");
   // Rows per q-block, and the workspace's padding per sequence (80 at d 128 without mask: config.h).
   // Block-sparse masks take the head dim's default tile on the accumulator path (never the 80-row tile,
   // the band or the dQ ring: the lists are walked by BlockSparseBwdConfig's kernel only); element bitmasks
@@ -258,9 +274,9 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   }
   // An additive bias likewise (BiasBwdConfig's kernel; bias_backward_support held the call to its rule).
   const bool bias = problem.bias.defined();
-  if (bias && (block_sparse || a.softcap != 0.f || deterministic))  // a direct caller is held to the rule too
-    return Status::Unsupported("bias: the CUDA backward with a bias runs the default mode without softcap or a "
-                               "block mask (bias_backward_support)");
+  if (bias && (ampere || block_sparse || a.softcap != 0.f || deterministic))  // a direct caller: the rule too
+    return Status::Unsupported("bias: the CUDA backward with a bias runs on sm90 in the default mode without softcap "
+                               "or a block mask (bias_backward_support)");
   if (bias) set_bias_params(problem, g, &p);
   const int bm = ampere ? sm80::kBwdBlockM
                         : sm90::bwd_block_m(d, !block_sparse && !bias &&

@@ -1,7 +1,10 @@
 // The CUDA backward's bias rule (cuda/bias_rule.h, bias_backward_support; host code, no device): the bias kernel
 // serves d 96 / 128 with d_v = d in the default mode without softcap or block mask, any bias dtype and layout;
-// everything else is refused by name.
+// everything else is refused by name. CUDA builds only: cuda/bias_rule.cpp is compiled with the CUDA sources
+// (a CPU-only build has no such symbol to link).
 #include <gtest/gtest.h>
+
+#ifdef FASTATTN_WITH_CUDA
 
 #include <cstdint>
 #include <string>
@@ -23,8 +26,8 @@ struct RuleCase {
   }
 };
 
-void expect_refused(const AttnArgs& a, const char* what) {
-  const Status st = cuda_backend::bias_backward_support(a);
+void expect_refused(const AttnArgs& a, const char* what, int major = 9) {
+  const Status st = cuda_backend::bias_backward_support(a, major);
   EXPECT_EQ(st.code, Code::NotSupported) << what;
   EXPECT_NE(st.message.find(what), std::string::npos) << st.message;
   EXPECT_EQ(st.message.rfind("bias:", 0), 0u) << "named by the argument: " << st.message;
@@ -34,14 +37,14 @@ TEST(CudaBiasBackwardRule, RunsTheDefaultModeOfTheSmallHeadDims) {
   for (int d : {96, 128})
     for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
       RuleCase c(d, d, dt);
-      EXPECT_TRUE(cuda_backend::bias_backward_support(c.a).ok()) << d;
+      EXPECT_TRUE(cuda_backend::bias_backward_support(c.a, 9).ok()) << d;
       c.a.causal = true;
       c.a.window_left = 5;
-      EXPECT_TRUE(cuda_backend::bias_backward_support(c.a).ok()) << d;
+      EXPECT_TRUE(cuda_backend::bias_backward_support(c.a, 9).ok()) << d;
     }
   RuleCase none(256, 256, DType::F32);
   none.a.bias = Tensor{};
-  EXPECT_TRUE(cuda_backend::bias_backward_support(none.a).ok()) << "no bias: not this rule's call";
+  EXPECT_TRUE(cuda_backend::bias_backward_support(none.a, 9).ok()) << "no bias: not this rule's call";
 }
 
 TEST(CudaBiasBackwardRule, RefusesWhatTheBiasKernelLacksByName) {
@@ -72,13 +75,37 @@ TEST(CudaBiasBackwardRule, AnyStridesOfEveryDtype) {
     odd_rows.a.bias.stride[2] = 7;  // rows padded to an odd stride
     odd_rows.a.bias.stride[1] = 28;
     odd_rows.a.bias.stride[0] = 56;
-    EXPECT_TRUE(cuda_backend::bias_backward_support(odd_rows.a).ok());
+    EXPECT_TRUE(cuda_backend::bias_backward_support(odd_rows.a, 9).ok());
     if (dt == DType::F32) continue;
     RuleCase shifted(96, 96, dt);
     shifted.a.bias.data = shifted.bias_store.data() + 1;
-    EXPECT_TRUE(cuda_backend::bias_backward_support(shifted.a).ok());
+    EXPECT_TRUE(cuda_backend::bias_backward_support(shifted.a, 9).ok());
   }
+}
+
+// Review s39: the sm80 backward has no bias path; before the rule took the device's major, an A100 call with a bias
+// at d 128 passed check_backward and ran the sm80 kernels, which read no bias (unbiased gradients, dbias 0).
+TEST(CudaBiasBackwardRule, RefusedOffSm90ByName) {
+  for (int major : {8, 10}) expect_refused(RuleCase(128, 128, DType::BF16).a, "runs on sm90 (Hopper) only", major);
+  RuleCase none(128, 128, DType::BF16);
+  none.a.bias = Tensor{};
+  EXPECT_TRUE(cuda_backend::bias_backward_support(none.a, 8).ok()) << "no bias: the sm80 backward's own call";
+}
+
+// Review s39: dbias is added into by fp32 atomics; a C caller's dbias off 4 bytes is refused by name (was a
+// misaligned-address fault in the kernel).
+TEST(CudaBiasBackwardRule, DbiasBaseAlignedToFourBytes) {
+  RuleCase c(128, 128, DType::BF16);
+  std::vector<float> dbias_store(64);
+  c.a.dbias = make_tensor(dbias_store.data(), DType::F32, {1, 2, 4, 6});
+  EXPECT_TRUE(cuda_backend::bias_backward_support(c.a, 9).ok());
+  c.a.dbias.data = reinterpret_cast<char*>(dbias_store.data()) + 2;
+  const Status st = cuda_backend::bias_backward_support(c.a, 9);
+  EXPECT_EQ(st.code, Code::NotSupported);
+  EXPECT_EQ(st.message.rfind("dbias:", 0), 0u) << st.message;
+  EXPECT_NE(st.message.find("4-byte aligned"), std::string::npos) << st.message;
 }
 
 }  // namespace
 }  // namespace fastattn
+#endif  // FASTATTN_WITH_CUDA

@@ -69,6 +69,12 @@ std::vector<BiasRule> bias_rules() {
       {"dbias_rank", false, true, [](A& a) { a.dbias.ndim = 2; }, bad, {"dbias: expected 4 dims"}},
       {"dbias_stride", false, true, [](A& a) { a.dbias.stride[3] = 0; }, bad, {"dbias: last dim must have unit stride"}},
       {"dbias_broadcast", false, true, [](A& a) { a.dbias.stride[1] = 0; }, bad, {"dbias: dim 1 has stride 0"}},
+      // Review s39: entries sharing an address without a stride 0 (rows 5 floats apart, 10 wide; heads 40 apart
+      // over 8 rows of 10): the backward's adds and stores of two entries mixed, unrefused.
+      {"dbias_rows_overlap", false, true, [](A& a) { a.dbias.stride[2] = 5; }, bad,
+       {"dbias: dim 2 has stride 5", "two entries at one address"}},
+      {"dbias_heads_overlap", false, true, [](A& a) { a.dbias.stride[1] = 40; }, bad,
+       {"dbias: dim 1 has stride 40", "two entries at one address"}},
       {"dbias_device", false, true, [](A& a) { a.dbias.device = Device::CUDA; }, bad, {"dbias: on cuda:0 but q is on cpu"}},
       {"mask_kind_bias", false, false, [](A& a) { a.mask.kind = MaskKind::Bias; }, unsup,
        {"mask: kind 3 is not supported", "AttnArgs::bias"}},
@@ -136,6 +142,29 @@ TEST(BiasValidation, LayoutsAccepted) {
   a.bias.shape[1] = 4;
   a.bias.stride[1] = 0;
   EXPECT_TRUE(validate_forward(a).ok()) << validate_forward(a).message;
+}
+
+// dbias layouts whose entries each have their own address pass (review s39's overlap rule refuses no such
+// layout): dense, rows padded, batch and heads swapped in memory, rows reversed (negative stride).
+TEST(BiasValidation, DbiasLayoutsWithDistinctEntriesAccepted) {
+  Rng rng(test_seed());
+  AttnCase c = make_case(bias_spec(false), rng);  // dbias (2, 2, 8, 10)
+  std::vector<float> store(2 * 2 * 8 * 16);
+  const Tensor dout = c.dout.view(), dq = c.dq.view(), dk = c.dk.view(), dv = c.dv.view();
+  struct Layout {
+    const char* name;
+    int64_t offset, stride[3];
+  };
+  const Layout layouts[] = {{"dense", 0, {160, 80, 10}},
+                            {"padded_rows", 0, {256, 128, 16}},
+                            {"heads_outer", 0, {80, 160, 10}},
+                            {"rows_reversed", 70, {160, 80, -10}}};
+  for (const Layout& l : layouts) {
+    AttnArgs a = c.args(Backend::CPU);
+    a.dbias = make_tensor(store.data() + l.offset, DType::F32, {2, 2, 8, 10});
+    for (int i = 0; i < 3; ++i) a.dbias.stride[i] = l.stride[i];
+    EXPECT_TRUE(validate_backward(a, dout, dq, dk, dv).ok()) << l.name << ": " << validate_backward(a, dout, dq, dk, dv).message;
+  }
 }
 
 #ifndef FASTATTN_WITH_CUDA

@@ -121,6 +121,23 @@ TEST_F(Sm90BwdBias, HeadDim96) {
   }
 }
 
+// Review s39: dbias of its own layouts (clear_dbias's 2-D memset path): rows padded (the gaps stay poisoned),
+// rows reversed (a negative row stride; before, the memset took the negative stride as its pitch and the call
+// failed with "backward dbias clear"), and a single reversed row (s_q 1), exclusive and shared bias.
+TEST_F(Sm90BwdBias, DbiasLayouts) {
+  for (int layout : {1, 2}) {
+    BwdCase c = biased(DType::BF16, 128, 113, 200, 4, 4, DType::BF16, true, 4);
+    c.dbias_layout = layout;
+    run_bwd_case(c);
+    BwdCase shared = biased(DType::BF16, 128, 77, 130, 4, 2, DType::F32, false, 2);
+    shared.dbias_layout = layout;
+    run_bwd_case(shared);
+    BwdCase one_row = biased(DType::BF16, 128, 1, 17, 2, 2, DType::BF16, true, 2);
+    one_row.dbias_layout = layout;
+    run_bwd_case(one_row);
+  }
+}
+
 // Without dbias: the same kernel, no adds.
 TEST_F(Sm90BwdBias, WithoutDbias) {
   BwdCase c = biased(DType::BF16, 128, 113, 200, 4, 2, DType::BF16, false, 2);
@@ -132,16 +149,7 @@ TEST_F(Sm90BwdBias, WithoutDbias) {
 TEST_F(Sm90BwdBias, RefusalsByName) {
   std::vector<uint16_t> host(2 * 64 * 2 * 128);
   DeviceBuffer buf(host.size() * 2), bias(size_t(64) * 64 * 4), lse(2 * 64 * 4);
-  auto args = [&](int d) {
-    AttnArgs a;
-    a.q = make_tensor(buf.get(), DType::BF16, {1, 64, 2, d}, Device::CUDA);
-    a.k = a.q;
-    a.v = a.q;
-    a.out = a.q;
-    a.lse = make_tensor(lse.get(), DType::F32, {1, 2, 64}, Device::CUDA);
-    a.bias = make_tensor(bias.get(), DType::F32, {1, 1, 64, 64}, Device::CUDA);
-    return a;
-  };
+  auto args = [&](int d) { return bias_refusal_args(buf.get(), lse.get(), bias.get(), d); };
   auto refused = [&](const AttnArgs& a, const char* what) {
     const Tensor g = a.q;
     const Status st = validate_backward(a, g, g, g, g);

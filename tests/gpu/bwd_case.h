@@ -72,12 +72,30 @@ struct BwdCase : FwdCase {
   // the bias is -inf or past the longest sequence). The forward's out / lse come from the CPU backend where
   // the CUDA forward refuses the bias.
   testing::BiasSpec bias;
+  // dbias's layout (bias.grad): 0 dense; 1 rows padded by 3 floats (the gaps must stay poisoned); 2 rows
+  // reversed (negative row stride, the base at row 0 = the buffer's last row). 1 and 2 take clear_dbias's
+  // 2-D memset path.
+  int dbias_layout = 0;
   bool deterministic = false;
   // dq bitwise equal over three runs in the default mode too (the band: one order by construction).
   bool dq_bitwise = false;
   BwdPads pads;                    // gaps of the eight tensors (none: contiguous)
   std::optional<BwdRoute> route;   // checked when set
 };
+
+// A bf16 (1, 64, 2, d) call whose q, k, v and out share one buffer, with an F32 (1, 1, 64, 64) bias (and its
+// dbias when given): the arguments of the bias refusal tests, which never reach a kernel.
+inline AttnArgs bias_refusal_args(void* qkv, void* lse, void* bias, int d, void* dbias = nullptr) {
+  AttnArgs a;
+  a.q = make_tensor(qkv, DType::BF16, {1, 64, 2, d}, Device::CUDA);
+  a.k = a.q;
+  a.v = a.q;
+  a.out = a.q;
+  a.lse = make_tensor(lse, DType::F32, {1, 2, 64}, Device::CUDA);
+  a.bias = make_tensor(bias, DType::F32, {1, 1, 64, 64}, Device::CUDA);
+  if (dbias != nullptr) a.dbias = make_tensor(dbias, DType::F32, {1, 1, 64, 64}, Device::CUDA);
+  return a;
+}
 
 inline BwdCase bcase(DType dt, int d, int sq, int sk, int dv = 0) {
   BwdCase c;
@@ -231,6 +249,7 @@ inline void run_bwd_case(const BwdCase& c) {
   testing::HostBias bias_host;
   std::optional<DeviceBuffer> bias_dev, dbias_dev;
   int64_t bias_dims[4] = {0, 0, 0, 0};
+  int64_t dbias_pitch = 0;  // floats a dbias row takes in its buffer (c.dbias_layout)
   if (c.bias.on) {
     testing::Rng brng(seed ^ 0x9e3779b9u);
     bias_host = testing::make_bias(c.bias, idx.batch, idx.varlen ? idx.max_q : c.sq, idx.varlen ? idx.max_k : c.sk, brng);
@@ -239,7 +258,8 @@ inline void run_bwd_case(const BwdCase& c) {
     bias_dev->upload(stored.data);
     const Tensor logical = bias_host.view();
     for (int i = 0; i < 4; ++i) bias_dims[i] = logical.shape[i];
-    if (c.bias.grad) dbias_dev.emplace(size_t(bias_dims[0] * bias_dims[1] * bias_dims[2] * bias_dims[3]) * 4);
+    dbias_pitch = bias_dims[3] + (c.dbias_layout == 1 ? 3 : 0);
+    if (c.bias.grad) dbias_dev.emplace(size_t(bias_dims[0] * bias_dims[1] * bias_dims[2] * dbias_pitch) * 4);
   }
 
   auto make_args = [&](bool on_gpu) {
@@ -269,9 +289,14 @@ inline void run_bwd_case(const BwdCase& c) {
       if (on_gpu) {
         a.bias.data = bias_dev->get();
         a.bias.device = Device::CUDA;
-        if (c.bias.grad)
+        if (c.bias.grad) {
           a.dbias = make_tensor(dbias_dev->get(), DType::F32, {bias_dims[0], bias_dims[1], bias_dims[2], bias_dims[3]},
                                 Device::CUDA);
+          a.dbias.stride[2] = c.dbias_layout == 2 ? -dbias_pitch : dbias_pitch;
+          a.dbias.stride[1] = bias_dims[2] * dbias_pitch;
+          a.dbias.stride[0] = bias_dims[1] * a.dbias.stride[1];
+          if (c.dbias_layout == 2) a.dbias.data = static_cast<float*>(dbias_dev->get()) + (bias_dims[2] - 1) * dbias_pitch;
+        }
       }
     }
     return a;
@@ -337,9 +362,22 @@ inline void run_bwd_case(const BwdCase& c) {
       EXPECT_EQ(seen.ring, c.route->ring) << "dQ ring taken or not, against the case's route";
       EXPECT_EQ(seen.band, c.route->band) << "recompute band taken or not, against the case's route";
     }
-    if (dbias_dev) {
-      got_dbias[r].resize(dbias_dev->bytes() / 4);
-      dbias_dev->download(got_dbias[r].data());
+    if (dbias_dev) {  // to the logical (contiguous) order; a padded layout's gaps must stay poisoned
+      std::vector<float> stored(dbias_dev->bytes() / 4);
+      dbias_dev->download(stored.data());
+      const int64_t rows = bias_dims[2], cols = bias_dims[3];
+      got_dbias[r].resize(size_t(bias_dims[0] * bias_dims[1] * rows * cols));
+      size_t gaps_written = 0;
+      for (int64_t plane = 0; plane < bias_dims[0] * bias_dims[1]; ++plane)
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t row = plane * rows + (c.dbias_layout == 2 ? rows - 1 - i : i);
+          for (int64_t j = 0; j < dbias_pitch; ++j) {
+            const float x = stored[size_t(row * dbias_pitch + j)];
+            if (j < cols) got_dbias[r][size_t((plane * rows + i) * cols + j)] = x;
+            else gaps_written += !std::isnan(x);
+          }
+        }
+      EXPECT_EQ(gaps_written, 0u) << "dbias: run " << r << " wrote into its row padding";
     }
     for (int g = 0; g < 3; ++g) {
       got[r][g].resize(ts[g]->host.size());

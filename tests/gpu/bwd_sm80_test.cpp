@@ -6,6 +6,7 @@
 // seqused. The host must pick 64-row q-blocks without the ring or the band (the route probe).
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "bwd_case.h"
@@ -118,6 +119,25 @@ TEST_F(Sm80Bwd, VarlenSeqused) {
   for_built({DType::BF16}, {64, 128}, [](DType, int d) {
     if (built(DType::F16, d)) bwd_varlen_cases(d, d, d, 0, BwdRoute{64, false, false});
   });
+}
+
+// Review s39: a bias is refused by name on sm80 (its kernels read none). Before, check_backward asked only the
+// sm90 bias rule (d 96 / 128, no device check): at d 128 the call ran and returned the unbiased gradients.
+TEST_F(Sm80Bwd, BiasRefusedByName) {
+  for (int d : {64, 128}) {
+    DeviceBuffer buf(size_t(64) * 2 * d * 2), bias(size_t(64) * 64 * 4), dbias(size_t(64) * 64 * 4), lse(2 * 64 * 4);
+    const AttnArgs a = bias_refusal_args(buf.get(), lse.get(), bias.get(), d, dbias.get());
+    DeviceBuffer grads(size_t(4) * 64 * 2 * d * 2);
+    Tensor g[4];
+    for (int i = 0; i < 4; ++i)
+      g[i] = make_tensor(static_cast<char*>(grads.get()) + size_t(i) * 64 * 2 * d * 2, DType::BF16, {1, 64, 2, d},
+                         Device::CUDA);
+    for (const Status& st : {validate_backward(a, g[0], g[1], g[2], g[3]), backward(a, g[0], g[1], g[2], g[3])}) {
+      EXPECT_EQ(st.code, Code::NotSupported) << "d " << d << ": " << st.message;
+      EXPECT_EQ(st.message.rfind("bias:", 0), 0u) << st.message;
+      EXPECT_NE(st.message.find("sm80"), std::string::npos) << st.message;
+    }
+  }
 }
 
 }  // namespace

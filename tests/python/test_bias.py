@@ -107,6 +107,20 @@ def test_refusals_name_the_bias(rng):
         fastattn.backward(out, q, k, v, out, lse, dbias=True)
 
 
+def test_sdpa_float_mask_of_one_dim_broadcasts(rng):
+    """Review s39: a (s_k,) float attn_mask broadcasts over the rows as SDPA's does (and as a bool (s_k,) mask
+    did here); it was refused ("bias: expected 2 to 4 dims")."""
+    q = rng.standard_normal((2, 3, 17, 16)).astype(np.float32)
+    k = rng.standard_normal((2, 3, 23, 16)).astype(np.float32)
+    v = rng.standard_normal((2, 3, 23, 16)).astype(np.float32)
+    mask = rng.standard_normal(23).astype(np.float32)
+    mask[[0, 5]] = -np.inf
+    got = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    want, _, _, _ = reference(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3), v.transpose(0, 2, 1, 3),
+                              np.broadcast_to(mask, (1, 1, 17, 23)))
+    np.testing.assert_allclose(np.asarray(got), want.transpose(0, 2, 1, 3), rtol=1e-4, atol=1e-5)
+
+
 # ---- torch -----------------------------------------------------------------------------------
 
 def _torch():
