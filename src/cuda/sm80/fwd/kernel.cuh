@@ -137,6 +137,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
       }
     }
 
+    // Softcap with CUDA's accurate tanhf, not the sm90 kernels' tanh.approx (common/softcap.cuh): with
+    // MUFU.TANH ptxas spills the d 128 FA2-order kernel (at 255 registers: 72 bytes). sm80 has
+    // no softcap backward, so no backward depends on this forward's tanh.
     if (a.softcap != 0.f) {
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)

@@ -31,6 +31,7 @@
 #include "cuda/common/grid_dependency.cuh"
 #include "cuda/common/math.cuh"            // pack2
 #include "cuda/common/online_softmax.cuh"  // fast_exp2
+#include "cuda/common/softcap.cuh"          // softcap_score: the forward's tanh
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/sm90/bwd/bit_lists.h"
 #include "cuda/sm90/bwd/band_dq.cuh"
@@ -325,7 +326,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       constexpr bool kCap = decltype(softcap)::value;
       if constexpr (kCap) {
 #pragma unroll
-        for (int i = 0; i < kN / 2; ++i) st[i] = p.attn.softcap * tanhf(st[i] * p.attn.softcap_in) * scale_log2;
+        for (int i = 0; i < kN / 2; ++i)
+          st[i] = cuda_backend::softcap_score(st[i], p.attn.softcap, p.attn.softcap_in) * scale_log2;
       }
       if constexpr (kCap && kPackAfterDs) {  // P is computed with dS^T, from the capped score
         mask_scores();

@@ -12,6 +12,7 @@
 
 #include "cuda/common/math.cuh"
 #include "cuda/common/online_softmax.cuh"
+#include "cuda/common/softcap.cuh"
 #include "cuda/mask/keep_bits.cuh"
 #include "cuda/prof/loop_probes.cuh"
 #include "cuda/sm90/fwd/config.h"
@@ -278,7 +279,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     const FwdTileFor<Cfg>& t = walk.t;
     if (p.attn.softcap != 0.f) {
 #pragma unroll
-      for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
+      for (int i = 0; i < N / 2; ++i) s[i] = cuda_backend::softcap_score(s[i], p.attn.softcap, p.attn.softcap_in);
     }
     add_bias(n);
     if (!t.blocks.full(n)) mask_scores(n);

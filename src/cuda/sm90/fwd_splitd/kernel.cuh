@@ -10,6 +10,7 @@
 // change only the tile's derivation (tile.cuh) and its store (epilogue.cuh).
 #pragma once
 
+#include "cuda/common/softcap.cuh"
 #include "cuda/sm90/fwd_splitd/config.h"
 #include "cuda/sm90/fwd_splitd/epilogue.cuh"
 #include "cuda/sm90/fwd_splitd/tile.cuh"
@@ -188,7 +189,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     // Softcap, then the mask on partial blocks (this warpgroup's 64 keys start at n0).
     if (p.attn.softcap != 0.f) {
 #pragma unroll
-      for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
+      for (int i = 0; i < N / 2; ++i) s[i] = cuda_backend::softcap_score(s[i], p.attn.softcap, p.attn.softcap_in);
     }
     if (!t.blocks.full(it)) {
       // GQA packing: a tile row's query position is its low bits (row_pos_mask; 63 unpacked).
@@ -390,7 +391,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
   auto block_max = [&](int it) {
     if (p.attn.softcap != 0.f) {
 #pragma unroll
-      for (int i = 0; i < N / 2; ++i) s[i] = p.attn.softcap * tanhf(s[i] * p.attn.softcap_in);
+      for (int i = 0; i < N / 2; ++i) s[i] = cuda_backend::softcap_score(s[i], p.attn.softcap, p.attn.softcap_in);
     }
     if (!t.blocks.full(it)) {
       // GQA packing: a tile row's query position is its low bits (row_pos_mask; 63 unpacked).
