@@ -8,6 +8,9 @@
 // sums are exchanged once, at the end. GQA-packed tiles (decode: 64 rows of several q heads of one
 // KV head) and split-KV (a tile's key blocks in shares, fp32 partials merged by split_combine.cu)
 // change only the tile's derivation (tile.cuh) and its store (epilogue.cuh).
+// The warpgroups run two template instances (kWG 0 / 1), so they meet at every named barrier from
+// different instructions: the barriers are PTX's non-aligned form (named_bar_*_unaligned), as
+// bar.sync / bar.arrive (.aligned) require every participant to execute the same instruction.
 #pragma once
 
 #include "cuda/sm90/fwd_splitd/config.h"
@@ -211,7 +214,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
       m[h] = cuda_backend::quad_max(x);
       if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
     }
-    named_bar_sync(1, Cfg::kConsumerThreads);
+    named_bar_sync_unaligned(1, Cfg::kConsumerThreads);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
@@ -239,7 +242,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
         sts_u32(p_own + r * kAtomRowBytes + ((j ^ (r % 8)) << 4) + 4 * quad_col, pf[j / 2][2 * (j % 2) + h]);
     }
     fence_smem_for_tma();  // the generic-proxy stores, before the other warpgroup's wgmma reads them
-    named_bar_sync(2, Cfg::kConsumerThreads);
+    named_bar_sync_unaligned(2, Cfg::kConsumerThreads);
     // O_slice += P V, quarter by quarter; ring order per quarter: (slice 0: half 0, half 1),
     // (slice 1: half 0, half 1). A quarter's two slots go back once the next quarter's group is
     // issued and the quarter's has retired.
@@ -295,7 +298,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
     if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
   }
-  named_bar_sync(3, Cfg::kConsumerThreads);
+  named_bar_sync_unaligned(3, Cfg::kConsumerThreads);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float total = own[h] + lds_f32(rows_other + 32 * h);
@@ -410,7 +413,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
       m[h] = cuda_backend::quad_max(x);
       if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
     }
-    named_bar_sync(1, Cfg::kConsumerThreads);
+    named_bar_sync_unaligned(1, Cfg::kConsumerThreads);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
@@ -492,8 +495,8 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
   auto nothing = []() {};
   // P_own of a block written (store_p) -> the other warpgroup may read it: named barrier 4 + w,
   // arrived at by its writer w and waited on by the other (FA3's producer / consumer use of bar.arrive).
-  auto p_written = [&]() { named_bar_arrive(4 + wg, Cfg::kConsumerThreads); };
-  auto p_other_written = [&]() { named_bar_sync(4 + (1 - wg), Cfg::kConsumerThreads); };
+  auto p_written = [&]() { named_bar_arrive_unaligned(4 + wg, Cfg::kConsumerThreads); };
+  auto p_other_written = [&]() { named_bar_sync_unaligned(4 + (1 - wg), Cfg::kConsumerThreads); };
 
   if (!t.blocks.empty()) {
     mbar_wait(&sm.q_full, 0);
@@ -503,7 +506,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     block_max(it);
     softmax.exp_row(s, 0, p.attn.scale_log2, alpha);
     softmax.exp_row(s, 1, p.attn.scale_log2, alpha);
-    named_bar_sync(2, Cfg::kConsumerThreads);  // the other's reads of the row slots are done
+    named_bar_sync_unaligned(2, Cfg::kConsumerThreads);  // the other's reads of the row slots are done
     for (it = t.blocks.next(it); !t.blocks.done(it); it = t.blocks.next(it)) {
       // Block n - 1's P and O rescale under block n's first QK chunk, then the rest of QK(n).
       pack_p();
@@ -522,7 +525,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
       pv_quarter(2, [&]() { softmax.exp_row(s, 1, p.attn.scale_log2, alpha); });
       pv_quarter(3, nothing);
       pv_finish();
-      named_bar_sync(2, Cfg::kConsumerThreads);  // both PV(n - 1) retired: P buffers, row slots free
+      named_bar_sync_unaligned(2, Cfg::kConsumerThreads);  // both PV(n - 1) retired: P buffers, row slots free
     }
     // Epilogue, block last: its P, the O rescale, and PV once the other's P half is written.
     pack_p();
@@ -542,7 +545,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
     if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
   }
-  named_bar_sync(3, Cfg::kConsumerThreads);
+  named_bar_sync_unaligned(3, Cfg::kConsumerThreads);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float total = own[h] + lds_f32(rows_other + 32 * h);
