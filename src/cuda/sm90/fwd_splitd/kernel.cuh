@@ -105,6 +105,65 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
   }
 }
 
+// O_slice += P V of one quarter q of a block, for both schedules. Ring order per quarter: (slice 0:
+// half 0, half 1), (slice 1: half 0, half 1); the other warpgroup's two chunks are skipped. under()
+// runs while the quarter's group is in flight; then quarter q - 1's group is waited for and its two
+// slots go back. splitd_pv_finish waits for the last quarter and releases its slots.
+template <class T, int wg, class Skip, class Release, class Under>
+__device__ __forceinline__ void splitd_pv_quarter(SplitDSmem& sm, uint8_t (*ring)[SplitDConfig::kChunkBytes],
+                                                  int ring_slots, SplitDRingState& ps, int q,
+                                                  float (&o)[SplitDConfig::kSliceAtoms][32],
+                                                  uint32_t (&pf)[SplitDConfig::kHalfKeys / 16][4], uint32_t p_other_lo,
+                                                  int (&cur)[2], int (&prev)[2], Skip& skip, Release& release,
+                                                  Under&& under) {
+  using Cfg = SplitDConfig;
+  constexpr int N = Cfg::kHalfKeys;
+#pragma unroll
+  for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
+    if (w != wg) {
+      skip();
+      skip();
+      continue;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mbar_wait(&sm.full[ps.stage()], ps.phase());
+      cur[h] = ps.stage();
+      ps.advance(ring_slots);
+    }
+    const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
+    const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk)
+      WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
+                                               desc_n_major(v_other, kk), 1);
+    wgmma_commit();
+    under();
+    if (q > 0) {
+      wgmma_wait<1>();
+      release(prev[0]);
+      release(prev[1]);
+    }
+    prev[0] = cur[0];
+    prev[1] = cur[1];
+  }
+}
+template <class Release>
+__device__ __forceinline__ void splitd_pv_finish(float (&o)[SplitDConfig::kSliceAtoms][32],
+                                                 uint32_t (&pf)[SplitDConfig::kHalfKeys / 16][4], int (&prev)[2],
+                                                 Release& release) {
+  wgmma_wait<0>();
+#pragma unroll
+  for (int q = 0; q < SplitDConfig::kSliceAtoms; ++q) fence_operands(o[q]);
+#pragma unroll
+  for (int kk = 0; kk < SplitDConfig::kHalfKeys / 16; ++kk) fence_operands(pf[kk]);  // P is rewritten next block
+  release(prev[0]);
+  release(prev[1]);
+}
+
 // The epilogue of both consumers: O normalised by the row sums (already exchanged) and stored from
 // registers (epilogue.cuh): into out, or as this split's fp32 partials under split-KV.
 template <class T, int wg>
@@ -243,51 +302,12 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     }
     fence_smem_for_tma();  // the generic-proxy stores, before the other warpgroup's wgmma reads them
     named_bar_sync_unaligned(2, Cfg::kConsumerThreads);
-    // O_slice += P V, quarter by quarter; ring order per quarter: (slice 0: half 0, half 1),
-    // (slice 1: half 0, half 1). A quarter's two slots go back once the next quarter's group is
-    // issued and the quarter's has retired.
+    // O_slice += P V, quarter by quarter (splitd_pv_quarter, nothing under it).
     int cur[2], prev[2];
 #pragma unroll
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q) {
-#pragma unroll
-      for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
-        if (w != wg) {
-          skip();
-          skip();
-          continue;
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          mbar_wait(&sm.full[ps.stage()], ps.phase());
-          cur[h] = ps.stage();
-          ps.advance(p.ring_slots);
-        }
-        const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
-        const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
-#pragma unroll
-        for (int kk = 0; kk < N / 16; ++kk)
-          WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
-                                                   desc_n_major(v_other, kk), 1);
-        wgmma_commit();
-        if (q > 0) {
-          wgmma_wait<1>();
-          release(prev[0]);
-          release(prev[1]);
-        }
-        prev[0] = cur[0];
-        prev[1] = cur[1];
-      }
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
-#pragma unroll
-    for (int kk = 0; kk < N / 16; ++kk) fence_operands(pf[kk]);  // P is rewritten next block
-    release(prev[0]);
-    release(prev[1]);
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q)
+      splitd_pv_quarter<T, wg>(sm, ring, p.ring_slots, ps, q, o, pf, p_other_lo, cur, prev, skip, release, [] {});
+    splitd_pv_finish(o, pf, prev, release);
   }
   // The row sums: each warpgroup's quad sum through smem (the rows buffer's last reads, the other
   // warpgroup's max of the last block, came before barrier 2), own + other in both (the same bits),
@@ -445,53 +465,14 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     }
     fence_smem_for_tma();
   };
-  // O_slice += P V of one block, quarter by quarter (ring order and slot releases as in
-  // splitd_consume): pv_quarter(q, under) issues quarter q, runs under() while it is in flight, then
-  // waits for quarter q - 1 and releases its slots; pv_finish waits for the last one.
+  // O_slice += P V of one block, quarter by quarter: pv_quarter(q, under) issues quarter q, runs
+  // under() while it is in flight, then waits for quarter q - 1 and releases its slots; pv_finish
+  // waits for the last one (both shared with splitd_consume).
   int cur[2], prev[2];
   auto pv_quarter = [&](int q, auto&& under) {
-#pragma unroll
-    for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
-      if (w != wg) {
-        skip();
-        skip();
-        continue;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mbar_wait(&sm.full[ps.stage()], ps.phase());
-        cur[h] = ps.stage();
-        ps.advance(p.ring_slots);
-      }
-      const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
-      const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk)
-        WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
-                                                 desc_n_major(v_other, kk), 1);
-      wgmma_commit();
-      under();
-      if (q > 0) {
-        wgmma_wait<1>();
-        release(prev[0]);
-        release(prev[1]);
-      }
-      prev[0] = cur[0];
-      prev[1] = cur[1];
-    }
+    splitd_pv_quarter<T, wg>(sm, ring, p.ring_slots, ps, q, o, pf, p_other_lo, cur, prev, skip, release, under);
   };
-  auto pv_finish = [&]() {
-    wgmma_wait<0>();
-#pragma unroll
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
-#pragma unroll
-    for (int kk = 0; kk < N / 16; ++kk) fence_operands(pf[kk]);
-    release(prev[0]);
-    release(prev[1]);
-  };
+  auto pv_finish = [&]() { splitd_pv_finish(o, pf, prev, release); };
   auto nothing = []() {};
   // P_own of a block written (store_p) -> the other warpgroup may read it: named barrier 4 + w,
   // arrived at by its writer w and waited on by the other (FA3's producer / consumer use of bar.arrive).
