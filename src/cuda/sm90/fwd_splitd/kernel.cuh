@@ -8,6 +8,9 @@
 // sums are exchanged once, at the end. GQA-packed tiles (decode: 64 rows of several q heads of one
 // KV head) and split-KV (a tile's key blocks in shares, fp32 partials merged by split_combine.cu)
 // change only the tile's derivation (tile.cuh) and its store (epilogue.cuh).
+// The warpgroups run two template instances (kWG 0 / 1), so they meet at every named barrier from
+// different instructions: the barriers are PTX's non-aligned form (named_bar_*_unaligned), as
+// bar.sync / bar.arrive (.aligned) require every participant to execute the same instruction.
 #pragma once
 
 #include "cuda/common/softcap.cuh"
@@ -101,6 +104,65 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
     }
     load_v(prev);
   }
+}
+
+// O_slice += P V of one quarter q of a block, for both schedules. Ring order per quarter: (slice 0:
+// half 0, half 1), (slice 1: half 0, half 1); the other warpgroup's two chunks are skipped. under()
+// runs while the quarter's group is in flight; then quarter q - 1's group is waited for and its two
+// slots go back. splitd_pv_finish waits for the last quarter and releases its slots.
+template <class T, int wg, class Skip, class Release, class Under>
+__device__ __forceinline__ void splitd_pv_quarter(SplitDSmem& sm, uint8_t (*ring)[SplitDConfig::kChunkBytes],
+                                                  int ring_slots, SplitDRingState& ps, int q,
+                                                  float (&o)[SplitDConfig::kSliceAtoms][32],
+                                                  uint32_t (&pf)[SplitDConfig::kHalfKeys / 16][4], uint32_t p_other_lo,
+                                                  int (&cur)[2], int (&prev)[2], Skip& skip, Release& release,
+                                                  Under&& under) {
+  using Cfg = SplitDConfig;
+  constexpr int N = Cfg::kHalfKeys;
+#pragma unroll
+  for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
+    if (w != wg) {
+      skip();
+      skip();
+      continue;
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      mbar_wait(&sm.full[ps.stage()], ps.phase());
+      cur[h] = ps.stage();
+      ps.advance(ring_slots);
+    }
+    const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
+    const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
+#pragma unroll
+    for (int kk = 0; kk < N / 16; ++kk)
+      WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
+                                               desc_n_major(v_other, kk), 1);
+    wgmma_commit();
+    under();
+    if (q > 0) {
+      wgmma_wait<1>();
+      release(prev[0]);
+      release(prev[1]);
+    }
+    prev[0] = cur[0];
+    prev[1] = cur[1];
+  }
+}
+template <class Release>
+__device__ __forceinline__ void splitd_pv_finish(float (&o)[SplitDConfig::kSliceAtoms][32],
+                                                 uint32_t (&pf)[SplitDConfig::kHalfKeys / 16][4], int (&prev)[2],
+                                                 Release& release) {
+  wgmma_wait<0>();
+#pragma unroll
+  for (int q = 0; q < SplitDConfig::kSliceAtoms; ++q) fence_operands(o[q]);
+#pragma unroll
+  for (int kk = 0; kk < SplitDConfig::kHalfKeys / 16; ++kk) fence_operands(pf[kk]);  // P is rewritten next block
+  release(prev[0]);
+  release(prev[1]);
 }
 
 // The epilogue of both consumers: O normalised by the row sums (already exchanged) and stored from
@@ -212,7 +274,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
       m[h] = cuda_backend::quad_max(x);
       if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
     }
-    named_bar_sync(1, Cfg::kConsumerThreads);
+    named_bar_sync_unaligned(1, Cfg::kConsumerThreads);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
@@ -240,52 +302,13 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
         sts_u32(p_own + r * kAtomRowBytes + ((j ^ (r % 8)) << 4) + 4 * quad_col, pf[j / 2][2 * (j % 2) + h]);
     }
     fence_smem_for_tma();  // the generic-proxy stores, before the other warpgroup's wgmma reads them
-    named_bar_sync(2, Cfg::kConsumerThreads);
-    // O_slice += P V, quarter by quarter; ring order per quarter: (slice 0: half 0, half 1),
-    // (slice 1: half 0, half 1). A quarter's two slots go back once the next quarter's group is
-    // issued and the quarter's has retired.
+    named_bar_sync_unaligned(2, Cfg::kConsumerThreads);
+    // O_slice += P V, quarter by quarter (splitd_pv_quarter, nothing under it).
     int cur[2], prev[2];
 #pragma unroll
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q) {
-#pragma unroll
-      for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
-        if (w != wg) {
-          skip();
-          skip();
-          continue;
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          mbar_wait(&sm.full[ps.stage()], ps.phase());
-          cur[h] = ps.stage();
-          ps.advance(p.ring_slots);
-        }
-        const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
-        const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
-#pragma unroll
-        for (int kk = 0; kk < N / 16; ++kk)
-          WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
-                                                   desc_n_major(v_other, kk), 1);
-        wgmma_commit();
-        if (q > 0) {
-          wgmma_wait<1>();
-          release(prev[0]);
-          release(prev[1]);
-        }
-        prev[0] = cur[0];
-        prev[1] = cur[1];
-      }
-    }
-    wgmma_wait<0>();
-#pragma unroll
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
-#pragma unroll
-    for (int kk = 0; kk < N / 16; ++kk) fence_operands(pf[kk]);  // P is rewritten next block
-    release(prev[0]);
-    release(prev[1]);
+    for (int q = 0; q < Cfg::kSliceAtoms; ++q)
+      splitd_pv_quarter<T, wg>(sm, ring, p.ring_slots, ps, q, o, pf, p_other_lo, cur, prev, skip, release, [] {});
+    splitd_pv_finish(o, pf, prev, release);
   }
   // The row sums: each warpgroup's quad sum through smem (the rows buffer's last reads, the other
   // warpgroup's max of the last block, came before barrier 2), own + other in both (the same bits),
@@ -296,7 +319,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
     if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
   }
-  named_bar_sync(3, Cfg::kConsumerThreads);
+  named_bar_sync_unaligned(3, Cfg::kConsumerThreads);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float total = own[h] + lds_f32(rows_other + 32 * h);
@@ -411,7 +434,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
       m[h] = cuda_backend::quad_max(x);
       if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
     }
-    named_bar_sync(1, Cfg::kConsumerThreads);
+    named_bar_sync_unaligned(1, Cfg::kConsumerThreads);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
@@ -443,58 +466,19 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     }
     fence_smem_for_tma();
   };
-  // O_slice += P V of one block, quarter by quarter (ring order and slot releases as in
-  // splitd_consume): pv_quarter(q, under) issues quarter q, runs under() while it is in flight, then
-  // waits for quarter q - 1 and releases its slots; pv_finish waits for the last one.
+  // O_slice += P V of one block, quarter by quarter: pv_quarter(q, under) issues quarter q, runs
+  // under() while it is in flight, then waits for quarter q - 1 and releases its slots; pv_finish
+  // waits for the last one (both shared with splitd_consume).
   int cur[2], prev[2];
   auto pv_quarter = [&](int q, auto&& under) {
-#pragma unroll
-    for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w) {
-      if (w != wg) {
-        skip();
-        skip();
-        continue;
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        mbar_wait(&sm.full[ps.stage()], ps.phase());
-        cur[h] = ps.stage();
-        ps.advance(p.ring_slots);
-      }
-      const uint32_t v_own = desc_n_major_lo(ring[cur[wg]], Cfg::kChunkBytes);
-      const uint32_t v_other = desc_n_major_lo(ring[cur[1 - wg]], Cfg::kChunkBytes);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk) WgmmaRS<T, 64>::run(o[q], pf[kk], desc_n_major(v_own, kk), 1);
-#pragma unroll
-      for (int kk = 0; kk < N / 16; ++kk)
-        WgmmaSS<T, 64, Major::K, Major::MN>::run(o[q], desc_k_major(p_other_lo, Cfg::kChunkBytes, kk),
-                                                 desc_n_major(v_other, kk), 1);
-      wgmma_commit();
-      under();
-      if (q > 0) {
-        wgmma_wait<1>();
-        release(prev[0]);
-        release(prev[1]);
-      }
-      prev[0] = cur[0];
-      prev[1] = cur[1];
-    }
+    splitd_pv_quarter<T, wg>(sm, ring, p.ring_slots, ps, q, o, pf, p_other_lo, cur, prev, skip, release, under);
   };
-  auto pv_finish = [&]() {
-    wgmma_wait<0>();
-#pragma unroll
-    for (int q = 0; q < Cfg::kSliceAtoms; ++q) fence_operands(o[q]);
-#pragma unroll
-    for (int kk = 0; kk < N / 16; ++kk) fence_operands(pf[kk]);
-    release(prev[0]);
-    release(prev[1]);
-  };
+  auto pv_finish = [&]() { splitd_pv_finish(o, pf, prev, release); };
   auto nothing = []() {};
   // P_own of a block written (store_p) -> the other warpgroup may read it: named barrier 4 + w,
   // arrived at by its writer w and waited on by the other (FA3's producer / consumer use of bar.arrive).
-  auto p_written = [&]() { named_bar_arrive(4 + wg, Cfg::kConsumerThreads); };
-  auto p_other_written = [&]() { named_bar_sync(4 + (1 - wg), Cfg::kConsumerThreads); };
+  auto p_written = [&]() { named_bar_arrive_unaligned(4 + wg, Cfg::kConsumerThreads); };
+  auto p_other_written = [&]() { named_bar_sync_unaligned(4 + (1 - wg), Cfg::kConsumerThreads); };
 
   if (!t.blocks.empty()) {
     mbar_wait(&sm.q_full, 0);
@@ -504,7 +488,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     block_max(it);
     softmax.exp_row(s, 0, p.attn.scale_log2, alpha);
     softmax.exp_row(s, 1, p.attn.scale_log2, alpha);
-    named_bar_sync(2, Cfg::kConsumerThreads);  // the other's reads of the row slots are done
+    named_bar_sync_unaligned(2, Cfg::kConsumerThreads);  // the other's reads of the row slots are done
     for (it = t.blocks.next(it); !t.blocks.done(it); it = t.blocks.next(it)) {
       // Block n - 1's P and O rescale under block n's first QK chunk, then the rest of QK(n).
       pack_p();
@@ -523,7 +507,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
       pv_quarter(2, [&]() { softmax.exp_row(s, 1, p.attn.scale_log2, alpha); });
       pv_quarter(3, nothing);
       pv_finish();
-      named_bar_sync(2, Cfg::kConsumerThreads);  // both PV(n - 1) retired: P buffers, row slots free
+      named_bar_sync_unaligned(2, Cfg::kConsumerThreads);  // both PV(n - 1) retired: P buffers, row slots free
     }
     // Epilogue, block last: its P, the O rescale, and PV once the other's P half is written.
     pack_p();
@@ -543,7 +527,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
     if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
   }
-  named_bar_sync(3, Cfg::kConsumerThreads);
+  named_bar_sync_unaligned(3, Cfg::kConsumerThreads);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float total = own[h] + lds_f32(rows_other + 32 * h);

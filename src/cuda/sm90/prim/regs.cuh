@@ -24,4 +24,15 @@ __device__ __forceinline__ void named_bar_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
+// The same two in PTX's non-aligned form (barrier.sync / barrier.arrive without .aligned). bar.sync
+// is barrier.sync.aligned, whose participants must all execute the same instruction; where they
+// reach the barrier from different code (two template instances of a warpgroup's loop) only this
+// form is defined. ptxas adds a divergence check (BRA.DIV) or a WARPSYNC before the BAR.
+__device__ __forceinline__ void named_bar_sync_unaligned(int id, int threads) {
+  asm volatile("barrier.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_bar_arrive_unaligned(int id, int threads) {
+  asm volatile("barrier.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 }  // namespace fastattn::sm90
