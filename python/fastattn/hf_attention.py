@@ -4,87 +4,97 @@
     fastattn.hf_attention.register()                      # once, as "fastattn"
     model.set_attn_implementation("fastattn")             # or attn_implementation="fastattn"
 
-transformers hands its attention function (b, h, s, d) query / key / value (key and value with
-the KV heads: GQA as is) and expects (b, s_q, h, d_v) back. Without a mask, causal is FlashAttention's
-bottom-right alignment, so a decode step (s_q 1) attends to every cached key. Registered with the SDPA
-mask function: an unpadded batch passes None (transformers skips the mask exactly when s_q is 1 or
-s_q == s_k, where both alignments agree), a padded one a 4-D (b, 1, s_q, s_k) mask that already holds the
-causal rule; it runs as fastattn's element bitmask (docs/masks.md). Needs no transformers import except
-in register().
+transformers hands its attention function (b, h, s, d) query / key / value (key and value with the KV
+heads: GQA as is) and expects (b, s_q, h, d_v) back. Registered with the SDPA mask function, so the
+rules are those of transformers' SDPA path:
+
+- no mask (an unpadded batch where transformers can skip it): causal is bottom-right, so a decode step
+  (s_q 1) sees every cached key; with 1 < s_q < s_k (transformers skips the mask there only for a
+  prefill into an empty static cache) the keys past s_q are cut first, as its SDPA path does;
+  sliding_window applies as fastattn's local window (sliding_window - 1, 0): key j kept for query i
+  when 0 <= i - j < sliding_window (transformers' masking_utils; its flash path's window is the same);
+- a 4-D (b, 1, s_q, s_k) mask holds the whole rule (causal, padding, the window of sliding layers):
+  a bool or 0 / dtype-minimum float mask runs as fastattn's element bitmask, or as its native causal /
+  causal-window path when it equals one; a float mask with other values runs as fastattn's additive
+  bias (the minimum and -inf masking) (docs/masks.md). Reading a mask's values costs a device sync, once
+  per mask tensor; under CUDA-graph capture, torch.compile, or with read_mask_values = False, no value
+  is read and a bool mask always runs as bits, a float one as a bias (exact, slower where the mask was
+  plain causal).
+
+Needs no transformers import except in register(); the mask rules live in _hf_masks.
 """
 from __future__ import annotations
 
 import weakref
 
-import numpy as np
+from . import _hf_masks
+from .interface import _is_compiling, attention
 
-from ._arrays import torch_module
-from .interface import attention
+# Set False to never read a mask's values on the host: every new mask tensor then costs no device sync,
+# and a bool mask always runs as bits, a float one as a bias (exact, slower where the mask was plain
+# causal or all-kept). Under CUDA-graph capture and torch.compile the values are never read either way.
+read_mask_values = True
 
-# The last mask seen and what it reduced to: transformers hands the same mask tensor to every layer of
-# one forward, so the value checks (a device sync each) run once per forward, not once per layer.
-_last = {"ref": None, "key": None, "plan": None}
+# kwargs of transformers' attention interface that change the math and that fastattn does not take:
+# refused by name rather than dropped silently
+_UNSUPPORTED = ("position_bias", "s_aux")
 
-
-def _is_torch(x):
-    torch = torch_module()
-    return torch is not None and isinstance(x, torch.Tensor)
-
-
-def _keep_mask(mask):
-    """transformers' 4-D mask as a bool keep-mask: bool as is (True = attend); a float (additive) mask
-    only when every entry is 0 (keep) or the dtype's min / -inf (drop), as transformers builds them;
-    any other value is a real bias, which this transformers path does not take yet (NotImplementedError;
-    fastattn.flash_attn_func(bias=) does). torch or numpy."""
-    lib = torch_module() if _is_torch(mask) else np
-    if mask.dtype == (np.bool_ if lib is np else lib.bool):
-        return mask
-    floating = mask.is_floating_point() if lib is not np else np.issubdtype(mask.dtype, np.floating)
-    if not floating:
-        raise NotImplementedError(f"attention_mask: expected a bool or float mask, got dtype {mask.dtype}")
-    keep = mask == 0
-    drop = (mask == lib.finfo(mask.dtype).min) | (mask == float("-inf"))
-    if not bool((keep | drop).all()):
-        raise NotImplementedError("attention_mask: a float mask with values other than 0 and the dtype's minimum "
-                                  "(-inf) is an additive bias, which fastattn's transformers attention does not take "
-                                  "yet (flash_attn_func(bias=) does)")
-    return keep
+# The last few masks seen and what they reduced to: transformers hands the same mask tensor to every layer
+# of one forward (one per layer kind: Gemma-2 / 3 and Qwen2 alternate a sliding and a full one), so the
+# value checks (a device sync each) run once per mask per forward, not once per layer.
+# A cached plan keeps no tensor: its keep-mask or bias is built again per call from the mask (views, or
+# one elementwise kernel for a float mask), so no (b, s_q, s_k) copy outlives the forward.
+_CACHED_MASKS = 4
+_recent = []  # (weak reference, key, plan without tensors, bits?, bias?), newest last
 
 
-def _plan(attention_mask, s_q, s_k):
-    """(causal, keep-mask or None) for transformers' 4-D mask cut to s_k keys: an all-kept mask runs
-    without one, a mask equal to bottom-right causal in every batch entry runs fastattn's native causal
-    path (no bits)."""
-    keep = _keep_mask(attention_mask[:, :, :, :s_k])
-    if bool(keep.all()):
-        return False, None
-    if _is_torch(keep):
-        rows = torch_module().arange(s_q, device=keep.device)[:, None]
-        cols = torch_module().arange(s_k, device=keep.device)[None, :]
-    else:
-        rows, cols = np.arange(s_q)[:, None], np.arange(s_k)[None, :]
-    if s_q <= s_k and bool((keep == (cols <= rows + (s_k - s_q))).all()):
-        return True, None
-    if keep.shape[2] != s_q:  # a query dim of 1 (broadcast): the bits hold a row per query
-        full = (keep.shape[0], keep.shape[1], s_q, s_k)
-        keep = keep.expand(*full) if _is_torch(keep) else np.broadcast_to(keep, full)
-    return False, keep
-
-
-def _cached_plan(attention_mask, s_q, s_k):
-    if not _is_torch(attention_mask):  # numpy: no device sync to save
-        return _plan(attention_mask, s_q, s_k)
+def _cached_plan(attention_mask, s_q, s_k, sliding_window):
+    if not _hf_masks.is_torch(attention_mask):  # numpy: no device sync to save
+        return _hf_masks.read_plan(attention_mask, s_q, s_k, sliding_window)
     try:  # inference-mode tensors have no version counter: no caching for them
         key = (attention_mask.data_ptr(), tuple(attention_mask.shape), tuple(attention_mask.stride()),
-               attention_mask.dtype, attention_mask._version, s_q, s_k)
+               attention_mask.dtype, attention_mask._version, s_q, s_k, sliding_window)
     except RuntimeError:
-        return _plan(attention_mask, s_q, s_k)
-    ref = _last["ref"]() if _last["ref"] is not None else None
-    if ref is attention_mask and _last["key"] == key:
-        return _last["plan"]
-    plan = _plan(attention_mask, s_q, s_k)
-    _last.update(ref=weakref.ref(attention_mask), key=key, plan=plan)
+        return _hf_masks.read_plan(attention_mask, s_q, s_k, sliding_window)
+    for ref, seen, light, needs_bits, needs_bias in _recent:
+        if ref() is attention_mask and seen == key:
+            if not (needs_bits or needs_bias):
+                return light
+            mask, bias = _hf_masks.mask_tensors(attention_mask, s_q, s_k, as_bias=needs_bias)
+            return light._replace(mask=mask, bias=bias)
+    plan = _hf_masks.read_plan(attention_mask, s_q, s_k, sliding_window)
+    light = plan._replace(mask=None, bias=None)
+    _recent.append((weakref.ref(attention_mask), key, light, plan.mask is not None, plan.bias is not None))
+    del _recent[:-_CACHED_MASKS]
     return plan
+
+
+def _may_read(mask):
+    """Whether the mask's values may be read on the host: not for torch under CUDA-graph capture (a sync
+    there breaks the capture) or tracing (the values are not known), nor when read_mask_values is off."""
+    if not _hf_masks.is_torch(mask):
+        return True
+    if not read_mask_values:
+        return False
+    import torch
+
+    if _is_compiling(torch):
+        return False
+    return not (mask.is_cuda and torch.cuda.is_current_stream_capturing())
+
+
+def _window(sliding_window, causal):
+    """transformers' sliding window as flash_attn_func's window_size. Causal: key j kept for query i
+    when i - j < sliding_window (masking_utils' sliding_window_overlay, kv_idx > q_idx - sliding_window;
+    its flash path passes (sliding_window - 1, sliding_window - 1) with causal: the same keys), so
+    (sliding_window - 1, 0). Not causal: |i - j| <= sliding_window (masking_utils' bidirectional overlay).
+    Bottom-right aligned, so a decode step keeps the last sliding_window keys."""
+    if sliding_window is None:
+        return _hf_masks.FULL
+    if isinstance(sliding_window, bool) or int(sliding_window) != sliding_window or sliding_window < 1:
+        raise ValueError(f"sliding_window: expected None or an int >= 1, got {sliding_window!r}")
+    w = int(sliding_window)
+    return (w - 1, 0) if causal else (w, w)
 
 
 def attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
@@ -92,33 +102,48 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     """transformers' attention interface over fastattn: ((b, s_q, h, d_v) output, None).
 
     is_causal defaults to module.is_causal (True when the module has none); it applies only without a
-    mask (a mask holds the causal rule, as transformers' SDPA path reads it). attention_mask: None or a
-    4-D (b or 1, 1 or h, s_q or 1, >= s_k) mask (torch; numpy with numpy inputs), bool (True = attend)
-    or float with entries 0 / the dtype's minimum (transformers' additive form); keys past s_k are cut
-    (as transformers' SDPA path). A row that keeps no key (a padded query) gets 0. Gradients flow
-    through fastattn's autograd, whose backward applies the same bits. Not supported (each raises
-    NotImplementedError): a float mask with other values (a bias), dropout > 0, sliding_window."""
+    mask (a mask holds the causal rule, as transformers' SDPA path reads it). Without a mask, causal is
+    bottom-right except where 1 < s_q < s_k: there keys past s_q are cut first (transformers' SDPA path:
+    its mask function passes None then only for a prefill into an empty static cache, whose tail keys
+    are unwritten). sliding_window (an int >= 1) applies without a mask (_window); a mask already holds
+    it (transformers builds sliding layers' masks with it) and is taken as the whole rule.
+    attention_mask: None or a 4-D (b or 1, 1 or h, s_q or 1, >= s_k) mask (torch; numpy with numpy
+    inputs), bool (True = attend: bits) or float (additive: 0 / the dtype's minimum run as bits, other
+    values as fastattn's bias, minimum / -inf entries masking); keys past s_k are cut (as transformers'
+    SDPA path). A row that keeps no key (a padded query) gets 0. Gradients flow through fastattn's
+    autograd. Refused by name (NotImplementedError): dropout > 0, position_bias, s_aux."""
     if dropout:
         raise NotImplementedError(f"dropout={dropout}: fastattn has no attention dropout")
-    if sliding_window is not None:
-        raise NotImplementedError("sliding_window: not wired into fastattn's transformers attention")
-    causal = getattr(module, "is_causal", True) if is_causal is None else is_causal
+    for name in _UNSUPPORTED:
+        if kwargs.get(name) is not None:
+            raise NotImplementedError(f"{name}: not supported by fastattn's transformers attention")
+    causal = bool(getattr(module, "is_causal", True) if is_causal is None else is_causal)
     for name, x in (("query", query), ("key", key), ("value", value)):
         if len(x.shape) != 4:
             raise ValueError(f"{name}: expected 4 dimensions (batch, heads, seqlen, head_dim), "
                              f"got shape {tuple(x.shape)}")
-    mask = None
-    if attention_mask is not None:
+    window = _window(sliding_window, causal)
+    s_q, s_k = query.shape[2], key.shape[2]
+    mask = bias = None
+    if attention_mask is None:
+        if causal and 1 < s_q < s_k:
+            key, value = key[:, :, :s_q], value[:, :, :s_q]
+    else:
         if not hasattr(attention_mask, "dtype") or not hasattr(attention_mask, "shape"):
             raise NotImplementedError(f"attention_mask: expected an array, got {type(attention_mask).__name__}")
-        s_q, s_k = query.shape[2], key.shape[2]
         if len(attention_mask.shape) != 4 or attention_mask.shape[2] not in (1, s_q) or attention_mask.shape[3] < s_k:
             raise NotImplementedError(f"attention_mask: expected transformers' 4-D (batch, 1, {s_q}, >= {s_k}) "
                                       f"mask, got shape {tuple(attention_mask.shape)} (register() sets the SDPA "
                                       "mask function)")
-        causal, mask = _cached_plan(attention_mask, s_q, s_k)
-    out, _ = attention(query, key, value, softmax_scale=scaling, causal=bool(causal),
-                       softcap=float(softcap or 0.0), with_lse=False, heads_first=True, mask=mask)
+        if _may_read(attention_mask):
+            plan = _cached_plan(attention_mask, s_q, s_k, None if sliding_window is None else int(sliding_window))
+        else:
+            plan = _hf_masks.blind_plan(attention_mask, s_q, s_k)
+        causal, window, mask, bias = plan
+        if bias is not None and bias.dtype != query.dtype:  # the CUDA forward takes a bias of q's dtype
+            bias = bias.to(query.dtype) if _hf_masks.is_torch(bias) else bias.astype(query.dtype)
+    out, _ = attention(query, key, value, softmax_scale=scaling, causal=causal, window_size=window,
+                       softcap=float(softcap or 0.0), with_lse=False, heads_first=True, mask=mask, bias=bias)
     return out, None
 
 

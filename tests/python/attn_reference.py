@@ -62,11 +62,14 @@ def _scores(q, k, scale, softcap):
     return s, s
 
 
-def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dtype=np.float64, blocks=None):
+def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dtype=np.float64, blocks=None,
+            add=None):
     """(out (b, s_q, h, d_v), lse (b, h, s_q)).
 
     dtype=float64 is the truth. A lower dtype gives the same-precision estimate used by the
     tolerance rule: float32 arithmetic, probabilities and output rounded to `dtype`.
+    add: None or an additive score term broadcastable to (b, h, s_q, s_k), added after softcap
+    (-inf entries drop their pair; a row that keeps nothing gives 0).
     """
     exact = isinstance(dtype, type) and dtype == np.float64
     work = np.float64 if exact else np.float32
@@ -77,6 +80,8 @@ def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dty
     _, t = _scores(q, k, scale, softcap)
     keep = _keep(q, k, causal, window, blocks)
     t = np.where(keep, t, -np.inf).astype(work)
+    if add is not None:
+        t = t + np.asarray(add, dtype=np.float64).astype(work)
     m = t.max(axis=-1, keepdims=True, initial=-np.inf)
     m_safe = np.where(np.isfinite(m), m, 0)
     p = np.exp(t - m_safe)

@@ -38,11 +38,12 @@ def np64(x):
 
 
 # (b, s_q, s_k, h, h_kv, causal, softcap): prefill, decode (one query, bottom-right causal: every
-# key), odd sizes, GQA and MQA
+# key), odd sizes, GQA and MQA; causal 1 < s_q < s_k without a mask is transformers' prefill into an
+# empty static cache: keys past s_q are cut (its SDPA path's rule)
 CASES = {
     "prefill_gqa": (2, 17, 17, 6, 2, True, 0.0),
     "decode": (1, 1, 113, 8, 2, True, 0.0),
-    "chunk_sq_lt_sk": (1, 5, 33, 4, 1, True, 0.0),
+    "static_prefill_sq_lt_sk": (1, 5, 33, 4, 1, True, 0.0),
     "softcap_full": (1, 13, 29, 2, 2, False, 4.0),
 }
 
@@ -61,6 +62,8 @@ def test_values_against_reference_and_flash_attn_func(rng, device, case, how):
     with torch.no_grad():
         out, weights = hf_attention.attention_forward(module, q, k, v, None, scaling=scale,
                                                       softcap=softcap or None)
+        if causal and 1 < s_q < s_k:
+            k, v = k[:, :, :s_q], v[:, :, :s_q]
         same = fastattn.flash_attn_func(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                                         softmax_scale=scale, causal=causal, softcap=softcap)
     assert weights is None and out.shape == (b, s_q, h, d) and out.dtype == q.dtype
@@ -101,16 +104,16 @@ def test_autograd_through_the_heads_first_path(rng):
 def test_refusals_name_the_argument(rng):
     q, k, v = (heads_first(rng, 1, 2, 8, 64, "cpu", "dense") for _ in range(3))
     module = types.SimpleNamespace(is_causal=True)
-    bias = torch.zeros(1, 1, 8, 8)
-    bias[0, 0, 2, 1] = -0.5  # a real additive bias: not 0 / the dtype's minimum
-    with pytest.raises(NotImplementedError, match="attention_mask: a float mask with values other than 0"):
-        hf_attention.attention_forward(module, q, k, v, bias)
+    for name in ("position_bias", "s_aux"):
+        with pytest.raises(NotImplementedError, match=name):
+            hf_attention.attention_forward(module, q, k, v, None, **{name: torch.zeros(1, 2, 8, 8)})
     with pytest.raises(NotImplementedError, match="attention_mask: expected transformers' 4-D"):
         hf_attention.attention_forward(module, q, k, v, torch.ones(1, 8, dtype=torch.bool))
     with pytest.raises(NotImplementedError, match="dropout"):
         hf_attention.attention_forward(module, q, k, v, None, dropout=0.1)
-    with pytest.raises(NotImplementedError, match="sliding_window"):
-        hf_attention.attention_forward(module, q, k, v, None, sliding_window=4)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError, match="sliding_window: expected None or an int >= 1"):
+            hf_attention.attention_forward(module, q, k, v, None, sliding_window=bad)
     with pytest.raises(ValueError, match=r"query: expected 4 dimensions \(batch, heads, seqlen"):
         hf_attention.attention_forward(module, q[0], k, v, None)
     with pytest.raises(ValueError, match="heads_first: fixed-length"):
@@ -212,20 +215,28 @@ def test_causal_mask_takes_the_native_path(rng, device):
             assert torch.equal(got, native)
 
 
-def test_mask_plan_is_cached_per_tensor_and_version(rng):
-    """The value checks run once per mask tensor (transformers hands one to every layer); an in-place
-    change (a new version) or another tensor is checked again."""
+def test_mask_plan_is_cached_per_tensor_and_version(rng, monkeypatch):
+    """The value checks run once per mask tensor (transformers hands one to every layer, one per layer
+    kind: alternating sliding and full masks stay cached); an in-place change (a new version) or another
+    tensor is checked again."""
     q, k, v = (heads_first(rng, 2, 2, 9, 64, "cpu", "dense") for _ in range(3))
     module = types.SimpleNamespace(is_causal=True)
     keep = padded_causal((9, 4), 9, 9, True, "cpu")
+    sliding = keep & torch.from_numpy(causal_window_keep(9, 9, 3))
+    reads = []
+    read_plan = hf_attention._hf_masks.read_plan
+    monkeypatch.setattr(hf_attention._hf_masks, "read_plan", lambda *a: reads.append(a[0]) or read_plan(*a))
+    bias = torch.from_numpy(rng.standard_normal(keep.shape).astype(np.float32)).masked_fill(~keep, float("-inf"))
     with torch.no_grad():
-        first, _ = hf_attention.attention_forward(module, q, k, v, keep)
-        plan = hf_attention._last["plan"]
-        again, _ = hf_attention.attention_forward(module, q, k, v, keep)
-        assert hf_attention._last["plan"] is plan and torch.equal(first, again)
+        first = [hf_attention.attention_forward(module, q, k, v, m)[0] for m in (keep, bias)]
+        for _ in range(3):  # layers alternating between masks: the cached plans rebuild bits / bias
+            again = [hf_attention.attention_forward(module, q, k, v, m)[0] for m in (keep, bias)]
+            hf_attention.attention_forward(module, q, k, v, sliding, sliding_window=3)
+            assert all(torch.equal(x, y) for x, y in zip(first, again))
+        assert len(reads) == 3 and all(entry[2].mask is None and entry[2].bias is None for entry in hf_attention._recent)
         keep[1] = padded_causal((9,), 9, 9, True, "cpu")[0]  # in place: now exactly causal
         causal, _ = hf_attention.attention_forward(module, q, k, v, keep)
-        assert hf_attention._last["plan"] == (True, None)
+        assert len(reads) == 4 and hf_attention._recent[-1][2] == (True, (-1, -1), None, None)
         native, _ = hf_attention.attention_forward(module, q, k, v, None)
     assert torch.equal(causal, native)
 
@@ -250,3 +261,123 @@ def test_padded_batch_gradients_against_sdpa(rng):
     torch.testing.assert_close(out, want, atol=2e-5, rtol=2e-5)
     for got, ref_grad in zip((q.grad, k.grad, v.grad), (x.grad for x in leaves)):
         torch.testing.assert_close(got, ref_grad, atol=2e-5, rtol=2e-5)
+
+
+def causal_window_keep(s_q, s_k, sliding_window):
+    """transformers' sliding-window causal rule, queries the last s_q of s_k positions: i - j in [0, w)."""
+    behind = np.arange(s_q)[:, None] + (s_k - s_q) - np.arange(s_k)[None, :]
+    return (behind >= 0) & (behind < sliding_window)
+
+
+# (b, h, h_kv, s_q, s_k, sliding_window or None, float bias mask): a window without a mask (prefill,
+# decode against a longer cache), a float mask with real bias values and dropped entries (prefill, decode)
+WINDOW_BIAS = {
+    "window_prefill": (2, 4, 2, 17, 17, 5, False),
+    "window_decode": (3, 4, 2, 1, 113, 17, False),
+    "bias_prefill": (2, 4, 2, 17, 17, None, True),
+    "bias_decode": (2, 2, 1, 1, 113, None, True),
+}
+
+
+@pytest.mark.parametrize("case", list(WINDOW_BIAS))
+@pytest.mark.parametrize("device", DEVICES)
+def test_sliding_window_and_float_bias(rng, device, case):
+    """sliding_window (no mask) and a float mask with bias values (in q's dtype, the minimum and -inf
+    masking), against the float64 reference of softmax(scale q k^T + add) v."""
+    b, h, h_kv, s_q, s_k, window, with_bias = WINDOW_BIAS[case]
+    d = D[device]
+    q = heads_first(rng, b, h, s_q, d, device, "dense")
+    k = heads_first(rng, b, h_kv, s_k, d, device, "dense")
+    v = heads_first(rng, b, h_kv, s_k, d, device, "dense")
+    add = np.zeros((b, 1, s_q, s_k))
+    mask = None
+    if window is not None:
+        add = np.where(causal_window_keep(s_q, s_k, window), 0.0, -np.inf)[None, None]
+    if with_bias:
+        bias = (rng.standard_normal((b, 1, s_q, s_k)) * 2).astype(np.float32)
+        bias[rng.random(bias.shape) < 0.2] = -np.inf
+        mask = torch.from_numpy(bias).to(device, q.dtype)
+        mask[:, :, :, :3] = torch.finfo(q.dtype).min  # transformers' fill value: masks as -inf does
+        mask[0, 0, 0] = float("-inf")  # a fully masked row: 0
+        add = np.where(np.isneginf(np64(mask)) | (np64(mask) <= torch.finfo(q.dtype).min), -np.inf, np64(mask))
+    with torch.no_grad():
+        out, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=True), q, k, v, mask,
+                                                scaling=0.1, sliding_window=window)
+    arrays = [np64(x.transpose(1, 2)) for x in (q, k, v)]
+    ref64, _ = ref.forward(*arrays, scale=0.1, add=add)
+    lowp, _ = ref.forward(*arrays, scale=0.1, add=add, dtype=RDT[device])
+    assert_close("out", np64(out), ref64, lowp, RDT[device], FLOAT32_FLOOR if device == "cpu" else 0.0)
+    if with_bias:
+        assert torch.all(out[0, 0] == 0)
+
+
+def test_blind_plan_reads_no_value(rng, monkeypatch):
+    """read_mask_values = False (what CUDA-graph capture and torch.compile get): no value is read, a bool
+    mask runs as bits, a float one as a bias; the same results as the checked plan's."""
+    q, k, v = (heads_first(rng, 3, 2, 13, 64, "cpu", "dense") for _ in range(3))
+    keep = padded_causal((13, 13, 5), 13, 13, True, "cpu")
+    zero_min = torch.zeros(keep.shape).masked_fill(~keep, torch.finfo(torch.float32).min)
+    module = types.SimpleNamespace(is_causal=True)
+    with torch.no_grad():
+        checked = [hf_attention.attention_forward(module, q, k, v, m)[0] for m in (keep, zero_min)]
+
+        def no_read(*args):
+            raise AssertionError("read_plan called")
+        monkeypatch.setattr(hf_attention, "read_mask_values", False)
+        monkeypatch.setattr(hf_attention._hf_masks, "read_plan", no_read)
+        blind = [hf_attention.attention_forward(module, q, k, v, m)[0] for m in (keep, zero_min)]
+    assert torch.equal(blind[0], checked[0])  # bits both ways
+    torch.testing.assert_close(blind[1], checked[1], atol=1e-6, rtol=1e-6)  # bias (-inf) against bits
+
+
+@pytest.mark.parametrize("form", ["bool", "bias"])
+def test_compile_fullgraph_with_a_mask(rng, form):
+    """torch.compile(fullgraph=True) over a masked call: no value is read while tracing (no graph break),
+    the mask runs as bits / bias; the same values as eager on the live rows."""
+    q, k, v = (heads_first(rng, 2, 2, 13, 64, "cpu", "dense") for _ in range(3))
+    keep = padded_causal((13, 9), 13, 13, True, "cpu")
+    mask = keep
+    if form == "bias":
+        mask = torch.from_numpy(rng.standard_normal(keep.shape).astype(np.float32)).masked_fill(
+            ~keep, torch.finfo(torch.float32).min)
+    module = types.SimpleNamespace(is_causal=True)
+    compiled = torch.compile(lambda *a: hf_attention.attention_forward(module, *a)[0], fullgraph=True)
+    with torch.no_grad():
+        got, (want, _) = compiled(q, k, v, mask), hf_attention.attention_forward(module, q, k, v, mask)
+    live = keep[:, 0].any(-1)
+    torch.testing.assert_close(got[live], want[live], atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device: CUDA-graph capture not tested")
+@pytest.mark.parametrize("form", ["bool", "bias"])
+def test_cuda_graph_capture_with_a_mask(rng, form):
+    """Capturing a forward with transformers' padded mask: no value is read (a sync would break the
+    capture); the replay with new inputs gives the eager call's bits."""
+    b, h, h_kv, s, d = 2, 4, 2, 113, 128
+    q, k, v = (heads_first(rng, b, n, s, d, "cuda", "dense") for n in (h, h_kv, h_kv))
+    keep = padded_causal((113, 40), s, s, True, "cuda")
+    if form == "bool":
+        mask = keep
+    else:
+        mask = torch.from_numpy(rng.standard_normal((b, 1, s, s)).astype(np.float32)).to("cuda", q.dtype)
+        mask = mask.masked_fill(~keep, torch.finfo(q.dtype).min)
+    module = types.SimpleNamespace(is_causal=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.no_grad(), torch.cuda.stream(side):
+        hf_attention.attention_forward(module, q, k, v, mask)  # warm-up outside the capture
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.no_grad(), torch.cuda.graph(graph):
+        out, _ = hf_attention.attention_forward(module, q, k, v, mask)
+    for x in (q, k, v):
+        x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    with torch.no_grad():
+        want, _ = hf_attention.attention_forward(module, q, k, v, mask)
+        blind = hf_attention.attention(q, k, v, causal=False, with_lse=False, heads_first=True,
+                                       **({"mask": keep} if form == "bool" else
+                                          {"bias": hf_attention._hf_masks.blind_plan(mask, s, s).bias}))[0]
+    assert torch.equal(out, blind)
+    torch.testing.assert_close(out.float(), want.float(), atol=2e-2, rtol=2e-2)

@@ -1,7 +1,8 @@
 """hf_attention's attention_mask on numpy arrays (the CPU backend; runs in CI without torch): transformers'
 4-D masks, bool and float (0 / the dtype's minimum), against the float64 reference with the same keep-mask;
 an exactly causal or all-kept mask takes the native path (the same bits as no mask); padded query rows
-give 0; a float mask with other values (a bias) and a non-4-D mask are refused by name."""
+give 0; a non-4-D mask, other dtypes, position_bias and s_aux are refused by name. Sliding windows and
+float masks with real bias values: test_hf_attention_window_bias.py."""
 import types
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import attn_reference as ref
 import fastattn
 from checks import FLOAT32_FLOOR, assert_close
-from fastattn import hf_attention
+from fastattn import _hf_masks, hf_attention
 
 MODULE = types.SimpleNamespace(is_causal=True)
 
@@ -82,12 +83,12 @@ def test_longer_mask_is_cut_and_query_dim_broadcasts(rng):
 def test_causal_or_full_mask_takes_the_native_path(rng, s_q, s_k):
     q, k, v = qkv(rng, 2, 2, 2, s_q, s_k)
     causal = np.broadcast_to(ref.keep_mask(s_q, s_k, causal=True), (2, 1, s_q, s_k))
-    native, _ = hf_attention.attention_forward(MODULE, q, k, v, None)
+    native = hf_attention.attention(q, k, v, causal=True, with_lse=False, heads_first=True)[0]
     full, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=False), q, k, v, None)
-    native_plan = (s_q > 1, None)  # one query's bottom-right causal row keeps every key: no mask at all
-    assert hf_attention._plan(causal, s_q, s_k) == native_plan
-    assert hf_attention._plan(as_float(causal), s_q, s_k) == native_plan
-    assert hf_attention._plan(np.ones((2, 1, s_q, s_k), bool), s_q, s_k) == (False, None)
+    native_plan = (s_q > 1, (-1, -1), None, None)  # one query's causal row keeps every key: no mask at all
+    assert _hf_masks.read_plan(causal, s_q, s_k) == native_plan
+    assert _hf_masks.read_plan(as_float(causal), s_q, s_k) == native_plan
+    assert _hf_masks.read_plan(np.ones((2, 1, s_q, s_k), bool), s_q, s_k) == (False, (-1, -1), None, None)
     got, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=False), q, k, v, as_float(causal))
     assert np.array_equal(got, native)
     got, _ = hf_attention.attention_forward(MODULE, q, k, v, np.ones((2, 1, s_q, s_k), bool))
@@ -96,10 +97,11 @@ def test_causal_or_full_mask_takes_the_native_path(rng, s_q, s_k):
 
 def test_refusals_name_the_argument(rng):
     q, k, v = qkv(rng, 1, 2, 2, 8, 8)
-    bias = as_float(padded_causal((5,), 8, 8, True))
-    bias[0, 0, 3, 0] = -2.5  # a real additive bias
-    with pytest.raises(NotImplementedError, match="attention_mask: a float mask with values other than 0"):
-        hf_attention.attention_forward(MODULE, q, k, v, bias)
+    for name in ("position_bias", "s_aux"):  # they change the math: refused, not dropped
+        with pytest.raises(NotImplementedError, match=name):
+            hf_attention.attention_forward(MODULE, q, k, v, None, **{name: np.zeros((1, 2, 8, 8), np.float32)})
+    with pytest.raises(ValueError, match="sliding_window: expected None or an int >= 1"):
+        hf_attention.attention_forward(MODULE, q, k, v, None, sliding_window=0)
     with pytest.raises(NotImplementedError, match="attention_mask: expected transformers' 4-D"):
         hf_attention.attention_forward(MODULE, q, k, v, np.ones((1, 8), bool))  # flash-attention's 2-D form
     with pytest.raises(NotImplementedError, match="attention_mask: expected a bool or float mask"):
