@@ -11,6 +11,13 @@
 extern "C" {
 #endif
 
+/* The structs below grow by appended fields; a program compiled against an older header passes a
+ * shorter struct, which the library would read past. So the binary interface is versioned instead:
+ * FASTATTN_ABI_VERSION changes whenever a struct's size or layout does, and a caller checks
+ * fastattn_abi_version() == FASTATTN_ABI_VERSION once before its first call (README, "C ABI"). Source
+ * compatibility is kept: fields are only appended and fastattn_*_init fills every new one. */
+#define FASTATTN_ABI_VERSION 1 /* 1: the first versioned layout (fastattn_args up to bias / dbias) */
+
 enum fastattn_dtype { FASTATTN_F16 = 0, FASTATTN_BF16 = 1, FASTATTN_F32 = 2 };
 enum fastattn_device { FASTATTN_CPU = 0, FASTATTN_CUDA = 1 };
 enum fastattn_backend { FASTATTN_AUTO = 0, FASTATTN_BACKEND_CPU = 1, FASTATTN_BACKEND_CUDA = 2,
@@ -120,6 +127,8 @@ FASTATTN_API int fastattn_backward(const fastattn_args* args, const fastattn_ten
 FASTATTN_API const char* fastattn_last_error(void);
 FASTATTN_API int fastattn_cuda_available(void);
 FASTATTN_API const char* fastattn_version(void);
+/* The FASTATTN_ABI_VERSION the library was built with. */
+FASTATTN_API int fastattn_abi_version(void);
 FASTATTN_API const char* fastattn_build_info(void);
 
 #ifdef __cplusplus

@@ -210,6 +210,7 @@ int fastattn_backward(const fastattn_args* args, const fastattn_tensor* dout,
 const char* fastattn_last_error(void) { return g_last_error.c_str(); }
 int fastattn_cuda_available(void) { return fastattn::cuda_available() ? 1 : 0; }
 const char* fastattn_version(void) { return fastattn::version(); }
+int fastattn_abi_version(void) { return FASTATTN_ABI_VERSION; }
 const char* fastattn_build_info(void) { return fastattn::build_info(); }
 
 }  // extern "C"

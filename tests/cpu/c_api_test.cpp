@@ -294,6 +294,7 @@ TEST(CApi, ErrorsAreReportedPerThread) {
 
 TEST(CApi, BuildQueries) {
   EXPECT_STREQ(fastattn_version(), fastattn::version());
+  EXPECT_EQ(fastattn_abi_version(), FASTATTN_ABI_VERSION);
   EXPECT_GT(std::strlen(fastattn_build_info()), 10u);
   EXPECT_EQ(fastattn_cuda_available(), fastattn::cuda_available() ? 1 : 0);
 #ifndef FASTATTN_WITH_CUDA
