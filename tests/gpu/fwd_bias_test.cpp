@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
@@ -131,6 +132,51 @@ TEST_F(Sm90FwdBias, OddLengths) {
       run_bias_case(b);
     }
   run_bias_case(bias_case(DType::BF16, 128, 4097, 300, 2, 2, 1));
+}
+
+// The staged bias (FwdBias::staged: base 16-byte aligned, strides multiples of 8 elements; each warp
+// copies its rows of whole key blocks into smem one block ahead) and the per-thread loads beside it:
+// odd lengths with row strides padded to 8 (staged; the sequence's last partial block and rows past
+// s_q take the loads), broadcast dims, a base 8 bytes off (paired loads), odd strides (16-bit loads),
+// d 64's 192-key blocks, and FASTATTN_BIAS_STAGED=0 forcing the loads on a stageable layout.
+TEST_F(Sm90FwdBias, StagedAndLoadedPaths) {
+  auto padded = [](BiasCase b) {  // row stride up to a multiple of 8
+    b.row_pad = (8 - (b.c.sk + b.extra_cols) % 8) % 8;
+    return b;
+  };
+  for (int sq : {1, 17, 113, 300})
+    for (int sk : {1, 17, 113, 4097}) {
+      BiasCase b = padded(bias_case(DType::BF16, 128, sq, sk, 2, 1));
+      b.c.causal = sq <= sk && sk != 4097;
+      run_bias_case(b);
+    }
+  for (int d : {64, 128})
+    for (DType dt : {DType::BF16, DType::F16}) {
+      BiasCase b = padded(bias_case(dt, d, 700, 1000, 4, 2));
+      run_bias_case(b);                  // staged
+      b.c.causal = true;
+      run_bias_case(b);
+      b.base_offset = 4;                 // 8-byte aligned: paired loads
+      run_bias_case(b);
+      b.base_offset = 0;
+      b.row_pad += 1;                    // odd stride: 16-bit loads
+      run_bias_case(b);
+    }
+  for (int heads : {1, 2, 8}) {          // broadcast batch / heads, staged
+    BiasCase b = padded(bias_case(DType::BF16, 128, 300, 640, 8, 2));
+    b.heads = heads;
+    b.per_batch = heads == 8;
+    b.head_stride0 = heads == 2;
+    run_bias_case(b);
+  }
+  ::setenv("FASTATTN_BIAS_STAGED", "0", 1);
+  BiasCase b = padded(bias_case(DType::BF16, 128, 300, 640, 4, 4));
+  run_bias_case(b);
+  b.c.d = 64;
+  b.c.causal = true;
+  b.c.sk = 300;
+  run_bias_case(padded(b));
+  ::unsetenv("FASTATTN_BIAS_STAGED");
 }
 
 // Bias batch 1 / batch, heads 1 / heads_kv / heads_q, head stride 0, under GQA 1 / 4 / 8.

@@ -75,6 +75,8 @@ struct FwdConfig {
   static constexpr bool kBitmask = false;
   // An additive score bias read per block (BiasConfig below): off.
   static constexpr bool kBias = false;
+  // The bias staged in smem by the consumer warps (BiasConfig below): off.
+  static constexpr bool kBiasStaged = false;
 };
 
 // A config with a narrower V than Q and K (d_v < d: DeepSeek's d_qk 192, d_v 128): V's tiles, the
@@ -148,6 +150,10 @@ template <class Base>
 struct BiasConfig : Base {
   static_assert(!Base::kSplit, "bias: no split-KV twin (refused by bias_rule)");
   static constexpr bool kBias = true;
+  // Each consumer warp's 16 rows of a block's bias staged in smem (fwd/tile.cuh BiasStageSmem: 32 KB at
+  // d 128, 48 KB at d 64's 192 keys) where the layout leaves room: not beside the bitmask's bit slots
+  // (d 128: Q 64 KB + K/V 128 KB + bias 32 KB + bits 4 KB > 227 KB). Else every block loads it.
+  static constexpr bool kBiasStaged = !Base::kBitmask;
   static constexpr bool kDeferredMax = false;  // plain-body only; bias blocks all run the generic body
 };
 

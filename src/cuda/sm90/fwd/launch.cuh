@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <string>
 
@@ -24,6 +26,13 @@ static_assert(kMaxClusterSplits == cuda_backend::kClusterMaxSplits && kClusterMe
               "the host's cluster rule and the kernel's merge agree");
 
 using FwdKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, FwdParams);
+
+// The bias kernels' smem staging (FwdBias::staged) unless FASTATTN_BIAS_STAGED is 0 (read per call:
+// the old per-thread global loads, for comparison in one process).
+inline bool bias_staging_on() {
+  const char* v = std::getenv("FASTATTN_BIAS_STAGED");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
 
 template <class Cfg>
 constexpr int fwd_smem_bytes() {
@@ -193,6 +202,8 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     const bool even = b.batch_stride % 2 == 0 && b.head_stride % 2 == 0 && (b.rows <= 1 || b.row_stride % 2 == 0);
     params.bias = FwdBias{b.data, b.batch_stride, b.head_stride, b.row_stride, b.head_div,
                           even && reinterpret_cast<uintptr_t>(b.data) % 4 == 0};
+    const bool by8 = b.batch_stride % 8 == 0 && b.head_stride % 8 == 0 && (b.rows <= 1 || b.row_stride % 8 == 0);
+    params.bias.staged = Cfg::kBiasStaged && by8 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 && bias_staging_on();
   }
   params.kv = kv;
   params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;

@@ -40,6 +40,23 @@ __device__ __forceinline__ uint32_t load_bias_pair(const T* at) {
   }
 }
 
+// The staged bias's copies (FwdBias::staged): 16 bytes global -> smem through L2 (each bias element
+// is read once per tile), one commit group a block, and the wait for it.
+__device__ __forceinline__ void bias_cp_async16(uint32_t dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src) : "memory");
+}
+__device__ __forceinline__ void bias_cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void bias_cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+// This warp's slot of the staged bias (BiasStageSmem): warp w of the consumers (w = thread / 32 - 4).
+template <class Cfg>
+__device__ __forceinline__ uint32_t bias_slot(FwdSmem<Cfg>& sm) {
+  if constexpr (Cfg::kBiasStaged)
+    return smem_addr(sm.bias.warp[threadIdx.x / 32 - 4]);
+  else
+    return 0;
+}
+
 // This thread's consumer warpgroup (0, 1, 2), read from %tid.x at each use (volatile):
 // the kernel's warp / 4 - 1, which the consumer gets as `wg`.
 __device__ __forceinline__ int consumer_warpgroup() {
@@ -187,8 +204,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
           s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
     }
   };
-  // Additive bias (Cfg::kBias): s <- s * scale_log2 + bias * log2 e, so the scores reach the softmax
-  // in log2 units (it then runs with scale 1: softmax_scale). Element (row, key) of the block is
+  // Additive bias (Cfg::kBias): s <- s * scale + bias (natural units, one FFMA an element; the softmax
+  // then runs with scale log2 e: softmax_scale; session 38 took s * scale_log2 + bias * log2 e, an FMUL
+  // more an element). Element (row, key) of the block is
   // s[4 j + 2 h + e] with row = m0 + row_in_tile + 8 h, key = n0 + 8 j + 2 quad_col + e: each thread
   // loads its two adjacent keys at once: one 32-bit load where FwdBias::paired, else two 16-bit ones,
   // each width on its own branch of add_bias. Only keys inside the sequence are read (the bias covers
@@ -196,6 +214,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // Paired biases: row 0's pairs of a whole block (keys all inside the sequence), loaded before the
   // wait for S so that they fly under the QK (row 1's would not fit the registers beside S, O and P);
   // bias_ready says whether bias_pre holds block n's (else add_bias loads them itself).
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float bias_score_scale = p.attn.scale_log2 * (1.f / kLog2e);  // the softmax scale (or 1 under softcap)
   uint32_t bias_pre[Cfg::kBias ? N / 8 : 1];
   bool bias_ready = false;
   auto bias_head = [&]() {
@@ -203,11 +223,37 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     return static_cast<const T*>(p.bias.data) + int64_t(t.batch) * p.bias.batch_stride +
            int64_t(t.head / p.bias.head_div) * p.bias.head_stride;
   };
+  // Staged biases (FwdBias::staged): this warp copies its 16 rows' bias of block n (whole blocks only)
+  // into its BiasStageSmem slot, 16 bytes a copy, rows coalesced (a copy instruction covers 512
+  // contiguous-by-row bytes); add_bias issues the next block's copy right after reading this one's,
+  // so that the copy has a whole block's softmax and GEMMs to land in. bias_staged_n: the block
+  // position whose copy is in flight (-1 none; a tile's first block is copied where it is added).
+  int bias_staged_n = -1;
+  auto stage_bias = [&](int n) {
+    if constexpr (Cfg::kBiasStaged) {
+      // Lane l copies chunks (l % 8) + 8 k of rows l / 8 + 4 i: an instruction covers 128 contiguous
+      // bytes of 4 rows, and a lane needs one row address per i (k is an immediate offset).
+      static_assert(N % 64 == 0, "bias stage: 64-key groups");
+      const FwdTileFor<Cfg>& t = walk.t;
+      const T* head = bias_head() + t.blocks.block(n) * N + 8 * (lane % 8);
+      const int row_base = t.m0 + (row_in_tile & ~15) + lane / 8;
+      const uint32_t slot = bias_slot(sm) + (lane / 8) * (N * 2);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = row_base + 4 * i;  // slot row lane / 8 + 4 i, whose % 8 is lane / 8 + 4 (i % 2)
+        const T* src = head + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * p.bias.row_stride;
+        const uint32_t dst = slot + 4 * i * (N * 2) + (((lane % 8) ^ (lane / 8 + 4 * (i % 2))) * 16);
+#pragma unroll
+        for (int k = 0; k < N / 64; ++k) bias_cp_async16(dst + 128 * k, src + 64 * k);
+      }
+      bias_cp_async_commit();
+    }
+  };
   auto prefetch_bias = [&](int n) {
     if constexpr (Cfg::kBias) {
       const FwdTileFor<Cfg>& t = walk.t;
       const int n0 = t.blocks.block(n) * N, row = t.m0 + row_in_tile;
-      bias_ready = p.bias.paired && n0 + N <= t.seq.len_k;
+      bias_ready = p.bias.paired && !(Cfg::kBiasStaged && p.bias.staged) && n0 + N <= t.seq.len_k;
       if (bias_ready) {
         const T* r = bias_head() + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * p.bias.row_stride +
                      n0 + 2 * quad_col;
@@ -222,10 +268,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       const FwdBias& fb = p.bias;
       const int n0 = t.blocks.block(n) * N;
       const T* head_base = bias_head();
-      constexpr float kLog2e = 1.4426950408889634f;
       auto add = [&](int h, int j, float b0, float b1) {
-        s[4 * j + 2 * h] = fmaf(s[4 * j + 2 * h], p.attn.scale_log2, b0 * kLog2e);
-        s[4 * j + 2 * h + 1] = fmaf(s[4 * j + 2 * h + 1], p.attn.scale_log2, b1 * kLog2e);
+        s[4 * j + 2 * h] = fmaf(s[4 * j + 2 * h], bias_score_scale, b0);
+        s[4 * j + 2 * h + 1] = fmaf(s[4 * j + 2 * h + 1], bias_score_scale, b1);
       };
       // Rows past the sequence (padding; never stored) read row 0's bias: every load of a block
       // whose keys are all inside the sequence is then in bounds, unconditionally.
@@ -267,11 +312,38 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
             }
         }
       };
-      if (fb.paired)
+      const bool staged = Cfg::kBiasStaged && fb.staged;
+      if (staged && n0 + N <= t.seq.len_k) {
+        // This thread's words: row rr = lane / 4 + 8 h of the slot (rr % 8 = lane / 4), chunk j, word
+        // quad_col.
+        if (bias_staged_n != n) stage_bias(n);
+        bias_cp_async_wait_all();
+        __syncwarp();  // every lane's copies have landed
+        const int r = lane / 4;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t row_at = bias_slot(sm) + (r + 8 * h) * (N * 2) + quad_col * 4;
+#pragma unroll
+          for (int j = 0; j < N / 8; ++j) {
+            const float2 f = cuda_backend::unpack2<T>(lds_u32(row_at + ((j ^ r) * 16)));
+            add(h, j, f.x, f.y);
+          }
+        }
+      } else if (fb.paired) {
         add_block(std::true_type{});
-      else
+      } else {
         add_block(std::false_type{});
+      }
       bias_ready = false;
+      if (staged) {  // the next block's copy, once every lane has read this one's
+        __syncwarp();
+        const int nx = t.blocks.next(n);
+        bias_staged_n = -1;
+        if (!t.blocks.done(nx) && t.blocks.block(nx) * N + N <= t.seq.len_k) {
+          stage_bias(nx);
+          bias_staged_n = nx;
+        }
+      }
     }
   };
   // Softcap, the bias (Cfg::kBias), then the mask on partial tiles only.
@@ -284,8 +356,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     add_bias(n);
     if (!t.blocks.full(n)) mask_scores(n);
   };
-  // The scale the softmax applies: the bias kernels scaled the scores already (add_bias).
-  const float softmax_scale = Cfg::kBias ? 1.f : p.attn.scale_log2;
+  // The scale the softmax applies: the bias kernels scaled the scores already (add_bias), to natural
+  // units.
+  const float softmax_scale = Cfg::kBias ? kLog2e : p.attn.scale_log2;
   // After block n (scores in s): blocks n - 1 down to the returned one run in the plain loop body
   // (none when it is n): full blocks (no mask), or with Cfg::kMaskInPlainBody also the partial
   // blocks above the full ones (the causal diagonal, a window's right edge); no softcap, and not

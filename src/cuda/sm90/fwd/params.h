@@ -64,6 +64,10 @@ struct FwdBias {
   // Every key pair (2 j, 2 j + 1) of every row starts 4-byte aligned (aligned base, even strides): one
   // 32-bit load a pair. Else two 16-bit loads (odd lengths' contiguous biases).
   bool paired = true;
+  // Base 16-byte aligned and every stride a multiple of 8 elements: each warp copies its rows' bias of
+  // a whole block into smem by cp.async one block ahead (BiasStageSmem, fwd/mainloop.cuh); else (or
+  // FASTATTN_BIAS_STAGED=0) every block loads it from global memory in the softmax's path.
+  bool staged = false;
 };
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)

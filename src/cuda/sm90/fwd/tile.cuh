@@ -43,6 +43,19 @@ struct BitStageSmem<Cfg, true> {
   int entry[Cfg::kStages];  // the block's list entry (block * 2 + needs bits), stored before k_full's arrival
 };
 
+// Additive bias staged by cp.async (Cfg::kBias, FwdBias::staged): each consumer warp's own 16 rows x
+// kBlockN keys of one block (16-bit elements), copied one block ahead by the warp itself and read by
+// it alone (a __syncwarp orders its reads before the next copy). Row rr's 16-byte chunk c (keys
+// 8c..8c+7) sits at chunk c ^ (rr % 8) of its row: the accumulator-order reads (lanes: 8 rows x 4
+// words of one chunk) then hit 32 different banks. Other configs: empty (one byte in the tail padding).
+template <class Cfg, bool = Cfg::kBiasStaged>
+struct BiasStageSmem {};
+template <class Cfg>
+struct BiasStageSmem<Cfg, true> {
+  static constexpr int kWarpBytes = 16 * Cfg::kBlockN * 2;
+  alignas(128) uint8_t warp[Cfg::kConsumerWarpgroups * 4][kWarpBytes];
+};
+
 // The bit stage's smem accesses by address (the struct is reached through an aligned integer, so plain
 // accesses compile to generic ones). Volatile with a memory clobber: the consumers' reads must stay
 // before the K slot's release, the producer's store before its k_full arrival.
@@ -69,6 +82,7 @@ struct FwdSmem {
   int2 kv_boxes[Cfg::kStages][Cfg::kBlockN / 16];
   ClusterMergeSmem<Cfg> merge;
   BitStageSmem<Cfg> bits;
+  BiasStageSmem<Cfg> bias;
 };
 
 
