@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 
-from . import _bias, _bit_mask, _block_mask, _core
+from . import _bias, _bit_mask, _block_mask, _core, _fa_compat
 from ._arrays import arrays_for, same_kind, torch_module
 
 
@@ -198,7 +198,9 @@ def _is_compiling(torch):
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-1, -1), softcap=0.0,
                     deterministic=False, return_attn_probs=False, block_mask=None,
-                    block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None):
+                    block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None, dropout_p=0.0,
+                    alibi_slopes=None, num_splits=1, pack_gqa=None, sm_margin=0, q_descale=None, k_descale=None,
+                    v_descale=None, qv=None):
     """Attention over (batch, seqlen, heads, head_dim) arrays, as FA3's flash_attn_func.
 
     q: (b, s_q, h, d); k: (b, s_k, h_kv, d); v: (b, s_k, h_kv, d_v) with h % h_kv == 0 (GQA/MQA).
@@ -225,7 +227,12 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     -inf entries mask; combines with causal / window_size / block_mask / mask (docs/masks.md, Additive
     bias). torch autograd gives a bias that requires grad its gradient (broadcast dims summed).
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
+    FA2/FA3 keywords: num_splits, pack_gqa, sm_margin are scheduling hints, checked and unused (no
+    split without a KV cache; the result is the same); dropout_p > 0, alibi_slopes, q/k/v_descale (fp8)
+    and qv raise NotImplementedError (docs/python.md, FlashAttention compatibility).
     """
+    _fa_compat.check(dropout_p=dropout_p, alibi_slopes=alibi_slopes, num_splits=num_splits, pack_gqa=pack_gqa,
+                     sm_margin=sm_margin, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
                          with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask,
@@ -237,7 +244,9 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                            seqused_q=None, seqused_k=None, softmax_scale=None, causal=False, *,
                            window_size=(-1, -1), softcap=0.0, deterministic=False,
                            return_attn_probs=False, block_mask=None,
-                           block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None):
+                           block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None,
+                           dropout_p=0.0, alibi_slopes=None, num_splits=1, pack_gqa=None, sm_margin=0,
+                           q_descale=None, k_descale=None, v_descale=None, qv=None):
     """Attention over packed variable-length sequences, as FA3's flash_attn_varlen_func.
 
     q: (total_q, h, d); k/v: (total_k, h_kv, d|d_v); cu_seqlens_q/k: int32 (batch + 1,) offsets
@@ -250,6 +259,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     flash_attn_func, its rows and columns counted from the start of each sequence (s_q >= max_seqlen_q);
     bias likewise (rows >= max_seqlen_q, cols >= max_seqlen_k).
     """
+    _fa_compat.check(dropout_p=dropout_p, alibi_slopes=alibi_slopes, num_splits=num_splits, pack_gqa=pack_gqa,
+                     sm_margin=sm_margin, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):

@@ -1,0 +1,43 @@
+"""FlashAttention 2/3 keyword arguments that fastattn's flash_attn_func / flash_attn_varlen_func take
+only so FA code runs unchanged: hints checked and then unused (the answer does not depend on them),
+and features fastattn lacks, refused by name rather than ignored (docs/python.md, compatibility table)."""
+from __future__ import annotations
+
+import operator
+
+
+def _nonnegative_int(value, name):
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected an int, got bool")
+    try:
+        n = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
+    if n < 0:
+        raise ValueError(f"{name}: must be >= 0 but got {n}")
+    return n
+
+
+def check(*, dropout_p=0.0, alibi_slopes=None, num_splits=1, pack_gqa=None, sm_margin=0, q_descale=None,
+          k_descale=None, v_descale=None, qv=None):
+    """Raise for what fastattn cannot honour; accept the scheduling hints (num_splits, pack_gqa,
+    sm_margin), which change no result: the forward without a KV cache runs unsplit (FA3 splits only
+    when asked or, at num_splits 0, when its heuristic says so; both give the same out up to rounding)."""
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+        raise TypeError(f"dropout_p: expected a float, got {type(dropout_p).__name__}")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"dropout_p: must lie in [0, 1] but got {dropout_p}")
+    if dropout_p != 0.0:
+        raise NotImplementedError("dropout_p: fastattn has no attention dropout; pass dropout_p=0.0")
+    if alibi_slopes is not None:
+        raise NotImplementedError("alibi_slopes: not supported; pass the ALiBi bias as bias= (an (h, s_q, s_k) "
+                                  "array; FA's convention: -slope * |i + s_k - s_q - j|)")
+    for name, x in (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale)):
+        if x is not None:
+            raise NotImplementedError(f"{name}: fastattn has no fp8 attention (FA3's fp8 descale factors)")
+    if qv is not None:
+        raise NotImplementedError("qv: FA3's extra query-value product (MLA) is not supported")
+    _nonnegative_int(num_splits, "num_splits")
+    _nonnegative_int(sm_margin, "sm_margin")
+    if pack_gqa is not None and not isinstance(pack_gqa, bool):
+        raise TypeError(f"pack_gqa: expected None or a bool, got {type(pack_gqa).__name__}")

@@ -1,0 +1,60 @@
+"""FlashAttention 2/3 keyword compatibility of flash_attn_func / flash_attn_varlen_func: scheduling hints
+are accepted and leave the result unchanged; features fastattn lacks are refused by name."""
+import numpy as np
+import pytest
+
+import fastattn
+from checks import randn
+
+
+def qkv(rng, b=2, s_q=17, s_k=113, h=4, h_kv=2, d=32):
+    return (randn(rng, (b, s_q, h, d)), randn(rng, (b, s_k, h_kv, d)), randn(rng, (b, s_k, h_kv, d)))
+
+
+@pytest.mark.parametrize("hints", [dict(num_splits=0), dict(num_splits=1), dict(num_splits=7),
+                                   dict(pack_gqa=True), dict(pack_gqa=False), dict(sm_margin=8),
+                                   dict(dropout_p=0.0)])
+def test_hints_change_nothing(rng, hints):
+    q, k, v = qkv(rng)
+    plain = fastattn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    hinted = fastattn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True, **hints)
+    for a, b in zip(plain, hinted):  # the same kernel, the same inputs: bitwise equal
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_varlen_hints_change_nothing(rng):
+    lens = (1, 17, 5)
+    cu = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    t = int(cu[-1])
+    q, k, v = randn(rng, (t, 2, 32)), randn(rng, (t, 2, 32)), randn(rng, (t, 2, 32))
+    plain = fastattn.flash_attn_varlen_func(q, k, v, cu, cu, 17, 17)
+    hinted = fastattn.flash_attn_varlen_func(q, k, v, cu, cu, 17, 17, num_splits=3, pack_gqa=True, sm_margin=4)
+    np.testing.assert_array_equal(np.asarray(plain), np.asarray(hinted))
+
+
+REFUSED = [
+    (dict(dropout_p=0.1), NotImplementedError, "^dropout_p"),
+    (dict(dropout_p=1.5), ValueError, "^dropout_p"),
+    (dict(dropout_p="0"), TypeError, "^dropout_p"),
+    (dict(alibi_slopes=np.ones(4, np.float32)), NotImplementedError, "^alibi_slopes"),
+    (dict(q_descale=np.ones(1, np.float32)), NotImplementedError, "^q_descale"),
+    (dict(k_descale=np.ones(1, np.float32)), NotImplementedError, "^k_descale"),
+    (dict(v_descale=np.ones(1, np.float32)), NotImplementedError, "^v_descale"),
+    (dict(qv=np.ones(1, np.float32)), NotImplementedError, "^qv"),
+    (dict(num_splits=-1), ValueError, "^num_splits"),
+    (dict(num_splits=2.5), TypeError, "^num_splits"),
+    (dict(num_splits=True), TypeError, "^num_splits"),
+    (dict(sm_margin=-1), ValueError, "^sm_margin"),
+    (dict(pack_gqa=1), TypeError, "^pack_gqa"),
+]
+
+
+@pytest.mark.parametrize("kw, exc, pattern", REFUSED)
+def test_refused_by_name(rng, kw, exc, pattern):
+    q, k, v = qkv(rng)
+    with pytest.raises(exc, match=pattern):
+        fastattn.flash_attn_func(q, k, v, **kw)
+    cu = np.array([0, 3, 8], np.int32)
+    qv_, kv_, vv_ = randn(rng, (8, 2, 32)), randn(rng, (8, 2, 32)), randn(rng, (8, 2, 32))
+    with pytest.raises(exc, match=pattern):
+        fastattn.flash_attn_varlen_func(qv_, kv_, vv_, cu, cu, 5, 5, **kw)
