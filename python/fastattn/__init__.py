@@ -8,6 +8,7 @@ from . import _C
 from ._core import backward, forward
 from .interface import flash_attn_func, flash_attn_varlen_func
 from .kvcache import flash_attn_with_kvcache
+from .packed import flash_attn_kvpacked_func, flash_attn_qkvpacked_func
 from .sdpa import scaled_dot_product_attention
 
 try:  # torch integration only when torch is importable
@@ -22,5 +23,5 @@ __version__ = _C.version()
 cuda_available = _C.cuda_available
 build_info = _C.build_info
 
-__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache", "scaled_dot_product_attention", "forward",
+__all__ = ["flash_attn_func", "flash_attn_varlen_func", "flash_attn_qkvpacked_func", "flash_attn_kvpacked_func", "flash_attn_with_kvcache", "scaled_dot_product_attention", "forward",
            "backward", "cuda_available", "build_info", "HAS_TORCH", "__version__"]

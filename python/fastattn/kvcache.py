@@ -5,7 +5,7 @@ the exact rules (positions, rotary, paged layout, left padding).
 """
 from __future__ import annotations
 
-from . import _C, _core
+from . import _C, _core, _fa_compat
 from ._arrays import arrays_for, same_kind, torch_module
 from .interface import _torch_views
 
@@ -27,7 +27,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None,
                             block_table=None, softmax_scale=None, causal=False, window_size=(-1, -1),
                             softcap=0.0, rotary_interleaved=True, alibi_slopes=None, num_splits=0,
-                            return_softmax_lse=False, *, page_table=None):
+                            return_softmax_lse=False, *, page_table=None, pack_gqa=None, sm_margin=0,
+                            q_descale=None, k_descale=None, v_descale=None, qv=None, cu_seqlens_q=None,
+                            cu_seqlens_k_new=None, max_seqlen_q=None, rotary_seqlens=None,
+                            scheduler_metadata=None):
     """Attention of q against a KV cache, appending k/v into it first (FlashAttention's API).
 
     q: (b, s_q, h, d). k_cache/v_cache: (b_cache, s_cache, h_kv, d|d_v), or with block_table
@@ -42,9 +45,19 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     Returns out (b, s_q, h, d_v), or (out, softmax_lse (b, h, s_q) float32) with
     return_softmax_lse=True. On CUDA the index arrays are not copied to the host (no sync; CUDA
     graphs); the caller vouches for them. alibi_slopes is not supported.
+    FA3 keywords: pack_gqa, sm_margin are hints, checked and unused; q/k/v_descale (fp8), qv and
+    FA3's varlen-query / rotary_seqlens / scheduler_metadata forms raise NotImplementedError.
     """
     if alibi_slopes is not None:
         raise NotImplementedError("alibi_slopes: ALiBi is not supported by fastattn")
+    _fa_compat.check(num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin, q_descale=q_descale,
+                     k_descale=k_descale, v_descale=v_descale, qv=qv)
+    for name, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k_new", cu_seqlens_k_new),
+                    ("max_seqlen_q", max_seqlen_q), ("rotary_seqlens", rotary_seqlens),
+                    ("scheduler_metadata", scheduler_metadata)):
+        if x is not None:
+            raise NotImplementedError(f"{name}: FA3's form of flash_attn_with_kvcache is not supported; "
+                                      "q is (b, s_q, h, d) with one s_q for every batch row")
     if block_table is not None and page_table is not None:
         raise ValueError("block_table and page_table: pass one (they are the same argument)")
     pages = block_table if block_table is not None else page_table

@@ -58,3 +58,40 @@ def test_refused_by_name(rng, kw, exc, pattern):
     qv_, kv_, vv_ = randn(rng, (8, 2, 32)), randn(rng, (8, 2, 32)), randn(rng, (8, 2, 32))
     with pytest.raises(exc, match=pattern):
         fastattn.flash_attn_varlen_func(qv_, kv_, vv_, cu, cu, 5, 5, **kw)
+
+
+def kvcache_inputs(rng):
+    q = randn(rng, (2, 3, 4, 32))
+    kc, vc = randn(rng, (2, 113, 2, 32)), randn(rng, (2, 113, 2, 32))
+    return q, kc, vc, np.array([17, 100], np.int32)
+
+
+def test_kvcache_hints_change_nothing(rng):
+    q, kc, vc, seqlens = kvcache_inputs(rng)
+    plain = fastattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, num_splits=1,
+                                             return_softmax_lse=True)
+    hinted = fastattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, causal=True, num_splits=1,
+                                              return_softmax_lse=True, pack_gqa=False, sm_margin=4)
+    for a, b in zip(plain, hinted):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+KVCACHE_REFUSED = [
+    (dict(q_descale=np.ones(1, np.float32)), NotImplementedError, "^q_descale"),
+    (dict(qv=np.ones(1, np.float32)), NotImplementedError, "^qv"),
+    (dict(cu_seqlens_q=np.array([0, 3, 6], np.int32)), NotImplementedError, "^cu_seqlens_q"),
+    (dict(cu_seqlens_k_new=np.array([0, 1, 2], np.int32)), NotImplementedError, "^cu_seqlens_k_new"),
+    (dict(max_seqlen_q=3), NotImplementedError, "^max_seqlen_q"),
+    (dict(rotary_seqlens=np.array([1, 2], np.int32)), NotImplementedError, "^rotary_seqlens"),
+    (dict(scheduler_metadata=np.zeros(4, np.int32)), NotImplementedError, "^scheduler_metadata"),
+    (dict(num_splits=-1), ValueError, "^num_splits"),
+    (dict(pack_gqa="yes"), TypeError, "^pack_gqa"),
+    (dict(sm_margin=-2), ValueError, "^sm_margin"),
+]
+
+
+@pytest.mark.parametrize("kw, exc, pattern", KVCACHE_REFUSED)
+def test_kvcache_refused_by_name(rng, kw, exc, pattern):
+    q, kc, vc, seqlens = kvcache_inputs(rng)
+    with pytest.raises(exc, match=pattern):
+        fastattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, **kw)
