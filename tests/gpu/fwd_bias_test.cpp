@@ -5,7 +5,8 @@
 // heads_kv / heads_q, head stride 0), padded rows, extra rows / cols, -inf entries and whole -inf rows
 // (out 0, lse -inf), odd lengths 1 / 17 / 113 / 4097, s_q != s_k, causal and windows, softcap, GQA,
 // varlen with an empty sequence and seqused, d 64 / 96 / 128 in both dtypes, a CUDA graph, with a
-// block-sparse mask or a bitmask; a zero bias; and the refusals by name.
+// block-sparse mask or a bitmask; a zero bias; full blocks on the plain and the generic loop body; and the
+// refusals by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -221,6 +222,34 @@ TEST_F(Sm90FwdBias, NegInfEntriesAndRows) {
   b.neginf_row = 130;
   b.c.causal = true;
   run_bias_case(b);
+}
+
+// Full blocks on the plain loop body (FwdBias::plain; the deferred max at 128-key blocks) and, with
+// FASTATTN_BIAS_PLAIN=0, every block on the generic body: rows of 7 blocks of 128 keys (5 of d 64's 192),
+// -inf entries, a row -inf everywhere, and rows that keep nothing in the first (generic) blocks but do in
+// later plain ones (the deferred max's fresh-row fallback), full and causal, staged and loaded (odd stride).
+TEST_F(Sm90FwdBias, PlainAndGenericBodies) {
+  for (const char* plain : {"1", "0"}) {
+    ::setenv("FASTATTN_BIAS_PLAIN", plain, 1);
+    const bool all = plain[0] == '1';
+    for (int d : {64, 128}) {
+      BiasCase b = bias_case(DType::BF16, d, 800, 800, 2, 2);
+      b.neginf = 0.3;
+      if (all) run_bias_case(b);
+      b.neginf = 0.995;  // most rows keep a few keys, in any block
+      run_bias_case(b);
+      b.c.causal = true;
+      if (all) run_bias_case(b);
+      b.neginf = 0;
+      b.neginf_row = 700;
+      b.c.causal = false;
+      run_bias_case(b);
+      b.row_pad = 1;  // odd stride: the loads, not the stage
+      b.c.causal = true;
+      if (all) run_bias_case(b);
+    }
+  }
+  ::unsetenv("FASTATTN_BIAS_PLAIN");
 }
 
 TEST_F(Sm90FwdBias, MasksAndSoftcap) {

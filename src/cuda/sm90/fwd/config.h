@@ -140,10 +140,11 @@ struct BitmaskConfig : BlockSparseConfig<Base> {
   static constexpr bool kBitmask = true;
 };
 
-// A config's additive-bias twin (AttnArgs::bias): every block runs the generic loop body, whose
-// score shaping adds the bias tile (read from global memory straight into the accumulator layout,
-// two adjacent keys per load) after softcap and before the mask; the scores enter the softmax
-// already in log2 units (scale * log2 e applied with the bias). A type of its own, so that the
+// A config's additive-bias twin (AttnArgs::bias): every block adds its bias tile (staged in smem or
+// read from global memory straight into the accumulator layout) after softcap and before the mask,
+// the scores scaled with it to natural units. The full blocks run the plain loop body (no softcap
+// there; the deferred max where the base has it) as the dense kernel's do; FwdBias::plain = false
+// (FASTATTN_BIAS_PLAIN=0) keeps every block in the generic body. A type of its own, so that the
 // kernels without a bias keep their code and symbols; the layout is the base config's. Over a
 // BlockSparseConfig or BitmaskConfig it walks the mask's block lists as they do (empty blocks skipped).
 template <class Base>
@@ -154,7 +155,6 @@ struct BiasConfig : Base {
   // d 128, 48 KB at d 64's 192 keys) where the layout leaves room: not beside the bitmask's bit slots
   // (d 128: Q 64 KB + K/V 128 KB + bias 32 KB + bits 4 KB > 227 KB). Else every block loads it.
   static constexpr bool kBiasStaged = !Base::kBitmask;
-  static constexpr bool kDeferredMax = false;  // plain-body only; bias blocks all run the generic body
 };
 
 }  // namespace fastattn::sm90

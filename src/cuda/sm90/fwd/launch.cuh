@@ -33,6 +33,12 @@ inline bool bias_staging_on() {
   const char* v = std::getenv("FASTATTN_BIAS_STAGED");
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
+// The bias kernels' full blocks on the plain loop body (FwdBias::plain) unless FASTATTN_BIAS_PLAIN is 0
+// (read per call: every block on the generic body, for comparison in one process).
+inline bool bias_plain_on() {
+  const char* v = std::getenv("FASTATTN_BIAS_PLAIN");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
 
 template <class Cfg>
 constexpr int fwd_smem_bytes() {
@@ -204,6 +210,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
                           even && reinterpret_cast<uintptr_t>(b.data) % 4 == 0};
     const bool by8 = b.batch_stride % 8 == 0 && b.head_stride % 8 == 0 && (b.rows <= 1 || b.row_stride % 8 == 0);
     params.bias.staged = Cfg::kBiasStaged && by8 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 && bias_staging_on();
+    params.bias.plain = bias_plain_on();
   }
   params.kv = kv;
   params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;

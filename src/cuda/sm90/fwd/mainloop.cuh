@@ -262,8 +262,11 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       }
     }
   };
-  auto add_bias = [&](int n) {
+  // whole_block (true_type): block n's keys are known to lie inside the sequence (the plain body's full
+  // blocks), so the sequence's-last-block branch is not compiled there.
+  auto add_bias = [&](int n, auto whole_block) {
     if constexpr (Cfg::kBias) {
+      constexpr bool kWhole = decltype(whole_block)::value;
       const FwdTileFor<Cfg>& t = walk.t;
       const FwdBias& fb = p.bias;
       const int n0 = t.blocks.block(n) * N;
@@ -284,7 +287,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       // kPaired: 32-bit loads, and row 0's prefetched pairs where bias_ready.
       auto add_block = [&](auto paired) {
         constexpr bool kPaired = decltype(paired)::value;
-        if (n0 + N <= t.seq.len_k) {
+        if (kWhole || n0 + N <= t.seq.len_k) {
 #pragma unroll
           for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -313,7 +316,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         }
       };
       const bool staged = Cfg::kBiasStaged && fb.staged;
-      if (staged && n0 + N <= t.seq.len_k) {
+      if (staged && (kWhole || n0 + N <= t.seq.len_k)) {
         // This thread's words: row rr = lane / 4 + 8 h of the slot (rr % 8 = lane / 4), chunk j, word
         // quad_col.
         if (bias_staged_n != n) stage_bias(n);
@@ -353,7 +356,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) s[i] = cuda_backend::softcap_score(s[i], p.attn.softcap, p.attn.softcap_in);
     }
-    add_bias(n);
+    add_bias(n, std::false_type{});
     if (!t.blocks.full(n)) mask_scores(n);
   };
   // The scale the softmax applies: the bias kernels scaled the scores already (add_bias), to natural
@@ -369,7 +372,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     const auto& b = t.blocks;
     // (the next block above the full ones, spelled on the fields: through above_full(next(n)) the
     // one-Q-buffer kernels' loop grew by an instruction)
-    if constexpr (Cfg::kBias) return n;  // every block adds its bias in the generic body
+    if constexpr (Cfg::kBias)
+      if (!p.bias.plain) return n;  // FASTATTN_BIAS_PLAIN=0: every block in the generic body
     if (p.attn.softcap != 0.f || (!Cfg::kMaskInPlainBody && !Cfg::kBitmask && n - 1 >= b.full_end)) return n;
     // Bitmask tiles: their partial blocks run in the plain body too (masked there), so that a mask whose
     // blocks are all partial (a random element mask) keeps the deferred max of the unmasked loop.
@@ -552,7 +556,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       pv_first = new_tile;
       your_turn(false);
       probe.mark(prof::kIssued);
-      if constexpr (kGeneric) prefetch_bias(n);  // bias kernels: every block is generic
+      prefetch_bias(n);  // bias kernels only (row 0's loaded pairs fly under the QK)
       wgmma_wait<1>();  // S ready; PV of the block before may still run
       fence_operands(s);
       probe.mark(prof::kScoresReady);
@@ -565,12 +569,18 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         softmax.finish(inv, lse);
         softmax = cuda_backend::OnlineSoftmax<N>{};
       }
-      if constexpr (kGeneric)
+      if constexpr (kGeneric) {
         shape_scores(n);
-      else if constexpr (Cfg::kMaskInPlainBody) {
-        if (walk.t.blocks.above_full(n)) mask_scores(n);  // plain blocks are >= full_begin (plain_lo)
-      } else if constexpr (Cfg::kBitmask) {
-        if (!walk.t.blocks.full(n)) mask_scores(n);  // no softcap in the plain body (plain_lo)
+      } else {
+        // Bias kernels only, before the mask (no softcap in the plain body: plain_lo). Plain blocks are
+        // full ones (inside the sequence: the window's full range ends at len_k), except a bitmask's
+        // partial blocks, which may hold the sequence's last.
+        add_bias(n, std::bool_constant<!Cfg::kBitmask>{});
+        if constexpr (Cfg::kMaskInPlainBody) {
+          if (walk.t.blocks.above_full(n)) mask_scores(n);  // plain blocks are >= full_begin (plain_lo)
+        } else if constexpr (Cfg::kBitmask) {
+          if (!walk.t.blocks.full(n)) mask_scores(n);  // no softcap in the plain body (plain_lo)
+        }
       }
       probe.mark(prof::kMasked);
       // PV(n+1) retires: O is complete for block n+1. A plain wgmma_wait<0>() was hoisted by ptxas

@@ -68,6 +68,9 @@ struct FwdBias {
   // a whole block into smem by cp.async one block ahead (BiasStageSmem, fwd/mainloop.cuh); else (or
   // FASTATTN_BIAS_STAGED=0) every block loads it from global memory in the softmax's path.
   bool staged = false;
+  // Full blocks through the plain loop body (the bias added there, before its mask); false
+  // (FASTATTN_BIAS_PLAIN=0) runs every block in the generic body, for A/B in one process.
+  bool plain = true;
 };
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)
