@@ -408,7 +408,10 @@ __device__ __forceinline__ void store_dq_rows(const BwdParams& p, const BwdTile&
 // the leader waiting for each store: notes, session 32); the storers hand the staging buffer back
 // themselves. The leader writes a job's fields only after the previous post's barrier, which the
 // storers reach once done with the job before it, the one that used the same fields. kind 0 ends
-// their loop.
+// their loop. kBwdRingBar meets the leader (at one of its two instructions) and the storers (at
+// theirs): the leader's are PTX's non-aligned barrier (prim/regs.cuh), so no two aligned instructions
+// meet. The storers' stays aligned: non-aligned there, ptxas loses their loop's uniform registers and
+// the 24-register warpgroup spills (docs/notes/bwd-sm90.md, session 39).
 enum RingJob : int { kRingEnd = 0, kRingSole = 1, kRingLast = 2, kRingAdded = 3 };  // kRingAdded: no job
 constexpr int kRingWriters = 96, kRingStorers = 64;
 
@@ -461,7 +464,7 @@ __device__ __forceinline__ void bwd_ring_lead(BwdSmem<Cfg>& sm, const BwdParams&
     }
     job = __shfl_sync(0xffffffffu, job, 0);
     if (job != kRingAdded) {
-      named_bar_sync(kBwdRingBar, kRingWriters);  // the job to the storers, who release buffer b
+      named_bar_sync_unaligned(kBwdRingBar, kRingWriters);  // the job to the storers, who release buffer b
       ++posts;
     } else {
       __syncwarp();
@@ -470,7 +473,7 @@ __device__ __forceinline__ void bwd_ring_lead(BwdSmem<Cfg>& sm, const BwdParams&
     }
   }
   if (lane0) sm.ring_job[posts % 2][0] = kRingEnd;
-  named_bar_sync(kBwdRingBar, kRingWriters);  // reached by the storers once their last job is done
+  named_bar_sync_unaligned(kBwdRingBar, kRingWriters);  // reached by the storers once their last job is done
 }
 
 // The storers (warps 2-3; sid 0..63): dq from the staging buffer of each job, and after the last
@@ -480,7 +483,7 @@ template <class T, class Cfg>
 __device__ __forceinline__ void bwd_ring_store(BwdSmem<Cfg>& sm, const BwdParams& p, const BwdTile& t, int sid) {
   constexpr int kBytes = BwdSmem<Cfg>::kDqBytes;
   for (int post = 0;; ++post) {
-    named_bar_sync(kBwdRingBar, kRingWriters);
+    named_bar_sync(kBwdRingBar, kRingWriters);  // aligned: see above bwd_ring_lead
     // Each field read by its shared address where it is used, not held across the stores: the
     // producer warpgroup's 24 registers hold neither the fields nor a generic pointer to them (both spilled).
     const auto field = [&](int k) {

@@ -39,6 +39,18 @@
 
 namespace fastattn::sm90 {
 
+// The two consumer warpgroups meet (256 threads) on kBwdDsBar / kBwdPtBar. With even shares they run
+// one code path, so each meeting is one instruction and the aligned bar.sync holds; otherwise each
+// warpgroup reaches it from its own template instance, two instructions, where PTX defines only the
+// non-aligned form (prim/regs.cuh; docs/notes/bwd-sm90.md, session 39).
+template <class Cfg>
+__device__ __forceinline__ void keys80_bar_sync(int id) {
+  if constexpr (Cfg::kEvenShares)
+    named_bar_sync(id, 256);
+  else
+    named_bar_sync_unaligned(id, 256);
+}
+
 // d 256: 222 KB of the 227: two Q stages do fit, a second dO stage does not (docs/notes/bwd-sm90.md).
 // d 192: 197 KB with two dO stages; 192 / 128: 171 KB.
 template <class Cfg>
@@ -176,7 +188,7 @@ __device__ __forceinline__ void store_dk_dv_keys80(const BwdParams& p, const Bwd
       if (c < NV) stmatrix_x4_trans(v_base + off_v + 8 * j * kRowBytesV, vf[0], vf[1], vf[2], vf[3]);
     }
   }
-  named_bar_sync(kBwdDsBar, 256);  // every row holds both warpgroups' columns
+  keys80_bar_sync<Cfg>(kBwdDsBar);  // every row holds both warpgroups' columns
   if constexpr (Cfg::kHeadDimV == Cfg::kHeadDim) {
     store_staged_dk_dv_rows<T, kChunks, Cfg::kBlockN, 256>(
         p, t, k_base, v_base, 0, threadIdx.x - 128,
@@ -306,7 +318,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
     // Every key's P^T in smem: dV^T (the warpgroup's halves) queues behind dP on the tensor pipe while
     // dS is made, and dO is free once it is done (a warpgroup without dV^T halves frees it after dP).
     fence_smem_for_tma();  // the MMAs read the tiles through the async proxy
-    named_bar_sync(kBwdPtBar, 256);
+    keys80_bar_sync<Cfg>(kBwdPtBar);
     if constexpr (NV > 0) {
       wgmma_fence();
 #pragma unroll
@@ -330,7 +342,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
       store_t(sm.ds[s], df);
     }
     fence_smem_for_tma();
-    named_bar_sync(kBwdDsBar, 256);
+    keys80_bar_sync<Cfg>(kBwdDsBar);
     const uint32_t ds_lo = desc_k_major_lo(sm.ds[s]);
     float dq[32];
     float* run = p.dq_accum + t.ws_row<Cfg::kBlockM>(p, h, m) * Cfg::kHeadDim;
@@ -363,7 +375,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   wgmma_wait<0>();
   fence_operands(dkt[NK - 1]);
   // Both warpgroups past their last MMA: K and V are free for the staging.
-  named_bar_sync(kBwdDsBar, 256);
+  keys80_bar_sync<Cfg>(kBwdDsBar);
   store_dk_dv_keys80<T, Cfg, NK, NV>(p, t, sm, dkt, dvt, dk0, dv0);
 }
 
