@@ -574,8 +574,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       } else {
         // Bias kernels only, before the mask (no softcap in the plain body: plain_lo). Plain blocks are
         // full ones (inside the sequence: the window's full range ends at len_k), except a bitmask's
-        // partial blocks, which may hold the sequence's last.
-        add_bias(n, std::bool_constant<!Cfg::kBitmask>{});
+        // partial blocks and, with kMaskInPlainBody, the partial blocks above the full ones: either may
+        // be the sequence's last block, whose keys past len_k must not be read.
+        add_bias(n, std::bool_constant<!Cfg::kBitmask && !Cfg::kMaskInPlainBody>{});
         if constexpr (Cfg::kMaskInPlainBody) {
           if (walk.t.blocks.above_full(n)) mask_scores(n);  // plain blocks are >= full_begin (plain_lo)
         } else if constexpr (Cfg::kBitmask) {
