@@ -30,8 +30,9 @@ def check(*, dropout_p=0.0, alibi_slopes=None, num_splits=1, pack_gqa=None, sm_m
     if dropout_p != 0.0:
         raise NotImplementedError("dropout_p: fastattn has no attention dropout; pass dropout_p=0.0")
     if alibi_slopes is not None:
-        raise NotImplementedError("alibi_slopes: not supported; pass the ALiBi bias as bias= (an (h, s_q, s_k) "
-                                  "array; FA's convention: -slope * |i + s_k - s_q - j|)")
+        raise NotImplementedError("alibi_slopes: not supported (docs/python.md). flash_attn_func's bias= takes FA's "
+                                  "-slope * |i + s_k - s_q - j| as an (h, s_q, s_k) array: exact on the CPU backend "
+                                  "with a float32 bias; on CUDA the bias is in q's dtype, so not exact")
     for name, x in (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale)):
         if x is not None:
             raise NotImplementedError(f"{name}: fastattn has no fp8 attention (FA3's fp8 descale factors)")

@@ -48,9 +48,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     FA3 keywords: pack_gqa, sm_margin are hints, checked and unused; q/k/v_descale (fp8), qv and
     FA3's varlen-query / rotary_seqlens / scheduler_metadata forms raise NotImplementedError.
     """
-    if alibi_slopes is not None:
-        raise NotImplementedError("alibi_slopes: ALiBi is not supported by fastattn")
-    _fa_compat.check(num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin, q_descale=q_descale,
+    _fa_compat.check(alibi_slopes=alibi_slopes, num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin, q_descale=q_descale,
                      k_descale=k_descale, v_descale=v_descale, qv=qv)
     for name, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k_new", cu_seqlens_k_new),
                     ("max_seqlen_q", max_seqlen_q), ("rotary_seqlens", rotary_seqlens),
