@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "cuda/sched/batch_inner_order.h"
 #include "cuda/sched/gqa_pack.h"
 #include "cuda/sched/l2_sections.h"
 #include "cuda/sched/tile_space.h"
@@ -84,52 +83,6 @@ TEST(TileOrder, RoundsCoverEveryIdOnce) {
           if (const int id = tile_of_round(r, c, ctas); id < tiles) ++seen[size_t(id)];
       for (int n : seen) ASSERT_EQ(n, 1) << ctas << " CTAs, " << tiles << " tiles";
     }
-  }
-}
-
-// The biased forward's batch-innermost walk (sched/batch_inner_order.h) over random schedules, batch
-// 1 and odd counts included, equal-work and longest-first (any section width, narrow last sections):
-// a permutation of the default order's ids (every tile once); the identity for batch 1; equal work:
-// each run of `batch` positions is one (head, m-block) in batch order; longest first: a position keeps
-// the default order's m-block (the rounds' tile sizes, which the host balanced, stay) and runs slot
-// (q % batch, q / batch) of its section's q-th place.
-TEST(BatchInnerOrder, PermutesEveryScheduleWithTheBatchInnermost) {
-  fastattn::testing::Rng rng(fastattn::testing::test_seed());
-  for (int trial = 0; trial < 600; ++trial) {
-    const int heads_kv = rng.uniform_int(1, 3), heads_q = heads_kv * rng.uniform_int(1, 3);
-    const int batch = trial % 7 == 0 ? 1 : rng.uniform_int(1, 5), m_blocks = rng.uniform_int(1, 13);
-    const bool causal = rng.uniform_int(0, 1) == 1;
-    const int section = rng.uniform_int(1, batch * heads_q);
-    const Launch p = shape(batch, heads_q, heads_kv, m_blocks, causal, section);
-    const TileDivisors div = tile_divisors(p.s, p.a.heads_kv);
-    const FastDiv nb{unsigned(batch)}, one{1u};
-    SCOPED_TRACE("trial " + std::to_string(trial) + " b" + std::to_string(batch) + " h" + std::to_string(heads_q) +
-                 "/" + std::to_string(heads_kv) + " m" + std::to_string(m_blocks) + (causal ? " causal w" : " w") +
-                 std::to_string(section));
-    std::vector<int> seen(size_t(p.s.tiles), 0);
-    for (int x = 0; x < p.s.tiles; ++x) {
-      ASSERT_EQ(batch_inner_tile(p.s, div, one, x), x);  // batch 1 / switched off: the default order
-      const int id = batch_inner_tile(p.s, div, nb, x);
-      ASSERT_TRUE(id >= 0 && id < p.s.tiles) << "x " << x << " -> " << id;
-      ++seen[size_t(id)];
-      const TileCoord c = tile_coord(p, id), home = tile_coord(p, x);
-      if (!causal) {
-        const TileCoord lead = tile_coord(p, batch_inner_tile(p.s, div, nb, x - x % batch));
-        EXPECT_EQ(c.batch, x % batch) << "x " << x;
-        EXPECT_EQ(c.head, lead.head) << "x " << x;
-        EXPECT_EQ(c.m_block, lead.m_block) << "x " << x;
-      } else {
-        EXPECT_EQ(c.m_block, home.m_block) << "x " << x;
-        const int width = section, first = x / (width * m_blocks) * width;
-        const int n = std::min(width, p.s.batch_heads - first), w = x - first * m_blocks;
-        const int q = first + w % n;
-        const int slot = q % batch * heads_q + q / batch;
-        const TileCoord want = slot_tile(p.s, div, p.a, unsigned(slot), unsigned(c.m_block));
-        EXPECT_EQ(c.batch, want.batch) << "x " << x;
-        EXPECT_EQ(c.head, want.head) << "x " << x;
-      }
-    }
-    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "tile " << i;
   }
 }
 

@@ -4,7 +4,6 @@
 // rule (fwd_case.h), two runs bitwise equal. Bias dims broadcast or not (batch 1 / batch, heads 1 /
 // heads_kv / heads_q, head stride 0), padded rows, extra rows / cols, -inf entries and whole -inf rows
 // (out 0, lse -inf), odd lengths 1 / 17 / 113 / 4097, s_q != s_k, causal and windows, softcap, GQA,
-// a batch-shared bias walked batch innermost (bitwise the batch-outer order's),
 // varlen with an empty sequence and seqused, d 64 / 96 / 128 in both dtypes, a CUDA graph, with a
 // block-sparse mask or a bitmask; a zero bias; full blocks on the plain and the generic loop body; and the
 // refusals by name.
@@ -29,7 +28,6 @@ struct BiasCase {
   bool per_batch = true;
   int heads = 0;            // 0: heads_q
   bool head_stride0 = false;  // dim 1 broadcast by stride 0 (one stored head)
-  bool batch_stride0 = false;  // dim 0 of size batch broadcast by stride 0 (one stored batch entry)
   int extra_rows = 0, extra_cols = 0;
   int row_pad = 0;          // elements after each row (odd ones: the kernel's 16-bit pair loads)
   int base_offset = 0;      // elements before the first one (odd: a base that is not 4-byte aligned)
@@ -41,7 +39,7 @@ struct BiasCase {
   int bias_heads() const { return heads > 0 ? heads : c.hq; }
   std::string str() const {
     return c.str() + " bias b" + (per_batch ? "B" : "1") + " h" + std::to_string(bias_heads()) +
-           (head_stride0 ? " hstride0" : "") + (batch_stride0 ? " bstride0" : "") + " extra(" + std::to_string(extra_rows) + "," +
+           (head_stride0 ? " hstride0" : "") + " extra(" + std::to_string(extra_rows) + "," +
            std::to_string(extra_cols) + ") pad" + std::to_string(row_pad) + " offset" + std::to_string(base_offset) +
            " -inf " + std::to_string(neginf) +
            " -inf row " + std::to_string(neginf_row) + (zero ? " zero" : "");
@@ -66,19 +64,18 @@ struct BiasTensor {
     const int64_t stored_heads = bc.head_stride0 ? 1 : shape[1];
     stride[2] = shape[3] + bc.row_pad;
     stride[1] = bc.head_stride0 ? 0 : shape[2] * stride[2];
-    stride[0] = bc.batch_stride0 ? 0 : stored_heads * shape[2] * stride[2];
-    const int64_t stored_batch = bc.batch_stride0 ? 1 : shape[0];
+    stride[0] = stored_heads * shape[2] * stride[2];
     offset = bc.base_offset;
-    host.assign(size_t(offset + stored_batch * stored_heads * shape[2] * stride[2]), 0xFFFF);  // padding: NaN, never read
+    host.assign(size_t(offset + shape[0] * stride[0]), 0xFFFF);  // padding: NaN, never read
     std::uniform_real_distribution<float> u(-bc.range, bc.range);
     std::uniform_real_distribution<double> coin(0.0, 1.0);
-    for (int64_t b = 0; b < stored_batch; ++b)
+    for (int64_t b = 0; b < shape[0]; ++b)
       for (int64_t h = 0; h < stored_heads; ++h)
         for (int64_t i = 0; i < shape[2]; ++i)
           for (int64_t j = 0; j < shape[3]; ++j) {
             float x = bc.zero ? 0.f : u(rng);
             if (i == bc.neginf_row || (bc.neginf > 0 && coin(rng) < bc.neginf)) x = -INFINITY;
-            host[size_t(offset + (b * stored_heads + h) * shape[2] * stride[2] + i * stride[2] + j)] = to_bits(x, c.dtype);
+            host[size_t(offset + b * stride[0] + h * shape[2] * stride[2] + i * stride[2] + j)] = to_bits(x, c.dtype);
           }
     dev = std::make_unique<DeviceBuffer>(host.size() * 2);
     dev->upload(host.data());
@@ -255,36 +252,6 @@ TEST_F(Sm90FwdBias, PlainAndGenericBodies) {
   ::unsetenv("FASTATTN_BIAS_PLAIN");
 }
 
-// A bias that the batch shares (dim 0 of size 1, or of size batch with stride 0) walks the batch
-// innermost (FwdBias::batch, sched/batch_inner_order.h): batch 3, GQA, odd lengths (one m-block, several,
-// a partial last key block), full and causal, d 128 and 64's 192-key twin, staged (row stride a multiple of
-// 8) and loaded (odd stride), varlen. Each case runs once more with FASTATTN_BIAS_BATCH_INNER=0 (the
-// batch-outer order): the order moves tiles between CTAs, not the math, so out and lse are bitwise equal.
-TEST_F(Sm90FwdBias, BatchSharedBiasBatchInner) {
-  const int lens[][2] = {{113, 113}, {113, 4097}, {1025, 1025}, {4097, 300}};
-  for (int d : {128, 64})
-    for (const auto& len : lens)
-      for (bool causal : {false, true}) {
-        if (causal && len[0] > len[1]) continue;
-        BiasCase b = bias_case(DType::BF16, d, len[0], len[1], 4, 2, 3);
-        b.c.causal = causal;
-        b.batch_stride0 = (len[0] + len[1]) % 2 == 0;  // else dim 0 of size 1
-        b.per_batch = b.batch_stride0;
-        b.row_pad = (8 - len[1] % 8) % 8 + (causal && d == 64 ? 1 : 0);  // staged; causal d 64: loaded
-        b.c.same_bits_with_env = "FASTATTN_BIAS_BATCH_INNER=0";
-        run_bias_case(b);
-      }
-  BiasCase b = bias_case(DType::F16, 128, 0, 0, 4, 4);
-  b.c.lens_q = {300, 1, 257};
-  b.c.lens_k = {300, 4097, 129};
-  b.per_batch = false;
-  b.c.same_bits_with_env = "FASTATTN_BIAS_BATCH_INNER=0";
-  run_bias_case(b);
-  b.c.causal = true;
-  b.c.lens_k = {300, 900, 257};
-  run_bias_case(b);
-}
-
 TEST_F(Sm90FwdBias, MasksAndSoftcap) {
   BiasCase b = bias_case(DType::BF16, 128, 700, 1100, 4, 2);
   b.c.wl = 200;
@@ -360,8 +327,7 @@ TEST_F(Sm90FwdBias, Refusals) {
 
 // A bias with a block-sparse mask or a bitmask: their kernels' bias twins (the mask's empty blocks
 // skipped, partial blocks masked after the bias). Random kept 128 x 128 blocks (one mask for every
-// batch entry and head) or random bits (per batch entry, one per KV head), with causal too; at d 64 the
-// bias is batch-shared (the batch-inner walk, bitwise the batch-outer one's).
+// batch entry and head) or random bits (per batch entry, one per KV head), with causal too.
 TEST_F(Sm90FwdBias, WithBlockSparseAndBitmask) {
   for (int d : {128, 64})  // d 64: the three-warpgroup twins, partial diagonal blocks in the plain body
   for (int kind = 0; kind < 2; ++kind)
@@ -369,10 +335,6 @@ TEST_F(Sm90FwdBias, WithBlockSparseAndBitmask) {
       BiasCase bc = bias_case(DType::BF16, d, 700, 900, 4, 2);
       bc.c.causal = causal;
       bc.c.sq = causal ? 900 : 700;
-      if (d == 64) {  // a batch-shared bias: the batch-inner walk over the lists (built in the default order)
-        bc.per_batch = false;
-        bc.c.same_bits_with_env = "FASTATTN_BIAS_BATCH_INNER=0";
-      }
       SCOPED_TRACE(bc.str() + (kind == 0 ? " block-sparse" : " bitmask"));
       std::mt19937 rng(uint32_t(std::random_device{}()));
       const CaseIndex idx(bc.c);

@@ -40,13 +40,6 @@ inline bool bias_plain_on() {
   return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
-// A batch-shared bias walks the batch innermost (FwdBias::batch) unless FASTATTN_BIAS_BATCH_INNER is 0
-// (read per call: the batch-outer order, for comparison in one process; the outputs are bitwise the same).
-inline bool bias_batch_inner_on() {
-  const char* v = std::getenv("FASTATTN_BIAS_BATCH_INNER");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-
 template <class Cfg>
 constexpr int fwd_smem_bytes() {
   return int(sizeof(FwdSmem<Cfg>)) + 1024;  // + slack to align the base to 1024
@@ -234,12 +227,6 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   int ctas = 0;
   st = cuda_backend::plan_schedule(lp, shape, &params.sched, &ctas);
   if (!st.ok()) return st;
-  if constexpr (Cfg::kBias) {  // the schedule's batch: its (batch, head) slots over its head slots
-    const detail::BiasView& b = pr.bias;
-    const int batch = params.sched.head_slots > 0 ? params.sched.batch_heads / params.sched.head_slots : 1;
-    const bool shared = b.batch == 1 || b.batch_stride == 0;
-    params.bias.batch = cuda_backend::FastDiv(unsigned(shared && batch > 1 && bias_batch_inner_on() ? batch : 1));
-  }
   if constexpr (Cfg::kSplit) {  // each of the schedule's tiles becomes `splits` tiles, split innermost
     const int64_t tiles = int64_t(params.sched.tiles) * splits;
     if (tiles > INT32_MAX) return Status::Unsupported("num_splits: more than 2^31 tiles x splits");

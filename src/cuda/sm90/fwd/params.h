@@ -71,11 +71,6 @@ struct FwdBias {
   // Full blocks through the plain loop body (the bias added there, before its mask); false
   // (FASTATTN_BIAS_PLAIN=0) runs every block in the generic body, for A/B in one process.
   bool plain = true;
-  // A bias shared by the batch (stride 0, batch > 1): the walk puts the batch innermost
-  // (sched/batch_inner_order.h) so that the batch entries' reads of a tile's bias meet in L2; the
-  // identity (d 1) otherwise or with FASTATTN_BIAS_BATCH_INNER=0. Appended: the fields before keep
-  // their offsets, and the kernels without a bias never read it.
-  cuda_backend::FastDiv batch;
 };
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)

@@ -9,7 +9,6 @@
 #include "cuda/common/seqlen.cuh"
 #include "cuda/mask/block_source.cuh"
 #include "cuda/mask/window_mask.cuh"
-#include "cuda/sched/batch_inner_order.h"
 #include "cuda/sched/tile_order.cuh"
 #include "cuda/sm90/fwd/params.h"
 #include "cuda/sm90/prim/wgmma.cuh"
@@ -123,9 +122,6 @@ __device__ __forceinline__ FwdTileFor<Cfg> make_tile(const FwdParams& p, int id)
     split = id - base * int(p.split.splits.d);
     id = base;
   }
-  // A batch-shared bias: position id of the walk runs the default order's tile batch_inner_tile(id)
-  // (its coordinates and a block list's header are that tile's).
-  if constexpr (Cfg::kBias) id = cuda_backend::batch_inner_tile(p.sched, p.sched.div, p.bias.batch, id);
   const cuda_backend::TileCoord c = cuda_backend::tile_coord(p.sched, p.sched.div, p.attn, id);
   cuda_backend::SeqInfo seq(p.attn, c.batch);
   cuda_backend::WindowMask mask{seq.len_k, seq.len_k - seq.len_q, p.attn.window_left, p.attn.window_right};
