@@ -71,3 +71,36 @@ def test_flag_off_stays_off(seen_flags):
     fastattn.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(17, 17, dtype=torch.bool), enable_gqa=True)
     hf_attention.attention_forward(types.SimpleNamespace(is_causal=True), q, k, v, None)
     assert seen_flags == [False, False]
+
+
+def test_cuda_float_mask_under_deterministic_refuses_at_backward():
+    """CUDA (device only): with the switch on, a bool attn_mask's backward runs (the ordered dQ) and gives the
+    gradients of the default mode up to rounding; a float one (the bias) runs forward and is refused by name at
+    the backward, as docs/python.md says (the bias backward has no deterministic mode yet)."""
+    if not (torch.cuda.is_available() and fastattn.cuda_available()):
+        pytest.skip("no CUDA device")
+    gen = torch.Generator(device="cpu").manual_seed(7)
+    q, k, v = (torch.randn(2, 4, 300, 128, generator=gen).to("cuda", torch.bfloat16).requires_grad_()
+               for _ in range(3))
+    keep = (torch.rand(2, 1, 300, 300, generator=gen) < 0.8).to("cuda")
+    keep[..., 0] = True
+    grads = []
+    for det in (False, True):
+        torch.use_deterministic_algorithms(det)
+        try:
+            fastattn.scaled_dot_product_attention(q, k, v, attn_mask=keep).float().sum().backward()
+        finally:
+            torch.use_deterministic_algorithms(False)
+        grads.append([x.grad.clone() for x in (q, k, v)])
+        for x in (q, k, v):
+            x.grad = None
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=2e-2, rtol=2e-2)
+    bias = torch.where(keep, 0.5, float("-inf")).to(torch.bfloat16)
+    torch.use_deterministic_algorithms(True)
+    try:
+        out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        with pytest.raises(NotImplementedError, match="deterministic"):
+            out.float().sum().backward()
+    finally:
+        torch.use_deterministic_algorithms(False)
