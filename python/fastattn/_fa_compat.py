@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
+
 
 def _nonnegative_int(value, name):
     if isinstance(value, bool):
@@ -42,3 +44,17 @@ def check(*, dropout_p=0.0, alibi_slopes=None, num_splits=1, pack_gqa=None, sm_m
     _nonnegative_int(sm_margin, "sm_margin")
     if pack_gqa is not None and not isinstance(pack_gqa, bool):
         raise TypeError(f"pack_gqa: expected None or a bool, got {type(pack_gqa).__name__}")
+
+
+_FA2_ORDER = ("FA2 passes (q, k, v, dropout_p, softmax_scale, causal) in that order, fastattn FA3's (q, k, v, "
+              "softmax_scale, causal): pass FA2's arguments by keyword")
+
+
+def check_order(softmax_scale, causal):
+    """Refuse the values an FA2 call makes when it passes dropout_p (and softmax_scale) by position: fastattn's
+    softmax_scale then holds dropout_p (0.0 at inference, which would weight every key alike) and causal FA2's
+    softmax_scale (None or a float). Neither is a value an FA3 call means: FA3's causal is a bool."""
+    if softmax_scale is not None and not isinstance(softmax_scale, bool) and float(softmax_scale) == 0.0:
+        raise ValueError(f"softmax_scale: 0 weights every key alike (ignores q); {_FA2_ORDER}")
+    if not isinstance(causal, (bool, np.bool_)) and not (type(causal) is int and causal in (0, 1)):
+        raise TypeError(f"causal: expected a bool, got {causal!r} ({type(causal).__name__}); {_FA2_ORDER}")

@@ -29,6 +29,7 @@ import weakref
 
 from . import _hf_masks
 from .interface import _is_compiling, attention
+from .sdpa import torch_deterministic
 
 # Set False to never read a mask's values on the host: every new mask tensor then costs no device sync,
 # and a bool mask always runs as bits, a float one as a bias (exact, slower where the mask was plain
@@ -143,7 +144,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         if bias is not None and bias.dtype != query.dtype:  # the CUDA forward takes a bias of q's dtype
             bias = bias.to(query.dtype) if _hf_masks.is_torch(bias) else bias.astype(query.dtype)
     out, _ = attention(query, key, value, softmax_scale=scaling, causal=causal, window_size=window,
-                       softcap=float(softcap or 0.0), with_lse=False, heads_first=True, mask=mask, bias=bias)
+                       softcap=float(softcap or 0.0), with_lse=False, heads_first=True, mask=mask, bias=bias,
+                       deterministic=torch_deterministic(query))
     return out, None
 
 

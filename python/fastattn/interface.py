@@ -226,11 +226,13 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     of size 1 broadcast), added after softcap: softmax(scale * q k^T + bias) as SDPA's float attn_mask;
     -inf entries mask; combines with causal / window_size / block_mask / mask (docs/masks.md, Additive
     bias). torch autograd gives a bias that requires grad its gradient (broadcast dims summed).
-    Arguments after `causal` are keyword-only (FA3 has other parameters at those positions).
+    Arguments after `causal` are keyword-only (FA3 has other parameters at those positions). FA2's order
+    (dropout_p fourth) is caught where it shows: softmax_scale 0 and a causal that is not a bool are refused.
     FA2/FA3 keywords: num_splits, pack_gqa, sm_margin are scheduling hints, checked and unused (no
     split without a KV cache; the result is the same); dropout_p > 0, alibi_slopes, q/k/v_descale (fp8)
     and qv raise NotImplementedError (docs/python.md, FlashAttention compatibility).
     """
+    _fa_compat.check_order(softmax_scale, causal)
     _fa_compat.check(dropout_p=dropout_p, alibi_slopes=alibi_slopes, num_splits=num_splits, pack_gqa=pack_gqa,
                      sm_margin=sm_margin, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,

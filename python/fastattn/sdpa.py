@@ -44,6 +44,13 @@ def _mask_4d(attn_mask, s_q, s_k):
     return mask.expand(*full) if hasattr(mask, "expand") else np.broadcast_to(mask, full)
 
 
+def torch_deterministic(x):
+    """PyTorch's torch.use_deterministic_algorithms switch for a torch tensor (fastattn's backward then
+    accumulates in a fixed order, as SDPA's promise requires); False for other arrays (no autograd)."""
+    torch = torch_module()
+    return torch is not None and isinstance(x, torch.Tensor) and torch.are_deterministic_algorithms_enabled()
+
+
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                                  scale=None, enable_gqa=False):
     """softmax(query @ key^T * scale [+ causal mask]) @ value over (b, h, s, d) arrays.
@@ -85,11 +92,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if attn_mask is not None and is_bias:  # additive: fastattn's bias (broadcast like SDPA's, _bias.bias_4d)
         if len(attn_mask.shape) < 2:  # (s_k,) or a scalar broadcasts as SDPA's does (and as a bool mask here)
             attn_mask = attn_mask.reshape((1,) * (2 - len(attn_mask.shape)) + tuple(attn_mask.shape))
-        out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True, bias=attn_mask)
+        out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True, bias=attn_mask,
+                           deterministic=torch_deterministic(query))
         return arrays_for(query, "query").swap12(out)
     if attn_mask is not None:  # broadcastable to (b, h_q, s_q, s_k): fastattn's 4-D mask
         out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True,
-                           mask=_mask_4d(attn_mask, query.shape[2], key.shape[2]))
+                           mask=_mask_4d(attn_mask, query.shape[2], key.shape[2]), deterministic=torch_deterministic(query))
         return arrays_for(query, "query").swap12(out)
     causal, window = _causal_window(query.shape[2], key.shape[2]) if is_causal else (False, (-1, -1))
     torch = torch_module()

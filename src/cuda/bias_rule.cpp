@@ -7,14 +7,17 @@
 namespace fastattn::cuda_backend {
 namespace {
 
-// The rules on what both the args and the resolved problem say (dtype, splits, dims). Any strides run (the
+// The rules on what both the args and the resolved problem say (dtype, base, splits, dims). Any strides run (the
 // kernel loads key pairs by one 32-bit load where they are 4-byte aligned, else by two). A block-sparse mask
 // or a bitmask with a bias runs their bias twin (block_mask_rule.h's rules apply as without a bias).
-Status bias_rules(int major, DType q_dtype, DType bias_dtype, int d, int dv, int num_splits) {
+Status bias_rules(int major, DType q_dtype, DType bias_dtype, const void* bias_data, int d, int dv, int num_splits) {
   if (major != 9) return Status::Unsupported("bias: the CUDA forward with bias runs on sm90 (Hopper) only");
   if (bias_dtype != q_dtype)
     return Status::Unsupported(std::string("bias: dtype ") + dtype_name(bias_dtype) + " but the CUDA forward reads a bias "
                                "of q's dtype " + dtype_name(q_dtype) + " (convert the bias)");
+  // Its narrowest load is one entry (16 bits): a base off the element size would be a misaligned-address fault.
+  if (reinterpret_cast<uintptr_t>(bias_data) % dtype_size(bias_dtype) != 0)
+    return Status::Unsupported("bias: the CUDA forward needs a base pointer aligned to the bias's element size");
   if (d != dv || d > 128)
     return Status::Unsupported("bias: the CUDA forward with bias takes head dims up to 128 with head_dim_v = head_dim");
   if (num_splits > 1)
@@ -26,12 +29,12 @@ Status bias_rules(int major, DType q_dtype, DType bias_dtype, int d, int dv, int
 
 Status bias_forward_support(const AttnArgs& a, int major) {
   if (!a.bias.defined()) return Status::Ok();
-  return bias_rules(major, a.q.dtype, a.bias.dtype, int(a.q.shape[a.q.ndim - 1]), int(a.v.shape[a.v.ndim - 1]),
-                    a.num_splits);
+  return bias_rules(major, a.q.dtype, a.bias.dtype, a.bias.data, int(a.q.shape[a.q.ndim - 1]),
+                    int(a.v.shape[a.v.ndim - 1]), a.num_splits);
 }
 
 Status bias_problem_support(const detail::Problem& p, int major) {
-  return bias_rules(major, p.dtype, p.bias.dtype, p.head_dim, p.head_dim_v, p.num_splits_arg);
+  return bias_rules(major, p.dtype, p.bias.dtype, p.bias.data, p.head_dim, p.head_dim_v, p.num_splits_arg);
 }
 
 // The sm90 backward's bias kernel (sm90/bwd/bias.cuh, BiasBwdConfig): the default mode's accumulator path of

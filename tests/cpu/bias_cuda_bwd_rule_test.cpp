@@ -1,7 +1,7 @@
 // The CUDA backward's bias rule (cuda/bias_rule.h, bias_backward_support; host code, no device): the bias kernel
 // serves d 96 / 128 with d_v = d in the default mode without softcap or block mask, any bias dtype and layout;
 // everything else is refused by name. CUDA builds only: cuda/bias_rule.cpp is compiled with the CUDA sources
-// (a CPU-only build has no such symbol to link).
+// (a CPU-only build has no such symbol to link). Also the forward's base-pointer rule (bias_forward_support).
 #include <gtest/gtest.h>
 
 #ifdef FASTATTN_WITH_CUDA
@@ -104,6 +104,21 @@ TEST(CudaBiasBackwardRule, DbiasBaseAlignedToFourBytes) {
   EXPECT_EQ(st.code, Code::NotSupported);
   EXPECT_EQ(st.message.rfind("dbias:", 0), 0u) << st.message;
   EXPECT_NE(st.message.find("4-byte aligned"), std::string::npos) << st.message;
+}
+
+// Review s40: the forward's bias rule took any base pointer, but the kernel reads 16-bit entries (two at once
+// where 4-byte aligned): a C caller's bf16 bias at an odd address reached `ld.global.u16` (a misaligned-address
+// fault, which poisons the CUDA context) instead of a refusal by name. Aligned to 2 bytes (not 4) still runs.
+TEST(CudaBiasForwardRule, BaseAlignedToTheElementSize) {
+  RuleCase c(128, 128, DType::BF16);
+  EXPECT_TRUE(cuda_backend::bias_forward_support(c.a, 9).ok());
+  c.a.bias.data = c.bias_store.data() + 1;  // 2-byte aligned: the 16-bit path
+  EXPECT_TRUE(cuda_backend::bias_forward_support(c.a, 9).ok());
+  c.a.bias.data = reinterpret_cast<char*>(c.bias_store.data()) + 1;
+  const Status st = cuda_backend::bias_forward_support(c.a, 9);
+  EXPECT_EQ(st.code, Code::NotSupported);
+  EXPECT_EQ(st.message.rfind("bias:", 0), 0u) << st.message;
+  EXPECT_NE(st.message.find("aligned to the bias's element size"), std::string::npos) << st.message;
 }
 
 }  // namespace

@@ -95,3 +95,28 @@ def test_kvcache_refused_by_name(rng, kw, exc, pattern):
     q, kc, vc, seqlens = kvcache_inputs(rng)
     with pytest.raises(exc, match=pattern):
         fastattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, **kw)
+
+
+# Review s40: FA2's flash_attn_func is (q, k, v, dropout_p, softmax_scale, causal, ...); ours follows FA3's
+# (q, k, v, softmax_scale, causal). An FA2 call passing dropout_p (and softmax_scale) by position ran with
+# softmax_scale = dropout_p (0.0 at inference: every key weighted alike) and causal = FA2's softmax_scale
+# (None: not causal; a float: causal), status ok. Both values are refused now, naming FA2's order.
+@pytest.mark.parametrize("args, exc", [((0.0,), ValueError), ((0.0, None), ValueError),
+                                       ((0.1, 0.125), TypeError), ((0.1, None), TypeError)])
+def test_fa2_positional_dropout_refused(rng, args, exc):
+    q, k, v = qkv(rng)
+    with pytest.raises(exc, match="FA2 passes"):
+        fastattn.flash_attn_func(q, k, v, *args)
+
+
+def test_causal_flags_that_fa3_takes_still_run(rng):
+    """The check above refuses only None / floats for causal and 0 for softmax_scale: bools (Python and numpy)
+    and the ints 0 / 1 run, with the same answer as the Python bool."""
+    q, k, v = qkv(rng)
+    want = np.asarray(fastattn.flash_attn_func(q, k, v, 0.2, True))
+    for flag in (np.bool_(True), 1):
+        np.testing.assert_array_equal(np.asarray(fastattn.flash_attn_func(q, k, v, 0.2, flag)), want)
+    np.testing.assert_array_equal(np.asarray(fastattn.flash_attn_func(q, k, v, 0.2, 0)),
+                                  np.asarray(fastattn.flash_attn_func(q, k, v, 0.2, False)))
+    with pytest.raises(TypeError, match="^causal"):
+        fastattn.flash_attn_func(q, k, v, causal=2)

@@ -1,0 +1,106 @@
+"""torch.use_deterministic_algorithms(True) reaches fastattn's backward on every torch path that replaces
+PyTorch's SDPA: scaled_dot_product_attention with a bool or float attn_mask and hf_attention (transformers'
+attention interface), as it did already for SDPA without a mask. Review s40: the mask paths and hf_attention
+called attention() without the flag, so on CUDA their backward accumulated dq (and dk / dv under GQA) in
+atomic order while PyTorch promised bitwise-reproducible gradients (or an error). The CPU backward is ordered
+either way, so the tests record the flag that attention() receives instead of comparing gradients."""
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+import fastattn  # noqa: E402
+from fastattn import hf_attention, sdpa  # noqa: E402
+
+
+@pytest.fixture
+def seen_flags(monkeypatch):
+    """attention() in sdpa and hf_attention wrapped: each call's deterministic keyword is appended."""
+    flags = []
+    for module in (sdpa, hf_attention):
+        real = module.attention
+
+        def recording(*args, _real=real, **kwargs):
+            flags.append(kwargs.get("deterministic", False))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, "attention", recording)
+    return flags
+
+
+@pytest.fixture
+def deterministic_torch():
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    yield
+    torch.use_deterministic_algorithms(was)
+
+
+def bhsd(b=2, h=4, h_kv=2, s_q=17, s_k=17, d=32):
+    draw = lambda *shape: torch.randn(*shape, dtype=torch.float32, requires_grad=True)  # noqa: E731
+    return draw(b, h, s_q, d), draw(b, h_kv, s_k, d), draw(b, h_kv, s_k, d)
+
+
+@pytest.mark.parametrize("form", ["none", "bool", "float"])
+def test_sdpa_paths_carry_the_flag(seen_flags, deterministic_torch, form):
+    q, k, v = bhsd()
+    keep = torch.rand(2, 1, 17, 17) < 0.7
+    keep[..., 0] = True
+    mask = {"none": None, "bool": keep, "float": torch.where(keep, 0.0, float("-inf"))}[form]
+    out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    out.sum().backward()
+    assert seen_flags == [True]
+
+
+@pytest.mark.parametrize("form", ["none", "bool", "float_bias"])
+def test_hf_attention_carries_the_flag(seen_flags, deterministic_torch, form):
+    q, k, v = bhsd()
+    keep = torch.ones(2, 1, 17, 17, dtype=torch.bool).tril()
+    keep[0, :, :, :3] = False  # a padded batch entry: the plan keeps a mask
+    mask = {"none": None, "bool": keep, "float_bias": torch.where(keep, torch.rand(2, 1, 17, 17), float("-inf"))}[form]
+    out, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=True), q, k, v, mask, scaling=0.2)
+    out.sum().backward()
+    assert seen_flags == [True]
+
+
+def test_flag_off_stays_off(seen_flags):
+    """Without the global switch the default (atomic, faster) backward stays: the flag is False."""
+    assert not torch.are_deterministic_algorithms_enabled()
+    q, k, v = bhsd()
+    fastattn.scaled_dot_product_attention(q, k, v, attn_mask=torch.ones(17, 17, dtype=torch.bool), enable_gqa=True)
+    hf_attention.attention_forward(types.SimpleNamespace(is_causal=True), q, k, v, None)
+    assert seen_flags == [False, False]
+
+
+def test_cuda_float_mask_under_deterministic_refuses_at_backward():
+    """CUDA (device only): with the switch on, a bool attn_mask's backward runs (the ordered dQ) and gives the
+    gradients of the default mode up to rounding; a float one (the bias) runs forward and is refused by name at
+    the backward, as docs/python.md says (the bias backward has no deterministic mode yet)."""
+    if not (torch.cuda.is_available() and fastattn.cuda_available()):
+        pytest.skip("no CUDA device")
+    gen = torch.Generator(device="cpu").manual_seed(7)
+    q, k, v = (torch.randn(2, 4, 300, 128, generator=gen).to("cuda", torch.bfloat16).requires_grad_()
+               for _ in range(3))
+    keep = (torch.rand(2, 1, 300, 300, generator=gen) < 0.8).to("cuda")
+    keep[..., 0] = True
+    grads = []
+    for det in (False, True):
+        torch.use_deterministic_algorithms(det)
+        try:
+            fastattn.scaled_dot_product_attention(q, k, v, attn_mask=keep).float().sum().backward()
+        finally:
+            torch.use_deterministic_algorithms(False)
+        grads.append([x.grad.clone() for x in (q, k, v)])
+        for x in (q, k, v):
+            x.grad = None
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=2e-2, rtol=2e-2)
+    bias = torch.where(keep, 0.5, float("-inf")).to(torch.bfloat16)
+    torch.use_deterministic_algorithms(True)
+    try:
+        out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+        with pytest.raises(NotImplementedError, match="deterministic"):
+            out.float().sum().backward()
+    finally:
+        torch.use_deterministic_algorithms(False)
