@@ -145,7 +145,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
             bias = bias.to(query.dtype) if _hf_masks.is_torch(bias) else bias.astype(query.dtype)
     out, _ = attention(query, key, value, softmax_scale=scaling, causal=causal, window_size=window,
                        softcap=float(softcap or 0.0), with_lse=False, heads_first=True, mask=mask, bias=bias,
-                       deterministic=torch_deterministic(query))
+                       deterministic=torch_deterministic(query, bias))
     return out, None
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import warnings
+
 import numpy as np
 
 from ._arrays import arrays_for, torch_module
@@ -44,11 +46,22 @@ def _mask_4d(attn_mask, s_q, s_k):
     return mask.expand(*full) if hasattr(mask, "expand") else np.broadcast_to(mask, full)
 
 
-def torch_deterministic(x):
+def torch_deterministic(x, bias=None):
     """PyTorch's torch.use_deterministic_algorithms switch for a torch tensor (fastattn's backward then
-    accumulates in a fixed order, as SDPA's promise requires); False for other arrays (no autograd)."""
+    accumulates in a fixed order, as SDPA's promise requires); False for other arrays (no autograd).
+    The CUDA backward of an additive bias has no ordered mode yet: under warn_only=True it runs in the
+    default mode after a warning (PyTorch's rule for an op without a deterministic kernel); with the
+    switch fully on the backward refuses it by name."""
     torch = torch_module()
-    return torch is not None and isinstance(x, torch.Tensor) and torch.are_deterministic_algorithms_enabled()
+    if torch is None or not isinstance(x, torch.Tensor) or not torch.are_deterministic_algorithms_enabled():
+        return False
+    if bias is not None and x.is_cuda and torch.is_deterministic_algorithms_warn_only_enabled():
+        if torch.is_grad_enabled():
+            warnings.warn("fastattn: the CUDA backward of an additive bias (a float attn_mask) has no deterministic "
+                          "mode yet; under torch.use_deterministic_algorithms(True, warn_only=True) it runs in the "
+                          "default mode, whose gradient sums are not ordered", UserWarning, stacklevel=3)
+        return False
+    return True
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
@@ -93,7 +106,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if len(attn_mask.shape) < 2:  # (s_k,) or a scalar broadcasts as SDPA's does (and as a bool mask here)
             attn_mask = attn_mask.reshape((1,) * (2 - len(attn_mask.shape)) + tuple(attn_mask.shape))
         out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True, bias=attn_mask,
-                           deterministic=torch_deterministic(query))
+                           deterministic=torch_deterministic(query, attn_mask))
         return arrays_for(query, "query").swap12(out)
     if attn_mask is not None:  # broadcastable to (b, h_q, s_q, s_k): fastattn's 4-D mask
         out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True,

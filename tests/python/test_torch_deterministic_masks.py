@@ -104,3 +104,33 @@ def test_cuda_float_mask_under_deterministic_refuses_at_backward():
             out.float().sum().backward()
     finally:
         torch.use_deterministic_algorithms(False)
+
+
+def test_cuda_float_mask_under_warn_only_warns_and_runs():
+    """CUDA (device only): torch.use_deterministic_algorithms(True, warn_only=True) with a float attn_mask warns
+    that the bias backward is not ordered and runs it in the default mode (PyTorch's warn_only rule), giving the
+    gradients of the switch-off run up to rounding."""
+    if not (torch.cuda.is_available() and fastattn.cuda_available()):
+        pytest.skip("no CUDA device")
+    gen = torch.Generator(device="cpu").manual_seed(11)
+    q, k, v = (torch.randn(1, 4, 113, 64, generator=gen).to("cuda", torch.bfloat16).requires_grad_()
+               for _ in range(3))
+    bias = (torch.randn(1, 4, 113, 113, generator=gen) * 0.5).to("cuda", torch.bfloat16)
+    grads = []
+    for warn_only in (None, True):
+        if warn_only:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            if warn_only:
+                with pytest.warns(UserWarning, match="no deterministic"):
+                    out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            else:
+                out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+            out.float().sum().backward()
+        finally:
+            torch.use_deterministic_algorithms(False)
+        grads.append([x.grad.clone() for x in (q, k, v)])
+        for x in (q, k, v):
+            x.grad = None
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, atol=2e-2, rtol=2e-2)

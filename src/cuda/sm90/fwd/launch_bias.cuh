@@ -1,7 +1,8 @@
 // Host launch of the Hopper forward with an additive bias (AttnArgs::bias), for one (dtype, head dim
 // <= 128, d_v = d): the head dim's default config as a BiasConfig (fwd/config.h) and one kernel
-// launch. What it cannot run is refused before (cuda/bias_rule.h): split-KV, block-sparse and bitmask
-// masks, d > 128, d_v != d, a bias of another dtype than q, odd strides.
+// launch. What it cannot run is refused before (cuda/bias_rule.h): split-KV, d > 128, d_v != d, a bias
+// of another dtype than q, a base not aligned to its element. Any strides run: the staged path takes the
+// layouts its 16-byte copies allow, the others read element by element.
 #pragma once
 
 #include "cuda/sm90/fwd/launch.cuh"
