@@ -41,6 +41,9 @@ struct Sm80BwdConfig {
   static constexpr int kStatBytes = kBlockM * 4;       // one stage of lse_log2 (and of D)
   static constexpr int kDsBytes = kBlockN * kBlockM * 2;
   static constexpr bool kSplit = kBwdWarpSplit;
+  // d 64 with the split: the warp's K and V A fragments stay in registers (the split's step uses 164 of
+  // 255 registers there; 64 more save 16 of the 88 LDSM a step and warp).
+  static constexpr bool kKvInRegs = kSplit && D == 64;
   static constexpr int kPBytes = kSplit ? kDsBytes : 0;  // the P^T tile (same geometry as dS^T's)
   static constexpr int kSmemBytes = 2 * kKBytes + kStages * (2 * kQBytes + 2 * kStatBytes) + kDsBytes + kPBytes;
 };

@@ -154,6 +154,39 @@ __device__ __forceinline__ void mma_abt_2m(float (&acc)[kCols], uint32_t a_tile,
   }
 }
 
+// mma_abt_2m with the A fragments (the warp's 32 rows of K or V, per k16 step and m16 tile) held in
+// registers across the step loop (Cfg::kKvInRegs): only the B operand is read from smem.
+template <class T, class Cfg, int kCols>
+__device__ __forceinline__ void mma_abt_2m_ra(float (&acc)[kCols], const uint32_t (&af)[Cfg::kHeadDim / 16][2][4],
+                                              uint32_t b_tile, int lane) {
+  constexpr int RB = Cfg::kRowBytes;
+  const int x = lane & 7;
+  const uint32_t b_off = uint32_t(((lane >> 4) * 8 + x) * RB + ((((lane >> 3) & 1) ^ x) << 4));  // as in mma_abt
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk)
+#pragma unroll
+    for (int np = 0; np < kCols / 16; ++np) {
+      uint32_t bf[4];
+      ldmatrix_x4(bf, b_tile + np * 16 * RB + (b_off ^ (kk << 5)));
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[kCols / 2 * mt + 8 * np]), af[kk][mt], bf[0], bf[1]);
+        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[kCols / 2 * mt + 8 * np + 4]), af[kk][mt], bf[2], bf[3]);
+      }
+    }
+}
+
+// The A fragments of mma_abt_2m (rows a_row0 .. a_row0 + 31 of a D-wide tile), for mma_abt_2m_ra.
+template <class Cfg>
+__device__ __forceinline__ void load_a_2m(uint32_t (&af)[Cfg::kHeadDim / 16][2][4], uint32_t a_tile, int a_row0, int lane) {
+  constexpr int RB = Cfg::kRowBytes;
+  const uint32_t a_off = uint32_t((a_row0 + (lane & 15)) * RB + (((lane >> 4) ^ (lane & 7)) << 4));
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk)
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(af[kk][mt], a_tile + mt * 16 * RB + (a_off ^ (kk << 5)));
+}
+
 // acc (32 keys x D / 2: acc[D / 4 mt + 4 j ..] for keys 16 mt .., n8 tile j of the half) += A B over
 // the q-block's rows: A = P^T or dS^T of keys key0 .. key0 + 31 from its smem tile ([key][q row],
 // Sm80DsTile), B = dO or Q (rows = k) read transposed, columns from 16-column pair c0 on: dV or dK of a
@@ -183,6 +216,49 @@ __device__ __forceinline__ void mma_tile_b(float (&acc)[Cfg::kHeadDim / 2], uint
       }
     }
   }
+}
+
+// dQ in the warp split: warp (wr, wd) = (warp % 2, warp / 2) computes rows 32 wr .. of the q-block,
+// columns wd D / 4 .. (two m16 tiles x D / 32 n8 tiles), so each K fragment an ldmatrix brings feeds
+// both row tiles (d 128: 32 LDSM a step instead of dq_add's 40); A = dS from the dS^T tile read
+// transposed, B = K read transposed, as in dq_add, and the same fragment-order atomics (tile wm =
+// 2 wr + mt, n-tile J = wd D / 32 + j).
+template <class T, class Cfg>
+__device__ __forceinline__ void dq_add_2m(float* run, uint32_t ds_tile, uint32_t k_tile, int warp, int lane) {
+  constexpr int D = Cfg::kHeadDim, RB = Cfg::kRowBytes, kTiles = D / 32;  // n8 tiles a warp
+  const int wr = warp & 1, wd = warp >> 1, x = lane & 7;
+  float acc[2][kTiles * 4];
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int j = 0; j < kTiles * 4; ++j) acc[mt][j] = 0.f;
+  const uint32_t a_row = uint32_t((x + (lane >> 4) * 8) * Sm80DsTile::kRowBytes);
+  const int a_chunk = 4 * wr + ((lane >> 3) & 1);  // + 2 mt: q rows 32 wr + 16 mt ..
+  const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));  // as in mma_abt
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+    uint32_t af[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+      ldmatrix_x4_trans(af[mt], ds_tile + kk * 16 * Sm80DsTile::kRowBytes + a_row + (((a_chunk + 2 * mt) ^ x) << 4));
+#pragma unroll
+    for (int dp = 0; dp < kTiles / 2; ++dp) {
+      uint32_t bf[4];
+      ldmatrix_x4_trans(bf, k_tile + kk * 16 * RB + (b_off ^ ((wd * (kTiles / 2) + dp) << 5)));
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[mt][8 * dp]), af[mt], bf[0], bf[1]);
+        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[mt][8 * dp + 4]), af[mt], bf[2], bf[3]);
+      }
+    }
+  }
+  float* at = run + 512 * (wd * kTiles) + 128 * (2 * wr) + 4 * lane;
+#pragma unroll
+  for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) atomicAdd(at + 128 * mt + 512 * j + i, acc[mt][4 * j + i]);
 }
 
 // The 32-bit pair (key r, q rows 8 c + 2 t, + 1) of a [key][q row] tile (P^T, dS^T) at `tile`: chunk
@@ -267,9 +343,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   if (steps > 0) {
     load_rows<Cfg, BN>(k_s, k_slice, 2 * p.k.stride_s, n0, seq.len_k);
     load_rows<Cfg, BN>(v_s, v_slice, 2 * p.v.stride_s, n0, seq.len_k);
+    if constexpr (Cfg::kKvInRegs) cp_async_commit();  // K and V as a group of their own: waited for below
     load_step(info, info.head_block[0].x, info.head_block[0].y, 0);
   }
   cp_async_commit();
+  // The warp's 32 rows of K and V as the A fragments of S^T and dP^T, held in registers across the
+  // loop (d 64: 32 + 32 registers) instead of read by ldmatrix at every step; step 0's loads go on.
+  uint32_t kf[Cfg::kKvInRegs ? D / 16 : 1][2][4], vf[Cfg::kKvInRegs ? D / 16 : 1][2][4];
+  if constexpr (Cfg::kKvInRegs) {
+    if (steps > 0) {
+      cp_async_wait<1>();
+      __syncthreads();
+      load_a_2m<Cfg>(kf, k_s, 32 * (warp & 3), lane);
+      load_a_2m<Cfg>(vf, v_s, 32 * (warp & 3), lane);
+    }
+  }
 
   float dk[D / 2], dv[D / 2];
 #pragma unroll
@@ -323,7 +411,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
         float sp[32];  // S^T, then P^T
 #pragma unroll
         for (int j = 0; j < 32; ++j) sp[j] = 0.f;
-        mma_abt_2m<T, Cfg, 32>(sp, k_s, key0, qb + row0 * Cfg::kRowBytes, ln);
+        if constexpr (Cfg::kKvInRegs)
+          mma_abt_2m_ra<T, Cfg, 32>(sp, kf, qb + row0 * Cfg::kRowBytes, ln);
+        else
+          mma_abt_2m<T, Cfg, 32>(sp, k_s, key0, qb + row0 * Cfg::kRowBytes, ln);
         if (!in.q_blocks.full(m)) {  // the mask's edge or a sequence's end: by element
 #pragma unroll
           for (int j = 0; j < 32; ++j) {
@@ -348,7 +439,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
         float dp[32];  // dP^T
 #pragma unroll
         for (int j = 0; j < 32; ++j) dp[j] = 0.f;
-        mma_abt_2m<T, Cfg, 32>(dp, v_s, key0, dob + row0 * Cfg::kRowBytes, ln);
+        if constexpr (Cfg::kKvInRegs)
+          mma_abt_2m_ra<T, Cfg, 32>(dp, vf, dob + row0 * Cfg::kRowBytes, ln);
+        else
+          mma_abt_2m<T, Cfg, 32>(dp, v_s, key0, dob + row0 * Cfg::kRowBytes, ln);
         // dS^T = P^T (dP^T - D) to its tile (dK's and dQ's operand); P^T's pairs are this thread's own
         // stores (program order, no barrier).
 #pragma unroll
@@ -363,7 +457,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
       __syncthreads();  // P^T and dS^T whole
       mma_tile_b<T, Cfg>(dv, p_s, key0, dob, wr * (D / 32), ln);   // dV += P^T dO
       mma_tile_b<T, Cfg>(dk, ds_s, key0, qb, wr * (D / 32), ln);   // dK += dS^T Q
-      dq_add<T, Cfg>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln);
+      dq_add_2m<T, Cfg>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln);
       if (s + 1 >= steps_s) break;
     } else {
       float sp[BM / 2];  // S^T, then P^T
