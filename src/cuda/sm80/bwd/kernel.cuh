@@ -223,8 +223,9 @@ __device__ __forceinline__ void mma_tile_b(float (&acc)[Cfg::kHeadDim / 2], uint
 // both row tiles (d 128: 32 LDSM a step instead of dq_add's 40); A = dS from the dS^T tile read
 // transposed, B = K read transposed, as in dq_add, and the same fragment-order atomics (tile wm =
 // 2 wr + mt, n-tile J = wd D / 32 + j).
-template <class T, class Cfg>
-__device__ __forceinline__ void dq_add_2m(float* run, uint32_t ds_tile, uint32_t k_tile, int warp, int lane) {
+template <class T, class Cfg, bool kBRegs = false>
+__device__ __forceinline__ void dq_add_2m(float* run, uint32_t ds_tile, uint32_t k_tile, int warp, int lane,
+                                          const uint32_t (*kb)[4] = nullptr) {
   constexpr int D = Cfg::kHeadDim, RB = Cfg::kRowBytes, kTiles = D / 32;  // n8 tiles a warp
   const int wr = warp & 1, wd = warp >> 1, x = lane & 7;
   float acc[2][kTiles * 4];
@@ -244,7 +245,12 @@ __device__ __forceinline__ void dq_add_2m(float* run, uint32_t ds_tile, uint32_t
 #pragma unroll
     for (int dp = 0; dp < kTiles / 2; ++dp) {
       uint32_t bf[4];
-      ldmatrix_x4_trans(bf, k_tile + kk * 16 * RB + (b_off ^ ((wd * (kTiles / 2) + dp) << 5)));
+      if constexpr (kBRegs) {  // d 64: the warp's K^T fragments held in registers (load_kt_dq)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) bf[i] = kb[kk][i];
+      } else {
+        ldmatrix_x4_trans(bf, k_tile + kk * 16 * RB + (b_off ^ ((wd * (kTiles / 2) + dp) << 5)));
+      }
 #pragma unroll
       for (int mt = 0; mt < 2; ++mt) {
         mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[mt][8 * dp]), af[mt], bf[0], bf[1]);
@@ -259,6 +265,17 @@ __device__ __forceinline__ void dq_add_2m(float* run, uint32_t ds_tile, uint32_t
     for (int j = 0; j < kTiles; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) atomicAdd(at + 128 * mt + 512 * j + i, acc[mt][4 * j + i]);
+}
+
+// dq_add_2m's B fragments at d 64 (one 16-column pair of K a warp, all 128 keys: 32 registers).
+template <class Cfg>
+__device__ __forceinline__ void load_kt_dq(uint32_t (&kb)[Cfg::kBlockN / 16][4], uint32_t k_tile, int warp, int lane) {
+  static_assert(Cfg::kHeadDim == 64, "one 16-column pair a warp");
+  constexpr int RB = Cfg::kRowBytes;
+  const int x = lane & 7;
+  const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) ldmatrix_x4_trans(kb[kk], k_tile + kk * 16 * RB + (b_off ^ ((warp >> 1) << 5)));
 }
 
 // The 32-bit pair (key r, q rows 8 c + 2 t, + 1) of a [key][q row] tile (P^T, dS^T) at `tile`: chunk
@@ -350,12 +367,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   // The warp's 32 rows of K and V as the A fragments of S^T and dP^T, held in registers across the
   // loop (d 64: 32 + 32 registers) instead of read by ldmatrix at every step; step 0's loads go on.
   uint32_t kf[Cfg::kKvInRegs ? D / 16 : 1][2][4], vf[Cfg::kKvInRegs ? D / 16 : 1][2][4];
+  uint32_t kt[Cfg::kKvInRegs ? BN / 16 : 1][4];  // and dQ's K^T fragments (load_kt_dq)
   if constexpr (Cfg::kKvInRegs) {
     if (steps > 0) {
       cp_async_wait<1>();
       __syncthreads();
       load_a_2m<Cfg>(kf, k_s, 32 * (warp & 3), lane);
       load_a_2m<Cfg>(vf, v_s, 32 * (warp & 3), lane);
+      load_kt_dq<Cfg>(kt, k_s, warp, lane);
     }
   }
 
@@ -457,7 +476,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
       __syncthreads();  // P^T and dS^T whole
       mma_tile_b<T, Cfg>(dv, p_s, key0, dob, wr * (D / 32), ln);   // dV += P^T dO
       mma_tile_b<T, Cfg>(dk, ds_s, key0, qb, wr * (D / 32), ln);   // dK += dS^T Q
-      dq_add_2m<T, Cfg>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln);
+      dq_add_2m<T, Cfg, Cfg::kKvInRegs>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln, kt);
       if (s + 1 >= steps_s) break;
     } else {
       float sp[BM / 2];  // S^T, then P^T
