@@ -11,6 +11,11 @@
 // kernels', dq_layout.h, whose m16 C layout is mma.sync's too, so their postprocess serves).
 // Partial q-blocks (the mask's edge, sequence ends) mask by element; rows past len_q have
 // lse_log2 = +inf in the workspace (P = 0) and zero Q / dO.
+// The warp split (Cfg::kSplit, config.h; the default since session 40) keeps that math and reorganizes
+// the warps as FA2's d 128 kernel does: S^T / dP^T in 4 (keys) x 2 (q rows) tiles of 32 x 32, P^T and
+// dS^T through smem, dV / dK in 4 (keys) x 2 (head-dim halves), dQ in 2 (q rows) x 4 (head-dim
+// quarters); at d 64 the warp's K / V / K^T fragments stay in registers. The step above (one warp per
+// 16 keys) is what -DFASTATTN_SM80_BWD_SPLIT=OFF builds.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -401,7 +406,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   const volatile int& steps_s = info_s.steps;
   if (steps > 0) for (int s = 0;; ++s) {
     cp_async_wait<0>();  // step s (and K, V) landed for this thread's copies
-    __syncthreads();     // ... and everyone's; every warp is done with step s - 1 (its stage, dS^T)
+    __syncthreads();     // ... and everyone's; every warp is done with step s - 1 (its stage, dS^T, P^T)
     const Sm80BwdStepInfo& in = info_s;
     const int2 hm = in.head_block[s % 2];
     const int h = hm.x, m = hm.y, st = s % S;
