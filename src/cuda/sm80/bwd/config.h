@@ -44,6 +44,11 @@ struct Sm80BwdConfig {
   // d 64 with the split: the warp's K and V A fragments stay in registers (the split's step uses 164 of
   // 255 registers there; 64 more save 16 of the 88 LDSM a step and warp).
   static constexpr bool kKvInRegs = kSplit && D == 64;
+  // dQ in 2 (q rows) x 4 (d quarters) warp tiles (dq_add_2m) rather than 4 x 2 (dq_add): 8 LDSM fewer a
+  // step at d 128 (152 -> 144), the same count at d 64 (where it lets K^T stay in registers). At d 128
+  // the sm_80 SASS has no local memory either way; the sm_90 code that the driver JIT-compiles from the
+  // compute_80 PTX (a forced run on an H100 / H200) spills 12 B with it (3 LDL a step), none with dq_add.
+  static constexpr bool kDqRowPairs = kSplit;
   static constexpr int kPBytes = kSplit ? kDsBytes : 0;  // the P^T tile (same geometry as dS^T's)
   static constexpr int kSmemBytes = 2 * kKBytes + kStages * (2 * kQBytes + 2 * kStatBytes) + kDsBytes + kPBytes;
 };

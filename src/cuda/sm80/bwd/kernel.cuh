@@ -238,15 +238,16 @@ __device__ __forceinline__ void dq_add_2m(float* run, uint32_t ds_tile, uint32_t
   for (int mt = 0; mt < 2; ++mt)
 #pragma unroll
     for (int j = 0; j < kTiles * 4; ++j) acc[mt][j] = 0.f;
-  const uint32_t a_row = uint32_t((x + (lane >> 4) * 8) * Sm80DsTile::kRowBytes);
-  const int a_chunk = 4 * wr + ((lane >> 3) & 1);  // + 2 mt: q rows 32 wr + 16 mt ..
+  // Row tile mt's chunk (4 wr + 2 mt + half) ^ x is ((4 wr + half) ^ x) ^ 2 mt (4 wr + half has no bit
+  // 1), so its address is one XOR of the lane's offset, as the k-steps' in mma_abt.
+  const uint32_t a_off = uint32_t((x + (lane >> 4) * 8) * Sm80DsTile::kRowBytes + (((4 * wr + ((lane >> 3) & 1)) ^ x) << 4));
   const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));  // as in mma_abt
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
     uint32_t af[2][4];
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt)
-      ldmatrix_x4_trans(af[mt], ds_tile + kk * 16 * Sm80DsTile::kRowBytes + a_row + (((a_chunk + 2 * mt) ^ x) << 4));
+      ldmatrix_x4_trans(af[mt], ds_tile + kk * 16 * Sm80DsTile::kRowBytes + (a_off ^ (mt << 5)));
 #pragma unroll
     for (int dp = 0; dp < kTiles / 2; ++dp) {
       uint32_t bf[4];
@@ -275,7 +276,7 @@ __device__ __forceinline__ void dq_add_2m(float* run, uint32_t ds_tile, uint32_t
 // dq_add_2m's B fragments at d 64 (one 16-column pair of K a warp, all 128 keys: 32 registers).
 template <class Cfg>
 __device__ __forceinline__ void load_kt_dq(uint32_t (&kb)[Cfg::kBlockN / 16][4], uint32_t k_tile, int warp, int lane) {
-  static_assert(Cfg::kHeadDim == 64, "one 16-column pair a warp");
+  static_assert(Cfg::kHeadDim == 64 && Cfg::kDqRowPairs, "one 16-column pair a warp, dq_add_2m's");
   constexpr int RB = Cfg::kRowBytes;
   const int x = lane & 7;
   const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));
@@ -481,7 +482,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
       __syncthreads();  // P^T and dS^T whole
       mma_tile_b<T, Cfg>(dv, p_s, key0, dob, wr * (D / 32), ln);   // dV += P^T dO
       mma_tile_b<T, Cfg>(dk, ds_s, key0, qb, wr * (D / 32), ln);   // dK += dS^T Q
-      dq_add_2m<T, Cfg, Cfg::kKvInRegs>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln, kt);
+      if constexpr (Cfg::kDqRowPairs)
+        dq_add_2m<T, Cfg, Cfg::kKvInRegs>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln, kt);
+      else
+        dq_add<T, Cfg>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln);
       if (s + 1 >= steps_s) break;
     } else {
       float sp[BM / 2];  // S^T, then P^T
