@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "cuda/block_mask_rule.h"
@@ -155,6 +156,22 @@ void set_bias_params(const detail::Problem& problem, const detail::GradOperands&
     out.grad_stride_h = g.dbias.head_stride;
     out.grad_stride_r = g.dbias.row_stride;
   }
+  // The lean paths (BwdBias::lean; sm90/bwd/bias.cuh) unless FASTATTN_BIAS_BWD_LEAN is 0, read per call so that
+  // one process measures both. Their 32-bit offsets span 64 rows of a row stride: bounded well below 2^31.
+  const char* lean_env = std::getenv("FASTATTN_BIAS_BWD_LEAN");
+  const bool lean = lean_env == nullptr || std::strcmp(lean_env, "0") != 0;
+  constexpr int64_t kRowStrideMax = int64_t(1) << 24;
+  out.lean = 0;
+  if (lean && out.stride_r < kRowStrideMax && out.stride_r > -kRowStrideMax) out.lean |= kBwdBiasLeanLoads;
+  if (lean && out.grad != nullptr && reinterpret_cast<uintptr_t>(out.grad) % 8 == 0 && out.grad_stride_b % 2 == 0 &&
+      out.grad_stride_h % 2 == 0 && out.grad_stride_r % 2 == 0 && out.grad_stride_r < kRowStrideMax &&
+      out.grad_stride_r > -kRowStrideMax)
+    out.lean |= kBwdBiasGradPairs;
+  const char* staged_env = std::getenv("FASTATTN_BIAS_BWD_STAGED");
+  const bool staged = staged_env == nullptr || std::strcmp(staged_env, "0") != 0;
+  if (staged && (out.lean & kBwdBiasLeanLoads) && b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
+      out.stride_b % 8 == 0 && out.stride_h % 8 == 0 && out.stride_r % 8 == 0)
+    out.lean |= kBwdBiasStaged;
 }
 
 // dbias's logical entries to 0: one memset where they are contiguous, else a 2-D one per (batch, head).

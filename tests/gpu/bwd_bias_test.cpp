@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bwd_case.h"  // BwdCase, run_bwd_case
+#include "scoped_env.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -143,6 +144,44 @@ TEST_F(Sm90BwdBias, WithoutDbias) {
   BwdCase c = biased(DType::BF16, 128, 113, 200, 4, 2, DType::BF16, false, 2);
   c.bias.grad = false;
   run_bwd_case(c);
+}
+
+// Session 40's lean paths (BwdBias::lean, bias.cuh): a thread whose rows and keys all exist loads and adds
+// unguarded, dbias by key pairs where its base is 8-byte aligned and its strides even, else element by element.
+// Shapes with whole tiles only (192 x 384), whole tiles and an edge of one row / one key pair (129 x 258) or one
+// key (129 x 257: odd dbias stride, the scalar adds), the three bias dtypes, shared batch / heads (the pairs sum
+// with other adds), padded dbias rows (pitch 113 + 3 even: pairs over a padded stride; 200 + 3 odd: scalar) and
+// reversed ones (a negative stride). Then the same under FASTATTN_BIAS_BWD_LEAN=0: the session-38 paths stay right.
+void lean_cases() {
+  for (DType bias_dt : {DType::BF16, DType::F32, DType::F16}) {
+    run_bwd_case(biased(DType::BF16, 128, 192, 384, 2, 2, bias_dt, true, 2));
+    run_bwd_case(biased(DType::BF16, 128, 129, 258, 4, 2, bias_dt, false, 2));
+  }
+  run_bwd_case(biased(DType::F16, 128, 129, 257, 2, 2, DType::BF16, true, 2));
+  run_bwd_case(biased(DType::BF16, 96, 130, 256, 4, 4, DType::BF16, false, 1));
+  for (int layout : {1, 2})
+    for (int sk : {113, 200}) {
+      BwdCase c = biased(DType::BF16, 128, 150, sk, 2, 2, DType::BF16, true, 2);
+      c.dbias_layout = layout;
+      run_bwd_case(c);
+    }
+  BwdCase inf = biased(DType::BF16, 128, 128, 256, 2, 2, DType::BF16, true, 2);
+  inf.bias.neginf = 0.3f;
+  inf.bias.neginf_row = 5;
+  run_bwd_case(inf);
+  BwdCase causal = biased(DType::BF16, 128, 320, 320, 2, 1, DType::F32, false, 1);
+  causal.causal = true;
+  run_bwd_case(causal);
+}
+
+TEST_F(Sm90BwdBias, LeanWholeAndEdgeTiles) {
+  ScopedEnv on("FASTATTN_BIAS_BWD_LEAN", nullptr);
+  lean_cases();
+}
+
+TEST_F(Sm90BwdBias, LeanOffSession38Paths) {
+  ScopedEnv off("FASTATTN_BIAS_BWD_LEAN", "0");
+  lean_cases();
 }
 
 // What the bias kernel lacks is refused by name, before any output is touched.

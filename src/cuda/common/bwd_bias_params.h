@@ -3,6 +3,7 @@
 // the bias kernels (sm90/bwd/bias.cuh, BiasBwdConfig); the dense kernels never touch these fields.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace fastattn::cuda_backend {
@@ -10,6 +11,15 @@ namespace fastattn::cuda_backend {
 // How the bias elements are stored: the kernel reads 4-byte words (F32) or 2-byte halves (BF16 / F16)
 // and widens them itself, so that one kernel serves the three dtypes.
 enum BwdBiasKind : int { kBiasF32 = 0, kBiasBF16 = 1, kBiasF16 = 2 };
+
+// BwdBias::lean. kBwdBiasLeanLoads: each warp prefetches its step's bias lines once (2 rows a lane, not every
+// lane its 16 rows), and the seed loads a thread's words unguarded where all its rows and keys exist.
+// kBwdBiasGradPairs: dbias by 8-byte vector adds of key pairs (red.global.add.v2.f32) from 32-bit offsets, set
+// where dbias's base is 8-byte aligned, its strides even and 64 rows of it span less than 2^31 elements.
+// kBwdBiasStaged (BF16 / F16 bias, base 16-byte aligned, strides multiples of 8 elements; FASTATTN_BIAS_BWD_STAGED=0
+// clears it alone): a warp's 64 q rows x 16 keys of the next step copied by cp.async into shared memory a step
+// ahead and read by ldmatrix.trans straight into the seed's order (bias.cuh, bwd_bias_stage).
+enum BwdBiasLean : int { kBwdBiasLeanLoads = 1, kBwdBiasGradPairs = 2, kBwdBiasStaged = 4 };
 
 struct BwdBias {
   // Element (b, h, i, j) of query head h at data + b * stride_b + (h / head_div) * stride_h + i * stride_r + j,
@@ -24,10 +34,16 @@ struct BwdBias {
   // BF16 / F16 bias read two keys a 4-byte load (base 4-byte aligned, strides even), else element by element.
   int pairs = 0;
   float inv_scale = 1.f;  // 1 / softmax scale: the bias seeds S^T's accumulator in units of the unscaled score
+  // kBwdBiasLean* bits (set per call by the host; FASTATTN_BIAS_BWD_LEAN=0 clears them for an A/B in one process).
+  // Placed in the 4 bytes of padding before `grad`, so that BwdParams' layout, and the dense kernels, stay as they were.
+  int lean = 0;
   // dbias (fp32, cleared by the host before the kernel), the same addressing with its own strides: every
   // (batch, q head) adds into the entry it read, so the broadcast dims sum. Null: not asked for.
   float* grad = nullptr;
   int64_t grad_stride_b = 0, grad_stride_h = 0, grad_stride_r = 0;
 };
+
+// `lean` sits in what was padding: the fields around it, and so every kernel's parameter offsets, are where they were.
+static_assert(offsetof(BwdBias, grad) == 56 && sizeof(BwdBias) == 88, "BwdBias keeps its layout");
 
 }  // namespace fastattn::cuda_backend

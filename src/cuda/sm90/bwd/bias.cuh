@@ -1,9 +1,9 @@
 // The additive bias in the Hopper backward's step (BiasBwdConfig, kernel.cuh): the bias of this thread's
-// S^T elements, read straight from global memory into the accumulator's order, and dbias = dS^T added
-// back from the registers that hold it (docs/notes/bwd-sm90.md, "Bias backward", says why not through
-// shared memory). The bias seeds S^T's accumulator (st = bias / scale, then S^T += K Q^T), so that no
-// register holds it beside the MMA's accumulators: the words of step i + 1 are loaded once step i's dS^T
-// is computed (S^T and dP^T are dead then) and fly under step i's dV / dK / dQ MMAs.
+// S^T elements in the accumulator's order (16-bit bias: copied a step ahead into the warp's rows of the next
+// step's dS^T buffer and read by ldmatrix.trans, bwd_bias_stage; else, and at the edges, loaded from global
+// memory), and dbias = dS^T added back from the registers that hold it (docs/notes/bwd-sm90.md, sessions 38 and
+// 40). The bias seeds S^T's accumulator (st = bias / scale, then S^T += K Q^T), so that no register holds it
+// beside the MMA's accumulators.
 // S^T accumulator element i = 4 j + 2 hh + e (j = 2 kk + r / 2, hh = r % 2; kernel.cuh's 8 kk + 2 r + e)
 // is key row + 8 hh, q column 8 j + 2 quad_col + e.
 #pragma once
@@ -77,6 +77,30 @@ __device__ __forceinline__ void bwd_bias_prefetch(const cuda_backend::BwdParams&
         asm volatile("prefetch.global.L1 [%0];" ::"l"(base + (8 * j + e) * row_bytes));
 }
 
+// The same lines, each once a warp (BwdBias::lean & kBwdBiasLeanLoads): the warp's 16 keys of one q row are 32 /
+// 64 bytes (BF16 / F32), one line or two where the row's start is not aligned; lane l takes q rows l + 32 i of
+// the warp's kN and prefetches the line of the first key and that of the last existing one (the same line in
+// the aligned case: a second hint to it costs an issue slot, not a transfer):
+// 4 prefetches a thread at kN 64 instead of 16, and one guard a row instead of one an element.
+template <int kN, bool kF32>
+__device__ __forceinline__ void bwd_bias_prefetch_lean(const cuda_backend::BwdParams& p, const BwdBiasSpot& s) {
+  static_assert(kN % 32 == 0);
+  const int lane = threadIdx.x % 32, up = 2 * (lane % 4), key0 = s.key - lane / 4;  // the warp's (q0, key) corner
+  if (key0 >= s.len_k) return;
+  const int last = min(15, s.len_k - 1 - key0);
+  const int64_t row_bytes = p.bias.stride_r * (kF32 ? 4 : 2);
+  const char* corner = static_cast<const char*>(p.bias.data) + (s.at - up * p.bias.stride_r - lane / 4) * (kF32 ? 4 : 2);
+#pragma unroll
+  for (int i = 0; i < kN / 32; ++i) {
+    const int r = lane + 32 * i;
+    if (r - up < s.rows_left) {
+      const char* row = corner + r * row_bytes;
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(row));
+      asm volatile("prefetch.global.L1 [%0];" ::"l"(row + last * (kF32 ? 4 : 2)));
+    }
+  }
+}
+
 // S^T's accumulator seeded with the bias over the softmax scale: after S^T += K Q^T and the step's usual
 // scale log2e, the exponent is s scale log2e + bias log2e, the forward's (whose lse, in log2 units from the
 // preprocess, includes the bias). -inf entries stay -inf. F32 bias (BiasBwdConfig's kF32 kernel): element by
@@ -89,6 +113,17 @@ __device__ __forceinline__ void bwd_bias_seed_f32(float (&st)[kN / 2], const cud
                                                   const BwdBiasSpot& s) {
   const float inv_scale = p.bias.inv_scale;
   const float* base = static_cast<const float*>(p.bias.data) + s.at;
+  if ((p.bias.lean & cuda_backend::kBwdBiasLeanLoads) && kN - 7 < s.rows_left && s.key + 8 < s.len_k) {
+    // every row and key of this thread exists: no guards, rows 8 j + e at 32-bit offsets off one base
+    const int rs = int(p.bias.stride_r);
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) st[4 * j + 2 * hh + e] = __ldg(base + ((8 * j + e) * rs + 8 * hh)) * inv_scale;
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
@@ -100,9 +135,12 @@ __device__ __forceinline__ void bwd_bias_seed_f32(float (&st)[kN / 2], const cud
         st[4 * j + 2 * hh + e] = row_ok && s.key + 8 * hh < s.len_k ? __ldg(row + 8 * hh) * inv_scale : 0.f;
     }
 }
+// staged: the words come from the warp's slot (bwd_bias_stage, issued ahead; implies BwdBias::pairs) by
+// ldmatrix.trans, already in the accumulator's order (word 4 jj + mtx: q rows 8 j, + 1 at key + 8 hh, 2 j + hh =
+// 4 jj + mtx), unpacked 4 at a time (all 16 words held, or the read in a function of its own, spilled in the fp16 unit).
 template <int kN>
 __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
-                                                const BwdBiasSpot& s) {
+                                                const BwdBiasSpot& s, bool staged = false, uint32_t slot = 0) {
   const float inv_scale = p.bias.inv_scale;
   const bool bf16 = p.bias.kind == cuda_backend::kBiasBF16;
   if (!p.bias.pairs) {  // odd strides or a base off 4 bytes: element by element, as F32
@@ -123,9 +161,40 @@ __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_
       }
     return;
   }
+  if (staged) {
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncwarp();  // every lane's copies landed and are visible to the warp
+    const int lane = threadIdx.x % 32, mtx = lane / 8;
+#pragma unroll
+    for (int jj = 0; jj < kN / 16; ++jj) {
+      const int r = 8 * (2 * jj + mtx / 2) + lane % 8, c = mtx % 2;  // block mtx: q rows 8 (2 jj + mtx / 2).., keys 8 c..
+      uint32_t q[4];
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3])
+                   : "r"(slot + 32 * r + 16 * (c ^ ((r >> 2) & 1))));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const float2 v = bf16 ? unpack2<__nv_bfloat16>(q[k]) : unpack2<__half>(q[k]);
+        st[2 * (4 * jj + k)] = v.x * inv_scale;
+        st[2 * (4 * jj + k) + 1] = v.y * inv_scale;
+      }
+    }
+    return;
+  }
+  uint32_t w[kN / 4];
+  {
   const int odd = s.key & 1;
   const unsigned short* base = static_cast<const unsigned short*>(p.bias.data) + s.at + odd * (p.bias.stride_r - 1);
-  uint32_t w[kN / 4];  // w[2 j + hh]: q row 8 j + odd, keys k + 8 hh, + 1 (k = s.key - odd)
+  // loaded: w[2 j + hh] is q row 8 j + odd, keys k + 8 hh, + 1 (k = s.key - odd), then exchanged into the same order
+  if ((p.bias.lean & cuda_backend::kBwdBiasLeanLoads) && kN - 7 < s.rows_left && s.key - odd + 9 < s.len_k) {
+    // every row and key pair of this thread exists: no guards, rows 8 j at 32-bit offsets off one base
+    const int rs = int(p.bias.stride_r);
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        w[2 * j + hh] = __ldg(reinterpret_cast<const unsigned int*>(base + (8 * j * rs + 8 * hh)));
+  } else {
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
     const unsigned short* row = base + (8 * j) * p.bias.stride_r;
@@ -141,17 +210,52 @@ __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_
       w[2 * j + hh] = v;
     }
   }
+  }
   const uint32_t sel = odd ? 0x3276u : 0x5410u;  // even lane: (own low, partner's low); odd: (partner's high, own high)
 #pragma unroll
   for (int i = 0; i < kN / 4; ++i) {
     const uint32_t partner = __shfl_xor_sync(0xffffffffu, w[i], 4);
-    const uint32_t both = __byte_perm(w[i], partner, sel);  // q rows 8 j (low half), 8 j + 1 (high half)
-    const float2 v = bf16 ? unpack2<__nv_bfloat16>(both) : unpack2<__half>(both);
+    w[i] = __byte_perm(w[i], partner, sel);  // q rows 8 j (low half), 8 j + 1 (high half)
+  }
+  }
+#pragma unroll
+  for (int i = 0; i < kN / 4; ++i) {
+    const float2 v = bf16 ? unpack2<__nv_bfloat16>(w[i]) : unpack2<__half>(w[i]);
     st[2 * i] = v.x * inv_scale;  // element 4 j + 2 hh + e with i = 2 j + hh
     st[2 * i + 1] = v.y * inv_scale;
   }
 }
 
+// The staged seed (BwdBias::lean & kBwdBiasStaged; BF16 / F16): each consumer warp copies its own 64 q rows x 16
+// keys (2 KB) of the next step by cp.async (16 bytes a copy, L2 only) once dQ has left the registers, and reads
+// them at the step's seed by ldmatrix.trans, whose 8 x 8 transposed blocks are the accumulator's order: word
+// (q rows 8 j + 2 quad_col, + 1) at key row + 8 hh, no shuffle or permute, 4 instructions instead of 16 loads.
+// The slot is the warp's own 16 rows of the next step's dS^T buffer (kernel.cuh, bias_slot): free from this step's
+// dQ on (the last readers of that buffer, both warpgroups' dQ MMAs of the step before, are done before the
+// warpgroups met after this step's dS^T), and written next by this warp's own dS^T of the next step, after the seed
+// has read it. Slot layout: q row r at 32 r, keys 8 c.. (c = 0, 1) at 16 (c ^ (r / 4 % 2)): the 8 rows of an
+// ldmatrix block fall on 8 different 16-byte bank groups. Only where the warp's 64 rows and 16 keys all exist
+// (bwd_bias_warp_whole); the rest take bwd_bias_seed16's loads. The read is bwd_bias_seed16's `staged` branch.
+template <int kN>
+__device__ __forceinline__ bool bwd_bias_warp_whole(const BwdBiasSpot& s) {
+  const int lane = threadIdx.x % 32;
+  return s.rows_left + 2 * (lane % 4) >= kN && s.key - lane / 4 + 16 <= s.len_k;
+}
+template <int kN>
+__device__ __forceinline__ void bwd_bias_stage(const cuda_backend::BwdParams& p, const BwdBiasSpot& s, uint32_t slot) {
+  static_assert(kN == 64, "the slot is 16 rows of a 64-q-row dS^T atom");
+  // kN rows x 2 chunks over 32 lanes: lane l takes chunk c = l % 2 of rows r = l / 2 + 16 i, whose swizzle bit
+  // r / 4 % 2 does not depend on i: one shared address plus 512 i, one global pointer stepped by 16 rows.
+  const int lane = threadIdx.x % 32, r = lane / 2, c = lane % 2;
+  const int rs = int(p.bias.stride_r);
+  const unsigned short* src = static_cast<const unsigned short*>(p.bias.data) +
+                              (s.at - 2 * (lane % 4) * p.bias.stride_r - lane / 4) + (r * rs + 8 * c);
+  const uint32_t dst = slot + 32 * r + 16 * (c ^ ((r >> 2) & 1));
+#pragma unroll
+  for (int i = 0; i < kN / 16; ++i)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + 512 * i), "l"(src + 16 * i * rs) : "memory");
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
 // dbias += dS^T of the step, from the packed A fragments that dK += dS^T Q and dQ = dS K read (so dbias is
 // dS as those MMAs see it, rounded to T, summed in fp32): fire-and-forget adds, so that entries shared by
 // batch entries or q heads sum; an entry of a bias without broadcast dims gets exactly one add onto the
@@ -170,6 +274,51 @@ __device__ __forceinline__ void bwd_dbias_add(const cuda_backend::BwdParams& p, 
       for (int e = 0; e < 2; ++e)
         if (8 * j + e < s.rows_left && s.key + 8 * hh < s.len_k)
           atomicAdd(base + (8 * j + e) * p.bias.grad_stride_r + 8 * hh, e ? v.y : v.x);
+    }
+}
+
+// dbias by key pairs (BwdBias::lean & kBwdBiasGradPairs; the host sets it where dbias's base is 8-byte aligned and
+// its strides even): the seed's exchange reversed. Lanes l and l ^ 4 hold keys k (even) and k + 1 of the same q
+// rows 8 j, 8 j + 1 (a fragment word's low and high halves); one shuffle and one byte permute give the even lane
+// row 8 j's (k, k + 1) and the odd lane row 8 j + 1's, contiguous fp32 in dbias: one 8-byte red.global.add.v2.f32
+// each, 16 adds a step at kN 64 instead of 32 (the same sectors: each instruction's 32 lanes cover 8 full 32-byte
+// sectors instead of 4). A thread whose rows and keys all exist adds unguarded at 32-bit offsets off one base
+// (the host bounds 64 rows' span below 2^31 elements); at the tile's edges element by element, guarded.
+template <class T, int kN>
+__device__ __forceinline__ void bwd_dbias_add_pairs(const cuda_backend::BwdParams& p, const BwdBiasSpot& s,
+                                                    const uint32_t (&dsf)[kN / 16][4]) {
+  const int odd = s.key & 1;
+  const uint32_t sel = odd ? 0x3276u : 0x5410u;  // even lane: (own low, partner's low); odd: (partner's high, own high)
+  const int rs = int(p.bias.grad_stride_r);
+  float* base = p.bias.grad + (s.grad_at - odd + odd * p.bias.grad_stride_r);  // (q row odd, key k)
+  float2 v[kN / 4];  // v[2 j + hh]: q row 8 j + odd, keys k + 8 hh, + 1
+#pragma unroll
+  for (int kk = 0; kk < kN / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const uint32_t partner = __shfl_xor_sync(0xffffffffu, dsf[kk][r], 4);
+      v[4 * kk + r] = unpack2<T>(__byte_perm(dsf[kk][r], partner, sel));  // i = 2 j + hh = 4 kk + r
+    }
+  if (kN - 7 < s.rows_left && s.key - odd + 9 < s.len_k) {
+#pragma unroll
+    for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+        asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(base + (8 * j * rs + 8 * hh)),
+                     "f"(v[2 * j + hh].x), "f"(v[2 * j + hh].y)
+                     : "memory");
+    return;
+  }
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      const int k = s.key - odd + 8 * hh;
+      float* at = base + (8 * j * rs + 8 * hh);
+      if (8 * j + odd < s.rows_left) {
+        if (k < s.len_k) atomicAdd(at, v[2 * j + hh].x);
+        if (k + 1 < s.len_k) atomicAdd(at + 1, v[2 * j + hh].y);
+      }
     }
 }
 

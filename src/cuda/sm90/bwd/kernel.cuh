@@ -159,11 +159,41 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   auto bias_at = [&](int h, int m) {
     return bwd_bias_spot(p, t.batch, h, m * Cfg::kBlockM + q_col0 + 2 * quad_col, key_row, t.seq.len_q, t.seq.len_k);
   };
+  // The staged seed (bias.cuh, bwd_bias_stage): BF16 / F16 kernel, 64-q-row keys-major dS^T tile. A warp's slot for
+  // the step of stage st: its own 16 rows of dS^T buffer st.
+  constexpr bool kBiasStageable = Cfg::kBias && !Cfg::kBiasF32 && kN == 64 && Cfg::kBlockM == 64 && !Cfg::kDsQMajor &&
+                                  !Cfg::kSplitD;
+  // Its copies for a step are issued ahead of it (a tile's first step before the K / V wait, the others at the step
+  // before's after_dq), where it is whole for the warp; the other steps' lines are prefetched there instead.
+  // The seed takes the same rows as 16 (warp - 4) from threadIdx (wg = warp / 4 - 1): with this form there too,
+  // ptxas held a register over the step and spilled 4 B; with that form in both places, 8 B.
+  auto bias_slot = [&](int stage) {
+    return smem_addr(sm.ds[stage]) + (wg * Cfg::kWgKeyStride + warp_in_wg * 16) * kAtomRowBytes;
+  };
+  auto bias_slot_at_seed = [&](int stage) {
+    static_assert(!kBiasStageable || Cfg::kWgKeyStride == 64, "the slot: warp w's 16 rows of dS^T");
+    return smem_addr(sm.ds[stage]) + (threadIdx.x / 32 - 4) * 16 * kAtomRowBytes;
+  };
+  auto bias_ahead = [&](int stage, int hn, int mn) {
+    if constexpr (Cfg::kBias) {
+      const BwdBiasSpot spot = bias_at(hn, mn);
+      if constexpr (kBiasStageable) {
+        if ((p.bias.lean & cuda_backend::kBwdBiasStaged) && bwd_bias_warp_whole<kN>(spot)) {
+          bwd_bias_stage<kN>(p, spot, bias_slot(stage));
+          return;
+        }
+      }
+      if (p.bias.lean & cuda_backend::kBwdBiasLeanLoads)
+        bwd_bias_prefetch_lean<kN, Cfg::kBiasF32>(p, spot);
+      else
+        bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, spot);
+    }
+  };
   if constexpr (Cfg::kBias) {
     if (steps > 0) {
       int h0, m0;
       t.first_step(p, h0, m0);
-      bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, bias_at(h0, m0));
+      bias_ahead(ps.stage(), h0, m0);
     }
   }
   if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
@@ -216,10 +246,15 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // The bias kernel: S^T accumulates onto the bias over the scale (bias.cuh), from its first k-step on.
     constexpr bool kSeeded = Cfg::kBias;
     if constexpr (kSeeded) {
-      if constexpr (Cfg::kBiasF32)
+      if constexpr (Cfg::kBiasF32) {
         bwd_bias_seed_f32<kN>(st, p, bias_at(h, m));
-      else
-        bwd_bias_seed16<kN>(st, p, bias_at(h, m));
+      } else {
+        // staged ahead (bias_ahead) where the warp's block is whole
+        bool staged = false;
+        if constexpr (kBiasStageable)
+          staged = (p.bias.lean & cuda_backend::kBwdBiasStaged) && bwd_bias_warp_whole<kN>(bias_at(h, m));
+        bwd_bias_seed16<kN>(st, p, bias_at(h, m), staged, kBiasStageable ? bias_slot_at_seed(s) : 0u);
+      }
     }
     {
       const uint32_t q_lo = desc_k_major_lo(sm.q[s] + q_col0 * kAtomRowBytes);
@@ -430,7 +465,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // dbias += dS^T from its packed fragments (bias.cuh), once S^T and dP^T are dead.
     if constexpr (Cfg::kBias) {
       static_assert(kPackAfterDs, "bias: dS^T's fragments are final once stored");
-      if (p.bias.grad != nullptr) bwd_dbias_add<T, kN>(p, bias_at(h, m), dsf);
+      if (p.bias.grad != nullptr) {
+        // (the F32-bias kernel keeps the scalar adds: with the pairs there the fp16 unit's kernel spilled 4 B)
+        if (!Cfg::kBiasF32 && (p.bias.lean & cuda_backend::kBwdBiasGradPairs))
+          bwd_dbias_add_pairs<T, kN>(p, bias_at(h, m), dsf);
+        else
+          bwd_dbias_add<T, kN>(p, bias_at(h, m), dsf);
+      }
     }
     if constexpr (!Cfg::kSplitD && !Cfg::kDqBeforeDk) {
       const uint32_t q_lo = desc_n_major_lo(sm.q[s], Cfg::kQAtomBytes);
@@ -458,7 +499,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           if (i > 1) {
             int hn = h, mn = m;
             t.next_step(p, hn, mn);
-            bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, bias_at(hn, mn));
+            bias_ahead(s ^ 1, hn, mn);  // the next step's stage
           }
         };
         if (wg == 0)
