@@ -124,7 +124,7 @@ Status sm80_backward_limits(const AttnArgs& a) {
     return Status::Unsupported("bias: the sm80 (Ampere / Ada) backward takes no additive bias yet (sm90 or the CPU "
                                "backend)");
   const int d = int(a.q.shape[a.q.ndim - 1]);
-  if (d == 128) {  // the d 128 tile's smem (145 KB; 161 with the warp split) fits the A100's and an H100's SM, not sm_86 / sm_89's 100 KB
+  if (d == 128) {  // the d 128 tile's smem (145 KB) fits the A100's and an H100's SM, not sm_86 / sm_89's 100 KB
     int smem = 0;
     if (Status st = smem_per_sm(&smem); !st.ok()) return st;
     constexpr int kReserved = 1024;  // the driver's per-CTA reservation

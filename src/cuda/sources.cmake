@@ -285,14 +285,3 @@ if("80" IN_LIST FASTATTN_CUDA_ARCHS)
   endforeach()
   list(APPEND FASTATTN_CUDA_SOURCES ${_sm80_sources})
 endif()
-# The sm80 backward's warp split (sm80/bwd/config.h; docs/notes/sm80.md, session 40). OFF builds the
-# first version's one-warp-per-16-keys step (the same kernels' names), for timing the two against each
-# other: only the four sm80 backward units and bwd_backend.cu (its smem refusal) take the define.
-option(FASTATTN_SM80_BWD_SPLIT "sm80 backward: the 4 x 2 warp split (OFF: session 38's layout)" ON)
-if(NOT FASTATTN_SM80_BWD_SPLIT)
-  foreach(src ${_sm80_sources} ${_cuda_dir}/bwd_backend.cu)
-    if(src MATCHES "bwd_")
-      set_source_files_properties(${src} PROPERTIES COMPILE_DEFINITIONS FASTATTN_SM80_BWD_SPLIT=0)
-    endif()
-  endforeach()
-endif()

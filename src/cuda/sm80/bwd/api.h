@@ -8,7 +8,6 @@
 #include <cuda_runtime.h>
 
 #include "cuda/common/bwd_params.h"
-#include "cuda/sm80/bwd/config.h"  // kBwdWarpSplit
 #include "cuda/launch_plan.h"
 #include "fastattn/types.h"
 
@@ -16,9 +15,7 @@ namespace fastattn::sm80 {
 // The q-block rows of the sm80 backward's workspace (Sm80BwdConfig::kBlockM; the host pads by it).
 constexpr int kBwdBlockM = 64;
 // Smem of the sm80 backward's CTA at head dim d (Sm80BwdConfig::kSmemBytes; the host's refusal on small SMs).
-constexpr int bwd_smem_bytes(int d) {
-  return 2 * 128 * 2 * d + 2 * (2 * 64 * 2 * d + 2 * 64 * 4) + (kBwdWarpSplit ? 2 : 1) * 128 * 64 * 2;
-}
+constexpr int bwd_smem_bytes(int d) { return 2 * 128 * 2 * d + 2 * (2 * 64 * 2 * d + 2 * 64 * 4) + 128 * 64 * 2; }
 
 template <class T, int D>
 Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& grads, const cuda_backend::BwdParams& p,

@@ -11,11 +11,6 @@
 // kernels', dq_layout.h, whose m16 C layout is mma.sync's too, so their postprocess serves).
 // Partial q-blocks (the mask's edge, sequence ends) mask by element; rows past len_q have
 // lse_log2 = +inf in the workspace (P = 0) and zero Q / dO.
-// The warp split (Cfg::kSplit, config.h; the default since session 40) keeps that math and reorganizes
-// the warps as FA2's d 128 kernel does: S^T / dP^T in 4 (keys) x 2 (q rows) tiles of 32 x 32, P^T and
-// dS^T through smem, dV / dK in 4 (keys) x 2 (head-dim halves), dQ in 2 (q rows) x 4 (head-dim
-// quarters); at d 64 the warp's K / V / K^T fragments stay in registers. The step above (one warp per
-// 16 keys) is what -DFASTATTN_SM80_BWD_SPLIT=OFF builds.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -132,166 +127,6 @@ __device__ __forceinline__ void dq_add(float* run, uint32_t ds_tile, uint32_t k_
     for (int i = 0; i < 4; ++i) atomicAdd(at + 512 * j + i, acc[4 * j + i]);
 }
 
-// The warp split's helpers (Cfg::kSplit; config.h). acc (32 rows x kCols: two m16 tiles, acc[16 mt ..]
-// for rows 16 mt ..) += A B^T over k = D: the same as mma_abt with two A tiles, so each B fragment
-// (Q or dO) an ldmatrix brings feeds both: S^T and dP^T of a 32-key x 32-row warp tile.
-template <class T, class Cfg, int kCols>
-__device__ __forceinline__ void mma_abt_2m(float (&acc)[kCols], uint32_t a_tile, int a_row0, uint32_t b_tile, int lane) {
-  constexpr int RB = Cfg::kRowBytes;
-  const int x = lane & 7;
-  const uint32_t a_off = uint32_t((a_row0 + (lane & 15)) * RB + (((lane >> 4) ^ x) << 4));  // as in mma_abt
-  const uint32_t b_off = uint32_t(((lane >> 4) * 8 + x) * RB + ((((lane >> 3) & 1) ^ x) << 4));
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
-    uint32_t af[2][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(af[mt], a_tile + mt * 16 * RB + (a_off ^ (kk << 5)));
-#pragma unroll
-    for (int np = 0; np < kCols / 16; ++np) {
-      uint32_t bf[4];
-      ldmatrix_x4(bf, b_tile + np * 16 * RB + (b_off ^ (kk << 5)));
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[kCols / 2 * mt + 8 * np]), af[mt], bf[0], bf[1]);
-        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[kCols / 2 * mt + 8 * np + 4]), af[mt], bf[2], bf[3]);
-      }
-    }
-  }
-}
-
-// mma_abt_2m with the A fragments (the warp's 32 rows of K or V, per k16 step and m16 tile) held in
-// registers across the step loop (Cfg::kKvInRegs): only the B operand is read from smem.
-template <class T, class Cfg, int kCols>
-__device__ __forceinline__ void mma_abt_2m_ra(float (&acc)[kCols], const uint32_t (&af)[Cfg::kHeadDim / 16][2][4],
-                                              uint32_t b_tile, int lane) {
-  constexpr int RB = Cfg::kRowBytes;
-  const int x = lane & 7;
-  const uint32_t b_off = uint32_t(((lane >> 4) * 8 + x) * RB + ((((lane >> 3) & 1) ^ x) << 4));  // as in mma_abt
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk)
-#pragma unroll
-    for (int np = 0; np < kCols / 16; ++np) {
-      uint32_t bf[4];
-      ldmatrix_x4(bf, b_tile + np * 16 * RB + (b_off ^ (kk << 5)));
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[kCols / 2 * mt + 8 * np]), af[kk][mt], bf[0], bf[1]);
-        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[kCols / 2 * mt + 8 * np + 4]), af[kk][mt], bf[2], bf[3]);
-      }
-    }
-}
-
-// The A fragments of mma_abt_2m (rows a_row0 .. a_row0 + 31 of a D-wide tile), for mma_abt_2m_ra.
-template <class Cfg>
-__device__ __forceinline__ void load_a_2m(uint32_t (&af)[Cfg::kHeadDim / 16][2][4], uint32_t a_tile, int a_row0, int lane) {
-  constexpr int RB = Cfg::kRowBytes;
-  const uint32_t a_off = uint32_t((a_row0 + (lane & 15)) * RB + (((lane >> 4) ^ (lane & 7)) << 4));
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk)
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt) ldmatrix_x4(af[kk][mt], a_tile + mt * 16 * RB + (a_off ^ (kk << 5)));
-}
-
-// acc (32 keys x D / 2: acc[D / 4 mt + 4 j ..] for keys 16 mt .., n8 tile j of the half) += A B over
-// the q-block's rows: A = P^T or dS^T of keys key0 .. key0 + 31 from its smem tile ([key][q row],
-// Sm80DsTile), B = dO or Q (rows = k) read transposed, columns from 16-column pair c0 on: dV or dK of a
-// 32-key x half-d warp tile, each B fragment feeding both key tiles.
-template <class T, class Cfg>
-__device__ __forceinline__ void mma_tile_b(float (&acc)[Cfg::kHeadDim / 2], uint32_t a_tile, int key0, uint32_t b_tile,
-                                           int c0, int lane) {
-  constexpr int D = Cfg::kHeadDim, RB = Cfg::kRowBytes, ARB = Sm80DsTile::kRowBytes;
-  const int x = lane & 7;
-  const uint32_t a_row = uint32_t((key0 + (lane & 15)) * ARB);  // key0 % 16 == 0: the row's swizzle is x
-  const int a_half = lane >> 4;
-  const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));  // as in mma_frag_b
-#pragma unroll
-  for (int ks = 0; ks < Cfg::kBlockM / 16; ++ks) {
-    uint32_t af[2][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-      ldmatrix_x4(af[mt], a_tile + mt * 16 * ARB + a_row + (((2 * ks + a_half) ^ x) << 4));
-#pragma unroll
-    for (int dp = 0; dp < D / 32; ++dp) {
-      uint32_t bf[4];
-      ldmatrix_x4_trans(bf, b_tile + ks * 16 * RB + (b_off ^ ((c0 + dp) << 5)));
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[D / 4 * mt + 8 * dp]), af[mt], bf[0], bf[1]);
-        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[D / 4 * mt + 8 * dp + 4]), af[mt], bf[2], bf[3]);
-      }
-    }
-  }
-}
-
-// dQ in the warp split: warp (wr, wd) = (warp % 2, warp / 2) computes rows 32 wr .. of the q-block,
-// columns wd D / 4 .. (two m16 tiles x D / 32 n8 tiles), so each K fragment an ldmatrix brings feeds
-// both row tiles (d 128: 32 LDSM a step instead of dq_add's 40); A = dS from the dS^T tile read
-// transposed, B = K read transposed, as in dq_add, and the same fragment-order atomics (tile wm =
-// 2 wr + mt, n-tile J = wd D / 32 + j).
-template <class T, class Cfg, bool kBRegs = false>
-__device__ __forceinline__ void dq_add_2m(float* run, uint32_t ds_tile, uint32_t k_tile, int warp, int lane,
-                                          const uint32_t (*kb)[4] = nullptr) {
-  constexpr int D = Cfg::kHeadDim, RB = Cfg::kRowBytes, kTiles = D / 32;  // n8 tiles a warp
-  const int wr = warp & 1, wd = warp >> 1, x = lane & 7;
-  float acc[2][kTiles * 4];
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int j = 0; j < kTiles * 4; ++j) acc[mt][j] = 0.f;
-  // Row tile mt's chunk (4 wr + 2 mt + half) ^ x is ((4 wr + half) ^ x) ^ 2 mt (4 wr + half has no bit
-  // 1), so its address is one XOR of the lane's offset, as the k-steps' in mma_abt.
-  const uint32_t a_off = uint32_t((x + (lane >> 4) * 8) * Sm80DsTile::kRowBytes + (((4 * wr + ((lane >> 3) & 1)) ^ x) << 4));
-  const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));  // as in mma_abt
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
-    uint32_t af[2][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-      ldmatrix_x4_trans(af[mt], ds_tile + kk * 16 * Sm80DsTile::kRowBytes + (a_off ^ (mt << 5)));
-#pragma unroll
-    for (int dp = 0; dp < kTiles / 2; ++dp) {
-      uint32_t bf[4];
-      if constexpr (kBRegs) {  // d 64: the warp's K^T fragments held in registers (load_kt_dq)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) bf[i] = kb[kk][i];
-      } else {
-        ldmatrix_x4_trans(bf, k_tile + kk * 16 * RB + (b_off ^ ((wd * (kTiles / 2) + dp) << 5)));
-      }
-#pragma unroll
-      for (int mt = 0; mt < 2; ++mt) {
-        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[mt][8 * dp]), af[mt], bf[0], bf[1]);
-        mma16816<T>(*reinterpret_cast<float(*)[4]>(&acc[mt][8 * dp + 4]), af[mt], bf[2], bf[3]);
-      }
-    }
-  }
-  float* at = run + 512 * (wd * kTiles) + 128 * (2 * wr) + 4 * lane;
-#pragma unroll
-  for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) atomicAdd(at + 128 * mt + 512 * j + i, acc[mt][4 * j + i]);
-}
-
-// dq_add_2m's B fragments at d 64 (one 16-column pair of K a warp, all 128 keys: 32 registers).
-template <class Cfg>
-__device__ __forceinline__ void load_kt_dq(uint32_t (&kb)[Cfg::kBlockN / 16][4], uint32_t k_tile, int warp, int lane) {
-  static_assert(Cfg::kHeadDim == 64 && Cfg::kDqRowPairs, "one 16-column pair a warp, dq_add_2m's");
-  constexpr int RB = Cfg::kRowBytes;
-  const int x = lane & 7;
-  const uint32_t b_off = uint32_t((x + ((lane >> 3) & 1) * 8) * RB + (((lane >> 4) ^ x) << 4));
-#pragma unroll
-  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) ldmatrix_x4_trans(kb[kk], k_tile + kk * 16 * RB + (b_off ^ ((warp >> 1) << 5)));
-}
-
-// The 32-bit pair (key r, q rows 8 c + 2 t, + 1) of a [key][q row] tile (P^T, dS^T) at `tile`: chunk
-// c of row r at r * 128 + ((c ^ r % 8) << 4); a warp's 32 pairs of one (c, key half) hit 32 banks.
-// Plain C++ accesses (not asm): the compiler may schedule them among the mma; the barriers order them
-// against the ldmatrix reads of the other warps.
-__device__ __forceinline__ uint32_t& kq_pair(uint8_t* tile, int r, int c, int t) {
-  return *reinterpret_cast<uint32_t*>(tile + r * Sm80DsTile::kRowBytes + ((c ^ (r & 7)) << 4) + 4 * t);
-}
-
 // What the step loop reads of its CTA (in smem: Sm80BwdStepInfo info_s in the kernel).
 struct Sm80BwdStepInfo {
   int64_t q_seq, do_seq;  // element offsets of the sequence's first row in q and dout (head 0)
@@ -316,8 +151,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   const uint32_t q_s = v_s + Cfg::kKBytes;         // stage st at q_s + st * kQBytes
   const uint32_t do_s = q_s + S * Cfg::kQBytes;    // likewise
   const uint32_t ds_s = do_s + S * Cfg::kQBytes;
-  const uint32_t p_s = ds_s + Cfg::kDsBytes;  // the P^T tile (the warp split only; 0 bytes otherwise)
-  const int stats_at = 2 * Cfg::kKBytes + 2 * S * Cfg::kQBytes + Cfg::kDsBytes + Cfg::kPBytes;
+  const int stats_at = 2 * Cfg::kKBytes + 2 * S * Cfg::kQBytes + Cfg::kDsBytes;
   const float* stats = reinterpret_cast<const float*>(smem_raw + stats_at);  // stage st: lse_log2 [BM], D [BM]
 
   const cuda_backend::BwdParams& bp = p.bwd;
@@ -366,40 +200,19 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   if (steps > 0) {
     load_rows<Cfg, BN>(k_s, k_slice, 2 * p.k.stride_s, n0, seq.len_k);
     load_rows<Cfg, BN>(v_s, v_slice, 2 * p.v.stride_s, n0, seq.len_k);
-    if constexpr (Cfg::kKvInRegs) cp_async_commit();  // K and V as a group of their own: waited for below
     load_step(info, info.head_block[0].x, info.head_block[0].y, 0);
   }
   cp_async_commit();
-  // The warp's 32 rows of K and V as the A fragments of S^T and dP^T, held in registers across the
-  // loop (d 64: 32 + 32 registers) instead of read by ldmatrix at every step; step 0's loads go on.
-  uint32_t kf[Cfg::kKvInRegs ? D / 16 : 1][2][4], vf[Cfg::kKvInRegs ? D / 16 : 1][2][4];
-  uint32_t kt[Cfg::kKvInRegs ? BN / 16 : 1][4];  // and dQ's K^T fragments (load_kt_dq)
-  if constexpr (Cfg::kKvInRegs) {
-    if (steps > 0) {
-      cp_async_wait<1>();
-      __syncthreads();
-      load_a_2m<Cfg>(kf, k_s, 32 * (warp & 3), lane);
-      load_a_2m<Cfg>(vf, v_s, 32 * (warp & 3), lane);
-      load_kt_dq<Cfg>(kt, k_s, warp, lane);
-    }
-  }
 
   float dk[D / 2], dv[D / 2];
 #pragma unroll
   for (int j = 0; j < D / 2; ++j) dk[j] = dv[j] = 0.f;
   // The rows each of the thread's two keys keeps (row_hi 0 past len_k): the partial q-blocks' mask.
-  // The warp split's thread has four keys: their ranges stay in smem (key_rows_s, all 128 keys of the
-  // block, read only in partial q-blocks) instead of 8 registers held across the loop.
   int row_lo[2], row_hi[2];
-  __shared__ int2 key_rows_s[Cfg::kSplit ? BN : 1];
-  if constexpr (Cfg::kSplit) {
-    if (threadIdx.x < BN) key_rows_s[threadIdx.x] = make_int2(mask.row_lo(n0 + threadIdx.x), mask.row_hi(n0 + threadIdx.x));
-  } else {
 #pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      row_lo[hh] = mask.row_lo(n0 + kw + g + 8 * hh);
-      row_hi[hh] = mask.row_hi(n0 + kw + g + 8 * hh);
-    }
+  for (int hh = 0; hh < 2; ++hh) {
+    row_lo[hh] = mask.row_lo(n0 + kw + g + 8 * hh);
+    row_hi[hh] = mask.row_hi(n0 + kw + g + 8 * hh);
   }
 
   // The loop's bound is read from smem (volatile: a fresh load) at each step's end (held in a register
@@ -407,7 +220,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
   const volatile int& steps_s = info_s.steps;
   if (steps > 0) for (int s = 0;; ++s) {
     cp_async_wait<0>();  // step s (and K, V) landed for this thread's copies
-    __syncthreads();     // ... and everyone's; every warp is done with step s - 1 (its stage, dS^T, P^T)
+    __syncthreads();     // ... and everyone's; every warp is done with step s - 1 (its stage, dS^T)
     const Sm80BwdStepInfo& in = info_s;
     const int2 hm = in.head_block[s % 2];
     const int h = hm.x, m = hm.y, st = s % S;
@@ -425,163 +238,77 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) bwd_kernel(const __grid_cons
     // the step, not hoisted out of the loop (held across it, they spilled at both head dims).
     const int ln = opaque_lane(lane);
 
-    if constexpr (Cfg::kSplit) {
-      // Warp (wk, wr) = (warp % 4, warp / 4): S^T and dP^T of keys 32 wk .. and q rows 32 wr ..; then
-      // dV and dK of keys 32 wk .., head-dim half wr. Element (mt, nt, hh, e) of a 32 x 32 tile: key
-      // 32 wk + 16 mt + g + 8 hh, q row 32 wr + 8 nt + 2 t + e, at acc[16 mt + 4 nt + 2 hh + e].
-      const int wk = warp & 3, wr = warp >> 2, key0 = 32 * wk, row0 = 32 * wr;
-      uint8_t* const p_gen = smem_raw + (p_s - k_s);  // the P^T and dS^T tiles as generic pointers
-      uint8_t* const ds_gen = smem_raw + (ds_s - k_s);
-      {
-        float sp[32];  // S^T, then P^T
+    float sp[BM / 2];  // S^T, then P^T
 #pragma unroll
-        for (int j = 0; j < 32; ++j) sp[j] = 0.f;
-        if constexpr (Cfg::kKvInRegs)
-          mma_abt_2m_ra<T, Cfg, 32>(sp, kf, qb + row0 * Cfg::kRowBytes, ln);
-        else
-          mma_abt_2m<T, Cfg, 32>(sp, k_s, key0, qb + row0 * Cfg::kRowBytes, ln);
-        if (!in.q_blocks.full(m)) {  // the mask's edge or a sequence's end: by element
+    for (int j = 0; j < BM / 2; ++j) sp[j] = 0.f;
+    mma_abt<T, Cfg, BM>(sp, k_s, kw, qb, ln);
+    const bool full = in.q_blocks.full(m);
 #pragma unroll
-          for (int j = 0; j < 32; ++j) {
-            const int mt = j >> 4, nt = (j >> 2) & 3, hh = (j >> 1) & 1, e = j & 1;
-            const int2 rr = key_rows_s[key0 + 16 * mt + g + 8 * hh];
-            const int row = m * BM + row0 + 8 * nt + 2 * t + e;
-            if (row < rr.x || row >= rr.y) sp[j] = -INFINITY;
-          }
+    for (int nt = 0; nt < BM / 8; ++nt)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = 8 * nt + 2 * t + e, row = m * BM + r;
+          float x = sp[4 * nt + 2 * hh + e];
+          if (!full && (row < row_lo[hh] || row >= row_hi[hh])) x = -INFINITY;
+          sp[4 * nt + 2 * hh + e] = cuda_backend::fast_exp2(fmaf(x, a.scale_log2, -lse[r]));
         }
-        // P^T, rounded to T (dV's A operand and the P of dS; FA3's rule's baseline rounds P so too), to
-        // its smem tile: dV's warps read it there, and this thread reads its own pairs back for dS.
+    // P^T rounded to T once: dV's A operand, and the P of dS = P (dP - D) (FA3's rule's baseline rounds
+    // P so too); 16 registers instead of 32 through dP and dS.
+    uint32_t pp[BM / 4];
 #pragma unroll
-        for (int j = 0; j < 32; j += 2) {
-          const int mt = j >> 4, nt = (j >> 2) & 3, hh = (j >> 1) & 1;
-          const float* l2 = &lse[row0 + 8 * nt + 2 * t];
-          const float p0 = cuda_backend::fast_exp2(fmaf(sp[j], a.scale_log2, -l2[0]));
-          const float p1 = cuda_backend::fast_exp2(fmaf(sp[j + 1], a.scale_log2, -l2[1]));
-          kq_pair(p_gen, key0 + 16 * mt + g + 8 * hh, 4 * wr + nt, t) = cuda_backend::pack2<T>(p0, p1);
-        }
+    for (int j = 0; j < BM / 4; ++j) pp[j] = cuda_backend::pack2<T>(sp[2 * j], sp[2 * j + 1]);
+    // dV, dP^T, dS^T and dK per 16 q rows (one k16 A fragment of dV's and dK's mma), so that only 8
+    // floats of dP^T live at a time beside P^T, dK and dV, and P^T's pairs die 4 at a time (all of
+    // dP^T at once spilled at d 128); V's A fragments are read again for each 16 rows.
+#pragma unroll
+    for (int np = 0; np < BM / 16; ++np) {
+      mma_frag_b<T, Cfg>(dv, &pp[4 * np], dob + np * 16 * Cfg::kRowBytes, ln);  // dV += P^T dO
+      float ds[8];  // dP^T, then dS^T, of q rows 16 np .. 16 np + 15: sp[8 np + i]'s elements
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ds[i] = 0.f;
+      mma_abt<T, Cfg, 16>(ds, v_s, kw, dob + np * 16 * Cfg::kRowBytes, ln);  // dP^T
+      uint32_t dsp[4];  // dS^T packed: dK's A operand and the smem tile's pairs
+#pragma unroll
+      for (int i = 0; i < 8; i += 2) {
+        const float2 pv = unpack2<T>(pp[4 * np + i / 2]);
+        const float* dd = &dsum[16 * np + 8 * (i >> 2) + 2 * t];
+        dsp[i / 2] = cuda_backend::pack2<T>(pv.x * (ds[i] - dd[0]), pv.y * (ds[i + 1] - dd[1]));
       }
-      {
-        float dp[32];  // dP^T
+      mma_frag_b<T, Cfg>(dk, dsp, qb + np * 16 * Cfg::kRowBytes, ln);
+      // dS^T to smem ([key][q row], chunk c of key row r at r * 128 + ((c ^ r % 8) << 4)): a warp's
+      // 32 stores of a (chunk, hh) fall in 32 different banks.
 #pragma unroll
-        for (int j = 0; j < 32; ++j) dp[j] = 0.f;
-        if constexpr (Cfg::kKvInRegs)
-          mma_abt_2m_ra<T, Cfg, 32>(dp, vf, dob + row0 * Cfg::kRowBytes, ln);
-        else
-          mma_abt_2m<T, Cfg, 32>(dp, v_s, key0, dob + row0 * Cfg::kRowBytes, ln);
-        // dS^T = P^T (dP^T - D) to its tile (dK's and dQ's operand); P^T's pairs are this thread's own
-        // stores (program order, no barrier).
-#pragma unroll
-        for (int j = 0; j < 32; j += 2) {
-          const int mt = j >> 4, nt = (j >> 2) & 3, hh = (j >> 1) & 1;
-          const int r = key0 + 16 * mt + g + 8 * hh, c = 4 * wr + nt;
-          const float2 pv = unpack2<T>(kq_pair(p_gen, r, c, t));
-          const float* dd = &dsum[row0 + 8 * nt + 2 * t];
-          kq_pair(ds_gen, r, c, t) = cuda_backend::pack2<T>(pv.x * (dp[j] - dd[0]), pv.y * (dp[j + 1] - dd[1]));
-        }
+      for (int i = 0; i < 8; i += 2) {
+        const int r = kw + g + 8 * ((i >> 1) & 1), c = 2 * np + (i >> 2);
+        const uint32_t at = ds_s + r * Sm80DsTile::kRowBytes + ((c ^ (r & 7)) << 4) + 4 * t;
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(dsp[i / 2]));
       }
-      __syncthreads();  // P^T and dS^T whole
-      mma_tile_b<T, Cfg>(dv, p_s, key0, dob, wr * (D / 32), ln);   // dV += P^T dO
-      mma_tile_b<T, Cfg>(dk, ds_s, key0, qb, wr * (D / 32), ln);   // dK += dS^T Q
-      if constexpr (Cfg::kDqRowPairs)
-        dq_add_2m<T, Cfg, Cfg::kKvInRegs>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln, kt);
-      else
-        dq_add<T, Cfg>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln);
-      if (s + 1 >= steps_s) break;
-    } else {
-      float sp[BM / 2];  // S^T, then P^T
-#pragma unroll
-      for (int j = 0; j < BM / 2; ++j) sp[j] = 0.f;
-      mma_abt<T, Cfg, BM>(sp, k_s, kw, qb, ln);
-      const bool full = in.q_blocks.full(m);
-#pragma unroll
-      for (int nt = 0; nt < BM / 8; ++nt)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int r = 8 * nt + 2 * t + e, row = m * BM + r;
-            float x = sp[4 * nt + 2 * hh + e];
-            if (!full && (row < row_lo[hh] || row >= row_hi[hh])) x = -INFINITY;
-            sp[4 * nt + 2 * hh + e] = cuda_backend::fast_exp2(fmaf(x, a.scale_log2, -lse[r]));
-          }
-      // P^T rounded to T once: dV's A operand, and the P of dS = P (dP - D) (FA3's rule's baseline rounds
-      // P so too); 16 registers instead of 32 through dP and dS.
-      uint32_t pp[BM / 4];
-#pragma unroll
-      for (int j = 0; j < BM / 4; ++j) pp[j] = cuda_backend::pack2<T>(sp[2 * j], sp[2 * j + 1]);
-      // dV, dP^T, dS^T and dK per 16 q rows (one k16 A fragment of dV's and dK's mma), so that only 8
-      // floats of dP^T live at a time beside P^T, dK and dV, and P^T's pairs die 4 at a time (all of
-      // dP^T at once spilled at d 128); V's A fragments are read again for each 16 rows.
-#pragma unroll
-      for (int np = 0; np < BM / 16; ++np) {
-        mma_frag_b<T, Cfg>(dv, &pp[4 * np], dob + np * 16 * Cfg::kRowBytes, ln);  // dV += P^T dO
-        float ds[8];  // dP^T, then dS^T, of q rows 16 np .. 16 np + 15: sp[8 np + i]'s elements
-#pragma unroll
-        for (int i = 0; i < 8; ++i) ds[i] = 0.f;
-        mma_abt<T, Cfg, 16>(ds, v_s, kw, dob + np * 16 * Cfg::kRowBytes, ln);  // dP^T
-        uint32_t dsp[4];  // dS^T packed: dK's A operand and the smem tile's pairs
-#pragma unroll
-        for (int i = 0; i < 8; i += 2) {
-          const float2 pv = unpack2<T>(pp[4 * np + i / 2]);
-          const float* dd = &dsum[16 * np + 8 * (i >> 2) + 2 * t];
-          dsp[i / 2] = cuda_backend::pack2<T>(pv.x * (ds[i] - dd[0]), pv.y * (ds[i + 1] - dd[1]));
-        }
-        mma_frag_b<T, Cfg>(dk, dsp, qb + np * 16 * Cfg::kRowBytes, ln);
-        // dS^T to smem ([key][q row], chunk c of key row r at r * 128 + ((c ^ r % 8) << 4)): a warp's
-        // 32 stores of a (chunk, hh) fall in 32 different banks.
-#pragma unroll
-        for (int i = 0; i < 8; i += 2) {
-          const int r = kw + g + 8 * ((i >> 1) & 1), c = 2 * np + (i >> 2);
-          const uint32_t at = ds_s + r * Sm80DsTile::kRowBytes + ((c ^ (r & 7)) << 4) + 4 * t;
-          asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(dsp[i / 2]));
-        }
-      }
-      __syncthreads();  // dS^T whole
-      dq_add<T, Cfg>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln);
-      if (s + 1 >= steps_s) break;
     }
+    __syncthreads();  // dS^T whole
+    dq_add<T, Cfg>(bp.dq_accum + in.ws_row(bp, h, m) * D, ds_s, k_s, warp, ln);
+    if (s + 1 >= steps_s) break;
   }
   cp_async_wait<0>();  // no copy may land after the CTA exits
 
   // dK = scale dS^T Q (the scale left out of dS), dV; keys past len_k (up to rows_k) get 0. The
   // sequence's offsets read again (not held across the loop).
   const cuda_backend::SeqInfo sq(a, b);
-  if constexpr (Cfg::kSplit) {
-    // The thread's keys 32 wk + 16 mt + g + 8 hh, columns wr D / 2 + 8 j + 2 t (+ 1).
-    const int wk = warp & 3, wr = warp >> 2;
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
+  for (int hh = 0; hh < 2; ++hh) {
+    const int key = n0 + kw + g + 8 * hh;
+    if (key >= sq.rows_k) continue;
+    T* dk_row = static_cast<T*>(bp.dk) + int64_t(sq.batch_coord) * bp.dk_stride_b + int64_t(sq.k_offset + key) * bp.dk_stride_s +
+                int64_t(kv_head) * bp.dk_stride_h;
+    T* dv_row = static_cast<T*>(bp.dv) + int64_t(sq.batch_coord) * bp.dv_stride_b + int64_t(sq.k_offset + key) * bp.dv_stride_s +
+                int64_t(kv_head) * bp.dv_stride_h;
 #pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int key = n0 + 32 * wk + 16 * mt + g + 8 * hh;
-        if (key >= sq.rows_k) continue;
-        T* dk_row = static_cast<T*>(bp.dk) + int64_t(sq.batch_coord) * bp.dk_stride_b +
-                    int64_t(sq.k_offset + key) * bp.dk_stride_s + int64_t(kv_head) * bp.dk_stride_h + wr * (D / 2);
-        T* dv_row = static_cast<T*>(bp.dv) + int64_t(sq.batch_coord) * bp.dv_stride_b +
-                    int64_t(sq.k_offset + key) * bp.dv_stride_s + int64_t(kv_head) * bp.dv_stride_h + wr * (D / 2);
-#pragma unroll
-        for (int j = 0; j < D / 16; ++j) {
-          const int i = D / 4 * mt + 4 * j + 2 * hh;
-          *reinterpret_cast<uint32_t*>(dk_row + 8 * j + 2 * t) = cuda_backend::pack2<T>(bp.scale * dk[i], bp.scale * dk[i + 1]);
-          *reinterpret_cast<uint32_t*>(dv_row + 8 * j + 2 * t) = cuda_backend::pack2<T>(dv[i], dv[i + 1]);
-        }
-      }
-  } else {
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int key = n0 + kw + g + 8 * hh;
-      if (key >= sq.rows_k) continue;
-      T* dk_row = static_cast<T*>(bp.dk) + int64_t(sq.batch_coord) * bp.dk_stride_b + int64_t(sq.k_offset + key) * bp.dk_stride_s +
-                  int64_t(kv_head) * bp.dk_stride_h;
-      T* dv_row = static_cast<T*>(bp.dv) + int64_t(sq.batch_coord) * bp.dv_stride_b + int64_t(sq.k_offset + key) * bp.dv_stride_s +
-                  int64_t(kv_head) * bp.dv_stride_h;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        *reinterpret_cast<uint32_t*>(dk_row + 8 * j + 2 * t) =
-            cuda_backend::pack2<T>(bp.scale * dk[4 * j + 2 * hh], bp.scale * dk[4 * j + 2 * hh + 1]);
-        *reinterpret_cast<uint32_t*>(dv_row + 8 * j + 2 * t) =
-            cuda_backend::pack2<T>(dv[4 * j + 2 * hh], dv[4 * j + 2 * hh + 1]);
-      }
+    for (int j = 0; j < D / 8; ++j) {
+      *reinterpret_cast<uint32_t*>(dk_row + 8 * j + 2 * t) =
+          cuda_backend::pack2<T>(bp.scale * dk[4 * j + 2 * hh], bp.scale * dk[4 * j + 2 * hh + 1]);
+      *reinterpret_cast<uint32_t*>(dv_row + 8 * j + 2 * t) =
+          cuda_backend::pack2<T>(dv[4 * j + 2 * hh], dv[4 * j + 2 * hh + 1]);
     }
   }
 }
