@@ -113,7 +113,7 @@ def test_cuda_float_mask_under_warn_only_warns_and_runs():
     if not (torch.cuda.is_available() and fastattn.cuda_available()):
         pytest.skip("no CUDA device")
     gen = torch.Generator(device="cpu").manual_seed(11)
-    q, k, v = (torch.randn(1, 4, 113, 64, generator=gen).to("cuda", torch.bfloat16).requires_grad_()
+    q, k, v = (torch.randn(1, 4, 113, 128, generator=gen).to("cuda", torch.bfloat16).requires_grad_()
                for _ in range(3))
     bias = (torch.randn(1, 4, 113, 113, generator=gen) * 0.5).to("cuda", torch.bfloat16)
     grads = []
