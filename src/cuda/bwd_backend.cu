@@ -175,7 +175,8 @@ void set_bias_params(const detail::Problem& problem, const detail::GradOperands&
     out.lean |= kBwdBiasGradPairs;
   const char* staged_env = std::getenv("FASTATTN_BIAS_BWD_STAGED");
   const bool staged = staged_env == nullptr || std::strcmp(staged_env, "0") != 0;
-  if (staged && lean && offsets32 && b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
+  // (the staged seed sits in bwd_bias_seed16's paired branch: without pairs the copy would never be awaited)
+  if (staged && lean && offsets32 && out.pairs && b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
       out.stride_b % 8 == 0 && out.stride_h % 8 == 0 && out.stride_r % 8 == 0)
     out.lean |= kBwdBiasStaged;
 }

@@ -145,7 +145,9 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
   }
   if constexpr (Cfg::kDqBeforeDk) {
     issue_dk_from_ds<T, Cfg>(dk, dsf, sm.q[ds_buf]);
-    wgmma_wait<1>();  // dV and dQ done; dK still reads dS^T (registers) and Q
+    // dV and dQ done; dK still reads dS^T (registers) and Q. dQ's read of the dS^T buffer must end here, before the
+    // next step's kBwdDsBar: the bias kernels' staged seed writes that buffer's rows once past it.
+    wgmma_wait<1>();
     if constexpr (!kDvFirst) {  // (else fenced above: a fence here would keep P^T's fragments live)
       fence_operands(dv);
 #pragma unroll
@@ -172,7 +174,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     __syncwarp();
     if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
   }
-  wgmma_wait<0>();
+  wgmma_wait<0>();  // dQ done with the dS^T buffer before the next kBwdDsBar (the staged bias seed writes it after)
   fence_operands(dq);
   const int tid = threadIdx.x % 128;
   if constexpr (!Cfg::kDqInStage) {

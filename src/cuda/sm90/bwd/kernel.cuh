@@ -223,6 +223,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   constexpr bool kDvFirst = Cfg::kDvBeforeDq && kKRegs > 0 && !kDet && kCapPath == BwdCap::Off;
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
+  // The bias kernels' staged seed reuses dS^T rows of the next stage (bias.cuh, bwd_bias_stage) and is issued at
+  // bwd_dq's after_dq hook, which the band's dQ path does not have.
+  static_assert(!(kBand && Cfg::kBias), "no band kernel with a bias");
   int h, m;
   t.first_step(p, h, m);
   for (int i = steps; i > 0; --i, ps.advance(), dq_ps.advance(), t.next_step(p, h, m)) {
