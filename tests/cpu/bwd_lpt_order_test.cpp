@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <functional>
 #include <queue>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -220,6 +221,48 @@ TEST(BwdLptOrder, PairWalksMeetOnOneQBlock) {
     std::sort(at.begin(), at.end());
     at.erase(std::unique(at.begin(), at.end()), at.end());
     ASSERT_LE(at.size(), 2u) << "step " << step;
+  }
+}
+
+// A batch-shared bias under the sections (bwd_lpt_batch_inner_item): random batch / KV heads / key blocks /
+// section widths, batch 1 among them. Every (unit, key block) once; each position keeps bwd_lpt_item's key
+// block (its work: the rounds balance as before); batch 1 is the identity; where the width is a multiple of
+// the batch, each run of `batch` positions of a round is one (KV head, key block) over every batch entry.
+TEST(BwdLptOrder, BatchInnerSectionsPermuteAndKeepWork) {
+  std::mt19937 rng(40);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int trial = 0; trial < 400; ++trial) {
+    const int batch = trial % 5 == 0 ? 1 : pick(1, 6), heads_kv = pick(1, 9), n_blocks = pick(1, 70);
+    const int units = batch * heads_kv;
+    int section = 1 << pick(0, 5);
+    while (section > units) section /= 2;
+    SCOPED_TRACE("batch " + std::to_string(batch) + " heads_kv " + std::to_string(heads_kv) + " n_blocks " +
+                 std::to_string(n_blocks) + " section " + std::to_string(section));
+    std::vector<int> seen(size_t(units) * n_blocks, 0);
+    std::vector<int> at(size_t(units) * n_blocks);
+    for (int x = 0; x < units * n_blocks; ++x) {
+      const int lpt = bwd_lpt_item(x, units, n_blocks, section);
+      const int got = bwd_lpt_batch_inner_item(lpt, n_blocks, batch, heads_kv);
+      ASSERT_GE(got, 0);
+      ASSERT_LT(got, units * n_blocks);
+      ++seen[size_t(got)];
+      at[size_t(x)] = got;
+      ASSERT_EQ(got % n_blocks, lpt % n_blocks) << "position " << x << " changed its key block";
+      if (batch == 1) ASSERT_EQ(got, lpt);
+    }
+    for (int n : seen) ASSERT_EQ(n, 1) << "not a permutation";
+    if (batch == 1 || section % batch != 0) continue;
+    for (int x = 0; x < units * n_blocks; x += batch) {  // rounds of full sections hold whole runs
+      const int unit0 = at[size_t(x)] / n_blocks, kv_head = unit0 % heads_kv, block = at[size_t(x)] % n_blocks;
+      std::vector<int> entries(size_t(batch), 0);
+      for (int i = 0; i < batch; ++i) {
+        const int unit = at[size_t(x + i)] / n_blocks;
+        ASSERT_EQ(unit % heads_kv, kv_head) << "position " << x + i;
+        ASSERT_EQ(at[size_t(x + i)] % n_blocks, block) << "position " << x + i;
+        ++entries[size_t(unit / heads_kv)];
+      }
+      for (int n : entries) ASSERT_EQ(n, 1) << "the run at " << x << " misses a batch entry";
+    }
   }
 }
 

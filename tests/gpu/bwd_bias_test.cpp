@@ -193,6 +193,27 @@ TEST_F(Sm90BwdBias, LeanOffSession38Paths) {
   lean_cases();
 }
 
+// A batch-shared bias under a causal mask: the longest-first sections walk the batch innermost
+// (lpt_order.h, bwd_lpt_batch_inner_item). Batch 3 over 1, 2 and 4 KV heads (sections of 2, 4 and 8 units,
+// none a multiple of 3: KV heads' batch entries straddle two sections), odd sizes, bf16 / fp16 and an F32
+// bias, GQA 2, d 96; run 1 of each case under FASTATTN_BIAS_BWD_BATCH_INNER=0 (the batch outermost): both
+// orders meet the float64 reference, dk / dv bitwise equal between them.
+TEST_F(Sm90BwdBias, CausalBatchSharedBatchInnerSections) {
+  ScopedEnv inner("FASTATTN_BIAS_BWD_BATCH_INNER", nullptr);
+  auto causal_shared = [](DType dt, int d, int sq, int sk, int hq, int hkv, DType bias_dt) {
+    BwdCase c = biased(dt, d, sq, sk, hq, hkv, bias_dt, false, hq);
+    c.batch = 3;
+    c.causal = true;
+    c.run1_off = "FASTATTN_BIAS_BWD_BATCH_INNER";
+    return c;
+  };
+  run_bwd_case(causal_shared(DType::BF16, 128, 129, 257, 2, 2, DType::BF16));
+  run_bwd_case(causal_shared(DType::BF16, 128, 320, 320, 4, 4, DType::BF16));
+  run_bwd_case(causal_shared(DType::F16, 128, 257, 129, 1, 1, DType::F16));
+  run_bwd_case(causal_shared(DType::BF16, 128, 113, 300, 4, 2, DType::F32));
+  run_bwd_case(causal_shared(DType::BF16, 96, 320, 320, 2, 2, DType::BF16));
+}
+
 // What the bias kernel lacks is refused by name, before any output is touched.
 TEST_F(Sm90BwdBias, RefusalsByName) {
   std::vector<uint16_t> host(2 * 64 * 2 * 128);

@@ -29,8 +29,9 @@ struct BwdBias {
   int64_t stride_b = 0, stride_h = 0, stride_r = 0;
   int head_div = 1;  // heads_q / bias heads: q heads that share a bias head
   int kind = kBiasF32;
-  // The CTA order walks the batch innermost (sm90/bwd/bias.cuh, bwd_bias_batch_inner_item): set by the launch
-  // for a batch-shared bias in block-index order (no longest-first sections, no paired key blocks).
+  // The CTA order walks the batch innermost: set by the launch for a batch-shared bias in block-index order
+  // (sm90/bwd/bias.cuh, bwd_bias_batch_inner_item) or in longest-first sections (lpt_order.h,
+  // bwd_lpt_batch_inner_item; FASTATTN_BIAS_BWD_BATCH_INNER=0 keeps those batch outermost); not paired key blocks.
   int batch_inner = 0;
   // BF16 / F16 bias read two keys a 4-byte load (base 4-byte aligned, strides even), else element by element.
   int pairs = 0;

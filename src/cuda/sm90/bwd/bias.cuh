@@ -18,11 +18,12 @@
 
 namespace fastattn::sm90 {
 
-// A bias shared by the batch (BwdBias::batch_inner, block-index order only): the CTAs of one (KV head, key
-// block) of every batch entry run next to each other, so that their reads of the same bias tile and their
-// dbias adds into the same entries meet in L2 (in make_bwd_tile's order the batch is the outermost dim, and
-// the four adds of b4 landed a quarter of the run apart: notes, "Bias backward"). Launch position x is
-// (batch innermost, then key block, then KV head); returned: make_bwd_tile's item of the same work.
+// A bias shared by the batch (BwdBias::batch_inner) in block-index order (the sections': lpt_order.h): the
+// CTAs of one (KV head, key block) of every batch entry run next to each other, so that their reads of the
+// same bias tile and their dbias adds into the same entries meet in L2 (in make_bwd_tile's order the batch is
+// the outermost dim, and the four adds of b4 landed a quarter of the run apart: notes, "Bias backward").
+// Launch position x is (batch innermost, then key block, then KV head); returned: make_bwd_tile's item of the
+// same work.
 __device__ __forceinline__ int bwd_bias_batch_inner_item(int x, int batch, int n_blocks, int heads_kv) {
   const int b = x % batch, rest = x / batch, n_block = rest % n_blocks, kv_head = rest / n_blocks;
   return n_block + n_blocks * (kv_head + heads_kv * b);

@@ -622,7 +622,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
     if constexpr (Cfg::kBias) {
-      if (p.bias.batch_inner) item = bwd_bias_batch_inner_item(item, p.attn.batch, p.n_blocks, p.attn.heads_kv);
+      if (p.bias.batch_inner)  // longest-first sections: the sections' units recounted; else block order's
+        item = p.lpt_section > 0 ? bwd_lpt_batch_inner_item(item, p.n_blocks, p.attn.batch, p.attn.heads_kv)
+                                 : bwd_bias_batch_inner_item(item, p.attn.batch, p.n_blocks, p.attn.heads_kv);
     }
     t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item);
     t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)

@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 
@@ -50,6 +52,14 @@ Status launch_behind(bool early, void (*kernel)(Params...), dim3 grid, int threa
                                                          stream, std::forward<Args>(args)...);
   if (e != cudaSuccess) return {Code::CudaError, std::string("backward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();
+}
+
+// A batch-shared bias under longest-first sections walks the batch innermost unless
+// FASTATTN_BIAS_BWD_BATCH_INNER is 0 (read per call: the batch outermost there, as before session 40's
+// change, for an A/B in one process).
+inline bool bwd_bias_lpt_batch_inner_on() {
+  const char* v = std::getenv("FASTATTN_BIAS_BWD_BATCH_INNER");
+  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 // One config (head dim, q-block size) of the three kernels.
@@ -100,8 +110,13 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   if constexpr (Cfg::kBias) {
     if (p.deterministic || ring || band)
       return {Code::Internal, "backward: the bias kernel runs the default mode's accumulator path only"};
-    // A batch-shared bias in block-index order: the batch innermost (bias.cuh, bwd_bias_batch_inner_item).
-    p.bias.batch_inner = p.bias.stride_b == 0 && p.attn.batch > 1 && p.lpt_section == 0 && !p.kv_pair ? 1 : 0;
+    // A batch-shared bias: the batch innermost, in block-index order (bias.cuh, bwd_bias_batch_inner_item) and
+    // inside longest-first sections (lpt_order.h, bwd_lpt_batch_inner_item) unless bwd_bias_lpt_batch_inner_on
+    // says no; paired key blocks keep the batch outermost.
+    p.bias.batch_inner = p.bias.stride_b == 0 && p.attn.batch > 1 && !p.kv_pair &&
+                                 (p.lpt_section == 0 || bwd_bias_lpt_batch_inner_on())
+                             ? 1
+                             : 0;
   }
   void* list_ws = nullptr;
   if constexpr (Cfg::kBlockList) {

@@ -23,6 +23,19 @@ FASTATTN_HD int bwd_lpt_item(int item, int units, int n_blocks, int section) {
   return unit * n_blocks + n_block;
 }
 
+// A bias shared by the batch (BwdBias::batch_inner) under longest-first sections: `item` is
+// bwd_lpt_item's block-index item, whose unit the sections count batch major (unit = b x heads_kv +
+// KV head); returned: the item whose unit is that count taken KV head major, batch minor (count q:
+// KV head q / batch, entry q % batch). A round of a section then holds the batch entries of one (KV
+// head, key block) side by side, so that their reads of the same bias tile and their dbias adds into
+// the same entries meet in L2 (batch major, the b4 adds landed a quarter of the run apart). A
+// position keeps its key block, hence its work: the rounds and the sections balance as before.
+FASTATTN_HD int bwd_lpt_batch_inner_item(int item, int n_blocks, int batch, int heads_kv) {
+  const int q = item / n_blocks, n_block = item - q * n_blocks;
+  const int kv_head = q / batch, b = q - kv_head * batch;
+  return (b * heads_kv + kv_head) * n_blocks + n_block;
+}
+
 // The L2 share that a section's Q, dO and dQ accumulator may take (FA3's figure for its sections).
 inline constexpr double kBwdLptL2Bytes = 40.0 * (1 << 20);
 
