@@ -3,6 +3,7 @@ only so FA code runs unchanged: hints checked and then unused (the answer does n
 and features fastattn lacks, refused by name rather than ignored (docs/python.md, compatibility table)."""
 from __future__ import annotations
 
+import numbers
 import operator
 
 import numpy as np
@@ -25,7 +26,7 @@ def check(*, dropout_p=0.0, alibi_slopes=None, num_splits=1, pack_gqa=None, sm_m
     """Raise for what fastattn cannot honour; accept the scheduling hints (num_splits, pack_gqa,
     sm_margin), which change no result: the forward without a KV cache runs unsplit (FA3 splits only
     when asked or, at num_splits 0, when its heuristic says so; both give the same out up to rounding)."""
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+    if isinstance(dropout_p, (bool, np.bool_)) or not isinstance(dropout_p, numbers.Real):  # numpy scalars too
         raise TypeError(f"dropout_p: expected a float, got {type(dropout_p).__name__}")
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError(f"dropout_p: must lie in [0, 1] but got {dropout_p}")

@@ -30,15 +30,22 @@ def _causal_window(s_q, s_k):
         "bottom-right mask")
 
 
+def _check_mask_rows_cols(attn_mask, s_q, s_k):
+    """PyTorch's rule for attn_mask's last two dims (bool and float alike): each is 1 or the sequence's
+    length. (fastattn's own bias= also takes more rows / cols, as a padded mask; SDPA does not.)"""
+    shape = (1,) * (2 - len(attn_mask.shape)) + tuple(attn_mask.shape)
+    if shape[-2] not in (1, s_q) or shape[-1] not in (1, s_k):
+        raise ValueError(f"attn_mask: expected a shape broadcastable to (..., {s_q}, {s_k}) (seqlen_q, seqlen_k), "
+                         f"got shape {tuple(attn_mask.shape)}")
+
+
 def _mask_4d(attn_mask, s_q, s_k):
     """attn_mask as fastattn's (mask_batch, mask_heads, s_q, s_k) keep-mask: missing leading dims are 1
     (mask_batch 1 and mask_heads 1 broadcast in fastattn itself); a query or key dim of 1 (PyTorch's
     broadcast, e.g. a (b, 1, 1, s_k) key-padding mask) is expanded here, since the bits hold a row per
     query and a bit per key."""
+    _check_mask_rows_cols(attn_mask, s_q, s_k)
     shape = (1,) * (4 - len(attn_mask.shape)) + tuple(attn_mask.shape)
-    if shape[2] not in (1, s_q) or shape[3] not in (1, s_k):
-        raise ValueError(f"attn_mask: expected a shape broadcastable to (..., {s_q}, {s_k}) (seqlen_q, seqlen_k), "
-                         f"got shape {tuple(attn_mask.shape)}")
     mask = attn_mask.reshape(shape)
     if shape[2:] == (s_q, s_k):
         return mask
@@ -103,6 +110,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError(f"enable_gqa: query has {h_q} heads and key {h_kv}; "
                          "pass enable_gqa=True for grouped-query attention")
     if attn_mask is not None and is_bias:  # additive: fastattn's bias (broadcast like SDPA's, _bias.bias_4d)
+        _check_mask_rows_cols(attn_mask, query.shape[2], key.shape[2])
         if len(attn_mask.shape) < 2:  # (s_k,) or a scalar broadcasts as SDPA's does (and as a bool mask here)
             attn_mask = attn_mask.reshape((1,) * (2 - len(attn_mask.shape)) + tuple(attn_mask.shape))
         out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True, bias=attn_mask,

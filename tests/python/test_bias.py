@@ -121,6 +121,18 @@ def test_sdpa_float_mask_of_one_dim_broadcasts(rng):
     np.testing.assert_allclose(np.asarray(got), want.transpose(0, 2, 1, 3), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.bool_])
+@pytest.mark.parametrize("mask_shape", [(18, 23), (17, 24), (3, 16, 23), (2, 3, 17, 22)])
+def test_sdpa_mask_rows_cols_follow_pytorch(rng, dtype, mask_shape):
+    """Review s40: SDPA's attn_mask (float or bool) must be broadcastable to (b, h, s_q, s_k), as PyTorch
+    raises otherwise; a float one with more rows or columns ran as a padded bias (fastattn's bias= rule)."""
+    q = rng.standard_normal((2, 3, 17, 16)).astype(np.float32)
+    k = rng.standard_normal((2, 3, 23, 16)).astype(np.float32)
+    mask = rng.standard_normal(mask_shape) > -1 if dtype is np.bool_ else rng.standard_normal(mask_shape).astype(dtype)
+    with pytest.raises(ValueError, match=r"^attn_mask: expected a shape broadcastable to \(\.\.\., 17, 23\)"):
+        fastattn.scaled_dot_product_attention(q, k, k, attn_mask=mask)
+
+
 # ---- torch -----------------------------------------------------------------------------------
 
 def _torch():

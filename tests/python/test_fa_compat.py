@@ -13,7 +13,8 @@ def qkv(rng, b=2, s_q=17, s_k=113, h=4, h_kv=2, d=32):
 
 @pytest.mark.parametrize("hints", [dict(num_splits=0), dict(num_splits=1), dict(num_splits=7),
                                    dict(pack_gqa=True), dict(pack_gqa=False), dict(sm_margin=8),
-                                   dict(dropout_p=0.0)])
+                                   dict(dropout_p=0.0), dict(dropout_p=np.float32(0.0)),
+                                   dict(dropout_p=np.float64(0.0))])
 def test_hints_change_nothing(rng, hints):
     q, k, v = qkv(rng)
     plain = fastattn.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
@@ -36,6 +37,8 @@ REFUSED = [
     (dict(dropout_p=0.1), NotImplementedError, "^dropout_p"),
     (dict(dropout_p=1.5), ValueError, "^dropout_p"),
     (dict(dropout_p="0"), TypeError, "^dropout_p"),
+    (dict(dropout_p=np.bool_(False)), TypeError, "^dropout_p"),
+    (dict(dropout_p=np.float32(0.1)), NotImplementedError, "^dropout_p"),
     (dict(alibi_slopes=np.ones(4, np.float32)), NotImplementedError, "^alibi_slopes"),
     (dict(q_descale=np.ones(1, np.float32)), NotImplementedError, "^q_descale"),
     (dict(k_descale=np.ones(1, np.float32)), NotImplementedError, "^k_descale"),
