@@ -166,12 +166,14 @@ def bhsd(rng, b=1, h=2, h_kv=2, s_q=8, s_k=8, d=32):
 def test_sdpa_attn_mask(rng):
     q, k, v = bhsd(rng)
     # a float mask is an additive bias now (test_bias.py checks its values); a bad shape is named
-    # a (s_k,) mask broadcasts as SDPA's (review s39; test_bias.py checks its values): a short one is named
-    with pytest.raises(ValueError, match="bias: dim 3 \\(cols\\) is 5"):
+    # a (s_k,) mask broadcasts as SDPA's (review s39; test_bias.py checks its values): a short one is named,
+    # by PyTorch's rule for attn_mask's last two dims (review s40)
+    bad_shape = "^attn_mask: expected a shape broadcastable to \\(\\.\\.\\., 8, 8\\)"
+    with pytest.raises(ValueError, match=bad_shape):
         fastattn.scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((5,), np.float32))
     with pytest.raises(ValueError, match="^attn_mask: expected at most 4 dimensions"):
         fastattn.scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((1, 1, 1, 8, 8), np.float32))
-    with pytest.raises(ValueError, match="bias: dim 2 \\(rows\\) is 7"):
+    with pytest.raises(ValueError, match=bad_shape):
         fastattn.scaled_dot_product_attention(q, k, v, attn_mask=np.zeros((7, 8), np.float32))
 
 
