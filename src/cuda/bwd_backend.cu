@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "cuda/block_mask_rule.h"
+#include "cuda/env_switch.h"
 #include "cuda/built_kernels.h"
 #include "cuda/splitd_rule.h"
 #include "cuda/bwd_stats_probe.h"
@@ -161,22 +161,16 @@ void set_bias_params(const detail::Problem& problem, const detail::GradOperands&
   // The lean loads stay off unless FASTATTN_BIAS_BWD_LEAN_LOADS is 1: measured slower than session 38's loads
   // (H200, session 40 call 4: 1.14 x with the bias, 1.10 x with dbias), so the steps the staging cannot take
   // (F32 bias, a warp's block past the sequence, unaligned layouts) keep those.
-  const char* lean_env = std::getenv("FASTATTN_BIAS_BWD_LEAN");
-  const bool lean = lean_env == nullptr || std::strcmp(lean_env, "0") != 0;
-  const char* lean_loads_env = std::getenv("FASTATTN_BIAS_BWD_LEAN_LOADS");
-  const bool lean_loads = lean_loads_env != nullptr && std::strcmp(lean_loads_env, "1") == 0;
-  constexpr int64_t kRowStrideMax = int64_t(1) << 24;
-  const bool offsets32 = out.stride_r < kRowStrideMax && out.stride_r > -kRowStrideMax;
+  const bool lean = env_switch("FASTATTN_BIAS_BWD_LEAN", true);
+  auto offsets32 = [](int64_t row_stride) { return std::llabs(row_stride) < (int64_t(1) << 24); };
   out.lean = 0;
-  if (lean && lean_loads && offsets32) out.lean |= kBwdBiasLeanLoads;
+  if (lean && env_switch("FASTATTN_BIAS_BWD_LEAN_LOADS", false) && offsets32(out.stride_r))
+    out.lean |= kBwdBiasLeanLoads;
   if (lean && out.grad != nullptr && reinterpret_cast<uintptr_t>(out.grad) % 8 == 0 && out.grad_stride_b % 2 == 0 &&
-      out.grad_stride_h % 2 == 0 && out.grad_stride_r % 2 == 0 && out.grad_stride_r < kRowStrideMax &&
-      out.grad_stride_r > -kRowStrideMax)
+      out.grad_stride_h % 2 == 0 && out.grad_stride_r % 2 == 0 && offsets32(out.grad_stride_r))
     out.lean |= kBwdBiasGradPairs;
-  const char* staged_env = std::getenv("FASTATTN_BIAS_BWD_STAGED");
-  const bool staged = staged_env == nullptr || std::strcmp(staged_env, "0") != 0;
   // (the staged seed sits in bwd_bias_seed16's paired branch: without pairs the copy would never be awaited)
-  if (staged && lean && offsets32 && out.pairs && b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
+  if (lean && env_switch("FASTATTN_BIAS_BWD_STAGED", true) && offsets32(out.stride_r) && out.pairs && b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
       out.stride_b % 8 == 0 && out.stride_h % 8 == 0 && out.stride_r % 8 == 0)
     out.lean |= kBwdBiasStaged;
 }

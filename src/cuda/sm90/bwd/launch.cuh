@@ -7,13 +7,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <utility>
 
 #include "cuda/common/bwd_params.h"
 #include "cuda/device_info.h"
+#include "cuda/env_switch.h"
 #include "cuda/early_launch.h"
 #include "cuda/stream_alloc.h"
 #include "cuda/sm90/bwd/api.h"
@@ -52,14 +51,6 @@ Status launch_behind(bool early, void (*kernel)(Params...), dim3 grid, int threa
                                                          stream, std::forward<Args>(args)...);
   if (e != cudaSuccess) return {Code::CudaError, std::string("backward launch: ") + cudaGetErrorString(e)};
   return Status::Ok();
-}
-
-// A batch-shared bias under longest-first sections walks the batch innermost unless
-// FASTATTN_BIAS_BWD_BATCH_INNER is 0 (read per call: the batch outermost there, as before session 40's
-// change, for an A/B in one process).
-inline bool bwd_bias_lpt_batch_inner_on() {
-  const char* v = std::getenv("FASTATTN_BIAS_BWD_BATCH_INNER");
-  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 // One config (head dim, q-block size) of the three kernels.
@@ -111,10 +102,10 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     if (p.deterministic || ring || band)
       return {Code::Internal, "backward: the bias kernel runs the default mode's accumulator path only"};
     // A batch-shared bias: the batch innermost, in block-index order (bias.cuh, bwd_bias_batch_inner_item) and
-    // inside longest-first sections (lpt_order.h, bwd_lpt_batch_inner_item) unless bwd_bias_lpt_batch_inner_on
-    // says no; paired key blocks keep the batch outermost.
+    // inside longest-first sections (lpt_order.h, bwd_lpt_batch_inner_item) unless FASTATTN_BIAS_BWD_BATCH_INNER
+    // is 0 (the batch outermost there, as before session 40); paired key blocks keep the batch outermost.
     p.bias.batch_inner = p.bias.stride_b == 0 && p.attn.batch > 1 && !p.kv_pair &&
-                                 (p.lpt_section == 0 || bwd_bias_lpt_batch_inner_on())
+                                 (p.lpt_section == 0 || cuda_backend::env_switch("FASTATTN_BIAS_BWD_BATCH_INNER", true))
                              ? 1
                              : 0;
   }

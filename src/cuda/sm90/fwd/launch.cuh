@@ -4,12 +4,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <numeric>
 #include <string>
 
 #include "cuda/device_info.h"
+#include "cuda/env_switch.h"
 #include "cuda/launch_plan.h"
 #include "cuda/sched/split_plan.h"
 #include "cuda/split_forward.h"
@@ -27,18 +26,6 @@ static_assert(kMaxClusterSplits == cuda_backend::kClusterMaxSplits && kClusterMe
 
 using FwdKernel = void (*)(CUtensorMap, CUtensorMap, CUtensorMap, CUtensorMap, FwdParams);
 
-// The bias kernels' smem staging (FwdBias::staged) unless FASTATTN_BIAS_STAGED is 0 (read per call:
-// the old per-thread global loads, for comparison in one process).
-inline bool bias_staging_on() {
-  const char* v = std::getenv("FASTATTN_BIAS_STAGED");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
-// The bias kernels' full blocks on the plain loop body (FwdBias::plain) unless FASTATTN_BIAS_PLAIN is 0
-// (read per call: every block on the generic body, for comparison in one process).
-inline bool bias_plain_on() {
-  const char* v = std::getenv("FASTATTN_BIAS_PLAIN");
-  return v == nullptr || std::strcmp(v, "0") != 0;
-}
 
 template <class Cfg>
 constexpr int fwd_smem_bytes() {
@@ -209,8 +196,11 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     params.bias = FwdBias{b.data, b.batch_stride, b.head_stride, b.row_stride, b.head_div,
                           even && reinterpret_cast<uintptr_t>(b.data) % 4 == 0};
     const bool by8 = b.batch_stride % 8 == 0 && b.head_stride % 8 == 0 && (b.rows <= 1 || b.row_stride % 8 == 0);
-    params.bias.staged = Cfg::kBiasStaged && by8 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 && bias_staging_on();
-    params.bias.plain = bias_plain_on();
+    // FASTATTN_BIAS_STAGED=0: the old per-thread global loads; FASTATTN_BIAS_PLAIN=0: every block on the
+    // generic body (cuda/env_switch.h)
+    params.bias.staged = Cfg::kBiasStaged && by8 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
+                         cuda_backend::env_switch("FASTATTN_BIAS_STAGED", true);
+    params.bias.plain = cuda_backend::env_switch("FASTATTN_BIAS_PLAIN", true);
   }
   params.kv = kv;
   params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;
