@@ -73,28 +73,38 @@ def test_flag_off_stays_off(seen_flags):
     assert seen_flags == [False, False]
 
 
+def cuda_qkv(seed, b, h, s, d):
+    """bf16 q, k, v on the GPU requiring grad, and the CPU generator that drew them (skips without a device)."""
+    if not (torch.cuda.is_available() and fastattn.cuda_available()):
+        pytest.skip("no CUDA device")
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    return [torch.randn(b, h, s, d, generator=gen).to("cuda", torch.bfloat16).requires_grad_() for _ in range(3)], gen
+
+
+def grads_under(switch, forward, tensors):
+    """The gradients of `tensors` from forward()'s backward with torch.use_deterministic_algorithms(True, **switch)
+    (None: the switch off), the switch off again afterwards; the tensors' grads are cleared for the next run."""
+    if switch is not None:
+        torch.use_deterministic_algorithms(True, **switch)
+    try:
+        forward().float().sum().backward()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    grads = [x.grad.clone() for x in tensors]
+    for x in tensors:
+        x.grad = None
+    return grads
+
+
 def test_cuda_float_mask_under_deterministic_refuses_at_backward():
     """CUDA (device only): with the switch on, a bool attn_mask's backward runs (the ordered dQ) and gives the
     gradients of the default mode up to rounding; a float one (the bias) runs forward and is refused by name at
     the backward, as docs/python.md says (the bias backward has no deterministic mode yet)."""
-    if not (torch.cuda.is_available() and fastattn.cuda_available()):
-        pytest.skip("no CUDA device")
-    gen = torch.Generator(device="cpu").manual_seed(7)
-    q, k, v = (torch.randn(2, 4, 300, 128, generator=gen).to("cuda", torch.bfloat16).requires_grad_()
-               for _ in range(3))
+    (q, k, v), gen = cuda_qkv(7, 2, 4, 300, 128)
     keep = (torch.rand(2, 1, 300, 300, generator=gen) < 0.8).to("cuda")
     keep[..., 0] = True
-    grads = []
-    for det in (False, True):
-        torch.use_deterministic_algorithms(det)
-        try:
-            fastattn.scaled_dot_product_attention(q, k, v, attn_mask=keep).float().sum().backward()
-        finally:
-            torch.use_deterministic_algorithms(False)
-        grads.append([x.grad.clone() for x in (q, k, v)])
-        for x in (q, k, v):
-            x.grad = None
-    for a, b in zip(*grads):
+    run = lambda: fastattn.scaled_dot_product_attention(q, k, v, attn_mask=keep)  # noqa: E731
+    for a, b in zip(grads_under(None, run, (q, k, v)), grads_under({}, run, (q, k, v))):
         torch.testing.assert_close(a, b, atol=2e-2, rtol=2e-2)
     bias = torch.where(keep, 0.5, float("-inf")).to(torch.bfloat16)
     torch.use_deterministic_algorithms(True)
@@ -110,27 +120,14 @@ def test_cuda_float_mask_under_warn_only_warns_and_runs():
     """CUDA (device only): torch.use_deterministic_algorithms(True, warn_only=True) with a float attn_mask warns
     that the bias backward is not ordered and runs it in the default mode (PyTorch's warn_only rule), giving the
     gradients of the switch-off run up to rounding."""
-    if not (torch.cuda.is_available() and fastattn.cuda_available()):
-        pytest.skip("no CUDA device")
-    gen = torch.Generator(device="cpu").manual_seed(11)
-    q, k, v = (torch.randn(1, 4, 113, 128, generator=gen).to("cuda", torch.bfloat16).requires_grad_()
-               for _ in range(3))
+    (q, k, v), gen = cuda_qkv(11, 1, 4, 113, 128)
     bias = (torch.randn(1, 4, 113, 113, generator=gen) * 0.5).to("cuda", torch.bfloat16)
-    grads = []
-    for warn_only in (None, True):
-        if warn_only:
-            torch.use_deterministic_algorithms(True, warn_only=True)
-        try:
-            if warn_only:
-                with pytest.warns(UserWarning, match="no deterministic"):
-                    out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-            else:
-                out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-            out.float().sum().backward()
-        finally:
-            torch.use_deterministic_algorithms(False)
-        grads.append([x.grad.clone() for x in (q, k, v)])
-        for x in (q, k, v):
-            x.grad = None
-    for a, b in zip(*grads):
+    run = lambda: fastattn.scaled_dot_product_attention(q, k, v, attn_mask=bias)  # noqa: E731
+
+    def warned_run():
+        with pytest.warns(UserWarning, match="no deterministic"):
+            return run()
+
+    plain = grads_under(None, run, (q, k, v))
+    for a, b in zip(plain, grads_under({"warn_only": True}, warned_run, (q, k, v))):
         torch.testing.assert_close(a, b, atol=2e-2, rtol=2e-2)
