@@ -158,14 +158,9 @@ void set_bias_params(const detail::Problem& problem, const detail::GradOperands&
   }
   // The lean paths (BwdBias::lean; sm90/bwd/bias.cuh) unless FASTATTN_BIAS_BWD_LEAN is 0, read per call so that
   // one process measures both. Their 32-bit offsets span 64 rows of a row stride: bounded well below 2^31.
-  // The lean loads stay off unless FASTATTN_BIAS_BWD_LEAN_LOADS is 1: measured slower than session 38's loads
-  // (H200, session 40 call 4: 1.14 x with the bias, 1.10 x with dbias), so the steps the staging cannot take
-  // (F32 bias, a warp's block past the sequence, unaligned layouts) keep those.
   const bool lean = env_switch("FASTATTN_BIAS_BWD_LEAN", true);
   auto offsets32 = [](int64_t row_stride) { return std::llabs(row_stride) < (int64_t(1) << 24); };
   out.lean = 0;
-  if (lean && env_switch("FASTATTN_BIAS_BWD_LEAN_LOADS", false) && offsets32(out.stride_r))
-    out.lean |= kBwdBiasLeanLoads;
   if (lean && out.grad != nullptr && reinterpret_cast<uintptr_t>(out.grad) % 8 == 0 && out.grad_stride_b % 2 == 0 &&
       out.grad_stride_h % 2 == 0 && out.grad_stride_r % 2 == 0 && offsets32(out.grad_stride_r))
     out.lean |= kBwdBiasGradPairs;

@@ -146,13 +146,13 @@ TEST_F(Sm90BwdBias, WithoutDbias) {
   run_bwd_case(c);
 }
 
-// Session 40's lean paths (BwdBias::lean, bias.cuh): a thread whose rows and keys all exist loads and adds
-// unguarded, dbias by key pairs where its base is 8-byte aligned and its strides even, else element by element.
+// Session 40's lean paths (BwdBias::lean, bias.cuh): the staged seed where a warp's rows and keys all exist,
+// dbias by key pairs where its base is 8-byte aligned and its strides even, else element by element.
 // Shapes with whole tiles only (192 x 384), whole tiles and an edge of one row / one key pair (129 x 258) or one
 // key (129 x 257: odd dbias stride, the scalar adds), the three bias dtypes, shared batch / heads (the pairs sum
 // with other adds), padded dbias rows (pitch 113 + 3 even: pairs over a padded stride; 200 + 3 odd: scalar) and
-// reversed ones (a negative stride). Then the same with the lean loads on (FASTATTN_BIAS_BWD_LEAN_LOADS=1) and
-// under FASTATTN_BIAS_BWD_LEAN=0: the session-38 paths stay right.
+// reversed ones (a negative stride). Then the same under FASTATTN_BIAS_BWD_LEAN=0: the session-38 paths stay
+// right.
 void lean_cases() {
   for (DType bias_dt : {DType::BF16, DType::F32, DType::F16}) {
     run_bwd_case(biased(DType::BF16, 128, 192, 384, 2, 2, bias_dt, true, 2));
@@ -177,14 +177,6 @@ void lean_cases() {
 
 TEST_F(Sm90BwdBias, LeanWholeAndEdgeTiles) {
   ScopedEnv on("FASTATTN_BIAS_BWD_LEAN", nullptr);
-  lean_cases();
-}
-
-// The lean loads are off by default (measured slower); FASTATTN_BIAS_BWD_LEAN_LOADS=1 turns them on beside the
-// staging: they must stay right while they stay in the kernel.
-TEST_F(Sm90BwdBias, LeanLoadsOnRequest) {
-  ScopedEnv on("FASTATTN_BIAS_BWD_LEAN", nullptr);
-  ScopedEnv loads("FASTATTN_BIAS_BWD_LEAN_LOADS", "1");
   lean_cases();
 }
 

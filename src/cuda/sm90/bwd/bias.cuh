@@ -78,30 +78,6 @@ __device__ __forceinline__ void bwd_bias_prefetch(const cuda_backend::BwdParams&
         asm volatile("prefetch.global.L1 [%0];" ::"l"(base + (8 * j + e) * row_bytes));
 }
 
-// The same lines, each once a warp (BwdBias::lean & kBwdBiasLeanLoads): the warp's 16 keys of one q row are 32 /
-// 64 bytes (BF16 / F32), one line or two where the row's start is not aligned; lane l takes q rows l + 32 i of
-// the warp's kN and prefetches the line of the first key and that of the last existing one (the same line in
-// the aligned case: a second hint to it costs an issue slot, not a transfer):
-// 4 prefetches a thread at kN 64 instead of 16, and one guard a row instead of one an element.
-template <int kN, bool kF32>
-__device__ __forceinline__ void bwd_bias_prefetch_lean(const cuda_backend::BwdParams& p, const BwdBiasSpot& s) {
-  static_assert(kN % 32 == 0);
-  const int lane = threadIdx.x % 32, up = 2 * (lane % 4), key0 = s.key - lane / 4;  // the warp's (q0, key) corner
-  if (key0 >= s.len_k) return;
-  const int last = min(15, s.len_k - 1 - key0);
-  const int64_t row_bytes = p.bias.stride_r * (kF32 ? 4 : 2);
-  const char* corner = static_cast<const char*>(p.bias.data) + (s.at - up * p.bias.stride_r - lane / 4) * (kF32 ? 4 : 2);
-#pragma unroll
-  for (int i = 0; i < kN / 32; ++i) {
-    const int r = lane + 32 * i;
-    if (r - up < s.rows_left) {
-      const char* row = corner + r * row_bytes;
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(row));
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(row + last * (kF32 ? 4 : 2)));
-    }
-  }
-}
-
 // S^T's accumulator seeded with the bias over the softmax scale: after S^T += K Q^T and the step's usual
 // scale log2e, the exponent is s scale log2e + bias log2e, the forward's (whose lse, in log2 units from the
 // preprocess, includes the bias). -inf entries stay -inf. F32 bias (BiasBwdConfig's kF32 kernel): element by
@@ -114,17 +90,6 @@ __device__ __forceinline__ void bwd_bias_seed_f32(float (&st)[kN / 2], const cud
                                                   const BwdBiasSpot& s) {
   const float inv_scale = p.bias.inv_scale;
   const float* base = static_cast<const float*>(p.bias.data) + s.at;
-  if ((p.bias.lean & cuda_backend::kBwdBiasLeanLoads) && kN - 7 < s.rows_left && s.key + 8 < s.len_k) {
-    // every row and key of this thread exists: no guards, rows 8 j + e at 32-bit offsets off one base
-    const int rs = int(p.bias.stride_r);
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) st[4 * j + 2 * hh + e] = __ldg(base + ((8 * j + e) * rs + 8 * hh)) * inv_scale;
-    return;
-  }
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)
 #pragma unroll
@@ -187,15 +152,6 @@ __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_
   const int odd = s.key & 1;
   const unsigned short* base = static_cast<const unsigned short*>(p.bias.data) + s.at + odd * (p.bias.stride_r - 1);
   // loaded: w[2 j + hh] is q row 8 j + odd, keys k + 8 hh, + 1 (k = s.key - odd), then exchanged into the same order
-  if ((p.bias.lean & cuda_backend::kBwdBiasLeanLoads) && kN - 7 < s.rows_left && s.key - odd + 9 < s.len_k) {
-    // every row and key pair of this thread exists: no guards, rows 8 j at 32-bit offsets off one base
-    const int rs = int(p.bias.stride_r);
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh)
-        w[2 * j + hh] = __ldg(reinterpret_cast<const unsigned int*>(base + (8 * j * rs + 8 * hh)));
-  } else {
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j) {
     const unsigned short* row = base + (8 * j) * p.bias.stride_r;
@@ -210,7 +166,6 @@ __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_
         v = __ldg(row + 8 * hh);
       w[2 * j + hh] = v;
     }
-  }
   }
   const uint32_t sel = odd ? 0x3276u : 0x5410u;  // even lane: (own low, partner's low); odd: (partner's high, own high)
 #pragma unroll

@@ -183,10 +183,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           return;
         }
       }
-      if (p.bias.lean & cuda_backend::kBwdBiasLeanLoads)
-        bwd_bias_prefetch_lean<kN, Cfg::kBiasF32>(p, spot);
-      else
-        bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, spot);
+      bwd_bias_prefetch<kN, Cfg::kBiasF32>(p, spot);
     }
   };
   if constexpr (Cfg::kBias) {
