@@ -317,23 +317,38 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       };
       const bool staged = Cfg::kBiasStaged && fb.staged;
       if (staged && (kWhole || n0 + N <= t.seq.len_k)) {
-        // One ldmatrix per two chunks: matrix i = lane / 8 is the slot's rows 8 h.. (h = i % 2) at chunk
-        // j + i / 2, which lands as this thread's words (h, j + i / 2). Lane l addresses row
-        // rr = 8 h + l % 8 (rr % 8 = l % 8); chunk c of it lies at c ^ (l % 8), and for even j,
-        // (j + i / 2) ^ (l % 8) = j ^ ((i / 2) ^ (l % 8)).
         if (bias_staged_n != n) stage_bias(n);
         bias_cp_async_wait_all();
         __syncwarp();  // every lane's copies have landed
-        const int mtx = lane / 8, swz = (mtx / 2) ^ (lane % 8);
-        const uint32_t row_at = bias_slot(sm) + (lane % 8 + 8 * (mtx % 2)) * (N * 2);
+        if constexpr (N == 128) {
+          // One ldmatrix per two chunks: matrix i = lane / 8 is the slot's rows 8 h.. (h = i % 2) at chunk
+          // j + i / 2, which lands as this thread's words (h, j + i / 2). Lane l addresses row
+          // rr = 8 h + l % 8 (rr % 8 = l % 8); chunk c of it lies at c ^ (l % 8), and for even j,
+          // (j + i / 2) ^ (l % 8) = j ^ ((i / 2) ^ (l % 8)).
+          const int mtx = lane / 8, swz = (mtx / 2) ^ (lane % 8);
+          const uint32_t row_at = bias_slot(sm) + (lane % 8 + 8 * (mtx % 2)) * (N * 2);
 #pragma unroll
-        for (int j = 0; j < N / 8; j += 2) {
-          uint32_t w[4];
-          ldsm_x4(w, row_at + ((j ^ swz) * 16));
+          for (int j = 0; j < N / 8; j += 2) {
+            uint32_t w[4];
+            ldsm_x4(w, row_at + ((j ^ swz) * 16));
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float2 f = cuda_backend::unpack2<T>(w[i]);
-            add(i % 2, j + i / 2, f.x, f.y);
+            for (int i = 0; i < 4; ++i) {
+              const float2 f = cuda_backend::unpack2<T>(w[i]);
+              add(i % 2, j + i / 2, f.x, f.y);
+            }
+          }
+        } else {
+          // d 64's 192-key blocks: a word a load (row rr = lane / 4 + 8 h, rr % 8 = lane / 4; chunk j; word
+          // quad_col). The ldmatrix read measured 1-2 % slower here (notes, masks-sm90.md, session 41).
+          const int r = lane / 4;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t row_at = bias_slot(sm) + (r + 8 * h) * (N * 2) + quad_col * 4;
+#pragma unroll
+            for (int j = 0; j < N / 8; ++j) {
+              const float2 f = cuda_backend::unpack2<T>(lds_u32(row_at + ((j ^ r) * 16)));
+              add(h, j, f.x, f.y);
+            }
           }
         }
       } else if (fb.paired) {

@@ -47,7 +47,7 @@ struct BitStageSmem<Cfg, true> {
 // kBlockN keys of one block (16-bit elements), copied one block ahead by the warp itself and read by
 // it alone (a __syncwarp orders its reads before the next copy). Row rr's 16-byte chunk c (keys
 // 8c..8c+7) sits at chunk c ^ (rr % 8) of its row: each 8 x 8 matrix an ldmatrix reads (8 rows of one
-// chunk) then hits 32 different banks. Other configs: empty (one byte in the tail padding).
+// chunk), and each word-by-word read (8 rows x 4 words of one chunk), then hits 32 different banks. Other configs: empty (one byte in the tail padding).
 template <class Cfg, bool = Cfg::kBiasStaged>
 struct BiasStageSmem {};
 template <class Cfg>
