@@ -29,11 +29,12 @@ template <class T>
 __device__ __forceinline__ float2 unpack2(uint32_t w);
 template <>
 __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
-  return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&w));
+  // bf16 is fp32's high half: one shift and one mask (the intrinsic's high half takes a PRMT and a shift)
+  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
 }
 template <>
 __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
-  return __half22float2(*reinterpret_cast<__half2*>(&w));
+  return __half22float2(*reinterpret_cast<const __half2*>(&w));
 }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }

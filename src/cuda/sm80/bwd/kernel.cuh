@@ -84,14 +84,7 @@ __device__ __forceinline__ void mma_frag_b(float (&acc)[Cfg::kHeadDim / 2], cons
   }
 }
 
-// The two floats of a packed T pair.
-template <class T>
-__device__ __forceinline__ float2 unpack2(uint32_t v) {
-  if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v));
-  else
-    return __half22float2(*reinterpret_cast<const __half2*>(&v));
-}
+using cuda_backend::unpack2;  // the two floats of a packed T pair
 
 // dQ's part of warp (wm, wn): rows 16 wm .. of the q-block, columns wn D / 2 .., over the 128 keys:
 // A = dS from the dS^T tile read transposed, B = K read transposed; then added into the q-block's

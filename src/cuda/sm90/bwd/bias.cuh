@@ -8,13 +8,13 @@
 // is key row + 8 hh, q column 8 j + 2 quad_col + e.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstdint>
 
 #include "cuda/common/bwd_params.h"
-
-#include <cuda_bf16.h>
+#include "cuda/common/math.cuh"
 
 namespace fastattn::sm90 {
 
@@ -29,17 +29,7 @@ __device__ __forceinline__ int bwd_bias_batch_inner_item(int x, int batch, int n
   return n_block + n_blocks * (kv_head + heads_kv * b);
 }
 
-// A packed pair of T (cuda_backend::pack2's order: low half first) as two floats.
-template <class T>
-__device__ __forceinline__ float2 unpack2(uint32_t w);
-template <>
-__device__ __forceinline__ float2 unpack2<__nv_bfloat16>(uint32_t w) {
-  return make_float2(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u));
-}
-template <>
-__device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
-  return __half22float2(*reinterpret_cast<const __half2*>(&w));
-}
+using cuda_backend::unpack2;  // a packed pair of T (pack2's order: low half first) as two floats
 
 // Where one thread's bias elements of a step start, and which of them exist: q rows past len_q and keys
 // past len_k read 0 (their P is 0 by the lse / mask anyway) and add no dbias.

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 
@@ -198,7 +199,9 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
     const bool by8 = b.batch_stride % 8 == 0 && b.head_stride % 8 == 0 && (b.rows <= 1 || b.row_stride % 8 == 0);
     // FASTATTN_BIAS_STAGED=0: the old per-thread global loads; FASTATTN_BIAS_PLAIN=0: every block on the
     // generic body (cuda/env_switch.h)
-    params.bias.staged = Cfg::kBiasStaged && by8 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
+    // (the staged copies address a tile's rows by 32-bit element offsets: fwd/mainloop.cuh, bias_tile_rows)
+    const bool rows32 = b.rows <= 1 || (b.rows - 1) * std::abs(b.row_stride) < (int64_t(1) << 31);
+    params.bias.staged = Cfg::kBiasStaged && by8 && rows32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
                          cuda_backend::env_switch("FASTATTN_BIAS_STAGED", true);
     params.bias.plain = cuda_backend::env_switch("FASTATTN_BIAS_PLAIN", true);
   }

@@ -229,19 +229,37 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // so that the copy has a whole block's softmax and GEMMs to land in. bias_staged_n: the block
   // position whose copy is in flight (-1 none; a tile's first block is copied where it is added).
   int bias_staged_n = -1;
+  // Lane l copies chunks (l % 8) + 8 k of rows l / 8 + 4 i: an instruction covers 128 contiguous
+  // bytes of 4 rows, and a lane needs one row address per i (k is an immediate offset). The rows'
+  // sources depend on the tile only: bias_tile_rows sets them when the walk moves (the head's bias at
+  // the lane's first key, and each row's offset in elements: 32 bits, as the host stages only biases
+  // whose rows span less than 2^31 elements; rows past the sequence read row 0). Not at d 64's N 192,
+  // whose scores leave no registers to keep them across the loop (spills): set per block there.
+  constexpr bool kBiasRowsPerTile = N == 128;
+  const T* bias_lane_src = nullptr;
+  int bias_row_off[Cfg::kBiasStaged ? 4 : 1] = {};
+  auto bias_tile_rows = [&]() {
+    if constexpr (Cfg::kBiasStaged) {
+      const FwdTileFor<Cfg>& t = walk.t;
+      bias_lane_src = bias_head() + 8 * (lane % 8);
+      const int row_base = t.m0 + (row_in_tile & ~15) + lane / 8;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = row_base + 4 * i;
+        bias_row_off[i] = (unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * int(p.bias.row_stride);
+      }
+    }
+  };
   auto stage_bias = [&](int n) {
     if constexpr (Cfg::kBiasStaged) {
-      // Lane l copies chunks (l % 8) + 8 k of rows l / 8 + 4 i: an instruction covers 128 contiguous
-      // bytes of 4 rows, and a lane needs one row address per i (k is an immediate offset).
       static_assert(N % 64 == 0, "bias stage: 64-key groups");
-      const FwdTileFor<Cfg>& t = walk.t;
-      const T* head = bias_head() + t.blocks.block(n) * N + 8 * (lane % 8);
-      const int row_base = t.m0 + (row_in_tile & ~15) + lane / 8;
+      if constexpr (!kBiasRowsPerTile) bias_tile_rows();
+      const T* head = bias_lane_src + walk.t.blocks.block(n) * N;
       const uint32_t slot = bias_slot(sm) + (lane / 8) * (N * 2);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int row = row_base + 4 * i;  // slot row lane / 8 + 4 i, whose % 8 is lane / 8 + 4 (i % 2)
-        const T* src = head + int64_t(unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * p.bias.row_stride;
+        // slot row lane / 8 + 4 i, whose % 8 is lane / 8 + 4 (i % 2)
+        const T* src = head + bias_row_off[i];
         const uint32_t dst = slot + 4 * i * (N * 2) + (((lane % 8) ^ (lane / 8 + 4 * (i % 2))) * 16);
 #pragma unroll
         for (int k = 0; k < N / 64; ++k) bias_cp_async16(dst + 128 * k, src + 64 * k);
@@ -459,7 +477,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // and -inf LSE here, with no load and no MMA.
   auto next_keyed_tile = [&]() {
     while (walk.next(p)) {
-      if (walk.t.sees_keys()) return true;
+      if (walk.t.sees_keys()) {
+        if constexpr (kBiasRowsPerTile) bias_tile_rows();
+        return true;
+      }
       if constexpr (Cfg::kBlockList) {
         store_zero_rows<T, Cfg>(p, walk.t, row_in_tile, quad_col);
       } else {
