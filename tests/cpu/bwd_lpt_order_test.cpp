@@ -248,7 +248,9 @@ TEST(BwdLptOrder, BatchInnerSectionsPermuteAndKeepWork) {
       ++seen[size_t(got)];
       at[size_t(x)] = got;
       ASSERT_EQ(got % n_blocks, lpt % n_blocks) << "position " << x << " changed its key block";
-      if (batch == 1) ASSERT_EQ(got, lpt);
+      if (batch == 1) {
+        ASSERT_EQ(got, lpt);
+      }
     }
     for (int n : seen) ASSERT_EQ(n, 1) << "not a permutation";
     if (batch == 1 || section % batch != 0) continue;
