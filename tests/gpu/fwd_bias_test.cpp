@@ -31,6 +31,7 @@ struct BiasCase {
   int extra_rows = 0, extra_cols = 0;
   int row_pad = 0;          // elements after each row (odd ones: the kernel's 16-bit pair loads)
   int base_offset = 0;      // elements before the first one (odd: a base that is not 4-byte aligned)
+  bool rows_reversed = false;  // row i stored at position rows - 1 - i: a negative row stride
   double neginf = 0.0;      // fraction of -inf entries
   int neginf_row = -1;      // this row -inf everywhere
   float range = 3.f;        // entries uniform in [-range, range)
@@ -42,7 +43,7 @@ struct BiasCase {
            (head_stride0 ? " hstride0" : "") + " extra(" + std::to_string(extra_rows) + "," +
            std::to_string(extra_cols) + ") pad" + std::to_string(row_pad) + " offset" + std::to_string(base_offset) +
            " -inf " + std::to_string(neginf) +
-           " -inf row " + std::to_string(neginf_row) + (zero ? " zero" : "");
+           " -inf row " + std::to_string(neginf_row) + (zero ? " zero" : "") + (rows_reversed ? " reversed" : "");
   }
 };
 
@@ -53,6 +54,7 @@ struct BiasTensor {
   std::vector<uint16_t> host;
   std::unique_ptr<DeviceBuffer> dev;
   int64_t offset = 0;  // elements before the bias's first one, in both copies
+  bool reversed = false;
 
   BiasTensor(const BiasCase& bc, const CaseIndex& idx, std::mt19937& rng) {
     const FwdCase& c = bc.c;
@@ -66,6 +68,7 @@ struct BiasTensor {
     stride[1] = bc.head_stride0 ? 0 : shape[2] * stride[2];
     stride[0] = stored_heads * shape[2] * stride[2];
     offset = bc.base_offset;
+    reversed = bc.rows_reversed;
     host.assign(size_t(offset + shape[0] * stride[0]), 0xFFFF);  // padding: NaN, never read
     std::uniform_real_distribution<float> u(-bc.range, bc.range);
     std::uniform_real_distribution<double> coin(0.0, 1.0);
@@ -75,7 +78,8 @@ struct BiasTensor {
           for (int64_t j = 0; j < shape[3]; ++j) {
             float x = bc.zero ? 0.f : u(rng);
             if (i == bc.neginf_row || (bc.neginf > 0 && coin(rng) < bc.neginf)) x = -INFINITY;
-            host[size_t(offset + b * stride[0] + h * shape[2] * stride[2] + i * stride[2] + j)] = to_bits(x, c.dtype);
+            const int64_t at = reversed ? shape[2] - 1 - i : i;
+            host[size_t(offset + b * stride[0] + h * shape[2] * stride[2] + at * stride[2] + j)] = to_bits(x, c.dtype);
           }
     dev = std::make_unique<DeviceBuffer>(host.size() * 2);
     dev->upload(host.data());
@@ -89,6 +93,10 @@ struct BiasTensor {
     for (int i = 0; i < 4; ++i) {
       t.shape[i] = shape[i];
       t.stride[i] = stride[i];
+    }
+    if (reversed) {  // row 0 is the last stored row of each (batch, head)
+      t.data = static_cast<uint16_t*>(t.data) + (shape[2] - 1) * stride[2];
+      t.stride[2] = -stride[2];
     }
     return t;
   }
@@ -210,6 +218,24 @@ TEST_F(Sm90FwdBias, LayoutsAndCover) {
   b.c.causal = true;
   b.c.sq = b.c.sk;
   run_bias_case(b);
+}
+
+// Rows stored in reverse (a negative row stride, a multiple of 8: the staged copy's 32-bit row offsets are
+// negative), full and causal, d 128 (sources set once a tile) and d 64 (once a block), odd lengths.
+TEST_F(Sm90FwdBias, ReversedRowsStaged) {
+  for (int d : {128, 64}) {
+    BiasCase b = bias_case(DType::BF16, d, 300, 640, 2, 2);
+    b.rows_reversed = true;
+    run_bias_case(b);
+    b.c.causal = true;
+    b.c.sq = 640;
+    run_bias_case(b);
+    b.c.causal = false;
+    b.c.sq = 113;
+    b.extra_cols = 11;  // 651 columns in rows of 656 elements (a multiple of 8)
+    b.row_pad = 5;
+    run_bias_case(b);
+  }
 }
 
 TEST_F(Sm90FwdBias, NegInfEntriesAndRows) {

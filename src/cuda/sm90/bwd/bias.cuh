@@ -138,7 +138,6 @@ __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_
     return;
   }
   uint32_t w[kN / 4];
-  {
   const int odd = s.key & 1;
   const unsigned short* base = static_cast<const unsigned short*>(p.bias.data) + s.at + odd * (p.bias.stride_r - 1);
   // loaded: w[2 j + hh] is q row 8 j + odd, keys k + 8 hh, + 1 (k = s.key - odd), then exchanged into the same order
@@ -162,7 +161,6 @@ __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_
   for (int i = 0; i < kN / 4; ++i) {
     const uint32_t partner = __shfl_xor_sync(0xffffffffu, w[i], 4);
     w[i] = __byte_perm(w[i], partner, sel);  // q rows 8 j (low half), 8 j + 1 (high half)
-  }
   }
 #pragma unroll
   for (int i = 0; i < kN / 4; ++i) {

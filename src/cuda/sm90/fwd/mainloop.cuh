@@ -246,7 +246,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int row = row_base + 4 * i;
-        bias_row_off[i] = (unsigned(row) < unsigned(t.seq.len_q) ? row : 0) * int(p.bias.row_stride);
+        // unsigned: wraps (unused) instead of overflowing where the host does not stage (rows32 false)
+        bias_row_off[i] = int((unsigned(row) < unsigned(t.seq.len_q) ? unsigned(row) : 0u) * unsigned(p.bias.row_stride));
       }
     }
   };
