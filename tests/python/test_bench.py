@@ -457,6 +457,22 @@ def test_ab_pairs_shapes_and_ratio_quantiles():
     assert ab.quantile([1.0, 2.0], 0.5) == 1.5
 
 
+def test_bias_ab_arguments_and_ratios():
+    ab = _bench_script("bias_ab.py", "bias_ab")
+    lib = __file__  # any existing file stands for a library here
+    args = ab.parse_args(["--lib", f"base={lib}", "--lib", f"new={lib}", "--mode", "bwd", "--d", "128,64"])
+    assert args.libs == [["base", lib], ["new", lib]] and args.mode == "bwd" and args.dims == [128, 64]
+    for bad in ([f"--lib={lib}"], ["--lib", "x"], ["--lib", "x=/no/such/lib.so"],
+                ["--lib", f"a={lib}", "--lib", f"a={lib}"], ["--lib", f"dense={lib}"],
+                ["--lib", f"a={lib}", "--rounds", "0"], ["--lib", f"a={lib}", "--d", "128,x"],
+                ["--lib", f"a={lib}", "--mode", "both"]):
+        with pytest.raises(SystemExit):
+            ab.parse_args(bad)
+    # x / base: the median of per-round ratios (not the ratio of medians), with the rounds' min-max
+    times = {"base": [1.0, 2.0, 4.0], "new": [0.5, 3.0, 2.0]}
+    assert ab.ratio_cells(times, ["base", "new"]) == ["0.500 (0.500-1.500)"]
+
+
 def test_run_peers_args_mirror_c_api_layout(tmp_path):
     # fastattn_args_init writes the whole fastattn_args: a shorter ctypes mirror (block_mask missing)
     # had it write past the Python object, and fastattn_forward read block_mask from beyond it
