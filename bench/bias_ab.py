@@ -15,6 +15,7 @@ import ctypes
 import importlib.util
 import os
 import statistics
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -79,6 +80,8 @@ def call(fa, fn_name, *refs):
 def main(argv=None):
     args = parse_args(argv)
     import torch
+    sys.path.insert(0, HERE)
+    from bias_bench import bias_args  # the C ABI arguments bench/bias_bench.py times its forward with
     spec = importlib.util.spec_from_file_location("run_peers", os.path.join(HERE, "run-peers.py"))
     rp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rp)
@@ -89,15 +92,14 @@ def main(argv=None):
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     torch.manual_seed(0)
 
-    def fa_args(fa, q, k, v, out, lse, bias, causal):
-        a = rp.FaArgs()
-        fa.lib.fastattn_args_init(ctypes.byref(a))
-        a.q, a.k, a.v, a.out, a.lse = (fa._tensor(t) for t in (q, k, v, out, lse))
-        if bias is not None:
-            a.bias = fa._tensor(bias)
-        a.causal = int(causal)
-        a.backend = 2
-        return a
+    def sides_made(make):
+        """The base's dense call and every side's biased one, each run once (so that their results exist)."""
+        fns = {"dense": make(libs[base], False)}
+        fns.update({n: make(libs[n], True) for n in sides})
+        for n in sides:
+            fns[n]()
+        torch.cuda.synchronize()
+        return fns
 
     head = "| " + " | ".join(f"{n} ms" for n in sides) + " | " + " | ".join(f"{n} / {base}" for n in sides[1:])
     print(f"{args.mode}: b{b} s{s} h{h} bf16, bias (1, h, s, s), {args.rounds} rounds, medians "
@@ -112,17 +114,13 @@ def main(argv=None):
                 def make(fa, with_bias):
                     out = torch.full_like(q, float("nan"))  # poisoned: a side that writes nothing cannot agree
                     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-                    a = fa_args(fa, q, k, v, out, lse, bias if with_bias else None, causal)
+                    a = bias_args(rp, fa, q, k, v, out, lse, bias if with_bias else None, causal)
 
                     def run():
                         call(fa, "fastattn_forward", ctypes.byref(a), stream)
                     run.keep, run.out = (a, lse), out
                     return run
-                fns = {"dense": make(libs[base], False)}
-                fns.update({n: make(libs[n], True) for n in sides})
-                for n in sides:
-                    fns[n]()
-                torch.cuda.synchronize()
+                fns = sides_made(make)
                 same = all(torch.equal(fns[base].out, fns[n].out) for n in sides)
                 t = timed_rounds(torch, fns, args.rounds)
                 m = {n: statistics.median(t[n]) for n in fns}
@@ -143,7 +141,7 @@ def main(argv=None):
                 def make(fa, with_bias):
                     out = torch.empty_like(q)
                     lse = torch.empty(b, h, s, device="cuda", dtype=torch.float32)
-                    a = fa_args(fa, q, k, v, out, lse, bias16 if with_bias else None, causal)
+                    a = bias_args(rp, fa, q, k, v, out, lse, bias16 if with_bias else None, causal)
                     call(fa, "fastattn_forward", ctypes.byref(a), stream)
                     if with_bias:
                         a.bias = fa._tensor(bias)
@@ -157,11 +155,7 @@ def main(argv=None):
                         call(fa, "fastattn_backward", *refs, stream)
                     run.keep, run.grads = (out, lse, a, views), grads
                     return run
-                fns = {"dense": make(libs[base], False)}
-                fns.update({n: make(libs[n], True) for n in sides})
-                for n in sides:
-                    fns[n]()
-                torch.cuda.synchronize()
+                fns = sides_made(make)
                 same = all(torch.equal(x, y) for n in sides for x, y in zip(fns[base].grads[1:], fns[n].grads[1:]))
                 t = timed_rounds(torch, fns, args.rounds)
                 m = {n: statistics.median(t[n]) for n in fns}

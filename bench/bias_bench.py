@@ -27,10 +27,8 @@ def load_peers_module():
     return mod
 
 
-def fastattn_fn(torch, rp, fa, q, k, v, bias, causal):
-    """Our forward on (b, s, h, d) tensors through the C ABI, with `bias` (or None)."""
-    out = torch.empty_like(q)
-    lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device=q.device, dtype=torch.float32)
+def bias_args(rp, fa, q, k, v, out, lse, bias, causal):
+    """The C ABI's arguments of our CUDA forward on (b, s, h, d) tensors, with `bias` (or None)."""
     a = rp.FaArgs()
     fa.lib.fastattn_args_init(ctypes.byref(a))
     a.q, a.k, a.v, a.out, a.lse = (fa._tensor(t) for t in (q, k, v, out, lse))
@@ -38,6 +36,14 @@ def fastattn_fn(torch, rp, fa, q, k, v, bias, causal):
         a.bias = fa._tensor(bias)
     a.causal = int(causal)
     a.backend = 2
+    return a
+
+
+def fastattn_fn(torch, rp, fa, q, k, v, bias, causal):
+    """Our forward on (b, s, h, d) tensors through the C ABI, with `bias` (or None)."""
+    out = torch.empty_like(q)
+    lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device=q.device, dtype=torch.float32)
+    a = bias_args(rp, fa, q, k, v, out, lse, bias, causal)
     stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
     ref = ctypes.byref(a)
 
