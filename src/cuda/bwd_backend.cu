@@ -165,8 +165,9 @@ void set_bias_params(const detail::Problem& problem, const detail::GradOperands&
       out.grad_stride_h % 2 == 0 && out.grad_stride_r % 2 == 0 && offsets32(out.grad_stride_r))
     out.lean |= kBwdBiasGradPairs;
   // (the staged seed sits in bwd_bias_seed16's paired branch: without pairs the copy would never be awaited)
-  if (lean && env_switch("FASTATTN_BIAS_BWD_STAGED", true) && offsets32(out.stride_r) && out.pairs && b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
-      out.stride_b % 8 == 0 && out.stride_h % 8 == 0 && out.stride_r % 8 == 0)
+  if (lean && env_switch("FASTATTN_BIAS_BWD_STAGED", true) && offsets32(out.stride_r) && out.pairs &&
+      b.dtype != DType::F32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 && out.stride_b % 8 == 0 &&
+      out.stride_h % 8 == 0 && out.stride_r % 8 == 0)
     out.lean |= kBwdBiasStaged;
 }
 

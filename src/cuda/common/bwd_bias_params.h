@@ -12,11 +12,12 @@ namespace fastattn::cuda_backend {
 // and widens them itself, so that one kernel serves the three dtypes.
 enum BwdBiasKind : int { kBiasF32 = 0, kBiasBF16 = 1, kBiasF16 = 2 };
 
-// BwdBias::lean. kBwdBiasGradPairs: dbias by 8-byte vector adds of key pairs (red.global.add.v2.f32) from 32-bit offsets, set
-// where dbias's base is 8-byte aligned, its strides even and 64 rows of it span less than 2^31 elements.
+// BwdBias::lean. kBwdBiasGradPairs: dbias by 8-byte vector adds of key pairs (red.global.add.v2.f32) from 32-bit
+// offsets, set where dbias's base is 8-byte aligned, its strides even and 64 rows of it span less than 2^31 elements.
 // kBwdBiasStaged (BF16 / F16 bias, base 16-byte aligned, strides multiples of 8 elements, 64 rows within 2^31
-// elements; FASTATTN_BIAS_BWD_STAGED=0 clears it alone): a warp's 64 q rows x 16 keys of the next step copied by cp.async into shared memory a step
-// ahead and read by ldmatrix.trans straight into the seed's order (bias.cuh, bwd_bias_stage).
+// elements; FASTATTN_BIAS_BWD_STAGED=0 clears it alone): a warp's 64 q rows x 16 keys of the next step copied by
+// cp.async into shared memory a step ahead and read by ldmatrix.trans straight into the seed's order (bias.cuh,
+// bwd_bias_stage).
 enum BwdBiasLean : int { kBwdBiasGradPairs = 2, kBwdBiasStaged = 4 };
 
 struct BwdBias {

@@ -15,6 +15,7 @@
 
 #include "cuda/common/bwd_params.h"
 #include "cuda/common/math.cuh"
+#include "cuda/sm90/prim/ldmatrix.cuh"
 
 namespace fastattn::sm90 {
 
@@ -125,9 +126,7 @@ __device__ __forceinline__ void bwd_bias_seed16(float (&st)[kN / 2], const cuda_
     for (int jj = 0; jj < kN / 16; ++jj) {
       const int r = 8 * (2 * jj + mtx / 2) + lane % 8, c = mtx % 2;  // block mtx: q rows 8 (2 jj + mtx / 2).., keys 8 c..
       uint32_t q[4];
-      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
-                   : "=r"(q[0]), "=r"(q[1]), "=r"(q[2]), "=r"(q[3])
-                   : "r"(slot + 32 * r + 16 * (c ^ ((r >> 2) & 1))));
+      ldmatrix_x4_trans(slot + 32 * r + 16 * (c ^ ((r >> 2) & 1)), q);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
         const float2 v = bf16 ? unpack2<__nv_bfloat16>(q[k]) : unpack2<__half>(q[k]);

@@ -19,6 +19,7 @@
 #include "cuda/sm90/fwd/epilogue.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
 #include "cuda/sm90/prim/barriers.h"
+#include "cuda/sm90/prim/ldmatrix.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
 #include "cuda/sm90/prim/stmatrix.cuh"
@@ -349,7 +350,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
           for (int j = 0; j < N / 8; j += 2) {
             uint32_t w[4];
-            ldsm_x4(w, row_at + ((j ^ swz) * 16));
+            ldmatrix_x4(row_at + ((j ^ swz) * 16), w);
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
               const float2 f = cuda_backend::unpack2<T>(w[i]);

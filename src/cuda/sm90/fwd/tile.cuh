@@ -47,7 +47,8 @@ struct BitStageSmem<Cfg, true> {
 // kBlockN keys of one block (16-bit elements), copied one block ahead by the warp itself and read by
 // it alone (a __syncwarp orders its reads before the next copy). Row rr's 16-byte chunk c (keys
 // 8c..8c+7) sits at chunk c ^ (rr % 8) of its row: each 8 x 8 matrix an ldmatrix reads (8 rows of one
-// chunk), and each word-by-word read (8 rows x 4 words of one chunk), then hits 32 different banks. Other configs: empty (one byte in the tail padding).
+// chunk), and each word-by-word read (8 rows x 4 words of one chunk), then hits 32 different banks.
+// Other configs: empty (one byte in the tail padding).
 template <class Cfg, bool = Cfg::kBiasStaged>
 struct BiasStageSmem {};
 template <class Cfg>
@@ -63,14 +64,6 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t addr) {
   uint32_t v;
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
   return v;
-}
-// Four 8 x 8 16-bit matrices, lane l addressing row l % 8 of matrix l / 8; word i of lane t is matrix i's
-// (row t / 4, columns 2 (t % 4), + 1): a 16-row accumulator fragment's order.
-__device__ __forceinline__ void ldsm_x4(uint32_t (&w)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
-               : "r"(addr)
-               : "memory");
 }
 __device__ __forceinline__ void sts_u32(uint32_t addr, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");

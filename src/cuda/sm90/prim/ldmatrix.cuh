@@ -14,5 +14,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t row_addr, uint32_t (&m)[4])
                : "r"(row_addr)
                : "memory");
 }
+// The same with .trans: lane l receives row l / 4, columns 2 (l % 4) and + 1 of each matrix transposed
+// (i.e. column l / 4, rows 2 (l % 4) and + 1 of the matrix in smem).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t row_addr, uint32_t (&m)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(m[0]), "=r"(m[1]), "=r"(m[2]), "=r"(m[3])
+               : "r"(row_addr)
+               : "memory");
+}
 
 }  // namespace fastattn::sm90
