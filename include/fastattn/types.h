@@ -154,6 +154,11 @@ struct AttnArgs {
   // over the batch entries and query heads that share a bias entry; 0 where (i, j) is masked or
   // outside every sequence. F32 only; unit last stride; other strides free but must not overlap.
   Tensor dbias;
+  // ALiBi (optional; undefined = none), FlashAttention's `alibi_slopes`: F32, (heads_q) or (batch, heads_q),
+  // unit last stride. Adds  -slope[b, h] * |i + s_k - s_q - j|  to s_ij (after softcap, beside any bias),
+  // computed in fp32 inside the kernels, with (s_q, s_k) each sequence's used lengths (varlen too). The
+  // slopes get no gradient (as in FlashAttention).
+  Tensor alibi_slopes;
 
   Backend backend = Backend::Auto;
   int32_t num_threads = 0;  // CPU backend: 0 = all hardware threads

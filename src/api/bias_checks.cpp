@@ -80,6 +80,29 @@ Status check_bias(const AttnArgs& a, bool varlen, const HostIndexArrays& idx) {
   return Status::Ok();
 }
 
+Status check_alibi(const AttnArgs& a, bool varlen) {
+  const Tensor& t = a.alibi_slopes;
+  if (!t.defined()) return Status::Ok();
+  const int hd = varlen ? 1 : 2;
+  const int64_t batch = varlen ? a.cu_seqlens_q.size - 1 : a.q.shape[0];
+  const int64_t hq = a.q.shape[hd];
+  if (t.ndim != 1 && t.ndim != 2) {
+    return Status::Invalid(msg("alibi_slopes: expected 1 dim (heads_q) or 2 dims (batch, heads_q) but got ", t.ndim));
+  }
+  Status st = check_form("alibi_slopes", t, t.ndim, t.ndim == 1 ? "(heads_q)" : "(batch, heads_q)");
+  if (st.ok()) st = check_dtype("alibi_slopes", t, DType::F32, "the slopes are fp32, as in FlashAttention");
+  if (!st.ok()) return st;
+  if (t.shape[t.ndim - 1] != hq) {
+    return Status::Invalid(msg("alibi_slopes: shape ", shape_string(t), " but its last dim must be heads_q ", hq,
+                               " (one slope per query head)"));
+  }
+  if (t.ndim == 2 && t.shape[0] != batch) {
+    return Status::Invalid(msg("alibi_slopes: shape ", shape_string(t), " but its first dim must be batch ", batch,
+                               " (or pass a 1-D (heads_q) tensor shared by the batch)"));
+  }
+  return check_device("alibi_slopes", t, a.q);
+}
+
 Status check_dbias(const AttnArgs& a) {
   const Tensor& t = a.dbias;
   if (!t.defined()) return Status::Ok();

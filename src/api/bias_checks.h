@@ -1,4 +1,5 @@
-// Validation of the additive score bias (AttnArgs::bias) and of its gradient (AttnArgs::dbias).
+// Validation of the additive score bias (AttnArgs::bias), of its gradient (AttnArgs::dbias) and of the
+// ALiBi slopes (AttnArgs::alibi_slopes).
 #pragma once
 
 #include "api/index_arrays.h"
@@ -12,6 +13,10 @@ namespace fastattn::detail {
 // arrays (varlen lengths come from them when max_seqlen is 0). Also refuses args.dbias given
 // without a bias (a forward ignores dbias otherwise).
 Status check_bias(const AttnArgs& args, bool varlen, const HostIndexArrays& idx);
+
+// args.alibi_slopes: F32, 1 dim (heads_q) or 2 dims (batch, heads_q), unit last stride, on q's device.
+// Undefined passes.
+Status check_alibi(const AttnArgs& args, bool varlen);
 
 // args.dbias of a backward: bias's shape, F32, unit last stride, no two entries at one address
 // (stride 0 on a dim longer than 1), on q's device. Undefined dbias passes.

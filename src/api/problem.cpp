@@ -120,6 +120,9 @@ Problem resolve_operands(const AttnArgs& args) {
   if (args.mask.kind == MaskKind::BlockSparse) p.blocks = resolve_block_mask(args.mask.blocks, p.heads_q);
   if (args.mask.kind == MaskKind::DenseBitmask) p.bits = resolve_bit_mask(args.mask.bits, p.heads_q);
   if (args.bias.defined()) p.bias = resolve_bias(args.bias, p.heads_q);
+  if (args.alibi_slopes.defined())
+    p.alibi = {static_cast<const float*>(args.alibi_slopes.data),
+               args.alibi_slopes.ndim == 2 ? args.alibi_slopes.stride[0] : 0};
   return p;
 }
 

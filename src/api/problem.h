@@ -135,17 +135,29 @@ struct BiasView {
   }
 };
 
+// Validated ALiBi slopes (AttnArgs::alibi_slopes): the slope of (batch b, query head h) at
+// data[b * batch_stride + h] (batch_stride 0 for one slope a head). Undefined (data null) without them.
+struct AlibiView {
+  const float* data = nullptr;
+  int64_t batch_stride = 0;
+  bool defined() const { return data != nullptr; }
+  float slope(int64_t b, int64_t h) const { return data[b * batch_stride + h]; }
+};
+
 struct Problem : ProblemShape {
   Operand q, k, v, out, lse;      // lse.data is null when the forward does not write it
   CacheLayout cache;              // forward_kvcache's cache addressing (CUDA), else undefined
   BlockMaskView blocks;           // MaskKind::BlockSparse, else undefined
   BitMaskView bits;               // MaskKind::DenseBitmask, else undefined
   BiasView bias;                  // AttnArgs::bias, else undefined
+  AlibiView alibi;                // AttnArgs::alibi_slopes, else undefined
   SeqArrays seq_arrays;
   std::vector<Sequence> seqs;     // batch entries, from host-readable index arrays (empty when unread)
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
   int32_t num_splits = 1;         // key splits, resolved (>= 1); the reference ignores it
   int32_t num_splits_arg = 0;     // as given (0 = chosen per problem): the CUDA backend's heuristic
+  // A score term beside the mask (a stored bias or ALiBi): the CUDA backend runs its bias kernels.
+  bool biased() const { return bias.defined() || alibi.defined(); }
 };
 
 // Backward's extra operands.

@@ -275,6 +275,7 @@ Status prepare_common(const AttnArgs& a, bool backward, Prepared* out) {
   if (st.ok()) st = check_block_mask(a, varlen, out->index);
   if (st.ok()) st = check_bit_mask(a, varlen, out->index);
   if (st.ok()) st = check_bias(a, varlen, out->index);
+  if (st.ok()) st = check_alibi(a, varlen);
   if (st.ok()) st = check_backend_limits(a, out->backend, backward, a.q.shape[hd + 1], a.v.shape[hd + 1]);
   if (!st.ok()) return st;
   if (out->index.read) {

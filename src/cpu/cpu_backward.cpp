@@ -140,6 +140,8 @@ class Backward {
       }
     }
     if (p_.bias.defined()) add_bias_tile(p_.bias, m.b, m.h, i0, rows, j0, cols, s, bk);  // after dcap's softcap
+    if (p_.alibi.defined())
+      add_alibi_tile(p_.alibi.slope(m.b, m.h), i0, rows, j0, cols, int64_t(m.rule.len_k) - m.rule.len_q, s, bk);
     if (cls == TileClass::Partial) mask_partial_tile(m, i0, rows, j0, cols, s, bk);
     for (int r = 0; r < rows; ++r) exp_shifted(s + r * bk, cols, sc.lse[size_t(r)]);
     gemm_nn(rows, cols, p_.head_dim_v, sc.dout.data(), p_.head_dim_v, sc.vt.data(), bk, dp, bk);

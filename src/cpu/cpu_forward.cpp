@@ -102,6 +102,8 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
     gemm_nn(rows, cols, d, sc.q.data(), d, sc.kt.data(), bk, s, bk);
     if (p.softcap > 0) apply_softcap(p.softcap, rows, cols, s, bk);
     if (p.bias.defined()) add_bias_tile(p.bias, w.b, w.h, w.i0, rows, j0, cols, s, bk);  // after softcap
+    if (p.alibi.defined())
+      add_alibi_tile(p.alibi.slope(w.b, w.h), w.i0, rows, j0, cols, int64_t(mask.rule.len_k) - mask.rule.len_q, s, bk);
     if (cls == TileClass::Partial) mask_partial_tile(mask, w.i0, rows, j0, cols, s, bk);
 
     for (int r = 0; r < rows; ++r) {

@@ -78,4 +78,14 @@ void add_bias_tile(const detail::BiasView& bias, int64_t b, int64_t h, int64_t i
   }
 }
 
+void add_alibi_tile(float slope, int64_t i0, int rows, int64_t j0, int cols, int64_t diag_offset, float* s, int ld) {
+  for (int r = 0; r < rows; ++r) {
+    const int64_t diag = i0 + r + diag_offset;
+    for (int c = 0; c < cols; ++c) {
+      const int64_t dist = diag > j0 + c ? diag - (j0 + c) : j0 + c - diag;
+      s[r * ld + c] -= slope * float(dist);
+    }
+  }
+}
+
 }  // namespace fastattn::cpu

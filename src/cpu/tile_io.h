@@ -26,5 +26,7 @@ void zero_rows(const detail::Operand& o, int64_t b, int64_t t0, int64_t h, int r
 // s[r * ld + c] += bias(b, h, i0 + r, j0 + c) for r < rows, c < cols (the additive score bias).
 void add_bias_tile(const detail::BiasView& bias, int64_t b, int64_t h, int64_t i0, int rows, int64_t j0, int cols,
                    float* s, int ld);
+// s[r * ld + c] -= slope * |i0 + r + diag_offset - (j0 + c)| (ALiBi; diag_offset = len_k - len_q), in fp32.
+void add_alibi_tile(float slope, int64_t i0, int rows, int64_t j0, int cols, int64_t diag_offset, float* s, int ld);
 
 }  // namespace fastattn::cpu

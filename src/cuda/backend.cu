@@ -189,10 +189,10 @@ Status forward(const detail::Problem& problem, void* stream) {
   // An additive bias: the bias twin in each bitmask row's unit (fwd_masked_<dtype>_d<d>.cu holds the
   // masked kernels of every d <= 128 row, so the bitmask rows are the bias rows); bias_rule.h's limits.
   // With a block-sparse mask or a bitmask the mask's launcher below runs its own bias twin.
-  if (problem.bias.defined()) {
+  if (problem.biased()) {
     if (Status st = bias_problem_support(problem, major); !st.ok()) return st;
   }
-  if (problem.bias.defined() && !problem.blocks.defined() && !problem.bits.defined()) {
+  if (problem.biased() && !problem.blocks.defined() && !problem.bits.defined()) {
 #define FASTATTN_FWD_BITS_CASE(NS, MAJOR, DT, CT, DQK, DV) \
   if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd_bias<CT, DQK, DV>(lp, s);
 #include "cuda/fwd_bitmask_dispatch.inc"

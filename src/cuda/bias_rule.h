@@ -1,4 +1,5 @@
-// Which calls with an additive bias (AttnArgs::bias) the CUDA backend runs, in one place each for
+// Which calls with an additive bias (AttnArgs::bias) or ALiBi (AttnArgs::alibi_slopes, run by the same
+// kernels with the term computed) the CUDA backend runs, in one place each for
 // the forward and the backward (validation asks these through check_forward / check_backward; the
 // forward asks bias_problem_support again on the resolved problem).
 #pragma once

@@ -123,6 +123,9 @@ Status sm80_backward_limits(const AttnArgs& a) {
   if (a.bias.defined())  // its kernels read no bias: they would return the unbiased gradients
     return Status::Unsupported("bias: the sm80 (Ampere / Ada) backward takes no additive bias yet (sm90 or the CPU "
                                "backend)");
+  if (a.alibi_slopes.defined())
+    return Status::Unsupported("alibi_slopes: the sm80 (Ampere / Ada) backward takes no ALiBi yet (sm90 or the CPU "
+                               "backend)");
   const int d = int(a.q.shape[a.q.ndim - 1]);
   if (d == 128) {  // the d 128 tile's smem (145 KB) fits the A100's and an H100's SM, not sm_86 / sm_89's 100 KB
     int smem = 0;
@@ -141,6 +144,16 @@ Status sm80_backward_limits(const AttnArgs& a) {
 void set_bias_params(const detail::Problem& problem, const detail::GradOperands& g, BwdParams* p) {
   const detail::BiasView& b = problem.bias;
   BwdBias& out = p->bias;
+  if (problem.alibi.defined()) {  // computed in the F32 kernel's seed; the slopes addressed as kBiasAlibi says
+    out.data = problem.alibi.data;
+    out.kind = kBiasAlibi;
+    out.stride_b = problem.alibi.batch_stride;
+    out.stride_h = 1;
+    out.stride_r = 0;
+    out.head_div = 1;
+    out.inv_scale = 1.f / problem.scale;
+    return;  // no dbias (validation: dbias needs a bias), no pairs, no lean paths
+  }
   out.data = b.data;
   out.stride_b = b.batch_stride;
   out.stride_h = b.head_stride;
@@ -202,7 +215,7 @@ Status check_backward(const AttnArgs& a) {
   if (major_st.ok() && device_major == 8) {
     if (Status st = sm80_backward_limits(a); !st.ok()) return st;
   }
-  if (a.bias.defined()) {  // the bias rule needs the device (sm90 only: the sm80 kernels read no bias)
+  if (a.bias.defined() || a.alibi_slopes.defined()) {  // the rule needs the device (sm90 only: sm80 reads no bias)
     if (!major_st.ok()) return major_st;
     if (Status st = bias_backward_support(a, device_major); !st.ok()) return st;
   }
@@ -210,6 +223,7 @@ Status check_backward(const AttnArgs& a) {
   AttnArgs unbiased = a;
   unbiased.bias = Tensor{};
   unbiased.dbias = Tensor{};
+  unbiased.alibi_slopes = Tensor{};
   if (Status st = check_forward(unbiased); !st.ok()) {
     // check_forward also requires a head dim built for the forward; the backward's list differs.
     if (st.message.find("is not built for") == std::string::npos) return renamed(st);
@@ -275,7 +289,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   if (ampere && deterministic)  // a direct caller (check_backward refuses it by name)
     return Status::Unsupported("deterministic: the sm80 (Ampere / Ada) backward has no deterministic mode yet");
   // Likewise what its kernels do not read (sm80_backward_limits): they would run as if it were absent.
-  if (ampere && (a.softcap != 0.f || problem.blocks.defined() || problem.bits.defined() || problem.bias.defined()))
+  if (ampere && (a.softcap != 0.f || problem.blocks.defined() || problem.bits.defined() || problem.biased()))
     return Status::Unsupported("the sm80 (Ampere / Ada) backward takes no softcap, mask or bias yet "
                                "(sm80_backward_limits)");
   // Rows per q-block, and the workspace's padding per sequence (80 at d 128 without mask: config.h).
@@ -287,7 +301,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
     if (Status st = block_mask_support(problem, true, deterministic); !st.ok()) return st;
   }
   // An additive bias likewise (BiasBwdConfig's kernel; bias_backward_support held the call to its rule).
-  const bool bias = problem.bias.defined();
+  const bool bias = problem.biased();  // ALiBi too: the bias kernel, its term computed
   if (bias && (ampere || block_sparse || a.softcap != 0.f || deterministic))  // a direct caller: the rule too
     return Status::Unsupported("bias: the CUDA backward with a bias runs on sm90 in the default mode without softcap "
                                "or a block mask (bias_backward_support)");

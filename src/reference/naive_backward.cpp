@@ -94,7 +94,7 @@ void backward_f64(const detail::Problem& p, const detail::Operand& dout, Backwar
       for (int64_t i = 0; i < seq.rows_q; ++i) {
         read_row(p.q, b, seq.q_start + i, h, d, q.data());
         read_row(dout, b, seq.q_start + i, h, dv, dO.data());
-        const double m = score_row(oracle, b, h, i, nk, d, q.data(), kmat, scale, cap, s, kept, &p.bias, &capped);
+        const double m = score_row(oracle, b, h, i, nk, d, q.data(), kmat, scale, cap, s, kept, &p.bias, &p.alibi, &capped);
         if (m == -std::numeric_limits<double>::infinity()) continue;  // no kept key: no gradient
         double sum = 0;
         for (int64_t j = 0; j < nk; ++j) {

@@ -33,7 +33,7 @@ void forward_f64(const detail::Problem& p, ForwardF64* r, const Options& opt) {
     std::vector<char> kept(size_t(seq.rows_k));
     for (int64_t i = 0; i < seq.rows_q; ++i) {
       read_row(p.q, b, seq.q_start + i, h, d, q.data());
-      const double m = score_row(oracle, b, h, i, seq.rows_k, d, q.data(), kmat, scale, cap, s, kept, &p.bias);
+      const double m = score_row(oracle, b, h, i, seq.rows_k, d, q.data(), kmat, scale, cap, s, kept, &p.bias, &p.alibi);
       if (m == -std::numeric_limits<double>::infinity()) continue;  // no kept key: 0 / -inf
       double sum = 0;
       double* o = &r->out[size_t((q_token(p, b, i) * p.heads_q + h) * dv)];

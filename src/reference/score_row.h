@@ -1,6 +1,7 @@
 // The scores of one query row, shared by the float64 forward and backward: for every key j,
 // kept[j] = keep(b, h, i, j) and, where kept, s[j] = softcap(scale * q . k_j) + bias(b, h, i, j)
-// (the bias term only when the call has one; it is added after softcap).
+// - slope(b, h) |i + len_k - len_q - j| (the bias and ALiBi terms only when the call has them; both
+// are added after softcap).
 #pragma once
 
 #include <algorithm>
@@ -25,9 +26,12 @@ inline double bias_at(const detail::BiasView& bias, int64_t b, int64_t h, int64_
 inline double score_row(const MaskOracle& oracle, int64_t b, int64_t h, int64_t i, int64_t nk, int64_t d,
                         const double* q, const std::vector<double>& kmat, double scale, double cap,
                         std::vector<double>& s, std::vector<char>& kept, const detail::BiasView* bias = nullptr,
-                        std::vector<double>* capped = nullptr) {
+                        const detail::AlibiView* alibi = nullptr, std::vector<double>* capped = nullptr) {
   double m = -std::numeric_limits<double>::infinity();
   const HeadMask mask = oracle.head(b, h);
+  const bool has_alibi = alibi != nullptr && alibi->defined();
+  const double slope = has_alibi ? double(alibi->slope(b, h)) : 0.0;
+  const int64_t diag = i + int64_t(mask.rule.len_k) - mask.rule.len_q;
   for (int64_t j = 0; j < nk; ++j) {
     kept[size_t(j)] = mask.keep(i, j);
     if (!kept[size_t(j)]) continue;
@@ -37,6 +41,7 @@ inline double score_row(const MaskOracle& oracle, int64_t b, int64_t h, int64_t 
     const double sc = cap > 0 ? cap * std::tanh(x / cap) : x;
     if (capped != nullptr) (*capped)[size_t(j)] = sc;
     s[size_t(j)] = bias != nullptr && bias->defined() ? sc + bias_at(*bias, b, h, i, j) : sc;
+    if (has_alibi) s[size_t(j)] -= slope * double(diag > j ? diag - j : j - diag);
     m = std::max(m, s[size_t(j)]);
   }
   return m;

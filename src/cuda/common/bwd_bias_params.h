@@ -10,7 +10,10 @@ namespace fastattn::cuda_backend {
 
 // How the bias elements are stored: the kernel reads 4-byte words (F32) or 2-byte halves (BF16 / F16)
 // and widens them itself, so that one kernel serves the three dtypes.
-enum BwdBiasKind : int { kBiasF32 = 0, kBiasBF16 = 1, kBiasF16 = 2 };
+// kBiasAlibi: no stored bias but ALiBi's -slope |q + len_k - len_q - key|, computed (the F32 kernel's seed): data
+// holds the fp32 slopes with stride_b their batch stride, stride_h 1, stride_r 0 and head_div 1, so that a spot's
+// element offset less its key is the slope's index (bias.cuh, bwd_bias_seed_f32).
+enum BwdBiasKind : int { kBiasF32 = 0, kBiasBF16 = 1, kBiasF16 = 2, kBiasAlibi = 3 };
 
 // BwdBias::lean. kBwdBiasGradPairs: dbias by 8-byte vector adds of key pairs (red.global.add.v2.f32) from 32-bit
 // offsets, set where dbias's base is 8-byte aligned, its strides even and 64 rows of it span less than 2^31 elements.

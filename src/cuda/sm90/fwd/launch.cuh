@@ -151,6 +151,30 @@ inline Status prepare_bit_lists(const cuda_backend::LaunchProblem& lp, cudaStrea
   return st;
 }
 
+// The bias kernels' FwdBias: ALiBi's slopes (the term computed, FwdBias::alibi), or the stored bias's layout and
+// its paths. FASTATTN_BIAS_STAGED=0: the per-thread global loads; FASTATTN_BIAS_PLAIN=0: every block on the
+// generic body (cuda/env_switch.h).
+inline FwdBias fwd_bias_params(const detail::Problem& pr, bool can_stage) {
+  const bool plain = cuda_backend::env_switch("FASTATTN_BIAS_PLAIN", true);
+  if (pr.alibi.defined()) {
+    FwdBias a{pr.alibi.data, pr.alibi.batch_stride, 0, 0, 1, false};
+    a.plain = plain;
+    a.alibi = true;
+    return a;
+  }
+  const detail::BiasView& b = pr.bias;
+  const bool even = b.batch_stride % 2 == 0 && b.head_stride % 2 == 0 && (b.rows <= 1 || b.row_stride % 2 == 0);
+  FwdBias f{b.data, b.batch_stride, b.head_stride, b.row_stride, b.head_div,
+            even && reinterpret_cast<uintptr_t>(b.data) % 4 == 0};
+  const bool by8 = b.batch_stride % 8 == 0 && b.head_stride % 8 == 0 && (b.rows <= 1 || b.row_stride % 8 == 0);
+  // (the staged copies address a tile's rows by 32-bit element offsets: fwd/mainloop.cuh, bias_tile_rows)
+  const bool rows32 = b.rows <= 1 || (b.rows - 1) * std::abs(b.row_stride) < (int64_t(1) << 31);
+  f.staged = can_stage && by8 && rows32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
+             cuda_backend::env_switch("FASTATTN_BIAS_STAGED", true);
+  f.plain = plain;
+  return f;
+}
+
 // `splits`: split-KV configs only (SplitConfig): the key splits per tile, > 1; `base`: their base
 // tile space as the split plan has it (plan_splits), not planned again.
 template <class T, class Cfg>
@@ -191,20 +215,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp, cudaStream_t stream, in
   const cuda_backend::TmaTensor out = tma_tensor(pr, Role::Out);
   FwdParams params;
   params.attn = lp.attn;
-  if constexpr (Cfg::kBias) {
-    const detail::BiasView& b = pr.bias;
-    const bool even = b.batch_stride % 2 == 0 && b.head_stride % 2 == 0 && (b.rows <= 1 || b.row_stride % 2 == 0);
-    params.bias = FwdBias{b.data, b.batch_stride, b.head_stride, b.row_stride, b.head_div,
-                          even && reinterpret_cast<uintptr_t>(b.data) % 4 == 0};
-    const bool by8 = b.batch_stride % 8 == 0 && b.head_stride % 8 == 0 && (b.rows <= 1 || b.row_stride % 8 == 0);
-    // FASTATTN_BIAS_STAGED=0: the old per-thread global loads; FASTATTN_BIAS_PLAIN=0: every block on the
-    // generic body (cuda/env_switch.h)
-    // (the staged copies address a tile's rows by 32-bit element offsets: fwd/mainloop.cuh, bias_tile_rows)
-    const bool rows32 = b.rows <= 1 || (b.rows - 1) * std::abs(b.row_stride) < (int64_t(1) << 31);
-    params.bias.staged = Cfg::kBiasStaged && by8 && rows32 && reinterpret_cast<uintptr_t>(b.data) % 16 == 0 &&
-                         cuda_backend::env_switch("FASTATTN_BIAS_STAGED", true);
-    params.bias.plain = cuda_backend::env_switch("FASTATTN_BIAS_PLAIN", true);
-  }
+  if constexpr (Cfg::kBias) params.bias = fwd_bias_params(pr, Cfg::kBiasStaged);
   params.kv = kv;
   params.store.out_vec16 = cuda_backend::aligned16(out) ? 1 : 0;
   params.store.out_tma = !Cfg::kSplit && Cfg::kQBuffers == 2 && D > 64 && lp.pack.rows == 0 && cuda_backend::tma_storable(out) &&

@@ -17,7 +17,7 @@ Status launch_fwd_bitmask(const cuda_backend::LaunchProblem& lp, cudaStream_t st
   cuda_backend::LaunchProblem bl = lp;
   bl.num_splits = 1;                    // an explicit num_splits > 1 is refused by block_mask_support
   bl.pack = cuda_backend::GqaPack{};    // a tile's rows are one head's 128 rows: one line of the bits
-  if (lp.problem->bias.defined()) return launch_cfg<T, BiasConfig<Cfg>>(bl, stream);  // the bias twin
+  if (lp.problem->biased()) return launch_cfg<T, BiasConfig<Cfg>>(bl, stream);  // the bias twin
   return launch_cfg<T, Cfg>(bl, stream);
 }
 

@@ -32,8 +32,8 @@ Status launch_fwd_block_sparse(const cuda_backend::LaunchProblem& lp, cudaStream
   bl.num_splits = 1;  // an explicit num_splits > 1 is refused by block_mask_support
   // GQA packing puts several q heads in a tile: only where they share a mask head (and no bias:
   // a bias tile is one head's rows).
-  if (!cuda_backend::block_mask_packs(*lp.problem) || lp.problem->bias.defined()) bl.pack = cuda_backend::GqaPack{};
-  if (lp.problem->bias.defined()) return launch_cfg<T, BiasConfig<Cfg>>(bl, stream);  // the bias twin
+  if (!cuda_backend::block_mask_packs(*lp.problem) || lp.problem->biased()) bl.pack = cuda_backend::GqaPack{};
+  if (lp.problem->biased()) return launch_cfg<T, BiasConfig<Cfg>>(bl, stream);  // the bias twin
   return launch_cfg<T, Cfg>(bl, stream);
 }
 

@@ -290,11 +290,25 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       const FwdTileFor<Cfg>& t = walk.t;
       const FwdBias& fb = p.bias;
       const int n0 = t.blocks.block(n) * N;
-      const T* head_base = bias_head();
       auto add = [&](int h, int j, float b0, float b1) {
         s[4 * j + 2 * h] = fmaf(s[4 * j + 2 * h], bias_score_scale, b0);
         s[4 * j + 2 * h + 1] = fmaf(s[4 * j + 2 * h + 1], bias_score_scale, b1);
       };
+      if (fb.alibi) {
+        // ALiBi, computed: -slope |dist| with dist = row + len_k - len_q - key exact in fp32 (|dist| < 2^24),
+        // one rounding (the product), as FlashAttention's. Keys past the sequence get finite terms and
+        // are masked after. The slope's load is L1-resident after the tile's first block.
+        const float neg_slope = -static_cast<const float*>(fb.data)[int64_t(t.batch) * fb.batch_stride + t.head];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float dist0 = float(t.m0 + row_in_tile + 8 * h + t.seq.len_k - t.seq.len_q - n0 - 2 * quad_col);
+#pragma unroll
+          for (int j = 0; j < N / 8; ++j)
+            add(h, j, neg_slope * fabsf(dist0 - float(8 * j)), neg_slope * fabsf(dist0 - float(8 * j + 1)));
+        }
+        return;
+      }
+      const T* head_base = bias_head();
       // Rows past the sequence (padding; never stored) read row 0's bias: every load of a block
       // whose keys are all inside the sequence is then in bounds, unconditionally.
       const T* rows[2];

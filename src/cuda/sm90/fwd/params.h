@@ -71,6 +71,10 @@ struct FwdBias {
   // Full blocks through the plain loop body (the bias added there, before its mask); false
   // (FASTATTN_BIAS_PLAIN=0) runs every block in the generic body, for A/B in one process.
   bool plain = true;
+  // ALiBi (AttnArgs::alibi_slopes) instead of a stored bias: data is the fp32 slopes, slope (b, h) at
+  // b * batch_stride + h, and the term -slope |row + len_k - len_q - key| is computed (paired and staged
+  // false). In the padding after the flags: FwdParams' layout is unchanged.
+  bool alibi = false;
 };
 
 // Appended after the fields the unsplit kernels read, so that their parameter offsets (and SASS)
