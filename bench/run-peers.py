@@ -567,7 +567,10 @@ class FaArgs(ctypes.Structure):
                 ("deterministic", ctypes.c_int32), ("num_splits", ctypes.c_int32),
                 # every field, even unused: fastattn_args_init writes sizeof(fastattn_args) bytes
                 ("block_mask", FaBlockMask), ("bit_mask", FaBitMask),
-                ("bias", FaTensor), ("dbias", FaTensor)]  # c_api.h's order
+                ("bias", FaTensor), ("dbias", FaTensor), ("alibi_slopes", FaTensor)]  # c_api.h's order (ABI 2)
+
+
+FA_ABI_VERSION = 2  # c_api.h's FASTATTN_ABI_VERSION of the layout FaArgs spells
 
 
 class FastAttn:
@@ -575,6 +578,12 @@ class FastAttn:
 
     def __init__(self, lib_path):
         self.lib = ctypes.CDLL(lib_path)
+        # A newer layout would read past our FaArgs; an older one reads a prefix of it (fields only append), so
+        # an older library (an A/B's base) works as long as the fields it lacks are left unset (self.abi says).
+        self.abi = self.lib.fastattn_abi_version()
+        if self.abi > FA_ABI_VERSION:
+            raise RuntimeError(f"{lib_path}: C ABI {self.abi}, newer than bench/run-peers.py's FaArgs "
+                               f"(ABI {FA_ABI_VERSION}): extend FaArgs")
         self.lib.fastattn_forward.argtypes = [ctypes.POINTER(FaArgs), ctypes.c_void_p]
         self.lib.fastattn_backward.argtypes = [ctypes.POINTER(FaArgs)] + [ctypes.POINTER(FaTensor)] * 4 + [
             ctypes.c_void_p]

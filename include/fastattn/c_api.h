@@ -16,7 +16,7 @@ extern "C" {
  * FASTATTN_ABI_VERSION changes whenever a struct's size or layout does, and a caller checks
  * fastattn_abi_version() == FASTATTN_ABI_VERSION once before its first call (README, "C ABI"). Source
  * compatibility is kept: fields are only appended and fastattn_*_init fills every new one. */
-#define FASTATTN_ABI_VERSION 1 /* 1: the first versioned layout (fastattn_args up to bias / dbias) */
+#define FASTATTN_ABI_VERSION 2 /* 1: fastattn_args up to bias / dbias; 2: alibi_slopes appended */
 
 enum fastattn_dtype { FASTATTN_F16 = 0, FASTATTN_BF16 = 1, FASTATTN_F32 = 2 };
 enum fastattn_device { FASTATTN_CPU = 0, FASTATTN_CUDA = 1 };
@@ -86,6 +86,9 @@ typedef struct fastattn_args {
    * mask kind) and its gradient, written by fastattn_backward when given (fp32, bias's shape). */
   fastattn_tensor bias;              /* data NULL: no bias */
   fastattn_tensor dbias;             /* data NULL: dbias not computed */
+  /* Appended after dbias (ABI 2; every earlier offset unchanged); fastattn_args_init clears it. ALiBi
+   * (fastattn::AttnArgs::alibi_slopes): fp32 (heads_q) or (batch, heads_q). */
+  fastattn_tensor alibi_slopes;      /* data NULL: no ALiBi */
 } fastattn_args;
 
 /* forward_kvcache's arguments (see fastattn/kvcache.h); optional tensors have data NULL. */

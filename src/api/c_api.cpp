@@ -88,6 +88,7 @@ bool to_args(const fastattn_args* c, fastattn::AttnArgs* a) {
   }
   if (c->bias.data != nullptr && !to_tensor("bias", c->bias, &a->bias)) return false;
   if (c->dbias.data != nullptr && !to_tensor("dbias", c->dbias, &a->dbias)) return false;
+  if (c->alibi_slopes.data != nullptr && !to_tensor("alibi_slopes", c->alibi_slopes, &a->alibi_slopes)) return false;
   return true;
 }
 

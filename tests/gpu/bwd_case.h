@@ -73,6 +73,8 @@ struct BwdCase : FwdCase {
   // the bias is -inf or past the longest sequence). The forward's out / lse come from the CPU backend where
   // the CUDA forward refuses the bias.
   testing::BiasSpec bias;
+  // ALiBi slopes (AttnArgs::alibi_slopes), uniform in [0.01, 1): 0 none, 1 one a q head, 2 one a (batch entry, q head).
+  int alibi = 0;
   // dbias's layout (bias.grad): 0 dense; 1 rows padded by 3 floats (the gaps must stay poisoned); 2 rows
   // reversed (negative row stride, the base at row 0 = the buffer's last row). 1 and 2 take clear_dbias's
   // 2-D memset path.
@@ -166,7 +168,8 @@ class RouteProbe {
 inline void run_bwd_case(const BwdCase& c) {
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   const bool strided = c.pads.any();
-  SCOPED_TRACE("case " + c.str() + c.bias.describe() + (c.deterministic ? " deterministic" : "") + (strided ? c.pads.str() : "") +
+  SCOPED_TRACE("case " + c.str() + c.bias.describe() + (c.alibi ? " alibi" + std::to_string(c.alibi) : "") +
+               (c.deterministic ? " deterministic" : "") + (strided ? c.pads.str() : "") +
                " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const CaseIndex idx(c);
@@ -267,6 +270,17 @@ inline void run_bwd_case(const BwdCase& c) {
     if (c.bias.grad) dbias_dev.emplace(size_t(bias_dims[0] * bias_dims[1] * bias_dims[2] * dbias_pitch) * 4);
   }
 
+  // The ALiBi slopes (c.alibi) on either side.
+  std::vector<float> alibi_host;
+  std::optional<DeviceBuffer> alibi_dev;
+  if (c.alibi != 0) {
+    alibi_host.resize(size_t(c.alibi == 2 ? idx.batch * c.hq : c.hq));
+    std::uniform_real_distribution<float> u(0.01f, 1.f);
+    for (float& x : alibi_host) x = u(rng);
+    alibi_dev.emplace(alibi_host.size() * 4);
+    alibi_dev->upload(alibi_host.data());
+  }
+
   auto make_args = [&](bool on_gpu) {
     const Device dv_ = on_gpu ? Device::CUDA : Device::CPU;
     AttnArgs a;
@@ -303,6 +317,11 @@ inline void run_bwd_case(const BwdCase& c) {
           if (c.dbias_layout == 2) a.dbias.data = static_cast<float*>(dbias_dev->get()) + (bias_dims[2] - 1) * dbias_pitch;
         }
       }
+    }
+    if (c.alibi != 0) {
+      a.alibi_slopes = c.alibi == 2 ? make_tensor(nullptr, DType::F32, {int64_t(idx.batch), int64_t(c.hq)}, dv_)
+                                    : make_tensor(nullptr, DType::F32, {int64_t(c.hq)}, dv_);
+      a.alibi_slopes.data = on_gpu ? alibi_dev->get() : static_cast<void*>(alibi_host.data());
     }
     return a;
   };

@@ -473,6 +473,23 @@ def test_bias_ab_arguments_and_ratios():
     assert ab.ratio_cells(times, ["base", "new"]) == ["0.500 (0.500-1.500)"]
 
 
+def test_alibi_bench_arguments_and_term():
+    al = _bench_script("alibi_bench.py", "alibi_bench")
+    args = al.parse_args(["--lib", "x.so", "--d", "128,64", "--mode", "fwd"])
+    assert args.dims == [128, 64] and args.modes == ["fwd"] and args.rounds == 7
+    for bad in ([], ["--lib", "x.so", "--mode", "both"], ["--lib", "x.so", "--d", "12x"]):
+        with pytest.raises(SystemExit):
+            al.parse_args(bad)
+    torch = pytest.importorskip("torch")
+    slopes = al.alibi_slopes(torch, 8, device="cpu")
+    assert [float(x) for x in slopes] == [2.0 ** -(i + 1) for i in range(8)]  # FA's slopes at 8 heads
+    s_q, s_k = 5, 9
+    term = al.alibi_term(torch, slopes, s_q, s_k)
+    assert term.shape == (1, 8, s_q, s_k)
+    for h, i, j in ((0, 0, 0), (3, 4, 8), (7, 2, 0), (5, 1, 7)):
+        assert float(term[0, h, i, j]) == -float(slopes[h]) * abs(i + s_k - s_q - j)
+
+
 def test_run_peers_args_mirror_c_api_layout(tmp_path):
     # fastattn_args_init writes the whole fastattn_args: a shorter ctypes mirror (block_mask missing)
     # had it write past the Python object, and fastattn_forward read block_mask from beyond it
@@ -490,11 +507,12 @@ def test_run_peers_args_mirror_c_api_layout(tmp_path):
                    'int main(void) { printf("%zu %zu %zu %zu %zu %zu\\n", sizeof(fastattn_args), '
                    'sizeof(fastattn_tensor), sizeof(fastattn_block_mask), offsetof(fastattn_args, block_mask), '
                    'sizeof(fastattn_bit_mask), offsetof(fastattn_args, bit_mask)); '
-                   'printf("%zu %zu\\n", offsetof(fastattn_args, bias), offsetof(fastattn_args, dbias)); return 0; }\n')
+                   'printf("%zu %zu %zu\\n", offsetof(fastattn_args, bias), offsetof(fastattn_args, dbias), '
+                   'offsetof(fastattn_args, alibi_slopes)); return 0; }\n')
     exe = tmp_path / "layout"
     subprocess.run([cc, "-I", str(root / "include"), str(src), "-o", str(exe)], check=True)
     sizes = [int(x) for x in subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.split()]
     rp = _run_peers()
     assert sizes == [ctypes.sizeof(rp.FaArgs), ctypes.sizeof(rp.FaTensor), ctypes.sizeof(rp.FaBlockMask),
                      rp.FaArgs.block_mask.offset, ctypes.sizeof(rp.FaBitMask), rp.FaArgs.bit_mask.offset,
-                     rp.FaArgs.bias.offset, rp.FaArgs.dbias.offset]
+                     rp.FaArgs.bias.offset, rp.FaArgs.dbias.offset, rp.FaArgs.alibi_slopes.offset]

@@ -28,6 +28,7 @@ std::string CaseSpec::describe() const {
   os << blocks.describe();
   os << bits.describe();
   os << bias.describe();
+  if (alibi != 0) os << " alibi" << (alibi == 2 ? "[b,h]" : "[h]") << '[' << alibi_lo << ',' << alibi_hi << ')';
   return os.str();
 }
 
@@ -97,6 +98,11 @@ AttnCase make_case(const CaseSpec& spec, Rng& rng) {
     const Tensor& bv = c.bias.view();
     if (spec.bias.grad) c.dbias = HostTensor(DType::F32, {bv.shape[0], bv.shape[1], bv.shape[2], bv.shape[3]});
   }
+  if (spec.alibi != 0) {
+    c.alibi = spec.alibi == 1 ? HostTensor(DType::F32, {spec.heads_q})
+                              : HostTensor(DType::F32, {int64_t(c.spec.batch), spec.heads_q}, spec.alibi_pad);
+    c.alibi.fill_uniform(rng, spec.alibi_lo, spec.alibi_hi);
+  }
   c.poison_outputs();
   return c;
 }
@@ -139,6 +145,7 @@ AttnArgs AttnCase::args(Backend backend) const {
   }
   if (bias.defined()) a.bias = bias.view();
   if (dbias.view().ndim == 4) a.dbias = dbias.view();
+  if (spec.alibi != 0) a.alibi_slopes = alibi.view();
   return a;
 }
 

@@ -36,6 +36,11 @@ struct CaseSpec {
   BlockMaskSpec blocks;      // a random block-sparse mask when blocks.on
   BitMaskSpec bits;          // an element bitmask when bits.on (not with blocks)
   BiasSpec bias;             // an additive bias when bias.on (with any mask)
+  // ALiBi slopes (AttnArgs::alibi_slopes), drawn in [alibi_lo, alibi_hi): 0 none, 1 one a q head (heads_q),
+  // 2 one a (batch entry, q head); alibi_pad: extra elements per batch row (a strided 2-D tensor).
+  int alibi = 0;
+  float alibi_lo = 0.01f, alibi_hi = 1.0f;
+  int alibi_pad = 0;
 
   bool varlen() const { return !lens_q.empty(); }
   std::string describe() const;
@@ -49,6 +54,7 @@ struct AttnCase {
   HostBitMask bits;      // empty unless spec.bits.on
   HostBias bias;         // empty unless spec.bias.on
   HostTensor dbias;      // F32 in bias's logical shape when spec.bias.grad, else empty
+  HostTensor alibi;      // F32 slopes when spec.alibi, else empty
 
   // Args over this case's tensors for `backend` (index arrays and scalars from the spec).
   AttnArgs args(Backend backend = Backend::CPU) const;

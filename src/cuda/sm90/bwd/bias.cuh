@@ -59,7 +59,6 @@ __device__ __forceinline__ BwdBiasSpot bwd_bias_spot(const cuda_backend::BwdPara
 // (8 j + e) at its two keys (+ 8 hh). Words held in registers from here to the seed spilled (notes).
 template <int kN, bool kF32>
 __device__ __forceinline__ void bwd_bias_prefetch(const cuda_backend::BwdParams& p, const BwdBiasSpot& s) {
-  if (kF32 && p.bias.kind == cuda_backend::kBiasAlibi) return;  // computed: nothing to fetch
   const char* base = static_cast<const char*>(p.bias.data) + s.at * (kF32 ? 4 : 2);
   const int64_t row_bytes = p.bias.stride_r * (kF32 ? 4 : 2);
 #pragma unroll
@@ -70,6 +69,23 @@ __device__ __forceinline__ void bwd_bias_prefetch(const cuda_backend::BwdParams&
         asm volatile("prefetch.global.L1 [%0];" ::"l"(base + (8 * j + e) * row_bytes));
 }
 
+// ALiBi (BiasBwdConfig's kAlibi kernel, BwdBias::kind kBiasAlibi): element (q column 8 j + e, key + 8 hh) gets
+// -slope |dist| / scale, dist = q + len_k - len_q - key = dist0 + 8 j + e - 8 hh with dist0 = len_k - rows_left - key,
+// exact in fp32; past the sequence finite values whose P is 0 anyway. (One FFMA a term where every dist has one
+// sign measured 4-5 % slower than this FADD + FMUL |.|: notes.)
+template <int kN>
+__device__ __forceinline__ void bwd_alibi_seed(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
+                                               const BwdBiasSpot& s) {
+  const float neg = -__ldg(static_cast<const float*>(p.bias.data) + (s.at - s.key)) * p.bias.inv_scale;
+  const float dist0 = float(s.len_k - s.rows_left - s.key);
+#pragma unroll
+  for (int j = 0; j < kN / 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) st[4 * j + 2 * hh + e] = neg * fabsf(dist0 + float(8 * j + e - 8 * hh));
+}
+
 // S^T's accumulator seeded with the bias over the softmax scale: after S^T += K Q^T and the step's usual
 // scale log2e, the exponent is s scale log2e + bias log2e, the forward's (whose lse, in log2 units from the
 // preprocess, includes the bias). -inf entries stay -inf. F32 bias (BiasBwdConfig's kF32 kernel): element by
@@ -77,24 +93,10 @@ __device__ __forceinline__ void bwd_bias_prefetch(const cuda_backend::BwdParams&
 // q columns: the even lane loads q row 8 j (keys k, k + 1), the odd lane row 8 j + 1, and one shuffle and one
 // byte permute a word give each its own key's two rows (half the loads; where the bias's base is 4-byte aligned
 // and its strides even: BwdBias::pairs, else element by element). A pair whose key k + 1 is past len_k reads k alone.
-// ALiBi (kBiasAlibi, this kernel): element (q column 8 j + e, key + 8 hh) gets -slope |dist| / scale with
-// dist = q + len_k - len_q - key = (len_k - rows_left - key) + 8 j + e - 8 hh, exact in fp32; past the sequence
-// finite values whose P is 0 anyway.
 template <int kN>
 __device__ __forceinline__ void bwd_bias_seed_f32(float (&st)[kN / 2], const cuda_backend::BwdParams& p,
                                                   const BwdBiasSpot& s) {
   const float inv_scale = p.bias.inv_scale;
-  if (p.bias.kind == cuda_backend::kBiasAlibi) {
-    const float neg = -__ldg(static_cast<const float*>(p.bias.data) + (s.at - s.key)) * inv_scale;
-    const float dist0 = float(s.len_k - s.rows_left - s.key);
-#pragma unroll
-    for (int j = 0; j < kN / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int hh = 0; hh < 2; ++hh) st[4 * j + 2 * hh + e] = neg * fabsf(dist0 + float(8 * j + e - 8 * hh));
-    return;
-  }
   const float* base = static_cast<const float*>(p.bias.data) + s.at;
 #pragma unroll
   for (int j = 0; j < kN / 8; ++j)

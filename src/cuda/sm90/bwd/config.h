@@ -211,6 +211,7 @@ struct BwdConfig {
   static constexpr bool kBitmask = false;    // its element-bitmask twin (BitmaskBwdConfig) applies bits too
   static constexpr bool kBias = false;       // the additive-bias kernel (BiasBwdConfig) reads the bias, adds dbias
   static constexpr bool kBiasF32 = false;    // (its F32-bias kernel)
+  static constexpr bool kBiasAlibi = false;  // (its ALiBi kernel: the term computed, bias.cuh bwd_alibi_seed)
   // The default mode's dQ ring (dq_ring.h: d 128 windows with both edges; by default right-only ones) runs on
   // the 64-row tile and its longest-first order, in a kernel of its own (the accumulator path's kernels are
   // unchanged).
@@ -276,13 +277,17 @@ struct BitmaskBwdConfig : BlockSparseBwdConfig<Base> {
 // are held over the S^T MMA: kN / 2 registers).
 // kF32: the bias kernel of F32 bias (loaded at the seed) apart from that of BF16 / F16 (loaded a step ahead,
 // two keys a word): with both paths in one kernel the words' registers stayed live over the F32 loads (spills).
-template <class Base, bool kF32>
+// kAlibi (with kF32's structure): ALiBi's term computed at the seed, nothing loaded; a kernel of its own, as its
+// branch inside the F32 kernel made F32 biases 1.11-1.22 x slower (docs/notes/masks-sm90.md, "ALiBi").
+template <class Base, bool kF32, bool kAlibi = false>
 struct BiasBwdConfig : Base {
   static_assert(!Base::kKeys80 && Base::kHeadDim <= 128 && Base::kHeadDimV == Base::kHeadDim && Base::kBlockM != 80,
                 "bias backward: the 64-row (d 64: 128-row) tile of d <= 128, d_v = d");
   using Dense = Base;  // the postprocess and the preprocess are Base's kernels
   static constexpr bool kBias = true;
   static constexpr bool kBiasF32 = kF32;
+  static constexpr bool kBiasAlibi = kAlibi;
+  static_assert(!kAlibi || kF32, "the ALiBi kernel has the F32 kernel's structure");
   static constexpr bool kHasRingKernel = false;
   static constexpr bool kHasDetKernel = false;
   static constexpr bool kSoftcapKernel = false;
@@ -367,6 +372,7 @@ struct BwdConfigKeys80 {
   static constexpr bool kBitmask = false;
   static constexpr bool kBias = false;
   static constexpr bool kBiasF32 = false;
+  static constexpr bool kBiasAlibi = false;
   static constexpr bool kHasRingKernel = false;  // the dQ ring is d 128's (dq_ring.h)
   // Launch settings of the default mode only (launch.cuh): no deterministic kernel; under a right
   // edge the longest-first order in L2 sections (lpt_order.h), each CTA walking upwards and no

@@ -175,7 +175,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     return smem_addr(sm.ds[stage]) + (threadIdx.x / 32 - 4) * 16 * kAtomRowBytes;
   };
   auto bias_ahead = [&](int stage, int hn, int mn) {
-    if constexpr (Cfg::kBias) {
+    if constexpr (Cfg::kBias && !Cfg::kBiasAlibi) {  // (ALiBi: computed at the seed, nothing to fetch)
       const BwdBiasSpot spot = bias_at(hn, mn);
       if constexpr (kBiasStageable) {
         if ((p.bias.lean & cuda_backend::kBwdBiasStaged) && bwd_bias_warp_whole<kN>(spot)) {
@@ -246,7 +246,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // The bias kernel: S^T accumulates onto the bias over the scale (bias.cuh), from its first k-step on.
     constexpr bool kSeeded = Cfg::kBias;
     if constexpr (kSeeded) {
-      if constexpr (Cfg::kBiasF32) {
+      if constexpr (Cfg::kBiasAlibi) {
+        bwd_alibi_seed<kN>(st, p, bias_at(h, m));
+      } else if constexpr (Cfg::kBiasF32) {
         bwd_bias_seed_f32<kN>(st, p, bias_at(h, m));
       } else {
         // staged ahead (bias_ahead) where the warp's block is whole
@@ -462,8 +464,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       store_ds(sm.ds[s], dsf);
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
-    // dbias += dS^T from its packed fragments (bias.cuh), once S^T and dP^T are dead.
-    if constexpr (Cfg::kBias) {
+    // dbias += dS^T from its packed fragments (bias.cuh), once S^T and dP^T are dead (ALiBi has none).
+    if constexpr (Cfg::kBias && !Cfg::kBiasAlibi) {
       static_assert(kPackAfterDs, "bias: dS^T's fragments are final once stored");
       if (p.bias.grad != nullptr) {
         // (the F32-bias kernel keeps the scalar adds: with the pairs there the fp16 unit's kernel spilled 4 B)

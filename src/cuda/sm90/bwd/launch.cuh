@@ -232,7 +232,9 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
   if (p.bias.data != nullptr) {
     if constexpr ((D == 96 || D == 128) && DV == D) {
       if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
-      if (p.bias.kind == cuda_backend::kBiasF32 || p.bias.kind == cuda_backend::kBiasAlibi)
+      if (p.bias.kind == cuda_backend::kBiasAlibi)
+        return launch_bwd_config<T, BiasBwdConfig<BwdConfig<D>, true, true>>(problem, grads, p, stream);
+      if (p.bias.kind == cuda_backend::kBiasF32)
         return launch_bwd_config<T, BiasBwdConfig<BwdConfig<D>, true>>(problem, grads, p, stream);
       return launch_bwd_config<T, BiasBwdConfig<BwdConfig<D>, false>>(problem, grads, p, stream);
     } else {
