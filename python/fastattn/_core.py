@@ -42,17 +42,31 @@ def resolve_scale(softmax_scale, head_dim):
     return scale
 
 
+def check_alibi_dtype(alibi_slopes):
+    """ValueError unless the slopes are None or float32 (FlashAttention's rule). The C++ layer checks this
+    too, but its array conversion answers a non-float dtype with the dtypes q may take, which misleads here."""
+    if alibi_slopes is None:
+        return
+    if not hasattr(alibi_slopes, "dtype"):
+        raise TypeError(f"alibi_slopes: expected an array of q's kind, got {type(alibi_slopes).__name__}")
+    dtype = str(alibi_slopes.dtype)
+    if dtype not in ("float32", "torch.float32"):
+        raise ValueError(f"alibi_slopes: dtype {dtype.replace('torch.', '')} is not supported (the slopes are "
+                         "float32, as in FlashAttention)")
+
+
 def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,
                  max_seqlen_q=0, max_seqlen_k=0, softmax_scale=None, causal=False,
                  window_size=(-1, -1), softcap=0.0, check_index_arrays=True, backend="auto",
                  num_threads=0, deterministic=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE,
-                 bit_mask=None, bias=None):
+                 bit_mask=None, bias=None, alibi_slopes=None):
     """The extension's Options for one call (scale defaults to 1/sqrt(head_dim)).
 
     deterministic only affects the backward: dq, dk, dv bitwise equal from run to run.
     block_mask: a 4-D bool / uint8 array of kept (block_q, block_k) = block_size blocks, already
     resolved (_block_mask.resolve), or None. bit_mask: packed element-mask words (_bit_mask.pack) or None.
-    bias: a 4-D additive score bias (_bias.bias_4d) or None.
+    bias: a 4-D additive score bias (_bias.bias_4d) or None. alibi_slopes: float32 (heads_q) or
+    (batch, heads_q) slopes of q's kind (unit last stride) or None.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend: expected one of {sorted(BACKENDS)}, got {backend!r}")
@@ -65,7 +79,8 @@ def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
                       window_left=left, window_right=right, softcap=float(softcap),
                       check_index_arrays=bool(check_index_arrays), backend=BACKENDS[backend],
                       num_threads=int(num_threads), deterministic=bool(deterministic),
-                      block_mask=block_mask, block_q=block_q, block_k=block_k, bit_mask=bit_mask, bias=bias)
+                      block_mask=block_mask, block_q=block_q, block_k=block_k, bit_mask=bit_mask, bias=bias,
+                      alibi_slopes=alibi_slopes)
 
 
 def _index_arrays(xs, kw):
@@ -117,6 +132,16 @@ def _resolve_bias(xs, kw, q, k, varlen):
     kw["bias"] = xs.unit_last(_bias.bias_4d(bias, _longest(kw, q, varlen, "q"), _longest(kw, k, varlen, "k")))
 
 
+def _resolve_alibi(xs, kw):
+    """kw's alibi_slopes checked to be float32 of q's kind, with a unit last stride."""
+    slopes = kw.get("alibi_slopes")
+    if slopes is None:
+        return
+    same_kind(xs, [("alibi_slopes", slopes)])
+    check_alibi_dtype(slopes)
+    kw["alibi_slopes"] = xs.unit_last(slopes)
+
+
 def forward(q, k, v, **kw):
     """(out, lse) of attention for any supported array kind; keyword arguments as make_options.
     block_mask: a 4-D bool / uint8 array (mask_batch, mask_heads, q_blocks, k_blocks) of kept blocks
@@ -126,6 +151,8 @@ def forward(q, k, v, **kw):
     causal / window_size; packed into bits here, on the mask's device). bias: an additive score bias
     (float / bf16 / fp16 array of q's kind), (s_q, s_k), (heads, s_q, s_k) or (batch, heads, s_q, s_k),
     query / key dims of size 1 broadcast, added after softcap (docs/masks.md, Additive bias).
+    alibi_slopes: FlashAttention's ALiBi, float32 (heads_q) or (batch, heads_q) of q's kind: adds
+    -slope[b, h] * |i + s_k - s_q - j| to the score after softcap (s_q, s_k: each sequence's lengths).
 
     Fixed length: q (b, s_q, h, d), k/v (b, s_k, h_kv, d|d_v) -> out (b, s_q, h, d_v),
     lse (b, h, s_q) float32. Varlen (cu_seqlens_q/k given): q (total_q, h, d) ->
@@ -142,6 +169,7 @@ def forward(q, k, v, **kw):
     _resolve_block_mask(xs, kw)
     _resolve_bit_mask(xs, kw, k, varlen)
     _resolve_bias(xs, kw, q, k, varlen)
+    _resolve_alibi(xs, kw)
     opts = make_options(head_dim=q.shape[-1], **kw)
     out = xs.empty(q, tuple(q.shape[:-1]) + (v.shape[-1],))
     if varlen:
@@ -155,23 +183,26 @@ def forward(q, k, v, **kw):
 
 def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
                 window_right, softcap, check_index_arrays, backend=0, num_threads=0, block_mask=None,
-                block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None, bias=None):
+                block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None, bias=None, alibi_slopes=None):
     """forward() with every argument already checked and resolved (ranks, array kinds, scale as a
     float, the window as two ints): the per-call path of the front ends, which resolve once.
 
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
     block_mask: an array of q's kind or None; block_size: (block_q, block_k) ints. bit_mask: packed
     element-mask words of q's kind (_bit_mask.pack) or None. bias: a 4-D bias of q's kind (_bias.bias_4d) or None.
+    alibi_slopes: float32 slopes of q's kind (checked: check_alibi_dtype) or None.
     """
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
     if bias is not None:
         bias = xs.unit_last(bias)
+    if alibi_slopes is not None:
+        alibi_slopes = xs.unit_last(alibi_slopes)
     cu_q, cu_k, used_q, used_k = index_arrays
     if cu_q is not None or cu_k is not None or used_q is not None or used_k is not None:
         cu_q, cu_k, used_q, used_k = (None if x is None else xs.unit_last(x) for x in index_arrays)
     opts = _C.Options(cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k, scale, causal,
                       window_left, window_right, softcap, check_index_arrays, backend, num_threads,
-                      False, block_mask, *block_size, bit_mask, bias)
+                      False, block_mask, *block_size, bit_mask, bias, alibi_slopes)
     shape = q.shape
     out = xs.empty(q, (*shape[:-1], v.shape[-1]))
     if cu_q is not None or cu_k is not None:
@@ -185,9 +216,10 @@ def run_forward(xs, q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, ca
 def backward(dout, q, k, v, out, lse, **kw):
     """(dq, dk, dv) of forward's out given its gradient dout; same keywords as forward, plus
     deterministic=True for gradients bitwise equal from run to run (GPU: ordered accumulation).
-    Pass the forward's block_mask / block_size, mask or bias again: the backward applies the same mask
-    and bias. dbias=True (with a bias): returns (dq, dk, dv, dbias), dbias float32 in the bias's 4-D
-    shape (after the left unsqueeze and the broadcast of size-1 query / key dims), broadcast dims summed."""
+    Pass the forward's block_mask / block_size, mask, bias or alibi_slopes again: the backward applies the
+    same mask and score terms (the slopes get no gradient, as in FlashAttention). dbias=True (with a bias):
+    returns (dq, dk, dv, dbias), dbias float32 in the bias's 4-D shape (after the left unsqueeze and the
+    broadcast of size-1 query / key dims), broadcast dims summed."""
     want_dbias = bool(kw.pop("dbias", False))
     xs = arrays_for(q, "q")
     same_kind(xs, [("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)])
@@ -200,6 +232,7 @@ def backward(dout, q, k, v, out, lse, **kw):
     _resolve_block_mask(xs, kw)
     _resolve_bit_mask(xs, kw, k, varlen)
     _resolve_bias(xs, kw, q, k, varlen)
+    _resolve_alibi(xs, kw)
     if want_dbias and kw.get("bias") is None:
         raise ValueError("dbias: asked for without a bias (pass bias=, the forward's bias)")
     opts = make_options(head_dim=q.shape[-1], **kw)

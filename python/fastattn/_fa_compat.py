@@ -21,8 +21,8 @@ def _nonnegative_int(value, name):
     return n
 
 
-def check(*, dropout_p=0.0, alibi_slopes=None, num_splits=1, pack_gqa=None, sm_margin=0, q_descale=None,
-          k_descale=None, v_descale=None, qv=None):
+def check(*, dropout_p=0.0, num_splits=1, pack_gqa=None, sm_margin=0, q_descale=None, k_descale=None,
+          v_descale=None, qv=None):
     """Raise for what fastattn cannot honour; accept the scheduling hints (num_splits, pack_gqa,
     sm_margin), which change no result: the forward without a KV cache runs unsplit (FA3 splits only
     when asked or, at num_splits 0, when its heuristic says so; both give the same out up to rounding)."""
@@ -32,10 +32,6 @@ def check(*, dropout_p=0.0, alibi_slopes=None, num_splits=1, pack_gqa=None, sm_m
         raise ValueError(f"dropout_p: must lie in [0, 1] but got {dropout_p}")
     if dropout_p != 0.0:
         raise NotImplementedError("dropout_p: fastattn has no attention dropout; pass dropout_p=0.0")
-    if alibi_slopes is not None:
-        raise NotImplementedError("alibi_slopes: not supported (docs/python.md). flash_attn_func's bias= takes FA's "
-                                  "-slope * |i + s_k - s_q - j| as an (h, s_q, s_k) array: exact on the CPU backend "
-                                  "with a float32 bias; on CUDA the bias is in q's dtype, so not exact")
     for name, x in (("q_descale", q_descale), ("k_descale", k_descale), ("v_descale", v_descale)):
         if x is not None:
             raise NotImplementedError(f"{name}: fastattn has no fp8 attention (FA3's fp8 descale factors)")

@@ -14,6 +14,8 @@ so calls without a mask keep their schema; autograd saves either mask for bwd. b
 additive score bias, docs/masks.md) comes after them: autograd saves it too, and when it requires grad the
 backward runs fastattn::bwd_dbias, which also returns dbias (fp32, in the bias's 4-D shape: the front end
 unsqueezed / expanded the user's bias with torch ops, whose own backward sums the broadcast dims).
+alibi_slopes (optional float32 (heads_q) or (batch, heads_q) ALiBi slopes) comes last of all: autograd
+saves it for bwd / bwd_dbias and gives it no gradient (as FlashAttention).
 """
 
 from typing import Optional, Tuple
@@ -30,20 +32,20 @@ def fwd(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Optional[Tensor], cu_seql
         softmax_scale: float, causal: bool, window_left: int, window_right: int,
         softcap: float, deterministic: bool = False, block_mask: Optional[Tensor] = None,
         block_q: int = 128, block_k: int = 128, bit_mask: Optional[Tensor] = None,
-        bias: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
+        bias: Optional[Tensor] = None, alibi_slopes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor]:
     """Attention forward: (out, lse); see fastattn.forward for layouts. `deterministic` is for
     the backward autograd derives from this op."""
     return _torch_views.forward(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                                 max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
                                 window_right, softcap, not q.is_cuda,
                                 blocks=None if block_mask is None else (block_mask, block_q, block_k),
-                                bits=bit_mask, bias=bias)
+                                bits=bit_mask, bias=bias, alibi_slopes=alibi_slopes)
 
 
 @fwd.register_fake
 def _fwd_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q, max_seqlen_k,
               softmax_scale, causal, window_left, window_right, softcap, deterministic=False,
-              block_mask=None, block_q=128, block_k=128, bit_mask=None, bias=None):
+              block_mask=None, block_q=128, block_k=128, bit_mask=None, bias=None, alibi_slopes=None):
     out = q.new_empty((*q.shape[:-1], v.shape[-1]))
     if cu_seqlens_q is not None:
         lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
@@ -59,14 +61,14 @@ def bwd(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Tensor,
         causal: bool, window_left: int, window_right: int,
         softcap: float, deterministic: bool = False, block_mask: Optional[Tensor] = None,
         block_q: int = 128, block_k: int = 128, bit_mask: Optional[Tensor] = None,
-        bias: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
+        bias: Optional[Tensor] = None, alibi_slopes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor]:
     """Attention backward: (dq, dk, dv) from dout and the forward's (out, lse); deterministic:
-    bitwise equal from run to run; block_mask, bit_mask and bias as the forward's."""
+    bitwise equal from run to run; block_mask, bit_mask, bias and alibi_slopes as the forward's."""
     return _torch_views.backward(dout, q, k, v, out, lse, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                                  max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
                                  window_right, softcap, not q.is_cuda, deterministic,
                                  None if block_mask is None else (block_mask, block_q, block_k), bit_mask,
-                                 bias=bias)
+                                 bias=bias, alibi_slopes=alibi_slopes)
 
 
 @bwd.register_fake
@@ -80,18 +82,19 @@ def bwd_dbias(dout: Tensor, q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: T
               seqused_k: Optional[Tensor], max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
               causal: bool, window_left: int, window_right: int, softcap: float, deterministic: bool,
               block_mask: Optional[Tensor], block_q: int, block_k: int, bit_mask: Optional[Tensor],
-              bias: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+              bias: Tensor, alibi_slopes: Optional[Tensor] = None) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """bwd plus the bias's gradient: (dq, dk, dv, dbias), dbias fp32 in bias's shape."""
     return _torch_views.backward(dout, q, k, v, out, lse, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                                  max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
                                  window_right, softcap, not q.is_cuda, deterministic,
                                  None if block_mask is None else (block_mask, block_q, block_k), bit_mask,
-                                 bias=bias, with_dbias=True)
+                                 bias=bias, with_dbias=True, alibi_slopes=alibi_slopes)
 
 
 @bwd_dbias.register_fake
-def _bwd_dbias_fake(dout, q, k, v, out, lse, *args):
-    bias = args[-1]
+def _bwd_dbias_fake(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, max_seqlen_q,
+                    max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap, deterministic, block_mask,
+                    block_q, block_k, bit_mask, bias, alibi_slopes=None):
     return (q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape),
             bias.new_empty(bias.shape, dtype=torch.float32))
 
@@ -112,34 +115,38 @@ class _NoGuard:
 
 
 _SCALARS = 8  # fwd's inputs after the 7 tensors: max_seqlen_q .. deterministic; then the block mask's 3
-_MASKS = 5    # block_mask, block_q, block_k, bit_mask, bias
+_MASKS = 6    # block_mask, block_q, block_k, bit_mask, bias, alibi_slopes
+_BIAS = 7 + _SCALARS + 4  # the bias's input position (its gradient's place in the backward's answer)
+_MASK_DEFAULTS = (None, 128, 128, None, None, None)
 
 
 def _setup_context(ctx, inputs, output):
     q, k, v, cu_q, cu_k, used_q, used_k = inputs[:7]
-    block_mask, block_q, block_k, bit_mask, bias = (tuple(inputs[7 + _SCALARS:]) +
-                                                    (None, 128, 128, None, None)[len(inputs) - 7 - _SCALARS:])
+    block_mask, block_q, block_k, bit_mask, bias, alibi = (tuple(inputs[7 + _SCALARS:]) +
+                                                           _MASK_DEFAULTS[len(inputs) - 7 - _SCALARS:])
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask, bias)
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask, bias, alibi)
     ctx.scalars = inputs[7:7 + _SCALARS]
     ctx.block_size = (block_q, block_k)
     ctx.mark_non_differentiable(lse)
 
 
 def _gradients(ctx, dout, run_bwd, run_bwd_dbias):
-    """(dq, dk, dv, None..., dbias or None) from the saved forward; run_bwd / run_bwd_dbias are the ops
-    or their direct twins."""
-    q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask, bias = ctx.saved_tensors
+    """(dq, dk, dv, None..., dbias or None, None) from the saved forward, one entry per fwd input (the
+    slopes, last, get none); run_bwd / run_bwd_dbias are the ops or their direct twins."""
+    q, k, v, out, lse, cu_q, cu_k, used_q, used_k, block_mask, bit_mask, bias, alibi = ctx.saved_tensors
     if dout.is_cuda and not dout.is_contiguous():
         # autograd hands expanded (stride 0) or strided gradients; the GPU backward reads dout
         # with TMA (16-byte aligned rows), so give it a dense copy, as FlashAttention does
         dout = dout.contiguous()
-    if bias is not None:  # the bias's gradient (when asked: the last input) through bwd_dbias
-        rest = (*ctx.scalars, block_mask, *ctx.block_size, bit_mask)
-        if ctx.needs_input_grad[-1]:
-            dq, dk, dv, dbias = run_bwd_dbias(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *rest, bias)
-            return (dq, dk, dv) + (None,) * (4 + _SCALARS + _MASKS - 1) + (dbias.to(bias.dtype),)
-        dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *rest, bias)
+    none = (None,) * (4 + _SCALARS + _MASKS)
+    if bias is not None or alibi is not None:  # every argument given, positionally, up to the slopes
+        rest = (*ctx.scalars, block_mask, *ctx.block_size, bit_mask, bias, alibi)
+        if bias is not None and ctx.needs_input_grad[_BIAS]:  # the bias's gradient through bwd_dbias
+            dq, dk, dv, dbias = run_bwd_dbias(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *rest)
+            grads = (dq, dk, dv) + none
+            return grads[:_BIAS] + (dbias.to(bias.dtype),) + grads[_BIAS + 1:]
+        dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *rest)
     elif block_mask is None and bit_mask is None:  # the schema's defaults: the same bwd call as before masks
         dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars)
     elif bit_mask is None:
@@ -148,7 +155,7 @@ def _gradients(ctx, dout, run_bwd, run_bwd_dbias):
     else:
         dq, dk, dv = run_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, *ctx.scalars, block_mask,
                              *ctx.block_size, bit_mask)
-    return (dq, dk, dv) + (None,) * (4 + _SCALARS + _MASKS)
+    return (dq, dk, dv) + none
 
 
 def _backward(ctx, dout, _dlse):
@@ -160,12 +167,12 @@ fwd.register_autograd(_backward, setup_context=_setup_context)
 
 def _direct_bwd(dout, q, k, v, out, lse, cu_q, cu_k, used_q, used_k, max_seqlen_q, max_seqlen_k,
                 softmax_scale, causal, window_left, window_right, softcap, deterministic, block_mask=None,
-                block_q=128, block_k=128, bit_mask=None, bias=None, with_dbias=False):
+                block_q=128, block_k=128, bit_mask=None, bias=None, alibi_slopes=None, with_dbias=False):
     return _torch_views.backward(dout, q, k, v, out, lse, (cu_q, cu_k, used_q, used_k), max_seqlen_q,
                                  max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                                  not q.is_cuda, deterministic,
                                  None if block_mask is None else (block_mask, block_q, block_k), bit_mask,
-                                 bias=bias, with_dbias=with_dbias)
+                                 bias=bias, with_dbias=with_dbias, alibi_slopes=alibi_slopes)
 
 
 def _direct_bwd_dbias(*args):
@@ -183,9 +190,10 @@ class DirectAttention(torch.autograd.Function):
         blocks = scalars[_SCALARS:_SCALARS + 3]  # (block_mask, block_q, block_k), absent or None: no mask
         bits = scalars[_SCALARS + 3] if len(scalars) > _SCALARS + 3 else None  # packed element-mask words
         bias = scalars[_SCALARS + 4] if len(scalars) > _SCALARS + 4 else None  # additive score bias
+        alibi = scalars[_SCALARS + 5] if len(scalars) > _SCALARS + 5 else None  # ALiBi slopes
         out, lse = _torch_views.forward(q, k, v, (cu_q, cu_k, used_q, used_k), *scalars[:7],
                                         not q.is_cuda, blocks=blocks if blocks and blocks[0] is not None else None,
-                                        bits=bits, bias=bias)
+                                        bits=bits, bias=bias, alibi_slopes=alibi)
         _setup_context(ctx, (q, k, v, cu_q, cu_k, used_q, used_k, *scalars), (out, lse))
         return out, lse
 

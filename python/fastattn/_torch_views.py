@@ -105,23 +105,27 @@ def _call(fn, args, device, kw=_NO_BLOCKS):
         return fn(*args, _raw_stream(device), **kw)
 
 
-def _with_bias(kw, bias):
-    """kw (forward_views / backward_views keywords) plus the bias's view when there is one."""
-    if bias is None:
+def _with_score_terms(kw, bias, alibi_slopes):
+    """kw (forward_views / backward_views keywords) plus the views of the bias and the ALiBi slopes, where given."""
+    if bias is None and alibi_slopes is None:
         return kw
     kw = dict(kw)
-    kw["bias"] = view(bias)
+    if bias is not None:
+        kw["bias"] = view(bias)
+    if alibi_slopes is not None:
+        kw["alibi_slopes"] = view(alibi_slopes)
     return kw
 
 
 def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, window_left,
             window_right, softcap, check_index_arrays, with_lse=True, heads_first=False, blocks=None, bits=None,
-            bias=None):
+            bias=None, alibi_slopes=None):
     """(out, lse) with every scalar already resolved; lse is None unless with_lse.
     index_arrays: (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k), None where absent.
     heads_first: q, k, v are 4-D (b, h, s, d) (fixed length only); out is (b, s_q, h, d_v) still.
     blocks: (block_mask tensor, block_q, block_k) or None; bits: packed element-mask words (int32) or None.
-    bias: a 4-D additive score bias (bias_batch, bias_heads, rows, cols) or None (docs/masks.md)."""
+    bias: a 4-D additive score bias (bias_batch, bias_heads, rows, cols) or None (docs/masks.md).
+    alibi_slopes: float32 (heads_q) or (batch, heads_q) ALiBi slopes or None."""
     qv = view(q, heads_first)
     shape = qv[1]
     out = q.new_empty((*shape[:-1], v.shape[-1]))
@@ -135,21 +139,21 @@ def forward(q, k, v, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal, wi
     args = (qv, view(k, heads_first), view(v, heads_first), _out_view(out, qv[3], qv[4]), lse_view, cu_q, cu_k, used_q, used_k,
             max_seqlen_q, max_seqlen_k, scale, causal, window_left, window_right, softcap,
             check_index_arrays, 0, 0)
-    _call(_C.forward_views, args, qv[4], _with_bias(_mask_kw(blocks, bits), bias))
+    _call(_C.forward_views, args, qv[4], _with_score_terms(_mask_kw(blocks, bits), bias, alibi_slopes))
     return out, lse
 
 
 def backward(dout, q, k, v, out, lse, index_arrays, max_seqlen_q, max_seqlen_k, scale, causal,
              window_left, window_right, softcap, check_index_arrays, deterministic, blocks=None, bits=None,
-             bias=None, with_dbias=False):
-    """(dq, dk, dv) of forward's out given its gradient dout; scalars, blocks, bits and bias as forward.
+             bias=None, with_dbias=False, alibi_slopes=None):
+    """(dq, dk, dv) of forward's out given its gradient dout; scalars, blocks, bits, bias, alibi_slopes as forward.
     with_dbias (needs bias): (dq, dk, dv, dbias), dbias fp32 in bias's shape (broadcast dims summed)."""
     qv, kv, vv = view(q), view(k), view(v)
     dq, dk, dv = q.new_empty(q.shape), k.new_empty(k.shape), v.new_empty(v.shape)
     args = (view(dout), qv, kv, vv, view(out), view(lse), view(dq), view(dk), view(dv),
             *_index_views(index_arrays), max_seqlen_q, max_seqlen_k, scale, causal, window_left,
             window_right, softcap, check_index_arrays, 0, 0, deterministic)
-    kw = _with_bias(_mask_kw(blocks, bits), bias)
+    kw = _with_score_terms(_mask_kw(blocks, bits), bias, alibi_slopes)
     if not with_dbias:
         _call(_C.backward_views, args, qv[4], kw)
         return dq, dk, dv

@@ -22,11 +22,12 @@ _INDEX_NAMES = ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")
 
 def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
                deterministic, direct, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, bit_mask=None,
-               bias=None):
+               bias=None, alibi_slopes=None):
     """(out, lse) through the fastattn::fwd custom op (torch.compile, tensor subclasses), or its
     autograd twin without the op's dispatch when direct (plain tensors, eager). bit_mask: packed
     element-mask words (_bit_mask.pack, int32 on q's device) or None; autograd saves it for the backward.
-    bias: a 4-D additive bias (_bias.bias_4d) or None; its gradient flows when it requires grad."""
+    bias: a 4-D additive bias (_bias.bias_4d) or None; its gradient flows when it requires grad.
+    alibi_slopes: float32 ALiBi slopes or None; saved for the backward, given no gradient."""
     import torch
 
     max_seqlens = [m if isinstance(m, (int, torch.SymInt)) else operator.index(m) for m in max_seqlens]
@@ -37,7 +38,11 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
 
         return DirectAttention.apply(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left,
                                      right, float(softcap), bool(deterministic), block_mask, *block_size, bit_mask,
-                                     bias)
+                                     bias, alibi_slopes)
+    if alibi_slopes is not None:  # the op's last argument: every one before it given
+        return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left, right,
+                                      float(softcap), bool(deterministic), block_mask, *block_size, bit_mask, bias,
+                                      alibi_slopes)
     if bias is not None:
         return torch.ops.fastattn.fwd(q, k, v, *index_arrays, *max_seqlens, scale, bool(causal), left, right,
                                       float(softcap), bool(deterministic), block_mask, *block_size, bit_mask, bias)
@@ -53,7 +58,8 @@ def _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window
 
 def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_scale=None,
               causal=False, window_size=(-1, -1), softcap=0.0, deterministic=False, with_lse=True,
-              heads_first=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None):
+              heads_first=False, block_mask=None, block_size=_block_mask.DEFAULT_BLOCK_SIZE, mask=None, bias=None,
+              alibi_slopes=None):
     """(out, lse) for any array kind; torch tensors are differentiable (the backward deterministic
     when asked), through the custom op or, for plain tensors in eager mode, without it. Other
     arrays have no autograd: deterministic is then unused (fastattn.backward takes it).
@@ -64,7 +70,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     block_mask / block_size: as flash_attn_func (the mask is an array of q's kind).
     mask: a bool keep-mask of every pair (flash_attn_func), packed into bitmask words on its device;
     torch calls with it are differentiable too (the op and its autograd twin save the packed words).
-    bias: an additive score bias (flash_attn_func); torch autograd gives it a gradient when it requires one."""
+    bias: an additive score bias (flash_attn_func); torch autograd gives it a gradient when it requires one.
+    alibi_slopes: FlashAttention's ALiBi slopes (flash_attn_func); no gradient."""
     if block_mask is not None:
         block_mask, block_size = _block_mask.resolve(block_mask, block_size)
     else:  # the paths below unpack block_size as a pair; without a mask it applies to nothing
@@ -72,9 +79,9 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     if heads_first and any(x is not None for x in index_arrays):  # no `is` on tuples: Dynamo traces this
         raise ValueError("heads_first: fixed-length attention only (no cu_seqlens / seqused)")
     torch = torch_module()
-    if mask is not None or bias is not None:
+    if mask is not None or bias is not None or alibi_slopes is not None:
         return _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
-                                 softcap, heads_first, block_mask, block_size, mask, deterministic, bias)
+                                 softcap, heads_first, block_mask, block_size, mask, deterministic, bias, alibi_slopes)
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         # isinstance, not the array adapters: Dynamo traces it (the op path runs under torch.compile).
@@ -118,11 +125,12 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
 
 
 def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-                      heads_first, block_mask, block_size, mask, deterministic=False, bias=None):
-    """attention() with an element mask (packed into bitmask words on its device) and / or an additive
-    bias (made 4-D, _bias.bias_4d): torch calls that need autograd or tracing go through the custom op (or
-    its autograd twin) with the packed words and the bias, which autograd saves for the backward; the rest
-    takes the array-agnostic path (DLPack, fastattn.forward's)."""
+                      heads_first, block_mask, block_size, mask, deterministic=False, bias=None, alibi_slopes=None):
+    """attention() with an element mask (packed into bitmask words on its device), an additive bias (made
+    4-D, _bias.bias_4d) and / or ALiBi slopes: torch calls that need autograd or tracing go through the custom
+    op (or its autograd twin) with the packed words, the bias and the slopes, which autograd saves for the
+    backward; the rest takes the array-agnostic path (DLPack, fastattn.forward's)."""
+    _core.check_alibi_dtype(alibi_slopes)
     varlen = index_arrays[0] is not None or index_arrays[1] is not None
     s_axis = 2 if heads_first else 1
     bias = _bias.bias_4d(bias, max_seqlens[0] if varlen else q.shape[s_axis],
@@ -130,7 +138,8 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         if path != "inference":
-            for name, x in (("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask), ("bias", bias)):
+            for name, x in (("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask), ("bias", bias),
+                            ("alibi_slopes", alibi_slopes)):
                 if x is not None and not isinstance(x, torch.Tensor):
                     raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
             for name, x in zip(_INDEX_NAMES, index_arrays):
@@ -140,10 +149,10 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
                 q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
             bits = None if mask is None else _bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen else k.shape[1])
             return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
-                              deterministic, path == "autograd", block_mask, block_size, bits, bias)
+                              deterministic, path == "autograd", block_mask, block_size, bits, bias, alibi_slopes)
     xs = arrays_for(q, "q")
-    same_kind(xs, [("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask), ("bias", bias)] +
-              list(zip(_INDEX_NAMES, index_arrays)))
+    same_kind(xs, [("k", k), ("v", v), ("block_mask", block_mask), ("mask", mask), ("bias", bias),
+                   ("alibi_slopes", alibi_slopes)] + list(zip(_INDEX_NAMES, index_arrays)))
     if heads_first:
         q, k, v = xs.swap12(q), xs.swap12(k), xs.swap12(v)
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -153,7 +162,7 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
     return _core.run_forward(xs, q, k, v, index_arrays, operator.index(max_seqlens[0]),
                              operator.index(max_seqlens[1]), scale, bool(causal), left, right,
                              float(softcap), check_index_arrays=True, block_mask=block_mask,
-                             block_size=block_size, bias=bias,
+                             block_size=block_size, bias=bias, alibi_slopes=alibi_slopes,
                              bit_mask=None if mask is None else _bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen
                                                                                else k.shape[1]))
 
@@ -226,19 +235,23 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     of size 1 broadcast), added after softcap: softmax(scale * q k^T + bias) as SDPA's float attn_mask;
     -inf entries mask; combines with causal / window_size / block_mask / mask (docs/masks.md, Additive
     bias). torch autograd gives a bias that requires grad its gradient (broadcast dims summed).
+    alibi_slopes: None, or FlashAttention's ALiBi slopes, float32 (h,) or (b, h) of q's kind: adds
+    -slope[b, h] * |i + s_k - s_q - j| to the score after softcap (beside any bias; fp32 in the kernel);
+    no gradient for the slopes. CUDA: sm90, head dims <= 128 (backward 96 / 128), not with bias
+    (docs/python.md, alibi_slopes); the CPU backend takes every case.
     Arguments after `causal` are keyword-only (FA3 has other parameters at those positions). FA2's order
     (dropout_p fourth) is caught where it shows: softmax_scale 0 and a causal that is not a bool are refused.
     FA2/FA3 keywords: num_splits, pack_gqa, sm_margin are scheduling hints, checked and unused (no
-    split without a KV cache; the result is the same); dropout_p > 0, alibi_slopes, q/k/v_descale (fp8)
-    and qv raise NotImplementedError (docs/python.md, FlashAttention compatibility).
+    split without a KV cache; the result is the same); dropout_p > 0, q/k/v_descale (fp8) and qv raise
+    NotImplementedError (docs/python.md, FlashAttention compatibility).
     """
     _fa_compat.check_order(softmax_scale, causal)
-    _fa_compat.check(dropout_p=dropout_p, alibi_slopes=alibi_slopes, num_splits=num_splits, pack_gqa=pack_gqa,
-                     sm_margin=sm_margin, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
+    _fa_compat.check(dropout_p=dropout_p, num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin,
+                     q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
     out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
                          with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask,
-                         bias=bias)
+                         bias=bias, alibi_slopes=alibi_slopes)
     return (out, lse) if return_attn_probs else out
 
 
@@ -259,10 +272,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     deterministic, block_mask, block_size: as flash_attn_func; the mask's block rows and columns
     count from the start of each sequence (q_blocks >= ceil(max_seqlen_q / block_q), etc.); mask as
     flash_attn_func, its rows and columns counted from the start of each sequence (s_q >= max_seqlen_q);
-    bias likewise (rows >= max_seqlen_q, cols >= max_seqlen_k).
+    bias likewise (rows >= max_seqlen_q, cols >= max_seqlen_k). alibi_slopes: as flash_attn_func, (h,) or
+    (batch, h) (batch = len(cu_seqlens_q) - 1), i and j counted from each sequence's start and s_q, s_k its
+    used lengths.
     """
-    _fa_compat.check(dropout_p=dropout_p, alibi_slopes=alibi_slopes, num_splits=num_splits, pack_gqa=pack_gqa,
-                     sm_margin=sm_margin, q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
+    _fa_compat.check(dropout_p=dropout_p, num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin,
+                     q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
@@ -272,5 +287,5 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                          (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
                          with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask,
-                         bias=bias)
+                         bias=bias, alibi_slopes=alibi_slopes)
     return (out, lse) if return_attn_probs else out

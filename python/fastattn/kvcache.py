@@ -44,11 +44,15 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     the keys [cache_leftpad, cache_seqlens + s_new). num_splits: 0 = heuristic.
     Returns out (b, s_q, h, d_v), or (out, softmax_lse (b, h, s_q) float32) with
     return_softmax_lse=True. On CUDA the index arrays are not copied to the host (no sync; CUDA
-    graphs); the caller vouches for them. alibi_slopes is not supported.
+    graphs); the caller vouches for them. alibi_slopes raises NotImplementedError (not built for the KV
+    cache yet; flash_attn_func / flash_attn_varlen_func take it).
     FA3 keywords: pack_gqa, sm_margin are hints, checked and unused; q/k/v_descale (fp8), qv and
     FA3's varlen-query / rotary_seqlens / scheduler_metadata forms raise NotImplementedError.
     """
-    _fa_compat.check(alibi_slopes=alibi_slopes, num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin, q_descale=q_descale,
+    if alibi_slopes is not None:
+        raise NotImplementedError("alibi_slopes: ALiBi with a KV cache is not built yet (flash_attn_with_kvcache); "
+                                  "flash_attn_func and flash_attn_varlen_func take it")
+    _fa_compat.check(num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin, q_descale=q_descale,
                      k_descale=k_descale, v_descale=v_descale, qv=qv)
     for name, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k_new", cu_seqlens_k_new),
                     ("max_seqlen_q", max_seqlen_q), ("rotary_seqlens", rotary_seqlens),

@@ -37,17 +37,20 @@ struct Options {
   int32_t block_q = 128, block_k = 128;
   OptIn bit_mask;    // 4-D 32-bit words (mask_batch, mask_heads, rows, words): an element bitmask
   OptIn bias;        // 4-D (bias_batch, bias_heads, rows, cols) float / bf16 / fp16: an additive score bias
+  OptIn alibi_slopes;  // fp32 (heads_q) or (batch, heads_q): ALiBi, -slope * |i + s_k - s_q - j| added to the score
 };
 
 void init_options(Options* self, OptIn cu_seqlens_q, OptIn cu_seqlens_k, OptIn seqused_q,
                   OptIn seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                   bool causal, int32_t window_left, int32_t window_right, float softcap,
                   bool check_index_arrays, int32_t backend, int32_t num_threads, bool deterministic,
-                  OptIn block_mask, int32_t block_q, int32_t block_k, OptIn bit_mask, OptIn bias) {
+                  OptIn block_mask, int32_t block_q, int32_t block_k, OptIn bit_mask, OptIn bias,
+                  OptIn alibi_slopes) {
   new (self) Options{std::move(cu_seqlens_q), std::move(cu_seqlens_k), std::move(seqused_q),
                      std::move(seqused_k), max_seqlen_q, max_seqlen_k, softmax_scale, causal,
                      window_left, window_right, softcap, check_index_arrays, backend, num_threads,
-                     deterministic, std::move(block_mask), block_q, block_k, std::move(bit_mask), std::move(bias)};
+                     deterministic, std::move(block_mask), block_q, block_k, std::move(bit_mask), std::move(bias),
+                     std::move(alibi_slopes)};
 }
 
 // A block mask on the args (MaskKind::BlockSparse); validation checks it against the call.
@@ -108,6 +111,7 @@ fastattn::AttnArgs make_args(const InArray& q, const InArray& k, const InArray& 
     a.mask.bits = fastattn_py::to_bit_mask(*o.bit_mask, "mask");
   }
   if (o.bias) a.bias = fastattn_py::to_tensor(*o.bias, "bias");
+  if (o.alibi_slopes) a.alibi_slopes = fastattn_py::to_tensor(*o.alibi_slopes, "alibi_slopes");
   return a;
 }
 
@@ -152,7 +156,7 @@ using fastattn_py::view_to_tensor;
 fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handle cu_seqlens_q,
                              nb::handle cu_seqlens_k, nb::handle seqused_q, nb::handle seqused_k,
                              nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask,
-                             nb::handle bias, fastattn::AttnArgs a) {
+                             nb::handle bias, nb::handle alibi_slopes, fastattn::AttnArgs a) {
   a.q = view_to_tensor(q, "q");
   a.k = view_to_tensor(k, "k");
   a.v = view_to_tensor(v, "v");
@@ -168,6 +172,7 @@ fastattn::AttnArgs view_args(nb::handle q, nb::handle k, nb::handle v, nb::handl
     a.mask.bits = fastattn_py::view_to_bit_mask(bit_mask, "mask");
   }
   if (!bias.is_none()) a.bias = view_to_tensor(bias, "bias");
+  if (!alibi_slopes.is_none()) a.alibi_slopes = view_to_tensor(alibi_slopes, "alibi_slopes");
   return a;
 }
 
@@ -176,10 +181,11 @@ void forward_views(nb::handle q, nb::handle k, nb::handle v, nb::handle out, nb:
                    nb::handle seqused_k, int32_t max_seqlen_q, int32_t max_seqlen_k, float softmax_scale,
                    bool causal, int32_t window_left, int32_t window_right, float softcap,
                    bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream,
-                   nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask, nb::handle bias) {
+                   nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask, nb::handle bias,
+                   nb::handle alibi_slopes) {
   fastattn::AttnArgs a = view_args(
       q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k, bit_mask, bias,
-      scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+      alibi_slopes, scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                   check_index_arrays, backend, num_threads, false));
   a.out = view_to_tensor(out, "out");
   if (!lse.is_none()) a.lse = view_to_tensor(lse, "lse");
@@ -198,10 +204,10 @@ void backward_views(nb::handle dout, nb::handle q, nb::handle k, nb::handle v, n
                     int32_t window_left, int32_t window_right, float softcap, bool check_index_arrays,
                     int32_t backend, int32_t num_threads, bool deterministic, uintptr_t stream,
                     nb::handle block_mask, int32_t block_q, int32_t block_k, nb::handle bit_mask, nb::handle bias,
-                    nb::handle dbias) {
+                    nb::handle dbias, nb::handle alibi_slopes) {
   fastattn::AttnArgs a = view_args(
       q, k, v, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, block_mask, block_q, block_k, bit_mask, bias,
-      scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
+      alibi_slopes, scalar_args(max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left, window_right, softcap,
                   check_index_arrays, backend, num_threads, deterministic));
   if (!dbias.is_none()) a.dbias = view_to_tensor(dbias, "dbias");
   a.out = view_to_tensor(out, "out");
@@ -319,7 +325,8 @@ NB_MODULE(_C, m) {
            "softmax_scale"_a = std::numeric_limits<float>::quiet_NaN(), "causal"_a = false, "window_left"_a = -1, "window_right"_a = -1,
            "softcap"_a = 0.0f, "check_index_arrays"_a = true, "backend"_a = 0,
            "num_threads"_a = 0, "deterministic"_a = false, "block_mask"_a.none() = nb::none(),
-           "block_q"_a = 128, "block_k"_a = 128, "bit_mask"_a.none() = nb::none(), "bias"_a.none() = nb::none());
+           "block_q"_a = 128, "block_k"_a = 128, "bit_mask"_a.none() = nb::none(), "bias"_a.none() = nb::none(),
+           "alibi_slopes"_a.none() = nb::none());
 
   m.def("forward", &forward, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a.none(), "options"_a, "stream"_a,
         "Writes out (and lse when given) for softmax(mask(scale*q k^T)) v.");
@@ -331,7 +338,7 @@ NB_MODULE(_C, m) {
         "max_seqlen_q"_a, "max_seqlen_k"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
         "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a, "num_threads"_a, "stream"_a,
         "block_mask"_a.none() = nb::none(), "block_q"_a = 128, "block_k"_a = 128, "bit_mask"_a.none() = nb::none(),
-        "bias"_a.none() = nb::none(),
+        "bias"_a.none() = nb::none(), "alibi_slopes"_a.none() = nb::none(),
         "forward over views (data_ptr, shape, strides, dtype, device): no DLPack per array (bit_mask: a view of "
         "4-D int32 packed words).");
   m.def("backward_views", &backward_views, "dout"_a, "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "dq"_a,
@@ -340,7 +347,7 @@ NB_MODULE(_C, m) {
         "window_left"_a, "window_right"_a, "softcap"_a, "check_index_arrays"_a, "backend"_a,
         "num_threads"_a, "deterministic"_a, "stream"_a, "block_mask"_a.none() = nb::none(), "block_q"_a = 128,
         "block_k"_a = 128, "bit_mask"_a.none() = nb::none(), "bias"_a.none() = nb::none(),
-        "dbias"_a.none() = nb::none(),
+        "dbias"_a.none() = nb::none(), "alibi_slopes"_a.none() = nb::none(),
         "backward over views, as forward_views (block_mask: a view of a 4-D byte array; bit_mask: of 4-D int32 "
         "packed words).");
   m.def("forward_kvcache", &forward_kvcache, "q"_a, "k_cache"_a, "v_cache"_a, "k_new"_a.none(),

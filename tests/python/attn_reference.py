@@ -98,9 +98,10 @@ def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dty
 
 
 def backward(q, k, v, dout, scale=None, causal=False, window=(-1, -1), softcap=0.0,
-             dtype=np.float64, blocks=None):
+             dtype=np.float64, blocks=None, add=None):
     """(dq, dk, dv) of forward's out for upstream gradient dout: float64 truth, or for a lower
-    dtype the same-precision estimate (float32 arithmetic, results rounded to dtype)."""
+    dtype the same-precision estimate (float32 arithmetic, results rounded to dtype).
+    add: an additive score term as forward's (a constant: it changes P, not the chain rule)."""
     exact = isinstance(dtype, type) and dtype == np.float64
     work = np.float64 if exact else np.float32
     q, k, v, dout = (np.asarray(x, dtype=work) for x in (q, k, v, dout))
@@ -110,6 +111,8 @@ def backward(q, k, v, dout, scale=None, causal=False, window=(-1, -1), softcap=0
     s, t = _scores(q, ke, scale, softcap)
     keep = _keep(q, k, causal, window, blocks)
     t = np.where(keep, t, -np.inf)
+    if add is not None:
+        t = t + np.asarray(add, dtype=np.float64).astype(work)
     m = t.max(axis=-1, keepdims=True, initial=-np.inf)
     p = np.exp(t - np.where(np.isfinite(m), m, 0))
     l = p.sum(axis=-1, keepdims=True)

@@ -39,7 +39,6 @@ REFUSED = [
     (dict(dropout_p="0"), TypeError, "^dropout_p"),
     (dict(dropout_p=np.bool_(False)), TypeError, "^dropout_p"),
     (dict(dropout_p=np.float32(0.1)), NotImplementedError, "^dropout_p"),
-    (dict(alibi_slopes=np.ones(4, np.float32)), NotImplementedError, "^alibi_slopes"),
     (dict(q_descale=np.ones(1, np.float32)), NotImplementedError, "^q_descale"),
     (dict(k_descale=np.ones(1, np.float32)), NotImplementedError, "^k_descale"),
     (dict(v_descale=np.ones(1, np.float32)), NotImplementedError, "^v_descale"),
@@ -80,6 +79,7 @@ def test_kvcache_hints_change_nothing(rng):
 
 
 KVCACHE_REFUSED = [
+    (dict(alibi_slopes=np.ones(4, np.float32)), NotImplementedError, "^alibi_slopes: ALiBi with a KV cache is not built"),
     (dict(q_descale=np.ones(1, np.float32)), NotImplementedError, "^q_descale"),
     (dict(qv=np.ones(1, np.float32)), NotImplementedError, "^qv"),
     (dict(cu_seqlens_q=np.array([0, 3, 6], np.int32)), NotImplementedError, "^cu_seqlens_q"),

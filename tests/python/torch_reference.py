@@ -24,10 +24,11 @@ def block_keep(blocks, h_q, s_q, s_k):
     return m.repeat_interleave(block_q, dim=2).repeat_interleave(block_k, dim=3)[:, :, :s_q, :s_k]
 
 
-def attention(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, blocks=None, bits=None):
+def attention(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, blocks=None, bits=None, add=None):
     """(b, s, h, d) float64 attention; fully masked rows give zeros. blocks: (mask, block_q, block_k)
     of kept blocks ANDed with the window (docs/masks.md); bits: a bool keep-mask of every pair
-    (mask_batch, mask_heads, s_q, s_k) ANDed too (the element bitmask's truth)."""
+    (mask_batch, mask_heads, s_q, s_k) ANDed too (the element bitmask's truth). add: an additive score
+    term broadcastable to (b, h, s_q, s_k), added after softcap (a bias, ALiBi)."""
     q, k, v = q.double(), k.double(), v.double()
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     group = q.shape[2] // k.shape[2]
@@ -42,6 +43,8 @@ def attention(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, b
     if bits is not None:
         keep = keep & bits.to(q.device).repeat_interleave(q.shape[2] // bits.shape[1], dim=1)
     s = s.masked_fill(~keep, float("-inf"))
+    if add is not None:
+        s = s + add.to(s.device, torch.float64)
     p = torch.softmax(s, dim=-1).nan_to_num(0.0)
     return torch.einsum("bhij,bjhd->bihd", p, v)
 
@@ -51,10 +54,11 @@ def _round(x, dtype):
     return x.to(dtype).float()
 
 
-def lowp_backward(q, k, v, dout, dtype, scale=None, causal=False, window=(-1, -1), softcap=0.0, bits=None):
+def lowp_backward(q, k, v, dout, dtype, scale=None, causal=False, window=(-1, -1), softcap=0.0, bits=None,
+                  add=None):
     """(dq, dk, dv) float64, computed the way a flash backward does in `dtype`: float32 scores,
     P and dS rounded to dtype before their matmuls (float32 accumulation), results rounded to
-    dtype. The "same math in the input precision" of FA3's tolerance rule. bits: as attention's."""
+    dtype. The "same math in the input precision" of FA3's tolerance rule. bits, add: as attention's."""
     q, k, v, dout = (x.detach().float() for x in (q, k, v, dout))
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     group = q.shape[2] // k.shape[2]
@@ -64,7 +68,10 @@ def lowp_backward(q, k, v, dout, dtype, scale=None, causal=False, window=(-1, -1
     keep = keep_mask(q.shape[1], k.shape[1], causal, window, q.device)
     if bits is not None:
         keep = keep & bits.to(q.device).repeat_interleave(q.shape[2] // bits.shape[1], dim=1)
-    p = torch.softmax(t.masked_fill(~keep, float("-inf")), dim=-1).nan_to_num(0.0)
+    t = t.masked_fill(~keep, float("-inf"))
+    if add is not None:
+        t = t + add.to(t.device, torch.float32)
+    p = torch.softmax(t, dim=-1).nan_to_num(0.0)
     out = torch.einsum("bhij,bjhd->bihd", _round(p, dtype), ve)
     rowsum = (_round(out, dtype) * dout).sum(-1).transpose(1, 2)[..., None]  # D = rowsum(dO o O)
     p16 = _round(p, dtype)
