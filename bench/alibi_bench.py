@@ -34,7 +34,10 @@ def parse_args(argv=None):
     ap.add_argument("--d", default="128", help="head dims, comma-separated (bwd: 96 and 128 only)")
     ap.add_argument("--mode", default="fwd,bwd", help="fwd, bwd or both")
     args = ap.parse_args(argv)
-    args.dims = [int(x) for x in args.d.split(",")]
+    try:
+        args.dims = [int(x) for x in args.d.split(",")]
+    except ValueError:
+        ap.error(f"--d: {args.d} is not a comma-separated list of head dims")
     args.modes = args.mode.split(",")
     for m in args.modes:
         if m not in ("fwd", "bwd"):
