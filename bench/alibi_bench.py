@@ -2,8 +2,8 @@
 """ALiBi (alibi_slopes) against the dense call, the same term as a stored bias, and FlexAttention, one GPU call.
 
 b 4, s 8192, h 32, bf16, FlashAttention's standard slopes 2^(-8 (i + 1) / h). Rows, each timed in rounds with the
-sides in a rotated order (a round: one warming call and one timed call a side; median over rounds of CUDA-event
-times):
+sides in an order reversed every other round (a round: one warming call and one timed call a side; median over
+rounds of CUDA-event times):
   fwd:  fastattn dense, fastattn alibi (computed in the kernel), fastattn bias (the term stored as a (1, h, s, s)
         bf16 bias), FlexAttention with a score_mod computing the term (torch.compile; causal by its block mask),
         SDPA-cuDNN with the stored term as attn_mask (full only);
@@ -58,27 +58,12 @@ def alibi_term(torch, slopes, s_q, s_k):
     return (-slopes.view(-1, 1, 1) * dist).unsqueeze(0)
 
 
-def timed_rounds(torch, fns, rounds):
-    """{name: [ms per round]}: per round one warming and one timed call a side, the order rotated each round."""
-    names = list(fns)
-    times = {n: [] for n in names}
-    for r in range(rounds):
-        k = r % len(names)
-        for n in names[k:] + names[:k]:
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            fns[n]()
-            e0.record()
-            fns[n]()
-            e1.record()
-            e1.synchronize()
-            times[n].append(e0.elapsed_time(e1))
-    return times
-
-
 def main(argv=None):
     args = parse_args(argv)
     import torch
     import torch.nn.functional as F
+    sys.path.insert(0, HERE)
+    from bias_ab import timed_rounds  # one warming and one timed call a side a round, the order reversed every other
     spec = importlib.util.spec_from_file_location("run_peers", os.path.join(HERE, "run-peers.py"))
     rp = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(rp)

@@ -3,8 +3,9 @@
 // softcap). Slow by design: O(s_q * s_k * d) with no tiling, float64 everywhere.
 //
 // Conventions (the CPU and CUDA backends follow them too):
-//   x_ij  = scale * q_i . k_j;  s_ij = (softcap ? softcap * tanh(x_ij / softcap) : x_ij) + bias_ij
-//   (bias_ij = bias[b or 0, h / head_div, i, j] when the call has a bias, else 0)
+//   x_ij  = scale * q_i . k_j;  s_ij = (softcap ? softcap * tanh(x_ij / softcap) : x_ij) + bias_ij + alibi_ij
+//   (bias_ij = bias[b or 0, h / head_div, i, j] when the call has a bias, else 0; alibi_ij =
+//   -slope[b, h] |i + len_k - len_q - j| when it has alibi_slopes, else 0)
 //   lse_i = log sum_{j kept} exp(s_ij)      (natural log; -inf when row i keeps no key)
 //   out_i = sum_{j kept} exp(s_ij - lse_i) v_j                   (0 when row i keeps no key)
 //   rows beyond seqused_q: out = 0, lse = -inf, dq = 0; rows beyond seqused_k: dk = dv = 0.

@@ -71,22 +71,16 @@ TEST_F(Sm90BwdAlibi, RefusalsByName) {
     a.alibi_slopes = make_tensor(slopes.get(), DType::F32, {2}, Device::CUDA);
     return a;
   };
-  auto refused = [&](const AttnArgs& a, const char* what) {
-    const Tensor g = a.q;
-    const Status st = validate_backward(a, g, g, g, g);
-    EXPECT_EQ(st.code, Code::NotSupported) << what;
-    EXPECT_NE(st.message.find(what), std::string::npos) << st.message;
-  };
   AttnArgs det = args(128);
   det.deterministic = true;
-  refused(det, "alibi_slopes: the CUDA backward with ALiBi has no deterministic mode");
+  expect_bwd_refused(det, "alibi_slopes: the CUDA backward with ALiBi has no deterministic mode");
   AttnArgs cap = args(128);
   cap.softcap = 20.f;
-  refused(cap, "alibi_slopes: the CUDA backward with ALiBi takes no softcap");
-  refused(args(64), "alibi_slopes: the CUDA backward with ALiBi runs head dims 96 and 128");
+  expect_bwd_refused(cap, "alibi_slopes: the CUDA backward with ALiBi takes no softcap");
+  expect_bwd_refused(args(64), "alibi_slopes: the CUDA backward with ALiBi runs head dims 96 and 128");
   AttnArgs both = args(128);
   both.bias = make_tensor(bias.get(), DType::F32, {1, 1, 64, 64}, Device::CUDA);
-  refused(both, "alibi_slopes: the CUDA backward takes ALiBi or a bias, not both");
+  expect_bwd_refused(both, "alibi_slopes: the CUDA backward takes ALiBi or a bias, not both");
 }
 
 }  // namespace

@@ -211,19 +211,13 @@ TEST_F(Sm90BwdBias, RefusalsByName) {
   std::vector<uint16_t> host(2 * 64 * 2 * 128);
   DeviceBuffer buf(host.size() * 2), bias(size_t(64) * 64 * 4), lse(2 * 64 * 4);
   auto args = [&](int d) { return bias_refusal_args(buf.get(), lse.get(), bias.get(), d); };
-  auto refused = [&](const AttnArgs& a, const char* what) {
-    const Tensor g = a.q;
-    const Status st = validate_backward(a, g, g, g, g);
-    EXPECT_EQ(st.code, Code::NotSupported) << what;
-    EXPECT_NE(st.message.find(what), std::string::npos) << st.message;
-  };
   AttnArgs det = args(128);
   det.deterministic = true;
-  refused(det, "no deterministic mode");
+  expect_bwd_refused(det, "no deterministic mode");
   AttnArgs cap = args(128);
   cap.softcap = 20.f;
-  refused(cap, "no softcap");
-  refused(args(64), "head dims 96 and 128");
+  expect_bwd_refused(cap, "no softcap");
+  expect_bwd_refused(args(64), "head dims 96 and 128");
 }
 
 }  // namespace

@@ -104,6 +104,14 @@ inline AttnArgs bias_refusal_args(void* qkv, void* lse, void* bias, int d, void*
   return a;
 }
 
+// The backward's validation refuses `a` as NotSupported, `what` in its message (no kernel runs).
+inline void expect_bwd_refused(const AttnArgs& a, const char* what) {
+  const Tensor g = a.q;
+  const Status st = validate_backward(a, g, g, g, g);
+  EXPECT_EQ(st.code, Code::NotSupported) << what;
+  EXPECT_NE(st.message.find(what), std::string::npos) << st.message;
+}
+
 inline BwdCase bcase(DType dt, int d, int sq, int sk, int dv = 0) {
   BwdCase c;
   c.dtype = dt;
