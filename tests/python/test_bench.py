@@ -490,6 +490,20 @@ def test_alibi_bench_arguments_and_term():
         assert float(term[0, h, i, j]) == -float(slopes[h]) * abs(i + s_k - s_q - j)
 
 
+def test_alibi_plot_reads_the_bench_tables(tmp_path):
+    ap = _bench_script("alibi_plot.py", "alibi_plot")
+    run = tmp_path / "run.md"
+    run.write_text("# ALiBi, b 4 ...\n\nfwd d 128 causal 0\n\n| side | ms | TFLOPS | x alibi | diff |\n|---|---:|---:|---:|---:|\n"
+                   "| fastattn alibi | 7.5 | 580.1 | 1.000 | 0 |\n| flex score_mod | 11.5 | 383.0 | 1.5 | 0.01 |\n\n"
+                   "bwd d 128 causal 1 (TFLOPS: ...)\n\n| side | ms | TFLOPS | x | diff |\n|---|---:|---:|---:|---:|\n"
+                   "| fastattn alibi bwd | 9.5 | 579.0 | 1.000 | 0 |\n| fastattn alibi fwd | 3.2 | 679.1 | 0.34 | - |\n")
+    assert ap.read_tables(str(run)) == [("fwd d128 full", [("fastattn alibi", 7.5, 580.1), ("flex score_mod", 11.5, 383.0)]),
+                                        ("bwd d128 causal", [("fastattn alibi bwd", 9.5, 579.0)])]
+    assert [t for t, _ in ap.read_tables(str(run), "bwd")] == ["bwd d128 causal"]
+    with pytest.raises(SystemExit):
+        ap.main([str(tmp_path / "x.png"), f"{run}:both"])
+
+
 def test_run_peers_args_mirror_c_api_layout(tmp_path):
     # fastattn_args_init writes the whole fastattn_args: a shorter ctypes mirror (block_mask missing)
     # had it write past the Python object, and fastattn_forward read block_mask from beyond it
