@@ -197,7 +197,8 @@ Status forward(const detail::Problem& problem, void* stream) {
   if (major == MAJOR && problem.dtype == DT && d == DQK && dv == DV) return NS::launch_fwd_bias<CT, DQK, DV>(lp, s);
 #include "cuda/fwd_bitmask_dispatch.inc"
 #undef FASTATTN_FWD_BITS_CASE
-    return Status::Unsupported("bias: no CUDA forward with bias for this arch, dtype and head dim");
+    return Status::Unsupported(problem.alibi.defined() ? "alibi_slopes: no CUDA forward with ALiBi for this arch, dtype and head dim"
+                                                       : "bias: no CUDA forward with bias for this arch, dtype and head dim");
   }
   // A block-sparse mask: the rows that have its kernel (d <= 128, d_v = d; block_mask_rule.h).
   if (problem.blocks.defined()) {

@@ -303,8 +303,9 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   // An additive bias likewise (BiasBwdConfig's kernel; bias_backward_support held the call to its rule).
   const bool bias = problem.biased();  // ALiBi too: the bias kernel, its term computed
   if (bias && (ampere || block_sparse || a.softcap != 0.f || deterministic))  // a direct caller: the rule too
-    return Status::Unsupported("bias: the CUDA backward with a bias runs on sm90 in the default mode without softcap "
-                               "or a block mask (bias_backward_support)");
+    return Status::Unsupported(std::string(problem.alibi.defined() ? "alibi_slopes: the CUDA backward with ALiBi"
+                                                                   : "bias: the CUDA backward with a bias") +
+                               " runs on sm90 in the default mode without softcap or a block mask (bias_backward_support)");
   if (bias) set_bias_params(problem, g, &p);
   const int bm = ampere ? sm80::kBwdBlockM
                         : sm90::bwd_block_m(d, !block_sparse && !bias &&

@@ -121,6 +121,39 @@ TEST(CudaBiasForwardRule, BaseAlignedToTheElementSize) {
   EXPECT_NE(st.message.find("aligned to the bias's element size"), std::string::npos) << st.message;
 }
 
+// ALiBi takes the bias kernels (cuda/bias_rule.cpp, alibi_rules): their limits, named as ALiBi's, and never with a
+// stored bias; sm80 refuses it in both passes (its kernels would run without the term).
+TEST(CudaAlibiRule, RunsTheBiasKernelsLimitsNamedAsAlibi) {
+  RuleCase c(128, 128, DType::BF16);
+  std::vector<float> slopes(2);
+  c.a.alibi_slopes = make_tensor(slopes.data(), DType::F32, {2});
+  auto refused = [](const Status& st, const char* what) {
+    EXPECT_EQ(st.code, Code::NotSupported) << what;
+    EXPECT_EQ(st.message.rfind("alibi_slopes:", 0), 0u) << st.message;
+    EXPECT_NE(st.message.find(what), std::string::npos) << st.message;
+  };
+  refused(cuda_backend::bias_forward_support(c.a, 9), "ALiBi or a bias, not both");
+  refused(cuda_backend::bias_backward_support(c.a, 9), "ALiBi or a bias, not both");
+  c.a.bias = Tensor{};
+  EXPECT_TRUE(cuda_backend::bias_forward_support(c.a, 9).ok());
+  EXPECT_TRUE(cuda_backend::bias_backward_support(c.a, 9).ok());
+  refused(cuda_backend::bias_forward_support(c.a, 8), "runs on sm90 (Hopper) only");
+  refused(cuda_backend::bias_backward_support(c.a, 8), "runs on sm90 (Hopper) only");
+  c.a.num_splits = 2;
+  const Status split = cuda_backend::bias_forward_support(c.a, 9);
+  EXPECT_EQ(split.code, Code::NotSupported);
+  EXPECT_NE(split.message.find("with ALiBi has no split-KV"), std::string::npos) << split.message;
+  RuleCase d64(64, 64, DType::BF16);
+  d64.a.bias = Tensor{};
+  d64.a.alibi_slopes = c.a.alibi_slopes;
+  EXPECT_TRUE(cuda_backend::bias_forward_support(d64.a, 9).ok());
+  refused(cuda_backend::bias_backward_support(d64.a, 9), "runs head dims 96 and 128");
+  RuleCase d256(256, 256, DType::BF16);
+  d256.a.bias = Tensor{};
+  d256.a.alibi_slopes = c.a.alibi_slopes;
+  refused(cuda_backend::bias_forward_support(d256.a, 9), "takes head dims up to 128");
+}
+
 }  // namespace
 }  // namespace fastattn
 #endif  // FASTATTN_WITH_CUDA

@@ -69,6 +69,7 @@ fastattn_args to_c(const AttnCase& c) {
   }
   if (c.bias.defined()) a.bias = to_c(c.bias.view());
   if (c.dbias.view().ndim == 4) a.dbias = to_c(c.dbias.view());
+  if (c.spec.alibi != 0) a.alibi_slopes = to_c(c.alibi.view());
   return a;
 }
 
@@ -93,10 +94,11 @@ TEST(CApi, InitSetsDefaults) {
   EXPECT_EQ(a.bit_mask.device, FASTATTN_CPU);
   EXPECT_EQ(a.bias.data, nullptr);
   EXPECT_EQ(a.dbias.data, nullptr);
+  EXPECT_EQ(a.alibi_slopes.data, nullptr);
 }
 
 // Same results through the C ABI as through the C++ API, bit for bit (the CPU backend is
-// deterministic), for a fixed and a varlen + seqused problem.
+// deterministic), for a fixed and a varlen + seqused problem, with masks, a bias, ALiBi.
 TEST(CApi, RoundTripMatchesCppApi) {
   for (int variant = 0; variant < 6; ++variant) {
     const bool use_varlen = variant & 1, use_blocks = (variant & 6) == 2, use_bits = (variant & 6) == 4;
@@ -143,6 +145,7 @@ TEST(CApi, RoundTripMatchesCppApi) {
       spec.bias.layout = 1;
       spec.bias.grad = true;
     }
+    spec.alibi = variant % 3 == 0 ? 0 : 1 + variant % 2;  // ALiBi slopes (h) or (batch, h) on 4 of the 6
     AttnCase c = make_case(spec, rng), cpp = c;  // copies own their buffers
     const AttnArgs a = cpp.args(Backend::CPU);
     ASSERT_TRUE(forward(a).ok());

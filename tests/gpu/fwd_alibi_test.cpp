@@ -87,14 +87,17 @@ TEST_F(Sm90FwdAlibi, OddLengthsBothWays) {
   run_alibi_case(c);
 }
 
-// Slopes per (batch entry, head) with a padded batch stride, GQA 1 / 4 / 8, local windows.
-TEST_F(Sm90FwdAlibi, PerBatchSlopesGqaWindows) {
+// Slopes per (batch entry, head) with a padded batch stride, GQA 1 / 4 / 8, softcap, local windows.
+TEST_F(Sm90FwdAlibi, PerBatchSlopesGqaSoftcapWindows) {
   for (int hkv : {8, 2, 1}) {
     AlibiCase a = alibi_case(DType::BF16, 128, 300, 400, 8, hkv, 3);
     a.per_batch = true;
     a.batch_pad = 5;
     run_alibi_case(a);
   }
+  AlibiCase cap = alibi_case(DType::BF16, 128, 300, 500, 4, 2);  // the term after softcap (its scale-1 path)
+  cap.c.softcap = 20.f;
+  run_alibi_case(cap);
   AlibiCase w = alibi_case(DType::BF16, 128, 700, 900, 4, 2);
   w.c.wl = 100;
   w.c.wr = 30;

@@ -153,6 +153,10 @@ Status profile_forward(const AttnArgs& args, const ProfileRequest& request, Prof
   if (Status st = validate_forward(args); !st.ok()) return st;
   if (args.q.device != Device::CUDA || args.backend == Backend::CPU || args.backend == Backend::Reference)
     return Status::Invalid("profile: needs CUDA tensors and the CUDA backend");
+  // The probed kernel is the dense one: a call with a score term would be timed without it.
+  if (args.bias.defined() || args.alibi_slopes.defined())
+    return Status::Unsupported(std::string("profile: the probed kernels take no ") +
+                               (args.bias.defined() ? "bias" : "alibi_slopes") + " (time it with fastattn run)");
   const int d = int(args.q.shape[args.q.ndim - 1]);
   if (!probed_kernel_built(args.q.dtype, d))
     return Status::Unsupported(std::string("profile: no probed kernel for ") + dtype_name(args.q.dtype) + " d=" +

@@ -238,7 +238,9 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
         return launch_bwd_config<T, BiasBwdConfig<BwdConfig<D>, true>>(problem, grads, p, stream);
       return launch_bwd_config<T, BiasBwdConfig<BwdConfig<D>, false>>(problem, grads, p, stream);
     } else {
-      return Status::Unsupported("bias: the CUDA backward with a bias runs head dims 96 and 128 (d_v = d)");
+      return Status::Unsupported(p.bias.kind == cuda_backend::kBiasAlibi
+                                     ? "alibi_slopes: the CUDA backward with ALiBi runs head dims 96 and 128 (d_v = d)"
+                                     : "bias: the CUDA backward with a bias runs head dims 96 and 128 (d_v = d)");
     }
   }
   // The 80-key tile (d 256, d 192, 192 / 128): same q-block (and workspace) as the 64-key kernel's, chosen here by
