@@ -16,7 +16,6 @@ fastattn goes through the C ABI (bench/run-peers.py's ctypes structs, ABI 2), so
 """
 import argparse
 import ctypes
-import importlib.util
 import os
 import statistics
 import sys
@@ -64,9 +63,8 @@ def main(argv=None):
     import torch.nn.functional as F
     sys.path.insert(0, HERE)
     from bias_ab import timed_rounds  # one warming and one timed call a side a round, the order reversed every other
-    spec = importlib.util.spec_from_file_location("run_peers", os.path.join(HERE, "run-peers.py"))
-    rp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rp)
+    from bias_bench import load_peers_module  # bench/run-peers.py's ctypes structs
+    rp = load_peers_module()
     fa = rp.FastAttn(args.lib)
     if fa.abi < 2:
         sys.exit(f"{args.lib}: C ABI {fa.abi} has no alibi_slopes (ABI 2)")

@@ -12,7 +12,6 @@ TFLOPS are not printed: the rows compare builds, not peers (bench/bias_bench.py 
 """
 import argparse
 import ctypes
-import importlib.util
 import os
 import statistics
 import sys
@@ -81,10 +80,8 @@ def main(argv=None):
     args = parse_args(argv)
     import torch
     sys.path.insert(0, HERE)
-    from bias_bench import bias_args  # the C ABI arguments bench/bias_bench.py times its forward with
-    spec = importlib.util.spec_from_file_location("run_peers", os.path.join(HERE, "run-peers.py"))
-    rp = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rp)
+    from bias_bench import bias_args, load_peers_module  # bias_bench's C ABI arguments; run-peers.py's structs
+    rp = load_peers_module()
     libs = {n: rp.FastAttn(p) for n, p in args.libs}
     sides = list(libs)
     base = sides[0]
