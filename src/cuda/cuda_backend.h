@@ -14,12 +14,13 @@ bool available();
 // instantiated in this build, 16-byte alignment of base pointers and strides (TMA), features.
 Status check_forward(const AttnArgs& args);
 
-// The sm80 (Ampere / Ada) forward's refusals by name: split-KV (num_splits > 1), block-sparse masks and
-// element bitmasks (check_forward asks it on a device of major 8, or one forced so:
-// FASTATTN_FORCE_ARCH), and the KV-cache forward (check_kvcache_arch, asked by the kvcache entry
-// before it writes the cache).
+// The sm80 (Ampere / Ada) forward's refusals by name: block-sparse masks and element bitmasks
+// (check_forward asks it on a device of major 8, or one forced so: FASTATTN_FORCE_ARCH).
 Status sm80_limits(const AttnArgs& args);
-Status check_kvcache_arch();
+// The KV-cache forward's arch rule, asked by the kvcache entry before it writes the cache: paged caches on
+// the sm80 path are refused by name until their GPU tests have run (kvcache_sm80_test.cpp; the switch
+// FASTATTN_SM80_PAGED=1 runs them: docs/notes/sm80.md, session 43).
+Status check_kvcache_arch(bool paged);
 
 // The backward's limits on validated args (as check_forward, plus the head dims the backward
 // kernels hold), and on the gradient tensors.

@@ -36,7 +36,8 @@ Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, S
   return Status::Ok();
 }
 
-Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, bool launched, cudaStream_t stream) {
+Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, bool launched, cudaStream_t stream,
+                    bool early_launch) {
   const detail::Problem& p = *lp.problem;
   Status st = Status::Ok();
   if (launched) {
@@ -54,7 +55,7 @@ Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, 
     c.lse = b.lse;
     c.out = p.out.data;
     c.out_dtype = p.dtype;
-    c.early_launch = true;  // the sm90 split kernel triggers its dependents at its start
+    c.early_launch = early_launch;  // the sm90 split kernels trigger their dependents at their start
     c.out_stride_b = p.out.batch_stride;
     c.out_stride_s = p.out.token_stride;
     c.out_stride_h = p.out.head_stride;

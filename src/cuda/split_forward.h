@@ -30,7 +30,9 @@ void set_cluster_merge_allowed(bool allowed);
 Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b);
 
 // Merges the partials into out and lse (cuda/split_combine.h) when `launched`, then frees them;
-// both on `stream`.
-Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, bool launched, cudaStream_t stream);
+// both on `stream`. early_launch: the combine may start before the split kernel ends (the sm90 split
+// kernels trigger their dependents; the sm80 one does not: false).
+Status split_finish(const LaunchProblem& lp, int splits, const SplitBuffers& b, bool launched, cudaStream_t stream,
+                    bool early_launch = true);
 
 }  // namespace fastattn::cuda_backend

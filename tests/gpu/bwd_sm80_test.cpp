@@ -12,25 +12,14 @@
 #include "bwd_case.h"
 #include "cuda/built_kernels.h"
 #include "cuda/device_info.h"
+#include "sm80_fixture.h"
 
 namespace fastattn::gputest {
 namespace {
 
-bool built(DType dt, int d) { return cuda_backend::kernel_built(cuda_backend::KernelFamily::Backward, 8, dt, d, d); }
+bool built(DType dt, int d) { return sm80_built(cuda_backend::KernelFamily::Backward, dt, d); }
 
-class Sm80Bwd : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!gpu_present()) GTEST_FAIL() << "no GPU: these tests are registered only on GPU machines";
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    if (major < 8) GTEST_FAIL() << "the sm80 path needs a GPU of compute capability 8.0 or later";
-    if (!built(DType::BF16, 64) && !built(DType::BF16, 128) && !built(DType::F16, 64) && !built(DType::F16, 128))
-      GTEST_SKIP() << "no sm80 backward in this build (FASTATTN_CUDA_ARCHS without 80)";
-    cuda_backend::set_forced_arch_major(8);
-  }
-  void TearDown() override { cuda_backend::set_forced_arch_major(0); }
-};
+class Sm80Bwd : public Sm80PathTest<cuda_backend::KernelFamily::Backward> {};
 
 // A case at every built (dtype, d) of the lists, with the sm80 route checked; fails when none is built.
 template <class F>

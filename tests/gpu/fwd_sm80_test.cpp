@@ -3,8 +3,9 @@
 // dtypes, d 64 and 128, odd lengths (1, 17, 113, 4097), s_q != s_k both ways, GQA / MQA (never
 // packed on sm80), varlen with empty sequences and seqused, causal, local windows, softcap, a
 // running max that keeps rising, strided inputs and padded out; each case runs twice and must be
-// bitwise identical (run_fwd_case). And the sm80 path's refusals (split-KV, the backward's deterministic
-// mode and softcap, block-sparse masks, element bitmasks, KV caches), each naming the argument and the arch.
+// bitwise identical (run_fwd_case). And the sm80 path's refusals (the backward's deterministic mode and
+// softcap, block-sparse masks, element bitmasks), each naming the argument and the arch. Split-KV and KV
+// caches on sm80: kvcache_sm80_test.cpp.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -15,28 +16,17 @@
 #include "cuda/device_info.h"
 #include "cuda/sm80/fwd/api.h"
 #include "fwd_case.h"
+#include "sm80_fixture.h"
 
 namespace fastattn::gputest {
 namespace {
 
-bool built(DType dt, int d) {
-  return cuda_backend::kernel_built(cuda_backend::KernelFamily::Forward, 8, dt, d, d);
-}
+bool built(DType dt, int d) { return sm80_built(cuda_backend::KernelFamily::Forward, dt, d); }
 
-class Sm80Fwd : public ::testing::Test {
+class Sm80Fwd : public Sm80PathTest<cuda_backend::KernelFamily::Forward> {
  protected:
-  void SetUp() override {
-    if (!gpu_present()) GTEST_FAIL() << "no GPU: these tests are registered only on GPU machines";
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
-    if (major < 8) GTEST_FAIL() << "the sm80 path needs a GPU of compute capability 8.0 or later";
-    // A build without "80" in FASTATTN_CUDA_ARCHS (CI's and scripts/gpu-check's default is 90a;80) has no sm80 path.
-    if (!built(DType::BF16, 64) && !built(DType::BF16, 128) && !built(DType::F16, 64) && !built(DType::F16, 128))
-      GTEST_SKIP() << "no sm80 forward in this build (FASTATTN_CUDA_ARCHS without 80)";
-    cuda_backend::set_forced_arch_major(8);
-  }
   void TearDown() override {
-    cuda_backend::set_forced_arch_major(0);
+    Sm80PathTest::TearDown();
     sm80::set_kv_order(sm80::KvOrder::Auto);
   }
 };
@@ -224,10 +214,6 @@ TEST_F(Sm80Fwd, Refusals) {
   DeviceBuffer lse(size_t(c.hq) * c.sq * 4);
   a.lse = idx.lse(c, lse.get(), Device::CUDA);
   idx.apply(a, c, true);
-  a.num_splits = 2;
-  expect_refused(forward(a, nullptr), "num_splits");
-  a.num_splits = 0;  // chosen per problem: no split on sm80, so it runs
-  EXPECT_TRUE(forward(a, nullptr).ok());
   a.num_splits = 1;
   // The backward's sm80 limits (same operands as gradients: the refusals come first; the backward
   // itself: bwd_sm80_test.cpp).
@@ -237,7 +223,7 @@ TEST_F(Sm80Fwd, Refusals) {
   AttnArgs cap = a;
   cap.softcap = 5.f;
   expect_refused(backward(cap, a.out, a.q, a.k, a.v, nullptr), "softcap");
-  // Block-sparse masks and KV caches: the rules that validation and forward_kvcache ask.
+  // Block-sparse masks: the rule that validation asks.
   AttnArgs bs = a;
   bs.mask.kind = MaskKind::BlockSparse;
   expect_refused(cuda_backend::sm80_limits(bs), "mask");
@@ -253,7 +239,6 @@ TEST_F(Sm80Fwd, Refusals) {
   bm.mask.bits.stride[2] = words;
   bm.mask.bits.device = Device::CUDA;
   expect_refused(forward(bm, nullptr), "mask: element bitmasks");
-  expect_refused(cuda_backend::check_kvcache_arch(), "k_cache");
   // A head dim without an sm80 kernel (96: not in the sm80 menu) is refused as not built.
   FwdCase c96 = base(dt, 96, 100, 200);
   TestTensor q96(idx.shape(c.sq, 0, c.hq, 96), 0), k96(idx.shape(c.sk, 0, c.hkv, 96), 0),

@@ -31,60 +31,6 @@ KvSpec long_decode(int seqlen_new = 1) {
   return s;
 }
 
-// Index of the first element where a and b differ (bit for bit: both are exact float64 copies), or -1.
-int64_t first_difference(const std::vector<double>& a, const std::vector<double>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i] != b[i]) return int64_t(i);
-  }
-  return -1;
-}
-
-// Element (b, pos, h, x) of a case's cache through its own layout (row or page).
-double cache_at(const KvCase& c, const testing::HostTensor& t, int b, int64_t pos, int64_t h, int64_t x) {
-  const auto [row, at] = c.slot(b, pos);
-  const Tensor& v = t.view();
-  return t.get(((row * v.shape[1] + at) * v.shape[2] + h) * v.shape[3] + x);
-}
-
-// The contiguous case on the GPU against the model, then the same logical problem paged (one page
-// order drawn per size) on the GPU: the same bits.
-void check_paged_equals_contiguous(const KvSpec& spec, std::initializer_list<int> page_sizes, bool graph = false) {
-  const uint64_t seed = testing::test_seed();
-  testing::Rng rng(seed);
-  const KvCase c = testing::make_kv_case(spec, rng);
-  const std::string ctx = spec.describe() + (graph ? ", graph" : "") + ", " + testing::seed_note(seed);
-  reference::Options low;
-  low.round_p_to_input_dtype = true;
-  KvCase flat = c;
-  run_gpu_kvcache(flat, graph, ctx);
-  if (::testing::Test::HasFatalFailure()) return;
-  check_gpu_results(flat, testing::expected_kvcache(c), testing::expected_kvcache(c, low), ctx);
-
-  for (int page : page_sizes) {
-    KvCase paged = testing::to_paged(c, page, rng);
-    const std::string pctx = "page " + std::to_string(page) + ", " + ctx;
-    run_gpu_kvcache(paged, graph, pctx);
-    if (::testing::Test::HasFatalFailure()) return;
-    EXPECT_EQ(first_difference(paged.out.to_f64(), flat.out.to_f64()), -1) << "out; " << pctx;
-    EXPECT_EQ(first_difference(paged.lse.to_f64(), flat.lse.to_f64()), -1) << "lse; " << pctx;
-    for (int b = 0; b < spec.batch; ++b) {
-      for (int64_t pos = 0; pos < spec.seqlen_cache; ++pos) {
-        for (int64_t h = 0; h < spec.heads_kv; ++h) {
-          for (int64_t x = 0; x < spec.head_dim; ++x) {
-            ASSERT_EQ(cache_at(paged, paged.k_cache, b, pos, h, x), cache_at(flat, flat.k_cache, b, pos, h, x))
-                << "k_cache (" << b << ", " << pos << ", " << h << ", " << x << "); " << pctx;
-          }
-          for (int64_t x = 0; x < spec.head_dim_v; ++x) {
-            ASSERT_EQ(cache_at(paged, paged.v_cache, b, pos, h, x), cache_at(flat, flat.v_cache, b, pos, h, x))
-                << "v_cache (" << b << ", " << pos << ", " << h << ", " << x << "); " << pctx;
-          }
-        }
-      }
-    }
-  }
-}
-
 class KvCachePagedGpu : public HopperTest {};
 
 TEST_F(KvCachePagedGpu, DecodeEveryPageSize) {

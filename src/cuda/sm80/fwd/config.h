@@ -35,11 +35,13 @@ struct Sm80DefaultConfig;
 template <>
 struct Sm80DefaultConfig<64> {
   using type = Sm80FwdConfig<64, 128>;
+  using decode = Sm80FwdConfig<64, 64>;
 };
 template <>
 struct Sm80DefaultConfig<128> {
   using type = Sm80FwdConfig<128, 64, 1>;  // FA2's order; the ring twin below (api.h: ring_at_d128)
   using ring = Sm80FwdConfig<128, 64, 2>;
+  using decode = Sm80FwdConfig<128, 32, 2>;
 };
 
 }  // namespace fastattn::sm80

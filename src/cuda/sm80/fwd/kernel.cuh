@@ -5,6 +5,10 @@
 // partial blocks with keep-bits (mask/keep_bits.cuh: the m16n8 C layout), runs the online softmax
 // in registers, and feeds P from the same registers as the A operand of O += P V (B from V by
 // ldmatrix.trans). Rows that keep no key end with out 0 and lse -inf, as in every other kernel.
+// kDecode: the same kernel for forward_kvcache and split-KV (a twin, so that the plain kernel's code stays
+// as measured): K / V from a KV cache's row (cache_batch_idx) after its left padding, or gathered row by
+// row through the page table, and, with splits, each CTA one split of a tile writing fp32 partials that
+// split_combine merges.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -26,7 +30,7 @@
 
 namespace fastattn::sm80 {
 
-template <class T, class Cfg>
+template <class T, class Cfg, bool kDecode = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_constant__ Sm80FwdParams p) {
   constexpr int D = Cfg::kHeadDim, BN = Cfg::kBlockN, MT = Cfg::kMTiles, S = Cfg::kStages;
   extern __shared__ __align__(128) uint8_t smem_raw[];
@@ -35,7 +39,12 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
   const uint32_t v_s = k_s + S * Cfg::kKVBytes;
 
   const cuda_backend::AttnParams& a = p.attn;
-  const cuda_backend::TileCoord tc = cuda_backend::tile_coord(p.sched, p.sched.div, a, int(blockIdx.x));
+  int tile = int(blockIdx.x), split = 0;
+  if constexpr (kDecode) {  // block = tile * splits + split
+    tile = int(p.split.splits.div(unsigned(tile)));
+    split = int(blockIdx.x) - tile * int(p.split.splits.d);
+  }
+  const cuda_backend::TileCoord tc = cuda_backend::tile_coord(p.sched, p.sched.div, a, tile);
   const cuda_backend::SeqInfo seq(a, tc.batch);
   const int m0 = tc.m_block * Cfg::kBlockM;
   if (m0 >= seq.rows_q) return;  // a varlen sequence shorter than the longest
@@ -43,22 +52,46 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
   const int m1 = min(m0 + Cfg::kBlockM, seq.len_q);
   cuda_backend::BlockRange blocks{0, 0, 0, 0};
   if (m0 < m1) blocks = cuda_backend::key_blocks(mask, m0, m1, BN);
+  if constexpr (kDecode) blocks = cuda_backend::split_share(blocks, split, int(p.split.splits.d));
   const int n_blocks = blocks.empty() ? 0 : blocks.count();
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
   const char* q_slice = static_cast<const char*>(p.q.data) +
                         2 * (seq.batch_coord * p.q.stride_b + int64_t(seq.q_offset) * p.q.stride_s + tc.head * p.q.stride_h);
+  // The sequence's K / V: batch entry (a KV cache: its row) and the position of key 0 (varlen: the
+  // packed offset; a KV cache: its left padding). Fixed-length calls only carry a cache (batch_coord = b).
+  int64_t kv_batch = seq.batch_coord, kv_row0 = seq.k_offset;
+  if constexpr (kDecode) {
+    if (p.kv.batch_idx != nullptr) kv_batch = p.kv.batch_idx[seq.batch_coord];
+    if (p.kv.leftpad != nullptr) kv_row0 += p.kv.leftpad[seq.batch_coord];
+  }
   const char* k_slice = static_cast<const char*>(p.k.data) +
-                        2 * (seq.batch_coord * p.k.stride_b + int64_t(seq.k_offset) * p.k.stride_s + tc.kv_head * p.k.stride_h);
+                        2 * (kv_batch * p.k.stride_b + kv_row0 * p.k.stride_s + tc.kv_head * p.k.stride_h);
   const char* v_slice = static_cast<const char*>(p.v.data) +
-                        2 * (seq.batch_coord * p.v.stride_b + int64_t(seq.k_offset) * p.v.stride_s + tc.kv_head * p.v.stride_h);
-  // Block b_i = blocks.end - 1 - i, the i-th of the walk (last first), into ring stage i % S.
-  auto load_k = [&](int i) {
-    load_rows<Cfg, BN>(k_s + (i % S) * Cfg::kKVBytes, k_slice, 2 * p.k.stride_s, (blocks.end - 1 - i) * BN, seq.len_k);
+                        2 * (kv_batch * p.v.stride_b + kv_row0 * p.v.stride_s + tc.kv_head * p.v.stride_h);
+  // Block b_i = blocks.end - 1 - i, the i-th of the walk (last first), into ring stage i % S. A paged
+  // cache (kDecode): key j at page table[b][j / page_size], position j % page_size of that page (no left
+  // padding with pages: validation refuses it), looked up per row; rows past len_k look up nothing.
+  [[maybe_unused]] const int32_t* pages = nullptr;
+  if constexpr (kDecode) {
+    if (p.kv.page_table != nullptr) pages = p.kv.page_table + int64_t(seq.batch_coord) * p.kv.pages_per_seq;
+  }
+  auto load_kv = [&](uint32_t dst, const Operand80& src, const char* slice, int i) {
+    const int row0 = (blocks.end - 1 - i) * BN;
+    if constexpr (kDecode) {
+      if (pages != nullptr) {
+        const char* head = static_cast<const char*>(src.data) + 2 * tc.kv_head * src.stride_h;
+        load_rows_at<Cfg, BN>(dst, head, row0, seq.len_k, [&](int j) {
+          const int page = __ldg(pages + p.kv.page_size.div(unsigned(j)));
+          return head + 2 * (int64_t(page) * src.stride_b + int64_t(p.kv.page_size.mod(unsigned(j))) * src.stride_s);
+        });
+        return;
+      }
+    }
+    load_rows<Cfg, BN>(dst, slice, 2 * src.stride_s, row0, seq.len_k);
   };
-  auto load_v = [&](int i) {
-    load_rows<Cfg, BN>(v_s + (i % S) * Cfg::kKVBytes, v_slice, 2 * p.v.stride_s, (blocks.end - 1 - i) * BN, seq.len_k);
-  };
+  auto load_k = [&](int i) { load_kv(k_s + (i % S) * Cfg::kKVBytes, p.k, k_slice, i); };
+  auto load_v = [&](int i) { load_kv(v_s + (i % S) * Cfg::kKVBytes, p.v, v_slice, i); };
   // Prologue: Q with K of block 0 (S = 1), or Q and the first S - 1 blocks, one commit group each
   // (Q rides with block 0).
   if (n_blocks > 0) load_rows<Cfg, Cfg::kBlockM>(q_s, q_slice, 2 * p.q.stride_s, m0, seq.len_q);
@@ -211,6 +244,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
         lse[h] = -INFINITY;
       }
       if (r >= seq.rows_q) continue;
+      if constexpr (kDecode) {
+        if (p.split.o_part != nullptr) {  // split-KV: this split's partial row (split_combine.h's order)
+          const Sm80Split& sp = p.split;
+          // (the split again from the block index: held over the loop it cost a register at the bound)
+          const int sp_i = int(blockIdx.x) - int(sp.splits.div(blockIdx.x)) * int(sp.splits.d);
+          const int64_t row = sp_i * sp.rows + (b_off * a.heads_q + tc.head) * sp.rows_per_head + seq.q_offset + r;
+          float* dst = sp.o_part + row * D + 2 * t;
+#pragma unroll
+          for (int j = 0; j < D / 8; ++j)
+            *reinterpret_cast<float2*>(dst + 8 * j) =
+                make_float2(o[mt][4 * j + 2 * h] * inv[h], o[mt][4 * j + 2 * h + 1] * inv[h]);
+          if (t == 0) sp.lse_part[row] = lse[h];
+          continue;
+        }
+      }
       T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + (seq.q_offset + r) * a.out_stride_s +
                tc.head * a.out_stride_h;
 #pragma unroll

@@ -7,6 +7,8 @@
 #include <cstdint>
 
 #include "cuda/common/attn_params.h"
+#include "cuda/common/fast_div.h"
+#include "cuda/common/kv_cache_params.h"
 #include "cuda/sched/tile_schedule.h"
 
 namespace fastattn::sm80 {
@@ -18,10 +20,26 @@ struct Operand80 {
   int64_t stride_b = 0, stride_s = 0, stride_h = 0;
 };
 
+// Split-KV partials (the decode kernel, kernel.cuh's kDecode): grid = schedule tiles x splits, split
+// innermost; split s of a tile walks share s of its key blocks (split_share) and writes its rows as fp32
+// partials, O normalised by its own sum, in split_combine.h's (b, h, i) order. splits = 1 and o_part
+// null: no split, out and lse written as the plain kernel does.
+struct Sm80Split {
+  cuda_backend::FastDiv splits;
+  float* o_part = nullptr;    // (splits, rows, d_v)
+  float* lse_part = nullptr;  // (splits, rows)
+  int64_t rows = 0;           // rows of one split
+  int64_t rows_per_head = 0;  // seqlen_q, or total_q when varlen
+};
+
 struct Sm80FwdParams {
   cuda_backend::AttnParams attn;
   cuda_backend::TileSchedule sched;
   Operand80 q, k, v;
+  // The decode kernel only: a KV cache's addressing (cache row, left padding, page table; k / v's
+  // stride_b is then the cache row's or the page's) and the split-KV partials.
+  cuda_backend::KvCacheParams kv;
+  Sm80Split split;
 };
 
 }  // namespace fastattn::sm80

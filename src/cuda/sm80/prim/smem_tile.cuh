@@ -35,4 +35,19 @@ __device__ __forceinline__ void load_rows(uint32_t smem, const char* slice, int6
   }
 }
 
+// The same for rows that do not lie at one stride (a paged KV cache): row j's address from row_at(j),
+// asked only for rows below `valid`; `base` stands in as the (unread) source of the zero-filled ones.
+template <class Cfg, int Rows, class RowAt>
+__device__ __forceinline__ void load_rows_at(uint32_t smem, const char* base, int row0, int valid, RowAt&& row_at) {
+  constexpr int kRowsPerPass = Cfg::kThreads / Cfg::kChunks;
+  static_assert(Rows % kRowsPerPass == 0, "whole passes");
+  const int c = threadIdx.x % Cfg::kChunks, r0 = threadIdx.x / Cfg::kChunks;
+#pragma unroll
+  for (int i = 0; i < Rows / kRowsPerPass; ++i) {
+    const int r = r0 + i * kRowsPerPass;
+    const bool ok = row0 + r < valid;
+    cp_async16(smem + swz<Cfg>(r, c), ok ? row_at(row0 + r) + c * 16 : base, ok);
+  }
+}
+
 }  // namespace fastattn::sm80
