@@ -61,8 +61,8 @@ struct KvCacheArgs {
   int32_t window_right = -1;
   float softcap = 0.0f;
   // Splits of the keys (split-KV): 0 = chosen from the problem and the machine, 1 = no split,
-  // n > 1 = n splits whose partial results are combined. The result does not depend on it beyond
-  // rounding.
+  // n > 1 = n splits whose partial results are combined (at most 1024). The result does not depend on
+  // it beyond rounding.
   int32_t num_splits = 0;
 
   // CUDA: scratch for the rotated q and the per-sequence key counts, at least

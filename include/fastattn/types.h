@@ -167,7 +167,8 @@ struct AttnArgs {
   bool deterministic = false;
   // Split-KV: each sequence's keys in this many parts whose partial results are merged (same
   // result up to rounding). 0 = chosen per problem: no split on the host backends; on CUDA by the
-  // heuristic of docs/notes/inference.md (splits when the unsplit grid leaves SMs idle).
+  // heuristic of docs/notes/inference.md (splits when the unsplit grid leaves SMs idle). At most 1024.
+  // The sm80 (Ampere / Ada) path splits only forward_kvcache calls; there other forwards run unsplit.
   int32_t num_splits = 0;
 };
 

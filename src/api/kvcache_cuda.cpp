@@ -174,6 +174,7 @@ Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
   if (Status st = check_cuda_cache_strides(a); !st.ok()) return st;
   if (Status st = prepare_forward(att, &prep); !st.ok()) return as_cache_error(st);
   prep.problem.cache = cache_layout(a, p);
+  prep.problem.kvcache_call = true;
   if (!as_is) {
     if (Status st = cuda_backend::kvcache_append(k, stream); !st.ok()) return st;
   }

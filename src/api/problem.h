@@ -156,6 +156,7 @@ struct Problem : ProblemShape {
   int32_t num_threads = 0;        // CPU backend: 0 = all hardware threads
   int32_t num_splits = 1;         // key splits, resolved (>= 1); the reference ignores it
   int32_t num_splits_arg = 0;     // as given (0 = chosen per problem): the CUDA backend's heuristic
+  bool kvcache_call = false;      // a forward_kvcache call (the sm80 path splits only those: sm80/fwd/launch.cuh)
   // A score term beside the mask (a stored bias or ALiBi): the CUDA backend runs its bias kernels.
   bool biased() const { return bias.defined() || alibi.defined(); }
 };

@@ -20,6 +20,9 @@ namespace fastattn::detail {
 namespace {
 
 constexpr int32_t kMaxCpuHeadDim = 1024;
+// More splits than this are no schedule (a split of every key block at s_k 128k with 128-key blocks); an absurd
+// count would otherwise fail in the launch, after forward_kvcache has written the cache.
+constexpr int32_t kMaxNumSplits = 1024;
 
 const char* backend_name(Backend b) {
   switch (b) {
@@ -47,8 +50,9 @@ Status check_scalars(const AttnArgs& a) {
     return Status::Invalid(msg("num_threads: must be >= 0 (0 = all hardware threads) but got ",
                                a.num_threads));
   }
-  if (a.num_splits < 0) {
-    return Status::Invalid(msg("num_splits: must be >= 0 (0 = chosen from the problem) but got ", a.num_splits));
+  if (a.num_splits < 0 || a.num_splits > kMaxNumSplits) {
+    return Status::Invalid(msg("num_splits: must be in [0, ", kMaxNumSplits, "] (0 = chosen from the problem) but got ",
+                               a.num_splits));
   }
   if (!std::isnan(a.softmax_scale) && !(std::isfinite(a.softmax_scale) && a.softmax_scale >= 0)) {
     return Status::Invalid(msg("softmax_scale: must be finite and >= 0 (NaN selects 1/sqrt(head_dim)) but got ",

@@ -65,6 +65,7 @@ LaunchProblem make_launch_problem(const detail::Problem& p) {
   lp.mask = classify_mask(a.window_left, a.window_right);
   lp.pack = choose_gqa_pack(a.q_per_kv, a.seqlen_q, p.varlen);
   lp.num_splits = p.num_splits_arg;
+  lp.kvcache_call = p.kvcache_call;
   return lp;
 }
 

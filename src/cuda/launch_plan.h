@@ -25,6 +25,7 @@ struct LaunchProblem {
   MaskClass mask = MaskClass::None;
   GqaPack pack;  // GQA head packing (short queries), or none
   int num_splits = 1;  // split-KV as requested: > 0 as given, 0 = chosen per launch (sched/split_plan.h)
+  bool kvcache_call = false;  // Problem::kvcache_call
 };
 
 LaunchProblem make_launch_problem(const detail::Problem& p);

@@ -28,6 +28,10 @@ void expect_cache(const char* name, const HostTensor& got, const std::vector<dou
   const std::vector<double> g = got.to_f64();
   ASSERT_EQ(g.size(), want.size());
   for (size_t i = 0; i < g.size(); ++i) {
+    if (std::isnan(want[i])) {  // a position outside every sequence's keys (KvSpec::nan_past_keys): untouched
+      ASSERT_TRUE(std::isnan(g[i])) << name << "[" << i << "] = " << g[i] << " but expected NaN; " << ctx;
+      continue;
+    }
     // A rotated element: one rounding of its dtype, plus the fp32 products' rounding (|terms| <= 2).
     const double tol = rotated && (*rotated)[i] ? ulp(dt, want[i]) + 0x1p-22 : 0.0;
     ASSERT_LE(std::fabs(g[i] - want[i]), tol) << name << "[" << i << "] = " << g[i] << " but expected " << want[i]
@@ -50,6 +54,7 @@ void check_kvcache(const KvSpec& spec, Backend be) {
   const std::string ctx = spec.describe() + ", backend " + std::to_string(int(be)) + ", " + seed_note(seed);
   const KvExpected e = expected_kvcache(c);
   ASSERT_FALSE(e.attn.out.empty() && c.out.numel() > 0) << "the model's reference call failed; " << ctx;
+  if (spec.nan_past_keys) ASSERT_GT(c.v_cache.count_nan(), 0) << "no NaN past the keys; " << ctx;
   const Status st = forward_kvcache(c.args(be));
   ASSERT_TRUE(st.ok()) << st.message << "; " << ctx;
   expect_cache("k_cache", c.k_cache, e.k_cache, &e.k_rotated, spec.dtype, ctx);
@@ -144,6 +149,18 @@ std::vector<NamedKv> kv_cases() {
   v.push_back({"odd_sizes_softcap", s});
   s.num_splits = 3;  // split-KV over the gathered keys: the same result
   v.push_back({"odd_sizes_split3", s});
+  // NaN in every cache position outside a sequence's keys (an uninitialised cache): none may reach out.
+  s = decode();
+  s.nan_past_keys = true;
+  s.leftpad = {2, 0, 5};
+  s.seqlens = {10, 3, 40};
+  s.seqlen_new = s.seqlen_q = 3;
+  s.causal = true;
+  v.push_back({"nan_past_keys_leftpad", s});
+  s.leftpad.clear();
+  s.page_size = 16;
+  s.num_splits = 2;
+  v.push_back({"nan_past_keys_paged_split2", s});
   return v;
 }
 
@@ -201,7 +218,9 @@ struct KvRule {
 TEST(KvCache, ValidationRules) {
   const Code bad = Code::InvalidArgument, unsup = Code::NotSupported;
   const std::vector<KvRule> rules = {
-      {"num_splits", [](KvCacheArgs& a, KvCase&) { a.num_splits = -1; }, bad, "num_splits: must be >= 0"},
+      {"num_splits", [](KvCacheArgs& a, KvCase&) { a.num_splits = -1; }, bad, "num_splits: must be in [0, 1024]"},
+      {"num_splits_huge", [](KvCacheArgs& a, KvCase&) { a.num_splits = 1 << 30; }, bad,
+       "num_splits: must be in [0, 1024]"},
       {"cache_dtype", [](KvCacheArgs& a, KvCase&) { a.k_cache.dtype = DType::BF16; }, bad, "k_cache: dtype bf16"},
       {"v_cache_rows", [](KvCacheArgs& a, KvCase&) { a.v_cache.shape[1] = 3; }, bad, "v_cache: expected shape"},
       {"cache_rows", [](KvCacheArgs& a, KvCase&) { a.k_cache.shape[0] = a.v_cache.shape[0] = 2; }, bad,

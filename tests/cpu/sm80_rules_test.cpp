@@ -50,7 +50,7 @@ TEST(Sm80Rules, RefusedByName) {
   EXPECT_TRUE(sm80_limits(a).ok());
   a.num_splits = 0;  // chosen per problem
   EXPECT_TRUE(sm80_limits(a).ok());
-  a.num_splits = 3;  // split-KV: the sm80 decode kernel (session 43)
+  a.num_splits = 3;  // a hint on sm80 (split-KV there: forward_kvcache calls, session 43)
   EXPECT_TRUE(sm80_limits(a).ok());
   a.num_splits = 1;
   a.mask.kind = MaskKind::BlockSparse;

@@ -66,12 +66,18 @@ TEST_P(SplitKv, MatchesUnsplit) {
 INSTANTIATE_TEST_SUITE_P(Cases, SplitKv, ::testing::ValuesIn(split_cases()),
                          [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
 
-TEST(SplitKv, NegativeIsRejected) {
+TEST(SplitKv, OutOfRangeIsRejected) {
   Rng rng(test_seed());
   AttnCase c = make_case(with_splits(shape(1, 2, 3, 1, 1, 16, 16, DType::F32), -1), rng);
   const Status st = forward(c.args(Backend::CPU));
   EXPECT_EQ(int(st.code), int(Code::InvalidArgument));
-  EXPECT_NE(st.message.find("num_splits: must be >= 0"), std::string::npos) << st.message;
+  EXPECT_NE(st.message.find("num_splits: must be in [0, 1024]"), std::string::npos) << st.message;
+  AttnCase big = make_case(with_splits(shape(1, 2, 3, 1, 1, 16, 16, DType::F32), 1025), rng);
+  const Status sb = forward(big.args(Backend::CPU));
+  EXPECT_EQ(int(sb.code), int(Code::InvalidArgument));
+  EXPECT_NE(sb.message.find("num_splits: must be in [0, 1024]"), std::string::npos) << sb.message;
+  AttnCase most = make_case(with_splits(shape(1, 2, 3, 1, 1, 16, 16, DType::F32), 1024), rng);
+  EXPECT_TRUE(forward(most.args(Backend::CPU)).ok());
 }
 
 TEST(SplitHeuristic, KnownShapes) {

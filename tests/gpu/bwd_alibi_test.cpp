@@ -1,7 +1,8 @@
 // The sm90 backward with ALiBi (AttnArgs::alibi_slopes): the bias kernel's F32 seed computes -slope |dist| / scale
 // (sm90/bwd/bias.cuh, kBiasAlibi); dq, dk, dv against the float64 reference (bwd_case.h: FA3's rule, outputs
 // poisoned, every element checked). Odd sizes and s_q != s_k both ways, one slope a head or a (batch, head), GQA,
-// causal / window, varlen with empty sequences, d 96 and 128, both dtypes; and the refusals by name.
+// causal / window, varlen with empty sequences, seqused, causal s_q > s_k, d 96 and 128, both dtypes; and the
+// refusals by name.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -59,6 +60,29 @@ TEST_F(Sm90BwdAlibi, VarlenEmptySequences) {
   run_bwd_case(v);
   v.causal = true;
   run_bwd_case(v);
+}
+
+// seqused on fixed-length and varlen batches (the term's distance uses each sequence's used lengths: rows past
+// seqused_q and keys past seqused_k get no gradient), and causal with s_q > s_k (rows above the diagonal offset
+// keep no key: dq 0).
+TEST_F(Sm90BwdAlibi, SequsedAndCausalLongQueries) {
+  BwdCase u = with_alibi(DType::F16, 128, 300, 400, 4, 2, 2);
+  u.batch = 3;
+  u.used_q = {300, 0, 129};
+  u.used_k = {1, 400, 200};
+  u.causal = true;
+  run_bwd_case(u);
+  BwdCase v = with_alibi(DType::BF16, 96, 0, 0, 4, 2, 1);
+  v.lens_q = {130, 1, 70};
+  v.lens_k = {0, 250, 70};
+  v.used_q = {100, 1, 70};
+  v.used_k = {0, 200, 3};
+  run_bwd_case(v);
+  for (int d : {128, 96}) {
+    BwdCase l = with_alibi(DType::BF16, d, 700, 300, 4, 1, 2);
+    l.causal = true;
+    run_bwd_case(l);
+  }
 }
 
 // What the bias kernel lacks is refused with ALiBi's name, before any output is touched.

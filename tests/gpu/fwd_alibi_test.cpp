@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "fwd_case.h"
+#include "random_masks.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -30,7 +32,8 @@ struct AlibiCase {
   }
 };
 
-void run_alibi_case(const AlibiCase& ac) {
+// `more`: further arguments of the call (a mask), on the GPU or for the reference.
+void run_alibi_case(const AlibiCase& ac, const std::function<void(AttnArgs&, bool)>& more = {}) {
   const uint32_t seed = uint32_t(std::random_device{}());
   SCOPED_TRACE(ac.str() + " slope seed " + std::to_string(seed));
   std::mt19937 rng(seed);
@@ -48,6 +51,7 @@ void run_alibi_case(const AlibiCase& ac) {
     a.alibi_slopes = ac.per_batch ? make_tensor(data, DType::F32, {rows, int64_t(ac.c.hq)}, where)
                                   : make_tensor(data, DType::F32, {int64_t(ac.c.hq)}, where);
     if (ac.per_batch) a.alibi_slopes.stride[0] = row;
+    if (more) more(a, on_gpu);
   });
 }
 
@@ -143,6 +147,25 @@ TEST_F(Sm90FwdAlibi, SteepSlopesGraphAndGenericBody) {
   p.c.d = 64;
   run_alibi_case(p);
   ::unsetenv("FASTATTN_BIAS_PLAIN");
+}
+
+// ALiBi with a block-sparse mask or a bitmask: the term computed in those kernels' bias twins (the shared add_bias
+// branch; empty blocks skipped, partial ones masked after the term). Random kept 128 x 128 blocks (one mask for
+// every batch entry and head) or random bits (per batch entry and KV head), causal too, d 128 and 64 (the
+// three-warpgroup twins).
+TEST_F(Sm90FwdAlibi, WithBlockSparseAndBitmask) {
+  for (int d : {128, 64})
+    for (int kind = 0; kind < 2; ++kind)
+      for (bool causal : {false, true}) {
+        AlibiCase ac = alibi_case(DType::BF16, d, causal ? 900 : 700, 900, 4, 2);
+        ac.c.causal = causal;
+        ac.per_batch = kind == 1;
+        SCOPED_TRACE(kind == 0 ? "block-sparse" : "bitmask");
+        std::mt19937 rng(uint32_t(std::random_device{}()));
+        const CaseIndex idx(ac.c);
+        const RandomMasks masks(rng, idx.batch, ac.c.hkv, ac.c.sq, ac.c.sk);
+        run_alibi_case(ac, [&](AttnArgs& a, bool on_gpu) { masks.apply(a, on_gpu, kind); });
+      }
 }
 
 // What the CUDA forward refuses with ALiBi, by name (cuda/bias_rule.cpp, alibi_rules).

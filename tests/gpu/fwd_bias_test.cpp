@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fwd_case.h"
+#include "random_masks.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -365,42 +366,10 @@ TEST_F(Sm90FwdBias, WithBlockSparseAndBitmask) {
       std::mt19937 rng(uint32_t(std::random_device{}()));
       const CaseIndex idx(bc.c);
       BiasTensor bias(bc, idx, rng);
-      std::uniform_real_distribution<double> u(0.0, 1.0);
-      const int qb = (bc.c.sq + 127) / 128, kb = (bc.c.sk + 127) / 128, words = (bc.c.sk + 31) / 32;
-      std::vector<uint8_t> bytes(size_t(qb * kb));
-      for (auto& x : bytes) x = u(rng) < 0.6 ? 1 : 0;
-      std::vector<uint32_t> bits(size_t(idx.batch * 2 * bc.c.sq * words));
-      for (auto& w : bits) w = uint32_t(rng());
-      DeviceBuffer bytes_dev(bytes.size()), bits_dev(bits.size() * 4);
-      bytes_dev.upload(bytes.data());
-      bits_dev.upload(bits.data());
+      const RandomMasks masks(rng, idx.batch, 2, bc.c.sq, bc.c.sk);
       run_fwd_case(bc.c, [&](AttnArgs& a, bool on_gpu) {
         a.bias = bias.view(bc.c.dtype, on_gpu);
-        const Device dv = on_gpu ? Device::CUDA : Device::CPU;
-        if (kind == 0) {
-          a.mask.kind = MaskKind::BlockSparse;
-          BlockMask& m = a.mask.blocks;
-          m.data = on_gpu ? static_cast<const uint8_t*>(bytes_dev.get()) : bytes.data();
-          m.shape[0] = m.shape[1] = 1;
-          m.shape[2] = qb;
-          m.shape[3] = kb;
-          m.stride[3] = 1;
-          m.stride[2] = kb;
-          m.stride[1] = m.stride[0] = int64_t(qb) * kb;
-          m.device = dv;
-        } else {
-          a.mask.kind = MaskKind::DenseBitmask;
-          BitMask& m = a.mask.bits;
-          m.data = on_gpu ? static_cast<const uint32_t*>(bits_dev.get()) : bits.data();
-          m.shape[0] = idx.batch;
-          m.shape[1] = 2;
-          m.shape[2] = bc.c.sq;
-          m.shape[3] = words;
-          m.stride[2] = words;
-          m.stride[1] = int64_t(bc.c.sq) * words;
-          m.stride[0] = 2 * m.stride[1];
-          m.device = dv;
-        }
+        masks.apply(a, on_gpu, kind);
       });
     }
 }

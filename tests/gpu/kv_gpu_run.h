@@ -108,6 +108,9 @@ inline void run_gpu_kvcache(testing::KvCase& c, bool graph, const std::string& c
   d.get(a.lse, c.lse);
 }
 
+// Equal, or both NaN (a cache position outside every sequence's keys: KvSpec::nan_past_keys).
+inline bool same_value(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
+
 // `c` after its GPU run against the model's expectations `e` (and `base`, the oracle with P rounded
 // to the dtype: FA3's baseline).
 inline void check_gpu_results(const testing::KvCase& c, const testing::KvExpected& e, const testing::KvExpected& base,
@@ -115,10 +118,16 @@ inline void check_gpu_results(const testing::KvCase& c, const testing::KvExpecte
   const DType dt = c.spec.dtype;
   const std::vector<double> kc = c.k_cache.to_f64(), vc = c.v_cache.to_f64();
   for (size_t i = 0; i < kc.size(); ++i) {
+    if (std::isnan(e.k_cache[i])) {  // outside every sequence's keys (KvSpec::nan_past_keys): untouched
+      ASSERT_TRUE(std::isnan(kc[i])) << "k_cache[" << i << "]; " << ctx;
+      continue;
+    }
     const double tol = e.k_rotated[i] ? testing::ulp(dt, e.k_cache[i]) : 0.0;
     ASSERT_LE(std::fabs(kc[i] - e.k_cache[i]), tol) << "k_cache[" << i << "]; " << ctx;
   }
-  for (size_t i = 0; i < vc.size(); ++i) ASSERT_EQ(vc[i], e.v_cache[i]) << "v_cache[" << i << "]; " << ctx;
+  for (size_t i = 0; i < vc.size(); ++i)
+    ASSERT_TRUE(same_value(vc[i], e.v_cache[i])) << "v_cache[" << i << "] = " << vc[i] << " but expected "
+                                                 << e.v_cache[i] << "; " << ctx;
   EXPECT_EQ(c.out.count_nan(), 0) << ctx;
   const testing::Comparison co = testing::compare(c.out.to_f64(), e.attn.out, testing::rounded(base.attn.out, dt),
                                                   testing::rounding_step(dt, e.attn.out));
@@ -142,6 +151,7 @@ inline void check_gpu_kvcache(const testing::KvSpec& spec, bool graph = false) {
   reference::Options low;
   low.round_p_to_input_dtype = true;
   const testing::KvExpected e = testing::expected_kvcache(c), base = testing::expected_kvcache(c, low);
+  if (spec.nan_past_keys) ASSERT_GT(c.v_cache.count_nan(), 0) << "no NaN past the keys; " << ctx;
   run_gpu_kvcache(c, graph, ctx);
   if (::testing::Test::HasFatalFailure()) return;
   check_gpu_results(c, e, base, ctx);
@@ -190,12 +200,12 @@ inline void check_paged_equals_contiguous(const testing::KvSpec& spec, std::init
       for (int64_t pos = 0; pos < spec.seqlen_cache; ++pos) {
         for (int64_t h = 0; h < spec.heads_kv; ++h) {
           for (int64_t x = 0; x < spec.head_dim; ++x) {
-            ASSERT_EQ(cache_at(paged, paged.k_cache, b, pos, h, x), cache_at(flat, flat.k_cache, b, pos, h, x))
-                << "k_cache (" << b << ", " << pos << ", " << h << ", " << x << "); " << pctx;
+            const double pk = cache_at(paged, paged.k_cache, b, pos, h, x), fk = cache_at(flat, flat.k_cache, b, pos, h, x);
+            ASSERT_TRUE(same_value(pk, fk)) << "k_cache (" << b << ", " << pos << ", " << h << ", " << x << "); " << pctx;
           }
           for (int64_t x = 0; x < spec.head_dim_v; ++x) {
-            ASSERT_EQ(cache_at(paged, paged.v_cache, b, pos, h, x), cache_at(flat, flat.v_cache, b, pos, h, x))
-                << "v_cache (" << b << ", " << pos << ", " << h << ", " << x << "); " << pctx;
+            const double pv = cache_at(paged, paged.v_cache, b, pos, h, x), fv = cache_at(flat, flat.v_cache, b, pos, h, x);
+            ASSERT_TRUE(same_value(pv, fv)) << "v_cache (" << b << ", " << pos << ", " << h << ", " << x << "); " << pctx;
           }
         }
       }

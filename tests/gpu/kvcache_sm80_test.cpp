@@ -84,6 +84,15 @@ TEST_F(KvCacheSm80, DecodeSeqlenEdgesAndSplits) {
     s.seqlens = {0, 1, 4000};
     s.causal = false;
     check_gpu_kvcache(s);
+    s.seqlen_q = s.seqlen_new = 300;  // a prefill into the cache: three m-blocks a head, each split
+    s.heads_q = 8;
+    s.heads_kv = 2;
+    s.seqlens = {0, 1, 4097 - 300};
+    s.causal = true;
+    for (int splits : {3, 0}) {
+      s.num_splits = splits;
+      check_gpu_kvcache(s);
+    }
   });
 }
 
@@ -135,6 +144,10 @@ TEST_F(KvCacheSm80, CacheBatchIdxAndLeftPadding) {
       s.num_splits = splits;
       check_gpu_kvcache(s);
     }
+    s.cache_batch = 6;  // both: rows permuted and left-padded, heuristic splits
+    s.batch_idx = {5, 0, 3, 1};
+    s.num_splits = 0;
+    check_gpu_kvcache(s);
   });
 }
 
@@ -158,14 +171,18 @@ TEST_F(KvCacheSm80, PagedRefusedUntilChecked) {
     testing::KvCase c = testing::make_kv_case(s, rng);
     DeviceKv d;
     const KvCacheArgs a = device_args(c, d);
-    const std::vector<double> before = c.k_cache.to_f64();
+    const std::vector<double> k_before = c.k_cache.to_f64(), v_before = c.v_cache.to_f64();
     const Status call = forward_kvcache(a);
     EXPECT_EQ(int(call.code), int(Code::NotSupported)) << call.message;
     FA_CUDA_OK(cudaDeviceSynchronize());
     d.get(a.k_cache, c.k_cache);
+    d.get(a.v_cache, c.v_cache);
     d.get(a.out, c.out);
-    EXPECT_EQ(c.k_cache.to_f64(), before) << "the cache was written";
+    d.get(a.lse, c.lse);
+    EXPECT_EQ(c.k_cache.to_f64(), k_before) << "k_cache was written";
+    EXPECT_EQ(c.v_cache.to_f64(), v_before) << "v_cache was written";
     EXPECT_EQ(c.out.count_nan(), c.out.numel()) << "out was written";
+    EXPECT_EQ(c.lse.count_nan(), c.lse.numel()) << "lse was written";
   }, /*every_dtype=*/false);
 }
 
@@ -187,6 +204,28 @@ TEST_F(KvCacheSm80, PagedEqualsContiguous) {
     s.num_splits = 2;
     check_paged_equals_contiguous(s, {48, 80});
   }, /*every_dtype=*/false);
+}
+
+// NaN in every cache position outside a sequence's keys (an uninitialised cache): rows past the keys are
+// zero-filled by the loads (the plain and the decode kernel), as FA2 does, so none reaches out.
+TEST_F(KvCacheSm80, NanPastTheKeys) {
+  KvSpec base = decode();
+  base.nan_past_keys = true;
+  base.seqlens = {0, 17, 400};
+  base.seqlen_new = base.seqlen_q = 4;
+  base.causal = true;
+  for_built(base, [](KvSpec s) {
+    for (int splits : {1, 3}) {
+      s.num_splits = splits;
+      check_gpu_kvcache(s);
+    }
+    s.leftpad = {0, 5, 100};
+    s.num_splits = 2;
+    check_gpu_kvcache(s);
+    ScopedEnv paged("FASTATTN_SM80_PAGED", "1");
+    s.leftpad.clear();
+    check_paged_equals_contiguous(s, {16, 64});
+  });
 }
 
 TEST_F(KvCacheSm80, GraphCaptureAndReplay) {

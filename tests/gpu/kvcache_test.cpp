@@ -104,6 +104,27 @@ TEST_F(KvCacheGpu, DecodeWithSplits) {
   check_gpu_kvcache(s, /*graph=*/true);
 }
 
+// NaN in every cache position outside a sequence's keys (an uninitialised cache, KvSpec::nan_past_keys): FA2
+// reads none of them; FA3 loaded them by TMA and 0 * NaN reached out (its issues #1745 / #2374). Unsplit and
+// split, left padding, and paged (a page that ends inside the last key block).
+TEST_F(KvCacheGpu, NanPastTheKeys) {
+  KvSpec s = decode();
+  s.nan_past_keys = true;
+  s.seqlens = {0, 17, 400};
+  s.seqlen_new = s.seqlen_q = 4;
+  s.causal = true;
+  for (int splits : {1, 0, 3}) {
+    s.num_splits = splits;
+    check_gpu_kvcache(s);
+  }
+  s.leftpad = {0, 5, 100};
+  s.num_splits = 1;
+  check_gpu_kvcache(s);
+  s.leftpad.clear();
+  s.num_splits = 3;
+  check_paged_equals_contiguous(s, {16, 64});
+}
+
 // d_qk 192 with d_v 128: k_new / v_new of their own widths appended, rotary on q and k, unsplit
 // (s_q 4, causal) and split decode at the heuristic's count.
 TEST_F(KvCacheGpu, NarrowV192x128) {

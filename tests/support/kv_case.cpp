@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -27,7 +28,7 @@ std::string KvSpec::describe() const {
   for (int s : seqlens) o << s << " ";
   o << "] idx" << batch_idx.size() << " leftpad" << leftpad.size() << " rot" << rotary_dim
     << (interleaved ? "i" : "n") << (causal ? " causal" : "") << " win(" << window_left << "," << window_right
-    << ") softcap" << softcap << " splits" << num_splits;
+    << ") softcap" << softcap << " splits" << num_splits << (nan_past_keys ? " nan-past-keys" : "");
   return o.str();
 }
 
@@ -69,6 +70,18 @@ KvCase make_kv_case(const KvSpec& s, Rng& rng) {
   c.seqlens.assign(s.seqlens.begin(), s.seqlens.end());
   c.batch_idx.assign(s.batch_idx.begin(), s.batch_idx.end());
   c.leftpad.assign(s.leftpad.begin(), s.leftpad.end());
+  if (s.nan_past_keys && !s.page_size) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (int b = 0; b < s.batch; ++b)
+      for (int64_t pos = 0; pos < s.seqlen_cache; ++pos) {
+        if (pos >= c.first_key(b) && pos < c.cached(b) + s.seqlen_new) continue;
+        const int64_t row = c.slot(b, pos).first;
+        for (int64_t h = 0; h < s.heads_kv; ++h) {
+          for (int64_t x = 0; x < s.head_dim; ++x) c.k_cache.set(flat4(c.k_cache.view(), row, pos, h, x), nan);
+          for (int64_t x = 0; x < s.head_dim_v; ++x) c.v_cache.set(flat4(c.v_cache.view(), row, pos, h, x), nan);
+        }
+      }
+  }
   if (s.page_size) {
     KvSpec flat = s;
     flat.page_size = 0;

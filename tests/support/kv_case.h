@@ -30,6 +30,10 @@ struct KvSpec {
   int window_left = -1, window_right = -1;
   float softcap = 0.0f;
   int num_splits = 0;
+  // Every cache position of a sequence outside its keys after the call ([0, leftpad) and [cached + s_new,
+  // capacity)) holds NaN, as an uninitialised cache (torch.empty) may: FlashAttention 2 reads none of them
+  // (FA3's issues #1745 / #2374: its TMA loads carried them into P V).
+  bool nan_past_keys = false;
   std::string describe() const;
 };
 

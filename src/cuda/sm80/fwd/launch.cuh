@@ -77,7 +77,9 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp_in, cudaStream_t stream,
 }
 
 // The decode kernel where a call needs it: a KV cache addressed through cache_batch_idx, leftpad or a page
-// table, or a split of the keys (num_splits > 1, or 0 where the split heuristic finds idle SMs). Its config
+// table, or a split of a forward_kvcache call's keys (num_splits > 1, or 0 where the split heuristic finds idle
+// SMs). Other forwards take num_splits as a hint and run unsplit: the decode twin's varlen, seqused_q and
+// multi-m-block splits have not run on a GPU yet (kvcache calls are fixed-length). Its config
 // (Sm80DefaultConfig::decode) takes half the keys a block of the plain one: the cache's addressing and the
 // partials' store beside the plain tile's S and O spilled at the 255-register bound. The heuristic
 // (sched/split_plan.h) counts CTA slots: sm80 CTAs are not persistent and two fit an SM where shared memory
@@ -85,7 +87,7 @@ Status launch_cfg(const cuda_backend::LaunchProblem& lp_in, cudaStream_t stream,
 template <class T, int D, class Plain>
 Status launch_plain_or_decode(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
   using Decode = typename Sm80DefaultConfig<D>::decode;
-  if (lp.num_splits != 1) {
+  if (lp.kvcache_call && lp.num_splits != 1) {
     int sms = 0, smem = 0;
     if (Status st = cuda_backend::sm_count(&sms); !st.ok()) return st;
     if (Status st = cuda_backend::smem_per_sm(&smem); !st.ok()) return st;
