@@ -570,7 +570,7 @@ class FaArgs(ctypes.Structure):
                 ("bias", FaTensor), ("dbias", FaTensor), ("alibi_slopes", FaTensor)]  # c_api.h's order (ABI 2)
 
 
-FA_ABI_VERSION = 2  # c_api.h's FASTATTN_ABI_VERSION of the layout FaArgs spells
+FA_ABI_VERSION = 3  # c_api.h's FASTATTN_ABI_VERSION of the layout FaArgs spells (3 changed only the kvcache struct)
 
 
 class FastAttn:

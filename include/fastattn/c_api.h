@@ -16,7 +16,8 @@ extern "C" {
  * FASTATTN_ABI_VERSION changes whenever a struct's size or layout does, and a caller checks
  * fastattn_abi_version() == FASTATTN_ABI_VERSION once before its first call (README, "C ABI"). Source
  * compatibility is kept: fields are only appended and fastattn_*_init fills every new one. */
-#define FASTATTN_ABI_VERSION 2 /* 1: fastattn_args up to bias / dbias; 2: alibi_slopes appended */
+#define FASTATTN_ABI_VERSION 3 /* 1: fastattn_args up to bias / dbias; 2: alibi_slopes appended; 3: \
+                                  fastattn_kvcache_args.alibi_slopes appended (fastattn_args as in 2) */
 
 enum fastattn_dtype { FASTATTN_F16 = 0, FASTATTN_BF16 = 1, FASTATTN_F32 = 2 };
 enum fastattn_device { FASTATTN_CPU = 0, FASTATTN_CUDA = 1 };
@@ -111,6 +112,7 @@ typedef struct fastattn_kvcache_args {
   int32_t check_index_arrays;
   int32_t backend;
   int32_t num_threads;
+  fastattn_tensor alibi_slopes;      /* optional: fp32 (heads_q) or (batch, heads_q); ABI 3 */
 } fastattn_kvcache_args;
 
 /* Fills defaults: scale = NaN, windows -1, rotary_interleaved 1, index checks on, backend auto. */

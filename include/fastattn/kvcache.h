@@ -54,6 +54,10 @@ struct KvCacheArgs {
 
   Tensor rotary_cos, rotary_sin;  // optional, both or neither: (s_ro, rotary_dim / 2), q's dtype
   bool rotary_interleaved = true;
+  // Optional ALiBi (AttnArgs::alibi_slopes: fp32 (heads_q) or (batch, heads_q), on q's device): the term
+  // -slope |i + s_k - s_q - j| with s_k the sequence's keys after the append (from cache_leftpad on) and j
+  // counted from cache_leftpad, as FlashAttention's flash_attn_with_kvcache.
+  Tensor alibi_slopes;
 
   float softmax_scale = std::numeric_limits<float>::quiet_NaN();  // NaN -> 1/sqrt(d)
   bool causal = false;

@@ -102,7 +102,7 @@ bool to_kvcache_args(const fastattn_kvcache_args* c, fastattn::KvCacheArgs* a) {
       {"v_cache", {&c->v_cache, &a->v_cache}}, {"k_new", {&c->k_new, &a->k_new}},
       {"v_new", {&c->v_new, &a->v_new}}, {"out", {&c->out, &a->out}},
       {"lse", {&c->lse, &a->lse}},     {"rotary_cos", {&c->rotary_cos, &a->rotary_cos}},
-      {"rotary_sin", {&c->rotary_sin, &a->rotary_sin}}};
+      {"rotary_sin", {&c->rotary_sin, &a->rotary_sin}}, {"alibi_slopes", {&c->alibi_slopes, &a->alibi_slopes}}};
   for (const auto& [name, pair] : tensors) {
     const bool required = std::string(name) == "q" || std::string(name) == "k_cache" ||
                           std::string(name) == "v_cache" || std::string(name) == "out";

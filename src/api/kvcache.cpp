@@ -33,6 +33,7 @@ AttnArgs attention_scalars(const KvCacheArgs& a, Backend be) {
   s.backend = be;
   s.num_threads = a.num_threads;
   s.num_splits = a.num_splits;
+  s.alibi_slopes = a.alibi_slopes;  // the attention's keys are the sequence's from its left padding: FA's j
   return s;
 }
 

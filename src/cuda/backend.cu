@@ -78,14 +78,20 @@ Status sm80_limits(const AttnArgs& a) {
   return Status::Ok();
 }
 
-Status check_kvcache_arch(bool paged) {
-  if (!paged || env_switch("FASTATTN_SM80_PAGED", false)) return Status::Ok();
+Status unchecked_path(const std::string& what) {
+  if (env_switch("FASTATTN_ALLOW_UNCHECKED", false)) return Status::Ok();
+  return Status::Unsupported(what + " is built but not yet checked on a GPU; set FASTATTN_ALLOW_UNCHECKED=1 to run it");
+}
+
+Status check_kvcache_arch(bool paged, bool alibi) {
+  if (!paged && !alibi) return Status::Ok();
   int major = 0;
   if (Status st = compute_major(&major); !st.ok()) return st;
-  if (major == 8)
-    return Status::Unsupported("page_table: paged KV caches on the sm80 (Ampere / Ada) path are built but not yet "
-                               "checked on a GPU; pass a contiguous cache (cache_batch_idx / cache_leftpad work), "
-                               "or set FASTATTN_SM80_PAGED=1 to run them");
+  if (paged && major == 8)
+    return unchecked_path("page_table: a paged KV cache on the sm80 (Ampere / Ada) path (a contiguous cache, with "
+                          "cache_batch_idx / cache_leftpad, runs)");
+  // (sm80 refuses ALiBi itself: check_forward's bias rule, before the cache is written)
+  if (alibi && major == 9) return unchecked_path("alibi_slopes: ALiBi with a KV cache (the bias kernels over the cache)");
   return Status::Ok();
 }
 
@@ -182,7 +188,7 @@ Status forward(const detail::Problem& problem, void* stream) {
   // The sm80 path's refusals again on the resolved problem (the kvcache entry asks check_kvcache_arch before it
   // writes the cache).
   if (major == 8 && problem.cache.page_table != nullptr) {
-    if (Status st = check_kvcache_arch(true); !st.ok()) return st;
+    if (Status st = check_kvcache_arch(true, false); !st.ok()) return st;
   }
   if (major == 8 && problem.blocks.defined())
     return Status::Unsupported("mask: block-sparse masks are not built for the sm80 (Ampere / Ada) forward yet");

@@ -2,6 +2,8 @@
 // (no CUDA types), so the api layer compiles without nvcc.
 #pragma once
 
+#include <string>
+
 #include "api/problem.h"
 #include "fastattn/types.h"
 
@@ -17,10 +19,13 @@ Status check_forward(const AttnArgs& args);
 // The sm80 (Ampere / Ada) forward's refusals by name: block-sparse masks and element bitmasks
 // (check_forward asks it on a device of major 8, or one forced so: FASTATTN_FORCE_ARCH).
 Status sm80_limits(const AttnArgs& args);
-// The KV-cache forward's arch rule, asked by the kvcache entry before it writes the cache: paged caches on
-// the sm80 path are refused by name until their GPU tests have run (kvcache_sm80_test.cpp; the switch
-// FASTATTN_SM80_PAGED=1 runs them: docs/notes/sm80.md, session 43).
-Status check_kvcache_arch(bool paged);
+// Paths that are built but have not run on a GPU yet are refused by name (`what` leads the message) unless
+// FASTATTN_ALLOW_UNCHECKED=1, which their GPU tests set; the first GPU run that passes them lifts the refusal
+// (docs/notes/sm80.md, session 43).
+Status unchecked_path(const std::string& what);
+// The KV-cache forward's rule, asked by the kvcache entry before it writes the cache: such paths among its
+// calls (a paged cache on sm80; ALiBi over a cache on sm90).
+Status check_kvcache_arch(bool paged, bool alibi);
 
 // The backward's limits on validated args (as check_forward, plus the head dims the backward
 // kernels hold), and on the gradient tensors.

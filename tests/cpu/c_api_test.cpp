@@ -306,8 +306,8 @@ TEST(CApi, BuildQueries) {
 #endif
 }
 
-// The KV-cache call through the C ABI: the same bits as the C++ API (cache and out), and its
-// errors reported like forward's.
+// The KV-cache call through the C ABI: the same bits as the C++ API (cache and out; with ALiBi slopes a
+// (batch, head), ABI 3's field), and its errors reported like forward's.
 TEST(CApi, KvCacheMatchesCppApi) {
   KvSpec s;
   s.batch = 2;
@@ -318,6 +318,7 @@ TEST(CApi, KvCacheMatchesCppApi) {
   s.rotary_dim = 16;
   s.interleaved = false;
   s.causal = true;
+  s.alibi = 2;
   Rng rng(test_seed());
   KvCase cpp = make_kv_case(s, rng);
   KvCase c = cpp;  // same inputs and cache
@@ -327,6 +328,7 @@ TEST(CApi, KvCacheMatchesCppApi) {
   fastattn_kvcache_args_init(&a);
   EXPECT_EQ(a.rotary_interleaved, 1);
   EXPECT_TRUE(std::isnan(a.softmax_scale));
+  EXPECT_EQ(a.alibi_slopes.data, nullptr);
   a.q = to_c(c.q.view());
   a.k_cache = to_c(c.k_cache.view());
   a.v_cache = to_c(c.v_cache.view());
@@ -336,6 +338,7 @@ TEST(CApi, KvCacheMatchesCppApi) {
   a.lse = to_c(c.lse.view());
   a.rotary_cos = to_c(c.cos.view());
   a.rotary_sin = to_c(c.sin.view());
+  a.alibi_slopes = to_c(c.slopes.view());
   a.batch = s.batch;
   a.cache_seqlens = c.seqlens.data();
   a.page_table = c.page_table.data();

@@ -161,6 +161,26 @@ std::vector<NamedKv> kv_cases() {
   s.page_size = 16;
   s.num_splits = 2;
   v.push_back({"nan_past_keys_paged_split2", s});
+  // ALiBi over the cache: the distance i + s_k - s_q - j with s_k the keys after the append from the left
+  // padding on, and j counted from it (FlashAttention's flash_attn_with_kvcache).
+  s = decode();
+  s.alibi = 1;
+  v.push_back({"alibi_decode_edges", s});
+  s.alibi = 2;
+  s.leftpad = {2, 0, 5};
+  s.seqlens = {10, 3, 40};
+  s.seqlen_new = s.seqlen_q = 3;
+  s.causal = true;
+  s.num_splits = 3;
+  v.push_back({"alibi_per_batch_leftpad_causal_split3", s});
+  s.leftpad.clear();
+  s.page_size = 16;
+  s.alibi = 1;
+  s.causal = false;
+  s.window_left = 7;
+  s.window_right = 2;
+  s.num_splits = 1;
+  v.push_back({"alibi_paged_window", s});
   return v;
 }
 
@@ -302,6 +322,12 @@ TEST(KvCache, ValidationRules) {
          a.k_cache.shape[1] = a.v_cache.shape[1] = 16;
        }, unsup, "cache_leftpad: not supported with a paged cache"},
       {"lse_shape", [](KvCacheArgs& a, KvCase&) { a.lse.shape[2] = 2; }, bad, "lse: expected shape"},
+      {"alibi_dtype", [](KvCacheArgs& a, KvCase&) { a.alibi_slopes = make_tensor(a.q.data, DType::BF16, {8}); },
+       bad, "alibi_slopes: dtype bf16 but expected fp32"},
+      {"alibi_heads", [](KvCacheArgs& a, KvCase&) { a.alibi_slopes = make_tensor(a.q.data, DType::F32, {2}); },
+       bad, "alibi_slopes: shape (2) but its last dim must be heads_q 8"},
+      {"alibi_batch", [](KvCacheArgs& a, KvCase&) { a.alibi_slopes = make_tensor(a.q.data, DType::F32, {2, 8}); },
+       bad, "alibi_slopes: shape (2, 8) but its first dim must be batch 3"},
       {"head_dim_limit", [](KvCacheArgs& a, KvCase&) { a.backend = Backend::CUDA; }, Code::NotSupported, ""},
   };
   for (const KvRule& r : rules) {

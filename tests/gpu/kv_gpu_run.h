@@ -69,6 +69,7 @@ inline KvCacheArgs device_args(const testing::KvCase& c, DeviceKv& d) {
   a.cache_batch_idx = d.put(c.batch_idx);
   a.cache_leftpad = d.put(c.leftpad);
   if (h.page_table.defined()) a.page_table = {d.put(c.page_table).data, h.page_table.batch, h.page_table.pages_per_seq};
+  if (h.alibi_slopes.defined()) a.alibi_slopes = d.put(c.slopes);
   return a;
 }
 
@@ -106,6 +107,27 @@ inline void run_gpu_kvcache(testing::KvCase& c, bool graph, const std::string& c
   d.get(a.v_cache, c.v_cache);
   d.get(a.out, c.out);
   d.get(a.lse, c.lse);
+}
+
+// `spec`'s call is refused by name (NotSupported, the message starting with `what`) before anything is written:
+// the caches, out and lse as they were.
+inline void expect_kvcache_refused(const testing::KvSpec& spec, const std::string& what) {
+  testing::Rng rng(testing::test_seed());
+  testing::KvCase c = testing::make_kv_case(spec, rng);
+  DeviceKv d;
+  const KvCacheArgs a = device_args(c, d);
+  const std::vector<double> k_before = c.k_cache.to_f64(), v_before = c.v_cache.to_f64();
+  const Status st = forward_kvcache(a);
+  EXPECT_EQ(int(st.code), int(Code::NotSupported)) << st.message << "; " << spec.describe();
+  EXPECT_EQ(st.message.rfind(what, 0), 0u) << st.message << "; " << spec.describe();
+  FA_CUDA_OK(cudaDeviceSynchronize());
+  d.get(a.k_cache, c.k_cache);
+  d.get(a.v_cache, c.v_cache);
+  d.get(a.out, c.out);
+  d.get(a.lse, c.lse);
+  EXPECT_TRUE(c.k_cache.to_f64() == k_before && c.v_cache.to_f64() == v_before) << "the cache was written";
+  EXPECT_EQ(c.out.count_nan(), c.out.numel()) << "out was written";
+  EXPECT_EQ(c.lse.count_nan(), c.lse.numel()) << "lse was written";
 }
 
 // Equal, or both NaN (a cache position outside every sequence's keys: KvSpec::nan_past_keys).

@@ -4,7 +4,7 @@
 // forced and heuristic split counts (more splits than key blocks: splits that see no key), append + rotary
 // at odd lengths over a cache with spare rows, cache_batch_idx permutations, left padding, local windows and
 // softcap; paged caches (page sizes 16 to 256, 48 and 80, shuffled pages) bitwise equal to the contiguous
-// cache at the same split count (behind FASTATTN_SM80_PAGED=1 until they have run on a GPU; refused by name
+// cache at the same split count (behind FASTATTN_ALLOW_UNCHECKED=1 until they have run on a GPU; refused by name
 // without it), and CUDA-graph capture + replay.
 #include <gtest/gtest.h>
 
@@ -152,44 +152,32 @@ TEST_F(KvCacheSm80, CacheBatchIdxAndLeftPadding) {
 }
 
 // Paged caches on sm80 are refused by name until these tests have passed on a GPU (check_kvcache_arch; the
-// switch FASTATTN_SM80_PAGED=1 runs them), before anything is written; contiguous caches run.
-TEST_F(KvCacheSm80, PagedRefusedUntilChecked) {
-  ScopedEnv off("FASTATTN_SM80_PAGED", nullptr);
-  EXPECT_TRUE(cuda_backend::check_kvcache_arch(false).ok());
-  const Status st = cuda_backend::check_kvcache_arch(true);
+// switch FASTATTN_ALLOW_UNCHECKED=1 runs them), and ALiBi over a cache (sm90 only), before anything is written.
+TEST_F(KvCacheSm80, RefusedByName) {
+  ScopedEnv off("FASTATTN_ALLOW_UNCHECKED", nullptr);
+  EXPECT_TRUE(cuda_backend::check_kvcache_arch(false, false).ok());
+  const Status st = cuda_backend::check_kvcache_arch(true, false);
   EXPECT_EQ(int(st.code), int(Code::NotSupported)) << st.message;
   EXPECT_EQ(st.message.rfind("page_table: ", 0), 0u) << st.message;
   EXPECT_NE(st.message.find("sm80"), std::string::npos) << st.message;
   {
-    ScopedEnv on("FASTATTN_SM80_PAGED", "1");
-    EXPECT_TRUE(cuda_backend::check_kvcache_arch(true).ok());
+    ScopedEnv on("FASTATTN_ALLOW_UNCHECKED", "1");
+    EXPECT_TRUE(cuda_backend::check_kvcache_arch(true, false).ok());
   }
   for_built(decode(), [](KvSpec s) {
     s.seqlen_cache = 512;
     s.page_size = 64;
-    testing::Rng rng(testing::test_seed());
-    testing::KvCase c = testing::make_kv_case(s, rng);
-    DeviceKv d;
-    const KvCacheArgs a = device_args(c, d);
-    const std::vector<double> k_before = c.k_cache.to_f64(), v_before = c.v_cache.to_f64();
-    const Status call = forward_kvcache(a);
-    EXPECT_EQ(int(call.code), int(Code::NotSupported)) << call.message;
-    FA_CUDA_OK(cudaDeviceSynchronize());
-    d.get(a.k_cache, c.k_cache);
-    d.get(a.v_cache, c.v_cache);
-    d.get(a.out, c.out);
-    d.get(a.lse, c.lse);
-    EXPECT_EQ(c.k_cache.to_f64(), k_before) << "k_cache was written";
-    EXPECT_EQ(c.v_cache.to_f64(), v_before) << "v_cache was written";
-    EXPECT_EQ(c.out.count_nan(), c.out.numel()) << "out was written";
-    EXPECT_EQ(c.lse.count_nan(), c.lse.numel()) << "lse was written";
+    expect_kvcache_refused(s, "page_table: ");
+    s.page_size = 0;
+    s.alibi = 1;
+    expect_kvcache_refused(s, "alibi_slopes: ");
   }, /*every_dtype=*/false);
 }
 
 // A paged call gives the bits of the contiguous one at the same split count (both run the decode kernel:
 // a contiguous cache read as is with num_splits 1 takes the plain kernel, whose key blocks are twice as long).
 TEST_F(KvCacheSm80, PagedEqualsContiguous) {
-  ScopedEnv paged("FASTATTN_SM80_PAGED", "1");
+  ScopedEnv paged("FASTATTN_ALLOW_UNCHECKED", "1");
   for_built(long_decode(), [](KvSpec s) {
     s.num_splits = 3;
     check_paged_equals_contiguous(s, {16, 64, 256});
@@ -222,14 +210,14 @@ TEST_F(KvCacheSm80, NanPastTheKeys) {
     s.leftpad = {0, 5, 100};
     s.num_splits = 2;
     check_gpu_kvcache(s);
-    ScopedEnv paged("FASTATTN_SM80_PAGED", "1");
+    ScopedEnv paged("FASTATTN_ALLOW_UNCHECKED", "1");
     s.leftpad.clear();
     check_paged_equals_contiguous(s, {16, 64});
   });
 }
 
 TEST_F(KvCacheSm80, GraphCaptureAndReplay) {
-  ScopedEnv paged("FASTATTN_SM80_PAGED", "1");
+  ScopedEnv paged("FASTATTN_ALLOW_UNCHECKED", "1");
   KvSpec base = long_decode();
   base.rotary_dim = 64;
   base.causal = true;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kv_gpu_run.h"
+#include "scoped_env.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -123,6 +124,34 @@ TEST_F(KvCacheGpu, NanPastTheKeys) {
   s.leftpad.clear();
   s.num_splits = 3;
   check_paged_equals_contiguous(s, {16, 64});
+}
+
+// ALiBi over the cache (KvCacheArgs::alibi_slopes): the sm90 bias kernels reading the cache, unsplit; refused by
+// name until this test has passed on a GPU (FASTATTN_ALLOW_UNCHECKED=1 runs it), and with num_splits > 1 always
+// (the bias kernels have no split twin). Decode edges, per-batch slopes with append + rotary, left padding, and
+// paged bitwise equal to contiguous.
+TEST_F(KvCacheGpu, AlibiOverTheCache) {
+  KvSpec s = decode();
+  s.alibi = 1;
+  {
+    ScopedEnv off("FASTATTN_ALLOW_UNCHECKED", nullptr);
+    expect_kvcache_refused(s, "alibi_slopes: ");
+  }
+  ScopedEnv on("FASTATTN_ALLOW_UNCHECKED", "1");
+  check_gpu_kvcache(s);
+  s.alibi = 2;
+  s.seqlens = {0, 17, 400};
+  s.seqlen_new = s.seqlen_q = 4;
+  s.rotary_dim = 64;
+  s.causal = true;
+  check_gpu_kvcache(s);
+  s.leftpad = {0, 5, 100};
+  check_gpu_kvcache(s);
+  s.leftpad.clear();
+  s.num_splits = 1;
+  check_paged_equals_contiguous(s, {16, 64});
+  s.num_splits = 3;
+  expect_kvcache_refused(s, "alibi_slopes: ");
 }
 
 // d_qk 192 with d_v 128: k_new / v_new of their own widths appended, rotary on q and k, unsplit

@@ -28,7 +28,8 @@ std::string KvSpec::describe() const {
   for (int s : seqlens) o << s << " ";
   o << "] idx" << batch_idx.size() << " leftpad" << leftpad.size() << " rot" << rotary_dim
     << (interleaved ? "i" : "n") << (causal ? " causal" : "") << " win(" << window_left << "," << window_right
-    << ") softcap" << softcap << " splits" << num_splits << (nan_past_keys ? " nan-past-keys" : "");
+    << ") softcap" << softcap << " splits" << num_splits << (nan_past_keys ? " nan-past-keys" : "")
+    << (alibi ? " alibi" + std::to_string(alibi) : "");
   return o.str();
 }
 
@@ -64,6 +65,10 @@ KvCase make_kv_case(const KvSpec& s, Rng& rng) {
         c.sin.set(p * (s.rotary_dim / 2) + j, std::sin(angle));
       }
     }
+  }
+  if (s.alibi) {
+    c.slopes = s.alibi == 1 ? HostTensor(DType::F32, {s.heads_q}) : HostTensor(DType::F32, {s.batch, s.heads_q});
+    c.slopes.fill_uniform(rng, 0.01f, 1.0f);
   }
   c.out = HostTensor(s.dtype, {s.batch, s.seqlen_q, s.heads_q, s.head_dim_v});
   c.lse = HostTensor(DType::F32, {s.batch, s.heads_q, s.seqlen_q});
@@ -136,6 +141,7 @@ KvCacheArgs KvCase::args(Backend backend) const {
   if (!batch_idx.empty()) a.cache_batch_idx = {batch_idx.data(), int64_t(batch_idx.size())};
   if (!leftpad.empty()) a.cache_leftpad = {leftpad.data(), int64_t(leftpad.size())};
   if (spec.page_size) a.page_table = {page_table.data(), spec.batch, pages_per_seq()};
+  if (spec.alibi) a.alibi_slopes = slopes.view();
   if (spec.rotary_dim > 0) {
     a.rotary_cos = cos.view();
     a.rotary_sin = sin.view();
@@ -229,6 +235,7 @@ KvExpected expected_kvcache(const KvCase& c, const reference::Options& opt) {
   a.window_left = s.window_left;
   a.window_right = s.window_right;
   a.softcap = s.softcap;
+  if (s.alibi) a.alibi_slopes = c.slopes.view();  // keys counted from first_key: FlashAttention's j
   const Status st = reference::forward_f64(a, &e.attn, opt);
   if (!st.ok()) e.attn = {};
   return e;

@@ -34,12 +34,16 @@ struct KvSpec {
   // capacity)) holds NaN, as an uninitialised cache (torch.empty) may: FlashAttention 2 reads none of them
   // (FA3's issues #1745 / #2374: its TMA loads carried them into P V).
   bool nan_past_keys = false;
+  // ALiBi slopes (KvCacheArgs::alibi_slopes), uniform in [0.01, 1): 0 none, 1 one a q head, 2 one a
+  // (batch entry, q head).
+  int alibi = 0;
   std::string describe() const;
 };
 
 struct KvCase {
   KvSpec spec;
   HostTensor q, k_cache, v_cache, k_new, v_new, cos, sin, out, lse;
+  HostTensor slopes;  // fp32 (heads_q) or (batch, heads_q) when spec.alibi
   std::vector<int32_t> seqlens, batch_idx, leftpad, page_table;
   // Paged: page_table[b * pages_per_seq + i] is sequence b's i-th page (a random permutation).
   int pages_per_seq() const;
