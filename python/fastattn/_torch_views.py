@@ -195,9 +195,10 @@ def _index_view(x, name, batch, q):
 
 def forward_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
                     cache_leftpad, page_table, rotary_interleaved, scale, causal, window_left,
-                    window_right, softcap, num_splits, with_lse):
+                    window_right, softcap, num_splits, with_lse, alibi_slopes=None):
     """flash_attn_with_kvcache on torch tensors (q's type already checked): (out, lse or None).
-    Scalars already resolved. The caches are written in place, so they are never copied."""
+    Scalars already resolved. The caches are written in place, so they are never copied.
+    alibi_slopes: float32 (heads_q) or (batch, heads_q) ALiBi slopes (dtype checked: check_alibi_dtype) or None."""
     for name, x in (("k_cache", k_cache), ("v_cache", v_cache), ("block_table", page_table)):
         if x is not None and not isinstance(x, torch.Tensor):
             raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
@@ -220,5 +221,6 @@ def forward_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seq
             _index_view(cache_batch_idx, "cache_batch_idx", batch, q),
             _index_view(cache_leftpad, "cache_leftpad", batch, q), page_table, rotary_interleaved,
             scale, causal, window_left, window_right, softcap, num_splits, not q.is_cuda, 0, 0)
-    _call(_C.forward_kvcache_views, args, qv[4])
+    kw = _NO_BLOCKS if alibi_slopes is None else {"alibi_slopes": _tensor_or_none(alibi_slopes, "alibi_slopes")}
+    _call(_C.forward_kvcache_views, args, qv[4], kw)
     return out, lse

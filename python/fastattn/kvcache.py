@@ -44,14 +44,16 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     the keys [cache_leftpad, cache_seqlens + s_new). num_splits: 0 = heuristic.
     Returns out (b, s_q, h, d_v), or (out, softmax_lse (b, h, s_q) float32) with
     return_softmax_lse=True. On CUDA the index arrays are not copied to the host (no sync; CUDA
-    graphs); the caller vouches for them. alibi_slopes raises NotImplementedError (not built for the KV
-    cache yet; flash_attn_func / flash_attn_varlen_func take it).
+    graphs); the caller vouches for them.
+    alibi_slopes: None, or FlashAttention's ALiBi slopes, float32 (h,) or (b, h) of q's kind: adds
+    -slope[b, h] * |i + s_k - s_q - j| to the score after softcap, s_k the sequence's keys after the
+    append counted from cache_leftpad (cache_seqlens + s_new - cache_leftpad) and j counted from
+    cache_leftpad (FlashAttention's rule). The CPU backend takes every case; CUDA sm90 has it built but
+    refuses it by name until its GPU test has run (FASTATTN_ALLOW_UNCHECKED=1 runs it); sm80 refuses it.
     FA3 keywords: pack_gqa, sm_margin are hints, checked and unused; q/k/v_descale (fp8), qv and
     FA3's varlen-query / rotary_seqlens / scheduler_metadata forms raise NotImplementedError.
     """
-    if alibi_slopes is not None:
-        raise NotImplementedError("alibi_slopes: ALiBi with a KV cache is not built yet (flash_attn_with_kvcache); "
-                                  "flash_attn_func and flash_attn_varlen_func take it")
+    _core.check_alibi_dtype(alibi_slopes)
     _fa_compat.check(num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin, q_descale=q_descale,
                      k_descale=k_descale, v_descale=v_descale, qv=qv)
     for name, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k_new", cu_seqlens_k_new),
@@ -72,11 +74,12 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         out, lse = _torch_views().forward_kvcache(
             q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,
             cache_leftpad, pages, bool(rotary_interleaved), scale, bool(causal), left, right,
-            float(softcap), int(num_splits), bool(return_softmax_lse))
+            float(softcap), int(num_splits), bool(return_softmax_lse), alibi_slopes)
         return (out, lse) if return_softmax_lse else out
     xs = arrays_for(q, "q")
     same_kind(xs, [("k_cache", k_cache), ("v_cache", v_cache), ("k", k), ("v", v),
-                   ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("block_table", pages)])
+                   ("rotary_cos", rotary_cos), ("rotary_sin", rotary_sin), ("block_table", pages),
+                   ("alibi_slopes", alibi_slopes)])
     for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _core.check_rank(x, name, varlen=False)
     batch = q.shape[0]
@@ -85,6 +88,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     v = None if v is None else xs.unit_last(v)
     rotary_cos = None if rotary_cos is None else xs.unit_last(rotary_cos)
     rotary_sin = None if rotary_sin is None else xs.unit_last(rotary_sin)
+    alibi_slopes = None if alibi_slopes is None else xs.unit_last(alibi_slopes)
     left, right = _core.window_pair(window_size)
     scale = _core.resolve_scale(softmax_scale, q.shape[-1])
     out = xs.empty(q, tuple(q.shape[:-1]) + (v_cache.shape[-1],))
@@ -97,7 +101,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         _as_index(xs, cache_leftpad, batch, q, "cache_leftpad"),
         None if pages is None else _contiguous(xs, pages),
         bool(rotary_interleaved), scale, bool(causal), left, right, float(softcap), int(num_splits),
-        True, 0, 0, xs.stream(q))
+        True, 0, 0, xs.stream(q), alibi_slopes)
     out, lse = xs.wrap(out), xs.wrap(lse)
     return (out, lse) if return_softmax_lse else out
 

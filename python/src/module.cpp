@@ -266,7 +266,8 @@ void forward_kvcache(const InArray& q, const OutArray& k_cache, const OutArray& 
                      const OptIn& cache_seqlens, const OptIn& cache_batch_idx, const OptIn& cache_leftpad,
                      const OptIn& page_table, bool rotary_interleaved, float softmax_scale, bool causal,
                      int32_t window_left, int32_t window_right, float softcap, int32_t num_splits,
-                     bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream) {
+                     bool check_index_arrays, int32_t backend, int32_t num_threads, uintptr_t stream,
+                     const OptIn& alibi_slopes) {
   fastattn::KvCacheArgs a = kvcache_scalars(rotary_interleaved, softmax_scale, causal, window_left,
                                             window_right, softcap, num_splits, check_index_arrays,
                                             backend, num_threads);
@@ -283,6 +284,7 @@ void forward_kvcache(const InArray& q, const OutArray& k_cache, const OutArray& 
   if (cache_batch_idx) a.cache_batch_idx = fastattn_py::to_index(*cache_batch_idx, "cache_batch_idx", a.q);
   if (cache_leftpad) a.cache_leftpad = fastattn_py::to_index(*cache_leftpad, "cache_leftpad", a.q);
   if (page_table) a.page_table = to_page_table(*page_table, a.q);
+  if (alibi_slopes) a.alibi_slopes = fastattn_py::to_tensor(*alibi_slopes, "alibi_slopes");
   run_kvcache(a, stream);
 }
 
@@ -293,7 +295,7 @@ void forward_kvcache_views(nb::handle q, nb::handle k_cache, nb::handle v_cache,
                            nb::handle cache_leftpad, nb::handle page_table, bool rotary_interleaved,
                            float softmax_scale, bool causal, int32_t window_left, int32_t window_right,
                            float softcap, int32_t num_splits, bool check_index_arrays, int32_t backend,
-                           int32_t num_threads, uintptr_t stream) {
+                           int32_t num_threads, uintptr_t stream, nb::handle alibi_slopes) {
   fastattn::KvCacheArgs a = kvcache_scalars(rotary_interleaved, softmax_scale, causal, window_left,
                                             window_right, softcap, num_splits, check_index_arrays,
                                             backend, num_threads);
@@ -310,6 +312,7 @@ void forward_kvcache_views(nb::handle q, nb::handle k_cache, nb::handle v_cache,
   if (!cache_batch_idx.is_none()) a.cache_batch_idx = view_to_index(cache_batch_idx, "cache_batch_idx", a.q);
   if (!cache_leftpad.is_none()) a.cache_leftpad = view_to_index(cache_leftpad, "cache_leftpad", a.q);
   if (!page_table.is_none()) a.page_table = fastattn_py::view_to_page_table(page_table, "page_table", a.q);
+  if (!alibi_slopes.is_none()) a.alibi_slopes = view_to_tensor(alibi_slopes, "alibi_slopes");
   run_kvcache(a, stream);
 }
 
@@ -355,14 +358,16 @@ NB_MODULE(_C, m) {
         "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "cache_leftpad"_a.none(),
         "page_table"_a.none(), "rotary_interleaved"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
         "window_right"_a, "softcap"_a, "num_splits"_a, "check_index_arrays"_a, "backend"_a,
-        "num_threads"_a, "stream"_a,
-        "Appends k_new/v_new into the caches (in place), then writes out (and lse) of q against them.");
+        "num_threads"_a, "stream"_a, "alibi_slopes"_a.none() = nb::none(),
+        "Appends k_new/v_new into the caches (in place), then writes out (and lse) of q against them "
+        "(alibi_slopes: fp32 (heads_q) or (batch, heads_q), FlashAttention's ALiBi over the cache's keys).");
   m.def("forward_kvcache_views", &forward_kvcache_views, "q"_a, "k_cache"_a, "v_cache"_a, "k_new"_a.none(),
         "v_new"_a.none(), "out"_a, "lse"_a.none(), "rotary_cos"_a.none(), "rotary_sin"_a.none(),
         "cache_seqlens"_a.none(), "cache_batch_idx"_a.none(), "cache_leftpad"_a.none(),
         "page_table"_a.none(), "rotary_interleaved"_a, "softmax_scale"_a, "causal"_a, "window_left"_a,
         "window_right"_a, "softcap"_a, "num_splits"_a, "check_index_arrays"_a, "backend"_a,
-        "num_threads"_a, "stream"_a, "forward_kvcache over views, as forward_views.");
+        "num_threads"_a, "stream"_a, "alibi_slopes"_a.none() = nb::none(),
+        "forward_kvcache over views, as forward_views.");
   m.def("cuda_available", &fastattn::cuda_available, "CUDA kernels compiled in and a device present.");
   m.def("version", &fastattn::version);
   m.def("build_info", &fastattn::build_info, "Archs, dtypes, head dims and kernel count of this build.");

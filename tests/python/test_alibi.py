@@ -280,11 +280,22 @@ def test_extension_validates_the_slopes_itself(rng, bad):
         _C.forward(q, k, k, np.empty_like(q), None, _C.Options(alibi_slopes=given), 0)
 
 
-def test_kvcache_refuses_alibi(rng):
-    q = randn(rng, (2, 1, 4, 16))
-    cache = randn(rng, (2, 32, 2, 16))
-    with pytest.raises(NotImplementedError, match="^alibi_slopes: ALiBi with a KV cache is not built yet"):
-        fastattn.flash_attn_with_kvcache(q, cache, cache, cache_seqlens=5, alibi_slopes=np.ones(4, np.float32))
+@pytest.mark.parametrize("dims", [1, 2], ids=["slopes_h", "slopes_bh"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_kvcache_alibi_is_flash_attn_func_over_the_cached_keys(rng, dims, causal):
+    """flash_attn_with_kvcache(alibi_slopes=) over an int cache_seqlens n, nothing appended, is flash_attn_func
+    with the same slopes over the cache's first n keys (tests/python/test_kvcache_numpy.py checks every form
+    against a reference)."""
+    b, s_q, h, h_kv, d, n = 2, 3, 4, 2, 16, 21
+    q = randn(rng, (b, s_q, h, d))
+    kc, vc = randn(rng, (b, 32, h_kv, d)), randn(rng, (b, 32, h_kv, d))
+    slopes = draw_slopes(rng, b, h, dims)
+    out, lse = fastattn.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=n, alibi_slopes=slopes, causal=causal,
+                                                num_splits=1, return_softmax_lse=True)
+    want, want_lse = fastattn.flash_attn_func(q, kc[:, :n], vc[:, :n], causal=causal, alibi_slopes=slopes,
+                                              return_attn_probs=True)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lse, want_lse, rtol=1e-5, atol=1e-6)
 
 
 # ---- torch -------------------------------------------------------------------------------------

@@ -79,7 +79,7 @@ def test_kvcache_hints_change_nothing(rng):
 
 
 KVCACHE_REFUSED = [
-    (dict(alibi_slopes=np.ones(4, np.float32)), NotImplementedError, "^alibi_slopes: ALiBi with a KV cache is not built"),
+    (dict(alibi_slopes=np.ones(4, np.float16)), ValueError, "^alibi_slopes: dtype float16 is not supported"),
     (dict(q_descale=np.ones(1, np.float32)), NotImplementedError, "^q_descale"),
     (dict(qv=np.ones(1, np.float32)), NotImplementedError, "^qv"),
     (dict(cu_seqlens_q=np.array([0, 3, 6], np.int32)), NotImplementedError, "^cu_seqlens_q"),

@@ -1,6 +1,9 @@
 """flash_attn_with_kvcache on the CPU backend (numpy) against the numpy model: the cache updated
 in place (positions, rotary both styles, cache_batch_idx, pages), out/lse by FA3's rule, every
-cache_seqlens edge, and paged vs contiguous bit for bit."""
+cache_seqlens edge, and paged vs contiguous bit for bit. ALiBi (alibi_slopes=) against a float64 reference
+written below, on numpy arrays (the DLPack path) and torch tensors (the views path) when torch is installed."""
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -118,10 +121,175 @@ def test_errors(rng):
         fastattn.flash_attn_with_kvcache(q, kc, vc, k, v)
     with pytest.raises(ValueError, match="cache_seqlens: entry 2 is 64 but must be in"):
         fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=np.array([0, 0, 64], np.int32))
-    with pytest.raises(NotImplementedError, match="^alibi_slopes: ALiBi with a KV cache is not built yet"):
-        fastattn.flash_attn_with_kvcache(q, kc, vc, alibi_slopes=np.ones(4, np.float32))
     with pytest.raises(ValueError, match="block_table and page_table"):
         t = np.zeros((3, 4), np.int32)
         fastattn.flash_attn_with_kvcache(q, kc, vc, block_table=t, page_table=t)
     with pytest.raises(ValueError, match="^num_splits"):
         fastattn.flash_attn_with_kvcache(q, kc, vc, num_splits=-1)
+
+
+# ---- ALiBi over the cache (alibi_slopes=) ----------------------------------------------------------------
+
+def alibi_kvcache_reference(q, k_cache, v_cache, k, v, seqlens, leftpad, slopes, causal, dtype=np.float64):
+    """flash_attn_with_kvcache with ALiBi by FlashAttention's rule, written out here (not kvcache_model):
+    append k / v at cache_seqlens, then per sequence softmax(scale q k^T - slope |i + s_k - s_q - j|) v over the
+    keys [leftpad, seqlens + s_new), s_k their count and j counted from leftpad, causal bottom-right
+    (j <= i + s_k - s_q). Computed in `dtype` (float64: the reference; float32: the same-precision estimate of
+    FA3's rule). Returns (k_cache, v_cache, out, lse); a row that keeps no key has out 0 and lse -inf."""
+    b, s_q, h, d = q.shape
+    group = h // k_cache.shape[2]
+    kc, vc = k_cache.astype(dtype), v_cache.astype(dtype)
+    s_new = 0 if k is None else k.shape[1]
+    lp = np.zeros(b, np.int64) if leftpad is None else np.asarray(leftpad, np.int64)
+    for i in range(b if s_new else 0):
+        kc[i, seqlens[i]:seqlens[i] + s_new] = k[i]
+        vc[i, seqlens[i]:seqlens[i] + s_new] = v[i]
+    sl = np.broadcast_to(np.asarray(slopes, dtype), (b, h))
+    out = np.zeros((b, s_q, h, v_cache.shape[-1]), dtype)
+    lse = np.full((b, h, s_q), -np.inf)
+    for i in range(b):
+        lo, hi = lp[i], seqlens[i] + s_new
+        s_k = hi - lo
+        if s_k == 0:
+            continue
+        keys = np.repeat(kc[i, lo:hi], group, axis=1)  # (s_k, h, d): query head hq reads kv head hq // group
+        vals = np.repeat(vc[i, lo:hi], group, axis=1)
+        scores = np.einsum("qhd,khd->hqk", q[i].astype(dtype), keys) * dtype(d ** -0.5)
+        row, col = np.arange(s_q)[:, None], np.arange(s_k)[None, :]
+        scores = scores - sl[i][:, None, None] * np.abs(row + s_k - s_q - col).astype(dtype)
+        if causal:
+            scores = np.where(col <= row + s_k - s_q, scores, -np.inf)
+        top = scores.max(axis=-1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0)
+        p = np.exp(scores - top)
+        total = p.sum(axis=-1, keepdims=True)
+        out[i] = np.einsum("hqk,khd->qhd", p / np.where(total > 0, total, 1), vals)
+        with np.errstate(divide="ignore"):
+            lse[i] = np.where(total[..., 0] > 0, np.log(total[..., 0]) + top[..., 0], -np.inf)
+    return kc, vc, out, lse
+
+
+def _torch_or_skip():
+    return pytest.importorskip("torch", reason="torch is not installed: torch ALiBi KV-cache tests skipped")
+
+
+def _as_kind(kind, *xs):
+    """xs as numpy arrays (the DLPack path) or CPU torch tensors (the views path); None stays None."""
+    if kind == "numpy":
+        return xs
+    torch = _torch_or_skip()
+    return tuple(None if x is None else torch.from_numpy(np.array(x)) for x in xs)
+
+
+def _np(x):
+    return None if x is None else np.array(x.numpy() if hasattr(x, "numpy") else x)
+
+
+ALIBI_SHAPES = {"decode": (1, 1), "chunk": (3, 3), "no_append": (2, 0)}  # (s_q, s_new)
+
+
+def _alibi_case(rng, shape, dims, leftpad, b=3, h=4, h_kv=2, d=32, s_cache=48):
+    """Inputs of one ALiBi call: random lengths (one sequence possibly empty before the append, one that fills
+    the cache), left padding within each sequence's cached tokens, slopes in [0.01, 1) of shape (h) or (b, h)."""
+    s_q, s_new = ALIBI_SHAPES[shape]
+    q = randn(rng, (b, s_q, h, d))
+    kc, vc = randn(rng, (b, s_cache, h_kv, d)), randn(rng, (b, s_cache, h_kv, d))
+    k = v = None
+    if s_new:
+        k, v = randn(rng, (b, s_new, h_kv, d)), randn(rng, (b, s_new, h_kv, d))
+    seqlens = np.array([rng.integers(0, 4), rng.integers(4, s_cache - s_new), s_cache - s_new], np.int32)
+    lp = None
+    if leftpad:
+        lp = np.array([0] + [rng.integers(1, n + 1) for n in seqlens[1:]], np.int32)
+    slopes = rng.uniform(0.01, 1.0, (h,) if dims == 1 else (b, h)).astype(np.float32)
+    return q, kc, vc, k, v, seqlens, lp, slopes
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+@pytest.mark.parametrize("leftpad", [False, True], ids=["no_leftpad", "leftpad"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dims", [1, 2], ids=["slopes_h", "slopes_bh"])
+@pytest.mark.parametrize("shape", list(ALIBI_SHAPES))
+def test_alibi_against_reference(rng, shape, dims, causal, leftpad, kind):
+    q, kc, vc, k, v, seqlens, lp, slopes = _alibi_case(rng, shape, dims, leftpad)
+    kc_want, vc_want, out64, lse64 = alibi_kvcache_reference(q, kc, vc, k, v, seqlens, lp, slopes, causal)
+    _, _, out32, _ = alibi_kvcache_reference(q, kc, vc, k, v, seqlens, lp, slopes, causal, np.float32)
+    args = _as_kind(kind, q, kc, vc, k, v, seqlens, lp, slopes)
+    out, lse = fastattn.flash_attn_with_kvcache(*args[:5], cache_seqlens=args[5], cache_leftpad=args[6],
+                                                alibi_slopes=args[7], causal=causal, return_softmax_lse=True)
+    np.testing.assert_array_equal(_np(args[1]).astype(np.float64), kc_want)  # appended in place
+    np.testing.assert_array_equal(_np(args[2]).astype(np.float64), vc_want)
+    assert_close("out", _np(out), out64, out32, np.float32, FLOAT32_FLOOR)
+    assert_lse_close(_np(lse), lse64)
+    if shape != "no_append":  # the term matters: the same call without it gives another out
+        plain = fastattn.flash_attn_with_kvcache(*_as_kind(kind, q, kc, vc, k, v, seqlens, lp)[:5],
+                                                 cache_seqlens=args[5], cache_leftpad=args[6], causal=causal)
+        assert np.abs(_np(plain)[1:] - _np(out)[1:]).max() > 1e-3
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_alibi_strided_slopes_and_splits(rng, kind):
+    """Slopes without a unit last stride are copied (as the non-cache forward does); split-KV gives the same
+    out within the tolerance of FA3's rule."""
+    q, kc, vc, k, v, seqlens, lp, slopes = _alibi_case(rng, "chunk", 2, True)
+    _, _, out64, lse64 = alibi_kvcache_reference(q, kc, vc, k, v, seqlens, lp, slopes, True)
+    _, _, out32, _ = alibi_kvcache_reference(q, kc, vc, k, v, seqlens, lp, slopes, True, np.float32)
+    strided = np.asfortranarray(slopes)  # (b, h) with strides (4, 12): the last dim not unit
+    for num_splits in (1, 3):
+        args = _as_kind(kind, q, kc.copy(), vc.copy(), k, v, seqlens, lp, strided)
+        slopes_arg = args[7] if kind == "numpy" else args[7].t().contiguous().t()
+        assert slopes_arg.strides[-1] != 4 if kind == "numpy" else slopes_arg.stride(-1) != 1
+        out, lse = fastattn.flash_attn_with_kvcache(*args[:5], cache_seqlens=args[5], cache_leftpad=args[6],
+                                                    alibi_slopes=slopes_arg, causal=True, num_splits=num_splits,
+                                                    return_softmax_lse=True)
+        assert_close("out", _np(out), out64, out32, np.float32, FLOAT32_FLOOR)
+        assert_lse_close(_np(lse), lse64)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_alibi_errors(rng, kind):
+    """Slopes of another dtype, shape or array kind are refused by name, before the cache is written."""
+    q, kc, vc, k, v, seqlens, _, slopes = _alibi_case(rng, "decode", 1, False)
+    q, kc, vc, k, v, seqlens = _as_kind(kind, q, kc, vc, k, v, seqlens)
+    before = _np(kc).copy()
+    other = "torch" if kind == "numpy" else "numpy"
+    cases = [
+        (slopes.astype(np.float16), ValueError, "^alibi_slopes: dtype float16 is not supported"),
+        (slopes.astype(np.float64), ValueError, "^alibi_slopes: dtype float64 is not supported"),
+        (np.ones(5, np.float32), ValueError, r"^alibi_slopes: shape \(5\) but its last dim must be heads_q 4"),
+        (np.ones((4, 4), np.float32), ValueError, r"^alibi_slopes: shape \(4, 4\) but its first dim must be batch 3"),
+        (np.ones((1, 3, 4), np.float32), ValueError, "^alibi_slopes: expected 1 dim"),
+    ]
+    for bad, exc, pattern in cases:
+        with pytest.raises(exc, match=pattern):
+            fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=seqlens,
+                                             alibi_slopes=_as_kind(kind, bad)[0])
+    if other == "numpy" or importlib.util.find_spec("torch") is not None:
+        with pytest.raises(TypeError, match=f"^alibi_slopes: expected a {kind} array like q"):
+            fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=seqlens,
+                                             alibi_slopes=_as_kind(other, slopes)[0])
+    with pytest.raises(TypeError, match="^alibi_slopes: expected an array of q's kind, got list"):
+        fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=seqlens, alibi_slopes=[0.5] * 4)
+    np.testing.assert_array_equal(_np(kc), before)
+
+
+def test_alibi_paged_and_indexed_equal_contiguous(rng):
+    """The slopes follow the sequence (batch row b of q), not its cache row or pages: a paged cache and one
+    reached through cache_batch_idx give the contiguous cache's out and lse bit for bit."""
+    q, kc, vc, k, v, seqlens, _, slopes = _alibi_case(rng, "chunk", 2, False, s_cache=64)
+    kw = dict(cache_seqlens=seqlens, alibi_slopes=slopes, causal=True, window_size=(20, 1), return_softmax_lse=True)
+    out_c, lse_c = fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, **kw)
+    page, pps = 16, 4
+    table = rng.permutation(3 * pps + 2)[:3 * pps].astype(np.int32).reshape(3, pps)
+    kp, vp = randn(rng, (3 * pps + 2, page, 2, 32)), randn(rng, (3 * pps + 2, page, 2, 32))
+    rows = np.array([3, 0, 1], np.int32)
+    ki, vi = randn(rng, (4, 64, 2, 32)), randn(rng, (4, 64, 2, 32))
+    for b in range(3):
+        ki[rows[b]], vi[rows[b]] = kc[b], vc[b]
+        for i in range(pps):
+            kp[table[b, i]], vp[table[b, i]] = kc[b, i * page:(i + 1) * page], vc[b, i * page:(i + 1) * page]
+    out_p, lse_p = fastattn.flash_attn_with_kvcache(q, kp, vp, k, v, block_table=table, **kw)
+    out_i, lse_i = fastattn.flash_attn_with_kvcache(q, ki, vi, k, v, cache_batch_idx=rows, **kw)
+    for out, lse in ((out_p, lse_p), (out_i, lse_i)):
+        np.testing.assert_array_equal(out, out_c)
+        np.testing.assert_array_equal(lse, lse_c)

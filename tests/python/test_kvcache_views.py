@@ -35,7 +35,7 @@ def laid_out(x, how):
 
 def dlpack_call(q, kc, vc, k=None, v=None, cos=None, sin=None, cache_seqlens=None, cache_batch_idx=None,
                 cache_leftpad=None, page_table=None, rotary_interleaved=True, causal=False,
-                window_size=(-1, -1), softcap=0.0):
+                window_size=(-1, -1), softcap=0.0, alibi_slopes=None):
     """The DLPack path as flash_attn_with_kvcache ran it for torch tensors before the views."""
     unit = lambda x: None if x is None else (x if x.stride(-1) == 1 else x.contiguous())  # noqa: E731
     out = q.new_empty((*q.shape[:-1], vc.shape[-1]))
@@ -45,7 +45,8 @@ def dlpack_call(q, kc, vc, k=None, v=None, cos=None, sin=None, cache_seqlens=Non
     stream = torch.cuda.current_stream().cuda_stream if q.is_cuda else 0
     _C.forward_kvcache(unit(q), kc, vc, unit(k), unit(v), out, lse, unit(cos), unit(sin), cache_seqlens,
                        cache_batch_idx, cache_leftpad, page_table, rotary_interleaved, q.shape[-1] ** -0.5,
-                       causal, window_size[0], window_size[1], softcap, 0, not q.is_cuda, 0, 0, stream)
+                       causal, window_size[0], window_size[1], softcap, 0, not q.is_cuda, 0, 0, stream,
+                       alibi_slopes=unit(alibi_slopes))
     return out, lse
 
 
@@ -116,6 +117,24 @@ def test_indexed_and_paged_same_bits(rng, device):
     same_as_dlpack(q, kp, vp, k, v, cache_seqlens=i32([5, 0, 40]), page_table=table.to(device), causal=True)
 
 
+@pytest.mark.parametrize("dims", [1, 2], ids=["slopes_h", "slopes_bh"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_alibi_same_bits(rng, device, dims):
+    """alibi_slopes through the views and through DLPack: the same bits (on CUDA sm90 the same refusal until
+    its GPU test has run)."""
+    b, h, h_kv, d, s_cache = 3, 8, 2, D[device], 113
+    q = rand(rng, (b, 3, h, d), device)
+    k, v = rand(rng, (b, 3, h_kv, d), device), rand(rng, (b, 3, h_kv, d), device)
+    kc, vc = rand(rng, (b, s_cache, h_kv, d), device), rand(rng, (b, s_cache, h_kv, d), device)
+    slopes = torch.from_numpy(rng.uniform(0.01, 1.0, (h,) if dims == 1 else (b, h)).astype(np.float32)).to(device)
+    i32 = lambda xs: torch.tensor(xs, dtype=torch.int32, device=device)  # noqa: E731
+    same_as_dlpack(q, kc, vc, k, v, cache_seqlens=i32([0, 7, s_cache - 3]), alibi_slopes=slopes, causal=True)
+    same_as_dlpack(q, kc, vc, k, v, cache_seqlens=i32([4, 7, 50]), cache_leftpad=i32([0, 7, 20]),
+                   alibi_slopes=slopes, window_size=(9, 1))
+    if dims == 2:  # a (b, h) tensor laid out heads-first: copied to a unit last stride by both paths
+        same_as_dlpack(q, kc, vc, k, v, cache_seqlens=i32([1, 2, 3]), alibi_slopes=slopes.t().contiguous().t())
+
+
 def test_cache_is_written_in_place_never_copied(rng):
     """A cache whose last stride is not 1 is refused by name (a copy would take the writes)."""
     q, k, v = rand(rng, (1, 1, 2, 8), "cpu"), rand(rng, (1, 1, 2, 8), "cpu"), rand(rng, (1, 1, 2, 8), "cpu")
@@ -180,8 +199,18 @@ def test_every_argument_is_rejected_by_name(rng):
         call(softmax_scale=float("nan"))
     with pytest.raises(ValueError, match="^window_size"):
         call(window_size=3)
-    with pytest.raises(NotImplementedError, match="^alibi_slopes: ALiBi with a KV cache is not built yet"):
-        call(alibi_slopes=torch.ones(h))
+    call(alibi_slopes=torch.ones(h))  # ALiBi over the cache: (h) or (b, h) float32 on q's device
+    call(alibi_slopes=torch.ones(b, h))
+    with pytest.raises(ValueError, match="^alibi_slopes: dtype float16 is not supported"):
+        call(alibi_slopes=torch.ones(h, dtype=torch.float16))
+    with pytest.raises(TypeError, match="^alibi_slopes: expected a torch array like q"):
+        call(alibi_slopes=np.ones(h, np.float32))
+    with pytest.raises(ValueError, match="^alibi_slopes: device meta is not supported"):
+        call(alibi_slopes=torch.ones(h, device="meta"))
+    with pytest.raises(ValueError, match=r"^alibi_slopes: shape \(8\) but its last dim must be heads_q 4"):
+        call(alibi_slopes=torch.ones(2 * h))
+    with pytest.raises(ValueError, match=r"^alibi_slopes: shape \(3, 4\) but its first dim must be batch 2"):
+        call(alibi_slopes=torch.ones(b + 1, h))
 
 
 def test_dtype_messages_match_the_dlpack_path(rng):
