@@ -132,7 +132,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
                                               desc_k_major_add(b_lo, Cfg::kQAtomBytes, kk), kk > 0);
     wgmma_commit();
   } else {
-    const uint8_t* ds_rows = sm.ds[ds_buf];  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
+    const uint8_t* ds_rows = sm.ds_of(ds_buf);  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
     if constexpr (Cfg::kDqRowSplit) ds_rows += wg * Cfg::kBlockN * kAtomRowBytes;
     const uint32_t a_lo = desc_mn_major_lo(ds_rows, Cfg::kBlockN * 128);
     const uint32_t b_lo =

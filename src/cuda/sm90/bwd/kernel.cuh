@@ -152,7 +152,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   }
 
   // Without the softcap path every tile takes FA3's order (BwdConfig::kPackAfterDs says why not with it).
-  constexpr bool kPackAfterDs = Cfg::kPackAfterDs || kCapPath == BwdCap::Off;
+  // Cfg::kSerialSdp (d 128, 128-row q-blocks): P^T packed as soon as S^T lands, before dP^T is issued (config.h).
+  constexpr bool kPackAfterDs = !Cfg::kSerialSdp && (Cfg::kPackAfterDs || kCapPath == BwdCap::Off);
   const int steps = t.steps(p.attn.q_per_kv);
   // Additive bias (Cfg::kBias, bias.cuh): the step's bias lines prefetched a step ahead (the first step's ahead
   // of the K / V wait), loaded into S^T's accumulator at the step's start; `bias_at` gives the spot of step (h, m).
@@ -217,7 +218,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   }
   // BwdConfig::kDvBeforeDq: dV is waited for before dQ is issued (bwd_dq), in the default mode's kernel with K
   // in registers only.
-  constexpr bool kDvFirst = Cfg::kDvBeforeDq && kKRegs > 0 && !kDet && kCapPath == BwdCap::Off;
+  constexpr bool kDvFirst = ((Cfg::kDvBeforeDq && kKRegs > 0) || Cfg::kDvBeforeDqAlways) && !kDet && kCapPath == BwdCap::Off;
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   // The bias kernels' staged seed reuses dS^T rows of the next stage (bias.cuh, bwd_bias_stage) and is issued at
@@ -278,12 +279,24 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                               desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kSeeded || kk > 0);
       }
       wgmma_commit();
+      if constexpr (!Cfg::kSerialSdp) {
 #pragma unroll
-      for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)  // over d_v
+        for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)  // over d_v
+          WgmmaSS<T, kN>::run(dpt, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
+                              desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
+        wgmma_commit();
+      }
+    }
+    // Cfg::kSerialSdp: dP^T issued once P^T is packed (S^T's registers dead), below.
+    auto issue_dpt = [&] {
+      const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)
         WgmmaSS<T, kN>::run(dpt, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
                             desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
       wgmma_commit();
-    }
+    };
     // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
     // P = exp2(-inf) = 0 with no per-element test after the exp.
     auto mask_scores = [&] {
@@ -313,7 +326,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
     // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO
     // (kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
-    wgmma_wait<1>();
+    wgmma_wait<Cfg::kSerialSdp ? 0 : 1>();
     fence_operands(st);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsSDone, steps - i);
     uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
@@ -421,6 +434,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
       mma_dv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
+    } else if constexpr (Cfg::kSerialSdp) {  // dP^T, then dV += P^T dO behind it: dS^T's math waits for dP^T only
+      issue_dpt();
+      mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     } else if constexpr (!kPackAfterDs) {
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
@@ -442,7 +458,15 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int i = 8 * kk + 2 * r + e;
-            float pv = st[i], dcap = 1.f;
+            // kSerialSdp: P from its packed bf16 / fp16 fragment (S^T's registers are dead by now): dS^T takes the
+            // rounded P, which the other tiles do not (a rounding the tolerances must cover).
+            float pv, dcap = 1.f;
+            if constexpr (Cfg::kSerialSdp) {
+              const float2 pp = cuda_backend::unpack2<T>(pf[kk][r]);
+              pv = e ? pp.y : pp.x;
+            } else {
+              pv = st[i];
+            }
             if constexpr (kCap) {  // masked: st = -inf, P = 0, tanh clamped to -1 (no 0 * inf)
               pv = cuda_backend::fast_exp2(st[i] - (e ? lse.y : lse.x));
               const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
@@ -482,7 +506,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
       wgmma_commit();
     }
-    if constexpr (!kPackAfterDs) store_ds(sm.ds[s], dsf);
+    // One dS^T buffer (BwdSmem::kDsBufs): the other warpgroup's dQ of the step before must have read it.
+    if constexpr (BwdSmem<Cfg>::kDsBufs == 1) {
+      if (i < steps) named_bar_sync(kBwdDsFreeBar + (wg ^ 1), 256);
+    }
+    if constexpr (!kPackAfterDs) store_ds(sm.ds_of(s), dsf);
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsDsMet, steps - i);
@@ -509,13 +537,18 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         else
           bwd_dq<T, Cfg, Cfg::kDqCols1, kDet, kDvFirst>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m,
                                                         dv, dk, pf, dsf, dq_ps, load_next_bias);
-      } else if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
+      } else if constexpr (Cfg::kDqSwapAB || Cfg::kSerialSdp)  // equal shares, one code path (mma_dkv_split_wg says why)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
       else if (wg == 0)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
       else
         bwd_dq<T, Cfg, Cfg::kDqCols1, kDet, kDvFirst>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m,
                                                       dv, dk, pf, dsf, dq_ps);
+    }
+    // This warpgroup's dQ has read the dS^T buffer (bwd_dq waited for all its MMAs): the other may store the next
+    // step's (kBwdDsFreeBar; not after the tile's last step, whose arrival no store would consume).
+    if constexpr (BwdSmem<Cfg>::kDsBufs == 1) {
+      if (i > 1) named_bar_arrive(kBwdDsFreeBar + wg, 256);
     }
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsStepEnd, steps - i);
   }
