@@ -294,7 +294,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
       for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)
         WgmmaSS<T, kN>::run(dpt, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
-                            desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
+                            desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), Cfg::kDpSeeded || kk > 0);
       wgmma_commit();
     };
     // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
@@ -398,12 +398,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // (64 q rows per atom; chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the
     // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); made visible to wgmma, which reads
     // through the async proxy, by a fence after it (fence_smem_for_tma).
-    auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
+    // (k-steps [kk0, kk1) of the fragments only: kDpSplit stores dS^T by halves)
+    auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4], int kk0 = 0, int kk1 = Cfg::kSdpCols / 16) {
       const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
       const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
       const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
 #pragma unroll
-      for (int j = 0; j < kN / 8; j += 2) {
+      for (int j = 2 * kk0; j < 2 * kk1; j += 2) {
         // Column group j of 8 q rows, 8 to an atom (kBlockM 64: q_col0 + kN <= 64, one atom).
         const uint32_t at = Cfg::kBlockM == 64 ? (((q_col0 / 8 + j) * 16) ^ chunk_xor)
                                                : (j / 8) * (Cfg::kBlockN * kAtomRowBytes) + (((j % 8) * 16) ^ chunk_xor);
@@ -434,16 +435,87 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
       mma_dv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
-    } else if constexpr (Cfg::kSerialSdp) {  // dP^T, then dV += P^T dO behind it: dS^T's math waits for dP^T only
-      issue_dpt();
-      mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+    } else if constexpr (Cfg::kSerialSdp) {  // dP^T and dV += P^T dO, both behind P^T's packing
+      // All of P^T packed before dP^T's accumulators go live: without this ptxas sank part of the exp2 behind
+      // dP^T's issue (S^T's fp32 values live beside dP^T: 104 B spilled, every wgmma serialised, C7512).
+#pragma unroll
+      for (int kk = 0; kk < kSteps; ++kk) fence_operands(pf[kk]);
+      // kDpSeeded: dP^T's accumulators of the k-steps [kk0, kk1) (16 q columns each) start at -D of their column.
+      auto seed_dp = [&](int kk0, int kk1) {
+#pragma unroll
+        for (int kk = kk0; kk < kk1; ++kk)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) {
+            const float2 dps = stat_pair(dpsum_addr, kk, r);
+            dpt[8 * kk + 2 * r] = -dps.x;
+            dpt[8 * kk + 2 * r + 1] = -dps.y;
+          }
+      };
+      if constexpr (Cfg::kDpSplit) {
+        // dP^T in two halves of 64 q columns (N 64: V read twice), the second issued once the first's dS^T is
+        // packed, so that only 32 of dP^T's registers are live beside P^T and dK + dV; dV ahead of both.
+        // Element 4 j + 2 h + e of the N-128 accumulator is element 4 (j - 8 c) + 2 h + e of half c's.
+        auto issue_dp_half = [&](auto half) {
+          constexpr int c = decltype(half)::value;
+          float(&acc)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[(kN / 4) * c]);
+          const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + (q_col0 + (kN / 2) * c) * kAtomRowBytes);
+          wgmma_fence();
+#pragma unroll
+          for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)
+            WgmmaSS<T, kN / 2>::run(acc, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
+                                    desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), Cfg::kDpSeeded || kk > 0);
+          wgmma_commit();
+        };
+        auto ds_steps = [&](int kk0, int kk1) {
+#pragma unroll
+          for (int kk = kk0; kk < kk1; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {
+              const float2 dps = stat_pair(dpsum_addr, kk, r);
+              const float2 pp = cuda_backend::unpack2<T>(pf[kk][r]);
+              const int i = 8 * kk + 2 * r;
+              const float d0 = Cfg::kDpSeeded ? dpt[i] : dpt[i] - dps.x;
+              const float d1 = Cfg::kDpSeeded ? dpt[i + 1] : dpt[i + 1] - dps.y;
+              dsf[kk][r] = cuda_backend::pack2<T>(pp.x * d0, pp.y * d1);
+            }
+        };
+        float(&dp0)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[0]);
+        float(&dp1)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[kN / 4]);
+        mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+        if constexpr (Cfg::kDpSeeded) seed_dp(0, kSteps / 2);
+        issue_dp_half(std::integral_constant<int, 0>{});
+        // Each half of dS^T stored as soon as it is packed (else ptxas kept its fp32 values until the store: 235
+        // live); the other warpgroup's dQ of the step before must have read the buffer (kBwdDsFreeBar).
+        if (i < steps) named_bar_sync(kBwdDsFreeBar + (wg ^ 1), 256);
+        wgmma_wait<0>();
+        fence_operands(dp0);
+        ds_steps(0, kSteps / 2);
+        store_tile_t(sm.ds_of(s), dsf, 0, kSteps / 2);
+        if constexpr (Cfg::kDpSeeded) seed_dp(kSteps / 2, kSteps);
+        issue_dp_half(std::integral_constant<int, 1>{});
+        wgmma_wait<0>();
+        fence_operands(dp1);
+        ds_steps(kSteps / 2, kSteps);
+        store_tile_t(sm.ds_of(s), dsf, kSteps / 2, kSteps);
+      } else {
+        if constexpr (Cfg::kDpSeeded) seed_dp(0, kSteps);
+        if constexpr (Cfg::kDvBeforeDp) {
+          mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+          issue_dpt();
+        } else {
+          issue_dpt();
+          mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+        }
+      }
     } else if constexpr (!kPackAfterDs) {
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
     // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q
     // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
-    wgmma_wait<kPackAfterDs ? 0 : 1>();
-    fence_operands(dpt);
+    if constexpr (!Cfg::kDpSplit) {  // (kDpSplit: dS^T is done above)
+      wgmma_wait<kPackAfterDs || !Cfg::kDsUnderDv || Cfg::kDvBeforeDp ? 0 : 1>();
+      fence_operands(dpt);
+    }
     static_assert(!Cfg::kBias || kCapPath == BwdCap::Off, "bias: no softcap path (the bias is seeded before the scale)");
     auto ds_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
@@ -472,14 +544,14 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
               const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
               dcap = 1.f - th * th;
             }
-            ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
+            ds[e] = Cfg::kDpSeeded ? pv * dpt[i] : pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
             pvs[e] = pv;  // packed as P^T here where kPackAfterDs
           }
           dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
           if constexpr (kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
         }
     };
-    with_softcap_path<kCapPath>(p, ds_phase);
+    if constexpr (!Cfg::kDpSplit) with_softcap_path<kCapPath>(p, ds_phase);
     // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
     // d 96: dK (from the dS^T registers) is issued before the meeting; d 64 / 128 behind dQ
     // (dq.cuh). kPackAfterDs: dS^T stored before dV is issued (FA3's order: the meeting comes
@@ -507,10 +579,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       wgmma_commit();
     }
     // One dS^T buffer (BwdSmem::kDsBufs): the other warpgroup's dQ of the step before must have read it.
-    if constexpr (BwdSmem<Cfg>::kDsBufs == 1) {
+    if constexpr (BwdSmem<Cfg>::kDsBufs == 1 && !Cfg::kDpSplit) {
       if (i < steps) named_bar_sync(kBwdDsFreeBar + (wg ^ 1), 256);
     }
-    if constexpr (!kPackAfterDs) store_ds(sm.ds_of(s), dsf);
+    if constexpr (!kPackAfterDs && !Cfg::kDpSplit) store_ds(sm.ds_of(s), dsf);
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsDsMet, steps - i);
