@@ -50,12 +50,12 @@
 // FASTATTN_D128_R128_DV_BEFORE_DP 1: dV += P^T dO issued before dP^T (both behind P^T's packing), so that every
 // exp2 lands before dP^T's accumulators go live; dS^T's math then waits for both.
 #ifndef FASTATTN_D128_R128_DV_BEFORE_DP
-#define FASTATTN_D128_R128_DV_BEFORE_DP 0
+#define FASTATTN_D128_R128_DV_BEFORE_DP 1
 #endif
 // FASTATTN_D128_R128_DP_SEED 1: dP^T's accumulators start at -D (its first k-step accumulates onto them), so that
 // dS^T = P^T dP^T needs no D at its peak.
 #ifndef FASTATTN_D128_R128_DP_SEED
-#define FASTATTN_D128_R128_DP_SEED 1
+#define FASTATTN_D128_R128_DP_SEED 0
 #endif
 // FASTATTN_D128_R128_DP_SPLIT 1: dP^T as two N-64 halves, the second issued once the first half's dS^T is packed
 // (32 of dP^T's registers live at a time; V read twice a step).

@@ -481,13 +481,16 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         };
         float(&dp0)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[0]);
         float(&dp1)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[kN / 4]);
-        mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+        // kDvBeforeDp: dV, then the first half, both waited for; else the first half, then dV, whose MMA runs
+        // on under the first half's dS^T.
+        if constexpr (Cfg::kDvBeforeDp) mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
         if constexpr (Cfg::kDpSeeded) seed_dp(0, kSteps / 2);
         issue_dp_half(std::integral_constant<int, 0>{});
+        if constexpr (!Cfg::kDvBeforeDp) mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
         // Each half of dS^T stored as soon as it is packed (else ptxas kept its fp32 values until the store: 235
         // live); the other warpgroup's dQ of the step before must have read the buffer (kBwdDsFreeBar).
         if (i < steps) named_bar_sync(kBwdDsFreeBar + (wg ^ 1), 256);
-        wgmma_wait<0>();
+        wgmma_wait<Cfg::kDvBeforeDp ? 0 : 1>();
         fence_operands(dp0);
         ds_steps(0, kSteps / 2);
         store_tile_t(sm.ds_of(s), dsf, 0, kSteps / 2);
