@@ -65,9 +65,12 @@
 #ifndef FASTATTN_D128_R128_DK_SS
 #define FASTATTN_D128_R128_DK_SS 1
 #endif
-// K in registers in that kernel (k-steps of S^T, as FASTATTN_D128_KRS).
+// Compiled (sm_90a, notes session 43): the defaults (split, dV first, dK SS, no seed) 0 spill, no C7512; without
+// the split 16-104 B spilled and every wgmma serialised (C7512); DK_SS 0 with the split: C7512; the split with
+// dS under dV (DV_BEFORE_DP 0): 36 B spilled. Only the split path is kept clean; the others are for the record.
+// K in registers in that kernel (k-steps of S^T, as FASTATTN_D128_KRS): 4 and 5 compile clean, 6 spills (C7512).
 #ifndef FASTATTN_D128_R128_KRS
-#define FASTATTN_D128_R128_KRS 0
+#define FASTATTN_D128_R128_KRS 4
 #endif
 
 #include <type_traits>
