@@ -436,8 +436,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       named_bar_sync(kBwdDsBar, 256);
       mma_dv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
     } else if constexpr (Cfg::kSerialSdp) {  // dP^T and dV += P^T dO, both behind P^T's packing
-      // All of P^T packed before dP^T's accumulators go live: without this ptxas sank part of the exp2 behind
-      // dP^T's issue (S^T's fp32 values live beside dP^T: 104 B spilled, every wgmma serialised, C7512).
+      // P^T packed before dP^T's accumulators go live, as far as NVVM goes: ptxas still sank part of the exp2
+      // behind dP^T's N-128 issue (104 B spilled, C7512: notes, session 43), which the N-64 halves (kDpSplit) avoid.
 #pragma unroll
       for (int kk = 0; kk < kSteps; ++kk) fence_operands(pf[kk]);
       // kDpSeeded: dP^T's accumulators of the k-steps [kk0, kk1) (16 q columns each) start at -D of their column.
