@@ -41,33 +41,9 @@
 #ifndef FASTATTN_D128_ROWS128
 #define FASTATTN_D128_ROWS128 0
 #endif
-// Variants of that kernel's register plan (notes, session 43). FASTATTN_D128_R128_DS_UNDER_DV 1: dS^T's math runs
-// while dV += P^T dO is in flight (0: dV waited for first). FASTATTN_D128_R128_DK_SS 1: dK += dS^T Q reads dS^T
-// from shared memory (SS), so that dS^T's registers die at its store (0: RS from the registers, as the 64-row tile).
-#ifndef FASTATTN_D128_R128_DS_UNDER_DV
-#define FASTATTN_D128_R128_DS_UNDER_DV 1
-#endif
-// FASTATTN_D128_R128_DV_BEFORE_DP 1: dV += P^T dO issued before dP^T (both behind P^T's packing), so that every
-// exp2 lands before dP^T's accumulators go live; dS^T's math then waits for both.
-#ifndef FASTATTN_D128_R128_DV_BEFORE_DP
-#define FASTATTN_D128_R128_DV_BEFORE_DP 1
-#endif
-// FASTATTN_D128_R128_DP_SEED 1: dP^T's accumulators start at -D (its first k-step accumulates onto them), so that
-// dS^T = P^T dP^T needs no D at its peak.
-#ifndef FASTATTN_D128_R128_DP_SEED
-#define FASTATTN_D128_R128_DP_SEED 0
-#endif
-// FASTATTN_D128_R128_DP_SPLIT 1: dP^T as two N-64 halves, the second issued once the first half's dS^T is packed
-// (32 of dP^T's registers live at a time; V read twice a step).
-#ifndef FASTATTN_D128_R128_DP_SPLIT
-#define FASTATTN_D128_R128_DP_SPLIT 1
-#endif
-#ifndef FASTATTN_D128_R128_DK_SS
-#define FASTATTN_D128_R128_DK_SS 1
-#endif
-// Compiled (sm_90a, notes session 43): the defaults (split, dV first, dK SS, no seed) 0 spill, no C7512; without
-// the split 16-104 B spilled and every wgmma serialised (C7512); DK_SS 0 with the split: C7512; the split with
-// dS under dV (DV_BEFORE_DP 0): 36 B spilled. Only the split path is kept clean; the others are for the record.
+// Its register plan (notes, session 43): dV += P^T dO, then dP^T in two N-64 halves, each half's dS^T stored as
+// soon as it is packed, dK += dS^T Q from shared memory: 0 spill, no C7512. The variants compiled on the way
+// (dP^T at N 128, dS under dV, dK from registers, dP^T seeded with -D) spilled or serialised the wgmmas.
 // K in registers in that kernel (k-steps of S^T, as FASTATTN_D128_KRS): 4 and 5 compile clean, 6 spills (C7512).
 #ifndef FASTATTN_D128_R128_KRS
 #define FASTATTN_D128_R128_KRS 4
@@ -254,11 +230,7 @@ struct BwdConfig {
   // kSerialSdp: dV always waited for before dQ is issued (dK + dV + dQ + dS^T = 224 registers; with P^T's 32
   // beside them 256).
   static constexpr bool kDvBeforeDqAlways = kSerialSdp;
-  static constexpr bool kDsUnderDv = !kSerialSdp || FASTATTN_D128_R128_DS_UNDER_DV != 0;
-  static constexpr bool kDvBeforeDp = kSerialSdp && FASTATTN_D128_R128_DV_BEFORE_DP != 0;
-  static constexpr bool kDpSeeded = kSerialSdp && FASTATTN_D128_R128_DP_SEED != 0;
-  static constexpr bool kDpSplit = kSerialSdp && FASTATTN_D128_R128_DP_SPLIT != 0;
-  static constexpr bool kDkFromSmem = kSerialSdp && FASTATTN_D128_R128_DK_SS != 0;
+  static constexpr bool kDkFromSmem = kSerialSdp;  // dK += dS^T Q reads dS^T from smem (its registers die at the store)
   // No dQ staging buffer in shared memory: dQ by atomics and no deterministic kernel (smem.cuh).
   static constexpr bool kNoDqStaging = kDqByAtomics && !kHasDetKernel;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)

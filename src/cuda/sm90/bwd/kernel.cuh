@@ -288,15 +288,6 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       }
     }
     // Cfg::kSerialSdp: dP^T issued once P^T is packed (S^T's registers dead), below.
-    auto issue_dpt = [&] {
-      const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + q_col0 * kAtomRowBytes);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)
-        WgmmaSS<T, kN>::run(dpt, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
-                            desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), Cfg::kDpSeeded || kk > 0);
-      wgmma_commit();
-    };
     // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
     // P = exp2(-inf) = 0 with no per-element test after the exp.
     auto mask_scores = [&] {
@@ -398,7 +389,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // (64 q rows per atom; chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the
     // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); made visible to wgmma, which reads
     // through the async proxy, by a fence after it (fence_smem_for_tma).
-    // (k-steps [kk0, kk1) of the fragments only: kDpSplit stores dS^T by halves)
+    // (k-steps [kk0, kk1) of the fragments only: kSerialSdp stores dS^T by halves)
     auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4], int kk0 = 0, int kk1 = Cfg::kSdpCols / 16) {
       const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
       const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
@@ -435,88 +426,62 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
       mma_dv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
-    } else if constexpr (Cfg::kSerialSdp) {  // dP^T and dV += P^T dO, both behind P^T's packing
+    } else if constexpr (Cfg::kSerialSdp) {  // dV += P^T dO, then dP^T by halves, both behind P^T's packing
       // P^T packed before dP^T's accumulators go live, as far as NVVM goes: ptxas still sank part of the exp2
-      // behind dP^T's N-128 issue (104 B spilled, C7512: notes, session 43), which the N-64 halves (kDpSplit) avoid.
+      // behind an N-128 dP^T (104 B spilled, C7512), which the N-64 halves avoid; issuing dV after the first
+      // half (dS under dV) spilled 36 B (notes, session 43).
 #pragma unroll
       for (int kk = 0; kk < kSteps; ++kk) fence_operands(pf[kk]);
-      // kDpSeeded: dP^T's accumulators of the k-steps [kk0, kk1) (16 q columns each) start at -D of their column.
-      auto seed_dp = [&](int kk0, int kk1) {
+      // dP^T in two halves of 64 q columns (N 64: V read twice), the second issued once the first's dS^T is
+      // stored, so that only 32 of dP^T's registers are live beside P^T and dK + dV.
+      // Element 4 j + 2 h + e of the N-128 accumulator is element 4 (j - 8 c) + 2 h + e of half c's.
+      auto issue_dp_half = [&](auto half) {
+        constexpr int c = decltype(half)::value;
+        float(&acc)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[(kN / 4) * c]);
+        const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + (q_col0 + (kN / 2) * c) * kAtomRowBytes);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)
+          WgmmaSS<T, kN / 2>::run(acc, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
+                                  desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
+        wgmma_commit();
+      };
+      // dS^T = P (dP^T - D) of k-steps [kk0, kk1), P from its packed fragment (S^T's registers are dead): dS^T
+      // takes the rounded P, which the other tiles do not (a rounding the tolerances must cover).
+      auto ds_steps = [&](int kk0, int kk1) {
 #pragma unroll
         for (int kk = kk0; kk < kk1; ++kk)
 #pragma unroll
           for (int r = 0; r < 4; ++r) {
             const float2 dps = stat_pair(dpsum_addr, kk, r);
-            dpt[8 * kk + 2 * r] = -dps.x;
-            dpt[8 * kk + 2 * r + 1] = -dps.y;
+            const float2 pp = cuda_backend::unpack2<T>(pf[kk][r]);
+            const int i = 8 * kk + 2 * r;
+            dsf[kk][r] = cuda_backend::pack2<T>(pp.x * (dpt[i] - dps.x), pp.y * (dpt[i + 1] - dps.y));
           }
       };
-      if constexpr (Cfg::kDpSplit) {
-        // dP^T in two halves of 64 q columns (N 64: V read twice), the second issued once the first's dS^T is
-        // packed, so that only 32 of dP^T's registers are live beside P^T and dK + dV; dV ahead of both.
-        // Element 4 j + 2 h + e of the N-128 accumulator is element 4 (j - 8 c) + 2 h + e of half c's.
-        auto issue_dp_half = [&](auto half) {
-          constexpr int c = decltype(half)::value;
-          float(&acc)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[(kN / 4) * c]);
-          const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + (q_col0 + (kN / 2) * c) * kAtomRowBytes);
-          wgmma_fence();
-#pragma unroll
-          for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)
-            WgmmaSS<T, kN / 2>::run(acc, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
-                                    desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), Cfg::kDpSeeded || kk > 0);
-          wgmma_commit();
-        };
-        auto ds_steps = [&](int kk0, int kk1) {
-#pragma unroll
-          for (int kk = kk0; kk < kk1; ++kk)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-              const float2 dps = stat_pair(dpsum_addr, kk, r);
-              const float2 pp = cuda_backend::unpack2<T>(pf[kk][r]);
-              const int i = 8 * kk + 2 * r;
-              const float d0 = Cfg::kDpSeeded ? dpt[i] : dpt[i] - dps.x;
-              const float d1 = Cfg::kDpSeeded ? dpt[i + 1] : dpt[i + 1] - dps.y;
-              dsf[kk][r] = cuda_backend::pack2<T>(pp.x * d0, pp.y * d1);
-            }
-        };
-        float(&dp0)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[0]);
-        float(&dp1)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[kN / 4]);
-        // kDvBeforeDp: dV, then the first half, both waited for; else the first half, then dV, whose MMA runs
-        // on under the first half's dS^T.
-        if constexpr (Cfg::kDvBeforeDp) mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
-        if constexpr (Cfg::kDpSeeded) seed_dp(0, kSteps / 2);
-        issue_dp_half(std::integral_constant<int, 0>{});
-        if constexpr (!Cfg::kDvBeforeDp) mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
-        // Each half of dS^T stored as soon as it is packed (else ptxas kept its fp32 values until the store: 235
-        // live); the other warpgroup's dQ of the step before must have read the buffer (kBwdDsFreeBar).
-        if (i < steps) named_bar_sync(kBwdDsFreeBar + (wg ^ 1), 256);
-        wgmma_wait<Cfg::kDvBeforeDp ? 0 : 1>();
-        fence_operands(dp0);
-        ds_steps(0, kSteps / 2);
-        store_tile_t(sm.ds_of(s), dsf, 0, kSteps / 2);
-        if constexpr (Cfg::kDpSeeded) seed_dp(kSteps / 2, kSteps);
-        issue_dp_half(std::integral_constant<int, 1>{});
-        wgmma_wait<0>();
-        fence_operands(dp1);
-        ds_steps(kSteps / 2, kSteps);
-        store_tile_t(sm.ds_of(s), dsf, kSteps / 2, kSteps);
-      } else {
-        if constexpr (Cfg::kDpSeeded) seed_dp(0, kSteps);
-        if constexpr (Cfg::kDvBeforeDp) {
-          mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
-          issue_dpt();
-        } else {
-          issue_dpt();
-          mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
-        }
-      }
+      float(&dp0)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[0]);
+      float(&dp1)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[kN / 4]);
+      mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
+      issue_dp_half(std::integral_constant<int, 0>{});
+      // Each half of dS^T stored as soon as it is packed (else ptxas kept its fp32 values until the store: 235
+      // live); the other warpgroup's dQ of the step before must have read the buffer (kBwdDsFreeBar).
+      if (i < steps) named_bar_sync(kBwdDsFreeBar + (wg ^ 1), 256);
+      wgmma_wait<0>();
+      fence_operands(dp0);
+      ds_steps(0, kSteps / 2);
+      store_tile_t(sm.ds_of(s), dsf, 0, kSteps / 2);
+      issue_dp_half(std::integral_constant<int, 1>{});
+      wgmma_wait<0>();
+      fence_operands(dp1);
+      ds_steps(kSteps / 2, kSteps);
+      store_tile_t(sm.ds_of(s), dsf, kSteps / 2, kSteps);
     } else if constexpr (!kPackAfterDs) {
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
     // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q
     // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
-    if constexpr (!Cfg::kDpSplit) {  // (kDpSplit: dS^T is done above)
-      wgmma_wait<kPackAfterDs || !Cfg::kDsUnderDv || Cfg::kDvBeforeDp ? 0 : 1>();
+    if constexpr (!Cfg::kSerialSdp) {  // (kSerialSdp: dS^T is done above)
+      wgmma_wait<kPackAfterDs ? 0 : 1>();
       fence_operands(dpt);
     }
     static_assert(!Cfg::kBias || kCapPath == BwdCap::Off, "bias: no softcap path (the bias is seeded before the scale)");
@@ -533,28 +498,20 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             const int i = 8 * kk + 2 * r + e;
-            // kSerialSdp: P from its packed bf16 / fp16 fragment (S^T's registers are dead by now): dS^T takes the
-            // rounded P, which the other tiles do not (a rounding the tolerances must cover).
-            float pv, dcap = 1.f;
-            if constexpr (Cfg::kSerialSdp) {
-              const float2 pp = cuda_backend::unpack2<T>(pf[kk][r]);
-              pv = e ? pp.y : pp.x;
-            } else {
-              pv = st[i];
-            }
+            float pv = st[i], dcap = 1.f;
             if constexpr (kCap) {  // masked: st = -inf, P = 0, tanh clamped to -1 (no 0 * inf)
               pv = cuda_backend::fast_exp2(st[i] - (e ? lse.y : lse.x));
               const float th = fmaxf(st[i] * p.tanh_of_log2, -1.f);
               dcap = 1.f - th * th;
             }
-            ds[e] = Cfg::kDpSeeded ? pv * dpt[i] : pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
+            ds[e] = pv * (dpt[i] - (e ? dps.y : dps.x)) * dcap;
             pvs[e] = pv;  // packed as P^T here where kPackAfterDs
           }
           dsf[kk][r] = cuda_backend::pack2<T>(ds[0], ds[1]);
           if constexpr (kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
         }
     };
-    if constexpr (!Cfg::kDpSplit) with_softcap_path<kCapPath>(p, ds_phase);
+    if constexpr (!Cfg::kSerialSdp) with_softcap_path<kCapPath>(p, ds_phase);
     // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
     // d 96: dK (from the dS^T registers) is issued before the meeting; d 64 / 128 behind dQ
     // (dq.cuh). kPackAfterDs: dS^T stored before dV is issued (FA3's order: the meeting comes
@@ -581,11 +538,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
       wgmma_commit();
     }
-    // One dS^T buffer (BwdSmem::kDsBufs): the other warpgroup's dQ of the step before must have read it.
-    if constexpr (BwdSmem<Cfg>::kDsBufs == 1 && !Cfg::kDpSplit) {
-      if (i < steps) named_bar_sync(kBwdDsFreeBar + (wg ^ 1), 256);
-    }
-    if constexpr (!kPackAfterDs && !Cfg::kDpSplit) store_ds(sm.ds_of(s), dsf);
+    if constexpr (!kPackAfterDs && !Cfg::kSerialSdp) store_ds(sm.ds_of(s), dsf);
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsDsMet, steps - i);
