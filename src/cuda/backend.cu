@@ -185,11 +185,8 @@ Status forward(const detail::Problem& problem, void* stream) {
   const LaunchProblem lp = make_launch_problem(problem);
   const int d = problem.head_dim, dv = problem.head_dim_v;
   auto s = static_cast<cudaStream_t>(stream);
-  // The sm80 path's refusals again on the resolved problem (the kvcache entry asks check_kvcache_arch before it
-  // writes the cache).
-  if (major == 8 && problem.cache.page_table != nullptr) {
-    if (Status st = check_kvcache_arch(true, false); !st.ok()) return st;
-  }
+  // The sm80 path's refusals again on the resolved problem (a KV cache's: the kvcache entry, check_kvcache_arch,
+  // the only caller that sets Problem::cache, before it writes the cache).
   if (major == 8 && problem.blocks.defined())
     return Status::Unsupported("mask: block-sparse masks are not built for the sm80 (Ampere / Ada) forward yet");
   if (major == 8 && problem.bits.defined())
