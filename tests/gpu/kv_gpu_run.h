@@ -173,7 +173,9 @@ inline void check_gpu_kvcache(const testing::KvSpec& spec, bool graph = false) {
   reference::Options low;
   low.round_p_to_input_dtype = true;
   const testing::KvExpected e = testing::expected_kvcache(c), base = testing::expected_kvcache(c, low);
-  if (spec.nan_past_keys) ASSERT_GT(c.v_cache.count_nan(), 0) << "no NaN past the keys; " << ctx;
+  if (spec.nan_past_keys) {
+    ASSERT_GT(c.v_cache.count_nan(), 0) << "no NaN past the keys; " << ctx;
+  }
   run_gpu_kvcache(c, graph, ctx);
   if (::testing::Test::HasFatalFailure()) return;
   check_gpu_results(c, e, base, ctx);

@@ -124,6 +124,17 @@ TEST_F(KvCacheGpu, NanPastTheKeys) {
   s.leftpad.clear();
   s.num_splits = 3;
   check_paged_equals_contiguous(s, {16, 64});
+  // d 64 (three consumer warpgroups, 192-key blocks) and d 256 (no ping-pong: both warpgroups zero the rows
+  // unordered), a prefill of 113 rows into the cache (several q tiles see the last key block).
+  for (int d : {64, 256}) {
+    s.head_dim = s.head_dim_v = d;
+    s.seqlens = {3, 200, 300};
+    s.seqlen_new = s.seqlen_q = 113;
+    for (int splits : {1, 0}) {
+      s.num_splits = splits;
+      check_gpu_kvcache(s);
+    }
+  }
 }
 
 // ALiBi over the cache (KvCacheArgs::alibi_slopes): the sm90 bias kernels reading the cache, unsplit; refused by

@@ -180,11 +180,23 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       slot_bits[1] = lds_u32(w + 32 * 4);
     }
   };
+  // The sequence's last key block, where it holds rows past len_k: V's rows there zeroed before its
+  // PV (zero_v_rows_from), waited for here. The walk visits it first in its tile (blocks are walked
+  // last first), so the unmasked configs check a tile's first block only; a bit list may order it
+  // after other partial blocks, so the bitmask configs check every partial block (mask_scores).
+  auto zero_v_past_keys = [&](int block) {
+    const int first_row = walk.t.seq.len_k - block * N;
+    if (first_row < N) {
+      mbar_wait(&sm.v_full[ps.stage()], ps.phase());
+      zero_v_rows_from<Cfg>(sm, ps.stage(), first_row, kStoreBar + wg);
+    }
+  };
   auto mask_scores = [&](int n) {
     const FwdTileFor<Cfg>& t = walk.t;
     const int row0 = t.m0 + (row_in_tile & p.sched.row_pos_mask), row1 = row0 + p.sched.row8_step;
     if constexpr (Cfg::kBitmask) {  // the caller's bits, AND the window's keep bits where it cuts the block
       const int n0 = (bit_entry >> 1) * N;
+      zero_v_past_keys(bit_entry >> 1);
       uint32_t k0 = bit_entry & 1 ? slot_bits[0] : ~0u, k1 = bit_entry & 1 ? slot_bits[1] : ~0u;
       // A block that the window keeps whole for every row of the tile (every block of a mask without
       // causal or window edges, whose lengths are multiples of 128) skips the keep-word arithmetic
@@ -562,6 +574,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     my_turn();
     issue_qk(ps.stage());
     read_bits(n, ps.stage());
+    if constexpr (!Cfg::kBitmask) zero_v_past_keys(walk.t.blocks.block(n));
     your_turn(false);
     wgmma_wait<0>();
     fence_operands(s);
@@ -612,6 +625,8 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       if (Cfg::kVWaitUnderQK && waits_tiles) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       issue_pv(prev.stage(), pv_first);
       pv_first = new_tile;
+      if constexpr (kGeneric && !Cfg::kBitmask)
+        if (new_tile) zero_v_past_keys(walk.t.blocks.block(n));
       your_turn(false);
       probe.mark(prof::kIssued);
       prefetch_bias(n);  // bias kernels only (row 0's loaded pairs fly under the QK)

@@ -11,6 +11,8 @@
 #include "cuda/mask/window_mask.cuh"
 #include "cuda/sched/tile_order.cuh"
 #include "cuda/sm90/fwd/params.h"
+#include "cuda/sm90/prim/regs.cuh"
+#include "cuda/sm90/prim/tma.cuh"
 #include "cuda/sm90/prim/wgmma.cuh"
 
 namespace fastattn::sm90 {
@@ -86,6 +88,33 @@ struct FwdSmem {
   BiasStageSmem<Cfg> bias;
 };
 
+
+// V's rows [first_row, kBlockN) of ring slot `stage` set to zero by one consumer warpgroup (thread
+// t of 128: 16-byte chunk t % 8 of rows first_row + t / 8 + 16 i, every atom), then made visible to
+// its own wgmma reads (async proxy) behind the warpgroup's barrier `bar`. For the sequence's last key
+// block: TMA reads it whole, and a row past len_k may hold NaN (an uninitialised cache, garbage past
+// seqused_k) that P = 0 would carry into O (0 x NaN). A row of a 128-byte-swizzled atom is one
+// contiguous 128-byte line (the swizzle permutes its chunks), at row * 128 in its atom; the
+// key-half layout (Cfg::kPageHalves) keeps the halves kHalfBytes apart, atoms kKVAtomBytes / 2.
+template <class Cfg>
+__device__ __forceinline__ void zero_v_rows_from(FwdSmem<Cfg>& sm, int stage, int first_row, int bar) {
+  constexpr int N = Cfg::kBlockN;
+  const int t = threadIdx.x % 128;
+  const uint32_t slot = smem_addr(sm.v[stage]) + (t % 8) * 16;
+  for (int r = first_row + t / 8; r < N; r += 16) {
+#pragma unroll
+    for (int a = 0; a < Cfg::kVAtoms; ++a) {
+      uint32_t at;
+      if constexpr (Cfg::kPageHalves)
+        at = (r / (N / 2)) * Cfg::kAtoms * (Cfg::kKVAtomBytes / 2) + a * (Cfg::kKVAtomBytes / 2) + (r % (N / 2)) * 128;
+      else
+        at = a * Cfg::kKVAtomBytes + r * 128;
+      asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(slot + at), "r"(0) : "memory");
+    }
+  }
+  fence_smem_for_tma();
+  named_bar_sync(bar, 128);
+}
 
 // The tile being worked on: which sequence, head and query rows, and which KV blocks it visits.
 // Packed (GQA, sched/gqa_pack.h): `head` is the first of the tile's q heads, m0 = 0 and [m0, m1)
