@@ -184,9 +184,6 @@ Status run(const KvCacheArgs& a, const KvCachePlan& p, char* ws, void* stream) {
 }  // namespace
 
 Status cuda_kvcache(const KvCacheArgs& a, const KvCachePlan& p, void* stream) {
-  // Before anything is written to the cache.
-  if (Status st = cuda_backend::check_kvcache_arch(a.page_table.defined(), a.alibi_slopes.defined()); !st.ok())
-    return st;
   const size_t need = cuda_kvcache_workspace(a, p);
   if (a.workspace != nullptr) {
     if (a.workspace_bytes < need) {

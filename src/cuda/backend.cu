@@ -78,23 +78,6 @@ Status sm80_limits(const AttnArgs& a) {
   return Status::Ok();
 }
 
-Status unchecked_path(const std::string& what) {
-  if (env_switch("FASTATTN_ALLOW_UNCHECKED", false)) return Status::Ok();
-  return Status::Unsupported(what + " is built but not yet checked on a GPU; set FASTATTN_ALLOW_UNCHECKED=1 to run it");
-}
-
-Status check_kvcache_arch(bool paged, bool alibi) {
-  if (!paged && !alibi) return Status::Ok();
-  int major = 0;
-  if (Status st = compute_major(&major); !st.ok()) return st;
-  if (paged && major == 8)
-    return unchecked_path("page_table: a paged KV cache on the sm80 (Ampere / Ada) path (a contiguous cache, with "
-                          "cache_batch_idx / cache_leftpad, runs)");
-  // (sm80 refuses ALiBi itself: check_forward's bias rule, before the cache is written)
-  if (alibi && major == 9) return unchecked_path("alibi_slopes: ALiBi with a KV cache (the bias kernels over the cache)");
-  return Status::Ok();
-}
-
 bool kernel_built(KernelFamily family, int major, DType dt, int d, int dv) {
   if (family == KernelFamily::Forward && splitd_dims(d, dv)) d = dv = kSplitDRow;
   for (const BuiltKernel& k : kBuilt)
@@ -185,8 +168,8 @@ Status forward(const detail::Problem& problem, void* stream) {
   const LaunchProblem lp = make_launch_problem(problem);
   const int d = problem.head_dim, dv = problem.head_dim_v;
   auto s = static_cast<cudaStream_t>(stream);
-  // The sm80 path's refusals again on the resolved problem (a KV cache's: the kvcache entry, check_kvcache_arch,
-  // the only caller that sets Problem::cache, before it writes the cache).
+  // The sm80 path's refusals again on the resolved problem (a KV cache's: the kvcache entry's check_forward,
+  // before it writes the cache).
   if (major == 8 && problem.blocks.defined())
     return Status::Unsupported("mask: block-sparse masks are not built for the sm80 (Ampere / Ada) forward yet");
   if (major == 8 && problem.bits.defined())

@@ -19,14 +19,6 @@ Status check_forward(const AttnArgs& args);
 // The sm80 (Ampere / Ada) forward's refusals by name: block-sparse masks and element bitmasks
 // (check_forward asks it on a device of major 8, or one forced so: FASTATTN_FORCE_ARCH).
 Status sm80_limits(const AttnArgs& args);
-// Paths that are built but have not run on a GPU yet are refused by name (`what` leads the message) unless
-// FASTATTN_ALLOW_UNCHECKED=1, which their GPU tests set; the first GPU run that passes them lifts the refusal
-// (docs/notes/sm80.md, session 43).
-Status unchecked_path(const std::string& what);
-// The KV-cache forward's rule, asked by the kvcache entry before it writes the cache: such paths among its
-// calls (a paged cache on sm80; ALiBi over a cache on sm90).
-Status check_kvcache_arch(bool paged, bool alibi);
-
 // The backward's limits on validated args (as check_forward, plus the head dims the backward
 // kernels hold), and on the gradient tensors.
 Status check_backward(const AttnArgs& args);

@@ -4,8 +4,7 @@
 // forced and heuristic split counts (more splits than key blocks: splits that see no key), append + rotary
 // at odd lengths over a cache with spare rows, cache_batch_idx permutations, left padding, local windows and
 // softcap; paged caches (page sizes 16 to 256, 48 and 80, shuffled pages) bitwise equal to the contiguous
-// cache at the same split count (behind FASTATTN_ALLOW_UNCHECKED=1 until they have run on a GPU; refused by name
-// without it), and CUDA-graph capture + replay.
+// cache at the same split count, and CUDA-graph capture + replay.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -13,7 +12,6 @@
 
 #include "cuda/cuda_backend.h"
 #include "kv_gpu_run.h"
-#include "scoped_env.h"
 #include "sm80_fixture.h"
 
 namespace fastattn::gputest {
@@ -151,25 +149,14 @@ TEST_F(KvCacheSm80, CacheBatchIdxAndLeftPadding) {
   });
 }
 
-// Paged caches on sm80 are refused by name until these tests have passed on a GPU (check_kvcache_arch; the
-// switch FASTATTN_ALLOW_UNCHECKED=1 runs them), and ALiBi over a cache (sm90 only), before anything is written.
-TEST_F(KvCacheSm80, RefusedByName) {
-  ScopedEnv off("FASTATTN_ALLOW_UNCHECKED", nullptr);
-  EXPECT_TRUE(cuda_backend::check_kvcache_arch(false, false).ok());
-  const Status st = cuda_backend::check_kvcache_arch(true, false);
-  EXPECT_EQ(int(st.code), int(Code::NotSupported)) << st.message;
-  EXPECT_EQ(st.message.rfind("page_table: ", 0), 0u) << st.message;
-  EXPECT_NE(st.message.find("sm80"), std::string::npos) << st.message;
-  {
-    ScopedEnv on("FASTATTN_ALLOW_UNCHECKED", "1");
-    EXPECT_TRUE(cuda_backend::check_kvcache_arch(true, false).ok());
-  }
+// ALiBi over a cache is sm90's only (the sm80 forward has no bias path): refused by name, contiguous and
+// paged, before anything is written.
+TEST_F(KvCacheSm80, AlibiRefusedByName) {
   for_built(decode(), [](KvSpec s) {
+    s.alibi = 1;
+    expect_kvcache_refused(s, "alibi_slopes: ");
     s.seqlen_cache = 512;
     s.page_size = 64;
-    expect_kvcache_refused(s, "page_table: ");
-    s.page_size = 0;
-    s.alibi = 1;
     expect_kvcache_refused(s, "alibi_slopes: ");
   }, /*every_dtype=*/false);
 }
@@ -177,7 +164,6 @@ TEST_F(KvCacheSm80, RefusedByName) {
 // A paged call gives the bits of the contiguous one at the same split count (both run the decode kernel:
 // a contiguous cache read as is with num_splits 1 takes the plain kernel, whose key blocks are twice as long).
 TEST_F(KvCacheSm80, PagedEqualsContiguous) {
-  ScopedEnv paged("FASTATTN_ALLOW_UNCHECKED", "1");
   for_built(long_decode(), [](KvSpec s) {
     s.num_splits = 3;
     check_paged_equals_contiguous(s, {16, 64, 256});
@@ -210,14 +196,12 @@ TEST_F(KvCacheSm80, NanPastTheKeys) {
     s.leftpad = {0, 5, 100};
     s.num_splits = 2;
     check_gpu_kvcache(s);
-    ScopedEnv paged("FASTATTN_ALLOW_UNCHECKED", "1");
     s.leftpad.clear();
     check_paged_equals_contiguous(s, {16, 64});
   });
 }
 
 TEST_F(KvCacheSm80, GraphCaptureAndReplay) {
-  ScopedEnv paged("FASTATTN_ALLOW_UNCHECKED", "1");
   KvSpec base = long_decode();
   base.rotary_dim = 64;
   base.causal = true;

@@ -571,10 +571,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
     mbar_wait(&sm.q_full[qs.stage()], qs.phase());
     mbar_wait(&sm.k_full[ps.stage()], ps.phase());
     if (threadIdx.x == 128) split_stamp<Cfg>(kStampFirstK);
+    if constexpr (!Cfg::kBitmask) zero_v_past_keys(walk.t.blocks.block(n));
     my_turn();
     issue_qk(ps.stage());
     read_bits(n, ps.stage());
-    if constexpr (!Cfg::kBitmask) zero_v_past_keys(walk.t.blocks.block(n));
     your_turn(false);
     wgmma_wait<0>();
     fence_operands(s);
@@ -602,6 +602,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
         // be released (the release normally comes after the softmax): release it first.
         release_stored_q();
         mbar_wait(&sm.q_full[qs.stage()], qs.phase());
+        if constexpr (!Cfg::kBitmask) zero_v_past_keys(walk.t.blocks.block(n));
       }
       // In the generic body with ping-pong only the first warpgroup waits for the K/V tiles: the
       // others issue after it (their turn opens once it has issued; the named barrier orders its
@@ -625,8 +626,6 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
       if (Cfg::kVWaitUnderQK && waits_tiles) mbar_wait(&sm.v_full[prev.stage()], prev.phase());
       issue_pv(prev.stage(), pv_first);
       pv_first = new_tile;
-      if constexpr (kGeneric && !Cfg::kBitmask)
-        if (new_tile) zero_v_past_keys(walk.t.blocks.block(n));
       your_turn(false);
       probe.mark(prof::kIssued);
       prefetch_bias(n);  // bias kernels only (row 0's loaded pairs fly under the QK)

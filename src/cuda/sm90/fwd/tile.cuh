@@ -90,7 +90,8 @@ struct FwdSmem {
 
 
 // V's rows [first_row, kBlockN) of ring slot `stage` set to zero by one consumer warpgroup (thread
-// t of 128: 16-byte chunk t % 8 of rows first_row + t / 8 + 16 i, every atom), then made visible to
+// t of 128: 16-byte chunk t % 8 of rows t / 8 + 16 i at or past first_row, every atom; unrolled with
+// predicated stores: a loop over the rows spilled at d 64), then made visible to
 // its own wgmma reads (async proxy) behind the warpgroup's barrier `bar`. For the sequence's last key
 // block: TMA reads it whole, and a row past len_k may hold NaN (an uninitialised cache, garbage past
 // seqused_k) that P = 0 would carry into O (0 x NaN). A row of a 128-byte-swizzled atom is one
@@ -101,7 +102,9 @@ __device__ __forceinline__ void zero_v_rows_from(FwdSmem<Cfg>& sm, int stage, in
   constexpr int N = Cfg::kBlockN;
   const int t = threadIdx.x % 128;
   const uint32_t slot = smem_addr(sm.v[stage]) + (t % 8) * 16;
-  for (int r = first_row + t / 8; r < N; r += 16) {
+#pragma unroll
+  for (int r = t / 8; r < N; r += 16) {
+    if (r < first_row) continue;
 #pragma unroll
     for (int a = 0; a < Cfg::kVAtoms; ++a) {
       uint32_t at;
