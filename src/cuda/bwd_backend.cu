@@ -310,9 +310,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
   const int bm = ampere ? sm80::kBwdBlockM
                         : sm90::bwd_block_m(d, !block_sparse && !bias &&
                                                    sm90::bwd_rows80(d, deterministic, a.window_left,
-                                                                    a.window_right, a.softcap),
-                                            !block_sparse && !bias &&
-                                                sm90::bwd_rows128(d, deterministic, a.window_left, a.softcap));
+                                                                    a.window_right, a.softcap));
   p.block_m = bm;
   p.m_blocks = (a.seqlen_q + bm - 1) / bm;
   p.padded_rows = problem.varlen ? (problem.total_q + bm * int64_t(a.batch) + bm - 1) / bm * bm

@@ -34,20 +34,6 @@
 #ifndef FASTATTN_D128_KRS_DV_FIRST
 #define FASTATTN_D128_KRS_DV_FIRST 0
 #endif
-// 128-row q-blocks at d 128 (BwdConfig<128, 128>; notes, session 43: a compile-level prototype, never run on a
-// GPU): 1 builds its default-mode kernel (no softcap path, no deterministic / ring / band / bias / block-mask
-// kernel) and routes d 128's default-mode calls without softcap, deterministic mode or a left window edge (full
-// and causal) to it; 0 (default): not built, every other kernel as before.
-#ifndef FASTATTN_D128_ROWS128
-#define FASTATTN_D128_ROWS128 0
-#endif
-// Its register plan (notes, session 43): dV += P^T dO, then dP^T in two N-64 halves, each half's dS^T stored as
-// soon as it is packed, dK += dS^T Q from shared memory: 0 spill, no C7512. The variants compiled on the way
-// (dP^T at N 128, dS under dV, dK from registers, dP^T seeded with -D) spilled or serialised the wgmmas.
-// K in registers in that kernel (k-steps of S^T, as FASTATTN_D128_KRS): 4 and 5 compile clean, 6 spills (C7512).
-#ifndef FASTATTN_D128_R128_KRS
-#define FASTATTN_D128_R128_KRS 4
-#endif
 
 #include <type_traits>
 
@@ -78,18 +64,12 @@ constexpr bool bwd_det_softcap_tile(int d, int block_m) { return d == 128 && blo
 template <int D, int BM = (D == 64 ? 128 : 64), int DV = D>
 struct BwdConfig {
   static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "backward head dims: 64, 96, 128, 192, 256");
-  static_assert(BM == (D == 64 ? 128 : 64) || (D == 128 && BM == 80) || (D == 128 && BM == 128 && FASTATTN_D128_ROWS128),
-                "q-block sizes: the head dim's, or 80 at d 128 (128 with FASTATTN_D128_ROWS128)");
+  static_assert(BM == (D == 64 ? 128 : 64) || (D == 128 && BM == 80), "q-block sizes: the head dim's, or 80 at d 128");
   static_assert(DV == D || (D == 192 && DV == 128 && BM == 64), "d_v != d_qk: 192 / 128 only");
   static constexpr int kHeadDim = D;
   static constexpr int kHeadDimV = DV;
   static constexpr bool kSplitD = D > 128;
   static constexpr int kBlockM = BM;  // q rows per step
-  // d 128 with 128-row q-blocks (FASTATTN_D128_ROWS128): S^T and dP^T (m64n128, 64 registers each) cannot be in
-  // flight together beside dK + dV (128): S^T is waited for and packed to P^T (bf16, 32 registers) before dP^T
-  // and dV += P^T dO are issued; dS^T = P^T (dP^T - D) from the packed P^T; dV waited for before dQ (kernel.cuh).
-  // One dS^T buffer (smem.cuh: 224 KB of operands), dQ by vector atomics from registers (no staging buffer).
-  static constexpr bool kSerialSdp = D == 128 && BM == 128;
   static constexpr int kBlockN = kSplitD ? 64 : 128;   // keys per CTA
   static constexpr int kStages = 2;                    // Q / dO ring depth
   static constexpr int kAtoms = (D + 63) / 64;
@@ -148,7 +128,7 @@ struct BwdConfig {
   static constexpr bool kDqBeforeDk = D == 128 || D == 64;
   // dQ of the default mode added by vector atomics from registers (d 64: issued while dK runs);
   // else staged for the writer warp.
-  static constexpr bool kDqByAtomics = D == 64 || D == 96 || kSerialSdp;
+  static constexpr bool kDqByAtomics = D == 64 || D == 96;
   // kBlockM 128: S^T and dP^T are both awaited before P^T and dS^T are packed (FA3's order), and dV
   // is issued once both are (behind dS^T's store: kernel.cuh): packing P^T as soon as S^T lands
   // (the 64-row step) would hold P^T's 32 registers beside S^T, dP^T, dK and dV (224) through dS,
@@ -159,7 +139,7 @@ struct BwdConfig {
   // tile: at d 64 and at d 128 64 rows the default mode's kernel, and at d 128 the deterministic
   // mode's, whose softcap calls go to a kernel of their own (kSoftcapKernel, kDetSoftcapKernel), so
   // that the tanh's registers are not beside it.
-  static constexpr bool kPackAfterDs = kBlockM != 64 && !kSerialSdp;
+  static constexpr bool kPackAfterDs = kBlockM != 64;
   // kBlockM 128: lse and D of each 16 q rows are stored in the order a thread reads them (row
   // 8 jj + 2 qc + e at slot 4 qc + 2 jj + e, qc = the lane's quad column), so that a thread's four
   // values of a k-step are one 16-byte load (preprocess.cuh writes them so).
@@ -178,19 +158,19 @@ struct BwdConfig {
   // slower (notes, session 25; the 80-key d 256 tile takes it, walking upwards: BwdConfigKeys80).
   // The 80-row tile serves no mask (bwd_rows80), so it is built without this order and without
   // paired key blocks.
-  static constexpr bool kLptOrder = (D == 128 && kBlockM == 64) || D == 64 || kSerialSdp;
+  static constexpr bool kLptOrder = (D == 128 && kBlockM == 64) || D == 64;
   // Paired key blocks (lpt_order.h, where longest first cannot act): d 128 only (at d 64 the second
   // tile's inlined consumer spilled).
-  static constexpr bool kPairKeyBlocks = kLptOrder && D == 128 && !kSerialSdp;  // (not in the 128-row prototype)
+  static constexpr bool kPairKeyBlocks = kLptOrder && D == 128;
   // dQ writer threads of the deterministic mode (d <= 128), taking the steps in turn: each waits for
   // its add to land before passing the q-block's turn on, which at d 128 took about as long as a
   // step, so one writer held the consumers back.
   static constexpr int kDetWriters = D == 128 ? 2 : 1;
   // The 80-row tile has room for one dQ staging buffer only (227 KB with it), and two writers need
   // two: deterministic mode keeps the 64-row tile (bwd_rows80), and no such kernel is built.
-  static constexpr bool kHasDetKernel = kBlockM != 80 && !kSerialSdp;
+  static constexpr bool kHasDetKernel = kBlockM != 80;
   // The 80-row tile serves no softcap either (bwd_rows80), so its kernel is built without that path.
-  static constexpr bool kHasSoftcap = kBlockM != 80 && !kSerialSdp;
+  static constexpr bool kHasSoftcap = kBlockM != 80;
   // d 64 and d 128 64 rows: the default mode's kernel (the accumulator path) is built twice, without
   // the softcap path and with it (bwd_softcap_kernel picks). At the softcap branches' merge points
   // ptxas cannot move the dP^T wait into the exp2 stream: with them a step's exp2 issue as one MUFU
@@ -217,8 +197,7 @@ struct BwdConfig {
   // of its own, d 96's, with the run-time branch); kKRegStepsDet: the deterministic mode's without it;
   // kKRegStepsCap: the default mode's softcap kernel. Every other kernel (the ring's, d 64's deterministic one)
   // keeps K in shared memory (kernel.cuh, bwd_k_reg_steps).
-  static constexpr int kKRegSteps = D == 128 ? (BM == 64 ? FASTATTN_D128_KRS : BM == 128 ? FASTATTN_D128_R128_KRS
-                                                                                         : FASTATTN_D128_R80_KRS)
+  static constexpr int kKRegSteps = D == 128 ? (BM == 64 ? FASTATTN_D128_KRS : FASTATTN_D128_R80_KRS)
                                   : D == 64 ? FASTATTN_D64_KRS : D == 96 ? FASTATTN_D96_KRS : 0;
   static constexpr int kKRegStepsDet = D == 128 && BM == 64 ? FASTATTN_D128_DET_KRS : 0;
   static constexpr int kKRegStepsCap = D == 128 && BM == 64 ? FASTATTN_D128_CAP_KRS : 0;
@@ -227,12 +206,6 @@ struct BwdConfig {
                 "FASTATTN_*_KRS: 0 to d / 16 k-steps");
   // The d 128 64-row default kernel with K in registers: dV waited for before dQ is issued (bwd_dq).
   static constexpr bool kDvBeforeDq = D == 128 && BM == 64 && FASTATTN_D128_KRS_DV_FIRST != 0;
-  // kSerialSdp: dV always waited for before dQ is issued (dK + dV + dQ + dS^T = 224 registers; with P^T's 32
-  // beside them 256).
-  static constexpr bool kDvBeforeDqAlways = kSerialSdp;
-  static constexpr bool kDkFromSmem = kSerialSdp;  // dK += dS^T Q reads dS^T from smem (its registers die at the store)
-  // No dQ staging buffer in shared memory: dQ by atomics and no deterministic kernel (smem.cuh).
-  static constexpr bool kNoDqStaging = kDqByAtomics && !kHasDetKernel;
   static constexpr bool kKeys80 = false;  // the main kernel is kernel.cuh's (else keys80.cuh's)
   static constexpr bool kBlockList = false;  // the block-sparse kernel (BlockSparseBwdConfig) walks lists
   static constexpr bool kBitmask = false;    // its element-bitmask twin (BitmaskBwdConfig) applies bits too
@@ -340,14 +313,6 @@ constexpr bool bwd_rows80(int d, bool deterministic, int window_left, int window
   return d == 128 && !deterministic && window_left < 0 && window_right < 0 && softcap == 0.f;
 }
 
-// Whether a backward takes the 128-row d 128 tile (BwdConfig<128, 128>, built with FASTATTN_D128_ROWS128 only):
-// d 128, default mode, no softcap, no left window edge (full, causal, right-only windows: never the dQ ring's or
-// the band's windows, which have both edges). Ahead of bwd_rows80 where it holds. The host adds: no block mask,
-// no bias.
-constexpr bool bwd_rows128(int d, bool deterministic, int window_left, float softcap) {
-  return FASTATTN_D128_ROWS128 != 0 && d == 128 && !deterministic && window_left < 0 && softcap == 0.f;
-}
-
 // Whether a backward takes a softcap kernel of its own (BwdConfig::kSoftcapKernel: d 64 with
 // 128-row q-blocks, d 128 with 64-row): the accumulator path (no dQ ring) with a softcap, in the
 // default mode, and at d 128 in the deterministic mode too (bwd_det_softcap_tile). The ring and
@@ -432,10 +397,7 @@ constexpr bool bwd_keys80(int d, bool deterministic, int window_left, float soft
 
 // The q-block size of the backward at head dim d, for the host's workspace (each sequence padded
 // to a multiple of it) and q-block count; the launch picks the config with the same size.
-constexpr int bwd_block_m(int d, bool rows80, bool rows128 = false) {
-#if FASTATTN_D128_ROWS128
-  if (rows128) return BwdConfig<128, 128>::kBlockM;
-#endif
+constexpr int bwd_block_m(int d, bool rows80) {
   return rows80 ? BwdConfig<128, 80>::kBlockM
        : d == 64 ? BwdConfig<64>::kBlockM : d == 96 ? BwdConfig<96>::kBlockM : d == 128 ? BwdConfig<128>::kBlockM
        : d == 192 ? BwdConfig<192>::kBlockM : BwdConfig<256>::kBlockM;

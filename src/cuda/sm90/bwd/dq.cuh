@@ -132,7 +132,7 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
                                               desc_k_major_add(b_lo, Cfg::kQAtomBytes, kk), kk > 0);
     wgmma_commit();
   } else {
-    const uint8_t* ds_rows = sm.ds_of(ds_buf);  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
+    const uint8_t* ds_rows = sm.ds[ds_buf];  // this warpgroup's q rows of the dS^T tile (kDqRowSplit: atom wg)
     if constexpr (Cfg::kDqRowSplit) ds_rows += wg * Cfg::kBlockN * kAtomRowBytes;
     const uint32_t a_lo = desc_mn_major_lo(ds_rows, Cfg::kBlockN * 128);
     const uint32_t b_lo =
@@ -142,27 +142,6 @@ __device__ __forceinline__ void bwd_dq(BwdSmem<Cfg>& sm, const BwdParams& p, con
     for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
       WgmmaSS<T, N, Major::MN, Major::MN>::run(dq, desc_mn_major_add(a_lo, kk), desc_mn_major_add(b_lo, kk), kk > 0);
     wgmma_commit();
-  }
-  if constexpr (Cfg::kDkFromSmem) {
-    // dK += dS^T Q with dS^T from the step's buffer (this warpgroup's 64 key rows, K-major over the 128 q rows),
-    // so that dS^T's registers are dead since its store; Q N-major as in issue_dk_from_ds.
-    const uint32_t a_lo = desc_k_major_lo(sm.ds_of(ds_buf) + wg * Cfg::kWgKeyStride * kAtomRowBytes);
-    const uint32_t q_lo = desc_n_major_lo(sm.q[ds_buf], Cfg::kQAtomBytes);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk)
-      WgmmaSS<T, Cfg::kHeadDim, Major::K, Major::MN>::run(dk, desc_k_major_add(a_lo, Cfg::kKAtomBytes, kk),
-                                                          desc_n_major_add(q_lo, kk), 1);
-    wgmma_commit();
-    wgmma_wait<1>();  // dQ done (dV before it: kDvFirst): the dS^T buffer's cross-warpgroup read is over
-    fence_operands(dq);
-    add_dq_atomic<Cfg, N>(p, t, h, m, run_off, dq);
-    after_dq();
-    wgmma_wait<0>();
-    fence_operands(dk);
-    __syncwarp();
-    if (threadIdx.x % 32 == 0) mbar_arrive(&sm.q_empty[ds_buf]);
-    return;
   }
   if constexpr (Cfg::kDqBeforeDk) {
     issue_dk_from_ds<T, Cfg>(dk, dsf, sm.q[ds_buf]);

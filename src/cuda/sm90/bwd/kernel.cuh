@@ -152,8 +152,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   }
 
   // Without the softcap path every tile takes FA3's order (BwdConfig::kPackAfterDs says why not with it).
-  // Cfg::kSerialSdp (d 128, 128-row q-blocks): P^T packed as soon as S^T lands, before dP^T is issued (config.h).
-  constexpr bool kPackAfterDs = !Cfg::kSerialSdp && (Cfg::kPackAfterDs || kCapPath == BwdCap::Off);
+  constexpr bool kPackAfterDs = Cfg::kPackAfterDs || kCapPath == BwdCap::Off;
   const int steps = t.steps(p.attn.q_per_kv);
   // Additive bias (Cfg::kBias, bias.cuh): the step's bias lines prefetched a step ahead (the first step's ahead
   // of the K / V wait), loaded into S^T's accumulator at the step's start; `bias_at` gives the spot of step (h, m).
@@ -218,7 +217,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   }
   // BwdConfig::kDvBeforeDq: dV is waited for before dQ is issued (bwd_dq), in the default mode's kernel with K
   // in registers only.
-  constexpr bool kDvFirst = ((Cfg::kDvBeforeDq && kKRegs > 0) || Cfg::kDvBeforeDqAlways) && !kDet && kCapPath == BwdCap::Off;
+  constexpr bool kDvFirst = Cfg::kDvBeforeDq && kKRegs > 0 && !kDet && kCapPath == BwdCap::Off;
   // The dS^T buffer alternates with the steps, as the 2-stage ring does: its index is the stage.
   static_assert(Cfg::kStages == 2, "dS^T double buffer indexed by the ring stage");
   // The bias kernels' staged seed reuses dS^T rows of the next stage (bias.cuh, bwd_bias_stage) and is issued at
@@ -279,15 +278,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
                               desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk), kSeeded || kk > 0);
       }
       wgmma_commit();
-      if constexpr (!Cfg::kSerialSdp) {
 #pragma unroll
-        for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)  // over d_v
-          WgmmaSS<T, kN>::run(dpt, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
-                              desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
-        wgmma_commit();
-      }
+      for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)  // over d_v
+        WgmmaSS<T, kN>::run(dpt, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
+                            desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
+      wgmma_commit();
     }
-    // Cfg::kSerialSdp: dP^T issued once P^T is packed (S^T's registers dead), below.
     // Partial q-blocks: masked scores to -inf by keep-bits (R2P + FSEL, as the forward), so that
     // P = exp2(-inf) = 0 with no per-element test after the exp.
     auto mask_scores = [&] {
@@ -317,7 +313,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // P^T = exp2(S^T scale log2e - lse) (softcap: of the capped score, which st then keeps in log2
     // units for the derivative; P is recomputed from it below), as A fragments for dV += P^T dO
     // (kPackAfterDs: P^T stays fp32 in st, and is packed with dS^T, below).
-    wgmma_wait<Cfg::kSerialSdp ? 0 : 1>();
+    wgmma_wait<1>();
     fence_operands(st);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsSDone, steps - i);
     uint32_t pf[kSteps][4], dsf[kSteps][4];  // P^T and dS^T as A fragments: k-steps of 16 q rows
@@ -389,13 +385,12 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     // (64 q rows per atom; chunk c of row r at c ^ (r % 8)), by stmatrix: per instruction the
     // 8 x 8 blocks (rows + 0, + 8) x (column groups g, g + 1); made visible to wgmma, which reads
     // through the async proxy, by a fence after it (fence_smem_for_tma).
-    // (k-steps [kk0, kk1) of the fragments only: kSerialSdp stores dS^T by halves)
-    auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4], int kk0 = 0, int kk1 = Cfg::kSdpCols / 16) {
+    auto store_tile_t = [&](uint8_t* tile, const uint32_t(&frag)[kSteps][4]) {
       const int blk = lane / 8, r = warp_in_wg * 16 + (blk & 1) * 8 + lane % 8;
       const uint32_t row_base = smem_addr(tile) + (wg * Cfg::kWgKeyStride + r) * kAtomRowBytes;
       const uint32_t chunk_xor = ((blk >> 1) ^ (lane % 8)) * 16;
 #pragma unroll
-      for (int j = 2 * kk0; j < 2 * kk1; j += 2) {
+      for (int j = 0; j < kN / 8; j += 2) {
         // Column group j of 8 q rows, 8 to an atom (kBlockM 64: q_col0 + kN <= 64, one atom).
         const uint32_t at = Cfg::kBlockM == 64 ? (((q_col0 / 8 + j) * 16) ^ chunk_xor)
                                                : (j / 8) * (Cfg::kBlockN * kAtomRowBytes) + (((j % 8) * 16) ^ chunk_xor);
@@ -426,64 +421,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       fence_smem_for_tma();
       named_bar_sync(kBwdDsBar, 256);
       mma_dv_split_wg<T, Cfg>(dv, sm.pt[s], sm.dout[s], wg);
-    } else if constexpr (Cfg::kSerialSdp) {  // dV += P^T dO, then dP^T by halves, both behind P^T's packing
-      // P^T packed before dP^T's accumulators go live, as far as NVVM goes: ptxas still sank part of the exp2
-      // behind an N-128 dP^T (104 B spilled, C7512), which the N-64 halves avoid; issuing dV after the first
-      // half (dS under dV) spilled 36 B (notes, session 43).
-#pragma unroll
-      for (int kk = 0; kk < kSteps; ++kk) fence_operands(pf[kk]);
-      // dP^T in two halves of 64 q columns (N 64: V read twice), the second issued once the first's dS^T is
-      // stored, so that only 32 of dP^T's registers are live beside P^T and dK + dV.
-      // Element 4 j + 2 h + e of the N-128 accumulator is element 4 (j - 8 c) + 2 h + e of half c's.
-      auto issue_dp_half = [&](auto half) {
-        constexpr int c = decltype(half)::value;
-        float(&acc)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[(kN / 4) * c]);
-        const uint32_t do_lo = desc_k_major_lo(sm.dout[s] + (q_col0 + (kN / 2) * c) * kAtomRowBytes);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < Cfg::kHeadDimV / 16; ++kk)
-          WgmmaSS<T, kN / 2>::run(acc, desc_k_major_add(v_lo, Cfg::kKAtomBytes, kk),
-                                  desc_k_major_add(do_lo, Cfg::kQAtomBytes, kk), kk > 0);
-        wgmma_commit();
-      };
-      // dS^T = P (dP^T - D) of k-steps [kk0, kk1), P from its packed fragment (S^T's registers are dead): dS^T
-      // takes the rounded P, which the other tiles do not (a rounding the tolerances must cover).
-      auto ds_steps = [&](int kk0, int kk1) {
-#pragma unroll
-        for (int kk = kk0; kk < kk1; ++kk)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            const float2 dps = stat_pair(dpsum_addr, kk, r);
-            const float2 pp = cuda_backend::unpack2<T>(pf[kk][r]);
-            const int i = 8 * kk + 2 * r;
-            dsf[kk][r] = cuda_backend::pack2<T>(pp.x * (dpt[i] - dps.x), pp.y * (dpt[i + 1] - dps.y));
-          }
-      };
-      float(&dp0)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[0]);
-      float(&dp1)[kN / 4] = *reinterpret_cast<float(*)[kN / 4]>(&dpt[kN / 4]);
-      mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
-      issue_dp_half(std::integral_constant<int, 0>{});
-      // Each half of dS^T stored as soon as it is packed (else ptxas kept its fp32 values until the store: 235
-      // live); the other warpgroup's dQ of the step before must have read the buffer (kBwdDsFreeBar).
-      if (i < steps) named_bar_sync(kBwdDsFreeBar + (wg ^ 1), 256);
-      wgmma_wait<0>();
-      fence_operands(dp0);
-      ds_steps(0, kSteps / 2);
-      store_tile_t(sm.ds_of(s), dsf, 0, kSteps / 2);
-      issue_dp_half(std::integral_constant<int, 1>{});
-      wgmma_wait<0>();
-      fence_operands(dp1);
-      ds_steps(kSteps / 2, kSteps);
-      store_tile_t(sm.ds_of(s), dsf, kSteps / 2, kSteps);
     } else if constexpr (!kPackAfterDs) {
       mma_dv_rs<T, Cfg>(dv, pf, sm.dout[s]);
     }
     // dS^T = P^T (dP^T - D) (softcap: times 1 - tanh^2), as A fragments for dK += dS^T Q
     // (kPackAfterDs: P^T packed here too; only dP^T was still in flight).
-    if constexpr (!Cfg::kSerialSdp) {  // (kSerialSdp: dS^T is done above)
-      wgmma_wait<kPackAfterDs ? 0 : 1>();
-      fence_operands(dpt);
-    }
+    wgmma_wait<kPackAfterDs ? 0 : 1>();
+    fence_operands(dpt);
     static_assert(!Cfg::kBias || kCapPath == BwdCap::Off, "bias: no softcap path (the bias is seeded before the scale)");
     auto ds_phase = [&](auto softcap) {
       constexpr bool kCap = decltype(softcap)::value;
@@ -511,7 +455,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
           if constexpr (kPackAfterDs) pf[kk][r] = cuda_backend::pack2<T>(pvs[0], pvs[1]);
         }
     };
-    if constexpr (!Cfg::kSerialSdp) with_softcap_path<kCapPath>(p, ds_phase);
+    with_softcap_path<kCapPath>(p, ds_phase);
     // dS^T into the step's buffer (read by dQ = dS K, and at d > 128 by dK); both warpgroups meet.
     // d 96: dK (from the dS^T registers) is issued before the meeting; d 64 / 128 behind dQ
     // (dq.cuh). kPackAfterDs: dS^T stored before dV is issued (FA3's order: the meeting comes
@@ -538,7 +482,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       for (int kk = 0; kk < Cfg::kBlockM / 16; ++kk) WgmmaRS<T, D>::run(dk, dsf[kk], desc_n_major_add(q_lo, kk), 1);
       wgmma_commit();
     }
-    if constexpr (!kPackAfterDs && !Cfg::kSerialSdp) store_ds(sm.ds_of(s), dsf);
+    if constexpr (!kPackAfterDs) store_ds(sm.ds[s], dsf);
     fence_smem_for_tma();
     named_bar_sync(kBwdDsBar, 256);
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsDsMet, steps - i);
@@ -565,18 +509,13 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
         else
           bwd_dq<T, Cfg, Cfg::kDqCols1, kDet, kDvFirst>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m,
                                                         dv, dk, pf, dsf, dq_ps, load_next_bias);
-      } else if constexpr (Cfg::kDqSwapAB || Cfg::kSerialSdp)  // equal shares, one code path (mma_dkv_split_wg says why)
+      } else if constexpr (Cfg::kDqSwapAB)  // equal shares, one code path (mma_dkv_split_wg says why)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, wg, s, h, m, dv, dk, pf, dsf, dq_ps);
       else if (wg == 0)
         bwd_dq<T, Cfg, Cfg::kDqCols0, kDet, kDvFirst>(sm, p, t, 0, 0, s, h, m, dv, dk, pf, dsf, dq_ps);
       else
         bwd_dq<T, Cfg, Cfg::kDqCols1, kDet, kDvFirst>(sm, p, t, Cfg::kDqRowSplit ? 0 : Cfg::kDqCols0, 1, s, h, m,
                                                       dv, dk, pf, dsf, dq_ps);
-    }
-    // This warpgroup's dQ has read the dS^T buffer (bwd_dq waited for all its MMAs): the other may store the next
-    // step's (kBwdDsFreeBar; not after the tile's last step, whose arrival no store would consume).
-    if constexpr (BwdSmem<Cfg>::kDsBufs == 1) {
-      if (i > 1) named_bar_arrive(kBwdDsFreeBar + wg, 256);
     }
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsStepEnd, steps - i);
   }

@@ -279,11 +279,6 @@ Status launch_bwd(const detail::Problem& problem, const detail::GradOperands& gr
     if constexpr (D == 128) {
       if (p.block_m == BwdConfig<128, 80>::kBlockM)
         return launch_bwd_config<T, BwdConfig<128, 80>>(problem, grads, p, stream);
-#if FASTATTN_D128_ROWS128
-      // The 128-row tile (bwd_rows128: the host padded the workspace to 128-row q-blocks for it).
-      if (p.block_m == BwdConfig<128, 128>::kBlockM)
-        return launch_bwd_config<T, BwdConfig<128, 128>>(problem, grads, p, stream);
-#endif
     }
     if (p.block_m != BwdConfig<D>::kBlockM) return Status::Unsupported("backward: no kernel for this q-block size");
     return launch_bwd_config<T, BwdConfig<D>>(problem, grads, p, stream);

@@ -22,16 +22,12 @@ template <class Cfg>
 struct BwdSmem {
   static constexpr int kDqBytes = Cfg::kBlockM * Cfg::kHeadDim * 4;
   static constexpr int kDsBytes = Cfg::kBlockN * 2 * Cfg::kBlockM;  // keys x kBlockM q rows of 16 bits
-  // dS^T buffers: two (indexed by the ring stage), one at d 128's 128-row q-blocks (K 32 + V 32 + Q / dO 2 x 64 +
-  // dS^T 32 = 224 KB): there the next step's dS^T store waits until the other warpgroup's dQ has read it (kernel.cuh,
-  // kBwdDsFreeBar).
-  static constexpr int kDsBufs = Cfg::kSerialSdp ? 1 : 2;
   // A dO stage's bytes: dO's, or where dQ is staged in the Q / dO stage the rest of dQ past Q's bytes
   // if that is more (192 / 128: dO 16 KB, dQ 48 KB past Q's 24 KB; the TMA fills the first 16 KB).
   static constexpr int kDoStageBytes = Cfg::kDqInStage && kDqBytes - Cfg::kQBytes > Cfg::kDoBytes
                                            ? kDqBytes - Cfg::kQBytes : Cfg::kDoBytes;
   // Everything before dq (the operand buffers, lse / D, barriers), with room to spare.
-  static constexpr int kFixedBytes = Cfg::kKBytes + Cfg::kVBytes + Cfg::kStages * (Cfg::kQBytes + kDoStageBytes) + kDsBufs * kDsBytes +
+  static constexpr int kFixedBytes = Cfg::kKBytes + Cfg::kVBytes + Cfg::kStages * (Cfg::kQBytes + kDoStageBytes) + 2 * kDsBytes +
                                      (Cfg::kSplitD ? 2 * Cfg::kBlockN * 128 : 0) + 2 * Cfg::kStages * Cfg::kBlockM * 4 +
                                      128;
   static constexpr int padded(int bytes) { return (bytes + 1023) / 1024 * 1024; }
@@ -39,14 +35,14 @@ struct BwdSmem {
   // dQ writer warp (which in deterministic mode also waits for the q-block's turn: dq.cuh). d > 128
   // stages dQ in the step's Q / dO stage instead (kDqInStage): no buffer.
   static constexpr int kDqBufs =
-      Cfg::kDqInStage || Cfg::kNoDqStaging ? 1 : (padded(kFixedBytes + 2 * kDqBytes) + kBwdAlignSlack <= kBwdSmemMax ? 2 : 1);
+      Cfg::kDqInStage ? 1 : (padded(kFixedBytes + 2 * kDqBytes) + kBwdAlignSlack <= kBwdSmemMax ? 2 : 1);
   alignas(1024) uint8_t k[Cfg::kKBytes];
   alignas(1024) uint8_t v[Cfg::kVBytes];
   alignas(1024) uint8_t q[Cfg::kStages][Cfg::kQBytes];
   alignas(1024) uint8_t dout[Cfg::kStages][kDoStageBytes];
   // dS^T, keys x kBlockM q rows: one atom per 64 q rows (q rows 64 a.. in atom a); two steps deep.
   // Cfg::kDsQMajor: dS, kBlockM q rows x keys, one atom per 64 keys (as Q for S^T).
-  alignas(1024) uint8_t ds[kDsBufs][kDsBytes];
+  alignas(1024) uint8_t ds[2][kDsBytes];
   // P^T in the same layout (split shape only: both warpgroups' dV MMAs read all of its q rows).
   alignas(1024) uint8_t pt[Cfg::kSplitD ? 2 : 1][Cfg::kSplitD ? Cfg::kBlockN * 128 : 16];
   // The q-block's lse / D in the workspace's order (Cfg::kStatsByQuad: by quad column, preprocess.cuh).
@@ -60,14 +56,12 @@ struct BwdSmem {
   uint64_t dq_full[Cfg::kDqInStage ? 2 * Cfg::kStages : kDqBufs], dq_empty[kDqBufs];
   int item;  // the CTA's work item (kernel.cuh): here, not in static smem, which would offset the base
   // Last but the ring's fields, so that a launch without the staging (d > 128) leaves it out.
-  alignas(128) float dq[kDqBufs][Cfg::kDqInStage || Cfg::kNoDqStaging ? 4 : Cfg::kBlockM * Cfg::kHeadDim];  // a step's dQ, fragment order
+  alignas(128) float dq[kDqBufs][Cfg::kDqInStage ? 4 : Cfg::kBlockM * Cfg::kHeadDim];  // a step's dQ, fragment order
   // The dQ ring's writer (d 128 only; dq.cuh, bwd_ring_lead): a slot's load back into the staging
   // buffer completes on ring_full; a store job (kind, buffer, q head, q-block, slot, position, step)
   // goes to the storers in ring_job[post % 2]. After dq, so that the other paths' offsets stay where they were.
   uint64_t ring_full;
   int ring_job[2][kRingJobFields];
-  // The dS^T buffer of the step in ring stage s.
-  __device__ __forceinline__ uint8_t* ds_of(int s) { return ds[kDsBufs == 1 ? 0 : s]; }
 };
 
 // The bytes a launch asks for: the struct (without dq where dQ is staged in the Q / dO stage), plus

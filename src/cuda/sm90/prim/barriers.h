@@ -18,17 +18,14 @@ enum FwdNamedBarrier : int {
 // staged dQ goes to the writer warp by mbarriers; at d <= 128 warpgroup w syncs its four warps on
 // kBwdEpiBar + w once its dK / dV rows are staged in the K / V tiles; the dQ ring's writer warps
 // (warps 1-3) sync on kBwdRingBar to hand a q-block's store job over, and its storers (warps 2-3)
-// on kBwdRingStoreBar once they are done with it. With one dS^T buffer (d 128's 128-row q-blocks) warpgroup w
-// arrives on kBwdDsFreeBar + w once its dQ MMA has read the step's dS^T, and the other syncs on it before
-// storing the next step's.
+// on kBwdRingStoreBar once they are done with it.
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
   kBwdEpiBar = 2,  // 2..3
   kBwdRingBar = 4,
   kBwdPtBar = 5,
   kBwdRingStoreBar = 6,
-  kBwdDsFreeBar = 7,  // 7..8
-  kBwdBarrierEnd = 9,
+  kBwdBarrierEnd = 7,
 };
 
 }  // namespace fastattn::sm90
