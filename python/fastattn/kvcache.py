@@ -48,8 +48,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
     alibi_slopes: None, or FlashAttention's ALiBi slopes, float32 (h,) or (b, h) of q's kind: adds
     -slope[b, h] * |i + s_k - s_q - j| to the score after softcap, s_k the sequence's keys after the
     append counted from cache_leftpad (cache_seqlens + s_new - cache_leftpad) and j counted from
-    cache_leftpad (FlashAttention's rule). The CPU backend takes every case; CUDA sm90 has it built but
-    refuses it by name until its GPU test has run (FASTATTN_ALLOW_UNCHECKED=1 runs it); sm80 refuses it.
+    cache_leftpad (FlashAttention's rule). The CPU backend takes every case; CUDA sm90 runs it unsplit
+    (num_splits > 1 with it raises NotImplementedError, "num_splits: ..."); sm80 refuses it by name.
     FA3 keywords: pack_gqa, sm_margin are hints, checked and unused; q/k/v_descale (fp8), qv and
     FA3's varlen-query / rotary_seqlens / scheduler_metadata forms raise NotImplementedError.
     """

@@ -74,3 +74,50 @@ def model(q, k_cache, v_cache, k=None, v=None, cos=None, sin=None, seqlens=None,
         olp, _ = ref.forward(qr[i:i + 1], ks[None], vs[None], dtype=dtype, **kw)
         out64[i], lse64[i], outlp[i] = o[0], l[0], olp[0]
     return kc, vc, out64, lse64, outlp
+
+
+def alibi_kvcache_reference(q, k_cache, v_cache, k, v, seqlens, leftpad, slopes, causal, dtype=np.float64):
+    """flash_attn_with_kvcache with ALiBi by FlashAttention's rule, written out on its own (not through model()
+    above): append k / v at cache_seqlens, then per sequence softmax(scale q k^T - slope |i + s_k - s_q - j|) v
+    over the keys [leftpad, seqlens + s_new), s_k their count and j counted from leftpad, causal bottom-right
+    (j <= i + s_k - s_q). dtype float64: the reference; any other (a numpy float dtype or "bfloat16"): the
+    same-precision estimate of FA3's rule, float32 arithmetic with the probabilities and out rounded to `dtype`
+    (as attn_reference.forward's). Returns (k_cache, v_cache, out, lse); a row that keeps no key has out 0 and
+    lse -inf."""
+    exact = isinstance(dtype, type) and dtype == np.float64
+    work = np.float64 if exact else np.float32
+    b, s_q, h, d = q.shape
+    group = h // k_cache.shape[2]
+    kc, vc = k_cache.astype(work), v_cache.astype(work)
+    s_new = 0 if k is None else k.shape[1]
+    lp = np.zeros(b, np.int64) if leftpad is None else np.asarray(leftpad, np.int64)
+    for i in range(b if s_new else 0):
+        kc[i, seqlens[i]:seqlens[i] + s_new] = k[i]
+        vc[i, seqlens[i]:seqlens[i] + s_new] = v[i]
+    sl = np.broadcast_to(np.asarray(slopes, work), (b, h))
+    out = np.zeros((b, s_q, h, v_cache.shape[-1]), work)
+    lse = np.full((b, h, s_q), -np.inf)
+    for i in range(b):
+        lo, hi = lp[i], seqlens[i] + s_new
+        s_k = hi - lo
+        if s_k == 0:
+            continue
+        keys = np.repeat(kc[i, lo:hi], group, axis=1)  # (s_k, h, d): query head hq reads kv head hq // group
+        vals = np.repeat(vc[i, lo:hi], group, axis=1)
+        scores = np.einsum("qhd,khd->hqk", q[i].astype(work), keys) * work(d ** -0.5)
+        row, col = np.arange(s_q)[:, None], np.arange(s_k)[None, :]
+        scores = scores - sl[i][:, None, None] * np.abs(row + s_k - s_q - col).astype(work)
+        if causal:
+            scores = np.where(col <= row + s_k - s_q, scores, -np.inf)
+        top = scores.max(axis=-1, keepdims=True)
+        top = np.where(np.isfinite(top), top, 0)
+        p = np.exp(scores - top)
+        total = p.sum(axis=-1, keepdims=True)
+        p = p / np.where(total > 0, total, 1)
+        if not exact:
+            p = ref.round_to(p, dtype)
+        o = np.einsum("hqk,khd->qhd", p, vals)
+        out[i] = o if exact else ref.round_to(o, dtype)
+        with np.errstate(divide="ignore"):
+            lse[i] = np.where(total[..., 0] > 0, np.log(total[..., 0]) + top[..., 0], -np.inf)
+    return kc, vc, out, lse

@@ -1,16 +1,15 @@
 """flash_attn_with_kvcache on the CPU backend (numpy) against the numpy model: the cache updated
 in place (positions, rotary both styles, cache_batch_idx, pages), out/lse by FA3's rule, every
 cache_seqlens edge, and paged vs contiguous bit for bit. ALiBi (alibi_slopes=) against a float64 reference
-written below, on numpy arrays (the DLPack path) and torch tensors (the views path) when torch is installed."""
+(kvcache_model.alibi_kvcache_reference), on numpy arrays (the DLPack path) and torch tensors (the views path) when torch is installed."""
 import importlib.util
 
 import numpy as np
 import pytest
 
-import attn_reference as ref
 import fastattn
 from checks import FLOAT32_FLOOR, assert_close, assert_lse_close, randn
-from kvcache_model import model, rotary_angles
+from kvcache_model import alibi_kvcache_reference, model, rotary_angles
 
 
 def _ulp_close(name, got, want, dtype):
@@ -129,45 +128,6 @@ def test_errors(rng):
 
 
 # ---- ALiBi over the cache (alibi_slopes=) ----------------------------------------------------------------
-
-def alibi_kvcache_reference(q, k_cache, v_cache, k, v, seqlens, leftpad, slopes, causal, dtype=np.float64):
-    """flash_attn_with_kvcache with ALiBi by FlashAttention's rule, written out here (not kvcache_model):
-    append k / v at cache_seqlens, then per sequence softmax(scale q k^T - slope |i + s_k - s_q - j|) v over the
-    keys [leftpad, seqlens + s_new), s_k their count and j counted from leftpad, causal bottom-right
-    (j <= i + s_k - s_q). Computed in `dtype` (float64: the reference; float32: the same-precision estimate of
-    FA3's rule). Returns (k_cache, v_cache, out, lse); a row that keeps no key has out 0 and lse -inf."""
-    b, s_q, h, d = q.shape
-    group = h // k_cache.shape[2]
-    kc, vc = k_cache.astype(dtype), v_cache.astype(dtype)
-    s_new = 0 if k is None else k.shape[1]
-    lp = np.zeros(b, np.int64) if leftpad is None else np.asarray(leftpad, np.int64)
-    for i in range(b if s_new else 0):
-        kc[i, seqlens[i]:seqlens[i] + s_new] = k[i]
-        vc[i, seqlens[i]:seqlens[i] + s_new] = v[i]
-    sl = np.broadcast_to(np.asarray(slopes, dtype), (b, h))
-    out = np.zeros((b, s_q, h, v_cache.shape[-1]), dtype)
-    lse = np.full((b, h, s_q), -np.inf)
-    for i in range(b):
-        lo, hi = lp[i], seqlens[i] + s_new
-        s_k = hi - lo
-        if s_k == 0:
-            continue
-        keys = np.repeat(kc[i, lo:hi], group, axis=1)  # (s_k, h, d): query head hq reads kv head hq // group
-        vals = np.repeat(vc[i, lo:hi], group, axis=1)
-        scores = np.einsum("qhd,khd->hqk", q[i].astype(dtype), keys) * dtype(d ** -0.5)
-        row, col = np.arange(s_q)[:, None], np.arange(s_k)[None, :]
-        scores = scores - sl[i][:, None, None] * np.abs(row + s_k - s_q - col).astype(dtype)
-        if causal:
-            scores = np.where(col <= row + s_k - s_q, scores, -np.inf)
-        top = scores.max(axis=-1, keepdims=True)
-        top = np.where(np.isfinite(top), top, 0)
-        p = np.exp(scores - top)
-        total = p.sum(axis=-1, keepdims=True)
-        out[i] = np.einsum("hqk,khd->qhd", p / np.where(total > 0, total, 1), vals)
-        with np.errstate(divide="ignore"):
-            lse[i] = np.where(total[..., 0] > 0, np.log(total[..., 0]) + top[..., 0], -np.inf)
-    return kc, vc, out, lse
-
 
 def _torch_or_skip():
     return pytest.importorskip("torch", reason="torch is not installed: torch ALiBi KV-cache tests skipped")

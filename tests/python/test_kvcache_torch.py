@@ -1,5 +1,8 @@
 """flash_attn_with_kvcache with torch tensors: the CPU backend always, the CUDA backend when a
-GPU is present (contiguous cache, rotary, cache_seqlens edges, CUDA-graph capture + replay)."""
+GPU is present (contiguous cache, rotary, cache_seqlens edges, CUDA-graph capture + replay, ALiBi over
+the cache)."""
+import os
+
 import numpy as np
 import pytest
 
@@ -7,7 +10,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed: torch KV-ca
 
 import fastattn  # noqa: E402
 from checks import FLOAT32_FLOOR, assert_close, assert_lse_close  # noqa: E402
-from kvcache_model import model, rotary_angles  # noqa: E402
+from kvcache_model import alibi_kvcache_reference, model, rotary_angles  # noqa: E402
 
 CUDA = torch.cuda.is_available() and fastattn.cuda_available()
 
@@ -147,3 +150,66 @@ def test_cuda_graph_over_a_cache_filled_by_the_caller(rng):
         assert_lse_close(np64(lse), want[3], rtol=1e-4)
         seqlens += 1
         pos += 1
+
+
+# ---- ALiBi over the cache (alibi_slopes=) on CUDA --------------------------------------------------------
+
+def _alibi_runs_here():
+    """ALiBi over a KV cache runs on the sm90 (Hopper) path, unsplit; the sm80 path (Ampere / Ada, or a Hopper
+    GPU under FASTATTN_FORCE_ARCH=80 / 86 / 89 / 8: docs/build.md) refuses it by name."""
+    forced = os.environ.get("FASTATTN_FORCE_ARCH", "")
+    return torch.cuda.get_device_capability()[0] == 9 and not forced.startswith("8")
+
+
+def _assert_cache_unchanged(kc, vc, before):
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(np64(kc), before[0])
+    np.testing.assert_array_equal(np64(vc), before[1])
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device or no CUDA kernels in this build")
+@pytest.mark.parametrize("dims", [1, 2], ids=["slopes_h", "slopes_bh"])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("s_new", [1, 4], ids=["decode", "chunk"])
+def test_cuda_alibi(rng, s_new, causal, dims):
+    """bf16, d 128, GQA 8 / 2, a 256-token cache: an empty sequence, a short one and one nearly full (perhaps
+    full) after appending s_new tokens (s_q = s_new), slopes (h) or (b, h) in [0.01, 1), the heuristic's
+    num_splits. out and lse against the float64 reference by FA3's rule (the bf16 estimate: P and out rounded
+    to bf16), every element; the appended cache exactly. The sm80 path refuses it by name, the cache untouched."""
+    q, kc, vc, k, v, _, _ = _inputs(rng, "cuda", torch.bfloat16, s_q=s_new, s_new=s_new)
+    s_cache = kc.shape[1]
+    seqlens = np.array([0, rng.integers(1, 32), rng.integers(s_cache - s_new - 8, s_cache - s_new + 1)], np.int32)
+    slopes = rng.uniform(0.01, 1.0, (q.shape[2],) if dims == 1 else (q.shape[0], q.shape[2])).astype(np.float32)
+    before = (np64(kc), np64(vc))
+    kw = dict(cache_seqlens=torch.from_numpy(seqlens).cuda(), alibi_slopes=torch.from_numpy(slopes).cuda(),
+              causal=causal, return_softmax_lse=True)
+    if not _alibi_runs_here():
+        with pytest.raises(NotImplementedError, match="^alibi_slopes: "):
+            fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, **kw)
+        _assert_cache_unchanged(kc, vc, before)
+        return
+    out, lse = fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, **kw)
+    torch.cuda.synchronize()
+    args = (np64(q), *before, np64(k), np64(v), seqlens, None, slopes, causal)
+    kc_want, vc_want, out64, lse64 = alibi_kvcache_reference(*args)
+    _, _, outlp, _ = alibi_kvcache_reference(*args, dtype="bfloat16")
+    np.testing.assert_array_equal(np64(kc), kc_want)  # appended in place
+    np.testing.assert_array_equal(np64(vc), vc_want)
+    assert_close("out", np64(out), out64, outlp, "bfloat16")
+    assert_lse_close(np64(lse), lse64, rtol=1e-4)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device or no CUDA kernels in this build")
+def test_cuda_alibi_split_kv_refused(rng):
+    """The CUDA forward with ALiBi has no split-KV: num_splits=3 with alibi_slopes is refused naming num_splits
+    (on the sm80 path alibi_slopes itself), before the cache is written."""
+    q, kc, vc, k, v, _, _ = _inputs(rng, "cuda", torch.bfloat16, s_q=4, s_new=4)
+    seqlens = torch.tensor([0, 17, 200], dtype=torch.int32, device="cuda")
+    slopes = torch.from_numpy(rng.uniform(0.01, 1.0, (q.shape[2],)).astype(np.float32)).cuda()
+    before = (np64(kc), np64(vc))
+    pattern = "^num_splits: " if _alibi_runs_here() else "^alibi_slopes: "
+    for with_lse in (False, True):
+        with pytest.raises(NotImplementedError, match=pattern):
+            fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=seqlens, alibi_slopes=slopes,
+                                             causal=True, num_splits=3, return_softmax_lse=with_lse)
+    _assert_cache_unchanged(kc, vc, before)
