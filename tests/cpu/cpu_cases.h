@@ -45,6 +45,7 @@ inline CaseSpec varlen(CaseSpec s, std::vector<int> lq, std::vector<int> lk) {
   s.lens_k = std::move(lk);
   return s;
 }
+inline CaseSpec nan_past_used(CaseSpec s) { s.nan_past_used = true; return s; }
 inline CaseSpec used(CaseSpec s, std::vector<int> uq, std::vector<int> uk) {
   s.used_q = std::move(uq);
   s.used_k = std::move(uk);
@@ -89,6 +90,9 @@ inline std::vector<NamedCase> cpu_cases(bool full) {
       {"varlen_local_padded", padded(local(varlen(shape(1, 0, 0, 2, 2, 32, 32, F32), {30, 64, 1}, {30, 80, 7}), 5, 2), 3)},
       {"varlen_seqused", causal(used(varlen(shape(1, 0, 0, 2, 1, 32, 32, F32), {20, 33, 8, 0}, {25, 40, 8, 5}), {15, 33, 0, 0}, {25, 17, 3, 0}))},
       {"fixed_seqused", used(shape(3, 40, 50, 2, 2, 32, 32, F32), {40, 7, 0}, {1, 50, 20})},
+      {"fixed_seqused_nan_past", nan_past_used(causal(used(shape(3, 40, 50, 2, 1, 32, 32, F32), {40, 7, 0}, {1, 50, 20})))},
+      {"varlen_seqused_nan_past", nan_past_used(used(varlen(shape(1, 0, 0, 2, 2, 64, 64, BF16), {20, 33, 8}, {25, 40, 9}),
+                                                     {15, 33, 0}, {25, 17, 3}))},
       {"fp16", shape(2, 70, 70, 2, 1, 64, 64, F16)},
       {"fp16_causal_gqa4_d128", causal(shape(1, 113, 113, 4, 1, 128, 128, F16))},
       {"fp16_varlen_local", local(varlen(shape(1, 0, 0, 2, 2, 80, 80, F16), {17, 0, 50}, {30, 4, 50}), 10, 10)},

@@ -35,6 +35,14 @@ void expect_close(const char* name, const HostTensor& got, const std::vector<dou
   }
 }
 
+// Whether an input holds NaN (CaseSpec::nan_past_used: the poison is there to be ignored).
+bool holds_nan(const AttnCase& c) {
+  for (const HostTensor* t : {&c.q, &c.k, &c.v, &c.dout})
+    for (double x : t->to_f64())
+      if (std::isnan(x)) return true;
+  return false;
+}
+
 }  // namespace
 
 void check_cpu_forward(const CaseSpec& spec, int num_threads) {
@@ -42,6 +50,7 @@ void check_cpu_forward(const CaseSpec& spec, int num_threads) {
   Rng rng(seed);
   AttnCase c = make_case(spec, rng);
   const std::string ctx = spec.describe() + ", threads " + std::to_string(num_threads) + ", " + seed_note(seed);
+  if (spec.nan_past_used) ASSERT_TRUE(holds_nan(c)) << "no NaN past seqused; " << ctx;
 
   reference::ForwardF64 ref;
   ASSERT_TRUE(reference::forward_f64(c.args(Backend::Reference), &ref).ok()) << ctx;
@@ -63,6 +72,7 @@ void check_cpu_backward(const CaseSpec& spec, int num_threads) {
   Rng rng(seed);
   AttnCase c = make_case(spec, rng);
   const std::string ctx = spec.describe() + ", threads " + std::to_string(num_threads) + ", " + seed_note(seed);
+  if (spec.nan_past_used) ASSERT_TRUE(holds_nan(c)) << "no NaN past seqused; " << ctx;
 
   AttnArgs a = c.args(Backend::CPU);
   a.num_threads = num_threads;

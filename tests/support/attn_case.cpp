@@ -1,6 +1,7 @@
 #include "support/attn_case.h"
 
 #include <algorithm>
+#include <limits>
 #include <sstream>
 
 namespace fastattn::testing {
@@ -25,6 +26,7 @@ std::string CaseSpec::describe() const {
   list("lens_k", lens_k);
   list("used_q", used_q);
   list("used_k", used_k);
+  if (nan_past_used) os << " nan_past_used";
   os << blocks.describe();
   os << bits.describe();
   os << bias.describe();
@@ -75,6 +77,24 @@ AttnCase make_case(const CaseSpec& spec, Rng& rng) {
   c.k.fill_uniform(rng, -r, r);
   c.v.fill_uniform(rng, -r, r);
   c.dout.fill_uniform(rng, -r, r);
+  if (spec.nan_past_used) {
+    // Rows [used, rows) of each sequence, every head and column.
+    auto nan_rows = [&](HostTensor& t, const std::vector<int>& used, const std::vector<int32_t>& cu, int fixed) {
+      if (used.empty()) return;
+      const Tensor& v = t.view();
+      const int64_t row = v.shape[v.ndim - 2] * v.shape[v.ndim - 1];
+      for (int b = 0; b < c.spec.batch; ++b) {
+        const int64_t first = cu.empty() ? int64_t(b) * fixed : cu[b];
+        const int64_t rows = cu.empty() ? fixed : cu[b + 1] - cu[b];
+        for (int64_t i = std::min<int64_t>(used[b], rows); i < rows; ++i)
+          for (int64_t e = 0; e < row; ++e) t.set((first + i) * row + e, std::numeric_limits<double>::quiet_NaN());
+      }
+    };
+    nan_rows(c.q, spec.used_q, c.cu_q, spec.seqlen_q);
+    nan_rows(c.dout, spec.used_q, c.cu_q, spec.seqlen_q);
+    nan_rows(c.k, spec.used_k, c.cu_k, spec.seqlen_k);
+    nan_rows(c.v, spec.used_k, c.cu_k, spec.seqlen_k);
+  }
   if (spec.blocks.on) {
     const auto longest = [](const std::vector<int>& lens, int fixed) {
       return lens.empty() ? fixed : *std::max_element(lens.begin(), lens.end());

@@ -30,6 +30,9 @@ struct CaseSpec {
   std::vector<int> lens_q, lens_k;
   // Optional seqused (batch entries), in either layout.
   std::vector<int> used_q, used_k;
+  // NaN in every q / dout row past used_q and k / v row past used_k (what a caller's padding may hold: an
+  // uninitialised buffer); no backend may read them (FA3's TMA loads carried them into P V: its issue #1745).
+  bool nan_past_used = false;
   int pad = 0;  // extra elements per row: non-contiguous token strides
   float input_range = 1.0f;  // inputs uniform in [-range, range)
   int num_splits = 0;        // AttnArgs::num_splits
