@@ -23,6 +23,15 @@ KvSpec decode() {
   return s;
 }
 
+// decode() with chunks of 4 tokens appended (s_q 4, causal) to sequences of 0, 17 and 400 keys.
+KvSpec chunk() {
+  KvSpec s = decode();
+  s.seqlens = {0, 17, 400};
+  s.seqlen_new = s.seqlen_q = 4;
+  s.causal = true;
+  return s;
+}
+
 class KvCacheGpu : public HopperTest {};
 
 TEST_F(KvCacheGpu, DecodeSeqlenEdges) {
@@ -43,12 +52,8 @@ TEST_F(KvCacheGpu, NoNewTokens) {
 }
 
 TEST_F(KvCacheGpu, AppendWithRotary) {
-  KvSpec s = decode();
-  s.seqlens = {0, 17, 400};
-  s.seqlen_new = 4;
-  s.seqlen_q = 4;
+  KvSpec s = chunk();
   s.rotary_dim = 64;
-  s.causal = true;
   check_gpu_kvcache(s);  // interleaved, causal: q rows advance
   s.interleaved = false;
   s.causal = false;
@@ -108,11 +113,8 @@ TEST_F(KvCacheGpu, DecodeWithSplits) {
 // reads none of them; FA3 loaded them by TMA and 0 * NaN reached out (its issues #1745 / #2374). Unsplit and
 // split, left padding, and paged (a page that ends inside the last key block).
 TEST_F(KvCacheGpu, NanPastTheKeys) {
-  KvSpec s = decode();
+  KvSpec s = chunk();
   s.nan_past_keys = true;
-  s.seqlens = {0, 17, 400};
-  s.seqlen_new = s.seqlen_q = 4;
-  s.causal = true;
   for (int splits : {1, 0, 3}) {
     s.num_splits = splits;
     check_gpu_kvcache(s);
@@ -137,18 +139,15 @@ TEST_F(KvCacheGpu, NanPastTheKeys) {
 }
 
 // ALiBi over the cache (KvCacheArgs::alibi_slopes): the sm90 bias kernels reading the cache, unsplit; refused by
-// name until this test has passed on a GPU (FASTATTN_ALLOW_UNCHECKED=1 runs it), and with num_splits > 1 always
-// (the bias kernels have no split twin). Decode edges, per-batch slopes with append + rotary, left padding, and
+// name with num_splits > 1 (the bias kernels have no split twin). Decode edges, per-batch slopes with append + rotary, left padding, and
 // paged bitwise equal to contiguous.
 TEST_F(KvCacheGpu, AlibiOverTheCache) {
   KvSpec s = decode();
   s.alibi = 1;
   check_gpu_kvcache(s);
+  s = chunk();
   s.alibi = 2;
-  s.seqlens = {0, 17, 400};
-  s.seqlen_new = s.seqlen_q = 4;
   s.rotary_dim = 64;
-  s.causal = true;
   check_gpu_kvcache(s);
   s.leftpad = {0, 5, 100};
   check_gpu_kvcache(s);
@@ -162,13 +161,10 @@ TEST_F(KvCacheGpu, AlibiOverTheCache) {
 // d_qk 192 with d_v 128: k_new / v_new of their own widths appended, rotary on q and k, unsplit
 // (s_q 4, causal) and split decode at the heuristic's count.
 TEST_F(KvCacheGpu, NarrowV192x128) {
-  KvSpec s = decode();
+  KvSpec s = chunk();
   s.head_dim = 192;
   s.head_dim_v = 128;
-  s.seqlens = {0, 17, 400};
-  s.seqlen_new = s.seqlen_q = 4;
   s.rotary_dim = 64;
-  s.causal = true;
   check_gpu_kvcache(s);
   s.heads_q = 32;
   s.heads_kv = 8;
