@@ -95,6 +95,9 @@ def main():
                     help="instead: graph replays of CASES (peer:batch:s_k:splits, comma-separated; peer fastattn, "
                          "fa3 or cudnn; splits 0 = heuristic) each inside an NVTX range named after it, for "
                          "nsys --cuda-graph-trace=node or --trace (bench/kernel_timeline.py reads either)")
+    ap.add_argument("--once", metavar="CASES",
+                    help="instead: CASES as --timeline, each as 3 eager warm-up calls and one eager call inside an "
+                         "NVTX range named after the case (':' as '_'), for ncu (bench/decode-ncu.sh)")
     ap.add_argument("--trace", help="--timeline: run the cases under the torch profiler and write its chrome "
                                     "trace (every graph node's kernel) to this file")
     args = ap.parse_args()
@@ -265,6 +268,27 @@ def main():
             print(f"{case}: {us:.2f} us per call", flush=True)
             del qs, ks, vs, outs, lses, calls
             torch.cuda.empty_cache()
+
+    if args.once:
+        for case in args.once.split(","):
+            peer, b, sk, n = case.split(":")
+            b, sk, n = int(b), int(sk), int(n)
+            qs, ks, vs = make_inputs(b, 1, sk, 1)
+            out, lse = torch.empty_like(qs[0]), torch.empty(b, H, 1, device=dev, dtype=torch.float32)
+            fn = {"fastattn": lambda: fastattn_call(qs[0], ks[0], vs[0], out, lse, n),
+                  "fa3": lambda: fa3_call(qs[0], ks[0], vs[0], out, lse),
+                  "cudnn": lambda: cudnn_call(qs[0], ks[0], vs[0], [None])}[peer]()
+            for _ in range(3):
+                fn()
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_push(case.replace(":", "_"))
+            fn()
+            torch.cuda.synchronize()
+            torch.cuda.nvtx.range_pop()
+            print(f"{case}: ran", flush=True)
+            del qs, ks, vs, out, lse, fn
+            torch.cuda.empty_cache()
+        return
 
     if args.timeline:
         from torch.profiler import ProfilerActivity, profile, record_function

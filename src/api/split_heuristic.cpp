@@ -9,9 +9,13 @@ namespace {
 
 constexpr double kFullEnough = 0.8;   // tiles >= 80 % of the SMs: splitting only adds the combine
 constexpr double kNearBest = 0.85;    // accept the fewest splits within 85 % of the best efficiency
-// Streaming K/V: CTAs that saturate HBM (H100 decode, h 32/8, d 128: 64 CTAs of 132 SMs reach the
-// copy bandwidth, more only add partials and per-CTA start-up; docs/notes/inference.md) and the
-// fewest key blocks a split keeps (2 blocks of 128 keys per split ran 1.2x slower than 4).
+// Streaming K/V: CTAs that saturate HBM, and the fewest key blocks a split keeps (2 blocks of 128
+// keys per split ran 1.2x slower than 4). A Hopper decode CTA (GQA-packed 128-row tile, d 128)
+// streams ~50-56 GB/s, bound by its warpgroups' GEMMs and softmax (H200: 64 unsplit CTAs 3.6 TB/s
+// with a 2- or 3-stage ring alike), so a device needs its bandwidth / 50 GB/s CTAs: 67 on the
+// H100 (3.35 TB/s; 64 measured best there), 98 on the H200 (4.9 TB/s; 96-128 measured best at
+// batch 1-8, docs/notes/inference.md, session 45). Unknown bandwidth: half the SMs (the H100's).
+constexpr double kStreamBytesPerCta = 50e9;
 constexpr double kStreamingCtas = 0.5;
 constexpr int64_t kMinStreamingBlocks = 4;
 
@@ -22,7 +26,11 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int32_t choose_num_splits(const SplitShape& s) {
   if (s.tiles <= 0 || s.key_blocks <= 1 || s.sms <= 0) return 1;
   if (s.streams_kv) {
-    const int64_t want = int64_t(kStreamingCtas * s.sms) / s.tiles;
+    // Rounded to the nearest count where the bandwidth is known (H200 batch 8: 98 / 64 CTAs, 2 splits
+    // ran 13 % under 1), down where it is not.
+    const int64_t want = s.hbm_bytes_per_s > 0
+                             ? std::llround(std::min<double>(s.hbm_bytes_per_s / kStreamBytesPerCta, s.sms) / s.tiles)
+                             : int64_t(kStreamingCtas * s.sms) / s.tiles;
     return int32_t(std::max<int64_t>(1, std::min<int64_t>({want, s.max_splits, s.key_blocks / kMinStreamingBlocks})));
   }
   if (double(s.tiles) >= kFullEnough * s.sms) return 1;

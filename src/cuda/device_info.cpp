@@ -70,6 +70,18 @@ Status compute_major(int* out) {
 
 Status l2_bytes(int* out) { return cached_attribute<cudaDevAttrL2CacheSize>("L2 cache size", out); }
 
+Status hbm_bytes_per_s(double* out) {
+  int khz = 0, bits = 0;
+  *out = 0;
+  if (!cached_attribute<cudaDevAttrMemoryClockRate>("memory clock", &khz).ok() ||
+      !cached_attribute<cudaDevAttrGlobalMemoryBusWidth>("memory bus width", &bits).ok()) {
+    (void)cudaGetLastError();  // an attribute this device does not report: not an error of the call
+    return Status::Ok();
+  }
+  *out = 2.0 * khz * 1e3 * bits / 8;
+  return Status::Ok();
+}
+
 Status smem_per_sm(int* out) {
   return cached_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>("shared memory per multiprocessor", out);
 }

@@ -15,6 +15,10 @@ Status sm_count(int* out);
 // L2 cache bytes of the current device.
 Status l2_bytes(int* out);
 
+// Peak HBM bandwidth of the current device in bytes / s (memory clock x bus width x 2: double data
+// rate); 0 where the device does not report them (the split heuristic then falls back).
+Status hbm_bytes_per_s(double* out);
+
 // Shared memory bytes one multiprocessor of the current device holds (all its CTAs together).
 Status smem_per_sm(int* out);
 

@@ -41,19 +41,24 @@ inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack
 // Key blocks a split keeps before more splits of a streaming decode pay (wider_streaming_split).
 constexpr int64_t kLongSplitBlocks = 16;
 
-// The heuristic's count for a decode that streams K/V (about half the SMs' worth of CTAs), or 1.5 x
-// as many where each split keeps >= kLongSplitBlocks key blocks, the count is even and its rows fit
-// one cluster's merge. Measured on the H100 (h 32/8 d 128, docs/notes/inference.md): b2 8k ran 6
-// splits (96 CTAs) 0.5 us under 4, b2 16k level, b2 4k (8 blocks a split) 0.1-0.2 us over; b4 ran
-// 3 splits (96 CTAs, odd clusters) 3-7 % over 2; past 8 splits the combine kernel merges (b1: 12
-// splits 1.5 us over 8).
-inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& pack, int seqlen_q) {
+// The heuristic's count for a decode that streams K/V (the CTAs that saturate HBM), or 1.5 x as
+// many where each split keeps >= kLongSplitBlocks key blocks, the count is even, its rows fit one
+// cluster's merge and its CTAs stay within 3/4 of the SMs. Measured on the H100 (h 32/8 d 128,
+// docs/notes/inference.md): b2 8k ran 6 splits (96 CTAs) 0.5 us under 4, b2 16k level, b2 4k (8
+// blocks a split) 0.1-0.2 us over; b4 ran 3 splits (96 CTAs, odd clusters) 3-7 % over 2; past 8
+// splits the combine kernel merges (b1: 12 splits 1.5 us over 8). On the H200 the heuristic's
+// count already gives ~96 CTAs, and more lost (b4: 4 splits 1-3 % over 3): the SM cap keeps it.
+inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& pack, int seqlen_q, int64_t tiles,
+                                 int sms) {
   const int wider = splits + splits / 2;
   const bool long_splits = key_blocks >= kLongSplitBlocks * splits;
-  return wider % 2 == 0 && long_splits && cluster_rows_fit(wider, pack, seqlen_q) ? wider : splits;
+  const bool within = 4 * int64_t(wider) * tiles <= 3 * int64_t(sms);
+  return wider % 2 == 0 && long_splits && within && cluster_rows_fit(wider, pack, seqlen_q) ? wider : splits;
 }
 
-// The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors: its
+// The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors and HBM of
+// `hbm_bytes_per_s` peak bandwidth (0: unknown, or a kernel whose per-CTA stream rate the heuristic
+// was not measured on: half the SMs for a streaming decode): its
 // unsplit (base) tile space, planned once here for the split kernel (pad_first_ok: it stores O from
 // registers) and handed to the cluster rule and the schedule, and its split count: `requested`
 // when > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key),
@@ -69,7 +74,7 @@ struct SplitPlan {
 };
 
 inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
-                             int block_n, int sms, bool cluster_merge) {
+                             int block_n, int sms, double hbm_bytes_per_s, bool cluster_merge) {
   SplitPlan p;
   p.base = plan_tile_space(a, mask, pack, tile_rows, true);
   if (requested > 0) {
@@ -80,9 +85,10 @@ inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask,
   shape.tiles = p.base.tiles;
   shape.key_blocks = (int64_t(a.seqlen_k) + block_n - 1) / block_n;
   shape.sms = sms;
+  shape.hbm_bytes_per_s = hbm_bytes_per_s;
   shape.streams_kv = p.base.tiles == int64_t(a.batch) * a.heads_kv;
   p.splits = std::max(1, int(detail::choose_num_splits(shape)));
-  if (cluster_merge && shape.streams_kv) p.splits = wider_streaming_split(p.splits, shape.key_blocks, pack, a.seqlen_q);
+  if (cluster_merge && shape.streams_kv) p.splits = wider_streaming_split(p.splits, shape.key_blocks, pack, a.seqlen_q, shape.tiles, sms);
   return p;
 }
 

@@ -326,8 +326,13 @@ Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
     using Split = typename SplitBase<D, DV>::type;
     int sms = 0;
     if (Status st = cuda_backend::sm_count(&sms); !st.ok()) return st;
+    // The streaming rule's per-CTA rate was measured at d 128 (split_heuristic.cpp): other dims keep half the SMs.
+    double hbm = 0;
+    if (D == 128) {
+      if (Status st = cuda_backend::hbm_bytes_per_s(&hbm); !st.ok()) return st;
+    }
     const cuda_backend::SplitPlan plan =
-        cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM, Split::kBlockN, sms,
+        cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM, Split::kBlockN, sms, hbm,
                                   D == 128 && cuda_backend::cluster_merge_allowed());
     if (plan.splits > 1) return launch_fwd_split<T, D, DV>(lp, plan, stream);
   }
