@@ -86,8 +86,8 @@ Status encode_tiled(const TmaTensor& t, int rank, const cuuint64_t* dims, cuuint
   // No L2 promotion: with 256-byte promotion the boxes' 128-byte rows drew 25 % more L2 sector reads
   // than the bytes they load (ncu, H200 decode b64 4k: 42.1 M against 33.7 M sectors, 8.5 M of them
   // L2 hits), and the L2, not HBM, capped the stream: decode b64 32k 2040 -> 1851 us, b8 32k 265 ->
-  // 236 us, d 128 full backward 4.66 -> 4.44 ms, forward prefill level (docs/notes/inference.md,
-  // session 45). FASTATTN_TMA_L2_256=1: the 256-byte promotion, for A/B measurement.
+  // 236 us; prefill forward and backward level (docs/notes/inference.md, session 45).
+  // FASTATTN_TMA_L2_256=1: the 256-byte promotion, for A/B measurement.
   const CUtensorMapL2promotion promotion = env_switch("FASTATTN_TMA_L2_256", false)
                                                ? CU_TENSOR_MAP_L2_PROMOTION_L2_256B
                                                : CU_TENSOR_MAP_L2_PROMOTION_NONE;
