@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -88,7 +89,26 @@ struct BwdCase : FwdCase {
   // FASTATTN_BIAS_BWD_BATCH_INNER): dk and dv stay bitwise run 0's (one CTA writes a key block whatever
   // the order), dq and dbias (adds in another order) meet the float64 reference by the rule run 0's do.
   const char* run1_off = nullptr;
+  // NaN in every row past seqused (q and dO past used_q, k and v past used_k): rows the backward must not
+  // let reach a gradient (0 x NaN through P = dS = 0); the reference never reads them.
+  bool nan_past_used = false;
 };
+
+// BwdCase::nan_past_used: `t`'s rows [used[b], rows of sequence b) set to NaN in its host copy and uploaded.
+inline void poison_rows_past_used(TestTensor& t, const CaseIndex& idx, const std::vector<int32_t>& cu,
+                                  const std::vector<int32_t>& used, int fixed_rows, DType dt) {
+  const bool batched = t.shape.size() == 4;
+  const int64_t heads = t.shape[t.shape.size() - 2], dim = t.shape.back();
+  const uint16_t nan = to_bits(std::numeric_limits<float>::quiet_NaN(), dt);
+  for (int b = 0; b < idx.batch && !used.empty(); ++b) {
+    const int64_t rows = idx.varlen ? cu[b + 1] - cu[b] : fixed_rows;
+    const int64_t base = batched ? b * t.batch_stride : cu[b] * t.row_stride;
+    for (int64_t i = used[b]; i < rows; ++i)
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t e = 0; e < dim; ++e) t.host[size_t(base + i * t.row_stride + h * t.head_stride + e)] = nan;
+  }
+  t.dev->upload(t.host.data());
+}
 
 // A bf16 (1, 64, 2, d) call whose q, k, v and out share one buffer, with an F32 (1, 1, 64, 64) bias (and its
 // dbias when given): the arguments of the bias refusal tests, which never reach a kernel.
@@ -177,13 +197,21 @@ inline void run_bwd_case(const BwdCase& c) {
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   const bool strided = c.pads.any();
   SCOPED_TRACE("case " + c.str() + c.bias.describe() + (c.alibi ? " alibi" + std::to_string(c.alibi) : "") +
-               (c.deterministic ? " deterministic" : "") + (strided ? c.pads.str() : "") +
+               (c.deterministic ? " deterministic" : "") + (c.nan_past_used ? " nan-past-used" : "") +
+               (strided ? c.pads.str() : "") +
                " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
   const CaseIndex idx(c);
   BwdTensors tensors(c, idx, rng, c.pads);
   TestTensor &q = tensors.q, &k = tensors.k, &v = tensors.v, &out = tensors.out, &dout = tensors.dout,
              &dq = tensors.dq, &dk = tensors.dk, &dv = tensors.dv;
+  if (c.nan_past_used) {
+    ASSERT_FALSE(idx.used_q.empty() && idx.used_k.empty()) << "nan_past_used: a case with seqused";
+    poison_rows_past_used(q, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
+    poison_rows_past_used(dout, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
+    poison_rows_past_used(k, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
+    poison_rows_past_used(v, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
+  }
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
   DeviceBuffer lse_dev(lse_n * 4);
   std::vector<uint16_t> out_host(out.host.size());
@@ -549,6 +577,11 @@ inline void bwd_varlen_cases(int d_lens, int d_used, int d_both, int dv = 0,
   v.used_q = {100, 1, 70};
   v.used_k = {0, 200, 3};
   v.route = route;
+  run_bwd_case(v);
+  // The same with NaN in every row past seqused (bwd/zero_rows.cuh): no gradient may see them.
+  u.nan_past_used = true;
+  run_bwd_case(u);
+  v.nan_past_used = true;
   run_bwd_case(v);
 }
 

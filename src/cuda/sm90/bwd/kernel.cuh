@@ -43,6 +43,7 @@
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/stamps.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/bwd/zero_rows.cuh"
 #include "cuda/sm90/prim/ldmatrix.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
@@ -195,6 +196,9 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   }
   if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
   if (kBwdStamps && threadIdx.x == 128 && kv_phase == 0) bwd_stamp(kBsKvLanded);
+  // The sequence's last key block: its K / V rows past len_k zeroed before any MMA or ldmatrix reads them.
+  if (steps > 0 && t.n0 + Cfg::kBlockN > t.seq.len_k)
+    bwd_zero_rows<Cfg::kBlockN, Cfg::kAtoms, Cfg::kAtomsV>(sm.k, sm.v, Cfg::kKAtomBytes, t.seq.len_k - t.n0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   // K in registers (bwd_k_reg_steps): this warp's 16 keys as S^T's A fragments for the first kKRegs
@@ -241,6 +245,11 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     }
     mbar_wait(&sm.q_full[s], ps.phase());
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsQLanded, steps - i);
+    {  // the sequence's last q-block: its Q / dO rows past len_q zeroed (zero_rows.cuh)
+      const int q0 = (Tile::kList ? t.q_block(m) : m) * Cfg::kBlockM;
+      if (q0 + Cfg::kBlockM > t.seq.len_q)
+        bwd_zero_rows<Cfg::kBlockM, Cfg::kAtoms, Cfg::kAtomsV>(sm.q[s], sm.dout[s], Cfg::kQAtomBytes, t.seq.len_q - q0);
+    }
     // Three groups in flight at most: S^T, dP^T; dV behind dP^T; then dK, dQ (d 128: dQ, dK).
     float st[kN / 2], dpt[kN / 2];  // S^T and dP^T: 64 keys x kN q rows
     // The bias kernel: S^T accumulates onto the bias over the scale (bias.cuh), from its first k-step on.

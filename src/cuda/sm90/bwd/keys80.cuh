@@ -30,6 +30,7 @@
 #include "cuda/sm90/bwd/producer.cuh"  // bwd_load_kv
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/bwd/zero_rows.cuh"
 #include "cuda/sm90/prim/bulk_copy.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/regs.cuh"
@@ -252,6 +253,9 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
 
   const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
+  // The sequence's last key block: its K / V rows past len_k zeroed before any MMA reads them (zero_rows.cuh).
+  if (steps > 0 && t.n0 + Cfg::kBlockN > t.seq.len_k)
+    bwd_zero_rows<Cfg::kBlockN, Cfg::kAtoms, Cfg::kAtomsV>(sm.k, sm.v, Cfg::kKAtomBytes, t.seq.len_k - t.n0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * kN * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * kN * kAtomRowBytes);
   const float scale_log2 = p.attn.scale_log2;
@@ -264,6 +268,9 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
     const int s = ps.stage(), ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
     float sa[kN / 2], dpa[kN / 2];  // S, dP: 64 q rows x this warpgroup's 40 keys
     mbar_wait(&sm.q_full[s], ps.phase());
+    // The sequence's last q-block: its Q rows past len_q zeroed here, its dO rows once they land (zero_rows.cuh).
+    const bool q_tail = (m + 1) * Cfg::kBlockM > t.seq.len_q;
+    if (q_tail) bwd_zero_rows<Cfg::kBlockM, Cfg::kAtoms, 0>(sm.q[s], nullptr, Cfg::kQAtomBytes, t.seq.len_q - m * Cfg::kBlockM);
     {
       const uint32_t q_lo = desc_k_major_lo(sm.q[s]);
       wgmma_fence();
@@ -273,6 +280,8 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
                             desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk), kk > 0);
       wgmma_commit();
       mbar_wait(&sm.do_full[ds], dps.phase());
+      if (q_tail)
+        bwd_zero_rows<Cfg::kBlockM, Cfg::kAtomsV, 0>(sm.dout[ds], nullptr, Cfg::kQAtomBytes, t.seq.len_q - m * Cfg::kBlockM);
       wgmma_fence();  // past the wait's loop (else ptxas injects one, C7519)
       const uint32_t do_lo = desc_k_major_lo(sm.dout[ds]);
 #pragma unroll

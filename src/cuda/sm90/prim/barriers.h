@@ -18,14 +18,16 @@ enum FwdNamedBarrier : int {
 // staged dQ goes to the writer warp by mbarriers; at d <= 128 warpgroup w syncs its four warps on
 // kBwdEpiBar + w once its dK / dV rows are staged in the K / V tiles; the dQ ring's writer warps
 // (warps 1-3) sync on kBwdRingBar to hand a q-block's store job over, and its storers (warps 2-3)
-// on kBwdRingStoreBar once they are done with it.
+// on kBwdRingStoreBar once they are done with it. Both consumer warpgroups sync on kBwdZeroBar once
+// they have zeroed the K / V rows past len_k or a step's Q / dO rows past len_q (bwd/zero_rows.cuh).
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
   kBwdEpiBar = 2,  // 2..3
   kBwdRingBar = 4,
   kBwdPtBar = 5,
   kBwdRingStoreBar = 6,
-  kBwdBarrierEnd = 7,
+  kBwdZeroBar = 7,
+  kBwdBarrierEnd = 8,
 };
 
 }  // namespace fastattn::sm90

@@ -1,0 +1,29 @@
+// Zeroing whole rows of 128-byte-swizzled smem atoms (the layout TMA's 128-byte swizzle writes):
+// a row of an atom is one contiguous 128-byte line at row * 128 (the swizzle only permutes its
+// 16-byte chunks), so a row is zeroed whatever the swizzle, by 8 threads of one 16-byte store each.
+// The callers fence (fence_smem_for_tma) and sync before an MMA reads the rows through the async proxy.
+#pragma once
+
+#include <cstdint>
+
+namespace fastattn::sm90 {
+
+// Rows [first_row, Rows) of `Atoms` atoms (atom a at base + a * atom_bytes), by `Threads` threads
+// (this one: `thread`). Unrolled, each store predicated on its row: no loop state to keep live.
+template <int Rows, int Atoms, int Threads>
+__device__ __forceinline__ void zero_atom_rows(uint32_t base, uint32_t atom_bytes, int first_row, int thread) {
+  static_assert(Threads % 8 == 0, "8 threads a row");
+  constexpr int kRowsARound = Threads / 8;
+  const uint32_t chunk = base + (thread % 8) * 16;
+#pragma unroll
+  for (int i = 0; i < (Rows + kRowsARound - 1) / kRowsARound; ++i) {
+    const int r = thread / 8 + i * kRowsARound;
+    if (r < first_row || (Rows % kRowsARound != 0 && r >= Rows)) continue;
+#pragma unroll
+    for (int a = 0; a < Atoms; ++a)
+      asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(chunk + a * atom_bytes + r * 128), "r"(0)
+                   : "memory");
+  }
+}
+
+}  // namespace fastattn::sm90
