@@ -196,8 +196,8 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
   }
   if (steps > 0) mbar_wait(&sm.kv_full, kv_phase);
   if (kBwdStamps && threadIdx.x == 128 && kv_phase == 0) bwd_stamp(kBsKvLanded);
-  // The sequence's last key block: its K / V rows past len_k zeroed before any MMA or ldmatrix reads them.
-  if (steps > 0 && t.n0 + Cfg::kBlockN > t.seq.len_k)
+  // Past seqused_k in the sequence's last key block: its K / V rows zeroed before any MMA or ldmatrix reads them.
+  if (steps > 0 && p.attn.seqused_k != nullptr && t.n0 + Cfg::kBlockN > t.seq.len_k)
     bwd_zero_rows<Cfg::kBlockN, Cfg::kAtoms, Cfg::kAtomsV>(sm.k, sm.v, Cfg::kKAtomBytes, t.seq.len_k - t.n0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * Cfg::kWgKeyStride * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * Cfg::kWgKeyStride * kAtomRowBytes);
@@ -245,7 +245,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     }
     mbar_wait(&sm.q_full[s], ps.phase());
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsQLanded, steps - i);
-    {  // the sequence's last q-block: its Q / dO rows past len_q zeroed (zero_rows.cuh)
+    if (p.attn.seqused_q != nullptr) {  // past seqused_q in the last q-block: its Q / dO rows zeroed (zero_rows.cuh)
       const int q0 = (Tile::kList ? t.q_block(m) : m) * Cfg::kBlockM;
       if (q0 + Cfg::kBlockM > t.seq.len_q)
         bwd_zero_rows<Cfg::kBlockM, Cfg::kAtoms, Cfg::kAtomsV>(sm.q[s], sm.dout[s], Cfg::kQAtomBytes, t.seq.len_q - q0);

@@ -253,8 +253,10 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
 
   const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
-  // The sequence's last key block: its K / V rows past len_k zeroed before any MMA reads them (zero_rows.cuh).
-  if (steps > 0 && t.n0 + Cfg::kBlockN > t.seq.len_k)
+  // Past seqused_k in the sequence's last key block: its K / V rows zeroed before any MMA reads them
+  // (zero_rows.cuh). Not Q / dO past seqused_q: inside the step's MMA stream the stores made ptxas serialize
+  // this kernel's wgmmas (C7515; d 256 ran 19 % slower), so NaN there still reaches dK / dV (notes, session 45).
+  if (steps > 0 && p.attn.seqused_k != nullptr && t.n0 + Cfg::kBlockN > t.seq.len_k)
     bwd_zero_rows<Cfg::kBlockN, Cfg::kAtoms, Cfg::kAtomsV>(sm.k, sm.v, Cfg::kKAtomBytes, t.seq.len_k - t.n0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * kN * kAtomRowBytes);
   const uint32_t v_lo = desc_k_major_lo(sm.v + wg * kN * kAtomRowBytes);
@@ -268,9 +270,6 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
     const int s = ps.stage(), ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
     float sa[kN / 2], dpa[kN / 2];  // S, dP: 64 q rows x this warpgroup's 40 keys
     mbar_wait(&sm.q_full[s], ps.phase());
-    // The sequence's last q-block: its Q rows past len_q zeroed here, its dO rows once they land (zero_rows.cuh).
-    const bool q_tail = (m + 1) * Cfg::kBlockM > t.seq.len_q;
-    if (q_tail) bwd_zero_rows<Cfg::kBlockM, Cfg::kAtoms, 0>(sm.q[s], nullptr, Cfg::kQAtomBytes, t.seq.len_q - m * Cfg::kBlockM);
     {
       const uint32_t q_lo = desc_k_major_lo(sm.q[s]);
       wgmma_fence();
@@ -280,8 +279,6 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
                             desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk), kk > 0);
       wgmma_commit();
       mbar_wait(&sm.do_full[ds], dps.phase());
-      if (q_tail)
-        bwd_zero_rows<Cfg::kBlockM, Cfg::kAtomsV, 0>(sm.dout[ds], nullptr, Cfg::kQAtomBytes, t.seq.len_q - m * Cfg::kBlockM);
       wgmma_fence();  // past the wait's loop (else ptxas injects one, C7519)
       const uint32_t do_lo = desc_k_major_lo(sm.dout[ds]);
 #pragma unroll
