@@ -26,14 +26,16 @@ def read_run(path):
     return rows
 
 
-def main():
+def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("runs", nargs="+", help="LABEL=RUN.md")
     ap.add_argument("--title", default="decode (s_q 1, h 32/8, d 128, bf16): time / SDPA-cuDNN's time in the same run")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     runs = [(r.split("=", 1)[0], read_run(r.split("=", 1)[1])) for r in a.runs]
     cases = sorted(set.intersection(*(set(rows) for _, rows in runs)))
+    if not cases:
+        raise SystemExit("decode_plot: no (batch, s_k) case common to every run")
     width = 0.8 / (len(runs) + 1)
     fig, ax = plt.subplots(figsize=(1.4 * len(cases) + 2, 4.2))
     for i, (label, rows) in enumerate(runs):

@@ -504,6 +504,22 @@ def test_alibi_plot_reads_the_bench_tables(tmp_path):
         ap.main([str(tmp_path / "x.png"), f"{run}:both"])
 
 
+def test_decode_plot_reads_runs_and_refuses_disjoint_ones(tmp_path):
+    dp = _bench_script("decode_plot.py", "decode_plot")
+    run = tmp_path / "run.md"
+    run.write_text("# Decode ...\nsq=1 b=1 sk=4096 floor=4.0 fastattn=11.4 fastattn-1=41.0 diff-1=0.0005 cudnn=11.0 diff-cudnn=0.0005\n"
+                   "| 1 | 1 | 4096 | 4.0 | 11.4 (2.86x) | ...\nsq=1 b=8 sk=32768 floor=256.5 fastattn=242.0 fastattn-1=326.5 "
+                   "diff-1=0.0002 cudnn=243.9 diff-cudnn=0.0001\n")
+    assert dp.read_run(str(run)) == {(1, 4096): {"fastattn": 11.4, "cudnn": 11.0, "floor": 4.0},
+                                     (8, 32768): {"fastattn": 242.0, "cudnn": 243.9, "floor": 256.5}}
+    dp.main([str(tmp_path / "d.png"), f"a={run}", f"b={run}"])
+    assert (tmp_path / "d.png").stat().st_size > 0
+    other = tmp_path / "other.md"
+    other.write_text("sq=1 b=2 sk=4096 floor=8.0 fastattn=15.0 cudnn=14.0\n")
+    with pytest.raises(SystemExit):
+        dp.main([str(tmp_path / "e.png"), f"a={run}", f"b={other}"])
+
+
 def test_run_peers_args_mirror_c_api_layout(tmp_path):
     # fastattn_args_init writes the whole fastattn_args: a shorter ctypes mirror (block_mask missing)
     # had it write past the Python object, and fastattn_forward read block_mask from beyond it
