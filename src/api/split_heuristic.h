@@ -22,9 +22,10 @@ struct SplitShape {
 };
 
 // Streaming K/V (decode): enough CTAs to saturate HBM (the device's bandwidth over what one CTA
-// streams; half the SMs where the bandwidth is unknown), with at least 4 key blocks per split. Otherwise 1 when the unsplit launch already fills the machine; else the fewest
-// splits whose last wave is nearly as full as the best choice's (within 85 %), among counts that
-// change the blocks per split.
+// streams; half the SMs where the bandwidth is unknown), with at least 4 key blocks per split.
+// Otherwise 1 when the unsplit launch already fills the machine; else the fewest splits whose last
+// wave is nearly as full as the best choice's (within 85 %), among counts that change the blocks
+// per split.
 int32_t choose_num_splits(const SplitShape& s);
 
 }  // namespace fastattn::detail

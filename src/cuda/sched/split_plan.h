@@ -58,7 +58,7 @@ inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& 
 
 // The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors and HBM of
 // `hbm_bytes_per_s` peak bandwidth (0: unknown, or a kernel whose per-CTA stream rate the heuristic
-// was not measured on: half the SMs for a streaming decode): its
+// was not measured on; a streaming decode then aims at half the SMs): its
 // unsplit (base) tile space, planned once here for the split kernel (pad_first_ok: it stores O from
 // registers) and handed to the cluster rule and the schedule, and its split count: `requested`
 // when > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key),
@@ -88,7 +88,8 @@ inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask,
   shape.hbm_bytes_per_s = hbm_bytes_per_s;
   shape.streams_kv = p.base.tiles == int64_t(a.batch) * a.heads_kv;
   p.splits = std::max(1, int(detail::choose_num_splits(shape)));
-  if (cluster_merge && shape.streams_kv) p.splits = wider_streaming_split(p.splits, shape.key_blocks, pack, a.seqlen_q, shape.tiles, sms);
+  if (cluster_merge && shape.streams_kv)
+    p.splits = wider_streaming_split(p.splits, shape.key_blocks, pack, a.seqlen_q, shape.tiles, sms);
   return p;
 }
 

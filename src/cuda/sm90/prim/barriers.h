@@ -19,7 +19,8 @@ enum FwdNamedBarrier : int {
 // kBwdEpiBar + w once its dK / dV rows are staged in the K / V tiles; the dQ ring's writer warps
 // (warps 1-3) sync on kBwdRingBar to hand a q-block's store job over, and its storers (warps 2-3)
 // on kBwdRingStoreBar once they are done with it. Both consumer warpgroups sync on kBwdZeroBar once
-// they have zeroed the K / V rows past len_k or a step's Q / dO rows past len_q (bwd/zero_rows.cuh).
+// they have zeroed the K / V rows past seqused_k or a step's Q / dO rows past seqused_q
+// (bwd/zero_rows.cuh).
 enum BwdNamedBarrier : int {
   kBwdDsBar = 1,
   kBwdEpiBar = 2,  // 2..3
