@@ -245,7 +245,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     }
     mbar_wait(&sm.q_full[s], ps.phase());
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsQLanded, steps - i);
-    if (p.attn.seqused_q != nullptr) {  // past seqused_q in the last q-block: its Q / dO rows zeroed (zero_rows.cuh)
+    // Past seqused_q in the last q-block: its Q / dO rows zeroed (zero_rows.cuh). Not in d 64's deterministic and
+    // bitmask kernels, where the stores' registers spilled 4-36 bytes (notes, session 45).
+    constexpr bool kZeroQTail = !(Cfg::kHeadDim == 64 && (kDet || Cfg::kBitmask));
+    if (kZeroQTail && p.attn.seqused_q != nullptr) {
       const int q0 = (Tile::kList ? t.q_block(m) : m) * Cfg::kBlockM;
       if (q0 + Cfg::kBlockM > t.seq.len_q)
         bwd_zero_rows<Cfg::kBlockM, Cfg::kAtoms, Cfg::kAtomsV>(sm.q[s], sm.dout[s], Cfg::kQAtomBytes, t.seq.len_q - q0);
