@@ -243,22 +243,26 @@ def main():
                 f.write(text)
         return
 
+    def case_calls(case, copies, count):
+        """A --timeline / --once case (peer:batch:s_k:splits; peer fastattn, fa3 or cudnn; splits 0 = heuristic):
+        `count` calls over `copies` K/V copies in turn (each call keeps its tensors alive)."""
+        peer, b, sk, n = case.split(":")
+        b, sk, n = int(b), int(sk), int(n)
+        qs, ks, vs = make_inputs(b, 1, sk, copies)
+        outs = [torch.empty_like(qs[0]) for _ in range(copies)]
+        lses = [torch.empty(b, H, 1, device=dev, dtype=torch.float32) for _ in range(copies)]
+        pick = [i % copies for i in range(count)]
+        if peer == "fastattn":
+            return [fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]
+        if peer == "fa3":
+            return [fa3_call(qs[i], ks[i], vs[i], outs[i], lses[i]) for i in pick]
+        return [cudnn_call(qs[i], ks[i], vs[i], [None]) for i in pick]
+
     def run_timeline(record_function):
         """--timeline's cases, each inside an NVTX range (and a profiler range when tracing)."""
         for case in args.timeline.split(","):
-            peer, b, sk, n = case.split(":")
-            b, sk, n = int(b), int(sk), int(n)
-            copies = copies_for(2 * b * sk * H_KV * D * 2)
-            qs, ks, vs = make_inputs(b, 1, sk, copies)
-            outs = [torch.empty_like(qs[0]) for _ in range(copies)]
-            lses = [torch.empty(b, H, 1, device=dev, dtype=torch.float32) for _ in range(copies)]
-            pick = [i % copies for i in range(args.calls)]
-            if peer == "fastattn":
-                calls = [fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]
-            elif peer == "fa3":
-                calls = [fa3_call(qs[i], ks[i], vs[i], outs[i], lses[i]) for i in pick]
-            else:
-                calls = [cudnn_call(qs[i], ks[i], vs[i], [None]) for i in pick]
+            _, b, sk, _ = case.split(":")
+            calls = case_calls(case, copies_for(2 * int(b) * int(sk) * H_KV * D * 2), args.calls)
             torch.cuda.synchronize()
             torch.cuda.nvtx.range_push(case)
             with record_function(case) if record_function else contextlib.nullcontext():
@@ -266,18 +270,12 @@ def main():
                 torch.cuda.synchronize()
             torch.cuda.nvtx.range_pop()
             print(f"{case}: {us:.2f} us per call", flush=True)
-            del qs, ks, vs, outs, lses, calls
+            del calls
             torch.cuda.empty_cache()
 
     if args.once:
         for case in args.once.split(","):
-            peer, b, sk, n = case.split(":")
-            b, sk, n = int(b), int(sk), int(n)
-            qs, ks, vs = make_inputs(b, 1, sk, 1)
-            out, lse = torch.empty_like(qs[0]), torch.empty(b, H, 1, device=dev, dtype=torch.float32)
-            fn = {"fastattn": lambda: fastattn_call(qs[0], ks[0], vs[0], out, lse, n),
-                  "fa3": lambda: fa3_call(qs[0], ks[0], vs[0], out, lse),
-                  "cudnn": lambda: cudnn_call(qs[0], ks[0], vs[0], [None])}[peer]()
+            fn = case_calls(case, 1, 1)[0]
             for _ in range(3):
                 fn()
             torch.cuda.synchronize()
@@ -286,7 +284,7 @@ def main():
             torch.cuda.synchronize()
             torch.cuda.nvtx.range_pop()
             print(f"{case}: ran", flush=True)
-            del qs, ks, vs, out, lse, fn
+            del fn
             torch.cuda.empty_cache()
         return
 
