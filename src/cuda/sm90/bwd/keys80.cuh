@@ -68,6 +68,8 @@ struct BwdSmemKeys80 {
   alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
   alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages], do_full[Cfg::kDoStages], do_empty[Cfg::kDoStages];
+  // The hand-over warp's barriers (bwd_hand_over_keys80): a stage's Q / dO once their rows past seqused_q are zero.
+  uint64_t q_ready[Cfg::kStages], do_ready[Cfg::kDoStages];
 };
 template <class Cfg>
 inline constexpr int kBwdKeys80SmemBytes = int(sizeof(BwdSmemKeys80<Cfg>)) + kBwdAlignSlack;
@@ -99,6 +101,42 @@ __device__ __forceinline__ void bwd_produce_keys80(BwdSmemKeys80<Cfg>& sm, const
 #pragma unroll
     for (int a = 0; a < Cfg::kAtomsV; ++a)
       tma_load_4d(sm.dout[ds] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.do_full[ds]);
+  }
+}
+
+// Between the producer's loads and the consumers: each step's Q (q_full -> q_ready) and dO (do_full ->
+// do_ready) pass through this warp (warp 1, idle otherwise), which first zeroes their rows past seqused_q
+// in the sequence's last q-block (zero_rows.cuh says why). In the consumers the same stores made ptxas
+// serialize their wgmmas (C7515: d 256 0.81 x FA3), and in the producer thread they spilled its 24
+// registers; here they cost a hand-off a step, under the ring's second stage (the producer runs ahead).
+// The steps in the walk's order (kBwdWalkUp: heads outer, q-blocks rising), counted with no tile walk of
+// its own: the 24 registers again.
+template <class Cfg>
+__device__ __forceinline__ void bwd_hand_over_keys80(BwdSmemKeys80<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
+  const int lane = threadIdx.x % 32;
+  const int begin = t.q_blocks.begin, last = t.q_blocks.end - 1;
+  // Rows [tail_row, kBlockM) of the last q-block lie past seqused_q (kBlockM: none to zero).
+  const int tail_row = p.attn.seqused_q != nullptr ? max(0, t.seq.len_q - last * Cfg::kBlockM) : Cfg::kBlockM;
+  PipeState<Cfg::kStages> ps;
+  PipeState<Cfg::kDoStages> dps;
+  int m = begin;
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), dps.advance(), m = m == last ? begin : m + 1) {
+    const int s = ps.stage(), ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
+    const bool zero = m == last && tail_row < Cfg::kBlockM;
+    mbar_wait(&sm.q_full[s], ps.phase());
+    if (zero) {
+      zero_atom_rows_rolled<Cfg::kBlockM, Cfg::kAtoms, 32>(smem_addr(sm.q[s]), Cfg::kQAtomBytes, tail_row, lane);
+      fence_smem_for_tma();
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.q_ready[s]);
+    mbar_wait(&sm.do_full[ds], dps.phase());
+    if (zero) {
+      zero_atom_rows_rolled<Cfg::kBlockM, Cfg::kAtomsV, 32>(smem_addr(sm.dout[ds]), Cfg::kQAtomBytes, tail_row, lane);
+      fence_smem_for_tma();
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.do_ready[ds]);
   }
 }
 
@@ -254,8 +292,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
   // Past seqused_k in the sequence's last key block: its K / V rows zeroed before any MMA reads them
-  // (zero_rows.cuh). Not Q / dO past seqused_q: inside the step's MMA stream the stores made ptxas serialize
-  // this kernel's wgmmas (C7515; d 256 ran 19 % slower), so NaN there still reaches dK / dV (notes, session 45).
+  // (zero_rows.cuh); Q / dO past seqused_q by the hand-over warp (bwd_hand_over_keys80).
   if (steps > 0 && p.attn.seqused_k != nullptr && t.n0 + Cfg::kBlockN > t.seq.len_k)
     bwd_zero_rows<Cfg::kBlockN, Cfg::kAtoms, Cfg::kAtomsV>(sm.k, sm.v, Cfg::kKAtomBytes, t.seq.len_k - t.n0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * kN * kAtomRowBytes);
@@ -269,7 +306,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   for (int i = steps; i > 0; --i, ps.advance(), dps.advance(), t.next_step(p, h, m)) {
     const int s = ps.stage(), ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
     float sa[kN / 2], dpa[kN / 2];  // S, dP: 64 q rows x this warpgroup's 40 keys
-    mbar_wait(&sm.q_full[s], ps.phase());
+    mbar_wait(&sm.q_ready[s], ps.phase());  // (bwd_hand_over_keys80)
     {
       const uint32_t q_lo = desc_k_major_lo(sm.q[s]);
       wgmma_fence();
@@ -278,7 +315,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
         WgmmaSS<T, kN>::run(sa, desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk),
                             desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk), kk > 0);
       wgmma_commit();
-      mbar_wait(&sm.do_full[ds], dps.phase());
+      mbar_wait(&sm.do_ready[ds], dps.phase());
       wgmma_fence();  // past the wait's loop (else ptxas injects one, C7519)
       const uint32_t do_lo = desc_k_major_lo(sm.dout[ds]);
 #pragma unroll
@@ -401,11 +438,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.q_full[s], 1);
+      mbar_init(&sm.q_ready[s], 1);  // the hand-over warp's lane 0
       mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
     }
 #pragma unroll
     for (int s = 0; s < Cfg::kDoStages; ++s) {
       mbar_init(&sm.do_full[s], 1);
+      mbar_init(&sm.do_ready[s], 1);
       mbar_init(&sm.do_empty[s], 8);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
@@ -423,6 +462,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce_keys80<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
+    if (warp == 1 && t.steps(p.attn.q_per_kv) > 0) bwd_hand_over_keys80<Cfg>(sm, p, t);  // (t.walk: kBwdWalkUp)
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     if constexpr (Cfg::kEvenShares)
