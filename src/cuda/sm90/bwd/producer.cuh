@@ -8,6 +8,7 @@
 #include "cuda/sm90/bwd/tile.cuh"
 #include "cuda/sm90/prim/bulk_copy.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
+#include "cuda/sm90/prim/smem_rows.cuh"
 #include "cuda/sm90/prim/tma.cuh"
 #include "cuda/sm90/prim/wgmma.cuh"  // kAtomCols
 
@@ -25,6 +26,37 @@ __device__ __forceinline__ void bwd_load_kv(uint8_t* k, uint8_t* v, uint64_t* fu
     tma_load_4d(k + a * Cfg::kKAtomBytes, tk, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, full);
     if (a < Cfg::kAtomsV)
       tma_load_4d(v + a * Cfg::kKAtomBytes, tv, a * kAtomCols, kv_row, t.kv_head, t.seq.batch_coord, full);
+  }
+}
+
+// The kernels whose consumers take each step's Q / dO from the hand-over warp (bwd_hand_over_q): d 64's
+// deterministic and bitmask kernels, where the consumers' own zeroing (zero_rows.cuh) spilled 4-36 bytes.
+template <class Cfg, bool kDet>
+constexpr bool bwd_q_handed_over() {
+  return Cfg::kHeadDim == 64 && (kDet || Cfg::kBitmask);
+}
+
+// Between the producer's loads and the consumers: each step's Q / dO (q_full -> q_ready) pass through
+// this warp, which first zeroes the last q-block's rows past seqused_q (zero_rows.cuh says why), with a
+// rolled loop (the producer warpgroup's 24 registers).
+template <class Cfg, class Tile>
+__device__ __forceinline__ void bwd_hand_over_q(BwdSmem<Cfg>& sm, const BwdParams& p, const Tile& t) {
+  const int lane = threadIdx.x % 32;
+  PipeState<Cfg::kStages> ps;
+  int h, m;
+  t.first_step(p, h, m);
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), t.next_step(p, h, m)) {
+    const int s = ps.stage();
+    mbar_wait(&sm.q_full[s], ps.phase());
+    const int q0 = (Tile::kList ? t.q_block(m) : m) * Cfg::kBlockM;
+    if (p.attn.seqused_q != nullptr && q0 + Cfg::kBlockM > t.seq.len_q) {
+      zero_atom_rows_rolled<Cfg::kBlockM, Cfg::kAtoms, 32>(smem_addr(sm.q[s]), Cfg::kQAtomBytes, t.seq.len_q - q0, lane);
+      zero_atom_rows_rolled<Cfg::kBlockM, Cfg::kAtomsV, 32>(smem_addr(sm.dout[s]), Cfg::kQAtomBytes, t.seq.len_q - q0,
+                                                            lane);
+      fence_smem_for_tma();
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.q_ready[s]);
   }
 }
 
