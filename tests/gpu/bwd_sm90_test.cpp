@@ -650,6 +650,18 @@ TEST_F(Sm90Bwd, LargeDimsVarlen) { bwd_varlen_cases(256, 192, 256); }
 
 TEST_F(Sm90Bwd, LargeDimsDeterministic) { deterministic_cases(256, 192, 256); }
 
+// d 64 in deterministic mode: the hand-over warp zeroes Q / dO past seqused_q (producer.cuh, bwd_hand_over_q).
+TEST_F(Sm90Bwd, NanPastSequsedDeterministicD64) {
+  BwdCase c = bcase(DType::F16, 64, 300, 400);
+  c.batch = 3;
+  c.used_q = {300, 0, 129};
+  c.used_k = {1, 400, 200};
+  c.causal = true;
+  c.deterministic = true;
+  c.nan_past = NanPast::All;
+  run_bwd_case(c);
+}
+
 // d 256 in deterministic mode runs the 64-key kernel (kernel.cuh), which zeroes Q / dO past seqused_q too.
 TEST_F(Sm90Bwd, LargeDimsNanPastSequsedDeterministic) {
   BwdCase c = bcase(DType::BF16, 256, 300, 400);
