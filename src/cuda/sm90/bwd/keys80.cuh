@@ -68,8 +68,9 @@ struct BwdSmemKeys80 {
   alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
   alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages], do_full[Cfg::kDoStages], do_empty[Cfg::kDoStages];
-  // The hand-over warp's barriers (bwd_hand_over_keys80): a stage's Q / dO once their rows past seqused_q are zero.
-  uint64_t q_ready[Cfg::kStages], do_ready[Cfg::kDoStages];
+  // With seqused_q, the loads' barriers: the hand-over warp (bwd_hand_over_keys80) waits on them, zeroes the
+  // rows past seqused_q and arrives at q_full / do_full, which the consumers wait on either way.
+  uint64_t q_landed[Cfg::kStages], do_landed[Cfg::kDoStages];
 };
 template <class Cfg>
 inline constexpr int kBwdKeys80SmemBytes = int(sizeof(BwdSmemKeys80<Cfg>)) + kBwdAlignSlack;
@@ -81,6 +82,9 @@ __device__ __forceinline__ void bwd_produce_keys80(BwdSmemKeys80<Cfg>& sm, const
                                                    const CUtensorMap* tq, const CUtensorMap* tk,
                                                    const CUtensorMap* tv, const CUtensorMap* tdo) {
   bwd_load_kv<Cfg>(sm.k, sm.v, &sm.kv_full, t, tk, tv);
+  const bool handed_over = p.attn.seqused_q != nullptr;  // (bwd_hand_over_keys80)
+  uint64_t* const q_land = handed_over ? sm.q_landed : sm.q_full;
+  uint64_t* const do_land = handed_over ? sm.do_landed : sm.do_full;
   PipeState<Cfg::kStages> ps;
   PipeState<Cfg::kDoStages> dps;
   int h, m;
@@ -88,25 +92,25 @@ __device__ __forceinline__ void bwd_produce_keys80(BwdSmemKeys80<Cfg>& sm, const
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), dps.advance(), t.next_step(p, h, m)) {
     const int s = ps.stage(), q_row = t.seq.q_offset + m * Cfg::kBlockM;
     mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
-    mbar_expect_tx(&sm.q_full[s], Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
+    mbar_expect_tx(&q_land[s], Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
 #pragma unroll
     for (int a = 0; a < Cfg::kAtoms; ++a)
-      tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+      tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &q_land[s]);
     const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
-    bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
-    bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+    bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &q_land[s]);
+    bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &q_land[s]);
     const int ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
     mbar_wait(&sm.do_empty[ds], dps.phase() ^ 1);
-    mbar_expect_tx(&sm.do_full[ds], Cfg::kDoBytes);
+    mbar_expect_tx(&do_land[ds], Cfg::kDoBytes);
 #pragma unroll
     for (int a = 0; a < Cfg::kAtomsV; ++a)
-      tma_load_4d(sm.dout[ds] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.do_full[ds]);
+      tma_load_4d(sm.dout[ds] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &do_land[ds]);
   }
 }
 
-// Between the producer's loads and the consumers: each step's Q (q_full -> q_ready) and dO (do_full ->
-// do_ready) pass through this warp (warp 1, idle otherwise), which first zeroes their rows past seqused_q
-// in the sequence's last q-block (zero_rows.cuh says why). In the consumers the same stores made ptxas
+// With seqused_q, between the producer's loads and the consumers: each step's Q (q_landed -> q_full) and
+// dO (do_landed -> do_full) pass through this warp (warp 1, idle otherwise), which first zeroes their rows
+// past seqused_q in the sequence's last q-block (zero_rows.cuh says why). In the consumers the same stores made ptxas
 // serialize their wgmmas (C7515: d 256 0.81 x FA3), and in the producer thread they spilled its 24
 // registers; here they cost a hand-off a step, under the ring's second stage (the producer runs ahead).
 // The steps in the walk's order (kBwdWalkUp: heads outer, q-blocks rising), counted with no tile walk of
@@ -116,27 +120,27 @@ __device__ __forceinline__ void bwd_hand_over_keys80(BwdSmemKeys80<Cfg>& sm, con
   const int lane = threadIdx.x % 32;
   const int begin = t.q_blocks.begin, last = t.q_blocks.end - 1;
   // Rows [tail_row, kBlockM) of the last q-block lie past seqused_q (kBlockM: none to zero).
-  const int tail_row = p.attn.seqused_q != nullptr ? max(0, t.seq.len_q - last * Cfg::kBlockM) : Cfg::kBlockM;
+  const int tail_row = max(0, t.seq.len_q - last * Cfg::kBlockM);
   PipeState<Cfg::kStages> ps;
   PipeState<Cfg::kDoStages> dps;
   int m = begin;
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), dps.advance(), m = m == last ? begin : m + 1) {
     const int s = ps.stage(), ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
     const bool zero = m == last && tail_row < Cfg::kBlockM;
-    mbar_wait(&sm.q_full[s], ps.phase());
+    mbar_wait(&sm.q_landed[s], ps.phase());
     if (zero) {
       zero_atom_rows_rolled<Cfg::kBlockM, Cfg::kAtoms, 32>(smem_addr(sm.q[s]), Cfg::kQAtomBytes, tail_row, lane);
       fence_smem_for_tma();
     }
     __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.q_ready[s]);
-    mbar_wait(&sm.do_full[ds], dps.phase());
+    if (lane == 0) mbar_arrive(&sm.q_full[s]);
+    mbar_wait(&sm.do_landed[ds], dps.phase());
     if (zero) {
       zero_atom_rows_rolled<Cfg::kBlockM, Cfg::kAtomsV, 32>(smem_addr(sm.dout[ds]), Cfg::kQAtomBytes, tail_row, lane);
       fence_smem_for_tma();
     }
     __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.do_ready[ds]);
+    if (lane == 0) mbar_arrive(&sm.do_full[ds]);
   }
 }
 
@@ -292,7 +296,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
   // Past seqused_k in the sequence's last key block: its K / V rows zeroed before any MMA reads them
-  // (zero_rows.cuh); Q / dO past seqused_q by the hand-over warp (bwd_hand_over_keys80).
+  // (zero_rows.cuh); Q / dO past seqused_q by the hand-over warp (bwd_hand_over_keys80), before q_full.
   if (steps > 0 && p.attn.seqused_k != nullptr && t.n0 + Cfg::kBlockN > t.seq.len_k)
     bwd_zero_rows<Cfg::kBlockN, Cfg::kAtoms, Cfg::kAtomsV>(sm.k, sm.v, Cfg::kKAtomBytes, t.seq.len_k - t.n0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * kN * kAtomRowBytes);
@@ -306,7 +310,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   for (int i = steps; i > 0; --i, ps.advance(), dps.advance(), t.next_step(p, h, m)) {
     const int s = ps.stage(), ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
     float sa[kN / 2], dpa[kN / 2];  // S, dP: 64 q rows x this warpgroup's 40 keys
-    mbar_wait(&sm.q_ready[s], ps.phase());  // (bwd_hand_over_keys80)
+    mbar_wait(&sm.q_full[s], ps.phase());
     {
       const uint32_t q_lo = desc_k_major_lo(sm.q[s]);
       wgmma_fence();
@@ -315,7 +319,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
         WgmmaSS<T, kN>::run(sa, desc_k_major_add(q_lo, Cfg::kQAtomBytes, kk),
                             desc_k_major_add(k_lo, Cfg::kKAtomBytes, kk), kk > 0);
       wgmma_commit();
-      mbar_wait(&sm.do_ready[ds], dps.phase());
+      mbar_wait(&sm.do_full[ds], dps.phase());
       wgmma_fence();  // past the wait's loop (else ptxas injects one, C7519)
       const uint32_t do_lo = desc_k_major_lo(sm.dout[ds]);
 #pragma unroll
@@ -437,14 +441,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     mbar_init(&sm.kv_full, 1);
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
-      mbar_init(&sm.q_full[s], 1);
-      mbar_init(&sm.q_ready[s], 1);  // the hand-over warp's lane 0
+      mbar_init(&sm.q_full[s], 1);  // the producer's expect_tx, or with seqused_q the hand-over warp's arrival
+      mbar_init(&sm.q_landed[s], 1);
       mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
     }
 #pragma unroll
     for (int s = 0; s < Cfg::kDoStages; ++s) {
       mbar_init(&sm.do_full[s], 1);
-      mbar_init(&sm.do_ready[s], 1);
+      mbar_init(&sm.do_landed[s], 1);
       mbar_init(&sm.do_empty[s], 8);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
@@ -462,7 +466,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
     if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce_keys80<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
-    if (warp == 1 && t.steps(p.attn.q_per_kv) > 0) bwd_hand_over_keys80<Cfg>(sm, p, t);  // (t.walk: kBwdWalkUp)
+    if (warp == 1 && t.steps(p.attn.q_per_kv) > 0 && p.attn.seqused_q != nullptr)
+      bwd_hand_over_keys80<Cfg>(sm, p, t);  // (t.walk: kBwdWalkUp)
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     if constexpr (Cfg::kEvenShares)

@@ -62,9 +62,9 @@ struct BwdSmem {
   // goes to the storers in ring_job[post % 2]. After dq, so that the other paths' offsets stay where they were.
   uint64_t ring_full;
   int ring_job[2][kRingJobFields];
-  // The hand-over warp's barriers (producer.cuh, bwd_hand_over_q): a stage's Q / dO once the rows past
-  // seqused_q are zero. Last, so that the kernels without it keep every offset.
-  uint64_t q_ready[Cfg::kStages];
+  // With seqused_q, the loads' barriers in the kernels with a hand-over warp (producer.cuh, bwd_hand_over_q):
+  // it zeroes the rows past seqused_q, then arrives at q_full. Last, so that the other kernels keep every offset.
+  uint64_t q_landed[Cfg::kStages];
 };
 
 // The bytes a launch asks for: the struct (without dq where dQ is staged in the Q / dO stage), plus
