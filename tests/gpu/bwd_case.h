@@ -555,8 +555,8 @@ inline void run_bwd_case(const BwdCase& c) {
 }
 
 // Varlen with empty sequences on both sides (d_lens, causal and not), seqused (d_used), both (d_both),
-// and the seqused cases again with NaN past seqused (`nan`: what the kernels keep out; the d 192 / 256
-// 80-key kernel, Keys only); the route checked on every case when given (bwd_sm90_test.cpp, bwd_sm80_test.cpp).
+// and the seqused cases again with NaN past seqused (`nan`: what the kernels keep out); the route checked
+// on every case when given (bwd_sm90_test.cpp, bwd_sm80_test.cpp).
 inline void bwd_varlen_cases(int d_lens, int d_used, int d_both, int dv = 0,
                              const std::optional<BwdRoute>& route = std::nullopt, NanPast nan = NanPast::All) {
   for (bool causal : {false, true}) {

@@ -646,10 +646,21 @@ void keys80_cases(int d, int dv) {
 TEST_F(Sm90Bwd, LargeDimsKeys80) { keys80_cases(256, 256); }
 TEST_F(Sm90Bwd, LargeDimsKeys80At192) { keys80_cases(192, 192); }
 
-// (the 80-key kernel keeps NaN past seqused_k out of the gradients, not yet past seqused_q: keys80.cuh)
-TEST_F(Sm90Bwd, LargeDimsVarlen) { bwd_varlen_cases(256, 192, 256, 0, std::nullopt, NanPast::Keys); }
+TEST_F(Sm90Bwd, LargeDimsVarlen) { bwd_varlen_cases(256, 192, 256); }
 
 TEST_F(Sm90Bwd, LargeDimsDeterministic) { deterministic_cases(256, 192, 256); }
+
+// d 64 in deterministic mode: the hand-over warp zeroes Q / dO past seqused_q (producer.cuh, bwd_hand_over_q).
+TEST_F(Sm90Bwd, NanPastSequsedDeterministicD64) {
+  BwdCase c = bcase(DType::F16, 64, 300, 400);
+  c.batch = 3;
+  c.used_q = {300, 0, 129};
+  c.used_k = {1, 400, 200};
+  c.causal = true;
+  c.deterministic = true;
+  c.nan_past = NanPast::All;
+  run_bwd_case(c);
+}
 
 // d 256 in deterministic mode runs the 64-key kernel (kernel.cuh), which zeroes Q / dO past seqused_q too.
 TEST_F(Sm90Bwd, LargeDimsNanPastSequsedDeterministic) {
@@ -712,7 +723,7 @@ TEST_F(Sm90Bwd, LargeDims192x128Long) {
   run_bwd_case(u);
 }
 
-TEST_F(Sm90Bwd, LargeDims192x128Varlen) { bwd_varlen_cases(192, 192, 192, 128, std::nullopt, NanPast::Keys); }
+TEST_F(Sm90Bwd, LargeDims192x128Varlen) { bwd_varlen_cases(192, 192, 192, 128); }
 
 // Deterministic mode (dq, dk, dv bitwise over three runs): GQA causal, s_k > s_q, varlen with a
 // window, softcap.

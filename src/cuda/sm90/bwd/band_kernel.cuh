@@ -87,9 +87,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         const BwdTile t = make_bwd_band_tile<kN, kM>(p, item, k, first);
         if (t.steps(p.attn.q_per_kv) == 0) continue;
         if (loads == 0)
-          bwd_produce<Cfg, false>(sm, p, t, &tq, &tk, &tv, &tdo, ps);
+          bwd_produce<Cfg, false>(sm, p, t, &tq, &tk, &tv, &tdo, ps, sm.q_full);
         else
-          bwd_produce<Cfg, true>(sm, p, t, &tq, &tk, &tv, &tdo, ps, (loads - 1) & 1);
+          bwd_produce<Cfg, true>(sm, p, t, &tq, &tk, &tv, &tdo, ps, sm.q_full, (loads - 1) & 1);
         ++loads;
       }
     }

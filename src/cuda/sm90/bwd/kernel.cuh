@@ -245,10 +245,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     }
     mbar_wait(&sm.q_full[s], ps.phase());
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp_step(kBsQLanded, steps - i);
-    // Past seqused_q in the last q-block: its Q / dO rows zeroed (zero_rows.cuh). Not in d 64's deterministic and
-    // bitmask kernels, where the stores' registers spilled 4-36 bytes (notes, session 45).
-    constexpr bool kZeroQTail = !(Cfg::kHeadDim == 64 && (kDet || Cfg::kBitmask));
-    if (kZeroQTail && p.attn.seqused_q != nullptr) {
+    // Past seqused_q in the last q-block: its Q / dO rows zeroed (zero_rows.cuh), here or, in d 64's
+    // deterministic and bitmask kernels (their registers spilled 4-36 bytes: notes, session 45), before
+    // q_full by the hand-over warp (bwd_hand_over_q).
+    if (!bwd_q_handed_over<Cfg, kDet>() && p.attn.seqused_q != nullptr) {
       const int q0 = (Tile::kList ? t.q_block(m) : m) * Cfg::kBlockM;
       if (q0 + Cfg::kBlockM > t.seq.len_q)
         bwd_zero_rows<Cfg::kBlockM, Cfg::kAtoms, Cfg::kAtomsV>(sm.q[s], sm.dout[s], Cfg::kQAtomBytes, t.seq.len_q - q0);
@@ -587,6 +587,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.q_full[s], 1);
+      if constexpr (bwd_q_handed_over<Cfg, kDet>()) mbar_init(&sm.q_landed[s], 1);
       // One arrival per consumer warp; d > 128: the dQ writer's, once its adds have read the stage.
       mbar_init(&sm.q_empty[s], Cfg::kDqInStage ? 1 : 8);
       if constexpr (Cfg::kDqInStage) {
@@ -655,12 +656,20 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (threadIdx.x == 0) {
       if (kBwdStamps) bwd_stamp(kBsRegsGiven);
       PipeState<Cfg::kStages> ps;
-      if (t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, false>(sm, p, t, &tq, &tk, &tv, &tdo, ps);
+      uint64_t* q_land = sm.q_full;
+      if constexpr (bwd_q_handed_over<Cfg, kDet>())
+        if (p.attn.seqused_q != nullptr) q_land = sm.q_landed;
+      if (t.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, false>(sm, p, t, &tq, &tk, &tv, &tdo, ps, q_land);
       if (pairs) {
         const Tile u = second(t);
-        if (u.n_block > t.n_block && u.steps(p.attn.q_per_kv) > 0) bwd_produce<Cfg, true>(sm, p, u, &tq, &tk, &tv, &tdo, ps);
+        if (u.n_block > t.n_block && u.steps(p.attn.q_per_kv) > 0)
+          bwd_produce<Cfg, true>(sm, p, u, &tq, &tk, &tv, &tdo, ps, q_land);
       }
       if (kBwdStamps) bwd_stamp(kBsProdEnd);
+    }
+    if constexpr (bwd_q_handed_over<Cfg, kDet>()) {  // warp 3: idle otherwise in these kernels
+      static_assert(!kRing && !Cfg::kPairKeyBlocks && Cfg::kDetWriters == 1, "warp 3 free, one tile a CTA");
+      if (warp == 3 && t.steps(p.attn.q_per_kv) > 0 && p.attn.seqused_q != nullptr) bwd_hand_over_q<Cfg>(sm, p, t);
     }
     if constexpr (Cfg::kDqInStage) {
       if (threadIdx.x == 32 && t.steps(p.attn.q_per_kv) > 0) bwd_write_dq_in_stage<Cfg, kDet>(sm, p, t);

@@ -68,17 +68,22 @@ struct BwdSmemKeys80 {
   alignas(16) float lse[Cfg::kStages][Cfg::kBlockM];
   alignas(16) float dpsum[Cfg::kStages][Cfg::kBlockM];
   uint64_t kv_full, q_full[Cfg::kStages], q_empty[Cfg::kStages], do_full[Cfg::kDoStages], do_empty[Cfg::kDoStages];
+  // The kZeroQTail kernel's loads' barriers: its hand-over warp (bwd_hand_over_keys80) waits on them, zeroes
+  // the rows past seqused_q and arrives at q_full / do_full, which the consumers wait on in either kernel.
+  uint64_t q_landed[Cfg::kStages], do_landed[Cfg::kDoStages];
 };
 template <class Cfg>
 inline constexpr int kBwdKeys80SmemBytes = int(sizeof(BwdSmemKeys80<Cfg>)) + kBwdAlignSlack;
 
 // The producer (one thread): K and V once, then per step Q / lse / D into the ring's stage and dO
 // into its stage (once both warpgroups' dV^T of that stage's last step has read it).
-template <class Cfg>
+template <class Cfg, bool kZeroQTail>
 __device__ __forceinline__ void bwd_produce_keys80(BwdSmemKeys80<Cfg>& sm, const BwdParams& p, const BwdTile& t,
                                                    const CUtensorMap* tq, const CUtensorMap* tk,
                                                    const CUtensorMap* tv, const CUtensorMap* tdo) {
   bwd_load_kv<Cfg>(sm.k, sm.v, &sm.kv_full, t, tk, tv);
+  uint64_t* const q_land = kZeroQTail ? sm.q_landed : sm.q_full;  // (bwd_hand_over_keys80)
+  uint64_t* const do_land = kZeroQTail ? sm.do_landed : sm.do_full;
   PipeState<Cfg::kStages> ps;
   PipeState<Cfg::kDoStages> dps;
   int h, m;
@@ -86,19 +91,57 @@ __device__ __forceinline__ void bwd_produce_keys80(BwdSmemKeys80<Cfg>& sm, const
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), dps.advance(), t.next_step(p, h, m)) {
     const int s = ps.stage(), q_row = t.seq.q_offset + m * Cfg::kBlockM;
     mbar_wait(&sm.q_empty[s], ps.phase() ^ 1);
-    mbar_expect_tx(&sm.q_full[s], Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
+    mbar_expect_tx(&q_land[s], Cfg::kQBytes + 2 * Cfg::kBlockM * 4);
 #pragma unroll
     for (int a = 0; a < Cfg::kAtoms; ++a)
-      tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.q_full[s]);
+      tma_load_4d(sm.q[s] + a * Cfg::kQAtomBytes, tq, a * kAtomCols, q_row, h, t.seq.batch_coord, &q_land[s]);
     const int64_t ws = t.ws_row<Cfg::kBlockM>(p, h, m);
-    bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
-    bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &sm.q_full[s]);
+    bulk_load(sm.lse[s], p.lse_log2 + ws, Cfg::kBlockM * 4, &q_land[s]);
+    bulk_load(sm.dpsum[s], p.dpsum + ws, Cfg::kBlockM * 4, &q_land[s]);
     const int ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
     mbar_wait(&sm.do_empty[ds], dps.phase() ^ 1);
-    mbar_expect_tx(&sm.do_full[ds], Cfg::kDoBytes);
+    mbar_expect_tx(&do_land[ds], Cfg::kDoBytes);
 #pragma unroll
     for (int a = 0; a < Cfg::kAtomsV; ++a)
-      tma_load_4d(sm.dout[ds] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &sm.do_full[ds]);
+      tma_load_4d(sm.dout[ds] + a * Cfg::kQAtomBytes, tdo, a * kAtomCols, q_row, h, t.seq.batch_coord, &do_land[ds]);
+  }
+}
+
+// The kZeroQTail kernel (launched with seqused_q): between the producer's loads and the consumers, each
+// step's Q (q_landed -> q_full) and dO (do_landed -> do_full) pass through this warp (warp 1, idle
+// otherwise), which first zeroes their rows past seqused_q in the sequence's last q-block (zero_rows.cuh
+// says why). In the consumers the same stores made ptxas serialize their wgmmas (C7515: d 256 0.81 x
+// FA3), in the producer thread they spilled its 24 registers; here they cost a hand-off a step, under
+// the ring's second stage. A kernel of its own: in the one kernel, unused, it cost the calls without
+// seqused_q 0.3 % at d 256 and 1.2 % at d 192 (docs/notes/bwd-sm90.md, session 46).
+// The steps in the walk's order (kBwdWalkUp: heads outer, q-blocks rising), counted with no tile walk of
+// its own: the 24 registers again.
+template <class Cfg>
+__device__ __forceinline__ void bwd_hand_over_keys80(BwdSmemKeys80<Cfg>& sm, const BwdParams& p, const BwdTile& t) {
+  const int lane = threadIdx.x % 32;
+  const int begin = t.q_blocks.begin, last = t.q_blocks.end - 1;
+  // Rows [tail_row, kBlockM) of the last q-block lie past seqused_q (kBlockM: none to zero).
+  const int tail_row = max(0, t.seq.len_q - last * Cfg::kBlockM);
+  PipeState<Cfg::kStages> ps;
+  PipeState<Cfg::kDoStages> dps;
+  int m = begin;
+  for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), dps.advance(), m = m == last ? begin : m + 1) {
+    const int s = ps.stage(), ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
+    const bool zero = m == last && tail_row < Cfg::kBlockM;
+    mbar_wait(&sm.q_landed[s], ps.phase());
+    if (zero) {
+      zero_atom_rows_rolled<Cfg::kBlockM, Cfg::kAtoms, 32>(smem_addr(sm.q[s]), Cfg::kQAtomBytes, tail_row, lane);
+      fence_smem_for_tma();
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.q_full[s]);
+    mbar_wait(&sm.do_landed[ds], dps.phase());
+    if (zero) {
+      zero_atom_rows_rolled<Cfg::kBlockM, Cfg::kAtomsV, 32>(smem_addr(sm.dout[ds]), Cfg::kQAtomBytes, tail_row, lane);
+      fence_smem_for_tma();
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.do_full[ds]);
   }
 }
 
@@ -254,8 +297,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   const int steps = t.steps(p.attn.q_per_kv);
   if (steps > 0) mbar_wait(&sm.kv_full, 0);
   // Past seqused_k in the sequence's last key block: its K / V rows zeroed before any MMA reads them
-  // (zero_rows.cuh). Not Q / dO past seqused_q: inside the step's MMA stream the stores made ptxas serialize
-  // this kernel's wgmmas (C7515; d 256 ran 19 % slower), so NaN there still reaches dK / dV (notes, session 45).
+  // (zero_rows.cuh); Q / dO past seqused_q, in the kZeroQTail kernel, by its hand-over warp (bwd_hand_over_keys80).
   if (steps > 0 && p.attn.seqused_k != nullptr && t.n0 + Cfg::kBlockN > t.seq.len_k)
     bwd_zero_rows<Cfg::kBlockN, Cfg::kAtoms, Cfg::kAtomsV>(sm.k, sm.v, Cfg::kKAtomBytes, t.seq.len_k - t.n0);
   const uint32_t k_lo = desc_k_major_lo(sm.k + wg * kN * kAtomRowBytes);
@@ -385,7 +427,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   store_dk_dv_keys80<T, Cfg, NK, NV>(p, t, sm, dkt, dvt, dk0, dv0);
 }
 
-template <class T, class Cfg>
+template <class T, class Cfg, bool kZeroQTail>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel_keys80(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
@@ -400,12 +442,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     mbar_init(&sm.kv_full, 1);
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
-      mbar_init(&sm.q_full[s], 1);
+      mbar_init(&sm.q_full[s], 1);  // the producer's expect_tx, or kZeroQTail's hand-over warp's arrival
+      if constexpr (kZeroQTail) mbar_init(&sm.q_landed[s], 1);
       mbar_init(&sm.q_empty[s], 8);  // one arrival per consumer warp
     }
 #pragma unroll
     for (int s = 0; s < Cfg::kDoStages; ++s) {
       mbar_init(&sm.do_full[s], 1);
+      if constexpr (kZeroQTail) mbar_init(&sm.do_landed[s], 1);
       mbar_init(&sm.do_empty[s], 8);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
@@ -422,7 +466,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
   if (warp < 4) {
     regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0) bwd_produce_keys80<Cfg>(sm, p, t, &tq, &tk, &tv, &tdo);
+    if (threadIdx.x == 0 && t.steps(p.attn.q_per_kv) > 0)
+      bwd_produce_keys80<Cfg, kZeroQTail>(sm, p, t, &tq, &tk, &tv, &tdo);
+    if constexpr (kZeroQTail)
+      if (warp == 1 && t.steps(p.attn.q_per_kv) > 0) bwd_hand_over_keys80<Cfg>(sm, p, t);  // (t.walk: kBwdWalkUp)
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     if constexpr (Cfg::kEvenShares)

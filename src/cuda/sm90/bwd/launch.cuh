@@ -160,7 +160,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       return launch_behind(p.m_blocks > 0, kernel, dim3(unsigned(items)), Cfg::kThreads, smem, stream, tq, tk, tv, tdo, p);
     };
     if (items > INT32_MAX) return free_lists(Status::Unsupported("k: more than 2^31 key blocks x heads x batch"));
-    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr, det_cap_attr, band_attr;
+    static cuda_backend::PerDeviceFlags det_attr, plain_attr, ring_attr, cap_attr, det_cap_attr, band_attr, zero_q_attr;
     constexpr int kBytes = bwd_launch_smem_bytes<Cfg>();
     static_assert(kBytes <= kBwdSmemMax, "the backward's shared memory exceeds sm_90's 227 KB");
     if constexpr (Cfg::kHasRingKernel) {
@@ -185,8 +185,9 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
                              : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
       } else {
         if (p.deterministic) return Status::Unsupported("backward: no deterministic kernel for this tile");
-        if constexpr (Cfg::kKeys80)
-          st = launch(bwd_kernel_keys80<T, Cfg>, kBytes, plain_attr);
+        if constexpr (Cfg::kKeys80)  // with seqused_q, the twin that zeroes Q / dO past it (keys80.cuh)
+          st = p.attn.seqused_q != nullptr ? launch(bwd_kernel_keys80<T, Cfg, true>, kBytes, zero_q_attr)
+                                           : launch(bwd_kernel_keys80<T, Cfg, false>, kBytes, plain_attr);
         else
           st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
       }

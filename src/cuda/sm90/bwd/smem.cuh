@@ -62,6 +62,9 @@ struct BwdSmem {
   // goes to the storers in ring_job[post % 2]. After dq, so that the other paths' offsets stay where they were.
   uint64_t ring_full;
   int ring_job[2][kRingJobFields];
+  // With seqused_q, the loads' barriers in the kernels with a hand-over warp (producer.cuh, bwd_hand_over_q):
+  // it zeroes the rows past seqused_q, then arrives at q_full. Last, so that the other kernels keep every offset.
+  uint64_t q_landed[Cfg::kStages];
 };
 
 // The bytes a launch asks for: the struct (without dq where dQ is staged in the Q / dO stage), plus

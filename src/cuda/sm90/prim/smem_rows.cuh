@@ -26,4 +26,20 @@ __device__ __forceinline__ void zero_atom_rows(uint32_t base, uint32_t atom_byte
   }
 }
 
+// The same as a rolled loop over this thread's rows, for code with few registers to spare (the
+// backward's producer warpgroup runs on 24).
+template <int Rows, int Atoms, int Threads>
+__device__ __forceinline__ void zero_atom_rows_rolled(uint32_t base, uint32_t atom_bytes, int first_row, int thread) {
+  static_assert(Threads % 8 == 0, "8 threads a row");
+  constexpr int kRowsARound = Threads / 8;
+  const int r0 = thread / 8;
+  int r = first_row <= r0 ? r0 : r0 + (first_row - r0 + kRowsARound - 1) / kRowsARound * kRowsARound;
+#pragma unroll 1
+  for (uint32_t at = base + (thread % 8) * 16 + r * 128; r < Rows; r += kRowsARound, at += kRowsARound * 128) {
+#pragma unroll 1
+    for (int a = 0; a < Atoms; ++a)
+      asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(at + a * atom_bytes), "r"(0) : "memory");
+  }
+}
+
 }  // namespace fastattn::sm90
