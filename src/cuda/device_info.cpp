@@ -73,9 +73,10 @@ Status l2_bytes(int* out) { return cached_attribute<cudaDevAttrL2CacheSize>("L2 
 Status hbm_bytes_per_s(double* out) {
   int khz = 0, bits = 0;
   *out = 0;
+  const bool clean = cudaPeekAtLastError() == cudaSuccess;  // an earlier error stays for its owner to see
   if (!cached_attribute<cudaDevAttrMemoryClockRate>("memory clock", &khz).ok() ||
       !cached_attribute<cudaDevAttrGlobalMemoryBusWidth>("memory bus width", &bits).ok()) {
-    (void)cudaGetLastError();  // an attribute this device does not report: not an error of the call
+    if (clean) (void)cudaGetLastError();  // an attribute this device does not report: not an error of the call
     return Status::Ok();
   }
   *out = 2.0 * khz * 1e3 * bits / 8;

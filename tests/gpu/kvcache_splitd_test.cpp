@@ -60,6 +60,25 @@ TEST_F(KvCacheSplitDGpu, NoNewTokensGqa16At512) {
   check_gpu_kvcache(s);
 }
 
+// NaN in every cache position outside the keys (an uninitialised cache): the last key block's V rows past
+// them reach no output (splitd_hand_over_v zeroes them in smem), unsplit, split 5 and the heuristic's. Keys
+// after the append 2, 18, 4001 (the last block's half 0 partial, half 1 wholly past) and 101 (half 1
+// partial); then a causal append of 4 (keys 4, 7, 117, 4094).
+TEST_F(KvCacheSplitDGpu, NanPastTheKeys) {
+  KvSpec s = mla_decode();
+  s.nan_past_keys = true;
+  s.seqlens = {1, 17, 100, 4000};
+  for (int splits : {1, 5, 0}) {
+    s.num_splits = splits;
+    check_gpu_kvcache(s);
+  }
+  s.seqlen_q = s.seqlen_new = 4;
+  s.seqlens = {0, 3, 113, 4090};
+  s.causal = true;
+  s.num_splits = 0;
+  check_gpu_kvcache(s);
+}
+
 // Refused by name, the cache and out untouched.
 TEST_F(KvCacheSplitDGpu, RefusesPagesRowsLeftpadRotary) {
   struct Refusal {

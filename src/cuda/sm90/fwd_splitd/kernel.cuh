@@ -17,6 +17,7 @@
 #include "cuda/sm90/fwd_splitd/config.h"
 #include "cuda/sm90/fwd_splitd/epilogue.cuh"
 #include "cuda/sm90/fwd_splitd/tile.cuh"
+#include "cuda/sm90/prim/smem_rows.cuh"
 
 namespace fastattn::sm90 {
 
@@ -28,6 +29,9 @@ struct SplitDSmem {
   float rows[Cfg::kConsumerWarpgroups][Cfg::kRows];  // each block's row max, then the final row sums
   uint64_t q_full;
   uint64_t full[Cfg::kMaxRingSlots], empty[Cfg::kMaxRingSlots];
+  // A V chunk holding rows past the keys lands here instead of on full: splitd_hand_over_v zeroes those
+  // rows, then arrives at full.
+  uint64_t landed[Cfg::kMaxRingSlots];
 };
 
 // Shared-memory stores and loads by 32-bit shared address: through the generic pointer into the
@@ -49,7 +53,8 @@ __device__ __forceinline__ float lds_f32(uint32_t addr) {
 // together), then the V chunks quarter by quarter: for quarter q, slice w, half h the 64 x 64 atom
 // of V rows (64 h ...) columns (slice w's quarter q). Past d_v (a d_v 320 pair) TMA's zero fill:
 // the consumers' PV then has no run-time branch around a wgmma, which made ptxas serialize every
-// wgmma of the kernel (C7518).
+// wgmma of the kernel (C7518). A V chunk with rows past the keys lands on `landed` for the hand-over
+// warp (splitd_hand_over_v).
 template <bool kPipelined>
 __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParams& p, const SplitDTile& t,
                                                const CUtensorMap* tq, const CUtensorMap* tk, const CUtensorMap* tv) {
@@ -59,10 +64,12 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
     tma_load_4d(sm.chunks[a], tq, a * kAtomCols, t.seq.q_offset + t.m0, t.head, t.seq.batch_coord, &sm.q_full);
   SplitDRingState ps;
   uint8_t(*const ring)[Cfg::kChunkBytes] = sm.chunks + p.ring0;
-  auto load = [&](const CUtensorMap* map, int col, int row) {
+  const int k_end = t.seq.k_offset + t.seq.len_k;
+  auto load = [&](const CUtensorMap* map, int col, int row, bool past_keys = false) {
+    uint64_t* const bar = (past_keys ? sm.landed : sm.full) + ps.stage();
     mbar_wait(&sm.empty[ps.stage()], ps.phase() ^ 1);
-    mbar_expect_tx(&sm.full[ps.stage()], Cfg::kChunkBytes);
-    tma_load_4d(ring[ps.stage()], map, col, row, t.kv_head, t.seq.batch_coord, &sm.full[ps.stage()]);
+    mbar_expect_tx(bar, Cfg::kChunkBytes);
+    tma_load_4d(ring[ps.stage()], map, col, row, t.kv_head, t.seq.batch_coord, bar);
     ps.advance(p.ring_slots);
   };
   const int v_col0 = t.pair * Cfg::kPairAtoms * kAtomCols;
@@ -73,10 +80,12 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
         load(tk, a * kAtomCols, row);
         load(tk, a * kAtomCols, row + Cfg::kHalfKeys);
       }
+#pragma unroll 1  // (unrolled, its 16 loads' offsets spilled the 24 registers beside the landed select)
       for (int q = 0; q < Cfg::kSliceAtoms; ++q)
         for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w)
           for (int h = 0; h < 2; ++h)
-            load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys);
+            load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys,
+                 row + (h + 1) * Cfg::kHalfKeys > k_end);
     }
   } else {
     // The pipelined consumers multiply K of block n before V of block n - 1: K(first), then per
@@ -90,10 +99,12 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
     };
     auto load_v = [&](int it) {
       const int row = t.seq.k_offset + it * Cfg::kKeys;
+#pragma unroll 1  // (unrolled, its 16 loads' offsets spilled the 24 registers beside the landed select)
       for (int q = 0; q < Cfg::kSliceAtoms; ++q)
         for (int w = 0; w < Cfg::kConsumerWarpgroups; ++w)
           for (int h = 0; h < 2; ++h)
-            load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys);
+            load(tv, v_col0 + (w * Cfg::kSliceAtoms + q) * kAtomCols, row + h * Cfg::kHalfKeys,
+                 row + (h + 1) * Cfg::kHalfKeys > k_end);
     };
     int prev = t.blocks.first();
     load_k(prev);
@@ -103,6 +114,40 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
       prev = it;
     }
     load_v(prev);
+  }
+}
+
+// Between the producer and the consumers (warp 1 of the producer warpgroup, idle otherwise): each V chunk
+// with rows past the keys has them zeroed before its consumer's wgmma reads it (landed -> full): whatever
+// lies there (an uninitialised cache, NaN) would reach O through P = 0 times it. K's rows need nothing
+// (their scores are masked by a select). The consumers cannot do it: a run-time branch among the PV wgmmas
+// serializes them (C7518). Only the walk's first block (the sequence's last, when the tile reaches it) can
+// hold such rows; its V chunks follow its K chunks in the ring, and K(second) too when pipelined
+// (splitd_produce). A landed barrier completes only for these chunks: its phase is kept here (bit s).
+template <bool kPipelined>
+__device__ __forceinline__ void splitd_hand_over_v(SplitDSmem& sm, const SplitDParams& p, const SplitDTile& t) {
+  using Cfg = SplitDConfig;
+  static_assert(Cfg::kMaxRingSlots <= 32, "one phase bit a slot");
+  const int it = t.blocks.first();
+  const int keys_left = t.seq.len_k - it * Cfg::kKeys;  // the block's keys before the end
+  if (keys_left >= Cfg::kKeys) return;
+  const int lane = threadIdx.x % 32;
+  const uint32_t ring = smem_addr(sm.chunks[p.ring0]);
+  // The ring slot of the block's first V chunk (one division here: the 24 registers of the producer
+  // warpgroup held no division in the loop without spilling).
+  int s = 2 * p.qk_atoms * (kPipelined && t.blocks.has_next(it) ? 2 : 1) % p.ring_slots;
+  uint32_t phases = 0;
+#pragma unroll 1
+  for (int j = 0; j < 2 * Cfg::kPairAtoms; ++j, s = s + 1 == p.ring_slots ? 0 : s + 1) {  // quarter, slice, half
+    const int key = (j % 2) * Cfg::kHalfKeys;
+    if (key + Cfg::kHalfKeys <= keys_left) continue;
+    mbar_wait(&sm.landed[s], (phases >> s) & 1u);
+    phases ^= 1u << s;
+    zero_atom_rows_rolled<Cfg::kHalfKeys, 1, 32>(ring + uint32_t(s) * Cfg::kChunkBytes, Cfg::kChunkBytes,
+                                                  max(0, keys_left - key), lane);
+    fence_smem_for_tma();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&sm.full[s]);
   }
 }
 
@@ -554,7 +599,8 @@ __global__ void __launch_bounds__(SplitDConfig::kThreads, 1)
     mbar_init(&sm.q_full, 1);
 #pragma unroll
     for (int s = 0; s < Cfg::kMaxRingSlots; ++s) {
-      mbar_init(&sm.full[s], 1);
+      mbar_init(&sm.full[s], 1);  // the producer's expect_tx, or the hand-over warp's arrival
+      mbar_init(&sm.landed[s], 1);
       mbar_init(&sm.empty[s], 4 * Cfg::kConsumerWarpgroups);
     }
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
@@ -562,7 +608,11 @@ __global__ void __launch_bounds__(SplitDConfig::kThreads, 1)
   __syncthreads();
   if (threadIdx.x < 128) {
     regs_release<Cfg::kProducerRegs>();
-    if (threadIdx.x == 0 && !t.blocks.empty()) splitd_produce<kPipelined>(sm, p, t, &tq, &tk, &tv);
+    // (else: the producer's loop keeps nothing live for the hand-over; 48-68 bytes spilled with both ifs)
+    if (threadIdx.x == 0 && !t.blocks.empty())
+      splitd_produce<kPipelined>(sm, p, t, &tq, &tk, &tv);
+    else if (threadIdx.x / 32 == 1 && !t.blocks.empty())
+      splitd_hand_over_v<kPipelined>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     if constexpr (kPipelined) {
