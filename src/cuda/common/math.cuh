@@ -41,7 +41,7 @@ __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 
 // The forward epilogues' output pair (lo, hi) x inv of one row, packed; exactly 0 where inv is 0 (a row
 // past seqused_q, or one that keeps no key). A select: a row past seqused_q may hold NaN in Q, and
-// NaN x 0 is NaN. (A row whose softmax sum is NaN, from NaN scores, also gets inv 0: out 0, lse -inf.)
+// NaN x 0 is NaN. (A row whose softmax sum is NaN has inv NaN, OnlineSoftmax::finish: NaN propagates.)
 template <class T>
 __device__ __forceinline__ uint32_t out_pair(float lo, float hi, float inv) {
   const uint32_t w = pack2<T>(lo * inv, hi * inv);
