@@ -67,8 +67,6 @@ struct BwdBits {
   int zero_rows_from = -1, zero_keys_from = -1;
 };
 
-enum class NanPast { None, Keys, All };
-
 struct BwdCase : FwdCase {
   std::optional<BwdBlocks> blocks;  // a block-sparse mask (MaskKind::BlockSparse)
   std::optional<BwdBits> bits;      // an element bitmask (MaskKind::DenseBitmask)
@@ -91,26 +89,9 @@ struct BwdCase : FwdCase {
   // FASTATTN_BIAS_BWD_BATCH_INNER): dk and dv stay bitwise run 0's (one CTA writes a key block whatever
   // the order), dq and dbias (adds in another order) meet the float64 reference by the rule run 0's do.
   const char* run1_off = nullptr;
-  // NaN in the rows past seqused, which the backward must not let reach a gradient (0 x NaN through
-  // P = dS = 0; the reference never reads them): Keys, k and v past used_k; All, q and dO past used_q too.
-  NanPast nan_past = NanPast::None;
+  // FwdCase::nan_past here: NaN past seqused must not reach a gradient (0 x NaN through P = dS = 0);
+  // Queries and All poison dO past used_q too.
 };
-
-// BwdCase::nan_past: `t`'s rows [used[b], rows of sequence b) set to NaN in its host copy and uploaded.
-inline void poison_rows_past_used(TestTensor& t, const CaseIndex& idx, const std::vector<int32_t>& cu,
-                                  const std::vector<int32_t>& used, int fixed_rows, DType dt) {
-  const bool batched = t.shape.size() == 4;
-  const int64_t heads = t.shape[t.shape.size() - 2], dim = t.shape.back();
-  const uint16_t nan = to_bits(std::numeric_limits<float>::quiet_NaN(), dt);
-  for (int b = 0; b < idx.batch && !used.empty(); ++b) {
-    const int64_t rows = idx.varlen ? cu[b + 1] - cu[b] : fixed_rows;
-    const int64_t base = batched ? b * t.batch_stride : cu[b] * t.row_stride;
-    for (int64_t i = used[b]; i < rows; ++i)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t e = 0; e < dim; ++e) t.host[size_t(base + i * t.row_stride + h * t.head_stride + e)] = nan;
-  }
-  t.dev->upload(t.host.data());
-}
 
 // A bf16 (1, 64, 2, d) call whose q, k, v and out share one buffer, with an F32 (1, 1, 64, 64) bias (and its
 // dbias when given): the arguments of the bias refusal tests, which never reach a kernel.
@@ -199,7 +180,7 @@ inline void run_bwd_case(const BwdCase& c) {
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   const bool strided = c.pads.any();
   SCOPED_TRACE("case " + c.str() + c.bias.describe() + (c.alibi ? " alibi" + std::to_string(c.alibi) : "") +
-               (c.deterministic ? " deterministic" : "") + (c.nan_past == NanPast::All ? " nan-past-used" : c.nan_past == NanPast::Keys ? " nan-past-used-k" : "") +
+               (c.deterministic ? " deterministic" : "") +
                (strided ? c.pads.str() : "") +
                " seed " + std::to_string(seed));
   std::mt19937 rng(seed);
@@ -207,15 +188,8 @@ inline void run_bwd_case(const BwdCase& c) {
   BwdTensors tensors(c, idx, rng, c.pads);
   TestTensor &q = tensors.q, &k = tensors.k, &v = tensors.v, &out = tensors.out, &dout = tensors.dout,
              &dq = tensors.dq, &dk = tensors.dk, &dv = tensors.dv;
-  if (c.nan_past != NanPast::None) {
-    ASSERT_FALSE(idx.used_q.empty() && idx.used_k.empty()) << "nan_past: a case with seqused";
-    poison_rows_past_used(k, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
-    poison_rows_past_used(v, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
-  }
-  if (c.nan_past == NanPast::All) {
-    poison_rows_past_used(q, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
-    poison_rows_past_used(dout, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
-  }
+  poison_past_used(c, idx, q, k, v);
+  if (nan_past_queries(c.nan_past)) poison_rows_past_used(dout, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
   DeviceBuffer lse_dev(lse_n * 4);
   std::vector<uint16_t> out_host(out.host.size());

@@ -125,6 +125,8 @@ TEST_F(Sm90FwdAlibi, VarlenEmptySequenceAndSeqused) {
   a.per_batch = false;
   a.c.d = 64;
   run_alibi_case(a);
+  a.c.nan_past = NanPast::All;  // NaN in q, k, v past seqused: out 0 there, no other row touched
+  run_alibi_case(a);
 }
 
 // Steep slopes in [0.5, 8) (FlashAttention's usual slopes 2^(-8 h / heads) are <= 0.5; far keys' terms reach -32k

@@ -168,6 +168,7 @@ void run_bm_case(const BmCase& bc) {
   reference_forward(bc, idx, mask, q, k, v, false, &ref_out, &ref_lse);
   reference_forward(bc, idx, mask, q, k, v, true, &base_out, &base_lse);
   check_out(got.out, ref_out, base_out, c);
+  check_out_zero_past_used(got.out, t.out, c, idx);
   const size_t masked_rows = check_lse(got.lse, ref_lse);
   if ((bc.pattern == Pattern::Random && bc.density == 0.0) || bc.zero_rows_from >= 0) {
     EXPECT_GT(masked_rows, 0u) << "the case meant rows that keep no key";
@@ -285,6 +286,8 @@ TEST_F(Sm90FwdBitmask, VarlenEmptySequenceAndSeqused) {
   b.c.wl = 300;
   b.c.wr = 20;
   b.pattern = Pattern::Documents;
+  run_bm_case(b);
+  b.c.nan_past = NanPast::All;  // NaN in q, k, v past seqused: out 0 there, no other row touched
   run_bm_case(b);
 }
 

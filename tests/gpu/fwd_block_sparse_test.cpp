@@ -141,6 +141,7 @@ void run_bs_case(const BsCase& bc) {
   reference_forward(bc, idx, mask, q, k, v, true, &base_out, &base_lse);
 
   check_out(got.out, ref_out, base_out, c);
+  check_out_zero_past_used(got.out, t.out, c, idx);
   const size_t masked_rows = check_lse(got.lse, ref_lse);
   if (bc.density == 0.0 || bc.zero_q_block >= 0) {
     EXPECT_GT(masked_rows, 0u) << "the case meant rows that keep no key";
@@ -236,6 +237,8 @@ TEST_F(Sm90FwdBlockSparse, VarlenEmptySequenceAndSeqused) {
   b.c.causal = false;
   b.c.wl = 300;
   b.c.wr = 20;
+  run_bs_case(b);
+  b.c.nan_past = NanPast::All;  // NaN in q, k, v past seqused: out 0 there, no other row touched
   run_bs_case(b);
 }
 

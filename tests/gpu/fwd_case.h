@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <sstream>
 #include <string>
@@ -23,8 +24,16 @@
 #include "fastattn/fastattn.h"
 #include "gpu_buffers.h"
 #include "reference/reference.h"
+#include "support/attn_case.h"
 
 namespace fastattn::gputest {
+
+// NaN in the rows past seqused (what a caller's padding may hold: uninitialised memory), which no
+// result may see and the reference never reads: Keys, k and v past used_k; Queries, q (and the
+// backward's dO) past used_q; All, both.
+enum class NanPast { None, Keys, Queries, All };
+inline bool nan_past_keys(NanPast n) { return n == NanPast::Keys || n == NanPast::All; }
+inline bool nan_past_queries(NanPast n) { return n == NanPast::Queries || n == NanPast::All; }
 
 struct FwdCase {
   DType dtype = DType::BF16;
@@ -56,6 +65,7 @@ struct FwdCase {
   // switch between two schedules that must agree, e.g. FASTATTN_SPLITD_LOCKSTEP=1); its out and lse
   // must be bitwise runs[0]'s. NAME is restored afterwards.
   std::string same_bits_with_env;
+  NanPast nan_past = NanPast::None;  // a case with seqused (poison_past_used)
 
   int d_v() const { return dv > 0 ? dv : d; }
 
@@ -72,6 +82,8 @@ struct FwdCase {
     if (num_splits != 1) o << " splits" << num_splits;
     o << (graph ? " graph" : "") << (same_bits_as_combine_kernel ? " vs-combine-kernel" : "");
     if (!same_bits_with_env.empty()) o << " vs " << same_bits_with_env;
+    if (nan_past != NanPast::None)
+      o << " nan-past-used" << (nan_past == NanPast::Keys ? "-k" : nan_past == NanPast::Queries ? "-q" : "");
     return o.str();
   }
 };
@@ -210,6 +222,54 @@ struct CaseIndex {
   }
 };
 
+// Each element of `t`'s rows past seqused (testing::for_each_row_past_used; cu and used: idx's for
+// t's side, fixed_rows its fixed-length rows): fn(offset in t.host). Returns the rows.
+template <class Fn>
+int64_t for_each_past_used(const TestTensor& t, const CaseIndex& idx, const std::vector<int32_t>& cu,
+                           const std::vector<int32_t>& used, int fixed_rows, const Fn& fn) {
+  const bool batched = t.shape.size() == 4;
+  const int64_t heads = t.shape[t.shape.size() - 2], dim = t.shape.back();
+  int64_t rows = 0;
+  auto rows_of = [&](int b) { return idx.varlen ? cu[b + 1] - cu[b] : fixed_rows; };
+  testing::for_each_row_past_used(idx.batch, used, rows_of, [&](int b, int64_t i) {
+    const int64_t row = (batched ? b * t.batch_stride : cu[b] * t.row_stride) + i * t.row_stride;
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t e = 0; e < dim; ++e) fn(row + h * t.head_stride + e);
+    ++rows;
+  });
+  return rows;
+}
+
+// `t`'s rows past seqused set to NaN in its host copy, and uploaded. Returns the rows.
+inline int64_t poison_rows_past_used(TestTensor& t, const CaseIndex& idx, const std::vector<int32_t>& cu,
+                                     const std::vector<int32_t>& used, int fixed_rows, DType dt) {
+  const uint16_t nan = to_bits(std::numeric_limits<float>::quiet_NaN(), dt);
+  const int64_t rows = for_each_past_used(t, idx, cu, used, fixed_rows, [&](int64_t o) { t.host[size_t(o)] = nan; });
+  t.dev->upload(t.host.data());
+  return rows;
+}
+
+// FwdCase::nan_past into q, k and v; the case must have rows past seqused on the poisoned side.
+inline void poison_past_used(const FwdCase& c, const CaseIndex& idx, TestTensor& q, TestTensor& k, TestTensor& v) {
+  if (c.nan_past == NanPast::None) return;
+  int64_t rows = 0;
+  if (nan_past_keys(c.nan_past)) {
+    rows += poison_rows_past_used(k, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
+    poison_rows_past_used(v, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
+  }
+  if (nan_past_queries(c.nan_past)) rows += poison_rows_past_used(q, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
+  EXPECT_GT(rows, 0) << "nan_past: no row past seqused to poison";
+}
+
+// out's rows past seqused_q (`got`: out's storage): every element exactly 0, whatever q holds there.
+inline void check_out_zero_past_used(const std::vector<uint16_t>& got, const TestTensor& out, const FwdCase& c,
+                                     const CaseIndex& idx) {
+  size_t nonzero = 0;
+  for_each_past_used(out, idx, idx.cu_q, idx.used_q, c.sq,
+                     [&](int64_t o) { nonzero += from_bits(got[size_t(o)], c.dtype) != 0.0; });
+  EXPECT_EQ(nonzero, 0u) << "elements of out's rows past seqused_q are not 0";
+}
+
 // The gaps of a backward case's eight tensors (none: the contiguous layout). q, k, v and dout are loaded
 // with TMA: their strides must stay 16-byte multiples; the others are stored by the kernels.
 struct BwdPads {
@@ -342,6 +402,7 @@ inline void run_fwd_case(const FwdCase& c, const ExtraArgs& extra = {}) {
   if (c.key_ramp != 0.f) scale_keys([&](int j) { return 1.f + c.key_ramp * (1.f - float(j) / c.sk); });
   if (c.key_spike != 0.f)
     scale_keys([&](int j) { return j == c.sk / 3 || j == 2 * c.sk / 3 ? c.key_spike : 1.f; });
+  poison_past_used(c, idx, q, k, v);
   const int64_t total_q = idx.total_q(c);
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * total_q, 1));
   DeviceBuffer lse_dev(lse_n * 4);
@@ -448,6 +509,7 @@ inline void run_fwd_case(const FwdCase& c, const ExtraArgs& extra = {}) {
   // whose padding must still hold the poison.
   check_out(runs[0].out, ref.out, base.out, c);
   check_lse(runs[0].lse, ref.lse);
+  check_out_zero_past_used(runs[0].out, out, c, idx);
 }
 
 }  // namespace fastattn::gputest

@@ -144,6 +144,8 @@ TEST_F(Sm80Fwd, Varlen) {
       c.num_splits = splits;
       run_fwd_case(c);
     }
+    c.nan_past = NanPast::All;  // NaN in q, k, v past seqused: out 0 there, no other row touched
+    run_fwd_case(c);
   });
 }
 

@@ -156,6 +156,8 @@ TEST_F(Sm90Fwd, ThreeConsumerWarpgroupsD64) {
   window.used_q = {1250};
   window.used_k = {1111};
   run_fwd_case(window);
+  window.nan_past = NanPast::All;  // NaN in q, k, v past seqused: out 0 there, no other row touched
+  run_fwd_case(window);
   {
     CtaCap cap;
     FwdCase many = base(DType::BF16, 64, 193, 1100);
@@ -234,6 +236,8 @@ TEST_F(Sm90Fwd, GqaPackedSmallSq) {
   used.used_q = {10, 17};
   used.used_k = {50, 0};
   used.causal = true;
+  run_fwd_case(used);
+  used.nan_past = NanPast::All;
   run_fwd_case(used);
   FwdCase cap = gqa(DType::BF16, 128, 3, 200, 8, 2);
   cap.softcap = 5.f;
@@ -336,6 +340,25 @@ TEST_F(Sm90Fwd, Varlen) {
   c.wl = 20;
   c.wr = 10;
   run_fwd_case(c);
+  c.nan_past = NanPast::All;  // NaN in q, k, v past seqused: out 0 there, no other row touched
+  run_fwd_case(c);
+}
+
+// Fixed-length seqused with NaN in q, k and v past it, each of out's store paths: d 64's register
+// pairs, d 128's TMA store (fixed length, unpacked), d 256's quad-transposed 16-byte stores (one Q
+// buffer); past seqused_q out is exactly 0 (check_out_zero_past_used), lse -inf. Sequences that end
+// inside a tile and at its edge (129, 0), every key used and none.
+TEST_F(Sm90Fwd, FixedSequsedNanPast) {
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      FwdCase c = base(DType::BF16, d, 300, 400);
+      c.batch = 3;
+      c.used_q = {129, 0, 300};
+      c.used_k = {1, 400, 200};
+      c.causal = causal;
+      c.nan_past = NanPast::All;
+      run_fwd_case(c);
+    }
 }
 
 // d_qk 192 with d_v 128 (VHeadDim: V, O and PV on 128 columns, QK on 192): both dtypes, odd
@@ -416,6 +439,8 @@ TEST_F(Sm90Fwd, NarrowV192x128) {
   var.hq = 4;
   var.hkv = 1;
   var.causal = true;
+  run_fwd_case(var);
+  var.nan_past = NanPast::All;
   run_fwd_case(var);
   CtaCap cta_cap;
   FwdCase many = narrow(DType::BF16, 700, 650);

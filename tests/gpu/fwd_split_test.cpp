@@ -92,12 +92,16 @@ TEST_F(Sm90FwdSplit, VarlenAndSeqused) {
     v.used_k = {50, 0, 1000, 1, 17};
     v.used_q = {0, 17, 1, 100, 2};
     run_fwd_case(v);
+    v.nan_past = NanPast::All;  // NaN past seqused: partial rows the combine never reads
+    run_fwd_case(v);
 
     FwdCase u = split_case(4, 4097, 32, 8, splits);  // the KV-cache layout: fixed length, seqused_k
     u.batch = 3;
     u.used_k = {4097, 0, 17};
     run_fwd_case(u);
     u.causal = true;
+    run_fwd_case(u);
+    u.nan_past = NanPast::All;
     run_fwd_case(u);
   }
 }
@@ -163,6 +167,8 @@ TEST_F(Sm90FwdSplit, ClusterMergeSeqused) {
     run_fwd_case(u);
     u.sq = 4;
     u.causal = true;
+    run_fwd_case(u);
+    u.nan_past = NanPast::All;  // NaN in k, v past seqused_k
     run_fwd_case(u);
   }
 }

@@ -106,6 +106,8 @@ TEST_F(Sm90FwdSplitDDecode, VarlenSplit) {
   c.used_q = {2, 5};
   c.used_k = {700, 0};
   run_fwd_case(c);
+  c.nan_past = NanPast::Queries;  // NaN in q past seqused_q (k, v past seqused_k still reach out here)
+  run_fwd_case(c);
 }
 
 // The split path really runs: a split call takes its partials (splits x rows x (d_v + 1) floats)

@@ -147,7 +147,8 @@ void run_gpu_masked(const FwdCase& c, const CaseIndex& idx, TestTensor& q, TestT
   *result = std::move(runs[0]);
 }
 
-// Inputs of a case: q, k, v drawn from N(0, 1), out with c.out_pad elements after each row.
+// Inputs of a case: q, k, v drawn from N(0, 1) (NaN past seqused: c.nan_past), out with c.out_pad
+// elements after each row.
 struct CaseTensors {
   TestTensor q, k, v, out;
   CaseTensors(const FwdCase& c, const CaseIndex& idx, std::mt19937& rng)
@@ -159,6 +160,7 @@ struct CaseTensors {
       for (auto& x : t->host) x = to_bits(normal(rng), c.dtype);
       t->dev->upload(t->host.data());
     }
+    poison_past_used(c, idx, q, k, v);
   }
 };
 

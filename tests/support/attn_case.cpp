@@ -80,15 +80,13 @@ AttnCase make_case(const CaseSpec& spec, Rng& rng) {
   if (spec.nan_past_used) {
     // Rows [used, rows) of each sequence, every head and column.
     auto nan_rows = [&](HostTensor& t, const std::vector<int>& used, const std::vector<int32_t>& cu, int fixed) {
-      if (used.empty()) return;
       const Tensor& v = t.view();
       const int64_t row = v.shape[v.ndim - 2] * v.shape[v.ndim - 1];
-      for (int b = 0; b < c.spec.batch; ++b) {
+      auto rows_of = [&](int b) { return cu.empty() ? fixed : cu[b + 1] - cu[b]; };
+      for_each_row_past_used(c.spec.batch, used, rows_of, [&](int b, int64_t i) {
         const int64_t first = cu.empty() ? int64_t(b) * fixed : cu[b];
-        const int64_t rows = cu.empty() ? fixed : cu[b + 1] - cu[b];
-        for (int64_t i = std::min<int64_t>(used[b], rows); i < rows; ++i)
-          for (int64_t e = 0; e < row; ++e) t.set((first + i) * row + e, std::numeric_limits<double>::quiet_NaN());
-      }
+        for (int64_t e = 0; e < row; ++e) t.set((first + i) * row + e, std::numeric_limits<double>::quiet_NaN());
+      });
     };
     nan_rows(c.q, spec.used_q, c.cu_q, spec.seqlen_q);
     nan_rows(c.dout, spec.used_q, c.cu_q, spec.seqlen_q);

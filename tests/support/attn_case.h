@@ -68,4 +68,13 @@ struct AttnCase {
 // Allocates and fills a case: q, k, v, dout uniform in [-range, range) rounded to the dtype.
 AttnCase make_case(const CaseSpec& spec, Rng& rng);
 
+// The rows past seqused of sequences 0..batch-1: fn(b, i) for i in [used[b], rows_of(b)); none when used is
+// empty. The rows nan_past_used fills with NaN (and the GPU tests' NanPast, tests/gpu/fwd_case.h).
+template <class Used, class RowsOf, class Fn>
+void for_each_row_past_used(int batch, const Used& used, const RowsOf& rows_of, const Fn& fn) {
+  if (used.empty()) return;
+  for (int b = 0; b < batch; ++b)
+    for (int64_t i = used[size_t(b)], rows = rows_of(b); i < rows; ++i) fn(b, i);
+}
+
 }  // namespace fastattn::testing

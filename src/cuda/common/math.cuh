@@ -1,6 +1,6 @@
 // Small conversions shared by the kernels of every arch: pack2 turns two fp32 values into the
 // packed pair of T (fp16 or bf16) that MMA operands and 32-bit stores take, rounding to nearest;
-// unpack2 / to_float read such pairs and elements back.
+// unpack2 / to_float read such pairs and elements back; out_pair is the forward epilogues' output pair.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -38,5 +38,14 @@ __device__ __forceinline__ float2 unpack2<__half>(uint32_t w) {
 }
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+
+// The forward epilogues' output pair (lo, hi) x inv of one row, packed; exactly 0 where inv is 0 (a row
+// past seqused_q, or one that keeps no key). A select: a row past seqused_q may hold NaN in Q, and
+// NaN x 0 is NaN. (A row whose softmax sum is NaN has inv NaN, OnlineSoftmax::finish: NaN propagates.)
+template <class T>
+__device__ __forceinline__ uint32_t out_pair(float lo, float hi, float inv) {
+  const uint32_t w = pack2<T>(lo * inv, hi * inv);
+  return inv == 0.f ? 0u : w;
+}
 
 }  // namespace fastattn::cuda_backend

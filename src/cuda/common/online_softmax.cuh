@@ -161,13 +161,15 @@ struct OnlineSoftmax {
     return sum;
   }
 
-  // Final per-row normaliser (0 for rows that kept no key) and natural-log LSE (-inf for those).
+  // Final per-row normaliser (0 for rows that kept no key) and natural-log LSE (-inf for those). A NaN
+  // sum (NaN scores) keeps a NaN normaliser: the epilogues' out_pair zeroes what has inv 0 (rows past
+  // seqused_q too), and NaN in the used rows propagates to out (lse -inf, as the CPU reference's).
   __device__ __forceinline__ void finish(float (&inv)[2], float (&lse)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float sum = quad_sum(row_sum[h]);
       const bool any = sum > 0.f;
-      inv[h] = any ? fast_rcp(sum) : 0.f;
+      inv[h] = sum == 0.f ? 0.f : fast_rcp(sum);
       lse[h] = any ? (max_scaled[h] + fast_log2(sum)) * 0.69314718055994531f : -INFINITY;
     }
   }

@@ -16,8 +16,8 @@ namespace fastattn::sm90 {
 // Tile row t of tile e: its query position r and its head's offset g in the tile (GQA packing:
 // q head e.head + (t >> row_head_shift) at position e.m0 + (t & row_pos_mask); unpacked: e.head,
 // e.m0 + t), and whether it is stored (rows past rows_q, r < 0 from first_block_pad, and packed rows
-// past the tile's `heads` are dropped). A row past seqused gets o = 0 and lse = -inf (the
-// reference's convention for a row that keeps no key).
+// past the tile's `heads` are dropped). A row past seqused gets o = 0 (inv 0: out_pair) and lse = -inf
+// (the reference's convention for a row that keeps no key).
 struct StoredRow {
   int r, g;
   bool keep;
@@ -34,8 +34,9 @@ __device__ __forceinline__ StoredRow stored_row(const FwdParams& p, const FwdTil
 }
 
 // Split-KV (Cfg::kSplit): tile e's rows as fp32 partials of split e.split (FwdSplit's layout), O
-// normalised by this split's own sum; rows that kept no key of the split get o = 0 and lse = -inf,
-// which the combine weighs 0. The rows kept are store_rows's (stored_row). Cluster-merge configs:
+// normalised by this split's own sum; rows that kept no key of the split get lse = -inf, which the
+// combine weighs 0 without reading their o (o x 0: NaN past seqused where Q holds NaN, no select
+// needed). The rows kept are store_rows's (stored_row). Cluster-merge configs:
 // pushed to the row's merging CTA instead (cluster_partials.cuh), the same values; not in the block
 // stream's stores (kInStream), which such a kernel never runs: a cluster launch gives each CTA one
 // tile, stored after the stream.
@@ -103,7 +104,7 @@ __device__ __forceinline__ void store_rows(FwdSmem<Cfg>& sm, const FwdParams& p,
         uint32_t m[4];
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-          m[k] = cuda_backend::pack2<T>(o[4 * (j + k) + 2 * h] * inv[h], o[4 * (j + k) + 2 * h + 1] * inv[h]);
+          m[k] = cuda_backend::out_pair<T>(o[4 * (j + k) + 2 * h], o[4 * (j + k) + 2 * h + 1], inv[h]);
         const uint4 v = cuda_backend::quad_transpose(m, quad_col);
         T* dst = out + 8 * (j + quad_col);
         if (keep && p.store.out_vec16) {
@@ -119,7 +120,7 @@ __device__ __forceinline__ void store_rows(FwdSmem<Cfg>& sm, const FwdParams& p,
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
         *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * quad_col) =
-            cuda_backend::pack2<T>(o[4 * j + 2 * h] * inv[h], o[4 * j + 2 * h + 1] * inv[h]);
+            cuda_backend::out_pair<T>(o[4 * j + 2 * h], o[4 * j + 2 * h + 1], inv[h]);
     }
     if (keep && a.lse != nullptr && quad_col == 0)
       a.lse[b_off * a.lse_stride_b + head * a.lse_stride_h + (e.seq.q_offset + r) * a.lse_stride_s] = lse[h];

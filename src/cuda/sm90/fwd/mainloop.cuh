@@ -458,7 +458,7 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int row = e.m0 + row_in_tile + 8 * h;
-      if (row >= e.seq.len_q) {  // past seqused: out 0, lse -inf (reference convention)
+      if (row >= e.seq.len_q) {  // past seqused: out 0 (out_pair), lse -inf (reference convention)
         inv[h] = 0.f;
         lse[h] = -INFINITY;
       }
@@ -478,10 +478,10 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
 #pragma unroll
     for (int j = 0; j < DV / 8; j += 2)
       stmatrix_x4(row_base + (j / 8) * Cfg::kQAtomBytes + (((j % 8) * 16) ^ chunk_xor),
-                  cuda_backend::pack2<T>(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]),
-                  cuda_backend::pack2<T>(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]),
-                  cuda_backend::pack2<T>(o[4 * j + 4] * inv[0], o[4 * j + 5] * inv[0]),
-                  cuda_backend::pack2<T>(o[4 * j + 6] * inv[1], o[4 * j + 7] * inv[1]));
+                  cuda_backend::out_pair<T>(o[4 * j], o[4 * j + 1], inv[0]),
+                  cuda_backend::out_pair<T>(o[4 * j + 2], o[4 * j + 3], inv[1]),
+                  cuda_backend::out_pair<T>(o[4 * j + 4], o[4 * j + 5], inv[0]),
+                  cuda_backend::out_pair<T>(o[4 * j + 6], o[4 * j + 7], inv[1]));
     fence_smem_for_tma();
     named_bar_sync(kStoreBar + wg, 128);
     if (store_thread) {

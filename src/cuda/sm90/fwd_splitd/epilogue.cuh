@@ -10,7 +10,7 @@ namespace fastattn::sm90 {
 
 // Tile row `tr` (0..63) as a stored row: its query position r and q head, and whether it is
 // stored (rows past rows_q, and packed rows of heads past the tile's, are dropped). A row past
-// seqused gets out 0 and lse -inf (the reference's convention).
+// seqused gets out 0 (inv 0: out_pair) and lse -inf (the reference's convention).
 struct SplitDRow {
   int r, head;
   bool keep;
@@ -45,7 +45,7 @@ __device__ __forceinline__ void splitd_store_out(const SplitDParams& p, const Sp
 #pragma unroll
       for (int j = 0; j < 8; ++j)
         *reinterpret_cast<uint32_t*>(out + q * kAtomCols + 8 * j + 2 * quad_col) =
-            cuda_backend::pack2<T>(o[q][4 * j + 2 * h] * inv[h], o[q][4 * j + 2 * h + 1] * inv[h]);
+            cuda_backend::out_pair<T>(o[q][4 * j + 2 * h], o[q][4 * j + 2 * h + 1], inv[h]);
     }
     if (a.lse != nullptr && kWG == 0 && t.pair == 0 && quad_col == 0)
       a.lse[b_off * a.lse_stride_b + int64_t(w.head) * a.lse_stride_h + int64_t(t.seq.q_offset + w.r) * a.lse_stride_s] =
@@ -53,8 +53,9 @@ __device__ __forceinline__ void splitd_store_out(const SplitDParams& p, const Sp
   }
 }
 
-// Split-KV: this split's rows normalised by its own sum (a split that kept no key of a row: o 0,
-// lse -inf, which the combine weighs 0), fp32, d_v columns a row (the workspace's row width).
+// Split-KV: this split's rows normalised by its own sum (a split that kept no key of a row: lse
+// -inf, which the combine weighs 0 without reading its o, as store_partial's), fp32, d_v columns a
+// row (the workspace's row width).
 template <int kWG>
 __device__ __forceinline__ void splitd_store_partial(const SplitDParams& p, const SplitDTile& t, int row_in_tile,
                                                      int quad_col, const float (&o)[SplitDConfig::kSliceAtoms][32],
