@@ -189,7 +189,7 @@ inline void run_bwd_case(const BwdCase& c) {
   TestTensor &q = tensors.q, &k = tensors.k, &v = tensors.v, &out = tensors.out, &dout = tensors.dout,
              &dq = tensors.dq, &dk = tensors.dk, &dv = tensors.dv;
   poison_past_used(c, idx, q, k, v);
-  if (nan_past_queries(c.nan_past)) poison_rows_past_used(dout, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
+  if (c.nan_past == NanPast::All) poison_rows_past_used(dout, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * idx.total_q(c), 1));
   DeviceBuffer lse_dev(lse_n * 4);
   std::vector<uint16_t> out_host(out.host.size());

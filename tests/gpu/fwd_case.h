@@ -29,11 +29,9 @@
 namespace fastattn::gputest {
 
 // NaN in the rows past seqused (what a caller's padding may hold: uninitialised memory), which no
-// result may see and the reference never reads: Keys, k and v past used_k; Queries, q (and the
-// backward's dO) past used_q; All, both.
-enum class NanPast { None, Keys, Queries, All };
-inline bool nan_past_keys(NanPast n) { return n == NanPast::Keys || n == NanPast::All; }
-inline bool nan_past_queries(NanPast n) { return n == NanPast::Queries || n == NanPast::All; }
+// result may see and the reference never reads: All, in q (and the backward's dO) past used_q and in k
+// and v past used_k. (Since session 46 every kernel zeroes both: no case poisons one side alone.)
+enum class NanPast { None, All };
 
 struct FwdCase {
   DType dtype = DType::BF16;
@@ -83,7 +81,7 @@ struct FwdCase {
     o << (graph ? " graph" : "") << (same_bits_as_combine_kernel ? " vs-combine-kernel" : "");
     if (!same_bits_with_env.empty()) o << " vs " << same_bits_with_env;
     if (nan_past != NanPast::None)
-      o << " nan-past-used" << (nan_past == NanPast::Keys ? "-k" : nan_past == NanPast::Queries ? "-q" : "");
+      o << " nan-past-used";
     return o.str();
   }
 };
@@ -249,15 +247,12 @@ inline int64_t poison_rows_past_used(TestTensor& t, const CaseIndex& idx, const 
   return rows;
 }
 
-// FwdCase::nan_past into q, k and v; the case must have rows past seqused on the poisoned side.
+// FwdCase::nan_past into q, k and v; the case must have rows past seqused to poison.
 inline void poison_past_used(const FwdCase& c, const CaseIndex& idx, TestTensor& q, TestTensor& k, TestTensor& v) {
   if (c.nan_past == NanPast::None) return;
-  int64_t rows = 0;
-  if (nan_past_keys(c.nan_past)) {
-    rows += poison_rows_past_used(k, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
-    poison_rows_past_used(v, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
-  }
-  if (nan_past_queries(c.nan_past)) rows += poison_rows_past_used(q, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
+  int64_t rows = poison_rows_past_used(k, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
+  poison_rows_past_used(v, idx, idx.cu_k, idx.used_k, c.sk, c.dtype);
+  rows += poison_rows_past_used(q, idx, idx.cu_q, idx.used_q, c.sq, c.dtype);
   EXPECT_GT(rows, 0) << "nan_past: no row past seqused to poison";
 }
 
