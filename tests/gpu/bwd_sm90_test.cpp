@@ -650,9 +650,9 @@ TEST_F(Sm90Bwd, LargeDimsVarlen) { bwd_varlen_cases(256, 192, 256); }
 
 TEST_F(Sm90Bwd, LargeDimsDeterministic) { deterministic_cases(256, 192, 256); }
 
-// d 64 in deterministic mode: the hand-over warp zeroes Q / dO past seqused_q (producer.cuh, bwd_hand_over_q).
-TEST_F(Sm90Bwd, NanPastSequsedDeterministicD64) {
-  BwdCase c = bcase(DType::F16, 64, 300, 400);
+// Deterministic mode with NaN in every row past seqused (an empty sequence, keys 1 of 400, 129 rows of 300).
+void nan_past_seqused_deterministic(DType dtype, int d) {
+  BwdCase c = bcase(dtype, d, 300, 400);
   c.batch = 3;
   c.used_q = {300, 0, 129};
   c.used_k = {1, 400, 200};
@@ -662,17 +662,11 @@ TEST_F(Sm90Bwd, NanPastSequsedDeterministicD64) {
   run_bwd_case(c);
 }
 
-// d 256 in deterministic mode runs the 64-key kernel (kernel.cuh), which zeroes Q / dO past seqused_q too.
-TEST_F(Sm90Bwd, LargeDimsNanPastSequsedDeterministic) {
-  BwdCase c = bcase(DType::BF16, 256, 300, 400);
-  c.batch = 3;
-  c.used_q = {300, 0, 129};
-  c.used_k = {1, 400, 200};
-  c.causal = true;
-  c.deterministic = true;
-  c.nan_past = NanPast::All;
-  run_bwd_case(c);
-}
+// d 64: the hand-over warp zeroes Q / dO past seqused_q (producer.cuh, bwd_hand_over_q).
+TEST_F(Sm90Bwd, NanPastSequsedDeterministicD64) { nan_past_seqused_deterministic(DType::F16, 64); }
+
+// d 256 runs the 64-key kernel (kernel.cuh), whose consumers zero Q / dO past seqused_q.
+TEST_F(Sm90Bwd, LargeDimsNanPastSequsedDeterministic) { nan_past_seqused_deterministic(DType::BF16, 256); }
 
 // d_qk 192, d_v 128 (DeepSeek's shape; BwdConfig<192, 64, 128>: V / dO / O / dV on d_v's atoms, dV split
 // 64 + 64 over the warpgroups, dQ staged in a dO stage padded to Q's size, D summed over d_v), both
