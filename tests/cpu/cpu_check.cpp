@@ -50,7 +50,9 @@ void check_cpu_forward(const CaseSpec& spec, int num_threads) {
   Rng rng(seed);
   AttnCase c = make_case(spec, rng);
   const std::string ctx = spec.describe() + ", threads " + std::to_string(num_threads) + ", " + seed_note(seed);
-  if (spec.nan_past_used) ASSERT_TRUE(holds_nan(c)) << "no NaN past seqused; " << ctx;
+  if (spec.nan_past_used) {
+    ASSERT_TRUE(holds_nan(c)) << "no NaN past seqused; " << ctx;
+  }
 
   reference::ForwardF64 ref;
   ASSERT_TRUE(reference::forward_f64(c.args(Backend::Reference), &ref).ok()) << ctx;
@@ -72,7 +74,9 @@ void check_cpu_backward(const CaseSpec& spec, int num_threads) {
   Rng rng(seed);
   AttnCase c = make_case(spec, rng);
   const std::string ctx = spec.describe() + ", threads " + std::to_string(num_threads) + ", " + seed_note(seed);
-  if (spec.nan_past_used) ASSERT_TRUE(holds_nan(c)) << "no NaN past seqused; " << ctx;
+  if (spec.nan_past_used) {
+    ASSERT_TRUE(holds_nan(c)) << "no NaN past seqused; " << ctx;
+  }
 
   AttnArgs a = c.args(Backend::CPU);
   a.num_threads = num_threads;
