@@ -11,7 +11,11 @@ tensors here (K 576 + V 512 columns a key); an MLA kernel that reads V out of K'
 moves 576 only: the "latent floor" column. Peer: SDPA's efficient backend on K/V expanded to 128
 heads (stride-0 views; graphs of 2 calls, b 1 only; '-' where it refuses).
 
-usage: python3 bench/mla_decode.py --lib build/src/libfastattn.so [--out mla.md]
+With --base-lib OTHER.so the same calls of both libraries are timed in turn (stream_floor.paired_us: the
+order rotated each round), and the table gives each side's time and the median per-round ratio lib / base:
+two separate runs of this script differ by ~4 % on a shared H200 (docs/notes/splitd-sm90.md, session 46).
+
+usage: python3 bench/mla_decode.py --lib build/src/libfastattn.so [--base-lib base.so] [--out mla.md]
 """
 import argparse
 import importlib.util
@@ -37,7 +41,10 @@ def main():
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--replays", type=int, default=10)
     ap.add_argument("--rotate-mib", type=int, default=200)
+    ap.add_argument("--base-lib", default="", help="a second libfastattn.so timed in turn with --lib (paired A/B)")
     args = ap.parse_args()
+    if args.base_lib:
+        return paired(args)
 
     import torch
     import torch.nn.functional as F
@@ -107,6 +114,40 @@ def main():
         lines.append(f"| {r['b']} | {r['sk']} | {r['floor']:.1f} | {r['latent']:.1f} | "
                      f"{r['heur']:.1f} ({r['heur'] / r['floor']:.2f}x) | {r['ns1']:.1f} ({r['ns1'] / r['floor']:.2f}x) | "
                      f"{sd} | {r['err']:.2e} |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+def paired(args):
+    """--base-lib: base and lib timed in turn on the same calls (heuristic split and unsplit)."""
+    import torch
+
+    rp = load("run_peers", "run-peers.py")
+    floor = load("stream_floor", "stream_floor.py")
+    libs = [rp.FastAttn(args.base_lib), rp.FastAttn(args.lib)]
+    dev = torch.device("cuda")
+    lines = [f"# MLA decode A/B (h 128/1, d 576/512, s_q 1, bf16), {torch.cuda.get_device_name()}",
+             "", f"base {args.base_lib}, lib {args.lib}: graphs of {args.calls} calls, {args.replays} replays a round, "
+             "15 rounds in turn (order rotated); us per call (median), ratio lib / base (median of rounds, 25-75 %).",
+             "", "| b | s_k | splits | base us | lib us | lib / base |", "|---|---|---|---:|---:|---|"]
+    for b in (int(x) for x in args.batches.split(",")):
+        for sk in (int(x) for x in args.sk.split(",")):
+            copies = max(1, min(8, -(-(args.rotate_mib << 20) // (b * sk * (DQK + DV) * 2))))
+            torch.manual_seed(0)
+            qs = [torch.randn(b, 1, H, DQK, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+            ks = [torch.randn(b, sk, 1, DQK, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+            vs = [torch.randn(b, sk, 1, DV, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
+            for name, splits in (("heuristic", 0), ("1", 1)):
+                fns = [lambda i, fa=fa: fa.forward_fn(torch, qs[i % copies], ks[i % copies], vs[i % copies], False,
+                                                      (-1, -1), splits)() for fa in libs]
+                (tb, tl), [(r, lo, hi)] = floor.paired_us(fns, calls=args.calls, replays=args.replays)
+                lines.append(f"| {b} | {sk} | {name} | {tb:.1f} | {tl:.1f} | {r:.4f} [{lo:.4f}, {hi:.4f}] |")
+                print(lines[-1], flush=True)
+            del qs, ks, vs
+            torch.cuda.empty_cache()
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -23,8 +23,8 @@ import statistics
 import torch
 
 
-def per_call_us(fn, calls=20, replays=50, rounds=5):
-    """fn(i): the graph's call i."""
+def capture(fn, calls):
+    """A CUDA graph of fn(0) .. fn(calls - 1), after three warm-up calls on the capture's side stream."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -38,16 +38,41 @@ def per_call_us(fn, calls=20, replays=50, rounds=5):
             fn(i)
     g.replay()
     torch.cuda.synchronize()
-    out = []
-    for _ in range(rounds):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(replays):
-            g.replay()
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) * 1e3 / (replays * calls))
-    return statistics.median(out)
+    return g
+
+
+def replay_us(g, calls, replays):
+    """us per call of `replays` replays of graph g (of `calls` calls), between two CUDA events."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(replays):
+        g.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e3 / (replays * calls)
+
+
+def per_call_us(fn, calls=20, replays=50, rounds=5):
+    """fn(i): the graph's call i."""
+    g = capture(fn, calls)
+    return statistics.median(replay_us(g, calls, replays) for _ in range(rounds))
+
+
+def paired_us(fns, calls=20, replays=50, rounds=15):
+    """Sides timed in turn, the order rotated each round (ab-pairs' method for graphs): per side its median
+    us per call, and per side > 0 the median of its per-round ratio to side 0 with the 25-75 % range."""
+    graphs = [capture(fn, calls) for fn in fns]
+    times = [[] for _ in fns]
+    for r in range(rounds):
+        for k in range(len(fns)):
+            j = (r + k) % len(fns)
+            times[j].append(replay_us(graphs[j], calls, replays))
+    med = [statistics.median(t) for t in times]
+    ratios = []
+    for t in times[1:]:
+        q = sorted(x / y for x, y in zip(t, times[0]))
+        ratios.append((statistics.median(q), q[len(q) // 4], q[(3 * len(q)) // 4]))
+    return med, ratios
 
 
 def copy_bandwidth():
