@@ -91,7 +91,7 @@ struct MergeShare {
 
   // Group j's row, kept if it is stored and its group fits (the rows store_partial pushes).
   __device__ __forceinline__ StoredRow row(const FwdParams& p, int j) const {
-    float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as o 0, lse -inf
+    float inv = 1.f, lse = 0.f;  // unused: the partials carry the rows past seqused as lse -inf (o unread)
     StoredRow w = stored_row(p, walk.t, j * splits + rank, heads, inv, lse);
     w.keep = has_tile && group_fits(j * splits, splits) && w.keep;
     return w;
