@@ -63,7 +63,7 @@ TEST_F(KvCacheSplitDGpu, NoNewTokensGqa16At512) {
 // NaN in every cache position outside the keys (an uninitialised cache): the last key block's V rows past
 // them reach no output (splitd_hand_over_v zeroes them in smem), unsplit, split 5 and the heuristic's. Keys
 // after the append 2, 18, 4001 (the last block's half 0 partial, half 1 wholly past) and 101 (half 1
-// partial); then a causal append of 4 (keys 4, 7, 117, 4094).
+// partial); then a causal append of 4 (keys 4, 7, 117, 4094); then d 1024.
 TEST_F(KvCacheSplitDGpu, NanPastTheKeys) {
   KvSpec s = mla_decode();
   s.nan_past_keys = true;
@@ -77,6 +77,17 @@ TEST_F(KvCacheSplitDGpu, NanPastTheKeys) {
   s.causal = true;
   s.num_splits = 0;
   check_gpu_kvcache(s);
+  // d_qk 1024: the ring's 10 slots take the block's 16 V chunks, so a slot lands two zeroed chunks (keys
+  // 2, 18, 101 in the last block; 4001 pipelined behind a block ahead).
+  s = mla_decode();
+  s.nan_past_keys = true;
+  s.heads_q = 16;
+  s.head_dim = s.head_dim_v = 1024;
+  s.seqlens = {1, 17, 100, 4000};
+  for (int splits : {1, 0}) {
+    s.num_splits = splits;
+    check_gpu_kvcache(s);
+  }
 }
 
 // Refused by name, the cache and out untouched.

@@ -117,8 +117,8 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
   }
 }
 
-// Between the producer and the consumers (warp 1 of the producer warpgroup, idle otherwise): each V chunk
-// with rows past the keys has them zeroed before its consumer's wgmma reads it (landed -> full): whatever
+// Between the producer and the consumers (warps 1-3 of the producer warpgroup, idle otherwise; ring slot s
+// to warp 1 + s % 3, so that three chunks are zeroed at once): each V chunk with rows past the keys has them zeroed before its consumer's wgmma reads it (landed -> full): whatever
 // lies there (an uninitialised cache, NaN) would reach O through P = 0 times it. K's rows need nothing
 // (their scores are masked by a select). The consumers cannot do it: a run-time branch among the PV wgmmas
 // serializes them (C7518). Only the walk's first block (the sequence's last, when the tile reaches it) can
@@ -131,7 +131,7 @@ __device__ __forceinline__ void splitd_hand_over_v(SplitDSmem& sm, const SplitDP
   const int it = t.blocks.first();
   const int keys_left = t.seq.len_k - it * Cfg::kKeys;  // the block's keys before the end
   if (keys_left >= Cfg::kKeys) return;
-  const int lane = threadIdx.x % 32;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32 - 1;  // 0..2
   const uint32_t ring = smem_addr(sm.chunks[p.ring0]);
   // The ring slot of the block's first V chunk (one division here: the 24 registers of the producer
   // warpgroup held no division in the loop without spilling).
@@ -141,10 +141,15 @@ __device__ __forceinline__ void splitd_hand_over_v(SplitDSmem& sm, const SplitDP
   for (int j = 0; j < 2 * Cfg::kPairAtoms; ++j, s = s + 1 == p.ring_slots ? 0 : s + 1) {  // quarter, slice, half
     const int key = (j % 2) * Cfg::kHalfKeys;
     if (key + Cfg::kHalfKeys <= keys_left) continue;
-    mbar_wait(&sm.landed[s], (phases >> s) & 1u);
+    const uint32_t phase = (phases >> s) & 1u;
     phases ^= 1u << s;
+    // By slot, not by chunk: at d_qk >= 704 (ring_slots < 16) a slot lands two of these chunks, and a
+    // parity wait is exact only one phase behind: another warp's wait for the second landing would pass
+    // while the first is pending, and a later wait for the first could block on a third that never comes.
+    if (s % 3 != warp) continue;
+    mbar_wait(&sm.landed[s], phase);
     zero_atom_rows_rolled<Cfg::kHalfKeys, 1, 32>(ring + uint32_t(s) * Cfg::kChunkBytes, Cfg::kChunkBytes,
-                                                  max(0, keys_left - key), lane);
+                                                  max(0, keys_left - key), lane);  // (unrolled: 12 bytes spilled)
     fence_smem_for_tma();
     __syncwarp();
     if (lane == 0) mbar_arrive(&sm.full[s]);
@@ -611,7 +616,7 @@ __global__ void __launch_bounds__(SplitDConfig::kThreads, 1)
     // (else: the producer's loop keeps nothing live for the hand-over; 48-68 bytes spilled with both ifs)
     if (threadIdx.x == 0 && !t.blocks.empty())
       splitd_produce<kPipelined>(sm, p, t, &tq, &tk, &tv);
-    else if (threadIdx.x / 32 == 1 && !t.blocks.empty())
+    else if (threadIdx.x >= 32 && !t.blocks.empty())
       splitd_hand_over_v<kPipelined>(sm, p, t);
   } else {
     regs_claim<Cfg::kConsumerRegs>();
