@@ -190,7 +190,7 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
     return plan(0, d);
   };
   EXPECT_EQ(decode(1, 4096), 8);
-  EXPECT_EQ(decode(1, 8192), 8);    // 12 would pass the portable cluster's 8 (the rule's measured range)
+  EXPECT_EQ(decode(1, 8192), 8);    // 12 would pass the cluster's 8
   EXPECT_EQ(decode(1, 32768), 8);
   EXPECT_EQ(decode(2, 4096), 4);    // 8 blocks a split
   EXPECT_EQ(decode(2, 8064), 4);    // 63 blocks: one short of 16 a split
@@ -225,7 +225,7 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   for (auto [batch, keys] : {std::pair{1, 4096}, {1, 32768}, {2, 4096}, {2, 8192}, {4, 16384}, {8, 16384}})
     EXPECT_EQ(decode_on(kH100, batch, keys), decode(batch, keys)) << batch << " x " << keys;
   EXPECT_EQ(decode_on(kH200, 1, 4096), 8);    // 12 would leave 2.7 key blocks a split: 4 blocks at least
-  EXPECT_EQ(decode_on(kH200, 1, 16384), 12);  // a cluster of 12 where the device runs 8 at once (the launch asks)
+  EXPECT_EQ(decode_on(kH200, 1, 16384), 12);  // past a cluster's 8: the combine kernel merges
   EXPECT_EQ(decode_on(kH200, 1, 32768), 12);
   EXPECT_EQ(decode_on(kH200, 2, 4096), 6);
   EXPECT_EQ(decode_on(kH200, 2, 32768), 6);   // 9: odd, no wider count
@@ -254,7 +254,7 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
 
 // Where the splits merge inside thread-block clusters (merge_in_cluster): GQA-packed tiles whose
 // stored rows ((heads - 1) x R + s_q), rounded up to a multiple of the splits (each row's owner
-// takes a whole group of `splits` slots), are at most 64; 2-16 splits, every cluster in one wave.
+// takes a whole group of `splits` slots), are at most 64; 2-8 splits, every cluster in one wave.
 TEST(SplitPlan, MergeInCluster) {
   using cuda_backend::choose_gqa_pack;
   using cuda_backend::merge_in_cluster;
@@ -263,13 +263,8 @@ TEST(SplitPlan, MergeInCluster) {
   EXPECT_TRUE(merge_in_cluster(2, 32, decode, 1, 66));  // b4: 32 clusters of 2
   EXPECT_TRUE(merge_in_cluster(2, 1, decode, 1, 1));
   EXPECT_FALSE(merge_in_cluster(1, 8, decode, 1, 16));   // unsplit
-  EXPECT_TRUE(merge_in_cluster(12, 8, decode, 1, 8));    // non-portable sizes, where the device runs 8 at once
-  EXPECT_TRUE(merge_in_cluster(9, 8, decode, 1, 8));
-  EXPECT_TRUE(merge_in_cluster(16, 8, decode, 1, 8));
-  EXPECT_FALSE(merge_in_cluster(16, 8, decode, 1, 7));   // a device with 7 GPCs of 16 SMs
-  EXPECT_FALSE(merge_in_cluster(17, 1, decode, 1, 16));  // past the largest cluster
-  EXPECT_TRUE(merge_in_cluster(16, 1, choose_gqa_pack(16, 3, false), 3, 1));   // 63 rows -> 64
-  EXPECT_FALSE(merge_in_cluster(12, 1, choose_gqa_pack(16, 3, false), 3, 1));  // 63 -> 72
+  EXPECT_FALSE(merge_in_cluster(9, 8, decode, 1, 16));   // past the portable cluster size
+  EXPECT_FALSE(merge_in_cluster(13, 8, decode, 1, 16));
   EXPECT_FALSE(merge_in_cluster(8, 17, decode, 1, 16));  // more clusters than fit at once
   EXPECT_FALSE(merge_in_cluster(8, 8, decode, 1, 0));    // the device runs none of this size
   EXPECT_FALSE(merge_in_cluster(8, 0, decode, 1, 16));

@@ -11,7 +11,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdio>
 
 #include "cuda/split_forward.h"
 #include "fwd_case.h"
@@ -196,27 +195,6 @@ TEST_F(Sm90FwdSplit, ClusterMergeSlotGroups) {
     }
 }
 
-// Clusters past the portable 8 (9-16 CTAs: launch.cuh's clusters_at_once allows the non-portable
-// sizes; where the device cannot run the launch's clusters at once the combine kernel merges, and
-// these cases compare it with itself: SplitCallUsesTheWorkspace says which ran). GQA 4 / 8 / 16,
-// s_q 1 / 3 / 4 (GQA 16 at s_q 3: 63 stored rows, 64 slots at 16 splits), s_k 1 / 17 / 113 / 4097
-// (splits that see no key), seqused, f16 and bf16; against the reference and the combine kernel.
-TEST_F(Sm90FwdSplit, ClusterMergeNonPortable) {
-  const int shapes[6][4] = {{1, 32, 8, 12}, {1, 32, 8, 16}, {4, 8, 1, 9}, {3, 32, 2, 16}, {1, 16, 1, 13}, {4, 32, 8, 16}};
-  int i = 0;
-  for (const auto& sh : shapes)  // s_q, h_q, h_kv, splits
-    for (int sk : {1, 17, 113, 4097}) {
-      FwdCase c = split_case(sh[0], sk, sh[1], sh[2], sh[3]);
-      c.batch = sh[2] == 8 ? 1 : 1 + i % 2;  // 8 KV heads: 8 clusters, one a GPC
-      if (sk == 4097 && c.batch == 2) c.used_k = {1, 4097};
-      c.causal = sh[0] > 1 && i % 2 == 1;
-      c.dtype = i % 5 == 2 ? DType::F16 : DType::BF16;
-      c.same_bits_as_combine_kernel = true;
-      ++i;
-      run_fwd_case(c);
-    }
-}
-
 TEST_F(Sm90FwdSplit, ClusterMergeGraphReplay) {
   for (int splits : {0, 4}) {
     FwdCase c = split_case(1, 16411, 32, 8, splits);
@@ -341,10 +319,6 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
   // GQA 16: 63 stored rows fit 3 splits' slot groups (clusters); 64 would need 66 slots.
   EXPECT_EQ(high_after(3, 3, 16), 0u);
   EXPECT_GE(high_after(3, 4, 16), 3 * uint64_t(b) * 16 * 4 * (d + 1) * 4);
-  // Non-portable sizes (2 clusters of 9-16) merge in clusters where the device runs them at once:
-  // said here, not required.
-  for (int splits : {12, 16})
-    std::printf("[   info   ] %d splits: %s\n", splits, high_after(splits) == 0 ? "clusters" : "combine kernel");
   cuda_backend::set_cluster_merge_allowed(false);
   const uint64_t rows = uint64_t(b) * 4 * 4;
   EXPECT_GE(high_after(4), 4 * rows * (d + 1) * 4);

@@ -14,17 +14,15 @@
 namespace fastattn::cuda_backend {
 
 // The merge inside thread-block clusters (sm90/fwd/cluster_merge.cuh): a base tile's splits form
-// one cluster of at most kClusterMaxSplits CTAs (past 8, the portable size, where the device runs
-// such clusters: merge_in_cluster's clusters_at_once); tile row t is merged
+// one cluster of at most kClusterMaxSplits CTAs (the portable cluster size); tile row t is merged
 // by the cluster's CTA t % splits, which receives every split's copy of it in one of its
 // kClusterKeptRows slots: slot t - t % splits + split (sm90/fwd/cluster_partials.cuh).
-constexpr int kClusterMaxSplits = 16;
-constexpr int kPortableClusterSplits = 8;
+constexpr int kClusterMaxSplits = 8;
 constexpr int kClusterKeptRows = 64;
 
 // Whether the rows of a split tile fit the cluster merge's slots at `splits`: GQA-packed tiles
 // (decode) whose (heads - 1) x R + s_q stored rows, rounded up to a multiple of `splits`, are at
-// most 64, with 2-16 splits. Unpacked tiles (their rows may sit at a tile's bottom) do not.
+// most 64, with 2-8 splits. Unpacked tiles (their rows may sit at a tile's bottom) do not.
 inline bool cluster_rows_fit(int splits, const GqaPack& pack, int seqlen_q) {
   if (splits < 2 || splits > kClusterMaxSplits || pack.rows <= 0 || seqlen_q < 1 || seqlen_q > pack.rows) return false;
   const int64_t rows = int64_t(pack.heads - 1) * pack.rows + seqlen_q;
@@ -47,18 +45,15 @@ constexpr int64_t kLongSplitBlocks = 16;
 // many where each split keeps >= kLongSplitBlocks key blocks, the count is even, its rows fit one
 // cluster's merge and its CTAs stay within 3/4 of the SMs. Measured on the H100 (h 32/8 d 128,
 // docs/notes/inference.md): b2 8k ran 6 splits (96 CTAs) 0.5 us under 4, b2 16k level, b2 4k (8
-// blocks a split) 0.1-0.2 us over; b4 ran 3 splits (96 CTAs, odd clusters) 3-7 % over 2; b1 at 12
-// splits, merged by the combine kernel then, 1.5 us over 8: the widening stays within the portable
-// cluster size. On the H200 the heuristic's count already gives ~96 CTAs, and more lost (b4: 4
-// splits 1-3 % over 3): the SM cap keeps it.
+// blocks a split) 0.1-0.2 us over; b4 ran 3 splits (96 CTAs, odd clusters) 3-7 % over 2; past 8
+// splits the combine kernel merges (b1: 12 splits 1.5 us over 8). On the H200 the heuristic's
+// count already gives ~96 CTAs, and more lost (b4: 4 splits 1-3 % over 3): the SM cap keeps it.
 inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& pack, int seqlen_q, int64_t tiles,
                                  int sms) {
   const int wider = splits + splits / 2;
   const bool long_splits = key_blocks >= kLongSplitBlocks * splits;
   const bool within = 4 * int64_t(wider) * tiles <= 3 * int64_t(sms);
-  // (Within the portable size: the rule was measured there; b1 on the H100 keeps 8.)
-  const bool fits = wider <= kPortableClusterSplits && cluster_rows_fit(wider, pack, seqlen_q);
-  return wider % 2 == 0 && long_splits && within && fits ? wider : splits;
+  return wider % 2 == 0 && long_splits && within && cluster_rows_fit(wider, pack, seqlen_q) ? wider : splits;
 }
 
 // The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors and HBM of

@@ -22,10 +22,7 @@
 
 namespace fastattn::sm90 {
 
-// Up to 16 CTAs a cluster: past 8 (the portable size) the launch allows the non-portable sizes
-// (launch.cuh: clusters_at_once), and the device's answer decides whether such clusters run at once.
-constexpr int kMaxClusterSplits = 16;
-constexpr int kMergeLoads = 8;  // partial rows a lane loads before their fmas (one group at <= 8 splits)
+constexpr int kMaxClusterSplits = 8;  // the portable cluster size
 
 // Tile row t merged from the cluster's `splits` CTAs by one warp, held until it is stored: lane l
 // holds columns c0 + 4 l, + 4 of each 128-column step.
@@ -53,17 +50,16 @@ __device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int slot0, int split
     // D loads a valid column and stores nothing.
     const int c = min(128 * step + 4 * lane, D - 4);
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    // Splits in groups of kMergeLoads, the fmas in split order (the combine kernel's chain).
-    for (int k0 = 0; m != -INFINITY && k0 < splits; k0 += kMergeLoads) {
-      float4 x[kMergeLoads];
+    if (m != -INFINITY) {
+      float4 x[kMaxClusterSplits];
 #pragma unroll
-      for (int k = 0; k < kMergeLoads; ++k) {
-        const int slot = slot0 + min(k0 + k, splits - 1);
+      for (int k = 0; k < kMaxClusterSplits; ++k) {
+        const int slot = slot0 + min(k, splits - 1);
         x[k] = *reinterpret_cast<const float4*>(partial_row<Cfg>(sm, slot) + partial_chunk(slot, c / 4));
       }
 #pragma unroll
-      for (int k = 0; k < kMergeLoads; ++k)  // lanes past the last split hold weight 0
-        cuda_backend::add_weighted(acc, __shfl_sync(0xffffffffu, w0, k0 + k), x[k]);
+      for (int k = 0; k < kMaxClusterSplits; ++k)  // lanes past the last split hold weight 0
+        cuda_backend::add_weighted(acc, __shfl_sync(0xffffffffu, w0, k), x[k]);
     }
     row.acc[step] = acc;
   }

@@ -51,10 +51,8 @@ cudaLaunchConfig_t cluster_launch(int ctas, int splits, int smem, cudaStream_t s
 }
 
 // How many clusters of `splits` CTAs of Cfg's split kernel fit on the device at once (asked once
-// per config and split count; sets the kernel's smem size first, as launch_cfg does, and past 8
-// CTAs allows the non-portable cluster sizes, which the launch then needs too: a cluster launch
-// always follows this query). 0 where the device cannot say (the query's error is cleared): the
-// combine kernel then merges.
+// per config and split count; sets the kernel's smem size first, as launch_cfg does). 0 where the
+// device cannot say (the query's error is cleared): the combine kernel then merges.
 template <class Cfg>
 int clusters_at_once(FwdKernel kernel, int smem, int splits) {
   // Per device (a MIG slice or a smaller part holds fewer) and split count; 0: not asked yet, -1: no answer.
@@ -70,10 +68,7 @@ int clusters_at_once(FwdKernel kernel, int smem, int splits) {
     cudaLaunchAttribute attr;
     const cudaLaunchConfig_t cfg = cluster_launch<Cfg>(splits, splits, smem, nullptr, &attr);
     int n = 0;
-    const bool nonportable_ok =
-        splits <= cuda_backend::kPortableClusterSplits ||
-        cudaFuncSetAttribute(fn, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
-    const bool asked = nonportable_ok && cuda_backend::set_max_dynamic_smem(fn, smem, attr_set).ok() &&
+    const bool asked = cuda_backend::set_max_dynamic_smem(fn, smem, attr_set).ok() &&
                        cudaOccupancyMaxActiveClusters(&n, fn, &cfg) == cudaSuccess;
     if (!asked) (void)cudaGetLastError();  // this query's own error
     known.store(asked && n > 0 ? n : -1, std::memory_order_relaxed);
