@@ -10,12 +10,14 @@ namespace {
 constexpr double kFullEnough = 0.8;   // tiles >= 80 % of the SMs: splitting only adds the combine
 constexpr double kNearBest = 0.85;    // accept the fewest splits within 85 % of the best efficiency
 // Streaming K/V: CTAs that saturate HBM, and the fewest key blocks a split keeps (2 blocks of 128
-// keys per split ran 1.2x slower than 4). A Hopper decode CTA (GQA-packed 128-row tile, d 128)
-// streams ~50-56 GB/s, bound by its warpgroups' GEMMs and softmax (H200: 64 unsplit CTAs 3.6 TB/s
-// with a 2- or 3-stage ring alike), so a device needs its bandwidth / 50 GB/s CTAs: 67 on the
-// H100 (3.35 TB/s; 64 measured best there), 98 on the H200 (4.9 TB/s; 96-128 measured best at
-// batch 1-8, docs/notes/inference.md, session 45). Unknown bandwidth: half the SMs (the H100's).
-constexpr double kStreamBytesPerCta = 50e9;
+// keys per split ran 1.2x slower than 4). A Hopper decode CTA (GQA-packed tile, d 128) streams
+// ~72 GB/s, bound by its first warpgroup's GEMMs and softmax (its 4 rows leave the second idle:
+// H200, b1 32k unsplit, 8 CTAs 580 GB/s; 50-56 GB/s while both warpgroups ran GEMMs, session 45),
+// so a device needs its bandwidth / 72 GB/s CTAs: 67 on the H200 (4.81 TB/s), whose measured best
+// counts at batch 1-8 sit at CTAs x rate ~0.96 x the bandwidth (session 47's sweep, as 64 CTAs at
+// 50 GB/s on the H100 before); 46 on the H100 (3.35 TB/s; not yet measured with the idle warpgroup).
+// Unknown bandwidth: half the SMs.
+constexpr double kStreamBytesPerCta = 72e9;
 constexpr double kStreamingCtas = 0.5;
 constexpr int64_t kMinStreamingBlocks = 4;
 

@@ -109,19 +109,20 @@ TEST(SplitHeuristic, KnownShapes) {
   EXPECT_EQ(streaming(8, 8), 2);    // 1024 keys: 4 blocks per split
   EXPECT_EQ(streaming(8, 5), 1);
   EXPECT_EQ(streaming(1, 1024), 66);
-  // With the HBM bandwidth: bandwidth / 50 GB/s CTAs, rounded to the nearest count, at most the SMs.
+  // With the HBM bandwidth: bandwidth / 72 GB/s CTAs, rounded to the nearest count, at most the SMs.
   auto streaming_at = [](double hbm, int64_t tiles, int64_t blocks) {
     detail::SplitShape s{tiles, blocks, 132};
     s.streams_kv = true;
     s.hbm_bytes_per_s = hbm;
     return choose_num_splits(s);
   };
-  EXPECT_EQ(streaming_at(4.9e12, 8, 1024), 12);
-  EXPECT_EQ(streaming_at(4.9e12, 64, 1024), 2);   // 1.53
-  EXPECT_EQ(streaming_at(4.9e12, 128, 1024), 1);  // 0.77
-  EXPECT_EQ(streaming_at(4.9e12, 8, 32), 8);      // 4 key blocks a split at least
-  EXPECT_EQ(streaming_at(3.35e12, 64, 1024), 1);  // 1.05
-  EXPECT_EQ(streaming_at(3.35e12, 24, 1024), 3);  // 2.79 (half the SMs, rounded down: 2)
+  EXPECT_EQ(streaming_at(4.81e12, 8, 1024), 8);    // 66.8 CTAs: 8.35
+  EXPECT_EQ(streaming_at(4.81e12, 24, 1024), 3);   // 2.78
+  EXPECT_EQ(streaming_at(4.81e12, 64, 1024), 1);   // 1.04
+  EXPECT_EQ(streaming_at(4.81e12, 2, 1024), 33);
+  EXPECT_EQ(streaming_at(4.81e12, 2, 32), 8);      // 4 key blocks a split at least
+  EXPECT_EQ(streaming_at(3.35e12, 8, 1024), 6);    // 46.5 CTAs: 5.8
+  EXPECT_EQ(streaming_at(3.35e12, 128, 1024), 1);  // 0.36: at least 1
   EXPECT_EQ(streaming_at(20e12, 2, 1024), 66);    // never more CTAs than SMs
   // Never more splits than key blocks or max_splits.
   for (int64_t tiles : {1, 3, 8, 40}) {
@@ -211,9 +212,9 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   m.q_per_kv = 1;
   m.seqlen_k = 16384;
   EXPECT_EQ(plan(0, m), 4);
-  // With the device's HBM bandwidth known, a streaming decode aims at bandwidth / 50 GB/s CTAs:
-  // the H100's 3.35 TB/s (67 CTAs) keeps the counts above; the H200's 4.9 TB/s (98 CTAs) takes the
-  // counts measured best there (session 45 sweep): 12 / 6 / 3 / 2 splits at b1 / b2 / b4 / b8.
+  // With the device's HBM bandwidth known, a streaming decode aims at bandwidth / 72 GB/s CTAs:
+  // the H200's 4.81 TB/s (67 CTAs) takes the counts measured best there (session 47's sweep): 8 /
+  // 4 or 6 / 2 / 1 splits at b1 / b2 / b4 / b8; the H100's 3.35 TB/s (46 CTAs) 6 / 3 or 4 / 1.
   auto decode_on = [&](double hbm, int batch, int keys) {
     AttnParams d = a;
     d.batch = batch;
@@ -221,19 +222,23 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
     const cuda_backend::GqaPack pk = cuda_backend::choose_gqa_pack(4, 1, false);
     return cuda_backend::plan_splits(0, d, MaskClass::None, pk, 128, 128, 132, hbm, true).splits;
   };
-  constexpr double kH100 = 3.35e12, kH200 = 4.9e12;
-  for (auto [batch, keys] : {std::pair{1, 4096}, {1, 32768}, {2, 4096}, {2, 8192}, {4, 16384}, {8, 16384}})
-    EXPECT_EQ(decode_on(kH100, batch, keys), decode(batch, keys)) << batch << " x " << keys;
-  EXPECT_EQ(decode_on(kH200, 1, 4096), 8);    // 12 would leave 2.7 key blocks a split: 4 blocks at least
-  EXPECT_EQ(decode_on(kH200, 1, 16384), 12);  // past a cluster's 8: the combine kernel merges
-  EXPECT_EQ(decode_on(kH200, 1, 32768), 12);
-  EXPECT_EQ(decode_on(kH200, 2, 4096), 6);
-  EXPECT_EQ(decode_on(kH200, 2, 32768), 6);   // 9: odd, no wider count
-  EXPECT_EQ(decode_on(kH200, 4, 8192), 3);    // 4 would pass 3/4 of the SMs (128 CTAs)
-  EXPECT_EQ(decode_on(kH200, 4, 32768), 3);
-  EXPECT_EQ(decode_on(kH200, 8, 4096), 2);    // 98 / 64 CTAs rounds to 2
-  EXPECT_EQ(decode_on(kH200, 8, 32768), 2);
-  EXPECT_EQ(decode_on(kH200, 16, 32768), 1);  // 128 tiles
+  constexpr double kH100 = 3.35e12, kH200 = 4.81e12;
+  EXPECT_EQ(decode_on(kH200, 1, 4096), 8);
+  EXPECT_EQ(decode_on(kH200, 1, 16384), 8);   // 12 would pass a cluster's 8
+  EXPECT_EQ(decode_on(kH200, 1, 32768), 8);
+  EXPECT_EQ(decode_on(kH200, 2, 4096), 4);    // 8 blocks a split: no wider count
+  EXPECT_EQ(decode_on(kH200, 2, 8192), 6);    // 16 blocks a split: 1.5 x
+  EXPECT_EQ(decode_on(kH200, 2, 32768), 6);
+  EXPECT_EQ(decode_on(kH200, 4, 8192), 2);    // 3: odd, no wider count
+  EXPECT_EQ(decode_on(kH200, 4, 32768), 2);
+  EXPECT_EQ(decode_on(kH200, 8, 4096), 1);    // 67 / 64 CTAs rounds to 1
+  EXPECT_EQ(decode_on(kH200, 8, 32768), 1);
+  EXPECT_EQ(decode_on(kH100, 1, 4096), 6);
+  EXPECT_EQ(decode_on(kH100, 1, 32768), 6);   // 9: odd, no wider count
+  EXPECT_EQ(decode_on(kH100, 2, 4096), 3);
+  EXPECT_EQ(decode_on(kH100, 2, 8192), 4);    // 1.5 x 3, rounded down: 4 (even)
+  EXPECT_EQ(decode_on(kH100, 4, 16384), 1);
+  EXPECT_EQ(decode_on(kH100, 8, 16384), 1);
   AttnParams q16 = a;               // s_q 16 at GQA 4: 64 stored rows fit 4 splits' slots, not 6's (66)
   q16.batch = 2;
   q16.seqlen_q = 16;

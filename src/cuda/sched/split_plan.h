@@ -46,8 +46,9 @@ constexpr int64_t kLongSplitBlocks = 16;
 // cluster's merge and its CTAs stay within 3/4 of the SMs. Measured on the H100 (h 32/8 d 128,
 // docs/notes/inference.md): b2 8k ran 6 splits (96 CTAs) 0.5 us under 4, b2 16k level, b2 4k (8
 // blocks a split) 0.1-0.2 us over; b4 ran 3 splits (96 CTAs, odd clusters) 3-7 % over 2; past 8
-// splits the combine kernel merges (b1: 12 splits 1.5 us over 8). On the H200 the heuristic's
-// count already gives ~96 CTAs, and more lost (b4: 4 splits 1-3 % over 3): the SM cap keeps it.
+// splits the combine kernel merges (b1: 12 splits 1.5 us over 8). On the H200 (session 47) the
+// rule's counts were the sweep's best or within 2 %; 4 splits at b4 ran 1-4 % under 2 at 8k-32k
+// and 2 % over at 4k; the SM cap keeps it.
 inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& pack, int seqlen_q, int64_t tiles,
                                  int sms) {
   const int wider = splits + splits / 2;
