@@ -47,8 +47,8 @@ constexpr int64_t kLongSplitBlocks = 16;
 // docs/notes/inference.md): b2 8k ran 6 splits (96 CTAs) 0.5 us under 4, b2 16k level, b2 4k (8
 // blocks a split) 0.1-0.2 us over; b4 ran 3 splits (96 CTAs, odd clusters) 3-7 % over 2; past 8
 // splits the combine kernel merges (b1: 12 splits 1.5 us over 8). On the H200 (session 47) the
-// rule's counts were the sweep's best or within 2 %; 4 splits at b4 ran 1-4 % under 2 at 8k-32k
-// and 2 % over at 4k; the SM cap keeps it.
+// rule's counts were the sweep's best or within 2 % (b4: 2 splits; 3 ran 2 % under at 4k and 4 %
+// over at 32k, 4 ran 1 % under at 32k and 1-2 % over at 4k-8k); the SM cap keeps it.
 inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& pack, int seqlen_q, int64_t tiles,
                                  int sms) {
   const int wider = splits + splits / 2;
