@@ -151,11 +151,11 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   const cuda_backend::GqaPack pack = cuda_backend::choose_gqa_pack(4, 1, false);
   auto plan = [&](int requested, const AttnParams& p) {
     const cuda_backend::GqaPack pk = cuda_backend::choose_gqa_pack(p.q_per_kv, p.seqlen_q, false);
-    return cuda_backend::plan_splits(requested, p, MaskClass::None, pk, 128, 128, 132, 0, true).splits;
+    return cuda_backend::plan_splits(requested, p, MaskClass::None, pk, 128, 128, 132, 0).splits;
   };
   EXPECT_EQ(pack.groups, 1);
   for (int requested : {0, 5}) {  // the base space is plan_tile_space's for the split kernel's rows
-    const cuda_backend::SplitPlan sp = cuda_backend::plan_splits(requested, a, MaskClass::None, pack, 128, 128, 132, 0, true);
+    const cuda_backend::SplitPlan sp = cuda_backend::plan_splits(requested, a, MaskClass::None, pack, 128, 128, 132, 0);
     cuda_backend::TileSchedule s;
     const int64_t tiles = cuda_backend::plan_tile_space(a, MaskClass::None, pack, 128, true, s);
     EXPECT_EQ(sp.base.tiles, 8);
@@ -182,8 +182,7 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   EXPECT_EQ(plan(0, b), 8);
   b.seqlen_q = 300;            // 3 q-blocks per head share its K/V: the wave rule (24 tiles)
   EXPECT_EQ(plan(0, b), 5);
-  // Streaming GQA decode (h 32/8): 8 / 4 / 2 splits at b1 / b2 / b4 (about 64 CTAs); 1.5 x as many
-  // where each split keeps >= 16 key blocks, the count is even and fits a cluster: b2 from 8k keys.
+  // Streaming GQA decode (h 32/8), bandwidth unknown: half the SMs, 8 / 4 / 2 splits at b1 / b2 / b4.
   auto decode = [&](int batch, int keys) {
     AttnParams d = a;
     d.batch = batch;
@@ -191,22 +190,12 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
     return plan(0, d);
   };
   EXPECT_EQ(decode(1, 4096), 8);
-  EXPECT_EQ(decode(1, 8192), 8);    // 12 would pass the cluster's 8
   EXPECT_EQ(decode(1, 32768), 8);
-  EXPECT_EQ(decode(2, 4096), 4);    // 8 blocks a split
-  EXPECT_EQ(decode(2, 8064), 4);    // 63 blocks: one short of 16 a split
-  EXPECT_EQ(decode(2, 8065), 6);    // 64 blocks (the last one partial)
-  EXPECT_EQ(decode(2, 8192), 6);
-  AttnParams b2 = a;  // where the splits cannot merge in clusters the heuristic's count stands
-  b2.batch = 2;
-  b2.seqlen_k = 8192;
-  const cuda_backend::GqaPack pk2 = cuda_backend::choose_gqa_pack(4, 1, false);
-  EXPECT_EQ(cuda_backend::plan_splits(0, b2, MaskClass::None, pk2, 128, 128, 132, 0, false).splits, 4);
-  EXPECT_EQ(decode(2, 16384), 6);
-  EXPECT_EQ(decode(4, 4096), 2);    // 3: an odd count
+  EXPECT_EQ(decode(2, 4096), 4);
+  EXPECT_EQ(decode(2, 32768), 4);
   EXPECT_EQ(decode(4, 16384), 2);
   EXPECT_EQ(decode(8, 16384), 1);   // 64 tiles: unsplit
-  AttnParams m = a;                 // the same tiles unpacked (MHA: the combine kernel merges): no wider count
+  AttnParams m = a;                 // the same tiles unpacked (MHA: 16 tiles streaming K/V)
   m.batch = 2;
   m.heads_q = m.heads_kv = 8;
   m.q_per_kv = 1;
@@ -214,39 +203,34 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   EXPECT_EQ(plan(0, m), 4);
   // With the device's HBM bandwidth known, a streaming decode aims at bandwidth / 72 GB/s CTAs:
   // the H200's 4.81 TB/s (67 CTAs) takes the counts measured best there (session 47's sweep): 8 /
-  // 4 or 6 / 2 / 1 splits at b1 / b2 / b4 / b8; the H100's 3.35 TB/s (46 CTAs) 6 / 3 or 4 / 1.
+  // 4 / 2 / 1 splits at b1 / b2 / b4 / b8; the H100's 3.35 TB/s (46 CTAs) 6 / 3 / 1 / 1.
   auto decode_on = [&](double hbm, int batch, int keys) {
     AttnParams d = a;
     d.batch = batch;
     d.seqlen_k = keys;
     const cuda_backend::GqaPack pk = cuda_backend::choose_gqa_pack(4, 1, false);
-    return cuda_backend::plan_splits(0, d, MaskClass::None, pk, 128, 128, 132, hbm, true).splits;
+    return cuda_backend::plan_splits(0, d, MaskClass::None, pk, 128, 128, 132, hbm).splits;
   };
   constexpr double kH100 = 3.35e12, kH200 = 4.81e12;
   EXPECT_EQ(decode_on(kH200, 1, 4096), 8);
-  EXPECT_EQ(decode_on(kH200, 1, 16384), 8);   // 12 would pass a cluster's 8
   EXPECT_EQ(decode_on(kH200, 1, 32768), 8);
-  EXPECT_EQ(decode_on(kH200, 2, 4096), 4);    // 8 blocks a split: no wider count
-  EXPECT_EQ(decode_on(kH200, 2, 8192), 6);    // 16 blocks a split: 1.5 x
-  EXPECT_EQ(decode_on(kH200, 2, 32768), 6);
-  EXPECT_EQ(decode_on(kH200, 4, 8192), 2);    // 3: odd, no wider count
+  EXPECT_EQ(decode_on(kH200, 2, 4096), 4);
+  EXPECT_EQ(decode_on(kH200, 2, 32768), 4);
+  EXPECT_EQ(decode_on(kH200, 4, 8192), 2);
   EXPECT_EQ(decode_on(kH200, 4, 32768), 2);
   EXPECT_EQ(decode_on(kH200, 8, 4096), 1);    // 67 / 64 CTAs rounds to 1
   EXPECT_EQ(decode_on(kH200, 8, 32768), 1);
   EXPECT_EQ(decode_on(kH100, 1, 4096), 6);
-  EXPECT_EQ(decode_on(kH100, 1, 32768), 6);   // 9: odd, no wider count
-  EXPECT_EQ(decode_on(kH100, 2, 4096), 3);
-  EXPECT_EQ(decode_on(kH100, 2, 8192), 4);    // 1.5 x 3, rounded down: 4 (even)
+  EXPECT_EQ(decode_on(kH100, 1, 32768), 6);
+  EXPECT_EQ(decode_on(kH100, 2, 8192), 3);
   EXPECT_EQ(decode_on(kH100, 4, 16384), 1);
   EXPECT_EQ(decode_on(kH100, 8, 16384), 1);
-  AttnParams q16 = a;               // s_q 16 at GQA 4: 64 stored rows fit 4 splits' slots, not 6's (66)
+  AttnParams q16 = a;               // s_q 16 at GQA 4: one packed tile of 64 rows a KV head, as s_q 1
   q16.batch = 2;
   q16.seqlen_q = 16;
   q16.seqlen_k = 16384;
   EXPECT_EQ(plan(0, q16), 4);
-  q16.seqlen_q = 8;                 // R 8: 3 x 8 + 8 = 32 rows -> 36 slots at 6
-  EXPECT_EQ(plan(0, q16), 6);
-  EXPECT_EQ(plan(4, q16), 4);       // a requested count as given
+  EXPECT_EQ(plan(3, q16), 3);       // a requested count as given
   EXPECT_EQ(cuda_backend::split_rows(a, 1), 32);
   AttnParams v = a;
   static const int32_t cu[2] = {0, 7};

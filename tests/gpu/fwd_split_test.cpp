@@ -114,9 +114,9 @@ TEST_F(Sm90FwdSplit, Heuristic) {
       c.batch = batch;
       run_fwd_case(c);
     }
-  FwdCase wider = split_case(1, 8193, 32, 8, 0);  // b2, 65 key blocks: 6 splits (split_plan.h)
-  wider.batch = 2;
-  run_fwd_case(wider);
+  FwdCase b2 = split_case(1, 8193, 32, 8, 0);  // b2, 65 key blocks (the last one partial)
+  b2.batch = 2;
+  run_fwd_case(b2);
   FwdCase prefill = split_case(300, 2000, 4, 4, 0);
   prefill.causal = true;
   run_fwd_case(prefill);

@@ -38,25 +38,6 @@ inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack
   return cluster_rows_fit(splits, pack, seqlen_q) && base_tiles >= 1 && base_tiles <= clusters_at_once;
 }
 
-// Key blocks a split keeps before more splits of a streaming decode pay (wider_streaming_split).
-constexpr int64_t kLongSplitBlocks = 16;
-
-// The heuristic's count for a decode that streams K/V (the CTAs that saturate HBM), or 1.5 x as
-// many where each split keeps >= kLongSplitBlocks key blocks, the count is even, its rows fit one
-// cluster's merge and its CTAs stay within 3/4 of the SMs. Measured on the H100 (h 32/8 d 128,
-// docs/notes/inference.md): b2 8k ran 6 splits (96 CTAs) 0.5 us under 4, b2 16k level, b2 4k (8
-// blocks a split) 0.1-0.2 us over; b4 ran 3 splits (96 CTAs, odd clusters) 3-7 % over 2; past 8
-// splits the combine kernel merges (b1: 12 splits 1.5 us over 8). On the H200 (session 47) the
-// rule's counts were the sweep's best or within 2 % (b4: 2 splits; 3 ran 2 % under at 4k and 4 %
-// over at 32k, 4 ran 1 % under at 32k and 1-2 % over at 4k-8k); the SM cap keeps it.
-inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& pack, int seqlen_q, int64_t tiles,
-                                 int sms) {
-  const int wider = splits + splits / 2;
-  const bool long_splits = key_blocks >= kLongSplitBlocks * splits;
-  const bool within = 4 * int64_t(wider) * tiles <= 3 * int64_t(sms);
-  return wider % 2 == 0 && long_splits && within && cluster_rows_fit(wider, pack, seqlen_q) ? wider : splits;
-}
-
 // The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors and HBM of
 // `hbm_bytes_per_s` peak bandwidth (0: unknown, or a kernel whose per-CTA stream rate the heuristic
 // was not measured on; a streaming decode then aims at half the SMs): its
@@ -65,17 +46,17 @@ inline int wider_streaming_split(int splits, int64_t key_blocks, const GqaPack& 
 // when > 0 (the caller's num_splits, honoured even past the key blocks: those splits see no key),
 // else the heuristic (api/split_heuristic.h) from the base tile count, the key blocks of the
 // longest sequence (seqlen_k: the max bound when varlen) and the SM count; the launch streams K/V
-// when it has one tile per (batch, KV head). Where the caller says its splits may merge in clusters
-// (`cluster_merge`: the config and the switch allow it; the rule was measured there only, at d 128),
-// a streaming decode then takes 1.5 x the heuristic's splits where that count is even, fits one
-// cluster and leaves each split >= kLongSplitBlocks key blocks (wider_streaming_split).
+// when it has one tile per (batch, KV head). (Until session 47 a d 128 decode whose splits merged
+// in clusters took 1.5 x the count where each split kept >= 16 key blocks, measured 0.5 us faster
+// at b2 8k on the H100; with the decode CTA's idle second warpgroup it ran 4-7 % slower on the H200
+// at b2 8k-32k, docs/notes/inference.md.)
 struct SplitPlan {
   int splits = 1;
   TileSpace base;
 };
 
 inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask, const GqaPack& pack, int tile_rows,
-                             int block_n, int sms, double hbm_bytes_per_s, bool cluster_merge) {
+                             int block_n, int sms, double hbm_bytes_per_s) {
   SplitPlan p;
   p.base = plan_tile_space(a, mask, pack, tile_rows, true);
   if (requested > 0) {
@@ -89,8 +70,6 @@ inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask,
   shape.hbm_bytes_per_s = hbm_bytes_per_s;
   shape.streams_kv = p.base.tiles == int64_t(a.batch) * a.heads_kv;
   p.splits = std::max(1, int(detail::choose_num_splits(shape)));
-  if (cluster_merge && shape.streams_kv)
-    p.splits = wider_streaming_split(p.splits, shape.key_blocks, pack, a.seqlen_q, shape.tiles, sms);
   return p;
 }
 

@@ -95,7 +95,7 @@ Status launch_plain_or_decode(const cuda_backend::LaunchProblem& lp, cudaStream_
     const int per_sm = std::max(1, std::min(kByRegisters, smem / (Decode::kSmemBytes + kReserved)));
     const cuda_backend::SplitPlan plan = cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, cuda_backend::GqaPack{},
                                                                    Decode::kBlockM, Decode::kBlockN, sms * per_sm,
-                                                                   /*hbm: rate measured on sm90 only*/ 0, false);
+                                                                   /*hbm: rate measured on sm90 only*/ 0);
     // (plan.base is planned with a padded first block, which the sm80 kernel does not take: its own plan)
     if (plan.splits > 1) return launch_cfg<T, Decode, true>(lp, stream, plan.splits);
   }

@@ -332,8 +332,7 @@ Status launch_fwd(const cuda_backend::LaunchProblem& lp, cudaStream_t stream) {
       if (Status st = cuda_backend::hbm_bytes_per_s(&hbm); !st.ok()) return st;
     }
     const cuda_backend::SplitPlan plan =
-        cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM, Split::kBlockN, sms, hbm,
-                                  D == 128 && cuda_backend::cluster_merge_allowed());
+        cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, lp.pack, Split::kBlockM, Split::kBlockN, sms, hbm);
     if (plan.splits > 1) return launch_fwd_split<T, D, DV>(lp, plan, stream);
   }
   if constexpr (D == 64 && DV == 64) {
