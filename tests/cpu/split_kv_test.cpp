@@ -212,19 +212,16 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
     return cuda_backend::plan_splits(0, d, MaskClass::None, pk, 128, 128, 132, hbm).splits;
   };
   constexpr double kH100 = 3.35e12, kH200 = 4.81e12;
-  EXPECT_EQ(decode_on(kH200, 1, 4096), 8);
-  EXPECT_EQ(decode_on(kH200, 1, 32768), 8);
-  EXPECT_EQ(decode_on(kH200, 2, 4096), 4);
-  EXPECT_EQ(decode_on(kH200, 2, 32768), 4);
-  EXPECT_EQ(decode_on(kH200, 4, 8192), 2);
-  EXPECT_EQ(decode_on(kH200, 4, 32768), 2);
-  EXPECT_EQ(decode_on(kH200, 8, 4096), 1);    // 67 / 64 CTAs rounds to 1
-  EXPECT_EQ(decode_on(kH200, 8, 32768), 1);
-  EXPECT_EQ(decode_on(kH100, 1, 4096), 6);
-  EXPECT_EQ(decode_on(kH100, 1, 32768), 6);
-  EXPECT_EQ(decode_on(kH100, 2, 8192), 3);
-  EXPECT_EQ(decode_on(kH100, 4, 16384), 1);
-  EXPECT_EQ(decode_on(kH100, 8, 16384), 1);
+  struct Count {
+    double hbm;
+    int batch, keys, splits;
+  };
+  const Count counts[] = {{kH200, 1, 4096, 8},  {kH200, 1, 32768, 8}, {kH200, 2, 4096, 4},  {kH200, 2, 32768, 4},
+                          {kH200, 4, 8192, 2},  {kH200, 4, 32768, 2}, {kH200, 8, 4096, 1},  {kH200, 8, 32768, 1},
+                          {kH100, 1, 4096, 6},  {kH100, 1, 32768, 6}, {kH100, 2, 8192, 3},  {kH100, 4, 16384, 1},
+                          {kH100, 8, 16384, 1}};  // b8 on the H200: 67 / 64 CTAs rounds to 1
+  for (const Count& c : counts)
+    EXPECT_EQ(decode_on(c.hbm, c.batch, c.keys), c.splits) << c.hbm << " B/s, b" << c.batch << " x " << c.keys;
   AttnParams q16 = a;               // s_q 16 at GQA 4: one packed tile of 64 rows a KV head, as s_q 1
   q16.batch = 2;
   q16.seqlen_q = 16;
