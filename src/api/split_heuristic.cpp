@@ -16,8 +16,10 @@ constexpr double kNearBest = 0.85;    // accept the fewest splits within 85 % of
 // so a device needs its bandwidth / 72 GB/s CTAs: 67 on the H200 (4.81 TB/s), whose measured best
 // counts at batch 1-8 sit at CTAs x rate ~0.96 x the bandwidth (session 47's sweep, as 64 CTAs at
 // 50 GB/s on the H100 before); 46 on the H100 (3.35 TB/s; not yet measured with the idle warpgroup).
-// Unknown bandwidth: half the SMs.
+// Tiles whose rows fill both warpgroups (GQA 8 at s_q 16: 128 rows) keep the 50 GB/s measured with
+// both at work. Unknown bandwidth: half the SMs.
 constexpr double kStreamBytesPerCta = 72e9;
+constexpr double kStreamBytesPerCtaBothWarpgroups = 50e9;
 constexpr double kStreamingCtas = 0.5;
 constexpr int64_t kMinStreamingBlocks = 4;
 
@@ -30,9 +32,9 @@ int32_t choose_num_splits(const SplitShape& s) {
   if (s.streams_kv) {
     // Rounded to the nearest count where the bandwidth is known (H200 batch 8: 98 / 64 CTAs, 2 splits
     // ran 13 % under 1), down where it is not.
-    const int64_t want = s.hbm_bytes_per_s > 0
-                             ? std::llround(std::min<double>(s.hbm_bytes_per_s / kStreamBytesPerCta, s.sms) / s.tiles)
-                             : int64_t(kStreamingCtas * s.sms) / s.tiles;
+    const double per_cta = s.one_warpgroup ? kStreamBytesPerCta : kStreamBytesPerCtaBothWarpgroups;
+    const int64_t want = s.hbm_bytes_per_s > 0 ? std::llround(std::min<double>(s.hbm_bytes_per_s / per_cta, s.sms) / s.tiles)
+                                               : int64_t(kStreamingCtas * s.sms) / s.tiles;
     return int32_t(std::max<int64_t>(1, std::min<int64_t>({want, s.max_splits, s.key_blocks / kMinStreamingBlocks})));
   }
   if (double(s.tiles) >= kFullEnough * s.sms) return 1;

@@ -19,6 +19,9 @@ struct SplitShape {
   // packing, or one q-block per head): the launch streams K/V once and is bound by HBM, not by the
   // tensor cores, whatever its wave shape.
   bool streams_kv = false;
+  // The tiles' rows fit the first consumer warpgroup's 64, so the second skips its GEMMs (a GQA-4
+  // decode's 4 rows): a streaming CTA then moves ~72 GB/s, with both warpgroups working ~50.
+  bool one_warpgroup = true;
 };
 
 // Streaming K/V (decode): enough CTAs to saturate HBM (the device's bandwidth over what one CTA

@@ -222,6 +222,21 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
                           {kH100, 8, 16384, 1}};  // b8 on the H200: 67 / 64 CTAs rounds to 1
   for (const Count& c : counts)
     EXPECT_EQ(decode_on(c.hbm, c.batch, c.keys), c.splits) << c.hbm << " B/s, b" << c.batch << " x " << c.keys;
+  // Rows that fill both warpgroups (GQA 8 at s_q 16: 7 x 16 + 16 = 128) stream 50 GB/s a CTA: 96 CTAs on
+  // the H200, 12 splits at b1; GQA 4 at s_q 16 (64 rows) keeps 72 GB/s: 8.
+  AttnParams g8 = a;
+  g8.q_per_kv = 8;
+  g8.heads_q = 64;
+  g8.seqlen_q = 16;
+  g8.seqlen_k = 32768;
+  const cuda_backend::GqaPack pk8 = cuda_backend::choose_gqa_pack(8, 16, false);
+  ASSERT_EQ(int64_t(pk8.heads - 1) * pk8.rows + 16, 128);
+  EXPECT_EQ(cuda_backend::plan_splits(0, g8, MaskClass::None, pk8, 128, 128, 132, kH200).splits, 12);
+  g8.q_per_kv = 4;
+  g8.heads_q = 32;
+  EXPECT_EQ(cuda_backend::plan_splits(0, g8, MaskClass::None, cuda_backend::choose_gqa_pack(4, 16, false), 128, 128, 132,
+                                      kH200).splits,
+            8);
   AttnParams q16 = a;               // s_q 16 at GQA 4: one packed tile of 64 rows a KV head, as s_q 1
   q16.batch = 2;
   q16.seqlen_q = 16;

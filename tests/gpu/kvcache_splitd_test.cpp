@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kv_gpu_run.h"
+#include "scoped_env.h"
 
 namespace fastattn::gputest {
 namespace {
@@ -78,15 +79,19 @@ TEST_F(KvCacheSplitDGpu, NanPastTheKeys) {
   s.num_splits = 0;
   check_gpu_kvcache(s);
   // d_qk 1024: the ring's 10 slots take the block's 16 V chunks, so a slot lands two zeroed chunks (keys
-  // 2, 18, 101 in the last block; 4001 pipelined behind a block ahead).
+  // 2, 18, 101 in the last block; 4001 behind a block ahead), in both schedules (the rule's and the other).
   s = mla_decode();
   s.nan_past_keys = true;
   s.heads_q = 16;
   s.head_dim = s.head_dim_v = 1024;
   s.seqlens = {1, 17, 100, 4000};
-  for (int splits : {1, 0}) {
-    s.num_splits = splits;
-    check_gpu_kvcache(s);
+  for (const char* lockstep : {"0", "1"}) {
+    ScopedEnv schedule("FASTATTN_SPLITD_LOCKSTEP", lockstep);
+    SCOPED_TRACE(std::string("FASTATTN_SPLITD_LOCKSTEP=") + lockstep);
+    for (int splits : {1, 0}) {
+      s.num_splits = splits;
+      check_gpu_kvcache(s);
+    }
   }
 }
 

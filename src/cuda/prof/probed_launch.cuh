@@ -24,6 +24,7 @@ namespace fastattn::prof {
 template <int D, bool PvSync>
 struct ProbedConfig : sm90::FwdConfig<D> {
   static constexpr bool kProbePvSync = PvSync;
+  static constexpr bool kPackedIdle = false;  // beside the probes' registers it spilled 8 bytes (d 128)
 };
 
 namespace detail {

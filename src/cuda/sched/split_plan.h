@@ -69,6 +69,9 @@ inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask,
   shape.sms = sms;
   shape.hbm_bytes_per_s = hbm_bytes_per_s;
   shape.streams_kv = p.base.tiles == int64_t(a.batch) * a.heads_kv;
+  // A tile's rows: (heads - 1) x R + s_q packed (cluster_rows_fit's count), s_q's rows unpacked.
+  const int64_t rows = pack.rows > 0 ? int64_t(pack.heads - 1) * pack.rows + a.seqlen_q : std::min(a.seqlen_q, tile_rows);
+  shape.one_warpgroup = rows <= 64;
   p.splits = std::max(1, int(detail::choose_num_splits(shape)));
   return p;
 }

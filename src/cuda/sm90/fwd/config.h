@@ -63,6 +63,10 @@ struct FwdConfig {
   // +1.7%). It keeps the scores beside P: 176 or 192 keys on two warpgroups
   // spilled (60 and 36 bytes), and three warpgroups have 160 registers.
   static constexpr bool kDeferredMax = ConsumerWGs == 2 && N <= 128;
+  // A packed (GQA) tile's warpgroups whose rows are all past the pack's heads skip their GEMMs
+  // (fwd/tile.cuh: idle_for; a GQA-4 decode's second warpgroup: its CTA streams 1.27 x faster at
+  // d 128). d > 128: the condition spilled 12 bytes at d 256, and the rate was measured at 128 only.
+  static constexpr bool kPackedIdle = D <= 128;
   // Split-KV (SplitConfig below): off in the menu's configs, whose kernels stay as they are.
   static constexpr bool kSplit = false;
   // K/V tiles in smem by key half (SplitConfig's PageHalves below): off in the menu's configs.

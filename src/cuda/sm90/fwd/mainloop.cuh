@@ -542,9 +542,9 @@ __device__ __forceinline__ void consume(FwdSmem<Cfg>& sm, const FwdParams& p, co
   // releases both slots. The tile's last V stays with the iteration that follows, whose PV (of
   // the first block's P, unused) reads and releases it as the other warpgroups' PV of that block
   // does. The count is re-derived from the tile (kept across the loop, it spilled 4 bytes, d = 64).
-  auto first_block = [&]() { return idle_for(p, walk.t, wg) ? walk.t.blocks.last() : walk.t.blocks.first(); };
+  auto first_block = [&]() { return idle_for<Cfg>(p, walk.t, wg) ? walk.t.blocks.last() : walk.t.blocks.first(); };
   auto skip_idle_blocks = [&](const FwdTileFor<Cfg>& e) {
-    if (!idle_for(p, e, wg)) return;
+    if (!idle_for<Cfg>(p, e, wg)) return;
     for (int j = e.blocks.last(); j < e.blocks.first(); ++j) {  // one turn per block after the first
       PipeState<Cfg::kStages> prev = ps;
       ps.advance();
