@@ -147,12 +147,8 @@ __device__ __forceinline__ void splitd_hand_over_v(SplitDSmem& sm, const SplitDP
     // parity wait is exact only one phase behind: another warp's wait for the second landing would pass
     // while the first is pending, and a later wait for the first could block on a third that never comes.
     if (s % 3 != warp) continue;
-    mbar_wait(&sm.landed[s], phase);
-    zero_atom_rows_rolled<Cfg::kHalfKeys, 1, 32>(ring + uint32_t(s) * Cfg::kChunkBytes, Cfg::kChunkBytes,
-                                                  max(0, keys_left - key), lane);  // (unrolled: 12 bytes spilled)
-    fence_smem_for_tma();
-    __syncwarp();
-    if (lane == 0) mbar_arrive(&sm.full[s]);
+    hand_over_rows<Cfg::kHalfKeys, 1>(&sm.landed[s], phase, &sm.full[s], ring + uint32_t(s) * Cfg::kChunkBytes,
+                                      Cfg::kChunkBytes, true, max(0, keys_left - key), lane);
   }
 }
 

@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include "cuda/sm90/prim/mbarrier.cuh"
+#include "cuda/sm90/prim/tma.cuh"
+
 namespace fastattn::sm90 {
 
 // Rows [first_row, Rows) of `Atoms` atoms (atom a at base + a * atom_bytes), by `Threads` threads
@@ -40,6 +43,22 @@ __device__ __forceinline__ void zero_atom_rows_rolled(uint32_t base, uint32_t at
     for (int a = 0; a < Atoms; ++a)
       asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(at + a * atom_bytes), "r"(0) : "memory");
   }
+}
+
+// One warp between a TMA load and the tile's consumers: waits for the load (`landed` at `phase`),
+// zeroes rows [first_row, Rows) of the tile's `Atoms` atoms where `zero` (rolled: the producer
+// warpgroup's few registers) and fences them for the async proxy, then hands the tile on (lane 0
+// arrives at `full`, which counts one arrival).
+template <int Rows, int Atoms>
+__device__ __forceinline__ void hand_over_rows(uint64_t* landed, uint32_t phase, uint64_t* full, uint32_t base,
+                                               uint32_t atom_bytes, bool zero, int first_row, int lane) {
+  mbar_wait(landed, phase);
+  if (zero) {
+    zero_atom_rows_rolled<Rows, Atoms, 32>(base, atom_bytes, first_row, lane);
+    fence_smem_for_tma();
+  }
+  __syncwarp();
+  if (lane == 0) mbar_arrive(full);
 }
 
 }  // namespace fastattn::sm90
