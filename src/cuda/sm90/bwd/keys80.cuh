@@ -128,10 +128,11 @@ __device__ __forceinline__ void bwd_hand_over_keys80(BwdSmemKeys80<Cfg>& sm, con
   for (int i = t.steps(p.attn.q_per_kv); i > 0; --i, ps.advance(), dps.advance(), m = m == last ? begin : m + 1) {
     const int s = ps.stage(), ds = Cfg::kDoStages == 1 ? 0 : dps.stage();
     const bool zero = m == last && tail_row < Cfg::kBlockM;
-    hand_over_rows<Cfg::kBlockM, Cfg::kAtoms>(&sm.q_landed[s], ps.phase(), &sm.q_full[s], smem_addr(sm.q[s]),
-                                              Cfg::kQAtomBytes, zero, tail_row, lane);
-    hand_over_rows<Cfg::kBlockM, Cfg::kAtomsV>(&sm.do_landed[ds], dps.phase(), &sm.do_full[ds], smem_addr(sm.dout[ds]),
-                                               Cfg::kQAtomBytes, zero, tail_row, lane);
+    hand_over_rows<Cfg::kBlockM, Cfg::kAtoms>(&sm.q_landed[s], ps.phase(), &sm.q_full[s],
+                                              [&] { return smem_addr(sm.q[s]); }, Cfg::kQAtomBytes, zero, tail_row, lane);
+    hand_over_rows<Cfg::kBlockM, Cfg::kAtomsV>(&sm.do_landed[ds], dps.phase(), &sm.do_full[ds],
+                                               [&] { return smem_addr(sm.dout[ds]); }, Cfg::kQAtomBytes, zero, tail_row,
+                                               lane);
   }
 }
 

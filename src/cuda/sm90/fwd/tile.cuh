@@ -183,18 +183,19 @@ __device__ __forceinline__ FwdTileFor<Cfg> make_tile(const FwdParams& p, int id)
 
 // A tile is idle for consumer warpgroup wg when none of its 64 rows is stored: all past the
 // sequence's end or above its start (first_block_pad; d = 64's 192-row tiles at s = 1024 or 4096
-// leave two of three warpgroups so), or, packed, all past the pack's heads (tile row i holds head
-// i >> row_head_shift: a GQA-4 decode's 4 rows leave the second warpgroup so). Such a warpgroup
-// computes the tile's first block of the stream only (consume's first_block) and skips the others
-// (skip_idle_blocks): one QK and one PV instead of a GEMM pair per block, so the tensor cores run
-// the working warpgroups' GEMMs alone (d = 64 unmasked s 8k 1.03x; docs/notes/fwd-sm90.md).
-// Packed, where the config allows it (Cfg::kPackedIdle), from the pack's head count (parameters
-// only): a last group with fewer heads than the pack keeps its warpgroups working.
+// leave two of three warpgroups so), or, packed where the config allows it (Cfg::kPackedIdle), all
+// past the tile's heads (tile row i holds head i >> row_head_shift: a GQA-4 decode's 4 rows leave
+// the second warpgroup so). Such a warpgroup computes the tile's first block of the stream only
+// (consume's first_block) and skips the others (skip_idle_blocks): one QK and one PV instead of a
+// GEMM pair per block, so the tensor cores run the working warpgroups' GEMMs alone (d = 64
+// unmasked s 8k 1.03x; docs/notes/fwd-sm90.md).
 template <class Cfg, class Blocks>
 __device__ __forceinline__ bool idle_for(const FwdParams& p, const FwdTileOf<Blocks>& t, int wg) {
   const int r0 = t.m0 + 64 * wg;
   if (p.sched.pack_heads == 1) return r0 >= t.seq.rows_q || r0 + 64 <= 0;
-  return Cfg::kPackedIdle && (64 * wg) >> p.sched.row_head_shift >= p.sched.pack_heads;
+  if constexpr (!Cfg::kPackedIdle) return false;
+  const int heads = min(p.sched.pack_heads, (t.kv_head + 1) * p.attn.q_per_kv - t.head);  // as stored_row's
+  return (64 * wg) >> p.sched.row_head_shift >= heads;
 }
 
 // The persistent grid's work list: the schedule's tiles, times the splits in a SplitConfig kernel.

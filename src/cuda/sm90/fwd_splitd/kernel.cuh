@@ -117,9 +117,10 @@ __device__ __forceinline__ void splitd_produce(SplitDSmem& sm, const SplitDParam
   }
 }
 
-// Between the producer and the consumers (warps 1-3 of the producer warpgroup, idle otherwise; ring slot s
-// to warp 1 + s % 3, so that three chunks are zeroed at once): each V chunk with rows past the keys has them zeroed before its consumer's wgmma reads it (landed -> full): whatever
-// lies there (an uninitialised cache, NaN) would reach O through P = 0 times it. K's rows need nothing
+// Between the producer and the consumers (warps 1-3 of the producer warpgroup, idle otherwise; ring
+// slot s to warp 1 + s % 3, so that three chunks are zeroed at once): each V chunk with rows past the
+// keys has them zeroed before its consumer's wgmma reads it (landed -> full): whatever lies there (an
+// uninitialised cache, NaN) would reach O through P = 0 times it. K's rows need nothing
 // (their scores are masked by a select). The consumers cannot do it: a run-time branch among the PV wgmmas
 // serializes them (C7518). Only the walk's first block (the sequence's last, when the tile reaches it) can
 // hold such rows; its V chunks follow its K chunks in the ring, and K(second) too when pipelined
@@ -147,8 +148,9 @@ __device__ __forceinline__ void splitd_hand_over_v(SplitDSmem& sm, const SplitDP
     // parity wait is exact only one phase behind: another warp's wait for the second landing would pass
     // while the first is pending, and a later wait for the first could block on a third that never comes.
     if (s % 3 != warp) continue;
-    hand_over_rows<Cfg::kHalfKeys, 1>(&sm.landed[s], phase, &sm.full[s], ring + uint32_t(s) * Cfg::kChunkBytes,
-                                      Cfg::kChunkBytes, true, max(0, keys_left - key), lane);
+    hand_over_rows<Cfg::kHalfKeys, 1>(&sm.landed[s], phase, &sm.full[s],
+                                      [&] { return ring + uint32_t(s) * Cfg::kChunkBytes; }, Cfg::kChunkBytes, true,
+                                      max(0, keys_left - key), lane);
   }
 }
 

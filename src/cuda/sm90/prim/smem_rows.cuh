@@ -48,13 +48,14 @@ __device__ __forceinline__ void zero_atom_rows_rolled(uint32_t base, uint32_t at
 // One warp between a TMA load and the tile's consumers: waits for the load (`landed` at `phase`),
 // zeroes rows [first_row, Rows) of the tile's `Atoms` atoms where `zero` (rolled: the producer
 // warpgroup's few registers) and fences them for the async proxy, then hands the tile on (lane 0
-// arrives at `full`, which counts one arrival).
-template <int Rows, int Atoms>
-__device__ __forceinline__ void hand_over_rows(uint64_t* landed, uint32_t phase, uint64_t* full, uint32_t base,
+// arrives at `full`, which counts one arrival). `base()`: the tile's shared address, asked after the
+// wait (computed ahead, it moved an instruction into the backward's hand-over warp).
+template <int Rows, int Atoms, class Base>
+__device__ __forceinline__ void hand_over_rows(uint64_t* landed, uint32_t phase, uint64_t* full, const Base& base,
                                                uint32_t atom_bytes, bool zero, int first_row, int lane) {
   mbar_wait(landed, phase);
   if (zero) {
-    zero_atom_rows_rolled<Rows, Atoms, 32>(base, atom_bytes, first_row, lane);
+    zero_atom_rows_rolled<Rows, Atoms, 32>(base(), atom_bytes, first_row, lane);
     fence_smem_for_tma();
   }
   __syncwarp();
