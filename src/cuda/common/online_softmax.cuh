@@ -163,8 +163,8 @@ struct OnlineSoftmax {
 
   // Final per-row normaliser (0 for rows that kept no key) and natural-log LSE (-inf for those). A NaN
   // sum (NaN scores) keeps a NaN normaliser: the epilogues' out_pair zeroes what has inv 0 (rows past
-  // seqused_q too), and NaN in the used rows propagates to out (lse -inf, as the CPU reference's) in an
-  // unsplit call; split-KV's merge drops a split of lse -inf, NaN or not (docs/notes/inference.md, s46).
+  // seqused_q too), and NaN in the used rows propagates to out (lse -inf, as the CPU backend's) in an
+  // unsplit call; split-KV's merge drops a split of lse -inf, NaN or not (docs/notes/inference.md, s47).
   __device__ __forceinline__ void finish(float (&inv)[2], float (&lse)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -20,12 +20,17 @@ namespace fastattn::cuda_backend {
 constexpr int kClusterMaxSplits = 8;
 constexpr int kClusterKeptRows = 64;
 
+// The rows a GQA-packed tile stores: (heads - 1) x R + s_q (the last head's rows end at s_q).
+inline int64_t packed_tile_rows(const GqaPack& pack, int seqlen_q) {
+  return int64_t(pack.heads - 1) * pack.rows + seqlen_q;
+}
+
 // Whether the rows of a split tile fit the cluster merge's slots at `splits`: GQA-packed tiles
 // (decode) whose (heads - 1) x R + s_q stored rows, rounded up to a multiple of `splits`, are at
 // most 64, with 2-8 splits. Unpacked tiles (their rows may sit at a tile's bottom) do not.
 inline bool cluster_rows_fit(int splits, const GqaPack& pack, int seqlen_q) {
   if (splits < 2 || splits > kClusterMaxSplits || pack.rows <= 0 || seqlen_q < 1 || seqlen_q > pack.rows) return false;
-  const int64_t rows = int64_t(pack.heads - 1) * pack.rows + seqlen_q;
+  const int64_t rows = packed_tile_rows(pack, seqlen_q);
   return (rows + splits - 1) / splits * splits <= kClusterKeptRows;
 }
 
@@ -69,9 +74,8 @@ inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask,
   shape.sms = sms;
   shape.hbm_bytes_per_s = hbm_bytes_per_s;
   shape.streams_kv = p.base.tiles == int64_t(a.batch) * a.heads_kv;
-  // A tile's rows: (heads - 1) x R + s_q packed (cluster_rows_fit's count), s_q's rows unpacked.
-  const int64_t rows = pack.rows > 0 ? int64_t(pack.heads - 1) * pack.rows + a.seqlen_q : std::min(a.seqlen_q, tile_rows);
-  shape.one_warpgroup = rows <= 64;
+  const int64_t rows = pack.rows > 0 ? packed_tile_rows(pack, a.seqlen_q) : std::min(a.seqlen_q, tile_rows);
+  shape.one_warpgroup = rows <= 64;  // a consumer warpgroup's rows
   p.splits = std::max(1, int(detail::choose_num_splits(shape)));
   return p;
 }
