@@ -360,6 +360,7 @@ Status backward(const detail::Problem& problem, const detail::GradOperands& g, b
     probe->block_m = p.block_m;
     probe->ring = ring;
     probe->band = band;
+    probe->tail_pieces = 0;  // the launch sets it where it splits (sm90/bwd/launch.cuh)
     if (probe->capacity < rows)  // before any work: the caller's buffers cannot take the copy
       return {Code::InvalidArgument, "backward stats probe: buffers of " + std::to_string(probe->capacity) +
                                          " floats, the workspace's stats need " + std::to_string(rows)};

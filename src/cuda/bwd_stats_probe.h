@@ -23,6 +23,7 @@ struct BwdStatsProbe {
   int block_m = 0;
   bool ring = false;
   bool band = false;
+  int tail_pieces = 0;  // the wave tail's pieces a split tile (sm90/bwd/wave_tail.h; 0: no split)
 };
 
 // The probe in force (nullptr: none). A plain global, for single-threaded tests.

@@ -35,6 +35,7 @@ namespace fastattn::gputest {
 struct BwdRoute {
   int block_m = 64;
   bool ring = false, band = false;
+  int tail_pieces = 0;  // the wave tail's pieces a split tile (sm90/bwd/wave_tail.h; 0: none)
 };
 
 // A block-sparse mask for a case (BwdCase::blocks; bwd_block_sparse_test.cpp): bytes drawn kept with
@@ -401,6 +402,7 @@ inline void run_bwd_case(const BwdCase& c) {
       EXPECT_EQ(seen.block_m, c.route->block_m) << "the host chose other q-blocks than the case is for";
       EXPECT_EQ(seen.ring, c.route->ring) << "dQ ring taken or not, against the case's route";
       EXPECT_EQ(seen.band, c.route->band) << "recompute band taken or not, against the case's route";
+      EXPECT_EQ(seen.tail_pieces, c.route->tail_pieces) << "wave tail split or not, against the case's route";
     }
     if (dbias_dev) {  // to the logical (contiguous) order; a padded layout's gaps must stay poisoned
       std::vector<float> stored(dbias_dev->bytes() / 4);

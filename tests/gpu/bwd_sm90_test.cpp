@@ -270,6 +270,52 @@ TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
   ring_cases();
 }
 
+// The full mask's wave tail (sm90/bwd/wave_tail.h): with the SMs capped (FASTATTN_MAX_CTAS) and the pieces
+// forced (FASTATTN_BWD_TAIL), small problems end in split tiles whose pieces meet in the workspace. Every
+// d <= 128 tile: d 64's 128-row, d 96's, d 128's 80-row and (softcap) 64-row, and d 64's softcap kernel; more
+// pieces than a tile's q-blocks (capped to them), odd lengths, s_q != s_k both ways, GQA, both dtypes. The
+// route (pieces) is checked by the probe; dk and dv bitwise run to run (the runs are summed in piece order).
+// One q-block, the deterministic mode and a causal mask never split.
+TEST_F(Sm90Bwd, WaveTailPieces) {
+  struct W {
+    const char *ctas, *pieces;
+    DType dt;
+    int d, sq, sk, batch, hq, hkv;
+    float softcap;
+    int block_m, expect;
+  };
+  // tiles = ceil(sk / 128) x hkv x batch; a split needs tiles > ctas and tiles % ctas != 0.
+  for (const W& w : {W{"5", "3", DType::BF16, 128, 1000, 1000, 2, 4, 4, 0.f, 80, 3},     // 64 tiles, 4 split
+                     W{"4", "8", DType::F16, 128, 4097, 300, 1, 2, 2, 0.f, 80, 8},       // 6 tiles, 2 split
+                     W{"5", "8", DType::BF16, 128, 113, 4097, 1, 8, 2, 0.f, 80, 2},      // 2 q-blocks: 2 pieces
+                     W{"3", "3", DType::F16, 64, 777, 1000, 2, 4, 1, 0.f, 128, 3},       // 16 tiles, 1 split
+                     W{"4", "4", DType::BF16, 96, 300, 333, 3, 2, 2, 0.f, 64, 4},        // 18 tiles, 2 split
+                     W{"5", "3", DType::BF16, 128, 500, 700, 2, 2, 2, 5.f, 64, 3},       // softcap: 64-row tile
+                     W{"3", "5", DType::F16, 64, 200, 1000, 1, 4, 2, 30.f, 128, 2},      // d 64's softcap kernel
+                     W{"5", "3", DType::BF16, 128, 1, 1000, 2, 4, 4, 0.f, 80, 0}}) {     // one q-block
+    SCOPED_TRACE(std::string("ctas ") + w.ctas + " pieces " + w.pieces + " d " + std::to_string(w.d));
+    const ScopedEnv cap("FASTATTN_MAX_CTAS", w.ctas), tail("FASTATTN_BWD_TAIL", w.pieces);
+    BwdCase c = bcase(w.dt, w.d, w.sq, w.sk);
+    c.batch = w.batch;
+    c.hq = w.hq;
+    c.hkv = w.hkv;
+    c.softcap = w.softcap;
+    c.route = BwdRoute{w.block_m, false, false, w.expect};
+    run_bwd_case(c);
+  }
+  const ScopedEnv cap("FASTATTN_MAX_CTAS", "5"), tail("FASTATTN_BWD_TAIL", "3");
+  BwdCase det = bcase(DType::BF16, 128, 1000, 1000);
+  det.batch = 2;
+  det.deterministic = true;
+  det.route = BwdRoute{64, false, false, 0};
+  run_bwd_case(det);
+  BwdCase causal = bcase(DType::F16, 128, 1000, 1000);
+  causal.batch = 2;
+  causal.causal = true;
+  causal.route = BwdRoute{64, false, false, 0};
+  run_bwd_case(causal);
+}
+
 // The default routes of d 128 windows (no switch set): the band for right = 0 and 0 < left <= 64, the
 // ring for left = 0 and right <= 64 at GQA groups up to 4, the accumulator path for the rest (session 35's A/B), each checked by
 // the stats probe and against the reference.

@@ -88,6 +88,15 @@ struct BwdParams {
   // The additive bias and dbias (BiasBwdConfig's kernels; appended, so that every other kernel reads its
   // fields where it did).
   BwdBias bias;
+
+  // The full mask's wave tail (sm90/bwd/wave_tail.h; appended likewise): items from tail_from on are
+  // tail_pieces pieces a tile (0: no split); tail_runs holds each piece's dK / dV partial (fp32, 2 x 128 x d
+  // per run, in the consumers' register order), tail_count the pieces finished per split tile (cleared by
+  // the preprocess).
+  int tail_from = 0;
+  int tail_pieces = 0;
+  float* tail_runs = nullptr;
+  int* tail_count = nullptr;
 };
 
 }  // namespace fastattn::cuda_backend

@@ -7,6 +7,7 @@
 #include "cuda/common/math.cuh"  // pack2
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/bwd/wave_tail.h"
 #include "cuda/sm90/prim/regs.cuh"   // named_bar_sync
 #include "cuda/sm90/prim/wgmma.cuh"  // smem_addr
 
@@ -126,6 +127,64 @@ __device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const Til
   named_bar_sync(kBwdEpiBar + wg, 128);  // this warpgroup's rows are staged (only it reads them)
   store_staged_dk_dv_rows<T, kChunks, 64, 128>(p, t, k_base, v_base, 64 * wg, tid,
                                                [&](int r, int k) { return uint32_t(r * kRowBytes + swz(r, k) * 16); });
+}
+
+// A piece of a split tile (wave_tail.h), once both warpgroups are past their last MMA: its dK / dV partial
+// to its run of the workspace in the consumers' register order (float4 chunk c of consumer thread ct at
+// 4 (256 c + ct) floats: a warp's chunk is 512 contiguous bytes), then the count; the tile's last piece to
+// finish takes the sum of every run, in piece order (the same bits whichever piece is last), into dk / dv
+// and stores as a whole tile does. `item_addr`: the CTA's item in smem (its word then carries the count's
+// verdict to the consumers; nothing reads the item after the start). Returns whether this CTA stores.
+template <int R>
+__device__ __forceinline__ bool bwd_tail_gather(uint32_t item_addr, const BwdParams& p, float (&dk)[R], float (&dv)[R]) {
+  static_assert(R % 4 == 0);
+  constexpr int kChunks = R / 2;  // dK's R / 4 float4 chunks, then dV's
+  int item, tile_item, slot, piece;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(item_addr));
+  bwd_tail_item(item, p.tail_from, p.tail_pieces, tile_item, slot, piece);
+  if (slot < 0) return true;
+  const int ct = int(threadIdx.x) - 128;  // the consumer threads: 128 .. 383
+  const int64_t run = int64_t(256) * kChunks;  // float4s a run
+  float4* const runs = reinterpret_cast<float4*>(p.tail_runs) + int64_t(slot) * p.tail_pieces * run + ct;
+  auto chunk = [&](int c) -> float* { return c < kChunks / 2 ? &dk[4 * c] : &dv[4 * (c - kChunks / 2)]; };
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const float* f = chunk(c);
+    __stcg(runs + piece * run + 256 * c, make_float4(f[0], f[1], f[2], f[3]));
+  }
+  // The count by one thread behind the consumers' barrier, acq_rel: its release orders the partials that the
+  // barrier showed it, its acquire the other pieces' partials ahead of the barrier the readers pass (dq.cuh's
+  // semaphores do the same). No fence of its own: a gpu-scope fence in the kernel made ptxas issue d 64's dQ
+  // reductions as returning atomics (ATOMG for REDG, +28 % time; notes, session 48).
+  named_bar_sync(kBwdDsBar, 256);
+  if (ct == 0) {
+    int done;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(done) : "l"(p.tail_count + slot) : "memory");
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(item_addr), "r"(done == p.tail_pieces - 1 ? 1 : 0) : "memory");
+  }
+  named_bar_sync(kBwdDsBar, 256);
+  int last;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(last) : "r"(item_addr));
+  if (!last) return false;
+  // Chunk by chunk, a loop over the runs (unrolled, the runs' loads were ~1000 instructions).
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    float4 sum = __ldcg(runs + 256 * c);
+#pragma unroll 1
+    for (int j = 1; j < p.tail_pieces; ++j) {
+      const float4 v = __ldcg(runs + j * run + 256 * c);
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    float* f = chunk(c);
+    f[0] = sum.x;
+    f[1] = sum.y;
+    f[2] = sum.z;
+    f[3] = sum.w;
+  }
+  return true;
 }
 
 }  // namespace fastattn::sm90

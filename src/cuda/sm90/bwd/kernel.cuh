@@ -43,6 +43,7 @@
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/stamps.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
+#include "cuda/sm90/bwd/wave_tail.h"
 #include "cuda/sm90/bwd/zero_rows.cuh"
 #include "cuda/sm90/prim/ldmatrix.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
@@ -135,7 +136,7 @@ constexpr int bwd_k_reg_steps() {
 // previous tile (paired key blocks, the band's key blocks); kv_phase: the parity of the K / V loads
 // before this tile's. kBand: a key block of the recompute band (band_kernel.cuh): dQ by the step's job
 // (band_dq.cuh, `jobs`), and dK / dV stored only where store_dkdv (not for the band's halo block).
-template <class T, class Cfg, bool kDet, BwdCap kCapPath, bool kBand = false, class Tile>
+template <class T, class Cfg, bool kDet, BwdCap kCapPath, bool kBand = false, class Tile, bool kTail = false>
 __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p, const Tile& t, int wg,
                                             PipeState<Cfg::kStages>& ps, PipeState<BwdSmem<Cfg>::kDqBufs>& dq_ps,
                                             int kv_phase, const BwdBandJobs& jobs = BwdBandJobs{},
@@ -545,6 +546,10 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       __syncwarp();
       if (lane == 0) mbar_arrive(&sm.kv_empty);
     } else {
+      // A piece of a split tile (wave_tail.h): its partial to the workspace; only the tile's last piece stores.
+      if constexpr (kTail) {
+        if (p.tail_pieces > 1 && !bwd_tail_gather(smem_addr(&sm.item), p, dk, dv)) return;
+      }
       store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, kv_phase == 0 ? threadIdx.x : tid_x_fresh(), dk, dv);
     }
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsDkvStored);
@@ -555,6 +560,16 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
       store_dk_dv_apart<T, Cfg::kDkvCols1, Cfg::kDvCols1>(p, t, key_row, quad_col, Cfg::kDkvCols0, Cfg::kDvCols0, dk, dv);
   } else if (Cfg::kDkvCols0 == Cfg::kDkvCols1 || wg == 0) store_dk_dv<T, Cfg::kDkvCols0>(p, t, key_row, quad_col, wg * Cfg::kDkvCols0, dk, dv);
   else store_dk_dv<T, Cfg::kDkvCols1>(p, t, key_row, quad_col, Cfg::kDkvCols0, dk, dv);
+}
+
+// The kernels that cut the full mask's wave tail (wave_tail.h; launch.cuh's rule): the default mode's
+// accumulator path with dK / dV in registers over the whole head dim (d <= 128), no block list, no bias, and
+// a full mask can reach: not d 128's 64-row kernel without softcap (bwd_rows80 sends a full mask to the 80-row
+// tile), which keeps its code as it was (the gather cost the causal kernel 1.2 %, session 48).
+template <class Cfg, bool kDet, bool kRing, bool kSoftcap>
+constexpr bool bwd_tail_kernel() {
+  return !kDet && !kRing && !Cfg::kSplitD && !Cfg::kDqInStage && !Cfg::kBlockList && !Cfg::kBias && !Cfg::kKeys80 &&
+         (kSoftcap || Cfg::kHeadDim != 128 || Cfg::kBlockM != 64);
 }
 
 // kDet: deterministic mode (BwdParams::deterministic), a kernel of its own so that the default
@@ -625,6 +640,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // warpgroup's 24 registers hold no loop state) or rebuilt from the item (the consumers' registers
   // hold none over the first tile's steps).
   constexpr bool kPairable = Cfg::kPairKeyBlocks && !kDet && !kRing && !Cfg::kDqInStage && !Cfg::kSplitD;
+  constexpr bool kTail = bwd_tail_kernel<Cfg, kDet, kRing, kSoftcap>();
   using Tile = BwdTileFor<Cfg>;
   Tile t;
   if (kPairable && p.kv_pair) {
@@ -638,7 +654,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         item = p.lpt_section > 0 ? bwd_lpt_batch_inner_item(item, p.n_blocks, p.attn.batch, p.attn.heads_kv)
                                  : bwd_bias_batch_inner_item(item, p.attn.batch, p.n_blocks, p.attn.heads_kv);
     }
+    // The full mask's wave tail (wave_tail.h): the last tiles' items are pieces, each a share of the q-blocks.
+    int tail_slot = -1, tail_piece = 0;
+    if constexpr (kTail) bwd_tail_item(item, p.tail_from, p.tail_pieces, item, tail_slot, tail_piece);
     t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item);
+    if constexpr (kTail) {
+      if (tail_slot >= 0) bwd_tail_share(tail_piece, p.tail_pieces, t.q_blocks.begin, t.q_blocks.end);
+    }
     t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)
     if constexpr (kRing) t.walk = kBwdRingWalk;
     if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store
@@ -697,7 +719,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     if (kBwdStamps && threadIdx.x == 128) bwd_stamp(kBsRegsClaimed);
     PipeState<Cfg::kStages> ps;
     PipeState<BwdSmem<Cfg>::kDqBufs> dq_ps;  // deterministic: the dQ staging buffer
-    bwd_consume<T, Cfg, kDet, kCapPath>(sm, p, t, warp / 4 - 1, ps, dq_ps, 0);
+    bwd_consume<T, Cfg, kDet, kCapPath, false, Tile, kTail>(sm, p, t, warp / 4 - 1, ps, dq_ps, 0);
     if (pairs) {
       asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(smem_addr(&sm.item)));
       int tiles;

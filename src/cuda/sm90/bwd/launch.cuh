@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "cuda/common/bwd_params.h"
+#include "cuda/bwd_stats_probe.h"
 #include "cuda/device_info.h"
 #include "cuda/env_switch.h"
 #include "cuda/early_launch.h"
@@ -23,6 +24,7 @@
 #include "cuda/sm90/bwd/keys80.cuh"
 #include "cuda/sm90/bwd/lpt_order.h"
 #include "cuda/sm90/bwd/preprocess.cuh"
+#include "cuda/sm90/bwd/wave_tail.h"
 #include "cuda/tma_map.h"
 
 namespace fastattn::sm90 {
@@ -90,6 +92,21 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
                p.band_count != (p.n_blocks + p.band_blocks - 1) / p.band_blocks))
     return {Code::Internal, "backward: the recompute band's plan does not match the launch"};
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
+  // The full mask's wave tail (wave_tail.h): equal tiles only (no mask, no varlen or seqused, block order).
+  BwdTailPlan tail;
+  constexpr long long kTailRunBytes = 256ll * Cfg::kHeadDim * 4;  // a piece's dK / dV partial: D floats a thread
+  const bool capped_kernel = Cfg::kSoftcapKernel && bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring || band,
+                                                                      p.attn.softcap);
+  if (capped_kernel ? bwd_tail_kernel<Cfg, false, false, true>() : bwd_tail_kernel<Cfg, false, false, false>()) {
+    if (!p.deterministic && !ring && !band && !p.kv_pair && p.lpt_section == 0 && p.attn.window_left < 0 &&
+        p.attn.window_right < 0 && !problem.varlen && p.attn.seqused_q == nullptr && p.attn.seqused_k == nullptr &&
+        p.m_blocks > 1) {
+      int sms = 0;
+      if (Status st = cuda_backend::persistent_grid(INT32_MAX, &sms); !st.ok()) return st;
+      tail = bwd_tail_choice((long long)p.n_blocks * p.attn.heads_kv * p.attn.batch, sms, p.m_blocks, p.attn.q_per_kv,
+                             kTailRunBytes);
+    }
+  }
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return {Code::CudaError, std::string(what) + ": " + cudaGetErrorString(e)};
@@ -121,11 +138,26 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
         return st;
     }
   }
+  // The wave tail's runs and counts (cleared by the preprocess), freed with the lists.
+  void* tail_ws = nullptr;
+  if (tail.pieces > 1) {
+    const long long slots = (long long)p.n_blocks * p.attn.heads_kv * p.attn.batch - tail.tail_from;
+    if (Status st = cuda_backend::stream_alloc(size_t(slots * tail.pieces * kTailRunBytes + slots * 4), stream,
+                                               "backward wave tail", &tail_ws);
+        !st.ok())
+      return st;
+    p.tail_from = tail.tail_from;
+    p.tail_pieces = tail.pieces;
+    p.tail_runs = static_cast<float*>(tail_ws);
+    p.tail_count = reinterpret_cast<int*>(static_cast<char*>(tail_ws) + slots * tail.pieces * kTailRunBytes);
+    if (cuda_backend::BwdStatsProbe* probe = cuda_backend::bwd_stats_probe()) probe->tail_pieces = tail.pieces;
+  }
   auto free_lists = [&](Status st) {
-    if (list_ws != nullptr) {
-      const cudaError_t e = cuda_backend::stream_free(list_ws, stream);
-      list_ws = nullptr;
-      if (st.ok() && e != cudaSuccess) return Status{Code::CudaError, std::string("block lists free: ") + cudaGetErrorString(e)};
+    for (void** ws : {&list_ws, &tail_ws}) {
+      if (*ws == nullptr) continue;
+      const cudaError_t e = cuda_backend::stream_free(*ws, stream);
+      *ws = nullptr;
+      if (st.ok() && e != cudaSuccess) return Status{Code::CudaError, std::string("backward workspace free: ") + cudaGetErrorString(e)};
     }
     return st;
   };
@@ -143,7 +175,8 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
                           : p.kv_pair    ? (p.n_blocks + 1) / 2
                           : band         ? p.band_count
                                          : p.n_blocks;
-  const int64_t items = n_slots * p.attn.heads_kv * p.attn.batch;
+  const int64_t items = n_slots * p.attn.heads_kv * p.attn.batch +
+                        (p.tail_pieces > 1 ? (n_slots * p.attn.heads_kv * p.attn.batch - p.tail_from) * (p.tail_pieces - 1) : 0);
   if (items > 0) {  // also without q rows: it writes dk = dv = 0
     CUtensorMap tq, tk, tv, tdo;
     using cuda_backend::Role;

@@ -117,6 +117,12 @@ __device__ __forceinline__ void bwd_preprocess_rows(const cuda_backend::BwdParam
   const cuda_backend::BwdSeq seq(p, b, kRows);
   if constexpr (kRing) bwd_ring_prepare<T, Cfg>(p, seq, m, h, b);
   if constexpr (kBand) bwd_band_prepare<T, Cfg>(p, seq, m, h);
+  if constexpr (!kRing && !kBand) {  // the wave tail's counts (wave_tail.h): one per split tile
+    if (p.tail_count != nullptr && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) {
+      const int slots = p.n_blocks * p.attn.heads_kv * p.attn.batch - p.tail_from;
+      for (int i = threadIdx.x; i < slots; i += kBwdAuxThreads) p.tail_count[i] = 0;
+    }
+  }
   if (m * kRows >= seq.rows_q) return;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane % kRowLanes;
   const int64_t b_off = seq.batch_coord;

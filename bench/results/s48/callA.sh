@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 48, call A (NVIDIA H200): the backward's wave-tail split (sm90/bwd/wave_tail.h) on the working tree
+# (90a, d 64/96/128, both dtypes, GPU tests) beside the session's start 5f17999 (base48, d 64/128 bf16) and FA3's
+# backward (libfa3peer.so, d 128/256 bf16, no GQA). carry: [".devdeps", ".devwt/base48", ".devwt/fa3peer/libfa3peer.so"].
+set -u
+OUT=${OUT:-out}; mkdir -p "$OUT"; t0=$(date +%s)
+el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
+( cmake -S .devwt/base48 -B /tmp/base48 -G Ninja -DFASTATTN_CUDA_ARCHS=90a "-DFASTATTN_HEAD_DIMS=64;128" -DFASTATTN_DTYPES=bf16 \
+    -DFASTATTN_TOOLS=OFF -DFASTATTN_TESTS=OFF > /dev/null 2>&1 && ninja -C /tmp/base48 -j 6 fastattn > "$OUT/build-base.log" 2>&1 ) &
+cmake -S . -B build -G Ninja -DFASTATTN_CUDA_ARCHS=90a "-DFASTATTN_HEAD_DIMS=64;96;128" -DFASTATTN_TESTS=ON -DFASTATTN_GPU_TESTS=ON \
+  -DGTest_DIR=$PWD/.devdeps/gtest/usr/lib/x86_64-linux-gnu/cmake/GTest > "$OUT/cfg.log" 2>&1 || { tail -20 "$OUT/cfg.log"; exit 1; }
+ninja -C build -j 12 > "$OUT/build.log" 2>&1 || { grep -m8 -E "error|FAILED" "$OUT/build.log"; exit 1; }
+wait
+el "built"
+N=build/src/libfastattn.so; B=/tmp/base48/src/libfastattn.so; F=.devwt/fa3peer/libfa3peer.so
+ls -la $N $B | awk '{print $5, $9}'
+timeout 240 build/tests/gpu/fastattn_gpu_tests --gtest_filter='Sm90Bwd.WaveTailPieces:Sm90Bwd.HeadDimsAndDtypes:Sm90Bwd.OddLengths:Sm90Bwd.Long:Sm90Bwd.D64SoftcapKernels:Sm90Bwd.D128SoftcapKernels:Sm90Bwd.PairedKeyBlocks:Sm90Bwd.WindowRoutes:Sm90BwdStats.*' \
+  > "$OUT/gtest.log" 2>&1; echo "gtest rc $?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED|OK \] Sm90Bwd.WaveTail|tests ran" "$OUT/gtest.log" | head -20
+el "tests"
+timeout 100 compute-sanitizer --tool memcheck --error-exitcode 1 build/tests/gpu/fastattn_gpu_tests --gtest_filter='Sm90Bwd.WaveTailPieces' \
+  > "$OUT/memcheck.log" 2>&1; echo "memcheck rc $?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | head -4
+el "memcheck"
+timeout 170 python3 bench/ab-pairs.py --lib base=$B --lib new=$N --fa3-lib $F --shape 2,8192,16,128,full --shape 4,4096,16,128,full \
+  --shape 1,8192,32,128,full --shape 2,8192,16,128,causal --shape 4,4096,16,64,full --shape 4,4096,64/8,128,full --iters 30 \
+  > "$OUT/ab-tail.txt" 2>&1; echo "ab rc $?"; grep -v "^#" "$OUT/ab-tail.txt" | tail -24
+el "done"
