@@ -272,7 +272,8 @@ TEST_F(Sm90Bwd, DqRingWindowsFewestSlots) {
 
 // The full mask's wave tail (sm90/bwd/wave_tail.h): with the SMs capped (FASTATTN_MAX_CTAS) and the pieces
 // forced (FASTATTN_BWD_TAIL), small problems end in split tiles whose pieces meet in the workspace. Every
-// d <= 128 tile: d 64's 128-row, d 96's, d 128's 80-row and (softcap) 64-row, and d 64's softcap kernel; more
+// d <= 128 tile: d 64's 128-row, d 96's, d 128's 80-row and (softcap) 64-row, and d 64's softcap kernel, and
+// d 256's 80-key tile (d 192's, with uneven warpgroup shares, never splits); more
 // pieces than a tile's q-blocks (capped to them), odd lengths, s_q != s_k both ways, GQA, both dtypes. The
 // route (pieces) is checked by the probe; dk and dv bitwise run to run (the runs are summed in piece order).
 // One q-block, the deterministic mode and a causal mask never split.
@@ -292,7 +293,10 @@ TEST_F(Sm90Bwd, WaveTailPieces) {
                      W{"4", "4", DType::BF16, 96, 300, 333, 3, 2, 2, 0.f, 64, 4},        // 18 tiles, 2 split
                      W{"5", "3", DType::BF16, 128, 500, 700, 2, 2, 2, 5.f, 64, 3},       // softcap: 64-row tile
                      W{"3", "5", DType::F16, 64, 200, 1000, 1, 4, 2, 30.f, 128, 2},      // d 64's softcap kernel
-                     W{"5", "3", DType::BF16, 128, 1, 1000, 2, 4, 4, 0.f, 80, 0}}) {     // one q-block
+                     W{"5", "3", DType::BF16, 128, 1, 1000, 2, 4, 4, 0.f, 80, 0},      // one q-block
+                     W{"5", "3", DType::BF16, 256, 500, 700, 2, 2, 2, 0.f, 64, 3},     // 80-key tile: 36 tiles
+                     W{"5", "8", DType::F16, 256, 113, 4097, 1, 4, 1, 0.f, 64, 2},     // 52 tiles, 2 q-blocks
+                     W{"5", "3", DType::BF16, 192, 500, 700, 2, 2, 2, 0.f, 64, 0}}) {  // uneven shares: none
     SCOPED_TRACE(std::string("ctas ") + w.ctas + " pieces " + w.pieces + " d " + std::to_string(w.d));
     const ScopedEnv cap("FASTATTN_MAX_CTAS", w.ctas), tail("FASTATTN_BWD_TAIL", w.pieces);
     BwdCase c = bcase(w.dt, w.d, w.sq, w.sk);

@@ -131,26 +131,22 @@ __device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const Til
 
 // A piece of a split tile (wave_tail.h), once both warpgroups are past their last MMA: its dK / dV partial
 // to its run of the workspace in the consumers' register order (float4 chunk c of consumer thread ct at
-// 4 (256 c + ct) floats: a warp's chunk is 512 contiguous bytes), then the count; the tile's last piece to
-// finish takes the sum of every run, in piece order (the same bits whichever piece is last), into dk / dv
-// and stores as a whole tile does. `item_addr`: the CTA's item in smem (its word then carries the count's
-// verdict to the consumers; nothing reads the item after the start). Returns whether this CTA stores.
-template <int R>
-__device__ __forceinline__ bool bwd_tail_gather(uint32_t item_addr, const BwdParams& p, float (&dk)[R], float (&dv)[R]) {
-  static_assert(R % 4 == 0);
-  constexpr int kChunks = R / 2;  // dK's R / 4 float4 chunks, then dV's
-  int item, tile_item, slot, piece;
-  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(item_addr));
-  bwd_tail_item(item, p.tail_from, p.tail_pieces, tile_item, slot, piece);
-  if (slot < 0) return true;
+// 4 (256 c + ct) floats: a warp's chunk is 512 contiguous bytes; `chunk(c)`: the thread's four floats of chunk
+// c, kChunks of them, at most kRunChunks a thread), then the count; the tile's last piece to finish takes the
+// sum of every run, in piece order (the same bits whichever piece is last), into the registers, and stores as
+// a whole tile does. Consumer thread 0 posts whether it counted the last piece (`post(last)`), and
+// `verdict()` hands that to every consumer thread (a barrier among the 256). Returns whether this CTA stores.
+template <int kChunks, int kRunChunks, class Chunk, class Post, class Verdict>
+__device__ __forceinline__ bool bwd_tail_gather_runs(const BwdParams& p, int slot, int piece, Chunk chunk, Post post,
+                                                     Verdict verdict) {
+  static_assert(kChunks <= kRunChunks);
   const int ct = int(threadIdx.x) - 128;  // the consumer threads: 128 .. 383
-  const int64_t run = int64_t(256) * kChunks;  // float4s a run
-  float4* const runs = reinterpret_cast<float4*>(p.tail_runs) + int64_t(slot) * p.tail_pieces * run + ct;
-  auto chunk = [&](int c) -> float* { return c < kChunks / 2 ? &dk[4 * c] : &dv[4 * (c - kChunks / 2)]; };
+  constexpr int64_t kRun = int64_t(256) * kRunChunks;  // float4s a run
+  float4* const runs = reinterpret_cast<float4*>(p.tail_runs) + int64_t(slot) * p.tail_pieces * kRun + ct;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const float* f = chunk(c);
-    __stcg(runs + piece * run + 256 * c, make_float4(f[0], f[1], f[2], f[3]));
+    __stcg(runs + piece * kRun + 256 * c, make_float4(f[0], f[1], f[2], f[3]));
   }
   // The count by one thread behind the consumers' barrier, acq_rel: its release orders the partials that the
   // barrier showed it, its acquire the other pieces' partials ahead of the barrier the readers pass (dq.cuh's
@@ -160,19 +156,16 @@ __device__ __forceinline__ bool bwd_tail_gather(uint32_t item_addr, const BwdPar
   if (ct == 0) {
     int done;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;" : "=r"(done) : "l"(p.tail_count + slot) : "memory");
-    asm volatile("st.shared.b32 [%0], %1;" ::"r"(item_addr), "r"(done == p.tail_pieces - 1 ? 1 : 0) : "memory");
+    post(done == p.tail_pieces - 1);
   }
-  named_bar_sync(kBwdDsBar, 256);
-  int last;
-  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(last) : "r"(item_addr));
-  if (!last) return false;
+  if (!verdict()) return false;
   // Chunk by chunk, a loop over the runs (unrolled, the runs' loads were ~1000 instructions).
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     float4 sum = __ldcg(runs + 256 * c);
 #pragma unroll 1
     for (int j = 1; j < p.tail_pieces; ++j) {
-      const float4 v = __ldcg(runs + j * run + 256 * c);
+      const float4 v = __ldcg(runs + j * kRun + 256 * c);
       sum.x += v.x;
       sum.y += v.y;
       sum.z += v.z;
@@ -185,6 +178,29 @@ __device__ __forceinline__ bool bwd_tail_gather(uint32_t item_addr, const BwdPar
     f[3] = sum.w;
   }
   return true;
+}
+
+// kernel.cuh's form: dK, dV (R floats each) over the whole head dim; the item from smem, whose word then
+// carries the verdict (nothing reads the item after the start).
+template <int R>
+__device__ __forceinline__ bool bwd_tail_gather(uint32_t item_addr, const BwdParams& p, float (&dk)[R], float (&dv)[R]) {
+  static_assert(R % 4 == 0);
+  constexpr int kChunks = R / 2;  // dK's R / 4 float4 chunks, then dV's
+  int item, tile_item, slot, piece;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(item) : "r"(item_addr));
+  bwd_tail_item(item, p.tail_from, p.tail_pieces, tile_item, slot, piece);
+  if (slot < 0) return true;
+  auto chunk = [&](int c) -> float* { return c < kChunks / 2 ? &dk[4 * c] : &dv[4 * (c - kChunks / 2)]; };
+  auto post = [&](bool last) {
+    asm volatile("st.shared.b32 [%0], %1;" ::"r"(item_addr), "r"(last ? 1 : 0) : "memory");
+  };
+  auto verdict = [&] {
+    named_bar_sync(kBwdDsBar, 256);
+    int last;
+    asm volatile("ld.shared.b32 %0, [%1];" : "=r"(last) : "r"(item_addr));
+    return last != 0;
+  };
+  return bwd_tail_gather_runs<kChunks, kChunks>(p, slot, piece, chunk, post, verdict);
 }
 
 }  // namespace fastattn::sm90

@@ -241,11 +241,43 @@ __device__ __forceinline__ void store_dk_dv_keys80(const BwdParams& p, const Bwd
   }
 }
 
+// The 80-key kernels that cut the full mask's wave tail (wave_tail.h): d 256's even shares (one code path), the
+// kernel without the seqused twin's hand-over (the host splits no seqused call).
+template <class Cfg>
+constexpr bool bwd_keys80_tail() {
+  return Cfg::kEvenShares;
+}
+
+// A piece of a split tile (bwd_tail_gather_runs): warpgroup wg's dK^T / dV^T halves (NK, NV of 40 floats a
+// thread) as the runs' chunks. The item is the block index (no ticket, and no longest-first order where the host
+// splits); the verdict goes round by a barrier reduction, the tile's smem having no word to spare.
+template <int NK, int NV, int R>
+__device__ __forceinline__ bool bwd_tail_gather_keys80(const BwdParams& p, float (&dkt)[NK][40], float (&dvt)[R][40]) {
+  int tile_item, slot, piece;
+  bwd_tail_item(int(blockIdx.x), p.tail_from, p.tail_pieces, tile_item, slot, piece);
+  if (slot < 0) return true;
+  constexpr int kChunks = (NK + NV) * 10;
+  auto chunk = [&](int c) -> float* {
+    return c < NK * 10 ? &dkt[c / 10][4 * (c % 10)] : &dvt[(c - NK * 10) / 10][4 * ((c - NK * 10) % 10)];
+  };
+  uint32_t last = 0;
+  auto post = [&](bool l) { last = l ? 1u : 0u; };
+  auto verdict = [&] {
+    uint32_t any;
+    asm volatile(
+        "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, 256, p;\n selp.u32 %0, 1, 0, q;\n}"
+        : "=r"(any)
+        : "r"(last), "n"(int(kBwdDsBar)));
+    return any != 0;
+  };
+  return bwd_tail_gather_runs<kChunks, kChunks>(p, slot, piece, chunk, post, verdict);
+}
+
 // Consumer warpgroup wg: every step of the tile, then dK / dV. A step never waits for all of its
 // MMAs: dK^T's last half is still running when the next step's S is issued, so the tensor pipe has
 // work queued while the step's last dQ^T atomics and the loop top issue. W: the warpgroup at compile
 // time where the shares differ (Cfg::kEvenShares false), else -1 (wg at run time, one code path).
-template <class T, class Cfg, int W>
+template <class T, class Cfg, int W, bool kTail = false>
 __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const BwdParams& p, const BwdTile& t,
                                                    int wg) {
   static_assert((W < 0) == Cfg::kEvenShares, "a code path per warpgroup exactly where the shares differ");
@@ -415,6 +447,11 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   fence_operands(dkt[NK - 1]);
   // Both warpgroups past their last MMA: K and V are free for the staging.
   keys80_bar_sync<Cfg>(kBwdDsBar);
+  // A piece of a split tile (wave_tail.h): its partial to the workspace; only the tile's last piece stores.
+  if constexpr (kTail) {
+    static_assert(W < 0, "the piece path's barriers are aligned: one code path");
+    if (p.tail_pieces > 1 && !bwd_tail_gather_keys80<NK, NV>(p, dkt, dvt)) return;
+  }
   store_dk_dv_keys80<T, Cfg, NK, NV>(p, t, sm, dkt, dvt, dk0, dv0);
 }
 
@@ -450,7 +487,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   cuda_backend::grid_dependents_launch();
   int item = int(blockIdx.x);
   if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
+  // The full mask's wave tail (wave_tail.h): the last tiles' items are pieces, each a share of the q-blocks.
+  constexpr bool kTail = bwd_keys80_tail<Cfg>() && !kZeroQTail;
+  int tail_slot = -1, tail_piece = 0;
+  if constexpr (kTail) bwd_tail_item(item, p.tail_from, p.tail_pieces, item, tail_slot, tail_piece);
   BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
+  if constexpr (kTail) {
+    if (tail_slot >= 0) bwd_tail_share(tail_piece, p.tail_pieces, t.q_blocks.begin, t.q_blocks.end);
+  }
   // Upwards in either CTA order, as FA3: under a causal mask the down walk measured level at s 4k and
   // ~6 % slower at s 1k (docs/notes/bwd-sm90.md, session 27 d256c).
   t.walk = kBwdWalkUp;
@@ -464,7 +508,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   } else {
     regs_claim<Cfg::kConsumerRegs>();
     if constexpr (Cfg::kEvenShares)
-      bwd_consume_keys80<T, Cfg, -1>(sm, p, t, warp / 4 - 1);
+      bwd_consume_keys80<T, Cfg, -1, kTail>(sm, p, t, warp / 4 - 1);
     else if (warp < 8)
       bwd_consume_keys80<T, Cfg, 0>(sm, p, t, 0);
     else

@@ -55,6 +55,16 @@ Status launch_behind(bool early, void (*kernel)(Params...), dim3 grid, int threa
   return Status::Ok();
 }
 
+// The float4 chunks a thread holds in a wave-tail piece's run (wave_tail.h): kernel.cuh's dK and dV over the
+// head dim (bwd_tail_gather), the 80-key tile's dK^T / dV^T halves of 40 floats (bwd_tail_gather_keys80).
+template <class Cfg>
+constexpr int bwd_tail_run_chunks() {
+  if constexpr (Cfg::kKeys80)
+    return (Cfg::dk_halves(0) + Cfg::dv_halves(0)) * 10;
+  else
+    return Cfg::kHeadDim / 4;
+}
+
 // One config (head dim, q-block size) of the three kernels.
 template <class T, class Cfg>
 Status launch_bwd_config(const detail::Problem& problem, const detail::GradOperands& grads,
@@ -92,20 +102,25 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
                p.band_count != (p.n_blocks + p.band_blocks - 1) / p.band_blocks))
     return {Code::Internal, "backward: the recompute band's plan does not match the launch"};
   if (p.attn.batch == 0 || p.attn.heads_q == 0) return Status::Ok();
-  // The full mask's wave tail (wave_tail.h): equal tiles only (no mask, no varlen or seqused, block order).
+  // The full mask's wave tail (wave_tail.h): equal tiles only (no mask, no varlen or seqused, block order),
+  // in a kernel with the piece path (bwd_tail_kernel, bwd_keys80_tail).
   BwdTailPlan tail;
-  constexpr long long kTailRunBytes = 256ll * Cfg::kHeadDim * 4;  // a piece's dK / dV partial: D floats a thread
-  const bool capped_kernel = Cfg::kSoftcapKernel && bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring || band,
-                                                                      p.attn.softcap);
-  if (capped_kernel ? bwd_tail_kernel<Cfg, false, false, true>() : bwd_tail_kernel<Cfg, false, false, false>()) {
-    if (!p.deterministic && !ring && !band && !p.kv_pair && p.lpt_section == 0 && p.attn.window_left < 0 &&
-        p.attn.window_right < 0 && !problem.varlen && p.attn.seqused_q == nullptr && p.attn.seqused_k == nullptr &&
-        p.m_blocks > 1) {
-      int sms = 0;
-      if (Status st = cuda_backend::persistent_grid(INT32_MAX, &sms); !st.ok()) return st;
-      tail = bwd_tail_choice((long long)p.n_blocks * p.attn.heads_kv * p.attn.batch, sms, p.m_blocks, p.attn.q_per_kv,
-                             kTailRunBytes);
-    }
+  constexpr long long kTailRunBytes = 16ll * 256 * bwd_tail_run_chunks<Cfg>();  // a piece's dK / dV partial
+  bool tail_kernel = false;
+  if constexpr (Cfg::kKeys80) {
+    tail_kernel = bwd_keys80_tail<Cfg>();
+  } else {
+    const bool capped_kernel =
+        Cfg::kSoftcapKernel && bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring || band, p.attn.softcap);
+    tail_kernel = capped_kernel ? bwd_tail_kernel<Cfg, false, false, true>() : bwd_tail_kernel<Cfg, false, false, false>();
+  }
+  if (tail_kernel && !p.deterministic && !ring && !band && !p.kv_pair && p.lpt_section == 0 && p.attn.window_left < 0 &&
+      p.attn.window_right < 0 && !problem.varlen && p.attn.seqused_q == nullptr && p.attn.seqused_k == nullptr &&
+      p.m_blocks > 1) {
+    int sms = 0;
+    if (Status st = cuda_backend::persistent_grid(INT32_MAX, &sms); !st.ok()) return st;
+    tail = bwd_tail_choice((long long)p.n_blocks * p.attn.heads_kv * p.attn.batch, sms, p.m_blocks, p.attn.q_per_kv,
+                           kTailRunBytes);
   }
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();
