@@ -56,7 +56,7 @@ double modelled_tail(long long tiles, int sms, int blocks, int heads, int pieces
 TEST(BwdWaveTail, RuleSplitsWhereTheModelPays) {
   constexpr long long kRun = 256ll * 128 * 4;  // d 128
   // b2 s8k h16 d128 full: 2048 tiles of 103 80-row q-blocks on 132 SMs, 68 tiles in the last wave. Five pieces
-  // model shortest but need 43.5 MB of runs; three fit the 32 MB cap.
+  // model shortest but need 44.6 MB of runs; three fit the 32 MiB cap.
   BwdTailPlan plan = bwd_tail_plan(2048, 132, 103, 1, kRun, kBwdTailMaxBytes);
   EXPECT_EQ(plan.pieces, 3);
   EXPECT_EQ(plan.tail_from, 2048 - 68);

@@ -308,6 +308,13 @@ TEST_F(Sm90Bwd, WaveTailPieces) {
     run_bwd_case(c);
   }
   const ScopedEnv cap("FASTATTN_MAX_CTAS", "5"), tail("FASTATTN_BWD_TAIL", "3");
+  // A CUDA-graph capture replayed: the runs' workspace and the counts' clear inside the graph.
+  BwdCase graph = bcase(DType::BF16, 128, 1000, 1000);
+  graph.batch = 2;
+  graph.hq = graph.hkv = 4;
+  graph.graph = true;
+  graph.route = BwdRoute{80, false, false, 3};
+  run_bwd_case(graph);
   BwdCase det = bcase(DType::BF16, 128, 1000, 1000);
   det.batch = 2;
   det.deterministic = true;

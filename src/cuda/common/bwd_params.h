@@ -90,8 +90,8 @@ struct BwdParams {
   BwdBias bias;
 
   // The full mask's wave tail (sm90/bwd/wave_tail.h; appended likewise): items from tail_from on are
-  // tail_pieces pieces a tile (0: no split); tail_runs holds each piece's dK / dV partial (fp32, 2 x 128 x d
-  // per run, in the consumers' register order), tail_count the pieces finished per split tile (cleared by
+  // tail_pieces pieces a tile (0: no split); tail_runs holds each piece's dK / dV partial (fp32, dK and dV of
+  // the tile's keys per run, in the consumers' register order), tail_count the pieces finished per split tile (cleared by
   // the preprocess).
   int tail_from = 0;
   int tail_pieces = 0;

@@ -267,7 +267,8 @@ __device__ __forceinline__ bool bwd_tail_gather_keys80(const BwdParams& p, float
     asm volatile(
         "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, %2, 256, p;\n selp.u32 %0, 1, 0, q;\n}"
         : "=r"(any)
-        : "r"(last), "n"(int(kBwdDsBar)));
+        : "r"(last), "n"(int(kBwdDsBar))
+        : "memory");
     return any != 0;
   };
   return bwd_tail_gather_runs<kChunks, kChunks>(p, slot, piece, chunk, post, verdict);
