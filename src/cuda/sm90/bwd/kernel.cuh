@@ -43,7 +43,6 @@
 #include "cuda/sm90/bwd/smem.cuh"
 #include "cuda/sm90/bwd/stamps.cuh"
 #include "cuda/sm90/bwd/tile.cuh"
-#include "cuda/sm90/bwd/wave_tail.h"
 #include "cuda/sm90/bwd/zero_rows.cuh"
 #include "cuda/sm90/prim/ldmatrix.cuh"
 #include "cuda/sm90/prim/mbarrier.cuh"
@@ -654,13 +653,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
         item = p.lpt_section > 0 ? bwd_lpt_batch_inner_item(item, p.n_blocks, p.attn.batch, p.attn.heads_kv)
                                  : bwd_bias_batch_inner_item(item, p.attn.batch, p.n_blocks, p.attn.heads_kv);
     }
-    // The full mask's wave tail (wave_tail.h): the last tiles' items are pieces, each a share of the q-blocks.
-    int tail_slot = -1, tail_piece = 0;
-    if constexpr (kTail) bwd_tail_item(item, p.tail_from, p.tail_pieces, item, tail_slot, tail_piece);
-    t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item);
-    if constexpr (kTail) {
-      if (tail_slot >= 0) bwd_tail_share(tail_piece, p.tail_pieces, t.q_blocks.begin, t.q_blocks.end);
-    }
+    if constexpr (kTail)  // the full mask's wave tail: the last tiles' items are pieces
+      t = make_bwd_tail_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item);
+    else
+      t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM, Tile>(p, item);
     t.walk = !kDet && p.q_walk_down ? kBwdWalkDown : kBwdWalkUp;  // deterministic: up (dq_last_block's slack)
     if constexpr (kRing) t.walk = kBwdRingWalk;
     if (t.n0 >= t.seq.rows_k || t.n_block >= p.n_blocks) return;  // past the keys: nothing to load or store

@@ -490,12 +490,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
   // The full mask's wave tail (wave_tail.h): the last tiles' items are pieces, each a share of the q-blocks.
   constexpr bool kTail = bwd_keys80_tail<Cfg>() && !kZeroQTail;
-  int tail_slot = -1, tail_piece = 0;
-  if constexpr (kTail) bwd_tail_item(item, p.tail_from, p.tail_pieces, item, tail_slot, tail_piece);
-  BwdTile t = make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
-  if constexpr (kTail) {
-    if (tail_slot >= 0) bwd_tail_share(tail_piece, p.tail_pieces, t.q_blocks.begin, t.q_blocks.end);
-  }
+  BwdTile t = kTail ? make_bwd_tail_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item) : make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
   // Upwards in either CTA order, as FA3: under a causal mask the down walk measured level at s 4k and
   // ~6 % slower at s 1k (docs/notes/bwd-sm90.md, session 27 d256c).
   t.walk = kBwdWalkUp;

@@ -156,13 +156,13 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   // The wave tail's runs and counts (cleared by the preprocess), freed with the lists.
   void* tail_ws = nullptr;
   if (tail.pieces > 1) {
-    const long long slots = (long long)p.n_blocks * p.attn.heads_kv * p.attn.batch - tail.tail_from;
+    p.tail_from = tail.tail_from;
+    p.tail_pieces = tail.pieces;
+    const long long slots = bwd_tail_slots(p);
     if (Status st = cuda_backend::stream_alloc(size_t(slots * tail.pieces * kTailRunBytes + slots * 4), stream,
                                                "backward wave tail", &tail_ws);
         !st.ok())
       return st;
-    p.tail_from = tail.tail_from;
-    p.tail_pieces = tail.pieces;
     p.tail_runs = static_cast<float*>(tail_ws);
     p.tail_count = reinterpret_cast<int*>(static_cast<char*>(tail_ws) + slots * tail.pieces * kTailRunBytes);
     if (cuda_backend::BwdStatsProbe* probe = cuda_backend::bwd_stats_probe()) probe->tail_pieces = tail.pieces;
@@ -191,7 +191,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
                           : band         ? p.band_count
                                          : p.n_blocks;
   const int64_t items = n_slots * p.attn.heads_kv * p.attn.batch +
-                        (p.tail_pieces > 1 ? (n_slots * p.attn.heads_kv * p.attn.batch - p.tail_from) * (p.tail_pieces - 1) : 0);
+                        (p.tail_pieces > 1 ? int64_t(bwd_tail_slots(p)) * (p.tail_pieces - 1) : 0);
   if (items > 0) {  // also without q rows: it writes dk = dv = 0
     CUtensorMap tq, tk, tv, tdo;
     using cuda_backend::Role;

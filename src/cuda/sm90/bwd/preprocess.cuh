@@ -20,6 +20,7 @@
 #include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/dq_layout.h"
 #include "cuda/sm90/bwd/dq_ring.h"
+#include "cuda/sm90/bwd/wave_tail.h"
 
 namespace fastattn::sm90 {
 
@@ -119,7 +120,7 @@ __device__ __forceinline__ void bwd_preprocess_rows(const cuda_backend::BwdParam
   if constexpr (kBand) bwd_band_prepare<T, Cfg>(p, seq, m, h);
   if constexpr (!kRing && !kBand) {  // the wave tail's counts (wave_tail.h): one per split tile
     if (p.tail_count != nullptr && (blockIdx.x | blockIdx.y | blockIdx.z) == 0) {
-      const int slots = p.n_blocks * p.attn.heads_kv * p.attn.batch - p.tail_from;
+      const int slots = bwd_tail_slots(p);
       for (int i = threadIdx.x; i < slots; i += kBwdAuxThreads) p.tail_count[i] = 0;
     }
   }

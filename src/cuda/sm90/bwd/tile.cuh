@@ -10,6 +10,7 @@
 #include "cuda/sm90/bwd/bit_lists.h"
 #include "cuda/sm90/bwd/dq_ring.h"
 #include "cuda/sm90/bwd/lpt_order.h"
+#include "cuda/sm90/bwd/wave_tail.h"
 
 namespace fastattn::sm90 {
 
@@ -139,6 +140,17 @@ __device__ __forceinline__ Tile make_bwd_tile(const BwdParams& p, int item) {
   t.batch = rest / p.attn.heads_kv;
   t.seq = cuda_backend::BwdSeq(p, t.batch, kBlockM);
   set_bwd_tile_block<kBlockN, kBlockM>(p, t, n_block);
+  return t;
+}
+
+// The tile of grid item `item` in a kernel that cuts the full mask's wave tail (wave_tail.h): the tail's
+// items are pieces, each a share of its tile's q-blocks.
+template <int kBlockN, int kBlockM, class Tile = BwdTile>
+__device__ __forceinline__ Tile make_bwd_tail_tile(const BwdParams& p, int item) {
+  int tile_item, slot, piece;
+  bwd_tail_item(item, p.tail_from, p.tail_pieces, tile_item, slot, piece);
+  Tile t = make_bwd_tile<kBlockN, kBlockM, Tile>(p, tile_item);
+  if (slot >= 0) bwd_tail_share(piece, p.tail_pieces, t.q_blocks.begin, t.q_blocks.end);
   return t;
 }
 

@@ -26,6 +26,13 @@ FASTATTN_HD void bwd_tail_item(int item, int tail_from, int pieces, int& tile_it
   }
 }
 
+// The split tiles, each with a count and `pieces` runs: the grid's tiles (key blocks x KV heads x batch) from
+// tail_from on. Params: BwdParams (host and device read it alike).
+template <class Params>
+FASTATTN_HD int bwd_tail_slots(const Params& p) {
+  return p.n_blocks * p.attn.heads_kv * p.attn.batch - p.tail_from;
+}
+
 // Piece `piece` of `pieces`: q-blocks [begin, end) of the tile's [begin, end), shares as even as whole
 // q-blocks allow (the host keeps pieces <= the blocks, so none is empty).
 FASTATTN_HD void bwd_tail_share(int piece, int pieces, int& begin, int& end) {
@@ -81,7 +88,7 @@ inline BwdTailPlan bwd_tail_plan(long long tiles, int sms, int blocks, int heads
 inline BwdTailPlan bwd_tail_choice(long long tiles, int sms, int blocks, int heads, long long run_bytes) {
   if (const char* env = std::getenv("FASTATTN_BWD_TAIL")) {
     BwdTailPlan plan;
-    const int n = std::atoi(env) < blocks ? std::atoi(env) : blocks;
+    const int asked = std::atoi(env), n = asked < blocks ? asked : blocks;
     if (n >= 2 && sms >= 1 && tiles > sms && tiles % sms != 0) {
       plan.pieces = n;
       plan.tail_from = int(tiles - tiles % sms);
