@@ -95,17 +95,28 @@ TEST(BwdWaveTail, RuleSplitsWhereTheModelPays) {
       }
 }
 
+// The 80-key tile's cap (d 256: runs of 160 KB, 64-row q-blocks): b2 s4k h16 has 52 x 32 = 1664 tiles, 80 in the
+// last wave; three pieces model a tail of 2 x (22 + 4) steps against 64 whole and need 38.4 MB of runs: split
+// under the 80-key cap, not under d 128's. b4 s4k (3328 tiles, 28 in the last wave) keeps its four pieces.
+TEST(BwdWaveTail, Keys80CapSplitsB2S4k) {
+  constexpr long long kRun80 = 16ll * 256 * 40;  // bwd_tail_run_chunks: (dK^T + dV^T halves) x 10 float4 chunks
+  EXPECT_EQ(bwd_tail_plan(1664, 132, 64, 1, kRun80, kBwdTailMaxBytes).pieces, 0);
+  EXPECT_EQ(bwd_tail_plan(1664, 132, 64, 1, kRun80, kBwdTailMaxBytesKeys80).pieces, 3);
+  EXPECT_EQ(bwd_tail_plan(3328, 132, 64, 1, kRun80, kBwdTailMaxBytesKeys80).pieces, 4);
+  EXPECT_EQ(bwd_tail_plan(3328, 132, 64, 1, kRun80, kBwdTailMaxBytes).pieces, 4);
+}
+
 TEST(BwdWaveTail, EnvironmentForcesOrTurnsItOff) {
   constexpr long long kRun = 256ll * 128 * 4;
   setenv("FASTATTN_BWD_TAIL", "0", 1);
-  EXPECT_EQ(bwd_tail_choice(2048, 132, 103, 1, kRun).pieces, 0);
+  EXPECT_EQ(bwd_tail_choice(2048, 132, 103, 1, kRun, kBwdTailMaxBytes).pieces, 0);
   setenv("FASTATTN_BWD_TAIL", "7", 1);
-  EXPECT_EQ(bwd_tail_choice(2048, 132, 103, 1, kRun).pieces, 7);
-  EXPECT_EQ(bwd_tail_choice(2048, 132, 4, 1, kRun).pieces, 4) << "capped to the q-blocks";
-  EXPECT_EQ(bwd_tail_choice(132 * 3, 132, 103, 1, kRun).pieces, 0) << "no tail to split";
-  EXPECT_EQ(bwd_tail_choice(64, 5, 13, 1, kRun).tail_from, 60);
+  EXPECT_EQ(bwd_tail_choice(2048, 132, 103, 1, kRun, kBwdTailMaxBytes).pieces, 7);
+  EXPECT_EQ(bwd_tail_choice(2048, 132, 4, 1, kRun, kBwdTailMaxBytes).pieces, 4) << "capped to the q-blocks";
+  EXPECT_EQ(bwd_tail_choice(132 * 3, 132, 103, 1, kRun, kBwdTailMaxBytes).pieces, 0) << "no tail to split";
+  EXPECT_EQ(bwd_tail_choice(64, 5, 13, 1, kRun, kBwdTailMaxBytes).tail_from, 60);
   unsetenv("FASTATTN_BWD_TAIL");
-  EXPECT_EQ(bwd_tail_choice(2048, 132, 103, 1, kRun).pieces, 3);
+  EXPECT_EQ(bwd_tail_choice(2048, 132, 103, 1, kRun, kBwdTailMaxBytes).pieces, 3);
 }
 
 }  // namespace

@@ -456,7 +456,9 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   store_dk_dv_keys80<T, Cfg, NK, NV>(p, t, sm, dkt, dvt, dk0, dv0);
 }
 
-template <class T, class Cfg, bool kZeroQTail>
+// kTail: the launch split the full mask's wave tail (bwd_keys80_tail's configs), a kernel of its own: the piece
+// path's code in the one kernel cost the unsplit calls 0.2 % (session 48).
+template <class T, class Cfg, bool kZeroQTail, bool kTail = false>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bwd_kernel_keys80(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                       const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap tdo,
@@ -489,7 +491,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   int item = int(blockIdx.x);
   if (p.lpt_section > 0) item = bwd_lpt_item(item, p.attn.heads_kv * p.attn.batch, p.n_blocks, p.lpt_section);
   // The full mask's wave tail (wave_tail.h): the last tiles' items are pieces, each a share of the q-blocks.
-  constexpr bool kTail = bwd_keys80_tail<Cfg>() && !kZeroQTail;
+  static_assert(!kTail || (bwd_keys80_tail<Cfg>() && !kZeroQTail), "the piece path: even shares, no seqused twin");
   BwdTile t = kTail ? make_bwd_tail_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item) : make_bwd_tile<Cfg::kBlockN, Cfg::kBlockM>(p, item);
   // Upwards in either CTA order, as FA3: under a causal mask the down walk measured level at s 4k and
   // ~6 % slower at s 1k (docs/notes/bwd-sm90.md, session 27 d256c).

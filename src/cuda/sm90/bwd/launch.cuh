@@ -120,7 +120,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
     int sms = 0;
     if (Status st = cuda_backend::persistent_grid(INT32_MAX, &sms); !st.ok()) return st;
     tail = bwd_tail_choice((long long)p.n_blocks * p.attn.heads_kv * p.attn.batch, sms, p.m_blocks, p.attn.q_per_kv,
-                           kTailRunBytes);
+                           kTailRunBytes, Cfg::kKeys80 ? kBwdTailMaxBytesKeys80 : kBwdTailMaxBytes);
   }
   auto launched = [](const char* what) -> Status {
     const cudaError_t e = cudaGetLastError();
@@ -233,9 +233,18 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
                              : launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
       } else {
         if (p.deterministic) return Status::Unsupported("backward: no deterministic kernel for this tile");
-        if constexpr (Cfg::kKeys80)  // with seqused_q, the twin that zeroes Q / dO past it (keys80.cuh)
-          st = p.attn.seqused_q != nullptr ? launch(bwd_kernel_keys80<T, Cfg, true>, kBytes, zero_q_attr)
-                                           : launch(bwd_kernel_keys80<T, Cfg, false>, kBytes, plain_attr);
+        if constexpr (Cfg::kKeys80) {  // with seqused_q, the twin that zeroes Q / dO past it (keys80.cuh)
+          static cuda_backend::PerDeviceFlags tail_attr;
+          if (p.attn.seqused_q != nullptr)
+            st = launch(bwd_kernel_keys80<T, Cfg, true>, kBytes, zero_q_attr);
+          else if (p.tail_pieces > 1) {  // the wave tail's pieces: their kernel of its own
+            if constexpr (bwd_keys80_tail<Cfg>())
+              st = launch(bwd_kernel_keys80<T, Cfg, false, true>, kBytes, tail_attr);
+            else
+              return free_lists(Status{Code::Internal, "backward: no wave-tail kernel for this tile"});
+          } else
+            st = launch(bwd_kernel_keys80<T, Cfg, false>, kBytes, plain_attr);
+        }
         else
           st = launch(bwd_kernel<T, Cfg, false>, kBytes, plain_attr);
       }

@@ -48,8 +48,11 @@ inline constexpr int kBwdTailPieceSteps = 4;
 // A split must win at least this share of the whole launch's time (the model is coarse).
 inline constexpr double kBwdTailMinGain = 0.004;
 inline constexpr int kBwdTailMaxPieces = 8;
-// The runs' workspace at most (the partials pass through L2 beside the last wave's Q / dO).
+// The runs' workspace at most (the partials pass through L2 beside the last wave's Q / dO). The 80-key tile's
+// (d 256, runs of 160 KB): 48 MiB, so that b2 s4k h16 (80 tiles in the last wave) splits in three (38.4 MB);
+// at d 128 44.6 MB of runs measured no slower than 25 MB (session 48).
 inline constexpr long long kBwdTailMaxBytes = 32ll << 20;
+inline constexpr long long kBwdTailMaxBytesKeys80 = 48ll << 20;
 
 struct BwdTailPlan {
   int tail_from = 0;  // the first split tile's item
@@ -82,10 +85,11 @@ inline BwdTailPlan bwd_tail_plan(long long tiles, int sms, int blocks, int heads
   return plan;
 }
 
-// The launch's plan: bwd_tail_plan, or as FASTATTN_BWD_TAIL says: 0 (or not a number) no split, so that
+// The launch's plan: bwd_tail_plan (runs of at most max_bytes), or as FASTATTN_BWD_TAIL says: 0 (or not a number) no split, so that
 // one library serves both sides of an A/B; n >= 2 n pieces (at most the q-blocks) wherever a tail is left,
 // so that the tests cut small problems (with FASTATTN_MAX_CTAS for few SMs).
-inline BwdTailPlan bwd_tail_choice(long long tiles, int sms, int blocks, int heads, long long run_bytes) {
+inline BwdTailPlan bwd_tail_choice(long long tiles, int sms, int blocks, int heads, long long run_bytes,
+                                   long long max_bytes) {
   if (const char* env = std::getenv("FASTATTN_BWD_TAIL")) {
     BwdTailPlan plan;
     const int asked = std::atoi(env), n = asked < blocks ? asked : blocks;
@@ -95,7 +99,7 @@ inline BwdTailPlan bwd_tail_choice(long long tiles, int sms, int blocks, int hea
     }
     return plan;
   }
-  return bwd_tail_plan(tiles, sms, blocks, heads, run_bytes, kBwdTailMaxBytes);
+  return bwd_tail_plan(tiles, sms, blocks, heads, run_bytes, max_bytes);
 }
 
 }  // namespace fastattn::sm90
