@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/sm90/bwd/config.h"
 #include "cuda/sm90/bwd/wave_tail.h"
 
 namespace fastattn::sm90 {
@@ -96,10 +97,11 @@ TEST(BwdWaveTail, RuleSplitsWhereTheModelPays) {
 }
 
 // The 80-key tile's cap (d 256: runs of 160 KB, 64-row q-blocks): b2 s4k h16 has 52 x 32 = 1664 tiles, 80 in the
-// last wave; three pieces model a tail of 2 x (22 + 4) steps against 64 whole and need 38.4 MB of runs: split
+// last wave; three pieces model a tail of 2 x (22 + 4) steps against 64 whole and need 39.3 MB of runs: split
 // under the 80-key cap, not under d 128's. b4 s4k (3328 tiles, 28 in the last wave) keeps its four pieces.
 TEST(BwdWaveTail, Keys80CapSplitsB2S4k) {
-  constexpr long long kRun80 = 16ll * 256 * 40;  // bwd_tail_run_chunks: (dK^T + dV^T halves) x 10 float4 chunks
+  constexpr long long kRun80 = 16ll * 256 * bwd_tail_run_chunks<BwdConfigKeys80<256, 256>>();
+  static_assert(kRun80 == 160 * 1024, "d 256's runs: (dK^T + dV^T halves) x 10 float4 chunks a thread");
   EXPECT_EQ(bwd_tail_plan(1664, 132, 64, 1, kRun80, kBwdTailMaxBytes).pieces, 0);
   EXPECT_EQ(bwd_tail_plan(1664, 132, 64, 1, kRun80, kBwdTailMaxBytesKeys80).pieces, 3);
   EXPECT_EQ(bwd_tail_plan(3328, 132, 64, 1, kRun80, kBwdTailMaxBytesKeys80).pieces, 4);

@@ -55,16 +55,6 @@ Status launch_behind(bool early, void (*kernel)(Params...), dim3 grid, int threa
   return Status::Ok();
 }
 
-// The float4 chunks a thread holds in a wave-tail piece's run (wave_tail.h): kernel.cuh's dK and dV over the
-// head dim (bwd_tail_gather), the 80-key tile's dK^T / dV^T halves of 40 floats (bwd_tail_gather_keys80).
-template <class Cfg>
-constexpr int bwd_tail_run_chunks() {
-  if constexpr (Cfg::kKeys80)
-    return (Cfg::dk_halves(0) + Cfg::dv_halves(0)) * 10;
-  else
-    return Cfg::kHeadDim / 4;
-}
-
 // One config (head dim, q-block size) of the three kernels.
 template <class T, class Cfg>
 Status launch_bwd_config(const detail::Problem& problem, const detail::GradOperands& grads,

@@ -49,10 +49,21 @@ inline constexpr int kBwdTailPieceSteps = 4;
 inline constexpr double kBwdTailMinGain = 0.004;
 inline constexpr int kBwdTailMaxPieces = 8;
 // The runs' workspace at most (the partials pass through L2 beside the last wave's Q / dO). The 80-key tile's
-// (d 256, runs of 160 KB): 48 MiB, so that b2 s4k h16 (80 tiles in the last wave) splits in three (38.4 MB);
+// (d 256, runs of 160 KB): 48 MiB, so that b2 s4k h16 (80 tiles in the last wave) splits in three (39.3 MB);
 // at d 128 44.6 MB of runs measured no slower than 25 MB (session 48).
 inline constexpr long long kBwdTailMaxBytes = 32ll << 20;
 inline constexpr long long kBwdTailMaxBytesKeys80 = 48ll << 20;
+
+// The float4 chunks a consumer thread holds in a piece's run: kernel.cuh's dK and dV over the head dim
+// (bwd_tail_gather), the 80-key tile's dK^T / dV^T halves of 40 floats (bwd_tail_gather_keys80). A run is 256
+// consumer threads' chunks: 16 x 256 x chunks bytes.
+template <class Cfg>
+constexpr int bwd_tail_run_chunks() {
+  if constexpr (Cfg::kKeys80)
+    return (Cfg::dk_halves(0) + Cfg::dv_halves(0)) * 10;
+  else
+    return Cfg::kHeadDim / 4;
+}
 
 struct BwdTailPlan {
   int tail_from = 0;  // the first split tile's item
