@@ -64,13 +64,22 @@ class Fa3DecodeArgs(ctypes.Structure):
         ("scale", ctypes.c_float)]
 
 
-def cases(quick):
-    out = []
-    for sq in ((1,) if quick else (1, 4, 16)):
-        for b in ((1, 8, 64) if quick else (1, 8, 32, 128)):
-            for sk in ((4096, 32768) if quick else (1024, 4096, 16384, 65536, 131072)):
-                out.append((sq, b, sk))
-    return out
+def int_list(text):
+    """'1,4,16' -> (1, 4, 16); None stays None."""
+    if text is None:
+        return None
+    values = tuple(int(v) for v in text.split(",") if v.strip())
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"a comma-separated list of positive integers, not {text!r}")
+    return values
+
+
+def cases(quick, sqs=None, batches=None, sks=None):
+    """(s_q, batch, s_k) in table order: the quick or the full set, each axis replaced where given."""
+    sqs = sqs or ((1,) if quick else (1, 4, 16))
+    batches = batches or ((1, 8, 64) if quick else (1, 8, 32, 128))
+    sks = sks or ((4096, 32768) if quick else (1024, 4096, 16384, 65536, 131072))
+    return [(sq, b, sk) for sq in sqs for b in batches for sk in sks]
 
 
 def main():
@@ -79,6 +88,9 @@ def main():
     ap.add_argument("--fa3-lib", default=os.environ.get("FASTATTN_FA3_DECODE_LIB"), help="libfa3decode.so")
     ap.add_argument("--out", help="markdown table to write (also printed)")
     ap.add_argument("--quick", action="store_true", help="a few cases")
+    ap.add_argument("--sq", type=int_list, help="s_q values (comma-separated), instead of the set's")
+    ap.add_argument("--batches", type=int_list, help="batches (comma-separated), instead of the set's")
+    ap.add_argument("--sk", type=int_list, help="key lengths (comma-separated), instead of the set's")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--replays", type=int, default=15)
     ap.add_argument("--rotate-mib", type=int, default=200)
@@ -337,7 +349,7 @@ def main():
                 print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=6, max_name_column_width=70))
 
     rows = []
-    for sq, b, sk in cases(args.quick):
+    for sq, b, sk in cases(args.quick, args.sq, args.batches, args.sk):
         kv_bytes = 2 * b * sk * H_KV * D * 2
         if kv_bytes > args.max_kv_gib * (1 << 30):
             continue

@@ -520,6 +520,25 @@ def test_decode_plot_reads_runs_and_refuses_disjoint_ones(tmp_path):
         dp.main([str(tmp_path / "e.png"), f"a={run}", f"b={other}"])
 
 
+def test_decode_cases_take_the_axes_given():
+    dec = _bench_script("decode.py", "decode_bench")
+    assert dec.cases(True) == [(1, b, sk) for b in (1, 8, 64) for sk in (4096, 32768)]
+    assert len(dec.cases(False)) == 3 * 4 * 5
+    # s_q 4 / 16 beside FA3 (issue #30) in one call: the full set's batches and lengths cut to a few
+    assert dec.cases(False, sqs=(4, 16), batches=(1, 8), sks=(4096,)) == [(4, 1, 4096), (4, 8, 4096), (16, 1, 4096),
+                                                                        (16, 8, 4096)]
+    assert dec.cases(True, sks=(8192,)) == [(1, 1, 8192), (1, 8, 8192), (1, 64, 8192)]
+    assert dec.int_list("4, 16") == (4, 16)
+    assert dec.int_list(None) is None
+    import argparse
+
+    for bad in ("", "0", "4,-1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            dec.int_list(bad)
+    with pytest.raises(ValueError):
+        dec.int_list("x")
+
+
 def test_run_peers_args_mirror_c_api_layout(tmp_path):
     # fastattn_args_init writes the whole fastattn_args: a shorter ctypes mirror (block_mask missing)
     # had it write past the Python object, and fastattn_forward read block_mask from beyond it
