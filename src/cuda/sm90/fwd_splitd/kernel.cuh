@@ -230,6 +230,65 @@ __device__ __forceinline__ void splitd_store(float (&o)[SplitDConfig::kSliceAtom
 
 // One consumer warpgroup (kWG 0 or 1): keys [64 kWG, + 64) of each block for S, slice kWG of the pair
 // for O. Compile-time kWG: which ring positions it multiplies and which it only releases is fixed.
+// The row sums and the store: each warpgroup's quad sum through smem (the rows buffer's last reads, the other
+// warpgroup's max of the last block, came before the last named barrier 2), own + other in both (the same bits),
+// left in quad column 0 so that finish()'s quad sum returns it exactly.
+template <class T, int kWG, class Softmax>
+__device__ __forceinline__ void splitd_sum_and_store(float (&o)[SplitDConfig::kSliceAtoms][32], Softmax& softmax,
+                                                     const SplitDParams& p, const SplitDTile& t, int row_in_tile,
+                                                     int quad_col, uint32_t rows_own, uint32_t rows_other) {
+  float own[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
+    if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
+  }
+  named_bar_sync_unaligned(3, SplitDConfig::kConsumerThreads);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float total = own[h] + lds_f32(rows_other + 32 * h);
+    softmax.row_sum[h] = quad_col == 0 ? total : 0.f;
+  }
+  splitd_store<T, kWG>(o, softmax, p, t, row_in_tile, quad_col);
+}
+
+// Softcap, the mask on partial blocks (warpgroup kWG's half of block `it`: its N keys start at it x kKeys + kWG x
+// N) and the block's row max over both halves: each warpgroup's quad max through smem (named barrier 1), then
+// max(own, other), the same bits in both (fmaxf commutes), so that the running max, alpha and OnlineSoftmax's
+// slack rule move alike in both warpgroups. after_max(h): the caller's work on row half h once its max moved.
+template <int kWG, int N, class Softmax, class AfterMax>
+__device__ __forceinline__ void splitd_block_max(float (&s)[N / 2], const SplitDParams& p, const SplitDTile& t, int it,
+                                                 int row_in_tile, int quad_col, uint32_t rows_own, uint32_t rows_other,
+                                                 Softmax& softmax, float (&alpha)[2], AfterMax after_max) {
+  if (p.attn.softcap != 0.f) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) s[i] = cuda_backend::softcap_score(s[i], p.attn.softcap, p.attn.softcap_in);
+  }
+  if (!t.blocks.full(it)) {
+    // GQA packing: a tile row's query position is its low bits (row_pos_mask; 63 unpacked).
+    const int row0 = t.m0 + (row_in_tile & p.row_pos_mask), row1 = t.m0 + ((row_in_tile + 8) & p.row_pos_mask);
+    const int n0 = it * SplitDConfig::kKeys + kWG * N;
+    cuda_backend::apply_keep_bits<N, 0>(s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
+    cuda_backend::apply_keep_bits<N, 1>(s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
+  }
+  float m[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float x = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < N / 8; ++j) x = fmaxf(x, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    m[h] = cuda_backend::quad_max(x);
+    if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
+  }
+  named_bar_sync_unaligned(1, SplitDConfig::kConsumerThreads);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
+    softmax.take_max(h, m[h], p.attn.scale_log2, alpha);
+    after_max(h);
+  }
+}
+
 template <class T, int kWG>
 __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParams& p, const SplitDTile& t) {
   using Cfg = SplitDConfig;
@@ -296,39 +355,8 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
     wgmma_wait<0>();
     fence_operands(s);
     release(held);
-    // Softcap, then the mask on partial blocks (this warpgroup's 64 keys start at n0).
-    if (p.attn.softcap != 0.f) {
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) s[i] = cuda_backend::softcap_score(s[i], p.attn.softcap, p.attn.softcap_in);
-    }
-    if (!t.blocks.full(it)) {
-      // GQA packing: a tile row's query position is its low bits (row_pos_mask; 63 unpacked).
-      const int row0 = t.m0 + (row_in_tile & p.row_pos_mask), row1 = t.m0 + ((row_in_tile + 8) & p.row_pos_mask);
-      const int n0 = it * Cfg::kKeys + wg * N;
-      cuda_backend::apply_keep_bits<N, 0>(
-          s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
-      cuda_backend::apply_keep_bits<N, 1>(
-          s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
-    }
-    // The block's row max over both halves: each warpgroup's quad max through smem. max(own, other)
-    // is the same bits in both (fmaxf commutes), so the running max, alpha and the slack rule of
-    // OnlineSoftmax move alike in both warpgroups.
-    float m[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float x = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) x = fmaxf(x, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      m[h] = cuda_backend::quad_max(x);
-      if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
-    }
-    named_bar_sync_unaligned(1, Cfg::kConsumerThreads);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
-      softmax.take_max(h, m[h], p.attn.scale_log2, alpha);
-      softmax.exp_row(s, h, p.attn.scale_log2, alpha);
-    }
+    splitd_block_max<wg, N>(s, p, t, it, row_in_tile, quad_col, rows_own, rows_other, softmax, alpha,
+                            [&](int h) { softmax.exp_row(s, h, p.attn.scale_log2, alpha); });
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
       for (int q = 0; q < Cfg::kSliceAtoms; ++q) cuda_backend::scale_rows<64>(o[q], alpha);
@@ -358,22 +386,7 @@ __device__ __forceinline__ void splitd_consume(SplitDSmem& sm, const SplitDParam
       splitd_pv_quarter<T, wg>(sm, ring, p.ring_slots, ps, q, o, pf, p_other_lo, cur, prev, skip, release, [] {});
     splitd_pv_finish(o, pf, prev, release);
   }
-  // The row sums: each warpgroup's quad sum through smem (the rows buffer's last reads, the other
-  // warpgroup's max of the last block, came before barrier 2), own + other in both (the same bits),
-  // left in quad column 0 so that finish()'s quad sum returns it exactly.
-  float own[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
-    if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
-  }
-  named_bar_sync_unaligned(3, Cfg::kConsumerThreads);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float total = own[h] + lds_f32(rows_other + 32 * h);
-    softmax.row_sum[h] = quad_col == 0 ? total : 0.f;
-  }
-  splitd_store<T, wg>(o, softmax, p, t, row_in_tile, quad_col);
+  splitd_sum_and_store<T, wg>(o, softmax, p, t, row_in_tile, quad_col, rows_own, rows_other);
 }
 
 // The pipelined consumer (docs/notes/splitd-sm90.md, "The softmax under the tensor cores"): PV of
@@ -460,34 +473,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
   // Softcap, mask, the block's row max over both halves (named barrier 1) and the running max:
   // alpha. The exps come later (exp_row), with the same inputs as splitd_consume's.
   auto block_max = [&](int it) {
-    if (p.attn.softcap != 0.f) {
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) s[i] = cuda_backend::softcap_score(s[i], p.attn.softcap, p.attn.softcap_in);
-    }
-    if (!t.blocks.full(it)) {
-      // GQA packing: a tile row's query position is its low bits (row_pos_mask; 63 unpacked).
-      const int row0 = t.m0 + (row_in_tile & p.row_pos_mask), row1 = t.m0 + ((row_in_tile + 8) & p.row_pos_mask);
-      const int n0 = it * Cfg::kKeys + wg * N;
-      cuda_backend::apply_keep_bits<N, 0>(
-          s, cuda_backend::keep_bits<N>(t.mask.lo(row0) - n0, t.mask.hi(row0) - n0, quad_col));
-      cuda_backend::apply_keep_bits<N, 1>(
-          s, cuda_backend::keep_bits<N>(t.mask.lo(row1) - n0, t.mask.hi(row1) - n0, quad_col));
-    }
-    float m[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float x = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < N / 8; ++j) x = fmaxf(x, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-      m[h] = cuda_backend::quad_max(x);
-      if (quad_col == 0) sts_f32(rows_own + 32 * h, m[h]);
-    }
-    named_bar_sync_unaligned(1, Cfg::kConsumerThreads);
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      m[h] = fmaxf(m[h], lds_f32(rows_other + 32 * h));
-      softmax.take_max(h, m[h], p.attn.scale_log2, alpha);
-    }
+    splitd_block_max<wg, N>(s, p, t, it, row_in_tile, quad_col, rows_own, rows_other, softmax, alpha, [](int) {});
   };
   // P (the exps in s) to the RS operand; pf's last reader, the previous PV, has retired.
   auto pack_p = [&]() {
@@ -567,21 +553,7 @@ __device__ __forceinline__ void splitd_consume_pipelined(SplitDSmem& sm, const S
     for (int q = 0; q < Cfg::kSliceAtoms; ++q) pv_quarter(q, nothing);
     pv_finish();
   }
-  // The row sums and the store, as splitd_consume's (the rows buffer's last reads, the other
-  // warpgroup's max of the last block, came before the last named barrier 2).
-  float own[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    own[h] = cuda_backend::quad_sum(softmax.row_sum[h]);
-    if (quad_col == 0) sts_f32(rows_own + 32 * h, own[h]);
-  }
-  named_bar_sync_unaligned(3, Cfg::kConsumerThreads);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float total = own[h] + lds_f32(rows_other + 32 * h);
-    softmax.row_sum[h] = quad_col == 0 ? total : 0.f;
-  }
-  splitd_store<T, wg>(o, softmax, p, t, row_in_tile, quad_col);
+  splitd_sum_and_store<T, wg>(o, softmax, p, t, row_in_tile, quad_col, rows_own, rows_other);
 }
 
 // kPipelined: splitd_consume_pipelined's schedule (the default), else splitd_consume's lockstep one
