@@ -30,6 +30,31 @@ struct BitPrepTiles {
   static constexpr bool kBias = false;
 };
 
+// A mask block's words as one warp loads them, for both prep kernels (B: BitListPrep or BwdBitPrep, their cover and
+// strides): lane l's rows row0 + 32 c (c < chunks; the others and rows past row_cover read as nothing), each row's
+// four words of keys key0 + 32 kw .., masked to the key cover. Returns the warp's class of the block.
+template <class B>
+__device__ __forceinline__ uint8_t classify_block_words(const B& b, const uint32_t* base, int row0, int chunks, int key0,
+                                                        uint32_t (&w)[4][4]) {
+  bool any = false, all = true;
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    const int r = row0 + 32 * c;
+#pragma unroll
+    for (int kw = 0; kw < 4; ++kw) {
+      const int k0 = key0 + 32 * kw;  // the word's first key
+      const int care_n = c < chunks && r < b.row_cover ? min(max(b.key_cover - k0, 0), 32) : 0;
+      const uint32_t care = care_n >= 32 ? 0xffffffffu : (1u << care_n) - 1u;
+      w[c][kw] = care != 0 ? __ldg(base + int64_t(r) * b.row_stride + k0 / 32) & care : 0u;
+      any = any || w[c][kw] != 0;
+      all = all && w[c][kw] == care;
+    }
+  }
+  any = __any_sync(0xffffffffu, any);
+  all = __all_sync(0xffffffffu, all);
+  return !any ? kBitsEmpty : all ? kBitsFull : kBitsPartial;
+}
+
 // Block (line, kb): lane l takes rows l, l + 32, l + 64, l + 96 of the line's q tile, the row's four
 // words of the block; the warp votes its class, and a partial block's lanes write their rows' gathered
 // words (quad_keep_word of t = 0..3: one 16-byte store a row).
@@ -43,23 +68,7 @@ __global__ void __launch_bounds__(256) classify_bits_kernel(const __grid_constan
   const int bm = int(line / (int64_t(b.q_tiles) * b.mask_heads));
   const uint32_t* base = b.mask + bm * b.batch_stride + hm * b.head_stride;
   uint32_t w[4][4];
-  bool any = false, all = true;
-#pragma unroll
-  for (int k = 0; k < 4; ++k) {
-    const int r = qt * 128 + lane + 32 * k;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int key0 = kb * 128 + 32 * q;  // the word's first key
-      const int care_n = r < b.row_cover ? min(max(b.key_cover - key0, 0), 32) : 0;
-      const uint32_t care = care_n >= 32 ? 0xffffffffu : (1u << care_n) - 1u;
-      w[k][q] = care != 0 ? __ldg(base + int64_t(r) * b.row_stride + key0 / 32) & care : 0u;
-      any = any || w[k][q] != 0;
-      all = all && w[k][q] == care;
-    }
-  }
-  any = __any_sync(0xffffffffu, any);
-  all = __all_sync(0xffffffffu, all);
-  const uint8_t cls = !any ? kBitsEmpty : all ? kBitsFull : kBitsPartial;
+  const uint8_t cls = classify_block_words(b, base, qt * 128 + lane, 4, kb * 128, w);
   if (lane == 0) b.classes[item] = cls;
   if (cls != kBitsPartial) return;
   FwdBlockLists at{b.headers, b.list};
@@ -154,23 +163,7 @@ __global__ void __launch_bounds__(256) classify_bwd_bits_kernel(const __grid_con
   const uint32_t* base = b.mask + bm * b.batch_stride + hm * b.head_stride;
   const int chunks = b.block_m / 32;  // 2 or 4
   uint32_t w[4][4];  // [query chunk c][key word kw]
-  bool any = false, all = true;
-#pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    const int r = qb * b.block_m + 32 * c + lane;
-#pragma unroll
-    for (int kw = 0; kw < 4; ++kw) {
-      const int key0 = kt * b.block_n + 32 * kw;
-      const int care_n = c < chunks && r < b.row_cover ? min(max(b.key_cover - key0, 0), 32) : 0;
-      const uint32_t care = care_n >= 32 ? 0xffffffffu : (1u << care_n) - 1u;
-      w[c][kw] = care != 0 ? __ldg(base + int64_t(r) * b.row_stride + key0 / 32) & care : 0u;
-      any = any || w[c][kw] != 0;
-      all = all && w[c][kw] == care;
-    }
-  }
-  any = __any_sync(0xffffffffu, any);
-  all = __all_sync(0xffffffffu, all);
-  const uint8_t cls = !any ? kBitsEmpty : all ? kBitsFull : kBitsPartial;
+  const uint8_t cls = classify_block_words(b, base, qb * b.block_m + lane, chunks, kt * b.block_n, w);
   if (lane == 0) b.classes[item] = cls;
   if (cls != kBitsPartial) return;
   uint32_t mine[4][4];  // [key word kw][query chunk c]: key 32 kw + lane's bits over rows 32 c ..
