@@ -132,16 +132,15 @@ __device__ __forceinline__ void store_dk_dv_staged(const BwdParams& p, const Til
 // A piece of a split tile (wave_tail.h), once both warpgroups are past their last MMA: its dK / dV partial
 // to its run of the workspace in the consumers' register order (float4 chunk c of consumer thread ct at
 // 4 (256 c + ct) floats: a warp's chunk is 512 contiguous bytes; `chunk(c)`: the thread's four floats of chunk
-// c, kChunks of them, at most kRunChunks a thread), then the count; the tile's last piece to finish takes the
+// c, kChunks of them: bwd_tail_run_chunks, the run the host sized), then the count; the tile's last piece to finish takes the
 // sum of every run, in piece order (the same bits whichever piece is last), into the registers, and stores as
 // a whole tile does. Consumer thread 0 posts whether it counted the last piece (`post(last)`), and
 // `verdict()` hands that to every consumer thread (a barrier among the 256). Returns whether this CTA stores.
-template <int kChunks, int kRunChunks, class Chunk, class Post, class Verdict>
+template <int kChunks, class Chunk, class Post, class Verdict>
 __device__ __forceinline__ bool bwd_tail_gather_runs(const BwdParams& p, int slot, int piece, Chunk chunk, Post post,
                                                      Verdict verdict) {
-  static_assert(kChunks <= kRunChunks);
   const int ct = int(threadIdx.x) - 128;  // the consumer threads: 128 .. 383
-  constexpr int64_t kRun = int64_t(256) * kRunChunks;  // float4s a run
+  constexpr int64_t kRun = int64_t(256) * kChunks;  // float4s a run
   float4* const runs = reinterpret_cast<float4*>(p.tail_runs) + int64_t(slot) * p.tail_pieces * kRun + ct;
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
@@ -200,7 +199,7 @@ __device__ __forceinline__ bool bwd_tail_gather(uint32_t item_addr, const BwdPar
     asm volatile("ld.shared.b32 %0, [%1];" : "=r"(last) : "r"(item_addr));
     return last != 0;
   };
-  return bwd_tail_gather_runs<kChunks, kChunks>(p, slot, piece, chunk, post, verdict);
+  return bwd_tail_gather_runs<kChunks>(p, slot, piece, chunk, post, verdict);
 }
 
 }  // namespace fastattn::sm90

@@ -547,6 +547,7 @@ __device__ __forceinline__ void bwd_consume(BwdSmem<Cfg>& sm, const BwdParams& p
     } else {
       // A piece of a split tile (wave_tail.h): its partial to the workspace; only the tile's last piece stores.
       if constexpr (kTail) {
+        static_assert(Cfg::kDkvColsMax / 4 == bwd_tail_run_chunks<Cfg>(), "a piece's run as the host sized it");
         if (p.tail_pieces > 1 && !bwd_tail_gather(smem_addr(&sm.item), p, dk, dv)) return;
       }
       store_dk_dv_staged<T, D>(p, t, sm.k, sm.v, wg, kv_phase == 0 ? threadIdx.x : tid_x_fresh(), dk, dv);

@@ -271,7 +271,7 @@ __device__ __forceinline__ bool bwd_tail_gather_keys80(const BwdParams& p, float
         : "memory");
     return any != 0;
   };
-  return bwd_tail_gather_runs<kChunks, kChunks>(p, slot, piece, chunk, post, verdict);
+  return bwd_tail_gather_runs<kChunks>(p, slot, piece, chunk, post, verdict);
 }
 
 // Consumer warpgroup wg: every step of the tile, then dK / dV. A step never waits for all of its
@@ -451,6 +451,7 @@ __device__ __forceinline__ void bwd_consume_keys80(BwdSmemKeys80<Cfg>& sm, const
   // A piece of a split tile (wave_tail.h): its partial to the workspace; only the tile's last piece stores.
   if constexpr (kTail) {
     static_assert(W < 0, "the piece path's barriers are aligned: one code path");
+    static_assert((NK + NV) * 10 == bwd_tail_run_chunks<Cfg>(), "a piece's run as the host sized it");
     if (p.tail_pieces > 1 && !bwd_tail_gather_keys80<NK, NV>(p, dkt, dvt)) return;
   }
   store_dk_dv_keys80<T, Cfg, NK, NV>(p, t, sm, dkt, dvt, dk0, dv0);

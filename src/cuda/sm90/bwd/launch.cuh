@@ -96,14 +96,14 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
   // in a kernel with the piece path (bwd_tail_kernel, bwd_keys80_tail).
   BwdTailPlan tail;
   constexpr long long kTailRunBytes = 16ll * 256 * bwd_tail_run_chunks<Cfg>();  // a piece's dK / dV partial
+  // The softcap kernel of its own where the config builds one (else the run-time branch, or none).
+  const bool capped =
+      Cfg::kSoftcapKernel && bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring || band, p.attn.softcap);
   bool tail_kernel = false;
-  if constexpr (Cfg::kKeys80) {
+  if constexpr (Cfg::kKeys80)
     tail_kernel = bwd_keys80_tail<Cfg>();
-  } else {
-    const bool capped_kernel =
-        Cfg::kSoftcapKernel && bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring || band, p.attn.softcap);
-    tail_kernel = capped_kernel ? bwd_tail_kernel<Cfg, false, false, true>() : bwd_tail_kernel<Cfg, false, false, false>();
-  }
+  else
+    tail_kernel = capped ? bwd_tail_kernel<Cfg, false, false, true>() : bwd_tail_kernel<Cfg, false, false, false>();
   if (tail_kernel && !p.deterministic && !ring && !band && !p.kv_pair && p.lpt_section == 0 && p.attn.window_left < 0 &&
       p.attn.window_right < 0 && !problem.varlen && p.attn.seqused_q == nullptr && p.attn.seqused_k == nullptr &&
       p.m_blocks > 1) {
@@ -205,9 +205,7 @@ Status launch_bwd_config(const detail::Problem& problem, const detail::GradOpera
       if (ring) st = launch(bwd_kernel<T, Cfg, false, true>, kBytes, ring_attr);
       if (band) st = launch(bwd_band_kernel<T, Cfg>, kBytes, band_attr);
     }
-    bool capped = false;
     if constexpr (Cfg::kSoftcapKernel) {
-      capped = bwd_softcap_kernel(D, Cfg::kBlockM, p.deterministic != 0, ring || band, p.attn.softcap);
       if (capped && !p.deterministic)
         st = launch(bwd_kernel<T, Cfg, false, false, true>, kBytes, cap_attr);
       else if (capped) {
