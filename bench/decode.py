@@ -19,6 +19,10 @@ Method
   num_splits = 0, its split kernel and its combine, as flash_attn_with_kvcache runs this call);
   SDPA with the cuDNN backend on transposed (b, h, s, d) views with enable_gqa (expanded K/V
   where this torch's cuDNN path refuses GQA).
+- FlashInfer (--flashinfer, s_q 1 only, when `import flashinfer` works): BatchDecodeWithPagedKVCacheWrapper
+  planned once a case (its own split heuristic), the contiguous K/V viewed as pages of 64 in order (no copy),
+  CUDA-graph mode; two columns: CUDA-core decode (`fi`) and tensor-core decode (`fi-tc`, the prefill kernel
+  FlashInfer recommends for GQA >= 4). Its JIT compiles each module on the first plan (the time is printed).
 - Check: each peer's output against fastattn's (max |diff|; bf16 noise is ~0.01).
 
 Usage: python3 bench/decode.py --lib build/src/libfastattn.so [--fa3-lib out/libfa3decode.so]
@@ -35,6 +39,7 @@ import importlib.util
 import os
 import statistics
 import subprocess
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 H, H_KV, D = 32, 8, 128
@@ -62,6 +67,20 @@ class Fa3DecodeArgs(ctypes.Structure):
         (n, ctypes.c_int64 * 3) for n in ("q_stride", "k_stride", "v_stride", "o_stride")] + [
         (n, ctypes.c_int32) for n in ("b", "s_q", "s_k", "h", "h_k", "d", "num_splits", "num_sm")] + [
         ("scale", ctypes.c_float)]
+
+
+def load_flashinfer():
+    """flashinfer, or None (printed why) where its wheel or its JIT dependencies are missing."""
+    try:
+        import flashinfer
+    except Exception as e:  # ImportError, or a dependency's own failure at import
+        print(f"flashinfer: not importable ({type(e).__name__}: {e}); its columns stay '-'", flush=True)
+        return None
+    print(f"flashinfer {flashinfer.__version__}", flush=True)
+    return flashinfer
+
+
+FI_PAGE = 64  # FlashInfer's page size here: a contiguous (b, s_k, h_kv, d) cache is b * s_k / 64 pages in order
 
 
 def int_list(text):
@@ -95,6 +114,8 @@ def main():
     ap.add_argument("--replays", type=int, default=15)
     ap.add_argument("--rotate-mib", type=int, default=200)
     ap.add_argument("--max-kv-gib", type=float, default=24.0)
+    ap.add_argument("--flashinfer", action="store_true",
+                    help="also FlashInfer's batch decode (s_q 1; CUDA-core and tensor-core kernels) when importable")
     ap.add_argument("--label", default="", help="commit or note for the table's heading")
     ap.add_argument("--sweep", action="store_true",
                     help="instead: fastattn's time against forced split counts (s_q 1, batch 1-8), for the heuristic")
@@ -132,6 +153,8 @@ def main():
                 [ctypes.c_void_p] if fn == "fa3_decode" else [])
         fa3.fa3_decode_workspace_bytes.restype = ctypes.c_int64
         fa3.fa3_decode_last_error.restype = ctypes.c_char_p
+
+    fi = load_flashinfer() if args.flashinfer else None
 
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
@@ -194,6 +217,37 @@ def main():
                     r = F.scaled_dot_product_attention(qt, kt.repeat_interleave(g, 1), vt.repeat_interleave(g, 1))
             last[0] = r
         return run
+
+    fi_compile_s = {}  # JIT time of each FlashInfer kernel kind's first plan (once a process)
+
+    def flashinfer_calls(qs, ks, vs, outs, pick, b, sk, tensor_cores):
+        """One FlashInfer decode wrapper planned for (b, sk); a call per picked copy, each writing its out."""
+        pages = sk // FI_PAGE
+        indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * pages
+        indices = torch.arange(b * pages, dtype=torch.int32, device=dev)
+        last_len = torch.full((b,), FI_PAGE, dtype=torch.int32, device=dev)
+        ws = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
+        w = fi.BatchDecodeWithPagedKVCacheWrapper(
+            ws, "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores, paged_kv_indptr_buffer=indptr.clone(),
+            paged_kv_indices_buffer=indices.clone(), paged_kv_last_page_len_buffer=last_len.clone())
+        t0 = time.perf_counter()
+        w.plan(indptr, indices, last_len, H, H_KV, D, FI_PAGE, q_data_type=torch.bfloat16,
+               kv_data_type=torch.bfloat16, sm_scale=D ** -0.5)
+        torch.cuda.synchronize()
+        kind = "fi-tc" if tensor_cores else "fi"
+        if kind not in fi_compile_s:
+            fi_compile_s[kind] = time.perf_counter() - t0
+            print(f"flashinfer {kind}: first plan (JIT build or load) {fi_compile_s[kind]:.1f} s", flush=True)
+
+        def one(i):
+            q, o = qs[i].view(b, H, D), outs[i].view(b, H, D)
+            kc, vc = ks[i].view(-1, FI_PAGE, H_KV, D), vs[i].view(-1, FI_PAGE, H_KV, D)
+
+            def run():
+                w.run(q, (kc, vc), out=o)
+            run.keep = (w, ws, indptr, indices, last_len)
+            return run
+        return [one(i) for i in pick]
 
     def graph_us(calls):
         """calls: one callable per call of the graph. Median replay time / len(calls), in us."""
@@ -355,7 +409,7 @@ def main():
             continue
         copies = copies_for(kv_bytes)
         qs, ks, vs = make_inputs(b, sq, sk, copies)
-        outs = {p: [torch.empty_like(qs[0]) for _ in range(copies)] for p in ("fa", "fa1", "fa3")}
+        outs = {p: [torch.empty_like(qs[0]) for _ in range(copies)] for p in ("fa", "fa1", "fa3", "fi", "fi-tc")}
         lses = [torch.empty(b, H, sq, device=dev, dtype=torch.float32) for _ in range(copies)]
         pick = [i % copies for i in range(args.calls)]
         row = {"sq": sq, "b": b, "sk": sk, "floor": kv_bytes / copy_bw * 1e6}
@@ -368,6 +422,13 @@ def main():
             row["fa3-splits"] = calls[0].splits
             row["fa3"] = graph_us(calls)
             row["diff-fa3"] = (outs["fa3"][0].float() - ref).abs().max().item()
+        if fi is not None and sq == 1 and sk % FI_PAGE == 0:
+            for kind in ("fi", "fi-tc"):
+                try:
+                    row[kind] = graph_us(flashinfer_calls(qs, ks, vs, outs[kind], pick, b, sk, kind == "fi-tc"))
+                    row["diff-" + kind] = (outs[kind][0].float() - ref).abs().max().item()
+                except Exception as e:  # a JIT or plan failure: reported, the other peers still run
+                    print(f"flashinfer {kind} b{b} s_k {sk}: {type(e).__name__}: {str(e)[:300]}", flush=True)
         last = [None]  # the graph's last call's output (of K/V copy pick[-1]) after the replays
         row["cudnn"] = graph_us([cudnn_call(qs[i], ks[i], vs[i], last) for i in pick])
         row["diff-cudnn"] = (last[0].transpose(1, 2).float() - outs["fa"][pick[-1]].float()).abs().max().item()
@@ -381,7 +442,8 @@ def main():
                                 cwd=HERE).stdout.strip()
     except OSError:
         commit = ""
-    lines = [f"# Decode (s_q 1/4/16, h {H}/{H_KV}, d {D}, bf16): GPU time per call",
+    sqs_run = "/".join(str(v) for v in sorted({r["sq"] for r in rows})) or "-"
+    lines = [f"# Decode (s_q {sqs_run}, h {H}/{H_KV}, d {D}, bf16): GPU time per call",
              "",
              f"{props.name}, {datetime.date.today().isoformat()}, fastattn {args.label or commit}; "
              f"torch {torch.__version__}; copy bandwidth {copy_bw / 1e12:.2f} TB/s (read + written).",
@@ -389,11 +451,14 @@ def main():
              f"median of {args.replays} replays / calls (bench/decode.py). floor = K/V bytes / copy bandwidth; "
              "(x) = time / floor. fastattn: num_splits 0 (heuristic); fastattn ns1: unsplit. "
              "fa3: FA3 0251105's decode path with its own split heuristic (splits in brackets) and combine. "
-             "cudnn: SDPA's cuDNN backend" + ("" if gqa_ok[0] else " (K/V expanded: this torch's cuDNN refused GQA)") + ".",
+             "cudnn: SDPA's cuDNN backend" + ("" if gqa_ok[0] else " (K/V expanded: this torch's cuDNN refused GQA)") + "."
+             + (f" fi / fi-tc: FlashInfer {fi.__version__}'s batch decode, CUDA-core / tensor-core kernel, pages of "
+                f"{FI_PAGE} (s_q 1 only)." if fi is not None else ""),
              "",
              "| s_q | batch | s_k | floor us | fastattn us | fastattn ns1 us | fa3 us | cudnn us | fastattn / fa3 "
-             "| max diff (ns1, fa3, cudnn) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             + ("| fi us | fi-tc us | fastattn / best fi " if fi is not None else "")
+             + "| max diff (ns1, fa3, cudnn" + (", fi, fi-tc" if fi is not None else "") + ") |",
+             "|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if fi is not None else "") + "---|"]
 
     def cell(r, key):
         if key not in r:
@@ -402,9 +467,15 @@ def main():
     for r in rows:
         fa3_cell = cell(r, "fa3") + (f" [{r['fa3-splits']}]" if "fa3-splits" in r else "")
         vs = f"{r['fastattn'] / r['fa3']:.2f}" if "fa3" in r else "-"
-        diffs = ", ".join(f"{r[k]:.3f}" if k in r else "-" for k in ("diff-1", "diff-fa3", "diff-cudnn"))
+        diff_keys = ("diff-1", "diff-fa3", "diff-cudnn") + (("diff-fi", "diff-fi-tc") if fi is not None else ())
+        diffs = ", ".join(f"{r[k]:.3f}" if k in r else "-" for k in diff_keys)
+        fi_cells = ""
+        if fi is not None:
+            best = min((r[k] for k in ("fi", "fi-tc") if k in r), default=None)
+            fi_cells = (f"{cell(r, 'fi')} | {cell(r, 'fi-tc')} | "
+                        + (f"{r['fastattn'] / best:.2f}" if best else "-") + " | ")
         lines.append(f"| {r['sq']} | {r['b']} | {r['sk']} | {r['floor']:.1f} | {cell(r, 'fastattn')} | "
-                     f"{cell(r, 'fastattn-1')} | {fa3_cell} | {cell(r, 'cudnn')} | {vs} | {diffs} |")
+                     f"{cell(r, 'fastattn-1')} | {fa3_cell} | {cell(r, 'cudnn')} | {vs} | {fi_cells}{diffs} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -518,6 +518,16 @@ def test_decode_plot_reads_runs_and_refuses_disjoint_ones(tmp_path):
     other.write_text("sq=1 b=2 sk=4096 floor=8.0 fastattn=15.0 cudnn=14.0\n")
     with pytest.raises(SystemExit):
         dp.main([str(tmp_path / "e.png"), f"a={run}", f"b={other}"])
+    # --peers: the last run's FA3 / FlashInfer bars, refused where a case lacks the peer
+    peers = tmp_path / "peers.md"
+    peers.write_text("sq=1 b=1 sk=4096 floor=4.1 fastattn=10.7 fa3=13.3 cudnn=11.1 fi=29.6 fi-tc=14.0\n"
+                     "sq=4 b=1 sk=4096 floor=4.2 fastattn=11.1 fa3=13.5 cudnn=52.5\n")
+    assert dp.read_run(str(peers)) == {(1, 4096): {"fastattn": 10.7, "cudnn": 11.1, "floor": 4.1, "fa3": 13.3,
+                                                   "fi": 29.6, "fi-tc": 14.0}}
+    dp.main([str(tmp_path / "p.png"), f"s50={peers}", "--peers", "fa3,fi-tc"])
+    assert (tmp_path / "p.png").stat().st_size > 0
+    with pytest.raises(SystemExit):
+        dp.main([str(tmp_path / "q.png"), f"a={run}", "--peers", "fi-tc"])
 
 
 def test_decode_cases_take_the_axes_given():
@@ -565,3 +575,20 @@ def test_run_peers_args_mirror_c_api_layout(tmp_path):
     assert sizes == [ctypes.sizeof(rp.FaArgs), ctypes.sizeof(rp.FaTensor), ctypes.sizeof(rp.FaBlockMask),
                      rp.FaArgs.block_mask.offset, ctypes.sizeof(rp.FaBitMask), rp.FaArgs.bit_mask.offset,
                      rp.FaArgs.bias.offset, rp.FaArgs.dbias.offset, rp.FaArgs.alibi_slopes.offset]
+
+
+def test_decode_flashinfer_peer_is_optional(monkeypatch, capsys):
+    # bench/decode.py --flashinfer: a missing wheel (or a dependency failing at import) leaves FlashInfer's columns
+    # '-' with the reason printed, instead of stopping the run; an importable one is returned as is
+    import sys
+    import types
+
+    dec = _bench_script("decode.py", "decode_bench")
+    monkeypatch.setitem(sys.modules, "flashinfer", None)  # import raises ImportError
+    assert dec.load_flashinfer() is None
+    assert "flashinfer: not importable (ModuleNotFoundError" in capsys.readouterr().out
+    fake = types.ModuleType("flashinfer")
+    fake.__version__ = "0.0-test"
+    monkeypatch.setitem(sys.modules, "flashinfer", fake)
+    assert dec.load_flashinfer() is fake
+    assert dec.FI_PAGE % 16 == 0  # FlashInfer's pages here: the cache viewed without a copy
