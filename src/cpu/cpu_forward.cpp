@@ -109,7 +109,7 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
     for (int r = 0; r < rows; ++r) {
       float* srow = s + r * bk;
       float mx = sc.m[size_t(r)];
-      for (int c = 0; c < cols; ++c) mx = std::max(mx, srow[c]);
+      for (int c = 0; c < cols; ++c) mx = srow[c] > mx || std::isnan(srow[c]) ? srow[c] : mx;  // NaN sticks
       if (mx == -INFINITY) {  // nothing kept in this row so far: P row is 0
         std::fill(srow, srow + cols, 0.0f);
         continue;
@@ -128,10 +128,10 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
   // Normalise; rows that kept no key get out = 0 and lse = -inf.
   for (int r = 0; r < rows; ++r) {
     const float l = sc.l[size_t(r)];
-    const float inv = l > 0 ? 1.0f / l : 0.0f;
+    const float inv = l == 0 ? 0.0f : 1.0f / l;  // NaN (a NaN kept score) stays NaN
     float* a = sc.acc.data() + r * dv;
     for (int c = 0; c < dv; ++c) a[c] *= inv;
-    sc.m[size_t(r)] = l > 0 ? sc.m[size_t(r)] + std::log(l) : -INFINITY;
+    sc.m[size_t(r)] = l == 0 ? -INFINITY : sc.m[size_t(r)] + std::log(l);
   }
   if (p.num_splits > 1) {
     for (int r = 0; r < rows; ++r) {

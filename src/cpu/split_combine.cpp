@@ -8,7 +8,17 @@ namespace fastattn::cpu {
 void combine_split_row(int splits, int64_t rows, int dv, const float* o, const float* lse, int64_t row,
                        float* out, float* lse_out) {
   float m = -INFINITY;
-  for (int s = 0; s < splits; ++s) m = std::max(m, lse[s * rows + row]);
+  bool nan = false;
+  for (int s = 0; s < splits; ++s) {
+    const float ls = lse[s * rows + row];
+    m = std::max(m, ls);
+    nan = nan || std::isnan(ls);
+  }
+  if (nan) {  // a NaN among a split's kept scores: the row is NaN, as the unsplit call's
+    std::fill(out, out + dv, NAN);
+    *lse_out = NAN;
+    return;
+  }
   std::fill(out, out + dv, 0.0f);
   if (m == -INFINITY) {
     *lse_out = -INFINITY;

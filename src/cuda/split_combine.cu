@@ -54,14 +54,20 @@ __global__ void combine_rows(SplitCombineParams p) {
     // The first 32 splits' LSEs stay in registers (one per lane) for the max, the sum and the weights.
     const float ls0 = lane < p.splits ? lse[lane * rows] : -INFINITY;
     float m = ls0;
-    for (int s = lane + 32; s < p.splits; s += 32) m = fmaxf(m, lse[s * rows]);
+    bool nan = ls0 != ls0;
+    for (int s = lane + 32; s < p.splits; s += 32) {
+      const float ls = lse[s * rows];
+      m = fmaxf(m, ls);
+      nan = nan || ls != ls;
+    }
     m = warp_max(m);
+    nan = warp_any_nan(nan);
     const float w0 = merge_weight(ls0, m);
     float sum = w0;
     if (m != -INFINITY)
       for (int s = lane + 32; s < p.splits; s += 32) sum += split_weight(lse, rows, p.splits, s, m);
     sum = warp_sum(sum);
-    const float inv = merged_inv(sum);
+    const float inv = merged_inv(sum, nan);
     T* out = static_cast<T*>(p.out) + b * p.out_stride_b + i * p.out_stride_s + h * p.out_stride_h;
     const float* o = p.o + r * p.dv;  // split s at o[s * rows * dv]
     const int64_t split_stride = rows * p.dv;
@@ -99,7 +105,7 @@ __global__ void combine_rows(SplitCombineParams p) {
       }
     }
     if (lane == 0 && p.lse_out) {
-      p.lse_out[b * p.lse_stride_b + h * p.lse_stride_h + i * p.lse_stride_s] = merged_lse(m, sum);
+      p.lse_out[b * p.lse_stride_b + h * p.lse_stride_h + i * p.lse_stride_s] = merged_lse(m, sum, nan);
     }
   }
 }

@@ -26,9 +26,17 @@ __device__ __forceinline__ float warp_sum(float x) {
 __device__ __forceinline__ float merge_weight(float split_lse, float m) {
   return split_lse == -INFINITY ? 0.f : expf(split_lse - m);
 }
-// The merged row's normaliser and LSE from the max and the weights' sum (a row no split saw: 0, -inf).
-__device__ __forceinline__ float merged_inv(float sum) { return sum > 0.f ? 1.f / sum : 0.f; }
-__device__ __forceinline__ float merged_lse(float m, float sum) { return sum > 0.f ? m + logf(sum) : -INFINITY; }
+// Whether any lane's split LSE is NaN (a NaN among that split's kept scores: OnlineSoftmax::finish).
+__device__ __forceinline__ bool warp_any_nan(bool nan) { return __any_sync(0xffffffffu, nan); }
+// The merged row's normaliser and LSE from the max and the weights' sum (a row no split saw: 0, -inf); a
+// row with a NaN split gets NaN for both, so that out and lse are NaN as the unsplit call's (the max and
+// the weights, which drop NaN, would otherwise merge the other splits alone).
+__device__ __forceinline__ float merged_inv(float sum, bool nan) {
+  return nan ? __int_as_float(0x7fffffff) : sum > 0.f ? 1.f / sum : 0.f;
+}
+__device__ __forceinline__ float merged_lse(float m, float sum, bool nan) {
+  return nan ? __int_as_float(0x7fffffff) : sum > 0.f ? m + logf(sum) : -INFINITY;
+}
 
 // acc += w * x for the splits with weight; the others' x is never looked at (it may be NaN).
 __device__ __forceinline__ void add_weighted(float4& acc, float w, const float4& x) {

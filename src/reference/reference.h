@@ -9,6 +9,7 @@
 //   lse_i = log sum_{j kept} exp(s_ij)      (natural log; -inf when row i keeps no key)
 //   out_i = sum_{j kept} exp(s_ij - lse_i) v_j                   (0 when row i keeps no key)
 //   rows beyond seqused_q: out = 0, lse = -inf, dq = 0; rows beyond seqused_k: dk = dv = 0.
+//   a NaN s_ij on a kept pair: lse_i and out_i NaN (docs/masks.md, "NaN").
 // Reads host memory of any dtype and strides; GPU tests copy tensors to the host first.
 #pragma once
 

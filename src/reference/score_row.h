@@ -21,7 +21,8 @@ inline double bias_at(const detail::BiasView& bias, int64_t b, int64_t h, int64_
 }
 
 // `kmat` holds the sequence's keys row-major (nk, d). Returns the row max over kept keys, -inf
-// when the row keeps none (or every kept score is -inf, which a -inf bias gives). `capped`, when
+// when the row keeps none (or every kept score is -inf, which a -inf bias gives), NaN when a kept
+// score is NaN (then out and lse are NaN: docs/masks.md, "NaN"). `capped`, when
 // given, receives softcap(scale * q . k_j) alone (the backward's softcap derivative needs it).
 inline double score_row(const MaskOracle& oracle, int64_t b, int64_t h, int64_t i, int64_t nk, int64_t d,
                         const double* q, const std::vector<double>& kmat, double scale, double cap,
@@ -42,7 +43,7 @@ inline double score_row(const MaskOracle& oracle, int64_t b, int64_t h, int64_t 
     if (capped != nullptr) (*capped)[size_t(j)] = sc;
     s[size_t(j)] = bias != nullptr && bias->defined() ? sc + bias_at(*bias, b, h, i, j) : sc;
     if (has_alibi) s[size_t(j)] -= slope * double(diag > j ? diag - j : j - diag);
-    m = std::max(m, s[size_t(j)]);
+    if (s[size_t(j)] > m || std::isnan(s[size_t(j)])) m = s[size_t(j)];  // a NaN score makes the row's max NaN
   }
   return m;
 }

@@ -66,6 +66,30 @@ TEST_P(SplitKv, MatchesUnsplit) {
 INSTANTIATE_TEST_SUITE_P(Cases, SplitKv, ::testing::ValuesIn(split_cases()),
                          [](const ::testing::TestParamInfo<NamedCase>& p) { return p.param.name; });
 
+// NaN in k inside the used keys (docs/masks.md, "NaN"): every row that keeps such a key comes out NaN, out
+// and lse, unsplit and split alike (a split used to be dropped by the merge, which gave the other splits'
+// mix), every other row as the reference's; fixed length and varlen with seqused, causal and a window. The
+// shapes make a NaN key always kept by some row and never by all (the check asks for both kinds).
+TEST(SplitKv, NanInUsedKeysMakesTheirRowsNan) {
+  constexpr DType F32 = DType::F32, BF16 = DType::BF16;
+  const CaseSpec specs[] = {
+      causal(shape(2, 113, 300, 4, 2, 64, 64, F32)),
+      shape(1, 1, 4097, 8, 2, 128, 128, BF16),
+      local(shape(2, 17, 100, 2, 2, 32, 32, F32), 90, 0),  // every key in some row's window
+      used(varlen(shape(1, 0, 0, 4, 1, 32, 32, BF16), {1, 9, 17, 4}, {300, 5, 40, 129}), {1, 9, 3, 4},
+           {200, 5, 0, 100}),
+  };
+  for (const CaseSpec& base : specs) {
+    for (int splits : {1, 3, 7}) {
+      CaseSpec s = base;
+      s.num_splits = splits;
+      s.nan_keys = 1;  // one sequence and KV head: the other rows stay finite
+      SCOPED_TRACE(s.describe());
+      check_cpu_forward(s);
+    }
+  }
+}
+
 TEST(SplitKv, OutOfRangeIsRejected) {
   Rng rng(test_seed());
   AttnCase c = make_case(with_splits(shape(1, 2, 3, 1, 1, 16, 16, DType::F32), -1), rng);

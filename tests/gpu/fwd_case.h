@@ -64,6 +64,9 @@ struct FwdCase {
   // must be bitwise runs[0]'s. NAME is restored afterwards.
   std::string same_bits_with_env;
   NanPast nan_past = NanPast::None;  // a case with seqused (poison_past_used)
+  // NaN into this many elements of k inside the used keys (put_nan_in_used_keys): the rows whose kept
+  // keys include one must come out NaN, out and lse, as the reference's; the others as usual.
+  int nan_keys = 0;
 
   int d_v() const { return dv > 0 ? dv : d; }
 
@@ -82,6 +85,7 @@ struct FwdCase {
     if (!same_bits_with_env.empty()) o << " vs " << same_bits_with_env;
     if (nan_past != NanPast::None)
       o << " nan-past-used";
+    if (nan_keys > 0) o << " nan-keys" << nan_keys;
     return o.str();
   }
 };
@@ -256,6 +260,40 @@ inline void poison_past_used(const FwdCase& c, const CaseIndex& idx, TestTensor&
   EXPECT_GT(rows, 0) << "nan_past: no row past seqused to poison";
 }
 
+// FwdCase::nan_keys: one element of k set to NaN at each of that many random (sequence, used key, KV head,
+// column), in k's host copy, then uploaded (a sequence without used keys is skipped).
+inline void put_nan_in_used_keys(const FwdCase& c, const CaseIndex& idx, TestTensor& k, std::mt19937& rng) {
+  if (c.nan_keys == 0) return;
+  const uint16_t nan = to_bits(std::numeric_limits<float>::quiet_NaN(), c.dtype);
+  for (int n = 0, tries = 0; n < c.nan_keys && tries < 100 * c.nan_keys; ++tries) {
+    const int b = int(rng() % uint32_t(idx.batch));
+    const int len = idx.varlen ? idx.cu_k[b + 1] - idx.cu_k[b] : c.sk;
+    const int used = idx.used_k.empty() ? len : std::min(len, idx.used_k[size_t(b)]);
+    if (used == 0) continue;
+    const int64_t j = rng() % uint32_t(used), h = rng() % uint32_t(c.hkv), e = rng() % uint32_t(c.d);
+    const int64_t row = idx.varlen ? (idx.cu_k[b] + j) * k.row_stride : b * k.batch_stride + j * k.row_stride;
+    k.host[size_t(row + h * k.head_stride + e)] = nan;
+    ++n;
+  }
+  k.dev->upload(k.host.data());
+}
+
+// The NanInUsedKeys tests' fixed-length case (sm90, sm80): GQA 4 / 2 over two sequences, s_q < s_k, one NaN key.
+// Causal or not, the last row keeps every key, so some row meets the NaN key and the other sequence none.
+inline FwdCase nan_key_case(DType dt, int d, bool causal) {
+  FwdCase c;
+  c.dtype = dt;
+  c.d = d;
+  c.sq = 300;
+  c.sk = 400;
+  c.batch = 2;
+  c.hq = 4;
+  c.hkv = 2;
+  c.causal = causal;
+  c.nan_keys = 1;
+  return c;
+}
+
 // out's rows past seqused_q (`got`: out's storage): every element exactly 0, whatever q holds there.
 inline void check_out_zero_past_used(const std::vector<uint16_t>& got, const TestTensor& out, const FwdCase& c,
                                      const CaseIndex& idx) {
@@ -325,6 +363,10 @@ inline void check_out(const std::vector<uint16_t>& got, const std::vector<double
       }
       const size_t i = size_t(row * dv + col);
       const double g = from_bits(bits, c.dtype);
+      if (std::isnan(ref[i])) {  // a NaN among the row's kept scores (FwdCase::nan_keys): NaN out
+        bad_nan += !std::isnan(g);
+        continue;
+      }
       if (!std::isfinite(g)) {
         ++bad_nan;
         continue;
@@ -335,7 +377,7 @@ inline void check_out(const std::vector<uint16_t>& got, const std::vector<double
     }
   }
   EXPECT_EQ(pad_written, 0u) << "elements of out's row padding were written";
-  EXPECT_EQ(bad_nan, 0u) << "elements of out not written or not finite";
+  EXPECT_EQ(bad_nan, 0u) << "elements of out not written, not finite, or not NaN where the reference's are";
   const double step = ref_max * (c.dtype == DType::BF16 ? 1.0 / 256 : 1.0 / 2048);  // one ulp at the max
   EXPECT_LE(err, 2 * base_err + step) << "out error " << err << " baseline error " << base_err;
 }
@@ -348,6 +390,10 @@ inline size_t check_lse(const std::vector<float>& got, const std::vector<double>
   size_t lse_bad = 0, masked_rows = 0;
   for (size_t i = 0; i < ref.size() && i < got.size(); ++i) {
     const double g = got[i], r = ref[i];
+    if (std::isnan(r)) {  // FwdCase::nan_keys
+      lse_bad += !std::isnan(g);
+      continue;
+    }
     if (std::isinf(r) && r < 0) {
       ++masked_rows;
       lse_bad += !(std::isinf(g) && g < 0);
@@ -359,7 +405,7 @@ inline size_t check_lse(const std::vector<float>& got, const std::vector<double>
     }
     lse_err = std::max(lse_err, std::abs(g - r) / std::max(1.0, std::abs(r)));
   }
-  EXPECT_EQ(lse_bad, 0u) << "lse elements wrong in kind (unwritten, NaN, or -inf mismatch)";
+  EXPECT_EQ(lse_bad, 0u) << "lse elements wrong in kind (unwritten, NaN or -inf where the reference's is not, or not)";
   EXPECT_LE(lse_err, 1e-4) << "lse relative error";
   return masked_rows;
 }
@@ -398,6 +444,7 @@ inline void run_fwd_case(const FwdCase& c, const ExtraArgs& extra = {}) {
   if (c.key_spike != 0.f)
     scale_keys([&](int j) { return j == c.sk / 3 || j == 2 * c.sk / 3 ? c.key_spike : 1.f; });
   poison_past_used(c, idx, q, k, v);
+  put_nan_in_used_keys(c, idx, k, rng);
   const int64_t total_q = idx.total_q(c);
   const size_t lse_n = size_t(std::max<int64_t>(int64_t(c.hq) * total_q, 1));
   DeviceBuffer lse_dev(lse_n * 4);
@@ -443,22 +490,36 @@ inline void run_fwd_case(const FwdCase& c, const ExtraArgs& extra = {}) {
   }
   ASSERT_EQ(std::memcmp(runs[0].out.data(), runs[1].out.data(), runs[0].out.size() * 2), 0) << "out differs between runs (race?)";
   ASSERT_EQ(std::memcmp(runs[0].lse.data(), runs[1].lse.data(), runs[0].lse.size() * 4), 0) << "lse differs between runs";
-  if (c.same_bits_as_combine_kernel) {
-    out.dev->poison();
-    lse_dev.poison();
-    cuda_backend::set_cluster_merge_allowed(false);
-    AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
-    Status st = forward(a, nullptr);
-    cuda_backend::set_cluster_merge_allowed(true);
-    ASSERT_TRUE(st.ok()) << st.message;
+  // One more eager GPU call into outputs filled with `fill` (0xFF: the NaN poison), `around` wrapping the call
+  // (a switch turned on and back off); its out and lse must be runs[0]'s bit for bit.
+  auto same_bits_again = [&](const char* what, unsigned char fill, const std::function<Status(void)>& around) {
+    FA_CUDA_OK(cudaMemset(out.dev->get(), fill, out.dev->bytes()));
+    FA_CUDA_OK(cudaMemset(lse_dev.get(), fill, lse_dev.bytes()));
+    const Status st = around();
+    ASSERT_TRUE(st.ok()) << what << ": " << st.message;
     FA_CUDA_OK(cudaDeviceSynchronize());
-    FwdOutputs combined;
-    combined.out.resize(out.host.size());
-    combined.lse.resize(lse_n);
-    out.dev->download(combined.out.data());
-    lse_dev.download(combined.lse.data());
-    EXPECT_EQ(std::memcmp(runs[0].out.data(), combined.out.data(), combined.out.size() * 2), 0) << "out: cluster merge != combine kernel";
-    EXPECT_EQ(std::memcmp(runs[0].lse.data(), combined.lse.data(), combined.lse.size() * 4), 0) << "lse: cluster merge != combine kernel";
+    FwdOutputs other;
+    other.out.resize(out.host.size());
+    other.lse.resize(lse_n);
+    out.dev->download(other.out.data());
+    lse_dev.download(other.lse.data());
+    // Under the NaN poison the whole storage (out's row padding must stay poisoned too), else out's elements.
+    const std::vector<uint16_t> a0 = fill == 0xFF ? runs[0].out : out.logical(runs[0].out);
+    const std::vector<uint16_t> b0 = fill == 0xFF ? other.out : out.logical(other.out);
+    EXPECT_EQ(std::memcmp(a0.data(), b0.data(), a0.size() * 2), 0) << "out differs: " << what;
+    EXPECT_EQ(std::memcmp(runs[0].lse.data(), other.lse.data(), lse_n * 4), 0) << "lse differs: " << what;
+  };
+  auto gpu_call = [&] {
+    AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
+    return forward(a, nullptr);
+  };
+  if (c.same_bits_as_combine_kernel) {
+    same_bits_again("cluster merge != combine kernel", 0xFF, [&] {
+      cuda_backend::set_cluster_merge_allowed(false);
+      const Status st = gpu_call();
+      cuda_backend::set_cluster_merge_allowed(true);
+      return st;
+    });
   }
 
   if (!c.same_bits_with_env.empty()) {
@@ -467,26 +528,15 @@ inline void run_fwd_case(const FwdCase& c, const ExtraArgs& extra = {}) {
     const std::string name = c.same_bits_with_env.substr(0, eq), value = c.same_bits_with_env.substr(eq + 1);
     const char* was = std::getenv(name.c_str());
     const std::string saved = was != nullptr ? was : "";
-    setenv(name.c_str(), value.c_str(), 1);
-    out.dev->poison();
-    lse_dev.poison();
-    AttnArgs a = make_args(true, q.dev->get(), k.dev->get(), v.dev->get(), out.dev->get(), lse_dev.get());
-    Status st = forward(a, nullptr);
-    if (was != nullptr)
-      setenv(name.c_str(), saved.c_str(), 1);
-    else
-      unsetenv(name.c_str());
-    ASSERT_TRUE(st.ok()) << st.message;
-    FA_CUDA_OK(cudaDeviceSynchronize());
-    FwdOutputs other;
-    other.out.resize(out.host.size());
-    other.lse.resize(lse_n);
-    out.dev->download(other.out.data());
-    lse_dev.download(other.lse.data());
-    EXPECT_EQ(std::memcmp(runs[0].out.data(), other.out.data(), other.out.size() * 2), 0)
-        << "out differs under " << c.same_bits_with_env;
-    EXPECT_EQ(std::memcmp(runs[0].lse.data(), other.lse.data(), other.lse.size() * 4), 0)
-        << "lse differs under " << c.same_bits_with_env;
+    same_bits_again(("under " + c.same_bits_with_env).c_str(), 0xFF, [&] {
+      setenv(name.c_str(), value.c_str(), 1);
+      const Status st = gpu_call();
+      if (was != nullptr)
+        setenv(name.c_str(), saved.c_str(), 1);
+      else
+        unsetenv(name.c_str());
+      return st;
+    });
   }
 
   // Reference (float64) and baseline (P rounded to the input dtype) on host copies.
@@ -505,6 +555,14 @@ inline void run_fwd_case(const FwdCase& c, const ExtraArgs& extra = {}) {
   check_out(runs[0].out, ref.out, base.out, c);
   check_lse(runs[0].lse, ref.lse);
   check_out_zero_past_used(runs[0].out, out, c, idx);
+  if (c.nan_keys > 0) {
+    // The case means something only with NaN rows and clean rows both; and since the poison is NaN, the
+    // NaN rows must also come out of a call into zeroed outputs (written, not left): bitwise runs[0].
+    const auto nan_rows = std::count_if(ref.lse.begin(), ref.lse.end(), [](double x) { return std::isnan(x); });
+    EXPECT_GT(nan_rows, 0) << "nan_keys: no row of the reference meets a NaN key";
+    EXPECT_LT(size_t(nan_rows), ref.lse.size()) << "nan_keys: every row meets a NaN key";
+    same_bits_again("nan_keys: into zeroed outputs", 0x00, gpu_call);
+  }
 }
 
 }  // namespace fastattn::gputest

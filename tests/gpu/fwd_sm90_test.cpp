@@ -361,6 +361,21 @@ TEST_F(Sm90Fwd, FixedSequsedNanPast) {
     }
 }
 
+// NaN in k inside the used keys (docs/masks.md, "NaN"): the rows that keep that key come out NaN, out and
+// lse, as the reference's (finish's lse from a NaN sum), every other row as usual; each store path (d 64's
+// register pairs, d 128's TMA store, d 256's quad stores), GQA, causal (the last row keeps every key, the
+// other sequence none of the NaN ones), fixed length with seqused and varlen.
+TEST_F(Sm90Fwd, NanInUsedKeys) {
+  for (int d : {64, 128, 256})
+    for (bool causal : {false, true}) run_fwd_case(nan_key_case(DType::BF16, d, causal));
+  FwdCase c = base(DType::F16, 128, 0, 0);
+  c.lens_q = {100, 250, 7};
+  c.lens_k = {100, 300, 9};
+  c.used_k = {50, 299, 9};
+  c.nan_keys = 1;
+  run_fwd_case(c);
+}
+
 // d_qk 192 with d_v 128 (VHeadDim: V, O and PV on 128 columns, QK on 192): both dtypes, odd
 // lengths, s_q != s_k both ways, GQA (unpacked and packed), causal, local windows, softcap, padded
 // out (register stores, and the 16-byte ones of the one-Q-buffer tile), strided inputs, varlen with

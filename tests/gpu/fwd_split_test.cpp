@@ -157,6 +157,24 @@ TEST_F(Sm90FwdSplit, ClusterMergeDecode) {
       }
 }
 
+// NaN in k inside the used keys: a split whose scores meet it has lse NaN, and both merges (the combine kernel,
+// the cluster's) make the row NaN, out and lse, as the unsplit call and the reference do; a merge that dropped
+// the split (its former max / weight rule) gave the other splits' mix. Decode (GQA 4 packed, cluster merge,
+// bitwise the combine kernel's) and s_q 113 (combine kernel), forced counts and the heuristic's.
+TEST_F(Sm90FwdSplit, NanInUsedKeys) {
+  for (int splits : {0, 3, 8}) {
+    FwdCase c = split_case(1, 4097, 32, 8, splits);
+    c.batch = 2;
+    c.nan_keys = 1;
+    c.same_bits_as_combine_kernel = true;
+    run_fwd_case(c);
+    FwdCase m = split_case(113, 1000, 8, 2, splits == 0 ? 5 : splits);
+    m.batch = 2;
+    m.nan_keys = 1;
+    run_fwd_case(m);
+  }
+}
+
 // The KV-cache layout (fixed length, seqused_k 0 / 1 / full) and the heuristic's count.
 TEST_F(Sm90FwdSplit, ClusterMergeSeqused) {
   for (int splits : {0, 8, 3}) {

@@ -110,6 +110,17 @@ TEST_F(Sm90FwdSplitDDecode, VarlenSplit) {
   run_fwd_case(c);
 }
 
+// NaN in k inside the used keys (MLA decode, one KV head): the batch entry holding it comes out NaN, unsplit
+// and split (the combine kernel), the other as the reference's.
+TEST_F(Sm90FwdSplitDDecode, NanInUsedKeys) {
+  for (int splits : {1, 4}) {
+    FwdCase c = mla(1, 1000, splits);
+    c.batch = 2;
+    c.nan_keys = 1;
+    run_fwd_case(c);
+  }
+}
+
 // The split path really runs: a split call takes its partials (splits x rows x (d_v + 1) floats)
 // from fastattn's workspace pool; an unsplit one allocates nothing.
 TEST_F(Sm90FwdSplitDDecode, SplitCallUsesTheWorkspace) {

@@ -38,6 +38,18 @@ FwdCase base(DType dt, int d, int dv, int sq, int sk) {
   return c;
 }
 
+// NaN in k inside the used keys: the rows that keep that key come out NaN, out and lse, the others as the
+// reference's (the split-D consumers' finish is OnlineSoftmax's).
+TEST_P(Sm90FwdSplitD, NanInUsedKeys) {
+  for (bool causal : {false, true}) {
+    FwdCase c = base(DType::BF16, 512, 512, 150, 230);
+    c.batch = 2;
+    c.causal = causal;
+    c.nan_keys = 1;
+    run_fwd_case(c);
+  }
+}
+
 TEST_P(Sm90FwdSplitD, HeadDimsAndDtypes) {
   for (DType dt : {DType::BF16, DType::F16})
     for (int d : {320, 512, 1024})

@@ -27,6 +27,7 @@ std::string CaseSpec::describe() const {
   list("used_q", used_q);
   list("used_k", used_k);
   if (nan_past_used) os << " nan_past_used";
+  if (nan_keys > 0) os << " nan_keys" << nan_keys;
   os << blocks.describe();
   os << bits.describe();
   os << bias.describe();
@@ -92,6 +93,20 @@ AttnCase make_case(const CaseSpec& spec, Rng& rng) {
     nan_rows(c.dout, spec.used_q, c.cu_q, spec.seqlen_q);
     nan_rows(c.k, spec.used_k, c.cu_k, spec.seqlen_k);
     nan_rows(c.v, spec.used_k, c.cu_k, spec.seqlen_k);
+  }
+  if (spec.nan_keys > 0) {
+    const Tensor& kv = c.k.view();
+    const int64_t row = kv.shape[kv.ndim - 2] * kv.shape[kv.ndim - 1];  // a key's heads x columns
+    for (int n = 0, tries = 0; n < spec.nan_keys && tries < 100 * spec.nan_keys; ++tries) {
+      const int b = rng.uniform_int(0, c.spec.batch - 1);
+      const int len = c.cu_k.empty() ? spec.seqlen_k : c.cu_k[size_t(b) + 1] - c.cu_k[size_t(b)];
+      const int used = spec.used_k.empty() ? len : std::min(len, spec.used_k[size_t(b)]);
+      if (used == 0) continue;
+      const int64_t first = c.cu_k.empty() ? int64_t(b) * spec.seqlen_k : c.cu_k[size_t(b)];
+      c.k.set((first + rng.uniform_int(0, used - 1)) * row + rng.uniform_int(0, int(row) - 1),
+              std::numeric_limits<double>::quiet_NaN());
+      ++n;
+    }
   }
   if (spec.blocks.on) {
     const auto longest = [](const std::vector<int>& lens, int fixed) {

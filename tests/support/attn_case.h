@@ -33,6 +33,9 @@ struct CaseSpec {
   // NaN in every q / dout row past used_q and k / v row past used_k (what a caller's padding may hold: an
   // uninitialised buffer); no backend may read them (FA3's TMA loads carried them into P V: its issue #1745).
   bool nan_past_used = false;
+  // NaN into this many elements of k inside the used keys (random sequence, key, KV head, column): the rows
+  // that keep such a key come out NaN, out and lse, on every backend and path (docs/masks.md, "NaN").
+  int nan_keys = 0;
   int pad = 0;  // extra elements per row: non-contiguous token strides
   float input_range = 1.0f;  // inputs uniform in [-range, range)
   int num_splits = 0;        // AttnArgs::num_splits

@@ -162,16 +162,15 @@ struct OnlineSoftmax {
   }
 
   // Final per-row normaliser (0 for rows that kept no key) and natural-log LSE (-inf for those). A NaN
-  // sum (NaN scores) keeps a NaN normaliser: the epilogues' out_pair zeroes what has inv 0 (rows past
-  // seqused_q too), and NaN in the used rows propagates to out (lse -inf, as the CPU backend's) in an
-  // unsplit call; split-KV's merge drops a split of lse -inf, NaN or not (docs/notes/inference.md, s47).
+  // sum (a NaN among the row's kept scores) gives NaN for both, so that out and lse are NaN as the
+  // reference's (docs/masks.md, "NaN"); the epilogues' out_pair zeroes only what has inv 0 (rows past
+  // seqused_q too), and split-KV's merges turn a NaN split LSE into a NaN row (split_merge_math.cuh).
   __device__ __forceinline__ void finish(float (&inv)[2], float (&lse)[2]) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const float sum = quad_sum(row_sum[h]);
-      const bool any = sum > 0.f;
       inv[h] = sum == 0.f ? 0.f : fast_rcp(sum);
-      lse[h] = any ? (max_scaled[h] + fast_log2(sum)) * 0.69314718055994531f : -INFINITY;
+      lse[h] = sum == 0.f ? -INFINITY : (max_scaled[h] + fast_log2(sum)) * 0.69314718055994531f;
     }
   }
 };

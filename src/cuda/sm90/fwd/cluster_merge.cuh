@@ -42,8 +42,9 @@ __device__ __forceinline__ void merge_row(FwdSmem<Cfg>& sm, int slot0, int split
   const float m = cuda_backend::warp_max(ls0);
   const float w0 = cuda_backend::merge_weight(ls0, m);
   const float sum = cuda_backend::warp_sum(w0);
-  row.inv = cuda_backend::merged_inv(sum);
-  row.lse = cuda_backend::merged_lse(m, sum);
+  const bool nan = cuda_backend::warp_any_nan(ls0 != ls0);
+  row.inv = cuda_backend::merged_inv(sum, nan);
+  row.lse = cuda_backend::merged_lse(m, sum, nan);
 #pragma unroll
   for (int step = 0; step < MergedRow<Cfg>::kSteps; ++step) {
     // Every lane walks every column step (the weights' shuffles need the whole warp); a lane past
