@@ -19,10 +19,12 @@ Method
   num_splits = 0, its split kernel and its combine, as flash_attn_with_kvcache runs this call);
   SDPA with the cuDNN backend on transposed (b, h, s, d) views with enable_gqa (expanded K/V
   where this torch's cuDNN path refuses GQA).
-- FlashInfer (--flashinfer, s_q 1 only, when `import flashinfer` works): BatchDecodeWithPagedKVCacheWrapper
-  planned once a case (its own split heuristic), the contiguous K/V viewed as pages of 64 in order (no copy),
-  CUDA-graph mode; two columns: CUDA-core decode (`fi`) and tensor-core decode (`fi-tc`, the prefill kernel
-  FlashInfer recommends for GQA >= 4). Its JIT compiles each module on the first plan (the time is printed).
+- FlashInfer (--flashinfer, when `import flashinfer` works): planned once a case (its own split heuristic),
+  the contiguous K/V viewed as pages of 64 in order (no copy), CUDA-graph mode. s_q 1:
+  BatchDecodeWithPagedKVCacheWrapper, two columns: CUDA-core decode (`fi`) and tensor-core decode (`fi-tc`, the
+  prefill kernel FlashInfer recommends for GQA >= 4); s_q > 1: BatchPrefillWithPagedKVCacheWrapper on its fa2
+  backend (the same kernel family as `fi-tc`, in that column; `fi` stays '-'). Its JIT compiles each module on
+  the first plan (the time is printed).
 - Check: each peer's output against fastattn's (max |diff|; bf16 noise is ~0.01).
 
 Usage: python3 bench/decode.py --lib build/src/libfastattn.so [--fa3-lib out/libfa3decode.so]
@@ -220,27 +222,36 @@ def main():
 
     fi_compile_s = {}  # JIT time of each FlashInfer kernel kind's first plan (once a process)
 
-    def flashinfer_calls(qs, ks, vs, outs, pick, b, sk, tensor_cores):
-        """One FlashInfer decode wrapper planned for (b, sk); a call per picked copy, each writing its out."""
+    def flashinfer_calls(qs, ks, vs, outs, pick, b, sq, sk, tensor_cores):
+        """One FlashInfer wrapper planned for (b, sq, sk): its decode wrapper at s_q 1 (CUDA-core or tensor-core
+        kernel), its paged prefill wrapper on the fa2 backend above; a call per picked copy, each writing its out."""
         pages = sk // FI_PAGE
         indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * pages
         indices = torch.arange(b * pages, dtype=torch.int32, device=dev)
         last_len = torch.full((b,), FI_PAGE, dtype=torch.int32, device=dev)
         ws = torch.zeros(256 << 20, dtype=torch.uint8, device=dev)
-        w = fi.BatchDecodeWithPagedKVCacheWrapper(
-            ws, "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores, paged_kv_indptr_buffer=indptr.clone(),
-            paged_kv_indices_buffer=indices.clone(), paged_kv_last_page_len_buffer=last_len.clone())
         t0 = time.perf_counter()
-        w.plan(indptr, indices, last_len, H, H_KV, D, FI_PAGE, q_data_type=torch.bfloat16,
-               kv_data_type=torch.bfloat16, sm_scale=D ** -0.5)
+        if sq == 1:
+            w = fi.BatchDecodeWithPagedKVCacheWrapper(
+                ws, "NHD", use_cuda_graph=True, use_tensor_cores=tensor_cores, paged_kv_indptr_buffer=indptr.clone(),
+                paged_kv_indices_buffer=indices.clone(), paged_kv_last_page_len_buffer=last_len.clone())
+            w.plan(indptr, indices, last_len, H, H_KV, D, FI_PAGE, q_data_type=torch.bfloat16,
+                   kv_data_type=torch.bfloat16, sm_scale=D ** -0.5)
+        else:
+            qo_indptr = torch.arange(b + 1, dtype=torch.int32, device=dev) * sq
+            w = fi.BatchPrefillWithPagedKVCacheWrapper(
+                ws, "NHD", use_cuda_graph=True, qo_indptr_buf=qo_indptr.clone(), paged_kv_indptr_buf=indptr.clone(),
+                paged_kv_indices_buf=indices.clone(), paged_kv_last_page_len_buf=last_len.clone(), backend="fa2")
+            w.plan(qo_indptr, indptr, indices, last_len, H, H_KV, D, FI_PAGE, causal=False, sm_scale=D ** -0.5,
+                   q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
         torch.cuda.synchronize()
-        kind = "fi-tc" if tensor_cores else "fi"
+        kind = ("fi-tc" if tensor_cores else "fi") + ("" if sq == 1 else " (prefill)")
         if kind not in fi_compile_s:
             fi_compile_s[kind] = time.perf_counter() - t0
             print(f"flashinfer {kind}: first plan (JIT build or load) {fi_compile_s[kind]:.1f} s", flush=True)
 
         def one(i):
-            q, o = qs[i].view(b, H, D), outs[i].view(b, H, D)
+            q, o = qs[i].view(b * sq, H, D), outs[i].view(b * sq, H, D)
             kc, vc = ks[i].view(-1, FI_PAGE, H_KV, D), vs[i].view(-1, FI_PAGE, H_KV, D)
 
             def run():
@@ -422,10 +433,10 @@ def main():
             row["fa3-splits"] = calls[0].splits
             row["fa3"] = graph_us(calls)
             row["diff-fa3"] = (outs["fa3"][0].float() - ref).abs().max().item()
-        if fi is not None and sq == 1 and sk % FI_PAGE == 0:
-            for kind in ("fi", "fi-tc"):
+        if fi is not None and sk % FI_PAGE == 0:
+            for kind in ("fi", "fi-tc") if sq == 1 else ("fi-tc",):  # s_q > 1: the paged prefill (fa2)
                 try:
-                    row[kind] = graph_us(flashinfer_calls(qs, ks, vs, outs[kind], pick, b, sk, kind == "fi-tc"))
+                    row[kind] = graph_us(flashinfer_calls(qs, ks, vs, outs[kind], pick, b, sq, sk, kind == "fi-tc"))
                     row["diff-" + kind] = (outs[kind][0].float() - ref).abs().max().item()
                 except Exception as e:  # a JIT or plan failure: reported, the other peers still run
                     print(f"flashinfer {kind} b{b} s_k {sk}: {type(e).__name__}: {str(e)[:300]}", flush=True)
@@ -453,7 +464,7 @@ def main():
              "fa3: FA3 0251105's decode path with its own split heuristic (splits in brackets) and combine. "
              "cudnn: SDPA's cuDNN backend" + ("" if gqa_ok[0] else " (K/V expanded: this torch's cuDNN refused GQA)") + "."
              + (f" fi / fi-tc: FlashInfer {fi.__version__}'s batch decode, CUDA-core / tensor-core kernel, pages of "
-                f"{FI_PAGE} (s_q 1 only)." if fi is not None else ""),
+                f"{FI_PAGE}; at s_q > 1 fi-tc is its paged prefill (fa2 backend)." if fi is not None else ""),
              "",
              "| s_q | batch | s_k | floor us | fastattn us | fastattn ns1 us | fa3 us | cudnn us | fastattn / fa3 "
              + ("| fi us | fi-tc us | fastattn / best fi " if fi is not None else "")
