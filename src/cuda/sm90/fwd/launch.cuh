@@ -50,11 +50,14 @@ cudaLaunchConfig_t cluster_launch(int ctas, int splits, int smem, cudaStream_t s
   return cfg;
 }
 
-// How many clusters of `splits` CTAs of Cfg's split kernel fit on the device at once (asked once
-// per config and split count; sets the kernel's smem size first, as launch_cfg does). 0 where the
-// device cannot say (the query's error is cleared): the combine kernel then merges.
-template <class Cfg>
-int clusters_at_once(FwdKernel kernel, int smem, int splits) {
+// How many clusters of `splits` CTAs of Cfg's split kernel for T fit on the device at once (asked once
+// per kernel and split count; sets the kernel's smem size first, as launch_cfg does). 0 where the
+// device cannot say (the query's error is cleared): the combine kernel then merges. Per kernel, not per
+// config: fp16 and bf16 share the config, and with one flag the second dtype's query ran without its
+// smem attribute, failed, and kept that split count off the cluster merge for the process (session 50).
+template <class T, class Cfg>
+int clusters_at_once(int smem, int splits) {
+  const FwdKernel kernel = fwd_kernel<T, Cfg>;
   // Per device (a MIG slice or a smaller part holds fewer) and split count; 0: not asked yet, -1: no answer.
   static std::atomic<int> cached[cuda_backend::kMaxCachedDevices][cuda_backend::kClusterMaxSplits + 1] = {};
   static cuda_backend::PerDeviceFlags attr_set;

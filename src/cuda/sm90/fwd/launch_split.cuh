@@ -19,7 +19,7 @@ Status launch_split_merge(const cuda_backend::LaunchProblem& lp, const cuda_back
   if constexpr (Plain::kQBuffers == 2) {
     if (cuda_backend::cluster_merge_allowed()) {
       using InCluster = SplitConfig<Base, PageHalves, true>;
-      const int clusters = clusters_at_once<InCluster>(fwd_kernel<T, InCluster>, fwd_smem_bytes<InCluster>(), splits);
+      const int clusters = clusters_at_once<T, InCluster>(fwd_smem_bytes<InCluster>(), splits);
       if (cuda_backend::merge_in_cluster(splits, plan.base.tiles, lp.pack, lp.attn.seqlen_q, clusters))
         return launch_cfg<T, InCluster>(lp, stream, splits, &plan.base);
     }
