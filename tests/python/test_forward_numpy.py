@@ -164,3 +164,29 @@ def test_generic_dlpack_producer(rng):
     ref64, _ = ref.forward(q, k, v, causal=True)
     lowp, _ = ref.forward(q, k, v, causal=True, dtype=np.float32)
     assert_close("out", out, ref64, lowp, np.float32, FLOAT32_FLOOR)
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_nan_in_a_used_key_makes_its_rows_nan(rng, causal, num_splits):
+    # docs/masks.md "NaN": a row that keeps a key whose score is NaN gets out and lse NaN (PyTorch's softmax gives the
+    # same), split or not; every other row is what the clean inputs give. The last key is kept by every row under
+    # full attention and by the last row under causal; NaN in batch entry 0, KV head 1 (q heads 2, 3) only.
+    b, s_q, s_k, h, h_kv, d = 2, 9, 40, 4, 2, 32
+    q, k, v = randn(rng, (b, s_q, h, d)), randn(rng, (b, s_k, h_kv, d)), randn(rng, (b, s_k, h_kv, d))
+    k_nan = k.copy()
+    k_nan[0, s_k - 1, 1, 5] = np.nan
+    out, lse = fastattn.flash_attn_func(q, k_nan, v, causal=causal, num_splits=num_splits, return_attn_probs=True)
+    ref64, lse64 = ref.forward(q, k, v, causal=causal, window=(-1, -1), softcap=0.0)
+    lowp, _ = ref.forward(q, k, v, causal=causal, window=(-1, -1), softcap=0.0, dtype=np.float32)
+    hit = np.zeros((b, s_q, h), bool)
+    hit[0, :, 2:] = True  # full: every row of those heads keeps the key
+    if causal:
+        hit[0, :-1, 2:] = False  # bottom-right causal with s_q < s_k: only the last row reaches key s_k - 1
+    assert np.isnan(out[hit]).all() and np.isnan(lse.transpose(0, 2, 1)[hit]).all()
+    assert np.isfinite(out[~hit]).all() and np.isfinite(lse.transpose(0, 2, 1)[~hit]).all()
+    ref64[hit], lowp[hit], out[hit] = 0.0, 0.0, 0.0
+    assert_close("out", out, ref64, lowp, np.float32, FLOAT32_FLOOR)
+    lse_ref = lse64.copy()
+    lse_ref.transpose(0, 2, 1)[hit], lse.transpose(0, 2, 1)[hit] = 0.0, 0.0
+    assert_lse_close(lse, lse_ref)
