@@ -117,7 +117,8 @@ def main():
     ap.add_argument("--rotate-mib", type=int, default=200)
     ap.add_argument("--max-kv-gib", type=float, default=24.0)
     ap.add_argument("--flashinfer", action="store_true",
-                    help="also FlashInfer's batch decode (s_q 1; CUDA-core and tensor-core kernels) when importable")
+                    help="also FlashInfer (s_q 1: its batch decode, CUDA-core and tensor-core kernels; s_q > 1: its paged "
+                         "prefill on the fa2 backend) when importable")
     ap.add_argument("--label", default="", help="commit or note for the table's heading")
     ap.add_argument("--sweep", action="store_true",
                     help="instead: fastattn's time against forced split counts (s_q 1, batch 1-8), for the heuristic")

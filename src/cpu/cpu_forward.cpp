@@ -128,9 +128,13 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
   // Normalise; rows that kept no key get out = 0 and lse = -inf.
   for (int r = 0; r < rows; ++r) {
     const float l = sc.l[size_t(r)];
-    const float inv = l == 0 ? 0.0f : 1.0f / l;  // NaN (a NaN kept score) stays NaN
     float* a = sc.acc.data() + r * dv;
-    for (int c = 0; c < dv; ++c) a[c] *= inv;
+    if (l == 0) {  // no key kept: exactly 0, also where the zero P row met a NaN or Inf in V
+      std::fill(a, a + dv, 0.0f);
+    } else {
+      const float inv = 1.0f / l;  // NaN (a NaN kept score) stays NaN
+      for (int c = 0; c < dv; ++c) a[c] *= inv;
+    }
     sc.m[size_t(r)] = l == 0 ? -INFINITY : sc.m[size_t(r)] + std::log(l);
   }
   if (p.num_splits > 1) {

@@ -76,7 +76,8 @@ TEST(SplitKv, NanInUsedKeysMakesTheirRowsNan) {
       causal(shape(2, 113, 300, 4, 2, 64, 64, F32)),
       shape(1, 1, 4097, 8, 2, 128, 128, BF16),
       local(shape(2, 17, 100, 2, 2, 32, 32, F32), 90, 0),  // every key in some row's window
-      used(varlen(shape(1, 0, 0, 4, 1, 32, 32, BF16), {1, 9, 17, 4}, {300, 5, 40, 129}), {1, 9, 3, 4},
+      // rows past seqused_q beside used keys (sequence 1): exactly 0 whatever the NaN key
+      used(varlen(shape(1, 0, 0, 4, 1, 32, 32, BF16), {1, 9, 17, 4}, {300, 5, 40, 129}), {1, 5, 3, 4},
            {200, 5, 0, 100}),
   };
   for (const CaseSpec& base : specs) {
@@ -87,6 +88,39 @@ TEST(SplitKv, NanInUsedKeysMakesTheirRowsNan) {
       SCOPED_TRACE(s.describe());
       check_cpu_forward(s);
     }
+  }
+}
+
+// NaN in v inside the used keys (docs/masks.md, "NaN"): the rows that keep no key (bottom-right causal with
+// s_q > s_k: the first s_q - s_k rows of every head) come out exactly 0 with lse -inf, though their zero P rows
+// met the NaN in their tile's P V; the row that keeps the NaN key last (the sequence's last) comes out NaN in the
+// NaN's column with a finite lse. (Rows whose tile computes the key's block without keeping it may get NaN
+// there too: 0 x NaN, as PyTorch's P V gives; not checked.)
+TEST(SplitKv, NanInUsedValues) {
+  const int b = 2, sq = 60, sk = 40, h = 4, d = 32;
+  for (int splits : {1, 3}) {
+    CaseSpec s = causal(shape(b, sq, sk, h, 2, d, d, DType::F32));
+    s.num_splits = splits;
+    s.nan_values = 1;
+    SCOPED_TRACE(s.describe());
+    Rng rng(test_seed());
+    AttnCase c = make_case(s, rng);
+    c.out.fill(777.0f);
+    c.lse.fill(777.0f);
+    ASSERT_TRUE(forward(c.args(Backend::CPU)).ok());
+    const std::vector<double> out = c.out.to_f64(), lse = c.lse.to_f64();  // (b, s_q, h, d), (b, h, s_q)
+    int64_t nonzero = 0, nan_last = 0;
+    for (int bi = 0; bi < b; ++bi)
+      for (int hi = 0; hi < h; ++hi) {
+        for (int i = 0; i < sq - sk; ++i) {
+          for (int e = 0; e < d; ++e) nonzero += out[size_t(((bi * sq + i) * h + hi) * d + e)] != 0.0;
+          nonzero += lse[size_t((bi * h + hi) * sq + i)] != -INFINITY;
+        }
+        for (int e = 0; e < d; ++e) nan_last += std::isnan(out[size_t(((bi * sq + sq - 1) * h + hi) * d + e)]);
+        EXPECT_TRUE(std::isfinite(lse[size_t((bi * h + hi) * sq + sq - 1)]));
+      }
+    EXPECT_EQ(nonzero, 0) << "rows that keep no key: out not exactly 0 or lse not -inf";
+    EXPECT_EQ(nan_last, 2) << "the last row of the NaN's sequence, in the NaN's column, for the KV head's 2 q heads";
   }
 }
 

@@ -280,6 +280,8 @@ inline void put_nan_in_used_keys(const FwdCase& c, const CaseIndex& idx, TestTen
 
 // The NanInUsedKeys tests' fixed-length case (sm90, sm80): GQA 4 / 2 over two sequences, s_q < s_k, one NaN key.
 // Causal or not, the last row keeps every key, so some row meets the NaN key and the other sequence none.
+// Without causal, seqused_q too: the rows past it (zero-filled Q, which still meets the NaN key) stay exactly 0
+// (check_out_zero_past_used). Causal keeps every row, so that the NaN key always has a reader.
 inline FwdCase nan_key_case(DType dt, int d, bool causal) {
   FwdCase c;
   c.dtype = dt;
@@ -290,6 +292,7 @@ inline FwdCase nan_key_case(DType dt, int d, bool causal) {
   c.hq = 4;
   c.hkv = 2;
   c.causal = causal;
+  if (!causal) c.used_q = {300, 251};
   c.nan_keys = 1;
   return c;
 }

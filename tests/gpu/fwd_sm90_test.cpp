@@ -364,7 +364,7 @@ TEST_F(Sm90Fwd, FixedSequsedNanPast) {
 // NaN in k inside the used keys (docs/masks.md, "NaN"): the rows that keep that key come out NaN, out and
 // lse, as the reference's (finish's lse from a NaN sum), every other row as usual; each store path (d 64's
 // register pairs, d 128's TMA store, d 256's quad stores), GQA, causal (the last row keeps every key, the
-// other sequence none of the NaN ones), fixed length with seqused and varlen.
+// other sequence none of the NaN ones), fixed length with seqused_q (nan_key_case) and varlen with seqused_k.
 TEST_F(Sm90Fwd, NanInUsedKeys) {
   for (int d : {64, 128, 256})
     for (bool causal : {false, true}) run_fwd_case(nan_key_case(DType::BF16, d, causal));

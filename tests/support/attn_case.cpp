@@ -28,6 +28,7 @@ std::string CaseSpec::describe() const {
   list("used_k", used_k);
   if (nan_past_used) os << " nan_past_used";
   if (nan_keys > 0) os << " nan_keys" << nan_keys;
+  if (nan_values > 0) os << " nan_values" << nan_values;
   os << blocks.describe();
   os << bits.describe();
   os << bias.describe();
@@ -94,20 +95,24 @@ AttnCase make_case(const CaseSpec& spec, Rng& rng) {
     nan_rows(c.k, spec.used_k, c.cu_k, spec.seqlen_k);
     nan_rows(c.v, spec.used_k, c.cu_k, spec.seqlen_k);
   }
-  if (spec.nan_keys > 0) {
-    const Tensor& kv = c.k.view();
+  // nan_keys / nan_values: one element of k / v set to NaN at each of that many random (sequence, used key,
+  // KV head, column).
+  auto nan_in_used_keys = [&](HostTensor& t, int count) {
+    const Tensor& kv = t.view();
     const int64_t row = kv.shape[kv.ndim - 2] * kv.shape[kv.ndim - 1];  // a key's heads x columns
-    for (int n = 0, tries = 0; n < spec.nan_keys && tries < 100 * spec.nan_keys; ++tries) {
+    for (int n = 0, tries = 0; n < count && tries < 100 * count; ++tries) {
       const int b = rng.uniform_int(0, c.spec.batch - 1);
       const int len = c.cu_k.empty() ? spec.seqlen_k : c.cu_k[size_t(b) + 1] - c.cu_k[size_t(b)];
       const int used = spec.used_k.empty() ? len : std::min(len, spec.used_k[size_t(b)]);
       if (used == 0) continue;
       const int64_t first = c.cu_k.empty() ? int64_t(b) * spec.seqlen_k : c.cu_k[size_t(b)];
-      c.k.set((first + rng.uniform_int(0, used - 1)) * row + rng.uniform_int(0, int(row) - 1),
-              std::numeric_limits<double>::quiet_NaN());
+      t.set((first + rng.uniform_int(0, used - 1)) * row + rng.uniform_int(0, int(row) - 1),
+            std::numeric_limits<double>::quiet_NaN());
       ++n;
     }
-  }
+  };
+  nan_in_used_keys(c.k, spec.nan_keys);
+  nan_in_used_keys(c.v, spec.nan_values);
   if (spec.blocks.on) {
     const auto longest = [](const std::vector<int>& lens, int fixed) {
       return lens.empty() ? fixed : *std::max_element(lens.begin(), lens.end());

@@ -36,6 +36,9 @@ struct CaseSpec {
   // NaN into this many elements of k inside the used keys (random sequence, key, KV head, column): the rows
   // that keep such a key come out NaN, out and lse, on every backend and path (docs/masks.md, "NaN").
   int nan_keys = 0;
+  // The same into v: the rows that keep such a key come out NaN in its column (lse finite), the rows that keep
+  // no key exactly 0 (SplitKv.NanInUsedValues).
+  int nan_values = 0;
   int pad = 0;  // extra elements per row: non-contiguous token strides
   float input_range = 1.0f;  // inputs uniform in [-range, range)
   int num_splits = 0;        // AttnArgs::num_splits

@@ -230,7 +230,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
   }
   cp_async_wait<0>();  // no copy may land after the CTA exits
 
-  // Epilogue: O / sum and the LSE, rows below rows_q; rows at or past len_q (seqused) keep no key.
+  // Epilogue: O / sum and the LSE, rows below rows_q; rows at or past len_q (seqused) keep no key, and
+  // they and rows that keep none store exactly 0 (out_pair's select: their zero-filled Q still met K, and a
+  // NaN or Inf in a used K or V made their O NaN, which a multiply by 0 keeps).
   const int64_t b_off = seq.batch_coord;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -264,7 +266,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
         *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * t) =
-            cuda_backend::pack2<T>(o[mt][4 * j + 2 * h] * inv[h], o[mt][4 * j + 2 * h + 1] * inv[h]);
+            cuda_backend::out_pair<T>(o[mt][4 * j + 2 * h], o[mt][4 * j + 2 * h + 1], inv[h]);
       if (a.lse != nullptr && t == 0)
         a.lse[b_off * a.lse_stride_b + tc.head * a.lse_stride_h + (seq.q_offset + r) * a.lse_stride_s] = lse[h];
     }
