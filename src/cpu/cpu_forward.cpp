@@ -18,6 +18,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cpu/split_combine.h"
+#include "util/max_keeping_nan.h"
 #include "util/parallel_for.h"
 #include "cpu/tile_class.h"
 #include "cpu/tile_io.h"
@@ -109,7 +110,7 @@ void forward_block(const detail::Problem& p, const Tiling& t, const WorkItem& w,
     for (int r = 0; r < rows; ++r) {
       float* srow = s + r * bk;
       float mx = sc.m[size_t(r)];
-      for (int c = 0; c < cols; ++c) mx = srow[c] > mx || std::isnan(srow[c]) ? srow[c] : mx;  // NaN sticks
+      for (int c = 0; c < cols; ++c) mx = util::max_keeping_nan(mx, srow[c]);
       if (mx == -INFINITY) {  // nothing kept in this row so far: P row is 0
         std::fill(srow, srow + cols, 0.0f);
         continue;

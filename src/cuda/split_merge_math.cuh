@@ -32,10 +32,10 @@ __device__ __forceinline__ bool warp_any_nan(bool nan) { return __any_sync(0xfff
 // row with a NaN split gets NaN for both, so that out and lse are NaN as the unsplit call's (the max and
 // the weights, which drop NaN, would otherwise merge the other splits alone).
 __device__ __forceinline__ float merged_inv(float sum, bool nan) {
-  return nan ? __int_as_float(0x7fffffff) : sum > 0.f ? 1.f / sum : 0.f;
+  return nan ? NAN : sum > 0.f ? 1.f / sum : 0.f;
 }
 __device__ __forceinline__ float merged_lse(float m, float sum, bool nan) {
-  return nan ? __int_as_float(0x7fffffff) : sum > 0.f ? m + logf(sum) : -INFINITY;
+  return nan ? NAN : sum > 0.f ? m + logf(sum) : -INFINITY;
 }
 
 // acc += w * x for the splits with weight; the others' x is never looked at (it may be NaN).

@@ -12,6 +12,7 @@
 
 #include "reference/mask_oracle.h"
 #include "util/half.h"
+#include "util/max_keeping_nan.h"
 
 namespace fastattn::reference {
 
@@ -43,7 +44,7 @@ inline double score_row(const MaskOracle& oracle, int64_t b, int64_t h, int64_t 
     if (capped != nullptr) (*capped)[size_t(j)] = sc;
     s[size_t(j)] = bias != nullptr && bias->defined() ? sc + bias_at(*bias, b, h, i, j) : sc;
     if (has_alibi) s[size_t(j)] -= slope * double(diag > j ? diag - j : j - diag);
-    if (s[size_t(j)] > m || std::isnan(s[size_t(j)])) m = s[size_t(j)];  // a NaN score makes the row's max NaN
+    m = util::max_keeping_nan(m, s[size_t(j)]);
   }
   return m;
 }
