@@ -263,10 +263,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) fwd_kernel(const __grid_cons
       }
       T* out = static_cast<T*>(a.out) + b_off * a.out_stride_b + (seq.q_offset + r) * a.out_stride_s +
                tc.head * a.out_stride_h;
+      const uint32_t keep = inv[h] == 0.f ? 0u : ~0u;  // out_pair's select, once a row
 #pragma unroll
       for (int j = 0; j < D / 8; ++j)
         *reinterpret_cast<uint32_t*>(out + 8 * j + 2 * t) =
-            cuda_backend::out_pair<T>(o[mt][4 * j + 2 * h], o[mt][4 * j + 2 * h + 1], inv[h]);
+            cuda_backend::pack2<T>(o[mt][4 * j + 2 * h] * inv[h], o[mt][4 * j + 2 * h + 1] * inv[h]) & keep;
       if (a.lse != nullptr && t == 0)
         a.lse[b_off * a.lse_stride_b + tc.head * a.lse_stride_h + (seq.q_offset + r) * a.lse_stride_s] = lse[h];
     }
