@@ -18,7 +18,10 @@
 // head rotated, the rest untouched): new key i takes position n + i; query row i takes position
 // n + i when causal or local, else n for every row (all queries sit at position n). Interleaved
 // rotates pairs (0, 1), (2, 3), ...; otherwise pairs (j, j + rotary_dim / 2) (GPT-NeoX). The
-// rotation is computed in fp32 and rounded to the dtype, as FlashAttention does.
+// rotation is computed in fp32 and rounded to the dtype, as FlashAttention does. The table needs a
+// row for every position it is read at: s_ro >= capacity, and with causal or local and
+// s_q > s_new, s_ro >= capacity + s_q - s_new (query rows past the new keys sit past the capacity).
+// The cache is written in place: with k_new, no cache dim of more than one element may have stride 0.
 // Paged cache: sequence b's position t lives in page page_table[b, t / page_size], row
 // t % page_size, of k_cache/v_cache shaped (num_pages, page_size, h_kv, d).
 // On the CUDA backend the caches are read by TMA: every dim of more than one element but the last

@@ -6,7 +6,7 @@
 
 #ifdef FASTATTN_WITH_CUDA
 #include "cuda/cuda_backend.h"
-#include "cuda/empty_forward.h"
+#include "cuda/empty_problem.h"
 #endif
 
 namespace fastattn {
@@ -46,6 +46,7 @@ Status backward(const AttnArgs& args, const Tensor& dout, const Tensor& dq, cons
     case Backend::Reference: return reference::backward(p.problem, p.grads);
     case Backend::CUDA:
 #ifdef FASTATTN_WITH_CUDA
+      if (!detail::has_work(p.problem)) return cuda_backend::backward_empty(args, dq, dk, dv, stream);
       return cuda_backend::backward(p.problem, p.grads, args.deterministic, stream);
 #else
       break;

@@ -1,6 +1,8 @@
 // forward_kvcache's rules, in the order a user most likely needs to hear about them. Every failure
 // returns before the cache or an output is written; the message names the argument and the rule.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "api/index_arrays.h"
 #include "api/kvcache_plan.h"
@@ -71,6 +73,10 @@ Status check_cache_layout(const KvCacheArgs& a, bool paged) {
   if (a.page_table.pages_per_seq < 1) {
     return Status::Invalid(msg("page_table: pages_per_seq must be >= 1 but got ", a.page_table.pages_per_seq));
   }
+  if (page * a.page_table.pages_per_seq > INT32_MAX) {
+    return Status::Invalid(msg("page_table: ", a.page_table.pages_per_seq, " pages of ", page, " positions give a sequence ",
+                               page * a.page_table.pages_per_seq, " positions, but positions are limited to 2^31 - 1"));
+  }
   if (a.cache_batch_idx.defined()) {
     return Status::Invalid("cache_batch_idx: not allowed with a paged cache (the page table already maps "
                            "each sequence to its pages)");
@@ -104,10 +110,22 @@ Status check_new_tokens(const KvCacheArgs& a) {
     st = check_shape("v_new", a.v_new, {b, a.k_new.shape[1], hkv, a.v_cache.shape[3]},
                      "(batch of q, seqlen_new of k_new, heads_kv of k_cache, head_dim_v of v_cache)");
   }
+  // The append writes the cache in place: a broadcast (stride 0) dim would make several slots one memory row.
+  for (auto [t, name] : {std::pair{&a.k_cache, "k_cache"}, std::pair{&a.v_cache, "v_cache"}}) {
+    for (int i = 0; st.ok() && i < 3; ++i) {
+      if (t->shape[i] > 1 && t->stride[i] == 0) {
+        st = Status::Invalid(msg(name, ": dim ", i, " has stride 0 (a broadcast view) but k_new / v_new are "
+                                 "appended into the cache in place, which needs a slot of its own for every position"));
+      }
+    }
+  }
   return st;
 }
 
-Status check_rotary(const KvCacheArgs& a, int64_t capacity) {
+// Positions: appended key i sits at cache_seqlens + i (< capacity, as the append needs); q row i is rotated there
+// too when causal or a window is set (FlashAttention's rule), so rows past seqlen_new reach capacity + seqlen_q -
+// seqlen_new - 1 at most. A shape rule: the GPU path does not read cache_seqlens on the host.
+Status check_rotary(const KvCacheArgs& a, const KvCachePlan& p) {
   if (a.rotary_cos.defined() != a.rotary_sin.defined()) {
     return Status::Invalid(a.rotary_cos.defined() ? "rotary_sin: missing (rotary_cos and rotary_sin come together)"
                                                   : "rotary_cos: missing (rotary_cos and rotary_sin come together)");
@@ -131,9 +149,16 @@ Status check_rotary(const KvCacheArgs& a, int64_t capacity) {
     return Status::Invalid(msg("rotary_cos: rotary_dim (2 * dim 1) is ", rot, " but must be a multiple of ",
                                kRotaryMultiple, " in [", kRotaryMultiple, ", head_dim ", a.q.shape[3], "]"));
   }
-  if (a.rotary_cos.shape[0] < capacity) {
+  if (a.rotary_cos.shape[0] < p.capacity) {
     return Status::Invalid(msg("rotary_cos: has ", a.rotary_cos.shape[0],
-                               " positions but the cache holds ", capacity, " (seqlen_ro >= cache capacity)"));
+                               " positions but the cache holds ", p.capacity, " (seqlen_ro >= cache capacity)"));
+  }
+  const int64_t q_past_new = p.q_rows_advance ? std::max<int64_t>(0, int64_t(p.seqlen_q) - p.seqlen_new) : 0;
+  if (a.rotary_cos.shape[0] < int64_t(p.capacity) + q_past_new) {
+    return Status::Invalid(msg("rotary_cos: has ", a.rotary_cos.shape[0], " positions but needs ",
+                               int64_t(p.capacity) + q_past_new, ": with causal or a window, q row i is rotated at "
+                               "position cache_seqlens + i, so seqlen_q ", p.seqlen_q, " > seqlen_new ", p.seqlen_new,
+                               " needs seqlen_ro >= cache capacity ", p.capacity, " + seqlen_q - seqlen_new"));
   }
   return Status::Ok();
 }
@@ -234,7 +259,7 @@ Status prepare_kvcache(const KvCacheArgs& a, KvCachePlan* p) {
   for_backend.backend = a.backend;
   p->backend = resolve_backend(for_backend);
 
-  st = check_rotary(a, p->capacity);
+  st = check_rotary(a, *p);
   if (st.ok()) st = check_index_sizes(a);
   if (st.ok()) st = check_devices(a, p->backend);
   if (st.ok()) st = read_kv_indices(a, p);

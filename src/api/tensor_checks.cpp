@@ -1,5 +1,7 @@
 #include "api/tensor_checks.h"
 
+#include <cstdint>
+
 #include "api/message.h"
 
 namespace fastattn::detail {
@@ -19,6 +21,11 @@ Status check_form(const char* name, const Tensor& t, int32_t ndim, const char* d
   for (int32_t i = 0; i < ndim; ++i) {
     if (t.shape[i] < 0) {
       return Status::Invalid(msg(name, ": dim ", i, " has negative size ", t.shape[i]));
+    }
+    // Sequence lengths, positions and row counts are 32-bit everywhere (cu_seqlens, seqused, page ids).
+    if (t.shape[i] > INT32_MAX) {
+      return Status::Invalid(msg(name, ": dim ", i, " has size ", t.shape[i], " but sizes are limited to 2^31 - 1 = ",
+                                 INT32_MAX));
     }
   }
   if (t.data == nullptr && t.numel() > 0) {

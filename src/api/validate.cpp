@@ -107,8 +107,10 @@ Status check_tensors(const AttnArgs& a, bool varlen, bool need_lse) {
                                " (GQA needs heads_q % heads_kv == 0 and heads_kv >= 1)"));
   }
 
-  if (a.lse.defined() || need_lse) {
-    if (!a.lse.defined()) {
+  // An empty lse (a call without query rows) has no data to point to: torch gives it a null pointer.
+  const bool lse_given = a.lse.defined() || (a.lse.ndim > 0 && a.lse.numel() == 0);
+  if (lse_given || need_lse) {
+    if (!lse_given) {
       return Status::Invalid("lse: required by backward (pass the lse written by forward)");
     }
     st = check_form("lse", a.lse, varlen ? 2 : 3, varlen ? "(heads, total_q)" : "(batch, heads, seqlen_q)");
@@ -123,7 +125,7 @@ Status check_tensors(const AttnArgs& a, bool varlen, bool need_lse) {
   st = check_device("k", a.k, a.q);
   if (st.ok()) st = check_device("v", a.v, a.q);
   if (st.ok()) st = check_device("out", a.out, a.q);
-  if (st.ok() && a.lse.defined()) st = check_device("lse", a.lse, a.q);
+  if (st.ok() && lse_given) st = check_device("lse", a.lse, a.q);
   return st;
 }
 

@@ -1,6 +1,8 @@
 // Problems with nothing to compute are valid calls, as in FlashAttention: no keys, no query rows,
 // varlen batches whose sequences are all empty, max_seqlen = 0. Every query row gets out = 0 and
-// lse = -inf on the CPU and reference backends (the CUDA twin is tests/gpu/empty_forward_test.cpp).
+// lse = -inf on the CPU and reference backends (the CUDA twin is tests/gpu/empty_forward_test.cpp);
+// the backward gives dq = dk = dv = 0, also where the empty tensors carry no data pointer (torch's
+// empty tensors: an lse of (batch, heads, 0) is a given lse, not a missing one).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -61,6 +63,8 @@ std::vector<EmptyCase> empty_cases() {
   return cases;
 }
 
+void PrintTo(const EmptyCase& c, std::ostream* os) { *os << c.name; }
+
 class EmptyProblem : public ::testing::TestWithParam<EmptyCase> {};
 
 TEST_P(EmptyProblem, WritesZeroAndMinusInf) {
@@ -79,6 +83,34 @@ TEST_P(EmptyProblem, WritesZeroAndMinusInf) {
       ASSERT_EQ(c.lse.get(i), -INFINITY) << ec.name << " lse[" << i << "] backend " << int(be);
     }
     EXPECT_TRUE(c.out.padding_poisoned()) << ec.name << ": out's row padding was written";
+  }
+}
+
+TEST_P(EmptyProblem, BackwardWritesZeroGradients) {
+  const EmptyCase& ec = GetParam();
+  Rng rng(test_seed());
+  for (Backend be : {Backend::CPU, Backend::Reference}) {
+    for (bool null_empty : {false, true}) {
+      AttnCase c = make_case(ec.spec, rng);
+      AttnArgs a = c.args(be);
+      if (ec.zero_max_seqlen) a.max_seqlen_q = a.max_seqlen_k = 0;
+      c.poison_outputs();  // NaN into dq, dk, dv; the forward then writes out and lse
+      const Status fst = forward(a);
+      ASSERT_TRUE(fst.ok()) << ec.name << ": " << fst.message;
+      Tensor dout = c.dout.view(), dq = c.dq.view(), dk = c.dk.view(), dv = c.dv.view();
+      if (null_empty) {
+        for (Tensor* t : {&a.q, &a.k, &a.v, &a.out, &a.lse, &dout, &dq, &dk, &dv}) {
+          if (t->numel() == 0) t->data = nullptr;
+        }
+      }
+      const Status st = backward(a, dout, dq, dk, dv);
+      const std::string ctx = std::string(ec.name) + " backend " + std::to_string(int(be)) +
+                              (null_empty ? " (empty tensors without data)" : "");
+      ASSERT_TRUE(st.ok()) << ctx << ": " << st.message;
+      for (const HostTensor* g : {&c.dq, &c.dk, &c.dv}) {
+        for (int64_t i = 0; i < g->numel(); ++i) ASSERT_EQ(g->get(i), 0.0) << ctx << " element " << i;
+      }
+    }
   }
 }
 

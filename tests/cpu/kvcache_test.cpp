@@ -126,6 +126,12 @@ std::vector<NamedKv> kv_cases() {
   s.rotary_dim = 16;
   v.push_back({"leftpad_causal", s});
   s = decode();
+  s.seqlen_q = 3;  // q rows past the one appended key: rotated at cache_seqlens + i, up to capacity + 1
+  s.causal = true;
+  s.rotary_dim = 32;
+  s.interleaved = false;
+  v.push_back({"rotary_causal_q_past_new", s});
+  s = decode();
   s.page_size = 16;
   s.seqlens = {0, 31, 45};
   s.seqlen_new = 3;
@@ -275,6 +281,25 @@ TEST(KvCache, ValidationRules) {
          a.rotary_cos = c.cos.view();
          a.rotary_sin = c.sin.view();
        }, bad, "rotary_cos: has 32 positions but the cache holds 64"},
+      {"rotary_q_past_new", [](KvCacheArgs& a, KvCase& c) {  // q row 2 of 3 would read position 65
+         c.cos = HostTensor(DType::F32, {64, 8});
+         c.sin = HostTensor(DType::F32, {64, 8});
+         a.rotary_cos = c.cos.view();
+         a.rotary_sin = c.sin.view();
+         a.causal = true;
+         a.q.shape[1] = a.out.shape[1] = a.lse.shape[2] = 3;
+       }, bad, "rotary_cos: has 64 positions but needs 66"},
+      {"broadcast_cache", [](KvCacheArgs& a, KvCase&) { a.k_cache.stride[2] = 0; }, bad,
+       "k_cache: dim 2 has stride 0 (a broadcast view) but k_new / v_new are appended"},
+      {"paged_positions_over_int32", [](KvCacheArgs& a, KvCase& c) {
+         c.page_table.assign(3 * 4, 0);
+         a.page_table = {c.page_table.data(), 3, int64_t(1) << 28};
+         a.k_cache.shape[1] = a.v_cache.shape[1] = 16;
+       }, bad, "page_table: 268435456 pages of 16 positions give a sequence 4294967296 positions"},
+      {"cache_over_int32", [](KvCacheArgs& a, KvCase&) {
+         a.k_cache.shape[1] = a.v_cache.shape[1] = int64_t(1) << 31;
+         a.k_cache.stride[1] = a.v_cache.stride[1] = 0;
+       }, bad, "k_cache: dim 1 has size 2147483648 but sizes are limited to 2^31 - 1"},
       {"page_size", [](KvCacheArgs& a, KvCase& c) {
          c.page_table.assign(3 * 8, 0);
          a.page_table = {c.page_table.data(), 3, 8};

@@ -56,9 +56,12 @@ KvCase make_kv_case(const KvSpec& s, Rng& rng) {
   c.v_new = HostTensor(s.dtype, {s.batch, s.seqlen_new, s.heads_kv, s.head_dim_v});
   for (HostTensor* t : {&c.q, &c.k_cache, &c.v_cache, &c.k_new, &c.v_new}) t->fill_uniform(rng, -1.0f, 1.0f);
   if (s.rotary_dim > 0) {
-    c.cos = HostTensor(s.dtype, {s.seqlen_cache, s.rotary_dim / 2});
-    c.sin = HostTensor(s.dtype, {s.seqlen_cache, s.rotary_dim / 2});
-    for (int64_t p = 0; p < s.seqlen_cache; ++p) {
+    // Causal / windowed q rows sit at cache_seqlens + i, past the capacity where seqlen_q > seqlen_new.
+    const bool advance = s.causal || s.window_left >= 0 || s.window_right >= 0;
+    const int64_t positions = s.seqlen_cache + (advance ? std::max(0, s.seqlen_q - s.seqlen_new) : 0);
+    c.cos = HostTensor(s.dtype, {positions, s.rotary_dim / 2});
+    c.sin = HostTensor(s.dtype, {positions, s.rotary_dim / 2});
+    for (int64_t p = 0; p < positions; ++p) {
       for (int64_t j = 0; j < s.rotary_dim / 2; ++j) {
         const double angle = p * std::pow(10000.0, -2.0 * j / s.rotary_dim);
         c.cos.set(p * (s.rotary_dim / 2) + j, std::cos(angle));

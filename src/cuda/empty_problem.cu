@@ -1,4 +1,4 @@
-// Fill kernel behind forward_empty: any strided tensor of up to 4 dims, one thread per element.
+// Fill kernel behind forward_empty and backward_empty: any strided tensor of up to 4 dims, one thread per element.
 // Strided rather than cudaMemsetAsync because out may be a view with gaps between rows, and those
 // gaps belong to the caller.
 #include <cuda_runtime.h>
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cuda/empty_forward.h"
+#include "cuda/empty_problem.h"
 
 namespace fastattn::cuda_backend {
 namespace {
@@ -68,6 +68,15 @@ Status forward_empty(const AttnArgs& a, void* stream) {
   constexpr uint32_t kMinusInfF32 = 0xFF800000u;
   Status st = fill(a.out, 0u, s, "out");  // +0 has all bits clear in fp16, bf16 and fp32
   if (st.ok() && a.lse.defined()) st = fill(a.lse, kMinusInfF32, s, "lse");
+  return st;
+}
+
+Status backward_empty(const AttnArgs& a, const Tensor& dq, const Tensor& dk, const Tensor& dv, void* stream) {
+  auto s = static_cast<cudaStream_t>(stream);
+  Status st = fill(dq, 0u, s, "dq");
+  if (st.ok()) st = fill(dk, 0u, s, "dk");
+  if (st.ok()) st = fill(dv, 0u, s, "dv");
+  if (st.ok() && a.dbias.defined()) st = fill(a.dbias, 0u, s, "dbias");
   return st;
 }
 
