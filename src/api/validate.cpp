@@ -243,14 +243,16 @@ namespace {
 Status check_backend_limits(const AttnArgs& a, Backend be, bool backward, int64_t d, int64_t dv) {
   if (be == Backend::CUDA) {
 #ifdef FASTATTN_WITH_CUDA
-    if (backward) return cuda_backend::check_backward(a);
+    auto check = [backward](const AttnArgs& args) {
+      return backward ? cuda_backend::check_backward(args) : cuda_backend::check_forward(args);
+    };
     if (!has_work(resolve_shape(a))) {
       AttnArgs probe = a;
       probe.max_seqlen_q = std::max(probe.max_seqlen_q, 1);
       probe.max_seqlen_k = std::max(probe.max_seqlen_k, 1);
-      return cuda_backend::check_forward(probe);
+      return check(probe);
     }
-    return cuda_backend::check_forward(a);
+    return check(a);
 #else
     return Status::Unsupported("backend cuda: fastattn was built without CUDA");
 #endif

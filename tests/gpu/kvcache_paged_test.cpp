@@ -185,7 +185,8 @@ TEST_F(KvCachePagedGpu, LeftPaddingWithRowsUnderGraph) {
 // At batch 1 the attention operand's dim 0 is q's batch (one element), so only the cache's own rule
 // (kvcache_cuda.cpp, check_cuda_cache_strides) sees the stride of the pages or rows the TMA maps span:
 // pages aliased (stride 0) or a reversed pool (negative stride) are refused before anything is written
-// (the maps would read them 16 bytes apart).
+// (the maps would read them 16 bytes apart); an aliased cache with an append is refused earlier on every
+// backend (kvcache_validate.cpp: slots would share memory).
 TEST_F(KvCachePagedGpu, CacheRowStridesAtBatchOne) {
   for (bool paged : {true, false}) {
     for (bool reversed : {false, true}) {
@@ -214,9 +215,18 @@ TEST_F(KvCachePagedGpu, CacheRowStridesAtBatchOne) {
       } else {
         cache.stride[0] = 0;
       }
+      // An aliased cache cannot take an append on any backend (InvalidArgument, before the CUDA rule); without
+      // one the CUDA rule refuses it (the maps would read its rows 16 bytes apart).
       const Status st = forward_kvcache(a);
-      EXPECT_EQ(int(st.code), int(Code::NotSupported)) << st.message;
+      EXPECT_EQ(int(st.code), int(reversed ? Code::NotSupported : Code::InvalidArgument)) << st.message;
       EXPECT_EQ(st.message.rfind("k_cache: dim 0 has stride", 0), 0u) << st.message;
+      if (!reversed) {
+        KvCacheArgs read_only = a;
+        read_only.k_new = read_only.v_new = read_only.rotary_cos = read_only.rotary_sin = Tensor{};
+        const Status ro = forward_kvcache(read_only);
+        EXPECT_EQ(int(ro.code), int(Code::NotSupported)) << ro.message;
+        EXPECT_EQ(ro.message.rfind("k_cache: dim 0 has stride", 0), 0u) << ro.message;
+      }
       FA_CUDA_OK(cudaDeviceSynchronize());
       d.get(stored, c.k_cache);
       d.get(a.out, c.out);
