@@ -13,18 +13,25 @@ import numpy as np
 from . import _C
 from . import _bias, _bit_mask, _block_mask
 from ._arrays import arrays_for, same_kind
+from ._ints import INT32_MAX, int_arg
 
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "reference": 3}
 NO_INDEX = (None, None, None, None)  # (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k) of a fixed-length call
 
 
 def window_pair(window_size):
-    """(left, right) as two ints; -1 means unbounded on that side."""
+    """(left, right) as two ints; -1 means unbounded on that side. ValueError unless a pair, TypeError
+    for a side that is no int (a float is not truncated; FlashAttention's binding refuses it too),
+    ValueError for a side outside [-1, 2^31 - 1]."""
     try:
+        if isinstance(window_size, (str, bytes)):
+            raise TypeError
         left, right = window_size
-        return int(left), int(right)
     except (TypeError, ValueError):
         raise ValueError(f"window_size: expected a pair (left, right) of ints, got {window_size!r}") from None
+    note = " (-1 = unbounded)"
+    return (int_arg(left, "window_size[0] (left)", -1, INT32_MAX, note),
+            int_arg(right, "window_size[1] (right)", -1, INT32_MAX, note))
 
 
 def check_rank(x, name, varlen):
@@ -74,11 +81,12 @@ def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
     left, right = window_pair(window_size)
     block_q, block_k = _block_mask.block_size_pair(block_size)
     return _C.Options(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
-                      seqused_k=seqused_k, max_seqlen_q=int(max_seqlen_q),
-                      max_seqlen_k=int(max_seqlen_k), softmax_scale=scale, causal=bool(causal),
+                      seqused_k=seqused_k, max_seqlen_q=int_arg(max_seqlen_q, "max_seqlen_q", 0),
+                      max_seqlen_k=int_arg(max_seqlen_k, "max_seqlen_k", 0), softmax_scale=scale, causal=bool(causal),
                       window_left=left, window_right=right, softcap=float(softcap),
                       check_index_arrays=bool(check_index_arrays), backend=BACKENDS[backend],
-                      num_threads=int(num_threads), deterministic=bool(deterministic),
+                      num_threads=int_arg(num_threads, "num_threads", 0, note=" (0 = all hardware threads)"),
+                      deterministic=bool(deterministic),
                       block_mask=block_mask, block_q=block_q, block_k=block_k, bit_mask=bit_mask, bias=bias,
                       alibi_slopes=alibi_slopes)
 

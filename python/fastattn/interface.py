@@ -14,6 +14,7 @@ import operator
 
 from . import _bias, _bit_mask, _block_mask, _core, _fa_compat
 from ._arrays import arrays_for, same_kind, torch_module
+from ._ints import int_arg
 
 
 _NO_INDEX = _core.NO_INDEX
@@ -280,9 +281,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                      q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
+    torch = torch_module()
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
             raise ValueError(f"{name}: expected an int, got {type(value).__name__}")
+        if torch is None or not isinstance(value, torch.SymInt):  # a traced size: no guard on its value
+            int_arg(value, name, 0)  # the extension's int32: ValueError past it, not the binding's TypeError
     out, lse = attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                          (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,
