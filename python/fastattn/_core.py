@@ -42,8 +42,12 @@ def check_rank(x, name, varlen):
 
 
 def resolve_scale(softmax_scale, head_dim):
-    """softmax_scale as a float, 1/sqrt(head_dim) when None; ValueError unless finite."""
-    scale = head_dim ** -0.5 if softmax_scale is None else float(softmax_scale)
+    """softmax_scale as a float, 1/sqrt(head_dim) when None; ValueError unless finite. A head_dim < 1
+    takes 1.0 for the default: the extension's shape checks refuse it by name (as with a given scale)."""
+    if softmax_scale is None:
+        scale = head_dim ** -0.5 if head_dim >= 1 else 1.0
+    else:
+        scale = float(softmax_scale)
     if not math.isfinite(scale):
         raise ValueError(f"softmax_scale: expected a finite number, got {softmax_scale!r}")
     return scale

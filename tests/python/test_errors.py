@@ -318,3 +318,28 @@ def test_integer_scalar_cache_seqlens(rng, kind):
     assert_close("out", np.asarray(out), out64, outlp, np.float32, FLOAT32_FLOOR)
     assert_lse_close(np.asarray(lse), lse64)
 
+
+# ---- head_dim 0 (review s51) ---------------------------------------------------------------------------
+
+def test_head_dim_zero_default_scale(rng):
+    """head_dim 0 with the default scale raised ZeroDivisionError (1/sqrt(0) computed before any shape check);
+    now the extension's check names it, as with a given scale, on every front end."""
+    q = np.zeros((1, 4, 2, 0), np.float32)
+    calls = [lambda **kw: fastattn.flash_attn_func(q, q, q, **kw),
+             lambda **kw: fastattn.forward(q, q, q, **kw),
+             lambda **kw: fastattn.flash_attn_with_kvcache(q, q, q, **kw),
+             lambda **kw: fastattn.scaled_dot_product_attention(q, q, q, scale=kw.get("softmax_scale"))]
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        t = torch.from_numpy(q)
+        calls += [lambda **kw: fastattn.flash_attn_func(t, t, t, **kw),
+                  lambda **kw: fastattn.flash_attn_func(t.requires_grad_(), t, t, **kw),
+                  lambda **kw: fastattn.flash_attn_with_kvcache(t.detach(), t.detach(), t.detach(), **kw)]
+    for call in calls:
+        for kw in ({}, {"softmax_scale": 1.0}):
+            with pytest.raises((ValueError, NotImplementedError), match=r"^q: head_dim 0"):
+                call(**kw)
+
