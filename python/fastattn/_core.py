@@ -34,6 +34,16 @@ def window_pair(window_size):
             int_arg(right, "window_size[1] (right)", -1, INT32_MAX, note))
 
 
+def check_cu_seqlens(cu_seqlens_q, cu_seqlens_k):
+    """ValueError for a cu_seqlens with no entry: varlen needs batch + 1 >= 1 offsets. (The extension reads an
+    array without data, as an empty torch tensor's null data pointer, as an absent one, so a varlen call went on
+    as a fixed-length one and failed on q's rank.) The extension's own message, said before it can miss it."""
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        shape = getattr(cu, "shape", None)
+        if shape is not None and 0 in tuple(shape):
+            raise ValueError(f"{name}: needs batch + 1 >= 1 entries but has 0")
+
+
 def check_rank(x, name, varlen):
     want = 3 if varlen else 4
     layout = "(total_tokens, heads, head_dim)" if varlen else "(batch, seqlen, heads, head_dim)"
@@ -174,6 +184,8 @@ def forward(q, k, v, **kw):
     same_kind(xs, [("k", k), ("v", v)] + [(n, kw.get(n)) for n in
                                           ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
+    if varlen:
+        check_cu_seqlens(kw.get("cu_seqlens_q"), kw.get("cu_seqlens_k"))
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_rank(x, name, varlen)
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
@@ -236,6 +248,8 @@ def backward(dout, q, k, v, out, lse, **kw):
     xs = arrays_for(q, "q")
     same_kind(xs, [("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
+    if varlen:
+        check_cu_seqlens(kw.get("cu_seqlens_q"), kw.get("cu_seqlens_k"))
     for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout)):
         check_rank(x, name, varlen)
     dout, q, k, v, out = (xs.unit_last(x) for x in (dout, q, k, v, out))

@@ -79,6 +79,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
         block_size = _block_mask.DEFAULT_BLOCK_SIZE
     if heads_first and any(x is not None for x in index_arrays):  # no `is` on tuples: Dynamo traces this
         raise ValueError("heads_first: fixed-length attention only (no cu_seqlens / seqused)")
+    if index_arrays[0] is not None or index_arrays[1] is not None:
+        _core.check_cu_seqlens(index_arrays[0], index_arrays[1])
     torch = torch_module()
     if mask is not None or bias is not None or alibi_slopes is not None:
         return _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,

@@ -343,3 +343,24 @@ def test_head_dim_zero_default_scale(rng):
             with pytest.raises((ValueError, NotImplementedError), match=r"^q: head_dim 0"):
                 call(**kw)
 
+
+# ---- empty cu_seqlens (review s51) ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+@pytest.mark.parametrize("side", ["q", "k"])
+def test_empty_cu_seqlens(rng, kind, side):
+    """A cu_seqlens with 0 entries was read as "no cu_seqlens" (the extension takes an empty array for an absent
+    one) and the call failed on q's rank ("q: expected 4 dims"); it is named, as varlen needs batch + 1 >= 1."""
+    q, k, v, cu = varlen_inputs(rng)
+    empty = cu[:0]
+    if kind == "torch":
+        torch = pytest.importorskip("torch")
+        q, k, v, cu, empty = (torch.from_numpy(x) for x in (q, k, v, cu, empty))
+    cus = (empty, cu) if side == "q" else (cu, empty)
+    pattern = rf"^cu_seqlens_{side}: needs batch \+ 1 >= 1 entries"
+    with pytest.raises(ValueError, match=pattern):
+        fastattn.flash_attn_varlen_func(q, k, v, *cus, 5, 5)
+    with pytest.raises(ValueError, match=pattern):
+        fastattn.flash_attn_varlen_func(q[:0], k[:0], v[:0], *cus, 0, 0)
+    with pytest.raises(ValueError, match=pattern):
+        fastattn.forward(q, k, v, cu_seqlens_q=cus[0], cu_seqlens_k=cus[1], max_seqlen_q=5, max_seqlen_k=5)
