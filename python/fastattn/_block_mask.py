@@ -7,6 +7,7 @@ from __future__ import annotations
 import operator
 
 from ._arrays import torch_module
+from ._ints import INT32_MAX, INT32_MIN
 
 DEFAULT_BLOCK_SIZE = (128, 128)  # FlexAttention's default block
 
@@ -16,11 +17,15 @@ def block_size_pair(block_size):
     try:
         if isinstance(block_size, (tuple, list)):
             block_q, block_k = block_size
-            return operator.index(block_q), operator.index(block_k)
-        size = operator.index(block_size)
-        return size, size
+            pair = operator.index(block_q), operator.index(block_k)
+        else:
+            pair = (operator.index(block_size),) * 2
     except (TypeError, ValueError):
         raise ValueError(f"block_size: expected an int or a pair (block_q, block_k) of ints, got {block_size!r}") from None
+    for n in pair:  # the extension's int32 (>= 1 is its own check, which names block_q / block_k)
+        if not INT32_MIN <= n <= INT32_MAX:
+            raise ValueError(f"block_size: {n} is outside int32 (a block size must be in [1, {INT32_MAX}])")
+    return pair
 
 
 def _flex_block_mask_type():

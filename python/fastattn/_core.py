@@ -13,18 +13,35 @@ import numpy as np
 from . import _C
 from . import _bias, _bit_mask, _block_mask
 from ._arrays import arrays_for, same_kind
+from ._ints import INT32_MAX, int_arg
 
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "reference": 3}
 NO_INDEX = (None, None, None, None)  # (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k) of a fixed-length call
 
 
 def window_pair(window_size):
-    """(left, right) as two ints; -1 means unbounded on that side."""
+    """(left, right) as two ints; -1 means unbounded on that side. ValueError unless a pair, TypeError
+    for a side that is no int (a float is not truncated; FlashAttention's binding refuses it too),
+    ValueError for a side outside [-1, 2^31 - 1]."""
     try:
+        if isinstance(window_size, (str, bytes)):
+            raise TypeError
         left, right = window_size
-        return int(left), int(right)
     except (TypeError, ValueError):
         raise ValueError(f"window_size: expected a pair (left, right) of ints, got {window_size!r}") from None
+    note = " (-1 = unbounded)"
+    return (int_arg(left, "window_size[0] (left)", -1, INT32_MAX, note),
+            int_arg(right, "window_size[1] (right)", -1, INT32_MAX, note))
+
+
+def check_cu_seqlens(cu_seqlens_q, cu_seqlens_k):
+    """ValueError for a cu_seqlens with no entry: varlen needs batch + 1 >= 1 offsets. (The extension reads an
+    array without data, as an empty torch tensor's null data pointer, as an absent one, so a varlen call went on
+    as a fixed-length one and failed on q's rank.) The extension's own message, said before it can miss it."""
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        shape = getattr(cu, "shape", None)
+        if shape is not None and 0 in tuple(shape):
+            raise ValueError(f"{name}: needs batch + 1 >= 1 entries but has 0")
 
 
 def check_rank(x, name, varlen):
@@ -35,8 +52,12 @@ def check_rank(x, name, varlen):
 
 
 def resolve_scale(softmax_scale, head_dim):
-    """softmax_scale as a float, 1/sqrt(head_dim) when None; ValueError unless finite."""
-    scale = head_dim ** -0.5 if softmax_scale is None else float(softmax_scale)
+    """softmax_scale as a float, 1/sqrt(head_dim) when None; ValueError unless finite. A head_dim < 1
+    takes 1.0 for the default: the extension's shape checks refuse it by name (as with a given scale)."""
+    if softmax_scale is None:
+        scale = head_dim ** -0.5 if head_dim >= 1 else 1.0
+    else:
+        scale = float(softmax_scale)
     if not math.isfinite(scale):
         raise ValueError(f"softmax_scale: expected a finite number, got {softmax_scale!r}")
     return scale
@@ -74,11 +95,12 @@ def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
     left, right = window_pair(window_size)
     block_q, block_k = _block_mask.block_size_pair(block_size)
     return _C.Options(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_q=seqused_q,
-                      seqused_k=seqused_k, max_seqlen_q=int(max_seqlen_q),
-                      max_seqlen_k=int(max_seqlen_k), softmax_scale=scale, causal=bool(causal),
+                      seqused_k=seqused_k, max_seqlen_q=int_arg(max_seqlen_q, "max_seqlen_q", 0),
+                      max_seqlen_k=int_arg(max_seqlen_k, "max_seqlen_k", 0), softmax_scale=scale, causal=bool(causal),
                       window_left=left, window_right=right, softcap=float(softcap),
                       check_index_arrays=bool(check_index_arrays), backend=BACKENDS[backend],
-                      num_threads=int(num_threads), deterministic=bool(deterministic),
+                      num_threads=int_arg(num_threads, "num_threads", 0, note=" (0 = all hardware threads)"),
+                      deterministic=bool(deterministic),
                       block_mask=block_mask, block_q=block_q, block_k=block_k, bit_mask=bit_mask, bias=bias,
                       alibi_slopes=alibi_slopes)
 
@@ -162,6 +184,8 @@ def forward(q, k, v, **kw):
     same_kind(xs, [("k", k), ("v", v)] + [(n, kw.get(n)) for n in
                                           ("cu_seqlens_q", "cu_seqlens_k", "seqused_q", "seqused_k")])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
+    if varlen:
+        check_cu_seqlens(kw.get("cu_seqlens_q"), kw.get("cu_seqlens_k"))
     for name, x in (("q", q), ("k", k), ("v", v)):
         check_rank(x, name, varlen)
     q, k, v = xs.unit_last(q), xs.unit_last(k), xs.unit_last(v)
@@ -224,6 +248,8 @@ def backward(dout, q, k, v, out, lse, **kw):
     xs = arrays_for(q, "q")
     same_kind(xs, [("dout", dout), ("k", k), ("v", v), ("out", out), ("lse", lse)])
     varlen = kw.get("cu_seqlens_q") is not None or kw.get("cu_seqlens_k") is not None
+    if varlen:
+        check_cu_seqlens(kw.get("cu_seqlens_q"), kw.get("cu_seqlens_k"))
     for name, x in (("q", q), ("k", k), ("v", v), ("out", out), ("dout", dout)):
         check_rank(x, name, varlen)
     dout, q, k, v, out = (xs.unit_last(x) for x in (dout, q, k, v, out))

@@ -4,21 +4,15 @@ and features fastattn lacks, refused by name rather than ignored (docs/python.md
 from __future__ import annotations
 
 import numbers
-import operator
 
 import numpy as np
 
+from ._ints import int_arg
+
 
 def _nonnegative_int(value, name):
-    if isinstance(value, bool):
-        raise TypeError(f"{name}: expected an int, got bool")
-    try:
-        n = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name}: expected an int, got {type(value).__name__}") from None
-    if n < 0:
-        raise ValueError(f"{name}: must be >= 0 but got {n}")
-    return n
+    """An int in [0, 2^31 - 1] (the extension's int32; FlashAttention's binding takes a C int too)."""
+    return int_arg(value, name, 0)
 
 
 def check(*, dropout_p=0.0, num_splits=1, pack_gqa=None, sm_margin=0, q_descale=None, k_descale=None,

@@ -6,11 +6,13 @@ The C++ layer validates every view (dtype, device, rank, strides, shapes, GQA ra
 arrays) and names the argument, so nothing here checks what it will check again. Outputs are
 allocated once per call (new_empty: q's dtype and device, dense).
 """
+import numpy as np
 import torch
 
 from . import _C
 from ._arrays import tma_unreadable
 from ._core import NO_INDEX, check_rank
+from ._ints import int_arg
 
 _DTYPES = {torch.float16: 0, torch.bfloat16: 1, torch.float32: 2, torch.int32: 3}
 _F32 = _DTYPES[torch.float32]
@@ -183,14 +185,15 @@ def _tensor_or_none(x, name):
 
 
 def _index_view(x, name, batch, q):
-    """cache_seqlens & co: None, an int (one for every sequence) or a 1-D int32 tensor."""
+    """cache_seqlens & co: None, an int in [0, 2^31 - 1] (or numpy integer scalar; one for every
+    sequence) or a 1-D int32 tensor."""
     if x is None:
         return None
     if isinstance(x, torch.Tensor):
         return view(x)
-    if isinstance(x, bool) or not isinstance(x, int):
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, np.integer)):
         raise ValueError(f"{name}: expected an int or an int32 tensor, got {type(x).__name__}")
-    return view(torch.full((batch,), x, dtype=torch.int32, device=q.device))
+    return view(torch.full((batch,), int_arg(x, name, 0), dtype=torch.int32, device=q.device))
 
 
 def forward_kvcache(q, k_cache, v_cache, k, v, rotary_cos, rotary_sin, cache_seqlens, cache_batch_idx,

@@ -14,6 +14,7 @@ import operator
 
 from . import _bias, _bit_mask, _block_mask, _core, _fa_compat
 from ._arrays import arrays_for, same_kind, torch_module
+from ._ints import int_arg
 
 
 _NO_INDEX = _core.NO_INDEX
@@ -78,6 +79,8 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
         block_size = _block_mask.DEFAULT_BLOCK_SIZE
     if heads_first and any(x is not None for x in index_arrays):  # no `is` on tuples: Dynamo traces this
         raise ValueError("heads_first: fixed-length attention only (no cu_seqlens / seqused)")
+    if index_arrays[0] is not None or index_arrays[1] is not None:
+        _core.check_cu_seqlens(index_arrays[0], index_arrays[1])
     torch = torch_module()
     if mask is not None or bias is not None or alibi_slopes is not None:
         return _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
@@ -280,9 +283,12 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                      q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
     if cu_seqlens_q is None or cu_seqlens_k is None:
         raise ValueError("cu_seqlens_q and cu_seqlens_k: both are required for varlen attention")
+    torch = torch_module()
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(value, bool) or not isinstance(value, int) and not hasattr(value, "__index__"):
             raise ValueError(f"{name}: expected an int, got {type(value).__name__}")
+        if torch is None or not isinstance(value, torch.SymInt):  # a traced size: no guard on its value
+            int_arg(value, name, 0)  # the extension's int32: ValueError past it, not the binding's TypeError
     out, lse = attention(q, k, v, (cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k),
                          (max_seqlen_q, max_seqlen_k), softmax_scale=softmax_scale, causal=causal,
                          window_size=window_size, softcap=softcap, deterministic=deterministic,

@@ -5,21 +5,27 @@ the exact rules (positions, rotary, paged layout, left padding).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from . import _C, _core, _fa_compat
 from ._arrays import arrays_for, same_kind, torch_module
+from ._ints import int_arg
 from .interface import _torch_views
 
 
 def _as_index(xs, x, batch, q, name):
-    """cache_seqlens & co as a 1-D int32 array on q's device (an int fills one of `batch`)."""
+    """cache_seqlens & co as a 1-D int32 array on q's device: an int (or numpy integer scalar) in
+    [0, 2^31 - 1] fills one of `batch`; else an array of q's kind (its dtype and shape checked by the
+    extension). Anything else (a list, a float) is refused by name, as the torch path does."""
     if x is None:
         return None
-    if isinstance(x, bool):
+    if isinstance(x, (bool, np.bool_)):
         raise ValueError(f"{name}: expected an int or an int32 array, got bool")
-    if isinstance(x, int):
-        import numpy as np
-
-        return np.full((batch,), x, dtype=np.int32)
+    if isinstance(x, (int, np.integer)):
+        return np.full((batch,), int_arg(x, name, 0), dtype=np.int32)
+    if not isinstance(x, np.ndarray) and not hasattr(x, "__dlpack__"):
+        raise ValueError(f"{name}: expected an int or an int32 array, got {type(x).__name__}")
+    same_kind(xs, [(name, x)])
     return xs.unit_last(x)
 
 
@@ -109,6 +115,4 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
 def _contiguous(xs, x):
     if xs.name == "cupy":
         return xs.cupy.ascontiguousarray(x)
-    import numpy as np
-
     return np.ascontiguousarray(x)

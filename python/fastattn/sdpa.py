@@ -30,21 +30,46 @@ def _causal_window(s_q, s_k):
         "bottom-right mask")
 
 
-def _check_mask_rows_cols(attn_mask, s_q, s_k):
-    """PyTorch's rule for attn_mask's last two dims (bool and float alike): each is 1 or the sequence's
-    length. (fastattn's own bias= also takes more rows / cols, as a padded mask; SDPA does not.)"""
-    shape = (1,) * (2 - len(attn_mask.shape)) + tuple(attn_mask.shape)
-    if shape[-2] not in (1, s_q) or shape[-1] not in (1, s_k):
+def _check_mask_shape(attn_mask, batch, heads_q, s_q, s_k):
+    """PyTorch's broadcast rule for attn_mask (bool and float alike) against (b, h_q, s_q, s_k): missing
+    leading dims are 1, and each dim is 1 or the target's. (fastattn's own mask= / bias= take more: mask
+    heads dividing h_q, read as grouped (head i takes mask head i // (h_q / mask_heads)), and for bias= more
+    rows / cols, as a padded mask; SDPA broadcasts neither, so neither passes here.)"""
+    shape = tuple(attn_mask.shape)
+    rows_cols = (1,) * (2 - len(shape)) + shape[-2:]
+    if rows_cols[0] not in (1, s_q) or rows_cols[1] not in (1, s_k):
         raise ValueError(f"attn_mask: expected a shape broadcastable to (..., {s_q}, {s_k}) (seqlen_q, seqlen_k), "
-                         f"got shape {tuple(attn_mask.shape)}")
+                         f"got shape {shape}")
+    lead = (1,) * (4 - len(shape)) + shape
+    for dim, (name, n, target) in enumerate((("batch", lead[0], batch), ("heads", lead[1], heads_q))):
+        if n not in (1, target):
+            raise ValueError(f"attn_mask: dim {dim} ({name}, of the mask as 4-D) is {n} but must be 1 or {target}: "
+                             f"attn_mask broadcasts against (batch, heads_q, seqlen_q, seqlen_k) = "
+                             f"({batch}, {heads_q}, {s_q}, {s_k}) by PyTorch's rule (each dim 1 or equal); "
+                             f"got shape {shape}")
+
+
+def _autocast(torch, tensors):
+    """PyTorch's autocast rule for SDPA, an op of autocast's lower-precision list: under torch.autocast for
+    the device type of query, every floating tensor argument on that device type but float64 ones (q, k, v
+    and a float attn_mask; fp16 under a bf16 autocast too) is cast to the autocast dtype (differentiable:
+    the gradients reach the caller's tensors in their own dtype). Other tensors as they are."""
+    device_type = tensors[0].device.type
+    try:
+        if not torch.is_autocast_enabled(device_type):
+            return tensors
+        dtype = torch.get_autocast_dtype(device_type)
+    except RuntimeError:  # a device type autocast does not know (meta, ...): no autocast
+        return tensors
+    return tuple(x.to(dtype) if isinstance(x, torch.Tensor) and x.device.type == device_type and x.is_floating_point()
+                 and x.dtype != torch.float64 and x.dtype != dtype else x for x in tensors)
 
 
 def _mask_4d(attn_mask, s_q, s_k):
-    """attn_mask as fastattn's (mask_batch, mask_heads, s_q, s_k) keep-mask: missing leading dims are 1
-    (mask_batch 1 and mask_heads 1 broadcast in fastattn itself); a query or key dim of 1 (PyTorch's
-    broadcast, e.g. a (b, 1, 1, s_k) key-padding mask) is expanded here, since the bits hold a row per
-    query and a bit per key."""
-    _check_mask_rows_cols(attn_mask, s_q, s_k)
+    """attn_mask (its shape checked: _check_mask_shape) as fastattn's (mask_batch, mask_heads, s_q, s_k)
+    keep-mask: missing leading dims are 1 (mask_batch 1 and mask_heads 1 broadcast in fastattn itself); a
+    query or key dim of 1 (PyTorch's broadcast, e.g. a (b, 1, 1, s_k) key-padding mask) is expanded here,
+    since the bits hold a row per query and a bit per key."""
     shape = (1,) * (4 - len(attn_mask.shape)) + tuple(attn_mask.shape)
     mask = attn_mask.reshape(shape)
     if shape[2:] == (s_q, s_k):
@@ -84,6 +109,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     (fp32 / bf16 / fp16) attn_mask is PyTorch's additive mask: run as fastattn's additive bias
     (docs/masks.md, Additive bias; -inf entries mask), differentiable in q, k, v and in the mask when it
     requires grad.
+    attn_mask's shape follows PyTorch's broadcast rule against (b, h_q, s_q, s_k): each dim equal or 1
+    (ValueError otherwise, naming attn_mask). Under torch.autocast (the inputs' device type) q, k, v and a
+    float attn_mask are cast to the autocast dtype first, as PyTorch's SDPA does (float64 ones excepted).
     Not supported: dropout_p > 0 (NotImplementedError).
     """
     is_bias = False
@@ -109,8 +137,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if h_q != h_kv and not enable_gqa:
         raise ValueError(f"enable_gqa: query has {h_q} heads and key {h_kv}; "
                          "pass enable_gqa=True for grouped-query attention")
+    if attn_mask is not None:
+        _check_mask_shape(attn_mask, query.shape[0], h_q, query.shape[2], key.shape[2])
+    torch = torch_module()
+    if torch is not None and isinstance(query, torch.Tensor):
+        query, key, value, attn_mask = _autocast(torch, (query, key, value, attn_mask))
     if attn_mask is not None and is_bias:  # additive: fastattn's bias (broadcast like SDPA's, _bias.bias_4d)
-        _check_mask_rows_cols(attn_mask, query.shape[2], key.shape[2])
         if len(attn_mask.shape) < 2:  # (s_k,) or a scalar broadcasts as SDPA's does (and as a bool mask here)
             attn_mask = attn_mask.reshape((1,) * (2 - len(attn_mask.shape)) + tuple(attn_mask.shape))
         out, _ = attention(query, key, value, softmax_scale=scale, with_lse=False, heads_first=True, bias=attn_mask,
@@ -121,7 +153,6 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                            mask=_mask_4d(attn_mask, query.shape[2], key.shape[2]), deterministic=torch_deterministic(query))
         return arrays_for(query, "query").swap12(out)
     causal, window = _causal_window(query.shape[2], key.shape[2]) if is_causal else (False, (-1, -1))
-    torch = torch_module()
     if torch is not None and isinstance(query, torch.Tensor):
         out, _ = attention(query, key, value, softmax_scale=scale, causal=causal, window_size=window,
                            deterministic=torch.are_deterministic_algorithms_enabled(), with_lse=False,

@@ -505,6 +505,7 @@ def test_alibi_plot_reads_the_bench_tables(tmp_path):
 
 
 def test_decode_plot_reads_runs_and_refuses_disjoint_ones(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib absent: bench/decode_plot.py imports it at module level")
     dp = _bench_script("decode_plot.py", "decode_plot")
     run = tmp_path / "run.md"
     run.write_text("# Decode ...\nsq=1 b=1 sk=4096 floor=4.0 fastattn=11.4 fastattn-1=41.0 diff-1=0.0005 cudnn=11.0 diff-cudnn=0.0005\n"

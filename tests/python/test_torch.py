@@ -310,3 +310,142 @@ def test_compile_traces_forward_and_backward(rng, device, deterministic):
             assert torch.equal(g, x.grad)
         else:  # atomics: the same math summed in another order
             torch.testing.assert_close(g, x.grad, rtol=2e-2, atol=2e-2)
+
+
+# ---- scaled_dot_product_attention: attn_mask broadcast, autocast (review s51) ---------------------------
+
+# PyTorch-accepted attn_mask shapes for (b, h_q, s_q, s_k) = (2, 4, 13, 21): each dim 1 or equal
+SDPA_MASK_SHAPES = [(), (21,), (13, 21), (13, 1), (4, 13, 21), (1, 13, 21), (2, 1, 1, 21), (1, 4, 1, 21),
+                    (2, 4, 13, 21), (2, 4, 13, 1), (1, 1, 1, 1)]
+
+
+def _sdpa_mask(rng, shape, kind):
+    """A bool keep-mask (every row of its broadcast keeps key 0: no empty rows, which PyTorch's SDPA gives NaN)
+    or a finite float mask."""
+    if kind == "float":
+        return torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+    keep = np.asarray(rng.random(shape) < 0.6)
+    if len(shape) and shape[-1] > 1:
+        keep[..., 0] = True
+    else:
+        keep[...] = True
+    return torch.from_numpy(np.asarray(keep))
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("h_kv", [4, 2, 1], ids=["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("shape", SDPA_MASK_SHAPES, ids=str)
+def test_sdpa_attn_mask_forms_match_pytorch(rng, shape, h_kv, kind):
+    """Every attn_mask shape PyTorch broadcasts to (b, h_q, s_q, s_k), bool and float, with h_kv = h_q and
+    under GQA / MQA (the mask's heads are q's heads, whatever h_kv): out and the gradients (and a float mask's)
+    against PyTorch's SDPA in float64, every element (FA3's rule, PyTorch's float32 SDPA as the precision term)."""
+    q = rand(rng, (2, 4, 13, 32), torch.float32, True)
+    k = rand(rng, (2, h_kv, 21, 32), torch.float32, True)
+    v = rand(rng, (2, h_kv, 21, 32), torch.float32, True)
+    mask = _sdpa_mask(rng, shape, kind)
+    if kind == "float":
+        mask.requires_grad_()
+    out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+    dout = rand(rng, out.shape, torch.float32)
+    out.backward(dout)
+
+    def expanded(m):  # PyTorch's math SDPA takes no 1-D float mask: the reference gets the explicit broadcast
+        return m.reshape((1,) * (4 - m.dim()) + tuple(m.shape)).expand(2, 4, 13, 21)
+    leaves = [x.detach().double().requires_grad_() for x in (q, k, v)]
+    m64 = mask.detach().double().requires_grad_() if kind == "float" else mask
+    want = torch.nn.functional.scaled_dot_product_attention(*leaves, attn_mask=expanded(m64), enable_gqa=True)
+    want.backward(dout.double())
+    lows = [x.detach().clone().requires_grad_() for x in (q, k, v)]
+    m32 = mask.detach().clone().requires_grad_() if kind == "float" else mask
+    low = torch.nn.functional.scaled_dot_product_attention(*lows, attn_mask=expanded(m32), enable_gqa=True)
+    low.backward(dout)
+    assert_close("out", np64(out), np64(want), np64(low), np.float32, FLOAT32_FLOOR)
+    pairs = [("dq", q, leaves[0], lows[0]), ("dk", k, leaves[1], lows[1]), ("dv", v, leaves[2], lows[2])]
+    if kind == "float":
+        pairs.append(("dmask", mask, m64, m32))
+    for name, got, ref64, lowp in pairs:
+        assert got.grad.shape == got.shape
+        # a broadcast mask's gradient sums n entries of dS (0 exactly where the keys are broadcast: softmax is
+        # shift-invariant), in float32 in another order than PyTorch's: the floor grows as sqrt(n)
+        n = out.numel() // out.shape[-1] * 21 // got.numel() if name == "dmask" else 1
+        assert_close(name, np64(got.grad), np64(ref64.grad), np64(lowp.grad), np.float32, FLOAT32_FLOOR * n ** 0.5)
+
+
+@pytest.mark.parametrize("shape", [(1, 2, 13, 21), (3, 1, 13, 21), (2, 3, 13, 21), (2, 8, 1, 21)], ids=str)
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_sdpa_attn_mask_heads_batch_must_broadcast(rng, shape, kind):
+    """A mask head count other than 1 or h_q (PyTorch raises) ran as fastattn's grouped mask (head i took mask head
+    i // 2 of a 2-head mask with h_q 4); a batch other than 1 or b went on to the extension's message. Both are
+    refused by name, PyTorch's rule spelled out; under GQA too (h_kv = 2 does not make 2 mask heads valid)."""
+    q = rand(rng, (2, 4, 13, 32), torch.float32)
+    k = rand(rng, (2, 2, 21, 32), torch.float32)
+    mask = _sdpa_mask(rng, shape, kind)
+    dim = 0 if shape[0] not in (1, 2) else 1
+    pattern = (rf"^attn_mask: dim {dim} \({'batch' if dim == 0 else 'heads'}, of the mask as 4-D\) is {shape[dim]} "
+               rf"but must be 1 or {(2, 4)[dim]}: .*PyTorch's rule")
+    with pytest.raises(RuntimeError):  # PyTorch's own SDPA refuses the mask
+        torch.nn.functional.scaled_dot_product_attention(q, k, k, attn_mask=mask, enable_gqa=True)
+    with pytest.raises(ValueError, match=pattern):
+        fastattn.scaled_dot_product_attention(q, k, k, attn_mask=mask, enable_gqa=True)
+    with pytest.raises(ValueError, match=pattern):  # numpy arrays take the same check
+        fastattn.scaled_dot_product_attention(q.numpy(), k.numpy(), k.numpy(), attn_mask=mask.numpy(), enable_gqa=True)
+
+
+def _bf16_rounded(x):
+    return x.detach().to(torch.bfloat16).double().requires_grad_(x.requires_grad)
+
+
+@pytest.mark.parametrize("mask", [None, "bool", "float"])
+@pytest.mark.parametrize("h_kv", [4, 2], ids=["mha", "gqa"])
+def test_sdpa_autocast_matches_pytorch(rng, h_kv, mask):
+    """Under torch.autocast("cpu", bfloat16) PyTorch's SDPA (on autocast's lower-precision list) casts fp32
+    q, k, v and a float attn_mask to bf16 and returns bf16; fastattn's SDPA ignored autocast (fp32 out). Now
+    the same dtypes, out and the fp32 leaves' gradients (and a float mask's) every element against float64
+    SDPA of the bf16-rounded inputs, FA3's rule with PyTorch's autocast SDPA as the precision term."""
+    q = rand(rng, (2, 4, 13, 32), torch.float32, True)
+    k = rand(rng, (2, h_kv, 21, 32), torch.float32, True)
+    v = rand(rng, (2, h_kv, 21, 32), torch.float32, True)
+    attn_mask = None if mask is None else _sdpa_mask(rng, (2, 1, 13, 21), mask)
+    if mask == "float":
+        attn_mask.requires_grad_()
+    ins = [q, k, v] + ([attn_mask] if mask == "float" else [])
+    theirs_in = [x.detach().clone().requires_grad_() for x in ins]
+    dout = rand(rng, (2, 4, 13, 32), torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = fastattn.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, enable_gqa=True)
+        theirs = torch.nn.functional.scaled_dot_product_attention(
+            *theirs_in[:3], attn_mask=theirs_in[3] if mask == "float" else attn_mask, enable_gqa=True)
+    assert out.dtype == theirs.dtype == torch.bfloat16
+    out.backward(dout)
+    theirs.backward(dout)
+    ref_in = [_bf16_rounded(x) for x in ins]  # what autocast hands the kernel, exactly
+    ref_mask = ref_in[3] if mask == "float" else attn_mask
+    want = torch.nn.functional.scaled_dot_product_attention(*ref_in[:3], attn_mask=ref_mask, enable_gqa=True)
+    want.backward(dout.double())
+    assert_close("out", np64(out), np64(want), np64(theirs), "bfloat16")
+    for name, got, ref64, lowp in zip(("dq", "dk", "dv", "dmask"), ins, ref_in, theirs_in):
+        assert got.grad.dtype == torch.float32 == lowp.grad.dtype  # through the casts, to the fp32 leaves
+        assert_close(name, np64(got.grad), np64(ref64.grad), np64(lowp.grad), "bfloat16")
+
+
+def test_sdpa_autocast_leaves_float64_and_other_devices_alone(rng):
+    """PyTorch's autocast casts no float64 tensor and none of another device type: fastattn's SDPA neither
+    (float64 is then refused by the kernels, as without autocast); fp16 under a bf16 autocast is cast, as
+    PyTorch does. Values against float64 SDPA of the rounded inputs."""
+    q = rand(rng, (1, 2, 9, 16), torch.float16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = fastattn.scaled_dot_product_attention(q, q, q)
+        assert out.dtype == torch.nn.functional.scaled_dot_product_attention(q, q, q).dtype == torch.bfloat16
+        with pytest.raises(ValueError, match="dtype float64 is not supported"):
+            fastattn.scaled_dot_product_attention(q.double(), q.double(), q.double())
+    q32 = q.float()
+    with torch.autocast("cuda", dtype=torch.float16, enabled=torch.cuda.is_available()):  # CPU tensors: no cast
+        out32 = fastattn.scaled_dot_product_attention(q32, q32, q32)
+    assert out32.dtype == torch.float32
+    r = _bf16_rounded(q)
+    want = torch.nn.functional.scaled_dot_product_attention(r, r, r)
+    lowp = torch.nn.functional.scaled_dot_product_attention(*(r.to(torch.bfloat16),) * 3)
+    assert_close("out", np64(out), np64(want), np64(lowp), "bfloat16")
+    want32 = torch.nn.functional.scaled_dot_product_attention(*(q32.double(),) * 3)
+    assert_close("out32", np64(out32), np64(want32), np64(torch.nn.functional.scaled_dot_product_attention(
+        q32, q32, q32)), np.float32, FLOAT32_FLOOR)
