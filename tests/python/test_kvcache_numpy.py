@@ -159,8 +159,8 @@ def _alibi_case(rng, shape, dims, leftpad, b=3, h=4, h_kv=2, d=32, s_cache=48):
         k, v = randn(rng, (b, s_new, h_kv, d)), randn(rng, (b, s_new, h_kv, d))
     seqlens = np.array([rng.integers(0, 4), rng.integers(4, s_cache - s_new), s_cache - s_new], np.int32)
     lp = None
-    if leftpad:
-        lp = np.array([0] + [rng.integers(1, n + 1) for n in seqlens[1:]], np.int32)
+    if leftpad:  # the middle sequence may lose every cached key; the last keeps two (the ALiBi term must show)
+        lp = np.array([0, rng.integers(1, seqlens[1] + 1), rng.integers(1, seqlens[2] - 1)], np.int32)
     slopes = rng.uniform(0.01, 1.0, (h,) if dims == 1 else (b, h)).astype(np.float32)
     return q, kc, vc, k, v, seqlens, lp, slopes
 
