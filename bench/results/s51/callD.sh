@@ -3,13 +3,14 @@
 # wheel flash-attn-4 4.0.0b36 on nvidia-cutlass-dsl 4.8.1, cu12 libs joined from the two halves) beside ours and
 # FA3's (bench/fa3 libfa3peer.so: d 128 / 256 bf16 backward) and SDPA-cuDNN, bench/run-peers.py --mode backward,
 # #29's shapes. Our library: call C's build/ (gpu-check's, 90a;80 every head dim).
-# carry: [".devdeps", ".devwt/fa4b", ".devwt/fa3peer/libfa3peer.so"]
+# carry: [".devwt/fa4b", ".devwt/fa3peer/libfa3peer.so"] (64 MiB a call: the wheels are shared between calls C and D)
 set -u
 OUT=${OUT:-out}; mkdir -p "$OUT"; t0=$(date +%s)
 el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
 W=nvidia_cutlass_dsl_libs_cu12-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
 cat /tmp/fa4/cu12.part-aa .devwt/fa4b/cu12.part-ab > /tmp/fa4/$W && (cd /tmp/fa4 && sha256sum -c "$OLDPWD/.devwt/fa4b/cu12.sha256")
 rm -f /tmp/fa4/cu12.part-aa
+cp .devwt/fa4b/*.whl /tmp/fa4/
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-fa4 /tmp/fa4/*.whl > "$OUT/pip.log" 2>&1
 echo "pip rc $?"; tail -2 "$OUT/pip.log"
 ls build/src/libfastattn.so || exit 1
