@@ -29,7 +29,7 @@ import weakref
 
 from . import _hf_masks
 from .interface import _is_compiling, attention
-from .sdpa import torch_deterministic
+from .sdpa import _autocast, torch_deterministic
 
 # Set False to never read a mask's values on the host: every new mask tensor then costs no device sync,
 # and a bool mask always runs as bits, a float one as a bias (exact, slower where the mask was plain
@@ -112,7 +112,8 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     inputs), bool (True = attend: bits) or float (additive: 0 / the dtype's minimum run as bits, other
     values as fastattn's bias, minimum / -inf entries masking); keys past s_k are cut (as transformers'
     SDPA path). A row that keeps no key (a padded query) gets 0. Gradients flow through fastattn's
-    autograd. Refused by name (NotImplementedError): dropout > 0, position_bias, s_aux."""
+    autograd. Under torch.autocast q, k, v are cast as PyTorch's SDPA casts them (sdpa._autocast). Refused by
+    name (NotImplementedError): dropout > 0, position_bias, s_aux."""
     if dropout:
         raise NotImplementedError(f"dropout={dropout}: fastattn has no attention dropout")
     for name in _UNSUPPORTED:
@@ -123,6 +124,11 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         if len(x.shape) != 4:
             raise ValueError(f"{name}: expected 4 dimensions (batch, heads, seqlen, head_dim), "
                              f"got shape {tuple(x.shape)}")
+    if _hf_masks.is_torch(query):
+        # transformers' SDPA path leaves the cast to SDPA's autocast rule: under AMP with fp32 weights q and k
+        # come fp32 (RoPE's fp32 cos / sin promote them) and v bf16, and SDPA casts all three
+        import torch
+        query, key, value = _autocast(torch, (query, key, value))
     window = _window(sliding_window, causal)
     s_q, s_k = query.shape[2], key.shape[2]
     mask = bias = None

@@ -48,6 +48,39 @@ CASES = {
 }
 
 
+def test_autocast_as_the_sdpa_path(rng):
+    """AMP training with fp32 weights: transformers hands the attention q and k in fp32 (RoPE's fp32 cos / sin
+    promote the bf16 projections) and v in bf16, and its SDPA path leaves the cast to SDPA's autocast rule.
+    attention_forward casts as SDPA does: out bf16 (as PyTorch's SDPA under autocast gives it), out and the
+    gradients every element against float64 SDPA of the bf16-rounded inputs (FA3's rule, PyTorch's bf16 SDPA as
+    the precision term), the gradients in their leaves' own dtypes."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def leaf(shape, dtype):
+        return torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(dtype).requires_grad_()
+    q, k, v = leaf((2, 4, 13, 32), torch.float32), leaf((2, 2, 21, 32), torch.float32), leaf((2, 2, 21, 32), torch.bfloat16)
+    dout = torch.from_numpy(rng.standard_normal((2, 13, 4, 32)).astype(np.float32)).to(torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, _ = hf_attention.attention_forward(types.SimpleNamespace(is_causal=True), q, k, v, None)
+        assert out.dtype == sdpa(q.detach(), k.detach(), v.detach(), enable_gqa=True).dtype == torch.bfloat16
+    out.backward(dout)
+    # causal with s_q 13 < s_k 21 and no mask: keys past s_q are cut (transformers' rule, the module's docstring)
+    base = [x.detach().to(torch.bfloat16) for x in (q, k[:, :, :13], v[:, :, :13])]
+    ref_in = [x.double().requires_grad_() for x in base]
+    low_in = [x.clone().requires_grad_() for x in base]
+    want = sdpa(*ref_in, is_causal=True, enable_gqa=True).transpose(1, 2)
+    lowp = sdpa(*low_in, is_causal=True, enable_gqa=True).transpose(1, 2)
+    want.backward(dout.double())
+    lowp.backward(dout)
+    assert_close("out", np64(out), np64(want), np64(lowp), "bfloat16")
+    for name, got, r, lo, dtype in zip(("dq", "dk", "dv"), (q, k, v), ref_in, low_in,
+                                      (torch.float32, torch.float32, torch.bfloat16)):
+        assert got.grad.dtype == dtype, name
+        g = np64(got.grad)
+        assert_close(name, g[:, :, :13], np64(r.grad), np64(lo.grad), "bfloat16")
+        assert not np.any(g[:, :, 13:]), name  # keys past the cut (and no q rows there)
+
+
 @pytest.mark.parametrize("how", ["dense", "from_bshd", "last_strided"])
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("device", DEVICES)
