@@ -100,7 +100,8 @@ def forward(q, k, v, scale=None, causal=False, window=(-1, -1), softcap=0.0, dty
 def backward(q, k, v, dout, scale=None, causal=False, window=(-1, -1), softcap=0.0,
              dtype=np.float64, blocks=None, add=None):
     """(dq, dk, dv) of forward's out for upstream gradient dout: float64 truth, or for a lower
-    dtype the same-precision estimate (float32 arithmetic, results rounded to dtype).
+    dtype the same-precision estimate (float32 arithmetic, results rounded to dtype, D = rowsum(dout * out)
+    over out rounded to dtype as the kernels read the stored out).
     add: an additive score term as forward's (a constant: it changes P, not the chain rule)."""
     exact = isinstance(dtype, type) and dtype == np.float64
     work = np.float64 if exact else np.float32
@@ -119,7 +120,12 @@ def backward(q, k, v, dout, scale=None, causal=False, window=(-1, -1), softcap=0
     p = np.where(l > 0, p / np.where(l > 0, l, 1), 0)
     dv = np.einsum("bhij,bihd->bjhd", p, dout)
     dp = np.einsum("bihd,bjhd->bhij", dout, ve)
-    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+    if exact:
+        row_dot = (p * dp).sum(axis=-1, keepdims=True)
+    else:  # as every FlashAttention backward: D = rowsum(dout * out) over the out stored in dtype
+        out = round_to(np.einsum("bhij,bjhd->bihd", p, ve), dtype).astype(work)
+        row_dot = np.einsum("bihd,bihd->bhi", dout, out)[..., None]
+    ds = p * (dp - row_dot)
     if softcap > 0:
         ds = ds * (1 - np.tanh(s / softcap) ** 2)
     ds = ds * scale
