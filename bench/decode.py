@@ -121,7 +121,7 @@ def main():
                          "prefill on the fa2 backend) when importable")
     ap.add_argument("--label", default="", help="commit or note for the table's heading")
     ap.add_argument("--sweep", action="store_true",
-                    help="instead: fastattn's time against forced split counts (s_q 1, batch 1-8), for the heuristic")
+                    help="instead: fastattn's time against forced split counts (s_q 1, or --sq's values), for the heuristic")
     ap.add_argument("--sweep-batches", default="1,2,4,8", help="--sweep: batches (comma-separated)")
     ap.add_argument("--sweep-sk", default="1024,4096,16384,65536", help="--sweep: key lengths")
     ap.add_argument("--sweep-counts", default="1,2,3,4,6,8,12,16,24,32,48,64", help="--sweep: forced split counts")
@@ -296,24 +296,25 @@ def main():
 
     if args.sweep:
         counts = [int(x) for x in args.sweep_counts.split(",")]
-        lines = ["| batch | s_k | floor us | " + " | ".join(f"ns{n}" for n in counts) + " | best |",
-                 "|---|---|---|" + "---|" * (len(counts) + 1)]
-        for b in (int(x) for x in args.sweep_batches.split(",")):
-            for sk in (int(x) for x in args.sweep_sk.split(",")):
-                kv_bytes = 2 * b * sk * H_KV * D * 2
-                copies = copies_for(kv_bytes)
-                qs, ks, vs = make_inputs(b, 1, sk, copies)
-                outs = [torch.empty_like(qs[0]) for _ in range(copies)]
-                lses = [torch.empty(b, H, 1, device=dev, dtype=torch.float32) for _ in range(copies)]
-                pick = [i % copies for i in range(args.calls)]
-                t = [graph_us([fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]) for n in counts]
-                best = counts[t.index(min(t))]
-                lines.append(f"| {b} | {sk} | {kv_bytes / copy_bw * 1e6:.1f} | " + " | ".join(f"{x:.1f}" for x in t) +
-                             f" | {best} |")
-                print(lines[-1], flush=True)
-                del qs, ks, vs, outs, lses
-                torch.cuda.empty_cache()
-        text = (f"# fastattn decode time (us) against forced num_splits, s_q 1, h {H}/{H_KV}, d {D}, bf16 "
+        lines = ["| s_q | batch | s_k | floor us | " + " | ".join(f"ns{n}" for n in counts) + " | best |",
+                 "|---|---|---|---|" + "---|" * (len(counts) + 1)]
+        for sq, b, sk in ((sq, b, sk) for sq in (args.sq or [1]) for b in (int(x) for x in args.sweep_batches.split(","))
+                          for sk in (int(x) for x in args.sweep_sk.split(","))):
+            kv_bytes = 2 * b * sk * H_KV * D * 2
+            copies = copies_for(kv_bytes)
+            qs, ks, vs = make_inputs(b, sq, sk, copies)
+            outs = [torch.empty_like(qs[0]) for _ in range(copies)]
+            lses = [torch.empty(b, H, sq, device=dev, dtype=torch.float32) for _ in range(copies)]
+            pick = [i % copies for i in range(args.calls)]
+            t = [graph_us([fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]) for n in counts]
+            best = counts[t.index(min(t))]
+            lines.append(f"| {sq} | {b} | {sk} | {kv_bytes / copy_bw * 1e6:.1f} | " + " | ".join(f"{x:.1f}" for x in t) +
+                         f" | {best} |")
+            print(lines[-1], flush=True)
+            del qs, ks, vs, outs, lses
+            torch.cuda.empty_cache()
+        text = (f"# fastattn decode time (us) against forced num_splits, s_q {','.join(map(str, args.sq or [1]))}, "
+                f"h {H}/{H_KV}, d {D}, bf16 "
                 f"({props.name}, {datetime.date.today().isoformat()}, {args.label})\n\n" + "\n".join(lines) + "\n")
         print(text)
         if args.out:
