@@ -23,6 +23,10 @@ def window_pair(window_size):
     """(left, right) as two ints; -1 means unbounded on that side. ValueError unless a pair, TypeError
     for a side that is no int (a float is not truncated; FlashAttention's binding refuses it too),
     ValueError for a side outside [-1, 2^31 - 1]."""
+    if type(window_size) is tuple and len(window_size) == 2:  # the usual case first: this runs on every call
+        left, right = window_size
+        if type(left) is int and type(right) is int and -1 <= left <= INT32_MAX and -1 <= right <= INT32_MAX:
+            return left, right
     try:
         if isinstance(window_size, (str, bytes)):
             raise TypeError
