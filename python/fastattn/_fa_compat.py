@@ -10,10 +10,6 @@ import numpy as np
 from ._ints import int_arg
 
 
-def _nonnegative_int(value, name):
-    """An int in [0, 2^31 - 1] (the extension's int32; FlashAttention's binding takes a C int too)."""
-    return int_arg(value, name, 0)
-
 
 def check(*, dropout_p=0.0, num_splits=1, pack_gqa=None, sm_margin=0, q_descale=None, k_descale=None,
           v_descale=None, qv=None):
@@ -31,8 +27,8 @@ def check(*, dropout_p=0.0, num_splits=1, pack_gqa=None, sm_margin=0, q_descale=
             raise NotImplementedError(f"{name}: fastattn has no fp8 attention (FA3's fp8 descale factors)")
     if qv is not None:
         raise NotImplementedError("qv: FA3's extra query-value product (MLA) is not supported")
-    _nonnegative_int(num_splits, "num_splits")
-    _nonnegative_int(sm_margin, "sm_margin")
+    int_arg(num_splits, "num_splits", 0)  # the extension's int32 (FA's binding: a C int)
+    int_arg(sm_margin, "sm_margin", 0)
     if pack_gqa is not None and not isinstance(pack_gqa, bool):
         raise TypeError(f"pack_gqa: expected None or a bool, got {type(pack_gqa).__name__}")
 

@@ -127,8 +127,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
     if _hf_masks.is_torch(query):
         # transformers' SDPA path leaves the cast to SDPA's autocast rule: under AMP with fp32 weights q and k
         # come fp32 (RoPE's fp32 cos / sin promote them) and v bf16, and SDPA casts all three
-        import torch
-        query, key, value = _autocast(torch, (query, key, value))
+        query, key, value = _autocast(_hf_masks.torch_module(), (query, key, value))
     window = _window(sliding_window, causal)
     s_q, s_k = query.shape[2], key.shape[2]
     mask = bias = None

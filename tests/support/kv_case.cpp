@@ -57,8 +57,7 @@ KvCase make_kv_case(const KvSpec& s, Rng& rng) {
   for (HostTensor* t : {&c.q, &c.k_cache, &c.v_cache, &c.k_new, &c.v_new}) t->fill_uniform(rng, -1.0f, 1.0f);
   if (s.rotary_dim > 0) {
     // Causal / windowed q rows sit at cache_seqlens + i, past the capacity where seqlen_q > seqlen_new.
-    const bool advance = s.causal || s.window_left >= 0 || s.window_right >= 0;
-    const int64_t positions = s.seqlen_cache + (advance ? std::max(0, s.seqlen_q - s.seqlen_new) : 0);
+    const int64_t positions = s.seqlen_cache + (s.q_rows_advance() ? std::max(0, s.seqlen_q - s.seqlen_new) : 0);
     c.cos = HostTensor(s.dtype, {positions, s.rotary_dim / 2});
     c.sin = HostTensor(s.dtype, {positions, s.rotary_dim / 2});
     for (int64_t p = 0; p < positions; ++p) {
@@ -206,13 +205,12 @@ KvExpected expected_kvcache(const KvCase& c, const reference::Options& opt) {
   HostTensor k(dt, {s.batch, max_keys, s.heads_kv, s.head_dim}), v(dt, {s.batch, max_keys, s.heads_kv, s.head_dim_v});
   k.fill(0.0f);
   v.fill(0.0f);
-  const bool advance = s.causal || s.window_left >= 0 || s.window_right >= 0;
   for (int b = 0; b < s.batch; ++b) {
     for (int i = 0; i < s.seqlen_q; ++i) {
       for (int h = 0; h < s.heads_q; ++h) {
         row.assign(size_t(s.head_dim), 0.0);
         for (int x = 0; x < s.head_dim; ++x) row[size_t(x)] = c.q.get(flat4(q.view(), b, i, h, x));
-        rotate(row, c.cached(b) + (advance ? i : 0));
+        rotate(row, c.cached(b) + (s.q_rows_advance() ? i : 0));
         for (int x = 0; x < s.head_dim; ++x) q.set(flat4(q.view(), b, i, h, x), row[size_t(x)]);
       }
     }

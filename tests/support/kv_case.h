@@ -38,6 +38,8 @@ struct KvSpec {
   // (batch entry, q head).
   int alibi = 0;
   std::string describe() const;
+  // Causal or a window: query row i is rotated at cache_seqlens + i, else every row at cache_seqlens.
+  bool q_rows_advance() const { return causal || window_left >= 0 || window_right >= 0; }
 };
 
 struct KvCase {
