@@ -7,7 +7,8 @@ Problem: q (b, s_q, 32, 128), k/v (b, s_k, 8, 128), bf16, no mask (s_q 1, 4, 16 
 
 Method
 - GPU time per call: a CUDA graph of --calls calls (captured once per peer and case), replayed
-  --replays times, each replay timed by CUDA events; the median replay / calls. Host launch work is
+  --replays times, each replay timed by CUDA events; the median replay / calls. The peers of a case
+  (and --sweep's counts) replay interleaved, one replay each per round in an order rotated per round. Host launch work is
   not in it; the gaps between a graph's kernels are (as in a graph-replayed decode loop).
 - The calls of a graph rotate over several K/V copies (at least --rotate-mib in all, at most 8
   copies), so that each call reads its K/V from HBM as a decode step over many layers does, not
@@ -261,8 +262,9 @@ def main():
             return run
         return [one(i) for i in pick]
 
-    def graph_us(calls):
-        """calls: one callable per call of the graph. Median replay time / len(calls), in us."""
+    def graph_of(calls):
+        """calls: one callable per call. Two eager warm-up calls, then the graph captured over them all and
+        replayed once. Returns (graph, number of calls)."""
         for c in calls[:2]:
             c()
         torch.cuda.synchronize()
@@ -272,16 +274,29 @@ def main():
                 c()
         g.replay()
         torch.cuda.synchronize()
-        times = []
-        for _ in range(args.replays):
-            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            e0.record(stream)
-            g.replay()
-            e1.record(stream)
-            e1.synchronize()
-            times.append(e0.elapsed_time(e1) * 1e3 / len(calls))
-        del g
-        return statistics.median(times)
+        return g, len(calls)
+
+    def interleaved_us(graphs):
+        """graphs: name -> graph_of(...). --replays rounds; in each every graph replays once, timed by CUDA
+        events, in an order rotated by one per round, so that no graph always runs first or after the same
+        peer (a graph's place in a sequence moved its time by 5-20 %: notes, session 51). Median replay time
+        / calls per name, in us."""
+        names = list(graphs)
+        times = {n: [] for n in names}
+        for r in range(args.replays):
+            for n in names[r % len(names):] + names[:r % len(names)]:
+                g, count = graphs[n]
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                e0.record(stream)
+                g.replay()
+                e1.record(stream)
+                e1.synchronize()
+                times[n].append(e0.elapsed_time(e1) * 1e3 / count)
+        return {n: statistics.median(t) for n, t in times.items()}
+
+    def graph_us(calls):
+        """calls: one callable per call of the graph. Median replay time / len(calls), in us."""
+        return interleaved_us({"one": graph_of(calls)})["one"]
 
     def make_inputs(b, sq, sk, copies):
         torch.manual_seed(0)
@@ -306,7 +321,10 @@ def main():
             outs = [torch.empty_like(qs[0]) for _ in range(copies)]
             lses = [torch.empty(b, H, sq, device=dev, dtype=torch.float32) for _ in range(copies)]
             pick = [i % copies for i in range(args.calls)]
-            t = [graph_us([fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]) for n in counts]
+            graphs = {n: graph_of([fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]) for n in counts}
+            per = interleaved_us(graphs)
+            del graphs
+            t = [per[n] for n in counts]
             best = counts[t.index(min(t))]
             lines.append(f"| {sq} | {b} | {sk} | {kv_bytes / copy_bw * 1e6:.1f} | " + " | ".join(f"{x:.1f}" for x in t) +
                          f" | {best} |")
@@ -426,24 +444,27 @@ def main():
         lses = [torch.empty(b, H, sq, device=dev, dtype=torch.float32) for _ in range(copies)]
         pick = [i % copies for i in range(args.calls)]
         row = {"sq": sq, "b": b, "sk": sk, "floor": kv_bytes / copy_bw * 1e6}
-        row["fastattn"] = graph_us([fastattn_call(qs[i], ks[i], vs[i], outs["fa"][i], lses[i], 0) for i in pick])
-        row["fastattn-1"] = graph_us([fastattn_call(qs[i], ks[i], vs[i], outs["fa1"][i], lses[i], 1) for i in pick])
-        ref = outs["fa"][0].float()
-        row["diff-1"] = (outs["fa1"][0].float() - ref).abs().max().item()
+        graphs = {"fastattn": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa"][i], lses[i], 0) for i in pick]),
+                  "fastattn-1": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa1"][i], lses[i], 1) for i in pick])}
         if fa3 is not None:
             calls = [fa3_call(qs[i], ks[i], vs[i], outs["fa3"][i], lses[i]) for i in pick]
             row["fa3-splits"] = calls[0].splits
-            row["fa3"] = graph_us(calls)
-            row["diff-fa3"] = (outs["fa3"][0].float() - ref).abs().max().item()
+            graphs["fa3"] = graph_of(calls)
         if fi is not None and sk % FI_PAGE == 0:
             for kind in ("fi", "fi-tc") if sq == 1 else ("fi-tc",):  # s_q > 1: the paged prefill (fa2)
                 try:
-                    row[kind] = graph_us(flashinfer_calls(qs, ks, vs, outs[kind], pick, b, sq, sk, kind == "fi-tc"))
-                    row["diff-" + kind] = (outs[kind][0].float() - ref).abs().max().item()
+                    graphs[kind] = graph_of(flashinfer_calls(qs, ks, vs, outs[kind], pick, b, sq, sk, kind == "fi-tc"))
                 except Exception as e:  # a JIT or plan failure: reported, the other peers still run
                     print(f"flashinfer {kind} b{b} s_k {sk}: {type(e).__name__}: {str(e)[:300]}", flush=True)
         last = [None]  # the graph's last call's output (of K/V copy pick[-1]) after the replays
-        row["cudnn"] = graph_us([cudnn_call(qs[i], ks[i], vs[i], last) for i in pick])
+        graphs["cudnn"] = graph_of([cudnn_call(qs[i], ks[i], vs[i], last) for i in pick])
+        row.update(interleaved_us(graphs))
+        del graphs
+        ref = outs["fa"][0].float()
+        row["diff-1"] = (outs["fa1"][0].float() - ref).abs().max().item()
+        for kind in ("fa3", "fi", "fi-tc"):
+            if kind in row:
+                row["diff-" + kind] = (outs[kind][0].float() - ref).abs().max().item()
         row["diff-cudnn"] = (last[0].transpose(1, 2).float() - outs["fa"][pick[-1]].float()).abs().max().item()
         rows.append(row)
         print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()), flush=True)
@@ -461,7 +482,7 @@ def main():
              f"{props.name}, {datetime.date.today().isoformat()}, fastattn {args.label or commit}; "
              f"torch {torch.__version__}; copy bandwidth {copy_bw / 1e12:.2f} TB/s (read + written).",
              f"Graphs of {args.calls} calls rotating over K/V copies of >= {args.rotate_mib} MiB in all, "
-             f"median of {args.replays} replays / calls (bench/decode.py). floor = K/V bytes / copy bandwidth; "
+             f"median of {args.replays} replays / calls, peers interleaved per round (bench/decode.py). floor = K/V bytes / copy bandwidth; "
              "(x) = time / floor. fastattn: num_splits 0 (heuristic); fastattn ns1: unsplit. "
              "fa3: FA3 0251105's decode path with its own split heuristic (splits in brackets) and combine. "
              "cudnn: SDPA's cuDNN backend" + ("" if gqa_ok[0] else " (K/V expanded: this torch's cuDNN refused GQA)") + "."
