@@ -2,7 +2,9 @@
 // returns before the cache or an output is written; the message names the argument and the rule.
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "api/index_arrays.h"
 #include "api/kvcache_plan.h"
@@ -231,6 +233,52 @@ Status check_index_contents(const KvCacheArgs& a, const KvCachePlan& p) {
   return Status::Ok();
 }
 
+// An appended slot (cache row or page row) belongs to the sequence that writes it: no other batch
+// entry may write or read it. Two entries writing one slot leave whichever write lands last; an
+// entry reading another's new token sees it here (the append runs before the attention) but not in
+// FlashAttention, whose kernel appends as it reads. Both are refused rather than left to the order.
+// Only where entries can share storage: cache_batch_idx or a page table, with an append.
+Status check_append_owners(const KvCachePlan& p) {
+  if (!p.index_read || p.seqlen_new == 0 || (p.page_size == 0 && p.batch_idx.empty())) return Status::Ok();
+  struct Run {
+    int64_t lo, hi, b;  // positions [lo, hi) within one cache row or page, written by entry b
+  };
+  // A sequence's positions [lo, hi) as runs within its cache row or pages: fn(storage row, lo, hi).
+  auto for_runs = [&](int64_t b, int64_t lo, int64_t hi, auto&& fn) {
+    const int64_t step = p.page_size > 0 ? p.page_size : p.capacity;
+    for (int64_t pos = lo; pos < hi; pos = (pos / step + 1) * step) {
+      const KvCachePlan::Slot s = p.slot(b, pos);
+      if (Status st = fn(s.row, s.pos, s.pos + std::min(hi, (pos / step + 1) * step) - pos); !st.ok()) return st;
+    }
+    return Status::Ok();
+  };
+  std::unordered_map<int64_t, std::vector<Run>> written;
+  for (int64_t b = 0; b < p.batch; ++b) {
+    (void)for_runs(b, p.cached(b), p.cached(b) + p.seqlen_new, [&](int64_t row, int64_t lo, int64_t hi) {
+      written[row].push_back({lo, hi, b});
+      return Status::Ok();
+    });
+  }
+  const char* name = p.page_size > 0 ? "page_table" : "cache_batch_idx";
+  const char* storage = p.page_size > 0 ? "page" : "cache row";
+  for (int64_t b = 0; b < p.batch; ++b) {
+    Status st = for_runs(b, p.first_key(b), p.cached(b) + p.seqlen_new, [&](int64_t row, int64_t lo, int64_t hi) {
+      const auto it = written.find(row);
+      if (it == written.end()) return Status::Ok();
+      for (const Run& w : it->second) {
+        if (w.b != b && w.lo < hi && lo < w.hi) {
+          return Status::Invalid(msg(name, ": batch entries ", w.b, " and ", b, " share ", storage, " ", row,
+                                     ", where entry ", w.b, " appends positions [", w.lo, ", ", w.hi, ") and entry ", b,
+                                     " uses [", lo, ", ", hi, "): an appended slot must belong to one sequence"));
+        }
+      }
+      return Status::Ok();
+    });
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status prepare_kvcache(const KvCacheArgs& a, KvCachePlan* p) {
@@ -264,6 +312,7 @@ Status prepare_kvcache(const KvCacheArgs& a, KvCachePlan* p) {
   if (st.ok()) st = check_devices(a, p->backend);
   if (st.ok()) st = read_kv_indices(a, p);
   if (st.ok()) st = check_index_contents(a, *p);
+  if (st.ok()) st = check_append_owners(*p);
   return st;
 }
 

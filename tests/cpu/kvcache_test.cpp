@@ -233,6 +233,64 @@ TEST(KvCache, PagedEqualsContiguousBitwise) {
   }
 }
 
+// An appended slot belongs to one sequence; storage that no entry appends to may be shared. Two
+// sequences on one read-only prefix page give the bits of two copies of that page; a page that one
+// entry appends to and another reads is refused, as is a cache row that two entries append to.
+TEST(KvCache, AppendedSlotsBelongToOneSequence) {
+  KvSpec s = decode();
+  s.batch = 2;
+  s.seqlen_cache = 48;
+  s.page_size = 16;
+  s.seqlens = {16, 21};
+  s.seqlen_new = 3;
+  const uint64_t seed = test_seed();
+  Rng rng(seed);
+  const KvCase c = make_kv_case(s, rng);
+  const int pps = c.pages_per_seq();
+  KvCase shared = c, copied = c;
+  const int32_t prefix = c.page_table[0], other = c.page_table[size_t(pps)];
+  shared.page_table[size_t(pps)] = prefix;  // sequence 1's first page is sequence 0's
+  const Tensor& kv = c.k_cache.view();
+  for (int64_t at = 0; at < s.page_size; ++at) {  // the copy: sequence 1's own first page, same values
+    for (int64_t h = 0; h < s.heads_kv; ++h) {
+      for (int64_t x = 0; x < s.head_dim; ++x) {
+        copied.k_cache.set(flat4(kv, other, at, h, x), c.k_cache.get(flat4(kv, prefix, at, h, x)));
+        copied.v_cache.set(flat4(c.v_cache.view(), other, at, h, x),
+                           c.v_cache.get(flat4(c.v_cache.view(), prefix, at, h, x)));
+      }
+    }
+  }
+  const Status st = forward_kvcache(shared.args());
+  ASSERT_TRUE(st.ok()) << st.message << "; " << seed_note(seed);
+  ASSERT_TRUE(forward_kvcache(copied.args()).ok()) << seed_note(seed);
+  EXPECT_EQ(shared.out.count_nan(), 0) << seed_note(seed);
+  EXPECT_EQ(shared.out.to_f64(), copied.out.to_f64()) << seed_note(seed);
+  EXPECT_EQ(shared.lse.to_f64(), copied.lse.to_f64()) << seed_note(seed);
+
+  // Sequence 0 appends into the page it shares (positions 12-14 of 15 cached): refused, nothing written.
+  KvCase clash = shared;
+  clash.seqlens = {12, 21};
+  clash.out.poison();
+  const std::vector<double> k_before = clash.k_cache.to_f64();
+  const Status refused = forward_kvcache(clash.args());
+  EXPECT_EQ(int(refused.code), int(Code::InvalidArgument));
+  EXPECT_NE(refused.message.find("page_table: batch entries 0 and 1 share page " + std::to_string(prefix) +
+                                 ", where entry 0 appends positions [12, 15) and entry 1 uses [0, 16)"),
+            std::string::npos)
+      << refused.message;
+  EXPECT_EQ(clash.out.count_nan(), clash.out.numel()) << "out was written";
+  EXPECT_EQ(clash.k_cache.to_f64(), k_before) << "the cache was written";
+
+  // Without an append the same sharing is a read-only prefix: allowed.
+  KvSpec r = s;
+  r.seqlen_new = 0;
+  r.seqlens = {12, 21};
+  Rng rng2(seed + 1);
+  KvCase read_only = make_kv_case(r, rng2);
+  read_only.page_table[size_t(pps)] = read_only.page_table[0];
+  EXPECT_TRUE(forward_kvcache(read_only.args()).ok()) << seed_note(seed);
+}
+
 // Validation: the call fails naming the argument, and neither the cache nor out is touched.
 struct KvRule {
   const char* name;
@@ -268,6 +326,11 @@ TEST(KvCache, ValidationRules) {
          c.batch_idx = {0, 3, 1};
          a.cache_batch_idx = {c.batch_idx.data(), 3};
        }, bad, "cache_batch_idx: entry 1 is 3 but the cache has 3 batch rows"},
+      {"append_shared_row", [](KvCacheArgs& a, KvCase& c) {  // entry 1 reads the slot entry 0 appends
+         c.batch_idx = {1, 1, 2};
+         a.cache_batch_idx = {c.batch_idx.data(), 3};
+       }, bad, "cache_batch_idx: batch entries 0 and 1 share cache row 1, where entry 0 appends positions [0, 1) and "
+               "entry 1 uses [0, 2)"},
       {"rotary_alone", [](KvCacheArgs& a, KvCase& c) { a.rotary_cos = c.q.view(); }, bad, "rotary_sin: missing"},
       {"rotary_dim", [](KvCacheArgs& a, KvCase& c) {
          c.cos = HostTensor(DType::F32, {64, 4});

@@ -114,6 +114,28 @@ def test_paged_equals_contiguous_bitwise(rng):
             np.testing.assert_array_equal(vp[table[b, i]], vc[b, i * page:(i + 1) * page])
 
 
+def test_appended_slot_belongs_to_one_sequence(rng):
+    """Two entries on one cache row: refused with an append (entry 1 would read entry 0's new token, or both
+    write one slot), allowed without one (beams reading a shared row); the refusal writes nothing."""
+    q, kc, vc, k, v, _, _ = _case(rng, np.float32, cache_rows=3)
+    idx = np.array([1, 1, 2], np.int32)
+    seqlens = np.array([4, 4, 9], np.int32)
+    kc0 = kc.copy()
+    with pytest.raises(ValueError, match=r"^cache_batch_idx: batch entries 1 and 0 share cache row 1, where entry 1 "
+                                         r"appends positions \[4, 5\) and entry 0 uses \[0, 5\)"):
+        fastattn.flash_attn_with_kvcache(q, kc, vc, k, v, cache_seqlens=seqlens, cache_batch_idx=idx)
+    np.testing.assert_array_equal(kc, kc0)
+    table = np.array([[0, 1, 2, 3], [0, 4, 5, 6], [7, 8, 9, 10]], np.int32)  # entries 0 and 1 share page 0
+    kp, vp = randn(rng, (11, 16, 2, 32), np.float32), randn(rng, (11, 16, 2, 32), np.float32)
+    with pytest.raises(ValueError, match=r"^page_table: batch entries 0 and 1 share page 0"):
+        fastattn.flash_attn_with_kvcache(q, kp, vp, k, v, cache_seqlens=np.array([3, 20, 5], np.int32),
+                                         block_table=table)
+    # Page 0 full and read-only (both entries past it): allowed; without an append a shared row is too.
+    fastattn.flash_attn_with_kvcache(q, kp, vp, k, v, cache_seqlens=np.array([16, 20, 5], np.int32),
+                                     block_table=table)
+    _check(q, kc, vc, None, None, None, None, np.float32, seqlens, cache_batch_idx=idx)
+
+
 def test_errors(rng):
     q, kc, vc, k, v, _, _ = _case(rng, np.float32)
     with pytest.raises(ValueError, match="^cache_seqlens: required with k_new/v_new"):

@@ -10,11 +10,11 @@
 #include "fastattn/fastattn.h"
 
 namespace fastattn::testing {
-namespace {
-
 int64_t flat4(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
   return ((i0 * t.shape[1] + i1) * t.shape[2] + i2) * t.shape[3] + i3;
 }
+
+namespace {
 
 double rounded(DType dt, double x) { return util::round_to(dt, float(x)); }
 

@@ -65,6 +65,9 @@ KvCase make_kv_case(const KvSpec& spec, Rng& rng);
 // logical contents of every sequence are those of `c`.
 KvCase to_paged(const KvCase& c, int page_size, Rng& rng);
 
+// The row-major flat index of element (i0, i1, i2, i3) of a contiguous 4-D tensor (a HostTensor's view).
+int64_t flat4(const Tensor& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3);
+
 struct KvExpected {
   std::vector<double> k_cache, v_cache;  // logical row-major, after the append
   std::vector<bool> k_rotated;           // elements written by a rotation (allowed 1 ulp)
