@@ -88,26 +88,21 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         # isinstance, not the array adapters: Dynamo traces it (the op path runs under torch.compile).
-        for name, x in (("k", k), ("v", v), ("block_mask", block_mask)):
-            if x is not None and not isinstance(x, torch.Tensor):
-                raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
+        # The inference path has seen k and v to be plain tensors (_torch_path).
+        if path != "inference" or block_mask is not None:
+            for name, x in (("k", k), ("v", v), ("block_mask", block_mask)):
+                if x is not None and not isinstance(x, torch.Tensor):
+                    raise TypeError(f"{name}: expected a torch array like q, got {type(x).__name__}")
         # The identity shortcut only outside tracing: Dynamo (torch 2.11) cannot trace `is` on tuples.
         if path == "op" or index_arrays is not _NO_INDEX:
             for name, x in zip(_INDEX_NAMES, index_arrays):
                 if x is not None and not isinstance(x, torch.Tensor):
                     raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
-        varlen = index_arrays[0] is not None or index_arrays[1] is not None
-        rank = 3 if varlen else 4
-        if q.dim() != rank or k.dim() != rank or v.dim() != rank:
-            for name, x in (("q", q), ("k", k), ("v", v)):
-                _core.check_rank(x, name, varlen)
         if path == "inference":
-            left, right = _core.window_pair(window_size)
-            scale = _core.resolve_scale(softmax_scale, q.shape[-1])
             blocks = None if block_mask is None else (block_mask, *block_size)
-            return _torch_views().forward(q, k, v, index_arrays, operator.index(max_seqlens[0]),
-                                        operator.index(max_seqlens[1]), scale, bool(causal), left,
-                                        right, float(softcap), not q.is_cuda, with_lse, heads_first, blocks)
+            return _eager_inference_forward(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
+                                            softcap, with_lse, heads_first, blocks)
+        _check_ranks(q, k, v, index_arrays[0] is not None or index_arrays[1] is not None)
         if heads_first:
             q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size,
@@ -125,6 +120,25 @@ def attention(q, k, v, index_arrays=_NO_INDEX, max_seqlens=(0, 0), *, softmax_sc
                              operator.index(max_seqlens[1]), scale, bool(causal), left, right,
                              float(softcap), check_index_arrays=True, block_mask=block_mask,
                              block_size=block_size)
+
+
+def _check_ranks(q, k, v, varlen):
+    rank = 3 if varlen else 4
+    if q.dim() != rank or k.dim() != rank or v.dim() != rank:
+        for name, x in (("q", q), ("k", k), ("v", v)):
+            _core.check_rank(x, name, varlen)
+
+
+def _eager_inference_forward(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
+                             with_lse, heads_first=False, blocks=None):
+    """(out, lse or None) of plain torch tensors that need neither autograd nor tracing (_torch_path's
+    "inference"): the extension called directly on their views."""
+    _check_ranks(q, k, v, index_arrays[0] is not None or index_arrays[1] is not None)
+    left, right = _core.window_pair(window_size)
+    scale = _core.resolve_scale(softmax_scale, q.shape[-1])
+    return _torch_views().forward(q, k, v, index_arrays, operator.index(max_seqlens[0]),
+                                  operator.index(max_seqlens[1]), scale, bool(causal), left,
+                                  right, float(softcap), not q.is_cuda, with_lse, heads_first, blocks)
 
 
 def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
@@ -251,10 +265,16 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, *, window_size=(-
     _fa_compat.check_order(softmax_scale, causal)
     _fa_compat.check(dropout_p=dropout_p, num_splits=num_splits, pack_gqa=pack_gqa, sm_margin=sm_margin,
                      q_descale=q_descale, k_descale=k_descale, v_descale=v_descale, qv=qv)
-    out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
-                         window_size=window_size, softcap=softcap, deterministic=deterministic,
-                         with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask,
-                         bias=bias, alibi_slopes=alibi_slopes)
+    torch = torch_module()
+    if (block_mask is None and mask is None and bias is None and alibi_slopes is None and torch is not None
+            and _torch_path(torch, q, k, v) == "inference"):  # the plain eager call, without attention()'s dispatch
+        out, lse = _eager_inference_forward(q, k, v, _NO_INDEX, (0, 0), softmax_scale, causal, window_size, softcap,
+                                            return_attn_probs)
+    else:
+        out, lse = attention(q, k, v, softmax_scale=softmax_scale, causal=causal,
+                             window_size=window_size, softcap=softcap, deterministic=deterministic,
+                             with_lse=return_attn_probs, block_mask=block_mask, block_size=block_size, mask=mask,
+                             bias=bias, alibi_slopes=alibi_slopes)
     return (out, lse) if return_attn_probs else out
 
 
