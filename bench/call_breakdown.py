@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Where a small flash_attn_func call's host time goes (issue #30's per-call target): each layer of the torch
-inference path timed alone, best of 5 loops of --calls calls (the kernels take microseconds, so a loop without
-a sync measures host work). bf16 b1 s128 h16/4 d128 causal on CUDA (as bench/call_overhead.py), or float32
+inference path timed alone: loops of --calls calls, every layer once per round, the median of 7 rounds (the
+kernels take microseconds, so a loop without a sync measures host work). bf16 b1 s128 h16/4 d128 causal on CUDA (as bench/call_overhead.py), or float32
 b1 s1 h1 d64 on the CPU backend (--device cpu).
 
     python bench/call_breakdown.py [--device cuda|cpu] [--calls 5000]
 """
 import argparse
+import statistics
 import time
 
 import torch
@@ -15,18 +16,23 @@ import fastattn
 from fastattn import _C, _core, _fa_compat, _torch_views, interface
 
 
-def best_us(fn, calls):
-    for _ in range(200):
-        fn()
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(calls):
+def interleaved_us(tests, calls, rounds=7):
+    """tests: [(name, fn)]. Per round one loop of `calls` calls of each test, in turn; the median per test of
+    its rounds' time a call, in us. Interleaved because this host's speed drifts between loops by up to 2 x
+    (bench/results/2026-11-29-s52.md): a sequential table compares different moments."""
+    for _, fn in tests:
+        for _ in range(200):
             fn()
-        best = min(best, (time.perf_counter() - t0) / calls * 1e6)
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return best
+    times = {name: [] for name, _ in tests}
+    for _ in range(rounds):
+        for name, fn in tests:
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            times[name].append((time.perf_counter() - t0) / calls * 1e6)
+    return [(name, statistics.median(t)) for name, t in times.items()]
 
 
 def main():
@@ -45,7 +51,6 @@ def main():
     views = [_torch_views.view(x) for x in (q, k, v)] + [_torch_views._out_view(out, views_dtype(q), dev_of(q)), None]
     stream = torch.cuda.current_stream().cuda_stream if dev == "cuda" else 0
     scale = d ** -0.5
-    rows = []
     with torch.no_grad():
         tests = [
             ("sdpa", lambda: torch.nn.functional.scaled_dot_product_attention(qt, kt, vt, is_causal=True, enable_gqa=True)),
@@ -67,8 +72,7 @@ def main():
         if dev == "cuda":
             tests += [("_current_device()", lambda: _torch_views._current_device()),
                       ("_raw_stream(0)", lambda: _torch_views._raw_stream(0))]
-        for name, fn in tests:
-            rows.append((name, best_us(fn, args.calls)))
+        rows = interleaved_us(tests, args.calls)
     print(f"# host us / call ({torch.cuda.get_device_name() if dev == 'cuda' else 'CPU backend'}, torch {torch.__version__})")
     print("| layer | us |\n|---|---:|")
     for name, us in rows:

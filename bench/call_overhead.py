@@ -23,6 +23,7 @@ time, and the replay's output against the eager one. --device cpu runs the host 
 CPU backend with a b 1 s 1 h 1 d 64 float32 problem (the kernel is about a microsecond).
 """
 import argparse
+import statistics
 import time
 
 import torch
@@ -48,6 +49,24 @@ def per_call_us(fn, calls):
         sync()
         best = min(best, (time.perf_counter() - t0) / calls * 1e6)
     return best
+
+
+def interleaved_ratio(fn, ref, calls, rounds=21):
+    """Median over rounds of (fn's time / ref's time) a call: each round times a loop of `calls` calls of
+    each, the order alternating per round. This machine's host speed moves between loops of a sequential
+    script by up to 2 x (bench/results/2026-11-29-s52.md), more than the two paths differ; a ratio
+    within one round sees the same host. Returns (median ratio, min, max)."""
+    ratios = []
+    for r in range(rounds):
+        t = {}
+        for name, f in ((("fn", fn), ("ref", ref)) if r % 2 == 0 else (("ref", ref), ("fn", fn))):
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            sync()
+            t[name] = time.perf_counter() - t0
+        ratios.append(t["fn"] / t["ref"])
+    return statistics.median(ratios), min(ratios), max(ratios)
 
 
 def graph_us(fn, reps=20, replays=50):
@@ -116,10 +135,15 @@ def main():
     rows.append(("dlpack x5", per_call_us(lambda: [x.__dlpack__() for x in (q, k, v, out, lse)], args.calls)))
     rows += decode_host_rows(dev, dt, d, stream, args.calls)
     rows += transformers_rows(dev, dt, args.calls)
+    with torch.no_grad():
+        ratio = interleaved_ratio(lambda: fastattn.flash_attn_func(q, k, v, causal=True),
+                                  lambda: sdpa(qt, kt, vt, is_causal=True, enable_gqa=True), args.calls)
+    ratio_line = (f"fastattn / sdpa a call, interleaved (21 rounds of {args.calls} calls each, order alternating): "
+                  f"median **{ratio[0]:.3f}** (min {ratio[1]:.3f}, max {ratio[2]:.3f}); the rows above are sequential")
     if dev == "cpu":
         report([f"# call overhead (CPU backend, torch {torch.__version__}, fastattn {fastattn.__version__})", "",
                 f"float32 b{b} s{s} h{h}/{h_kv} d{d} causal, {args.calls} calls per run, best of 5", ""],
-               rows, [], args.out)
+               rows, ["", ratio_line], args.out)
         return
     with torch.no_grad():
         gpu_sdpa = graph_us(lambda: sdpa(qt, kt, vt, is_causal=True, enable_gqa=True))
@@ -151,7 +175,7 @@ def main():
     name = torch.cuda.get_device_name()
     report([f"# call overhead ({name}, torch {torch.__version__}, fastattn {fastattn.__version__})", "",
             f"bf16 b{b} s{s} h{h}/{h_kv} d{d} causal, {args.calls} calls per run, best of 5", ""], rows,
-           ["", f"GPU time per call (graph replay): sdpa {gpu_sdpa:.1f} us, fastattn {gpu_fa:.1f} us", "",
+           ["", ratio_line, "", f"GPU time per call (graph replay): sdpa {gpu_sdpa:.1f} us, fastattn {gpu_fa:.1f} us", "",
             f"decode (flash_attn_with_kvcache, b1 h{hq}/{hk} d{d}, {cache} keys): eager {eager_decode:.1f} us "
             f"per call, graph replay {graph_decode:.1f} us, replay == eager: {same}"], args.out)
 

@@ -26,6 +26,9 @@ Method
   prefill kernel FlashInfer recommends for GQA >= 4); s_q > 1: BatchPrefillWithPagedKVCacheWrapper on its fa2
   backend (the same kernel family as `fi-tc`, in that column; `fi` stays '-'). Its JIT compiles each module on
   the first plan (the time is printed).
+- --between-mib N: every call of the main table follows a memset of N MiB (the L2 evicted, as a decode
+  step's other kernels do between two attention calls); a graph of the memsets alone runs in the same
+  rounds and its time is subtracted.
 - Check: each peer's output against fastattn's (max |diff|; bf16 noise is ~0.01).
 
 Usage: python3 bench/decode.py --lib build/src/libfastattn.so [--fa3-lib out/libfa3decode.so]
@@ -116,6 +119,11 @@ def main():
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--replays", type=int, default=15)
     ap.add_argument("--rotate-mib", type=int, default=200)
+    ap.add_argument("--between-mib", type=int, default=0,
+                    help="the main table: before every call of a graph a memset of this many MiB (> the 50 MB L2, "
+                         "e.g. 128), as a decode step's other kernels evict the L2 and the attention kernel's code "
+                         "between two attention calls; a graph of the memsets alone runs interleaved with the peers "
+                         "and its time is subtracted")
     ap.add_argument("--max-kv-gib", type=float, default=24.0)
     ap.add_argument("--flashinfer", action="store_true",
                     help="also FlashInfer (s_q 1: its batch decode, CUDA-core and tensor-core kernels; s_q > 1: its paged "
@@ -262,15 +270,19 @@ def main():
             return run
         return [one(i) for i in pick]
 
-    def graph_of(calls):
+    between = torch.empty(args.between_mib << 20, dtype=torch.uint8, device=dev) if args.between_mib else None
+
+    def graph_of(calls, evict=False):
         """calls: one callable per call. Two eager warm-up calls, then the graph captured over them all and
-        replayed once. Returns (graph, number of calls)."""
+        replayed once; evict: each call preceded by the --between-mib memset. Returns (graph, number of calls)."""
         for c in calls[:2]:
             c()
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=stream):
             for c in calls:
+                if evict:
+                    between.zero_()
                 c()
         g.replay()
         torch.cuda.synchronize()
@@ -444,21 +456,32 @@ def main():
         lses = [torch.empty(b, H, sq, device=dev, dtype=torch.float32) for _ in range(copies)]
         pick = [i % copies for i in range(args.calls)]
         row = {"sq": sq, "b": b, "sk": sk, "floor": kv_bytes / copy_bw * 1e6}
-        graphs = {"fastattn": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa"][i], lses[i], 0) for i in pick]),
-                  "fastattn-1": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa1"][i], lses[i], 1) for i in pick])}
+        ev = between is not None
+        graphs = {"fastattn": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa"][i], lses[i], 0) for i in pick], ev),
+                  "fastattn-1": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa1"][i], lses[i], 1) for i in pick],
+                                         ev)}
+        if ev:
+            graphs["memsets"] = graph_of([lambda: None for _ in pick], True)
         if fa3 is not None:
             calls = [fa3_call(qs[i], ks[i], vs[i], outs["fa3"][i], lses[i]) for i in pick]
             row["fa3-splits"] = calls[0].splits
-            graphs["fa3"] = graph_of(calls)
+            graphs["fa3"] = graph_of(calls, ev)
         if fi is not None and sk % FI_PAGE == 0:
             for kind in ("fi", "fi-tc") if sq == 1 else ("fi-tc",):  # s_q > 1: the paged prefill (fa2)
                 try:
-                    graphs[kind] = graph_of(flashinfer_calls(qs, ks, vs, outs[kind], pick, b, sq, sk, kind == "fi-tc"))
+                    graphs[kind] = graph_of(flashinfer_calls(qs, ks, vs, outs[kind], pick, b, sq, sk, kind == "fi-tc"),
+                                            ev)
                 except Exception as e:  # a JIT or plan failure: reported, the other peers still run
                     print(f"flashinfer {kind} b{b} s_k {sk}: {type(e).__name__}: {str(e)[:300]}", flush=True)
         last = [None]  # the graph's last call's output (of K/V copy pick[-1]) after the replays
-        graphs["cudnn"] = graph_of([cudnn_call(qs[i], ks[i], vs[i], last) for i in pick])
+        graphs["cudnn"] = graph_of([cudnn_call(qs[i], ks[i], vs[i], last) for i in pick], ev)
         row.update(interleaved_us(graphs))
+        if ev:  # each peer's time less the memsets' (their own graph, timed in the same rounds)
+            memsets = row.pop("memsets")
+            for kind in ("fastattn", "fastattn-1", "fa3", "fi", "fi-tc", "cudnn"):
+                if kind in row:
+                    row[kind] -= memsets
+            row["memset-us"] = memsets
         del graphs
         ref = outs["fa"][0].float()
         row["diff-1"] = (outs["fa1"][0].float() - ref).abs().max().item()
@@ -487,7 +510,11 @@ def main():
              "fa3: FA3 0251105's decode path with its own split heuristic (splits in brackets) and combine. "
              "cudnn: SDPA's cuDNN backend" + ("" if gqa_ok[0] else " (K/V expanded: this torch's cuDNN refused GQA)") + "."
              + (f" fi / fi-tc: FlashInfer {fi.__version__}'s batch decode, CUDA-core / tensor-core kernel, pages of "
-                f"{FI_PAGE}; at s_q > 1 fi-tc is its paged prefill (fa2 backend)." if fi is not None else ""),
+                f"{FI_PAGE}; at s_q > 1 fi-tc is its paged prefill (fa2 backend)." if fi is not None else "")
+             + (f" Cold calls: every call follows a memset of {args.between_mib} MiB (the L2 evicted, as between "
+                "two layers' attention); the memsets' own time (a graph of them alone, in the same "
+                "rounds: " + ", ".join(f"{r['memset-us']:.1f}" for r in rows) + " us a call by row) is subtracted."
+                if between is not None else ""),
              "",
              "| s_q | batch | s_k | floor us | fastattn us | fastattn ns1 us | fa3 us | cudnn us | fastattn / fa3 "
              + ("| fi us | fi-tc us | fastattn / best fi " if fi is not None else "")
