@@ -178,6 +178,7 @@ class RouteProbe {
 };
 
 inline void run_bwd_case(const BwdCase& c) {
+  if (!case_in_menu(cuda_backend::KernelFamily::Backward, c.dtype, c.d, c.d_v())) return;
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   const bool strided = c.pads.any();
   SCOPED_TRACE("case " + c.str() + c.bias.describe() + (c.alibi ? " alibi" + std::to_string(c.alibi) : "") +

@@ -23,6 +23,7 @@
 #include "util/half.h"
 #include "fastattn/fastattn.h"
 #include "gpu_buffers.h"
+#include "menu_guard.h"
 #include "reference/reference.h"
 #include "support/attn_case.h"
 
@@ -418,6 +419,7 @@ inline size_t check_lse(const std::vector<float>& got, const std::vector<double>
 using ExtraArgs = std::function<void(AttnArgs&, bool on_gpu)>;
 
 inline void run_fwd_case(const FwdCase& c, const ExtraArgs& extra = {}) {
+  if (!case_in_menu(cuda_backend::KernelFamily::Forward, c.dtype, c.d, c.d_v())) return;
   const auto seed = uint32_t(std::chrono::steady_clock::now().time_since_epoch().count());
   SCOPED_TRACE("case " + c.str() + " seed " + std::to_string(seed));
   std::mt19937 rng(seed);

@@ -16,6 +16,7 @@
 
 #include "fastattn/fastattn.h"
 #include "gpu_buffers.h"
+#include "menu_guard.h"
 #include "support/compare.h"
 #include "support/kv_case.h"
 
@@ -76,6 +77,7 @@ inline KvCacheArgs device_args(const testing::KvCase& c, DeviceKv& d) {
 // Runs `c` on the GPU (captured in a CUDA graph and replayed when `graph`: index arrays unchecked,
 // caller's workspace) and downloads the cache, out and lse into `c`.
 inline void run_gpu_kvcache(testing::KvCase& c, bool graph, const std::string& ctx) {
+  if (!case_in_menu(cuda_backend::KernelFamily::Forward, c.spec.dtype, c.spec.head_dim, c.spec.head_dim_v)) return;
   DeviceKv d;
   KvCacheArgs a = device_args(c, d);
   Status st;
