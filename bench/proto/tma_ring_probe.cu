@@ -12,7 +12,7 @@
 // HBM, as bench/decode.py does), median of 15 replays.
 //
 // Build and run (device machine):
-//   nvcc -O3 -std=c++17 -arch=sm_90a -I src bench/proto/tma_ring_probe.cu -lcuda -o /tmp/tma_ring_probe
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src bench/proto/tma_ring_probe.cu -lcuda -o /tmp/tma_ring_probe
 //   /tmp/tma_ring_probe > ring.md
 #include <cuda.h>
 #include <cuda_runtime.h>
