@@ -369,6 +369,9 @@ int main() {
   bool all_ok = true;
   for (int stages : {2, 4, 6}) {
     for (int consumers : {1, 2}) {
+      // Two consumers take alternate stages: an even ring keeps each stage with one of them, so neither waits
+      // on a stage's barrier while the other still holds its previous phase.
+      if (consumers == 2 && stages % 2) continue;
       for (int splits : {1, 2, 4, 8, 16}) {
         Params p{stages, consumers, kKeys / splits, float(scale * 1.4426950408889634), dq, o_part, lse_part};
         const int ctas = kHeadsKv * splits;

@@ -25,8 +25,9 @@
 // Paged cache: sequence b's position t lives in page page_table[b, t / page_size], row
 // t % page_size, of k_cache/v_cache shaped (num_pages, page_size, h_kv, d).
 // Sequences may share cache rows or pages (cache_batch_idx, page_table), but a slot that one
-// sequence appends to belongs to it: no other sequence may append to it or read it (InvalidArgument
-// where the index arrays are read on the host; FlashAttention leaves both undefined).
+// sequence appends to belongs to it, at one position: no other sequence may append to it or read it,
+// and a page listed twice in one sequence's row may not take its append (InvalidArgument where the
+// index arrays are read on the host; FlashAttention leaves all of these undefined).
 // On the CUDA backend the caches are read by TMA: every dim of more than one element but the last
 // needs a positive stride of a multiple of 16 bytes, dim 0 (pages, cache rows) included where the
 // cache is addressed in place (page_table, cache_batch_idx, cache_leftpad), whatever the batch.

@@ -2,7 +2,6 @@
 // returns before the cache or an output is written; the message names the argument and the rule.
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -233,44 +232,55 @@ Status check_index_contents(const KvCacheArgs& a, const KvCachePlan& p) {
   return Status::Ok();
 }
 
-// An appended slot (cache row or page row) belongs to the sequence that writes it: no other batch
-// entry may write or read it. Two entries writing one slot leave whichever write lands last; an
-// entry reading another's new token sees it here (the append runs before the attention) but not in
+// An appended slot (cache row or page row) belongs to the sequence that writes it, at one position:
+// no other batch entry may write or read it, and the entry itself may not reach it as another
+// position through a page listed twice. Two writes to one slot leave whichever lands last; an entry
+// reading another's new token sees it here (the append runs before the attention) but not in
 // FlashAttention, whose kernel appends as it reads. Both are refused rather than left to the order.
-// Only where entries can share storage: cache_batch_idx or a page table, with an append.
-Status check_append_owners(const KvCachePlan& p) {
+// Only where entries can share storage: cache_batch_idx or a page table, with an append. `rows`: the
+// cache's dim 0 (pages or cache rows). Linear in the pages (or rows) the entries use.
+Status check_append_owners(const KvCachePlan& p, int64_t rows) {
   if (!p.index_read || p.seqlen_new == 0 || (p.page_size == 0 && p.batch_idx.empty())) return Status::Ok();
   struct Run {
-    int64_t lo, hi, b;  // positions [lo, hi) within one cache row or page, written by entry b
+    int64_t lo, hi, b, shift;  // slots [lo, hi) of one page or row, entry b's positions [lo + shift, hi + shift)
+    int32_t next;              // the next run written into the same page or row, or -1
   };
-  // A sequence's positions [lo, hi) as runs within its cache row or pages: fn(storage row, lo, hi).
+  // A sequence's positions [lo, hi) as runs within its cache row or pages: fn(storage row, Run).
   auto for_runs = [&](int64_t b, int64_t lo, int64_t hi, auto&& fn) {
     const int64_t step = p.page_size > 0 ? p.page_size : p.capacity;
     for (int64_t pos = lo; pos < hi; pos = (pos / step + 1) * step) {
       const KvCachePlan::Slot s = p.slot(b, pos);
-      if (Status st = fn(s.row, s.pos, s.pos + std::min(hi, (pos / step + 1) * step) - pos); !st.ok()) return st;
+      const int64_t n = std::min(hi, (pos / step + 1) * step) - pos;
+      if (Status st = fn(s.row, Run{s.pos, s.pos + n, b, pos - s.pos, -1}); !st.ok()) return st;
     }
     return Status::Ok();
   };
-  std::unordered_map<int64_t, std::vector<Run>> written;
+  std::vector<int32_t> first(size_t(std::max<int64_t>(rows, 0)), -1);
+  std::vector<Run> written;
   for (int64_t b = 0; b < p.batch; ++b) {
-    (void)for_runs(b, p.cached(b), p.cached(b) + p.seqlen_new, [&](int64_t row, int64_t lo, int64_t hi) {
-      written[row].push_back({lo, hi, b});
+    (void)for_runs(b, p.cached(b), p.cached(b) + p.seqlen_new, [&](int64_t row, Run w) {
+      w.next = first[size_t(row)];
+      first[size_t(row)] = int32_t(written.size());
+      written.push_back(w);
       return Status::Ok();
     });
   }
   const char* name = p.page_size > 0 ? "page_table" : "cache_batch_idx";
   const char* storage = p.page_size > 0 ? "page" : "cache row";
   for (int64_t b = 0; b < p.batch; ++b) {
-    Status st = for_runs(b, p.first_key(b), p.cached(b) + p.seqlen_new, [&](int64_t row, int64_t lo, int64_t hi) {
-      const auto it = written.find(row);
-      if (it == written.end()) return Status::Ok();
-      for (const Run& w : it->second) {
-        if (w.b != b && w.lo < hi && lo < w.hi) {
-          return Status::Invalid(msg(name, ": batch entries ", w.b, " and ", b, " share ", storage, " ", row,
-                                     ", where entry ", w.b, " appends positions [", w.lo, ", ", w.hi, ") and entry ", b,
-                                     " uses [", lo, ", ", hi, "): an appended slot must belong to one sequence"));
+    Status st = for_runs(b, p.first_key(b), p.cached(b) + p.seqlen_new, [&](int64_t row, const Run& r) {
+      for (int32_t i = first[size_t(row)]; i >= 0; i = written[size_t(i)].next) {
+        const Run& w = written[size_t(i)];
+        if (w.lo >= r.hi || r.lo >= w.hi || (w.b == b && w.shift == r.shift)) continue;
+        if (w.b == b) {
+          return Status::Invalid(msg(name, ": batch entry ", b, " reaches ", storage, " ", row,
+                                     " twice: its append writes positions [", w.lo + w.shift, ", ", w.hi + w.shift,
+                                     ") into slots that also hold its positions [", r.lo + r.shift, ", ",
+                                     r.hi + r.shift, ")"));
         }
+        return Status::Invalid(msg(name, ": batch entries ", w.b, " and ", b, " share ", storage, " ", row,
+                                   ", where entry ", w.b, " appends positions [", w.lo, ", ", w.hi, ") and entry ", b,
+                                   " uses [", r.lo, ", ", r.hi, "): an appended slot must belong to one sequence"));
       }
       return Status::Ok();
     });
@@ -312,7 +322,7 @@ Status prepare_kvcache(const KvCacheArgs& a, KvCachePlan* p) {
   if (st.ok()) st = check_devices(a, p->backend);
   if (st.ok()) st = read_kv_indices(a, p);
   if (st.ok()) st = check_index_contents(a, *p);
-  if (st.ok()) st = check_append_owners(*p);
+  if (st.ok()) st = check_append_owners(*p, a.k_cache.shape[0]);
   return st;
 }
 

@@ -54,7 +54,9 @@ void check_kvcache(const KvSpec& spec, Backend be) {
   const std::string ctx = spec.describe() + ", backend " + std::to_string(int(be)) + ", " + seed_note(seed);
   const KvExpected e = expected_kvcache(c);
   ASSERT_FALSE(e.attn.out.empty() && c.out.numel() > 0) << "the model's reference call failed; " << ctx;
-  if (spec.nan_past_keys) ASSERT_GT(c.v_cache.count_nan(), 0) << "no NaN past the keys; " << ctx;
+  if (spec.nan_past_keys) {
+    ASSERT_GT(c.v_cache.count_nan(), 0) << "no NaN past the keys; " << ctx;
+  }
   const Status st = forward_kvcache(c.args(be));
   ASSERT_TRUE(st.ok()) << st.message << "; " << ctx;
   expect_cache("k_cache", c.k_cache, e.k_cache, &e.k_rotated, spec.dtype, ctx);
@@ -280,6 +282,20 @@ TEST(KvCache, AppendedSlotsBelongToOneSequence) {
       << refused.message;
   EXPECT_EQ(clash.out.count_nan(), clash.out.numel()) << "out was written";
   EXPECT_EQ(clash.k_cache.to_f64(), k_before) << "the cache was written";
+
+  // A sequence that lists one page twice and appends into its second listing would overwrite its own keys.
+  KvCase twice = c;
+  twice.seqlens = {16, 33};
+  twice.page_table[size_t(pps + 2)] = twice.page_table[size_t(pps)];
+  twice.out.poison();
+  const Status self = forward_kvcache(twice.args());
+  EXPECT_EQ(int(self.code), int(Code::InvalidArgument));
+  EXPECT_NE(self.message.find("page_table: batch entry 1 reaches page " + std::to_string(other) +
+                              " twice: its append writes positions [33, 36) into slots that also hold its positions "
+                              "[0, 16)"),
+            std::string::npos)
+      << self.message;
+  EXPECT_EQ(twice.out.count_nan(), twice.out.numel()) << "out was written";
 
   // Without an append the same sharing is a read-only prefix: allowed.
   KvSpec r = s;
