@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""FlashAttention-4's Hopper backward under two PTX compilers (issue #29; docs/notes/bwd-sm90.md, session 52):
+its own (the CuTe DSL's embedded one) and a given ptxas (FA4's CUTE_DSL_PTXAS_PATH hook, in flash-attn-4
+4.0.0b36), in processes that alternate, so that a difference in FA4's time at d 128 names the compiler as
+FA4's ~2 % edge over FA3 (whose kernels, like ours, nvcc 13.0 builds). Each process times _flash_attn_bwd
+alone (FA4's forward gives out and lse first), bf16, full mask, median of --iters CUDA-event timings after the
+JIT's first call; the cubins of the ptxas runs are kept under --dump (CUTE_DSL_KEEP_CUBIN) for reading
+beside ours with fastattn-sass.
+
+    python3 bench/fa4/bwd_compiler_ab.py --site /tmp/site-fa4 --ptxas /usr/local/cuda/bin/ptxas --dump $OUT/fa4
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+SHAPES = ((2, 8192, 16, 128), (4, 4096, 16, 128))  # (b, s, h, d): #29's d 128 full shapes
+
+
+def child(site, shape, iters):
+    import site as site_mod
+    site_mod.addsitedir(site)  # reads the DSL's .pth file too
+    import torch
+    from flash_attn.cute import interface as fa4
+
+    b, s, h, d = shape
+    torch.manual_seed(0)
+    q, k, v, dout = (torch.randn(b, s, h, d, device="cuda", dtype=torch.bfloat16) for _ in range(4))
+    scale = d ** -0.5
+    out, lse = fa4._flash_attn_fwd(q, k, v, softmax_scale=scale, causal=False, return_lse=True)[:2]
+
+    def run():
+        return fa4._flash_attn_bwd(q, k, v, out, dout, lse, softmax_scale=scale, causal=False)[:3]
+    for _ in range(3):  # the first call compiles
+        run()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        e0.record()
+        run()
+        e1.record()
+        e1.synchronize()
+        times.append(e0.elapsed_time(e1))
+    flops = 2.5 * 4 * b * h * s * s * d  # backward = 2.5 x the forward's 4 b h s^2 d
+    ms = statistics.median(times)
+    print(f"RESULT {b}x{s}x{h}x{d} {ms:.4f} ms {flops / ms / 1e9:.1f} TFLOPS", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--site", required=True, help="where bench/fa4/install.sh put FA4 (/tmp/site-fa4)")
+    ap.add_argument("--ptxas", required=True, help="the ptxas to compare with FA4's embedded compiler")
+    ap.add_argument("--dump", default="fa4-dump", help="cubins of the ptxas runs (CUTE_DSL_KEEP_CUBIN)")
+    ap.add_argument("--rounds", type=int, default=2, help="process pairs, alternating which compiler goes first")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--child", nargs=4, type=int, metavar=("B", "S", "H", "D"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.site, tuple(args.child), args.iters)
+        return
+    results = {}
+    for shape in SHAPES:
+        for r in range(args.rounds):
+            for kind in (("embedded", "ptxas") if r % 2 == 0 else ("ptxas", "embedded")):
+                env = dict(os.environ, FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED="0")  # compile in every process
+                if kind == "ptxas":
+                    os.makedirs(args.dump, exist_ok=True)
+                    env.update(CUTE_DSL_PTXAS_PATH=args.ptxas, CUTE_DSL_KEEP_CUBIN="1", CUTE_DSL_KEEP_PTX="1",
+                               CUTE_DSL_DUMP_DIR=args.dump)
+                else:
+                    env.pop("CUTE_DSL_PTXAS_PATH", None)
+                p = subprocess.run([sys.executable, __file__, "--site", args.site, "--ptxas", args.ptxas,
+                                    "--iters", str(args.iters), "--child", *map(str, shape)],
+                                   env=env, capture_output=True, text=True, timeout=600)
+                line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT")), None)
+                if line is None:
+                    print(f"{kind} {shape}: failed\n{p.stdout[-1500:]}\n{p.stderr[-3000:]}", flush=True)
+                    continue
+                print(f"{kind:8s} {line}", flush=True)
+                results.setdefault((shape, kind), []).append(float(line.split()[2]))
+    print("\n| b x s x h x d | embedded ms | ptxas ms | ptxas / embedded |\n|---|---|---|---|")
+    for shape in SHAPES:
+        e, p = results.get((shape, "embedded")), results.get((shape, "ptxas"))
+        if e and p:
+            em, pm = statistics.median(e), statistics.median(p)
+            print(f"| {'x'.join(map(str, shape))} | {em:.4f} | {pm:.4f} | {pm / em:.4f} |")
+
+
+if __name__ == "__main__":
+    main()
