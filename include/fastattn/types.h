@@ -42,7 +42,9 @@ struct Tensor {
 FASTATTN_API Tensor make_tensor(void* data, DType dtype, std::initializer_list<int64_t> shape,
                                 Device device = Device::CPU, int32_t device_index = 0);
 
-// A 1-D int32 array (cu_seqlens, seqused); lives where the attention tensors live.
+// A 1-D int32 array (cu_seqlens, seqused); lives where the attention tensors live. A null address means
+// "not given" (whatever the size): a caller with an empty array passes a non-null address (never read) to
+// have its size checked.
 struct IndexArray {
   const int32_t* data = nullptr;
   int64_t size = 0;

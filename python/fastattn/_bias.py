@@ -11,13 +11,18 @@ def bias_4d(bias, seqlen_q, seqlen_k):
     expand, copied dense when the key dim grows (it must have unit stride); numpy: a dense copy)."""
     if bias is None:
         return None
-    nd = len(bias.shape)
+    nd, given = len(bias.shape), tuple(bias.shape)
     if nd < 2 or nd > 4:
         raise ValueError(f"bias: expected 2 to 4 dims ((s_q, s_k), (heads, s_q, s_k) or (batch, heads, s_q, s_k)), "
                          f"got shape {tuple(bias.shape)}")
     if nd < 4:
         bias = bias[(None,) * (4 - nd)]
     rows, cols = bias.shape[2], bias.shape[3]
+    # An empty bias has no data address, which the C++ layer would read as no bias at all (its rule: every dim
+    # >= 1, checked only on a bias it sees).
+    if 0 in tuple(bias.shape):
+        raise ValueError(f"bias: shape {given} has no elements; every dim of (bias_batch, bias_heads, rows, cols) "
+                         "needs 1..2^31-1")
     grow_rows, grow_cols = rows == 1 and seqlen_q > 1, cols == 1 and seqlen_k > 1
     if not (grow_rows or grow_cols):
         return bias

@@ -60,7 +60,11 @@ def pack(mask, name="mask", seqlen_k=None):
     None for None. seqlen_k (the longest, when known): the mask's last dim must cover it."""
     if mask is None:
         return None
-    _check_keys(tuple(getattr(mask, "shape", ())), name, seqlen_k)
+    shape = tuple(getattr(mask, "shape", ()))
+    _check_keys(shape, name, seqlen_k)
+    if 2 <= len(shape) <= 4 and 0 in _as_4d(shape, name)[:2]:  # its packed words would have no data address
+        raise ValueError(f"{name}: shape {shape} has a mask_batch or mask_heads dim of 0 (they must be 1 or batch, "
+                         "and divide heads_q)")
     if isinstance(mask, np.ndarray):
         return _pack_numpy(mask, name)
     torch = torch_module()

@@ -78,6 +78,9 @@ def check_alibi_dtype(alibi_slopes):
     if dtype not in ("float32", "torch.float32"):
         raise ValueError(f"alibi_slopes: dtype {dtype.replace('torch.', '')} is not supported (the slopes are "
                          "float32, as in FlashAttention)")
+    if 0 in tuple(alibi_slopes.shape):  # an empty array's null data would read as no slopes at all
+        raise ValueError(f"alibi_slopes: shape {tuple(alibi_slopes.shape)} has no elements; expected (heads_q,) or "
+                         "(batch, heads_q)")
 
 
 def make_options(*, head_dim, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=None, seqused_k=None,

@@ -65,6 +65,11 @@ fastattn::Tensor convert(const Array& a, const char* name) {
 fastattn::Tensor to_tensor(const InArray& a, const char* name) { return convert(a, name); }
 fastattn::Tensor to_tensor(const OutArray& a, const char* name) { return convert(a, name); }
 
+const int32_t* given_int32_data(const void* data) {
+  static const int32_t kNoElements = 0;
+  return data != nullptr ? static_cast<const int32_t*>(data) : &kNoElements;
+}
+
 fastattn::IndexArray to_index(const InArray& a, const char* name, const fastattn::Tensor& where) {
   nb::dlpack::dtype dt = a.dtype();
   if (dt.code != (uint8_t)nb::dlpack::dtype_code::Int || dt.bits != 32 || dt.lanes != 1)
@@ -78,7 +83,7 @@ fastattn::IndexArray to_index(const InArray& a, const char* name, const fastattn
   if (dev != where.device || (dev == fastattn::Device::CUDA && a.device_id() != where.device_index))
     raise(PyExc_ValueError, std::string(name) + ": must live on the same device as q");
   fastattn::IndexArray idx;
-  idx.data = static_cast<const int32_t*>(a.data());
+  idx.data = given_int32_data(a.data());
   idx.size = static_cast<int64_t>(a.shape(0));
   return idx;
 }

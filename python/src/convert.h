@@ -20,6 +20,12 @@ fastattn::Tensor to_tensor(const OutArray& a, const char* name);
 // A 1-D contiguous int32 array living on `where`'s device; raises ValueError naming `name`.
 fastattn::IndexArray to_index(const InArray& a, const char* name, const fastattn::Tensor& where);
 
+// The data address of an index array or page table the caller passed, even an empty one: torch gives an
+// empty tensor a null data pointer, which the C++ layer reads as absent (IndexArray::defined), so an empty
+// cache_seqlens or seqused_k would silently mean "none given". Such an array gets a non-null address that is
+// never read (it has no elements), and validation weighs its size instead.
+const int32_t* given_int32_data(const void* data);
+
 // A 4-D bool or uint8 block mask (fastattn::BlockMask, any strides) with (block_q, block_k);
 // raises ValueError naming `name` for another dtype, rank or device kind. The C++ layer checks the
 // rest (shape, device against q's).

@@ -235,7 +235,7 @@ fastattn::PageTable to_page_table(const InArray& a, const fastattn::Tensor& q) {
   const bool on_cuda = a.device_type() == nb::device::cuda::value;
   if (on_cuda != (q.device == fastattn::Device::CUDA))
     throw nb::value_error("page_table: must live on the same device as q");
-  return {static_cast<const int32_t*>(a.data()), int64_t(a.shape(0)), int64_t(a.shape(1))};
+  return {fastattn_py::given_int32_data(a.data()), int64_t(a.shape(0)), int64_t(a.shape(1))};
 }
 
 // The scalar arguments of one KV-cache call; tensors and index arrays are set by the caller.

@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "convert.h"
+
 namespace fastattn_py {
 namespace {
 
@@ -117,7 +119,7 @@ fastattn::IndexArray view_to_index(nb::handle view, const char* name, const fast
   if (dev != where.device || (dev == fastattn::Device::CUDA && index != where.device_index))
     raise(PyExc_ValueError, std::string(name) + ": must live on the same device as q");
   fastattn::IndexArray idx;
-  idx.data = static_cast<const int32_t*>(p.data);
+  idx.data = given_int32_data(p.data);
   idx.size = size;
   return idx;
 }
@@ -180,7 +182,7 @@ fastattn::PageTable view_to_page_table(nb::handle view, const char* name, const 
   const auto [dev, index] = device_of(p.device, name);
   if (dev != where.device || (dev == fastattn::Device::CUDA && index != where.device_index))
     raise(PyExc_ValueError, std::string(name) + ": must live on the same device as q");
-  return {static_cast<const int32_t*>(p.data), batch, pages};
+  return {given_int32_data(p.data), batch, pages};
 }
 
 }  // namespace fastattn_py

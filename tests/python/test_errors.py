@@ -364,3 +364,23 @@ def test_empty_cu_seqlens(rng, kind, side):
         fastattn.flash_attn_varlen_func(q[:0], k[:0], v[:0], *cus, 0, 0)
     with pytest.raises(ValueError, match=pattern):
         fastattn.forward(q, k, v, cu_seqlens_q=cus[0], cu_seqlens_k=cus[1], max_seqlen_q=5, max_seqlen_k=5)
+
+
+_EMPTY_TERMS = {"alibi_slopes": {"alibi_slopes": ((0,), np.float32)},
+                "bias": {"bias": ((0, 4, 4), np.float32)},
+                "bias_rows": {"bias": ((1, 1, 0, 4), np.float32)},
+                "mask": {"mask": ((0, 4, 4), np.bool_)}}
+
+
+@pytest.mark.parametrize("arg", sorted(_EMPTY_TERMS))
+@pytest.mark.parametrize("kind", ["numpy", "torch"])
+def test_empty_score_terms_refused(rng, arg, kind):
+    """An empty array has no data address (torch's empty tensors), which the C++ layer reads as "not given":
+    an empty alibi_slopes, bias or mask would silently drop the term. Each is refused by name."""
+    q = randn(rng, (1, 4, 2, 32), np.float32)
+    kw = {k: np.empty(shape, dt) for k, (shape, dt) in _EMPTY_TERMS[arg].items()}
+    if kind == "torch":
+        torch = pytest.importorskip("torch", reason="torch is not installed: its empty tensors not tested")
+        q, kw = torch.from_numpy(q), {k: torch.from_numpy(v) for k, v in kw.items()}
+    with pytest.raises(ValueError, match=rf"^{arg.split('_rows')[0]}: shape \("):
+        fastattn.flash_attn_func(q, q, q, **kw)

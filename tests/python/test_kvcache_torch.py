@@ -52,6 +52,23 @@ def test_cpu_float32(rng):
     _check(inputs, seqlens, np.float32, True, out, lse, before)
 
 
+@pytest.mark.parametrize("name", ["cache_seqlens", "cache_batch_idx", "cache_leftpad", "seqused_q", "seqused_k"])
+def test_empty_index_tensor_is_given(rng, name):
+    """An empty int32 tensor (torch gives it a null data pointer) is an index array of 0 entries, refused for a
+    batch of 3 (2 for varlen), not taken for an absent one (which would mean the whole cache, every key)."""
+    empty = torch.empty(0, dtype=torch.int32)
+    with pytest.raises(ValueError, match=rf"^{name}: has 0 entries but batch is"):
+        if name.startswith("seqused"):
+            x = torch.randn(5, 2, 32)
+            cu = torch.tensor([0, 2, 5], dtype=torch.int32)
+            fastattn.flash_attn_varlen_func(x, x, x, cu, cu, 3, 3, **{name: empty})
+        else:
+            q, kc, vc = (torch.randn(3, s, 2, 32) for s in (1, 64, 64))
+            fastattn.flash_attn_with_kvcache(q, kc, vc, **{name: empty})
+    q, kc = torch.randn(0, 1, 2, 32), torch.randn(0, 64, 2, 32)  # batch 0: 0 entries is every entry
+    assert fastattn.flash_attn_with_kvcache(q, kc, kc, cache_seqlens=empty).shape == (0, 1, 2, 32)
+
+
 @pytest.mark.skipif(not CUDA, reason="no CUDA device or no CUDA kernels in this build")
 @pytest.mark.parametrize("rot", [0, 64], ids=["plain", "rotary"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
