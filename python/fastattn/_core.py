@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _C
 from . import _bias, _bit_mask, _block_mask
-from ._arrays import arrays_for, same_kind
+from ._arrays import arrays_for, same_kind, torch_module
 from ._ints import INT32_MAX, int_arg
 
 BACKENDS = {"auto": 0, "cpu": 1, "cuda": 2, "reference": 3}
@@ -131,25 +131,31 @@ def _resolve_bit_mask(xs, kw, k, varlen):
     its key dim checked against k's seqlen (varlen: max_seqlen_k, when given)."""
     mask = kw.pop("mask", None)
     same_kind(xs, [("mask", mask)])
-    seqlen_k = k.shape[1]
-    if varlen:  # max_seqlen_k, or the longest sequence of host cu_seqlens_k (numpy: no device sync)
-        cu_k = kw.get("cu_seqlens_k")
-        seqlen_k = int(kw.get("max_seqlen_k") or 0)
-        if not seqlen_k and isinstance(cu_k, np.ndarray) and cu_k.size > 1:
-            seqlen_k = int(np.diff(cu_k.astype(np.int64)).max())
-    kw["bit_mask"] = _bit_mask.pack(mask, seqlen_k=seqlen_k)
+    kw["bit_mask"] = _bit_mask.pack(mask, seqlen_k=_longest(kw, k, varlen, "k"))
+
+
+def longest_of(max_seqlen, cu_seqlens):
+    """The longest sequence of a varlen side: max_seqlen when given (> 0), else the longest of cu_seqlens where
+    it can be read without a device sync or a trace (a numpy array, a plain CPU torch tensor outside
+    torch.compile), else 0 (unknown). The masks' and biases' checks and broadcasts use it."""
+    n = int(max_seqlen or 0)
+    if n or cu_seqlens is None:
+        return n
+    if isinstance(cu_seqlens, np.ndarray):
+        return max(0, int(np.diff(cu_seqlens.astype(np.int64)).max())) if cu_seqlens.size > 1 else 0
+    torch = torch_module()
+    if (torch is not None and type(cu_seqlens) is torch.Tensor and cu_seqlens.device.type == "cpu"
+            and cu_seqlens.numel() > 1 and not torch.compiler.is_compiling()):
+        return max(0, int((cu_seqlens[1:].long() - cu_seqlens[:-1].long()).max()))
+    return 0
 
 
 def _longest(kw, k, varlen, side):
-    """The longest sequence of one side ("q" or "k"): the fixed seqlen, else max_seqlen_<side>, else the
-    longest of host cu_seqlens (numpy: no device sync), else 0."""
+    """The longest sequence of one side ("q" or "k"): the fixed seqlen, else longest_of(max_seqlen_<side>,
+    cu_seqlens_<side>)."""
     if not varlen:
         return k.shape[1]
-    n = int(kw.get(f"max_seqlen_{side}") or 0)
-    cu = kw.get(f"cu_seqlens_{side}")
-    if not n and isinstance(cu, np.ndarray) and cu.size > 1:
-        n = int(np.diff(cu.astype(np.int64)).max())
-    return n
+    return longest_of(kw.get(f"max_seqlen_{side}"), kw.get(f"cu_seqlens_{side}"))
 
 
 def _resolve_bias(xs, kw, q, k, varlen):

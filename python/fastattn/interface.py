@@ -150,8 +150,9 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
     _core.check_alibi_dtype(alibi_slopes)
     varlen = index_arrays[0] is not None or index_arrays[1] is not None
     s_axis = 2 if heads_first else 1
-    bias = _bias.bias_4d(bias, max_seqlens[0] if varlen else q.shape[s_axis],
-                         max_seqlens[1] if varlen else k.shape[s_axis])
+    seqlen_q = _core.longest_of(max_seqlens[0], index_arrays[0]) if varlen else q.shape[s_axis]
+    seqlen_k = _core.longest_of(max_seqlens[1], index_arrays[1]) if varlen else k.shape[s_axis]
+    bias = _bias.bias_4d(bias, seqlen_q, seqlen_k)
     if torch is not None and isinstance(q, torch.Tensor):
         path = _torch_path(torch, q, k, v)
         if path != "inference":
@@ -164,7 +165,7 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
                     raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
             if heads_first:
                 q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            bits = None if mask is None else _bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen else k.shape[1])
+            bits = None if mask is None else _bit_mask.pack(mask, seqlen_k=seqlen_k if varlen else k.shape[1])
             return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
                               deterministic, path == "autograd", block_mask, block_size, bits, bias, alibi_slopes)
     xs = arrays_for(q, "q")
@@ -180,7 +181,7 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
                              operator.index(max_seqlens[1]), scale, bool(causal), left, right,
                              float(softcap), check_index_arrays=True, block_mask=block_mask,
                              block_size=block_size, bias=bias, alibi_slopes=alibi_slopes,
-                             bit_mask=None if mask is None else _bit_mask.pack(mask, seqlen_k=max_seqlens[1] if varlen
+                             bit_mask=None if mask is None else _bit_mask.pack(mask, seqlen_k=seqlen_k if varlen
                                                                                else k.shape[1]))
 
 

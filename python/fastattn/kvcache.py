@@ -88,6 +88,10 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
                    ("alibi_slopes", alibi_slopes)])
     for name, x in (("q", q), ("k_cache", k_cache), ("v_cache", v_cache)):
         _core.check_rank(x, name, varlen=False)
+    for name, x in (("k_cache", k_cache), ("v_cache", v_cache)):  # the binding takes them as writable arrays
+        if isinstance(x, np.ndarray) and not x.flags.writeable:
+            raise ValueError(f"{name}: a read-only array (np.broadcast_to, a read-only view) cannot hold the cache, "
+                             "which is written in place; pass a writable array")
     batch = q.shape[0]
     q = xs.unit_last(q)
     k = None if k is None else xs.unit_last(k)

@@ -182,3 +182,20 @@ def test_cuda_grads_with_a_mask(rng, dtype, causal):
         base = (lp - r).abs().max().item()
         assert err <= 2 * base + step * (r.abs().max().item() + 0.3), (name, err, base)
     assert (q.grad[:, 250:] == 0).all()
+
+
+def test_varlen_without_max_seqlen_reads_host_cu_seqlens():
+    """Varlen torch calls with max_seqlen 0 (unknown): on the CPU the longest sequence comes from cu_seqlens, so a
+    mask narrower than the longest key sequence is refused (its words round up to 32 keys, which the C++ check
+    cannot tell from a full mask; the missing keys would read as dropped), and a bias row of size 1 is
+    broadcast to the longest query sequence, as with numpy arrays."""
+    i32 = torch.int32
+    q, k, v = torch.randn(12, 2, 8), torch.randn(15, 2, 8), torch.randn(15, 2, 8)
+    cq, ck = torch.tensor([0, 5, 12], dtype=i32), torch.tensor([0, 9, 15], dtype=i32)  # 9 keys in sequence 0
+    with pytest.raises(ValueError, match=r"^mask: its last dim \(keys\) is 6 but seqlen_k is 9"):
+        fastattn.flash_attn_varlen_func(q, k, v, cq, ck, 0, 0, mask=torch.rand(7, 6) < 0.5)
+    bias = torch.randn(1, 9)
+    out, _ = fastattn.forward(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, bias=bias)
+    want, _ = fastattn.forward(q, k, v, cu_seqlens_q=cq, cu_seqlens_k=ck, bias=bias.expand(7, 9).contiguous(),
+                               max_seqlen_q=7, max_seqlen_k=9)
+    assert torch.equal(out, want)

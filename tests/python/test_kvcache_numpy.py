@@ -275,3 +275,12 @@ def test_alibi_paged_and_indexed_equal_contiguous(rng):
     for out, lse in ((out_p, lse_p), (out_i, lse_i)):
         np.testing.assert_array_equal(out, out_c)
         np.testing.assert_array_equal(lse, lse_c)
+
+
+def test_read_only_cache_refused_by_name(rng):
+    """A read-only numpy cache (np.broadcast_to) is refused by name, not by the binding's signature listing."""
+    q, kc, vc, k, v, _, _ = _case(rng, np.float32)
+    for name, ro in (("k_cache", dict(k_cache=np.broadcast_to(kc[:1], kc.shape), v_cache=vc)),
+                     ("v_cache", dict(k_cache=kc, v_cache=np.broadcast_to(vc[:1], vc.shape)))):
+        with pytest.raises(ValueError, match=rf"^{name}: a read-only array"):
+            fastattn.flash_attn_with_kvcache(q, cache_seqlens=np.array([1, 2, 3], np.int32), **ro)
