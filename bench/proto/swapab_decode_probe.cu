@@ -29,6 +29,7 @@
 #include <random>
 #include <vector>
 
+#include "probe_common.h"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/tma.cuh"
 #include "cuda/sm90/prim/wgmma.cuh"
@@ -37,7 +38,9 @@ namespace {
 
 namespace sm90 = fastattn::sm90;
 
-constexpr int kHeadsKv = 8, kGqa = 4, kDim = 128, kKeys = 8192, kBlock = 64, kMaxStages = 6;
+using probe::kDim;
+using probe::kHeadsKv;
+constexpr int kGqa = 4, kKeys = 8192, kBlock = 64, kMaxStages = 6;
 constexpr int kAtomBytes = kBlock * 128;     // 64 key rows x 64 columns, bf16
 constexpr int kStageBytes = 4 * kAtomBytes;  // K atoms 0, 1; V atoms 0, 1
 constexpr int kQBytes = 2 * 8 * 128;         // two atoms of 8 rows
@@ -265,40 +268,9 @@ __global__ void __launch_bounds__(384, 1)
   }
 }
 
-using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-CUtensorMap map_of(EncodeFn encode, void* data) {
-  const cuuint64_t dims[4] = {kDim, kKeys, kHeadsKv, 1};
-  const cuuint64_t strides[3] = {kHeadsKv * kDim * 2, kDim * 2, cuuint64_t(kKeys) * kHeadsKv * kDim * 2};
-  const cuuint32_t box[4] = {64, kBlock, 1, 1}, elem[4] = {1, 1, 1, 1};
-  CUtensorMap m;
-  if (encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, data, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) !=
-      CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
-    std::exit(1);
-  }
-  return m;
-}
-
-#define CHECK(x)                                                                             \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
-
 }  // namespace
 
 int main() {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult qr{};
-  CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
-  const auto encode = reinterpret_cast<EncodeFn>(fn);
   const int copies = 8, calls = 20, replays = 15, max_splits = 16;
   const size_t kv_elems = size_t(kKeys) * kHeadsKv * kDim;
 
@@ -310,22 +282,22 @@ int main() {
   for (auto& x : hk) x = __float2bfloat16(normal(rng));
   for (auto& x : hv) x = __float2bfloat16(normal(rng));
   __nv_bfloat16* dq;
-  CHECK(cudaMalloc(&dq, hq.size() * 2));
-  CHECK(cudaMemcpy(dq, hq.data(), hq.size() * 2, cudaMemcpyHostToDevice));
+  PROBE_CHECK(cudaMalloc(&dq, hq.size() * 2));
+  PROBE_CHECK(cudaMemcpy(dq, hq.data(), hq.size() * 2, cudaMemcpyHostToDevice));
   std::vector<void*> dk(copies), dv(copies);
   for (int i = 0; i < copies; ++i) {
-    CHECK(cudaMalloc(&dk[i], kv_elems * 2));
-    CHECK(cudaMalloc(&dv[i], kv_elems * 2));
-    CHECK(cudaMemcpy(dk[i], hk.data(), kv_elems * 2, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(dv[i], hv.data(), kv_elems * 2, cudaMemcpyHostToDevice));
+    PROBE_CHECK(cudaMalloc(&dk[i], kv_elems * 2));
+    PROBE_CHECK(cudaMalloc(&dv[i], kv_elems * 2));
+    PROBE_CHECK(cudaMemcpy(dk[i], hk.data(), kv_elems * 2, cudaMemcpyHostToDevice));
+    PROBE_CHECK(cudaMemcpy(dv[i], hv.data(), kv_elems * 2, cudaMemcpyHostToDevice));
   }
   float *o_part, *lse_part;
-  CHECK(cudaMalloc(&o_part, size_t(max_splits) * kHeadsKv * kGqa * kDim * 4));
-  CHECK(cudaMalloc(&lse_part, size_t(max_splits) * kHeadsKv * kGqa * 4));
+  PROBE_CHECK(cudaMalloc(&o_part, size_t(max_splits) * kHeadsKv * kGqa * kDim * 4));
+  PROBE_CHECK(cudaMalloc(&lse_part, size_t(max_splits) * kHeadsKv * kGqa * 4));
   std::vector<CUtensorMap> km(copies), vm(copies);
   for (int i = 0; i < copies; ++i) {
-    km[i] = map_of(encode, dk[i]);
-    vm[i] = map_of(encode, dv[i]);
+    km[i] = probe::kv_map(dk[i], kKeys, kBlock);
+    vm[i] = probe::kv_map(dv[i], kKeys, kBlock);
   }
 
   // The float64 reference: out and log-sum-exp of each of the 32 query rows over all keys.
@@ -356,12 +328,9 @@ int main() {
   }
 
   const int smem_max = 200 * 1024 + kQBytes + 2 * kPBytes + 4096 + 2048;
-  CHECK(cudaFuncSetAttribute(swapab_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
   cudaStream_t stream;
-  CHECK(cudaStreamCreate(&stream));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  PROBE_CHECK(cudaStreamCreate(&stream));
   std::printf("# swap-AB decode probe (bench/proto/swapab_decode_probe.cu): b1, h 32/8, d 128 bf16, %d keys, "
               "64-key stages\n\n", kKeys);
   std::printf("| stages | ring KB | consumers | splits | CTAs | keys a CTA | us a launch | GB/s a CTA | TB/s total | "
@@ -378,14 +347,14 @@ int main() {
         const size_t smem = size_t(stages) * kStageBytes + kQBytes + 2 * kPBytes + 4 * (2 * 2 * 4 * 8 + 128 * 8 + 16) +
                             2 * kMaxStages * 8 + 1024;
         // Correctness: one launch on copy 0, splits merged on the host.
-        CHECK(cudaMemsetAsync(o_part, 0xff, size_t(splits) * kHeadsKv * kGqa * kDim * 4, stream));  // NaN
-        CHECK(cudaMemsetAsync(lse_part, 0xff, size_t(splits) * kHeadsKv * kGqa * 4, stream));
+        PROBE_CHECK(cudaMemsetAsync(o_part, 0xff, size_t(splits) * kHeadsKv * kGqa * kDim * 4, stream));  // NaN
+        PROBE_CHECK(cudaMemsetAsync(lse_part, 0xff, size_t(splits) * kHeadsKv * kGqa * 4, stream));
         swapab_kernel<<<ctas, 384, smem, stream>>>(km[0], vm[0], p);
-        CHECK(cudaGetLastError());
-        CHECK(cudaStreamSynchronize(stream));
+        PROBE_CHECK(cudaGetLastError());
+        PROBE_CHECK(cudaStreamSynchronize(stream));
         std::vector<float> ho(size_t(splits) * kHeadsKv * kGqa * kDim), hl(size_t(splits) * kHeadsKv * kGqa);
-        CHECK(cudaMemcpy(ho.data(), o_part, ho.size() * 4, cudaMemcpyDeviceToHost));
-        CHECK(cudaMemcpy(hl.data(), lse_part, hl.size() * 4, cudaMemcpyDeviceToHost));
+        PROBE_CHECK(cudaMemcpy(ho.data(), o_part, ho.size() * 4, cudaMemcpyDeviceToHost));
+        PROBE_CHECK(cudaMemcpy(hl.data(), lse_part, hl.size() * 4, cudaMemcpyDeviceToHost));
         double err_o = 0, err_lse = 0, worst = 0;  // worst: error / its tolerance
         for (int row = 0; row < kHeadsKv * kGqa; ++row) {
           double lmax = -INFINITY;
@@ -410,35 +379,14 @@ int main() {
         // A layout error moves them by their own size: the tolerance 2e-4 + 1% of |ref| tells the two apart.
         const bool ok = worst <= 1.0 && err_lse <= 1e-3;
         all_ok = all_ok && ok;
-        // Time: a graph of `calls` launches over the copies.
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-        for (int i = 0; i < calls; ++i)
+        const float us = probe::graph_us(stream, calls, replays, [&](int i) {
           swapab_kernel<<<ctas, 384, smem, stream>>>(km[i % copies], vm[i % copies], p);
-        CHECK(cudaStreamEndCapture(stream, &g));
-        CHECK(cudaGraphInstantiate(&ge, g, 0));
-        CHECK(cudaGraphLaunch(ge, stream));
-        CHECK(cudaStreamSynchronize(stream));
-        std::vector<float> t;
-        for (int r = 0; r < replays; ++r) {
-          CHECK(cudaEventRecord(e0, stream));
-          CHECK(cudaGraphLaunch(ge, stream));
-          CHECK(cudaEventRecord(e1, stream));
-          CHECK(cudaEventSynchronize(e1));
-          float ms;
-          CHECK(cudaEventElapsedTime(&ms, e0, e1));
-          t.push_back(ms * 1e3f / calls);
-        }
-        std::sort(t.begin(), t.end());
-        const float us = t[t.size() / 2];
+        });
         const double cta_bytes = 2.0 * p.keys * kDim * 2;
         std::printf("| %d | %d | %d | %d | %d | %d | %.2f | %.0f | %.2f | %.2e%s | %.2e |\n", stages,
                     stages * kStageBytes / 1024, consumers, splits, ctas, p.keys, us, cta_bytes / us * 1e-3,
                     cta_bytes * ctas / us * 1e-6, err_o, ok ? "" : " **FAIL**", err_lse);
         std::fflush(stdout);
-        CHECK(cudaGraphExecDestroy(ge));
-        CHECK(cudaGraphDestroy(g));
       }
     }
   }

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "probe_common.h"
 #include "cuda/sm90/prim/mbarrier.cuh"
 #include "cuda/sm90/prim/tma.cuh"
 
@@ -33,7 +34,8 @@ using fastattn::sm90::mbar_init;
 using fastattn::sm90::mbar_wait;
 using fastattn::sm90::tma_load_4d;
 
-constexpr int kHeads = 8, kDim = 128, kMaxStages = 8;
+using probe::kDim;
+constexpr int kHeads = probe::kHeadsKv, kMaxStages = 8;
 
 struct Probe {
   int rows;       // keys per stage
@@ -95,57 +97,23 @@ __global__ void __launch_bounds__(384, 1)
   if (acc == 12345) sink[0] = acc;
 }
 
-using EncodeFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                              const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                              CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-CUtensorMap map_of(EncodeFn encode, void* data, int keys, int rows) {
-  const cuuint64_t dims[4] = {kDim, cuuint64_t(keys), kHeads, 1};
-  const cuuint64_t strides[3] = {cuuint64_t(kHeads) * kDim * 2, kDim * 2, cuuint64_t(keys) * kHeads * kDim * 2};
-  const cuuint32_t box[4] = {64, cuuint32_t(rows), 1, 1}, elem[4] = {1, 1, 1, 1};
-  CUtensorMap m;
-  if (encode(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, data, dims, strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
-             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) !=
-      CUDA_SUCCESS) {
-    std::fprintf(stderr, "cuTensorMapEncodeTiled failed\n");
-    std::exit(1);
-  }
-  return m;
-}
-
-#define CHECK(x)                                                                          \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-
 }  // namespace
 
 int main() {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult q{};
-  CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
-  const auto encode = reinterpret_cast<EncodeFn>(fn);
   const int total_keys = 8192, copies = 8, calls = 20, replays = 15;
   const size_t tensor_bytes = size_t(total_keys) * kHeads * kDim * 2;
   std::vector<void*> k(copies), v(copies);
   for (int c = 0; c < copies; ++c) {
-    CHECK(cudaMalloc(&k[c], tensor_bytes));
-    CHECK(cudaMalloc(&v[c], tensor_bytes));
-    CHECK(cudaMemset(k[c], 0, tensor_bytes));
-    CHECK(cudaMemset(v[c], 0, tensor_bytes));
+    PROBE_CHECK(cudaMalloc(&k[c], tensor_bytes));
+    PROBE_CHECK(cudaMalloc(&v[c], tensor_bytes));
+    PROBE_CHECK(cudaMemset(k[c], 0, tensor_bytes));
+    PROBE_CHECK(cudaMemset(v[c], 0, tensor_bytes));
   }
   int* sink;
-  CHECK(cudaMalloc(&sink, 4));
-  CHECK(cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 222 * 1024));
+  PROBE_CHECK(cudaMalloc(&sink, 4));
+  PROBE_CHECK(cudaFuncSetAttribute(ring_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 222 * 1024));
   cudaStream_t stream;
-  CHECK(cudaStreamCreate(&stream));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
+  PROBE_CHECK(cudaStreamCreate(&stream));
 
   std::printf("# TMA ring probe (bench/proto/tma_ring_probe.cu): K + V of 8 heads x %d keys, d 128 bf16, "
               "a CTA per (head, split)\n\n", total_keys);
@@ -166,42 +134,22 @@ int main() {
             if (p.keys % rows) continue;
             std::vector<CUtensorMap> km(copies), vm(copies);
             for (int c = 0; c < copies; ++c) {
-              km[c] = map_of(encode, k[c], total_keys, rows);
-              vm[c] = map_of(encode, v[c], total_keys, rows);
+              km[c] = probe::kv_map(k[c], total_keys, rows);
+              vm[c] = probe::kv_map(v[c], total_keys, rows);
             }
             const int ctas = kHeads * splits;
             const size_t smem = size_t(ring_kb) * 1024 + 1024 + 2 * kMaxStages * sizeof(uint64_t);
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
-            CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-            for (int i = 0; i < calls; ++i)
+            const float us = probe::graph_us(stream, calls, replays, [&](int i) {
               ring_kernel<<<ctas, 384, smem, stream>>>(km[i % copies], vm[i % copies], p, sink);
-            CHECK(cudaStreamEndCapture(stream, &g));
-            CHECK(cudaGraphInstantiate(&ge, g, 0));
-            CHECK(cudaGraphLaunch(ge, stream));
-            CHECK(cudaStreamSynchronize(stream));
-            std::vector<float> t;
-            for (int r = 0; r < replays; ++r) {
-              CHECK(cudaEventRecord(e0, stream));
-              CHECK(cudaGraphLaunch(ge, stream));
-              CHECK(cudaEventRecord(e1, stream));
-              CHECK(cudaEventSynchronize(e1));
-              float ms;
-              CHECK(cudaEventElapsedTime(&ms, e0, e1));
-              t.push_back(ms * 1e3f / calls);
-            }
-            std::sort(t.begin(), t.end());
-            const float us = t[t.size() / 2];
+            });
             const double cta_bytes = 2.0 * p.keys * kDim * 2;
             std::printf("| %d | %d | %d | %d | %d | %d | %d | %.2f | %.0f | %.2f |\n", rows, stages, ring_kb, consumers,
                         spin, ctas, p.keys, us, cta_bytes / us * 1e-3, cta_bytes * ctas / us * 1e-6);
-            CHECK(cudaGraphExecDestroy(ge));
-            CHECK(cudaGraphDestroy(g));
           }
         }
       }
     }
   }
-  CHECK(cudaGetLastError());
+  PROBE_CHECK(cudaGetLastError());
   return 0;
 }
