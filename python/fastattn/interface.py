@@ -165,7 +165,7 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
                     raise TypeError(f"{name}: expected a torch tensor like q, got {type(x).__name__}")
             if heads_first:
                 q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            bits = None if mask is None else _bit_mask.pack(mask, seqlen_k=seqlen_k if varlen else k.shape[1])
+            bits = None if mask is None else _bit_mask.pack(mask, seqlen_k=seqlen_k)
             return _torch_fwd(q, k, v, index_arrays, max_seqlens, softmax_scale, causal, window_size, softcap,
                               deterministic, path == "autograd", block_mask, block_size, bits, bias, alibi_slopes)
     xs = arrays_for(q, "q")
@@ -181,8 +181,7 @@ def _masked_attention(torch, q, k, v, index_arrays, max_seqlens, softmax_scale, 
                              operator.index(max_seqlens[1]), scale, bool(causal), left, right,
                              float(softcap), check_index_arrays=True, block_mask=block_mask,
                              block_size=block_size, bias=bias, alibi_slopes=alibi_slopes,
-                             bit_mask=None if mask is None else _bit_mask.pack(mask, seqlen_k=seqlen_k if varlen
-                                                                               else k.shape[1]))
+                             bit_mask=None if mask is None else _bit_mask.pack(mask, seqlen_k=seqlen_k))
 
 
 def _torch_path(torch, q, k, v):
