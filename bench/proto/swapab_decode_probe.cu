@@ -40,14 +40,14 @@ namespace sm90 = fastattn::sm90;
 
 using probe::kDim;
 using probe::kHeadsKv;
-constexpr int kGqa = 4, kKeys = 8192, kBlock = 64, kMaxStages = 6;
+constexpr int kGqa = 4, kKeys = 8192, kBlock = 64, kMaxStages = 6, kMaxGroup = 4;
 constexpr int kAtomBytes = kBlock * 128;     // 64 key rows x 64 columns, bf16
 constexpr int kStageBytes = 4 * kAtomBytes;  // K atoms 0, 1; V atoms 0, 1
 constexpr int kQBytes = 2 * 8 * 128;         // two atoms of 8 rows
 constexpr int kPBytes = 8 * 128;             // P^T: 8 rows x 64 keys
 
 struct Params {
-  int stages, consumers, keys;  // keys a CTA
+  int stages, consumers, group, keys;  // keys a CTA; group: blocks a consumer step
   float scale_log2;             // softmax scale x log2(e)
   const __nv_bfloat16* q;       // (32 heads, 128)
   float* o_part;                // (splits, 8, 4, 128): normalised O of each split
@@ -71,6 +71,7 @@ __device__ __forceinline__ int swizzled(int row, int col) {
 
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
+template <int kGroup>
 __global__ void __launch_bounds__(384, 1)
     swapab_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map, Params p) {
   extern __shared__ uint8_t smem_raw[];
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(384, 1)
   uint8_t* ring = smem;
   uint8_t* q_smem = ring + p.stages * kStageBytes;    // 1024-aligned: stages are 32 KB
   uint8_t* p_smem = q_smem + kQBytes;                 // one P^T buffer a consumer warpgroup
-  float* red = reinterpret_cast<float*>(p_smem + 2 * kPBytes);  // [wg 2][parity 2][warp 4][col 8]
+  float* red = reinterpret_cast<float*>(p_smem + 2 * kMaxGroup * kPBytes);  // [wg 2][parity 2][warp 4][col 8]
   float* merge = red + 2 * 2 * 4 * 8;                           // [128 d][8 cols] O^T, then m, l
   uint64_t* full = reinterpret_cast<uint64_t*>(merge + 128 * 8 + 16);
   uint64_t* empty = full + kMaxStages;
@@ -89,7 +90,7 @@ __global__ void __launch_bounds__(384, 1)
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
       sm90::mbar_init(&full[s], 1);
-      sm90::mbar_init(&empty[s], 1);
+      sm90::mbar_init(&empty[s], 4);  // each warp of the stage's consumer, after its PVs
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -128,50 +129,62 @@ __global__ void __launch_bounds__(384, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   float o[2][4] = {};  // O^T of d rows [64 h, 64 h + 64) for h = 0, 1
   const uint32_t q_lo = sm90::desc_k_major_lo(q_smem);
-  const uint32_t p_lo = sm90::desc_k_major_lo(p_smem + c * kPBytes);
-  uint8_t* my_p = p_smem + c * kPBytes;
+  uint8_t* my_p = p_smem + c * kMaxGroup * kPBytes;  // P^T of a step: one 8 x 64 atom a block
   float* my_red = red + c * 2 * 4 * 8;
   int parity = 0;
-  for (int j = c; j < blocks; j += p.consumers, parity ^= 1) {
-    const int s = j % p.stages, round = j / p.stages;
-    sm90::mbar_wait(&full[s], round & 1);
-    uint8_t* k_atoms = ring + s * kStageBytes;
-    uint8_t* v_atoms = k_atoms + 2 * kAtomBytes;
-    const uint32_t k_lo = sm90::desc_k_major_lo(k_atoms);
-    float sc[4] = {0.f, 0.f, 0.f, 0.f};
+  // A step takes `group` consecutive blocks (stages): their QKs in one commit, one softmax round (one cross-warp
+  // max), their PVs in one commit. Consumers take alternate steps; stages % (group x consumers) == 0 keeps each
+  // stage with one consumer (a barrier is never waited on two phases ahead).
+  // The group is a template argument: a wgmma under a run-time condition is serialised by ptxas (C7520).
+  const int steps = blocks / kGroup;  // the host keeps blocks a multiple of the group
+  for (int q = c; q < steps; q += p.consumers, parity ^= 1) {
+    const int j0 = q * kGroup;
+    int st[kGroup];
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      st[i] = (j0 + i) % p.stages;
+      sm90::mbar_wait(&full[st[i]], ((j0 + i) / p.stages) & 1);
+    }
+    float sc[kGroup][4];
     sm90::wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < kDim / 16; ++kk)
-      wgmma_m64n8k16<0>(sc, sm90::desc_k_major(k_lo, kAtomBytes, kk), sm90::desc_k_major(q_lo, 1024, kk), kk > 0);
+    for (int i = 0; i < kGroup; ++i) {
+      const uint32_t k_lo = sm90::desc_k_major_lo(ring + st[i] * kStageBytes);
+#pragma unroll
+      for (int kk = 0; kk < kDim / 16; ++kk)
+        wgmma_m64n8k16<0>(sc[i], sm90::desc_k_major(k_lo, kAtomBytes, kk), sm90::desc_k_major(q_lo, 1024, kk), kk > 0);
+    }
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
-    sm90::fence_operands(sc);
-    // sc: (key r0, col c0), (r0, c0 + 1), (r0 + 8, c0), (r0 + 8, c0 + 1). Column max over the block's keys.
-    float bm[2];
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      sc[e] *= p.scale_log2;
-      sc[e + 2] *= p.scale_log2;
-      bm[e] = fmaxf(sc[e], sc[e + 2]);
+    for (int i = 0; i < kGroup; ++i) sm90::fence_operands(sc[i]);
+    // sc[i]: (key r0, col c0), (r0, c0 + 1), (r0 + 8, c0), (r0 + 8, c0 + 1) of block i. Column max over the step.
+    float bm[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[i][e] *= p.scale_log2;
+      bm[0] = fmaxf(bm[0], fmaxf(sc[i][0], sc[i][2]));
+      bm[1] = fmaxf(bm[1], fmaxf(sc[i][1], sc[i][3]));
+    }
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
 #pragma unroll
       for (int x = 4; x < 32; x <<= 1) bm[e] = fmaxf(bm[e], __shfl_xor_sync(~0u, bm[e], x));
-    }
     float* slot = my_red + parity * 32;
     if (lane < 4) {
       slot[warp * 8 + c0] = bm[0];
       slot[warp * 8 + c0 + 1] = bm[1];
     }
     wg_bar(1 + c);
-    float alpha[2];
+    float alpha[2], m_new[2];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       float mx = fmaxf(fmaxf(slot[c0 + e], slot[8 + c0 + e]), fmaxf(slot[16 + c0 + e], slot[24 + c0 + e]));
-      const float m_new = fmaxf(m[e], mx);
-      alpha[e] = exp2f(m[e] - m_new);
-      m[e] = m_new;
-      sc[e] = exp2f(sc[e] - m_new);
-      sc[e + 2] = exp2f(sc[e + 2] - m_new);
-      l[e] = l[e] * alpha[e] + sc[e] + sc[e + 2];
+      m_new[e] = fmaxf(m[e], mx);
+      alpha[e] = exp2f(m[e] - m_new[e]);
+      m[e] = m_new[e];
+      l[e] *= alpha[e];
     }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -180,30 +193,47 @@ __global__ void __launch_bounds__(384, 1)
       o[h][2] *= alpha[0];
       o[h][3] *= alpha[1];
     }
-    // P^T (row = column c of S^T, 64 keys a row) for the PV GEMM's B operand.
-    auto put = [&](int row, int key, float v) {
-      *reinterpret_cast<__nv_bfloat16*>(my_p + swizzled(row, key)) = __float2bfloat16(v);
+    // P^T (row = column c of S^T, 64 keys a row a block) for the PV GEMMs' B operand.
+    auto put = [&](int i, int row, int key, float v) {
+      *reinterpret_cast<__nv_bfloat16*>(my_p + i * kPBytes + swizzled(row, key)) = __float2bfloat16(v);
     };
-    put(c0, r0, sc[0]);
-    put(c0 + 1, r0, sc[1]);
-    put(c0, r0 + 8, sc[2]);
-    put(c0 + 1, r0 + 8, sc[3]);
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[i][e] = exp2f(sc[i][e] - m_new[e & 1]);
+      l[0] += sc[i][0] + sc[i][2];
+      l[1] += sc[i][1] + sc[i][3];
+      put(i, c0, r0, sc[i][0]);
+      put(i, c0 + 1, r0, sc[i][1]);
+      put(i, c0, r0 + 8, sc[i][2]);
+      put(i, c0 + 1, r0 + 8, sc[i][3]);
+    }
     sm90::fence_smem_for_tma();
     wg_bar(1 + c);
     sm90::wgmma_fence();
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t v_lo = sm90::desc_mn_major_lo(v_atoms + h * kAtomBytes, kAtomBytes);
+    for (int i = 0; i < kGroup; ++i) {
+      const uint32_t p_lo = sm90::desc_k_major_lo(my_p + i * kPBytes);
+      uint8_t* v_atoms = ring + st[i] * kStageBytes + 2 * kAtomBytes;
 #pragma unroll
-      for (int kk = 0; kk < kBlock / 16; ++kk)
-        wgmma_m64n8k16<1>(o[h], sm90::desc_mn_major(v_lo, kk), sm90::desc_k_major(p_lo, kPBytes, kk), 1);
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t v_lo = sm90::desc_mn_major_lo(v_atoms + h * kAtomBytes, kAtomBytes);
+#pragma unroll
+        for (int kk = 0; kk < kBlock / 16; ++kk)
+          wgmma_m64n8k16<1>(o[h], sm90::desc_mn_major(v_lo, kk), sm90::desc_k_major(p_lo, kPBytes, kk), 1);
+      }
     }
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
 #pragma unroll
     for (int h = 0; h < 2; ++h) sm90::fence_operands(o[h]);
-    wg_bar(1 + c);  // every warp's PV has read the stage and P^T
-    if (t == 0) sm90::mbar_arrive(&empty[s]);
+    // This warp's part of the PVs has read its stages (and P^T: the next step writes it after its first
+    // barrier, which every warp meets after this wait).
+    if (lane == 0) {
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i)
+        sm90::mbar_arrive(&empty[st[i]]);
+    }
   }
   // The row sums: over the lanes of a column, then the 4 warps (the warpgroup's parity-0 slots are free now:
   // the last block's readers have passed the barrier after them).
@@ -270,6 +300,13 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace
 
+void launch(int group, int ctas, size_t smem, cudaStream_t stream, const CUtensorMap& k, const CUtensorMap& v,
+            const Params& p) {
+  if (group == 1) swapab_kernel<1><<<ctas, 384, smem, stream>>>(k, v, p);
+  if (group == 2) swapab_kernel<2><<<ctas, 384, smem, stream>>>(k, v, p);
+  if (group == 4) swapab_kernel<4><<<ctas, 384, smem, stream>>>(k, v, p);
+}
+
 int main() {
   const int copies = 8, calls = 20, replays = 15, max_splits = 16;
   const size_t kv_elems = size_t(kKeys) * kHeadsKv * kDim;
@@ -327,29 +364,31 @@ int main() {
     }
   }
 
-  const int smem_max = 200 * 1024 + kQBytes + 2 * kPBytes + 4096 + 2048;
-  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  const int smem_max = 200 * 1024 + kQBytes + 2 * kMaxGroup * kPBytes + 4096 + 2048;
+  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
   cudaStream_t stream;
   PROBE_CHECK(cudaStreamCreate(&stream));
   std::printf("# swap-AB decode probe (bench/proto/swapab_decode_probe.cu): b1, h 32/8, d 128 bf16, %d keys, "
               "64-key stages\n\n", kKeys);
-  std::printf("| stages | ring KB | consumers | splits | CTAs | keys a CTA | us a launch | GB/s a CTA | TB/s total | "
-              "max |out - ref| | max |lse - ref| |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| group | stages | ring KB | consumers | splits | CTAs | keys a CTA | us a launch | GB/s a CTA | TB/s total | "
+              "max |out - ref| | max |lse - ref| |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   bool all_ok = true;
-  for (int stages : {2, 4, 6}) {
-    for (int consumers : {1, 2}) {
-      // Two consumers take alternate stages: an even ring keeps each stage with one of them, so neither waits
-      // on a stage's barrier while the other still holds its previous phase.
-      if (consumers == 2 && stages % 2) continue;
-      for (int splits : {1, 2, 4, 8, 16}) {
-        Params p{stages, consumers, kKeys / splits, float(scale * 1.4426950408889634), dq, o_part, lse_part};
+  // (group, stages, consumers): stages % (group x consumers) == 0 (each stage stays with one consumer).
+  const int configs[][3] = {{1, 4, 2}, {1, 6, 2}, {2, 4, 1}, {2, 6, 1}, {2, 4, 2}, {4, 4, 1}};
+  for (const auto& cfg : configs) {
+    const int group = cfg[0], stages = cfg[1], consumers = cfg[2];
+    {
+      for (int splits : {4, 8, 16}) {
+        Params p{stages, consumers, group, kKeys / splits, float(scale * 1.4426950408889634), dq, o_part, lse_part};
         const int ctas = kHeadsKv * splits;
-        const size_t smem = size_t(stages) * kStageBytes + kQBytes + 2 * kPBytes + 4 * (2 * 2 * 4 * 8 + 128 * 8 + 16) +
-                            2 * kMaxStages * 8 + 1024;
+        const size_t smem = size_t(stages) * kStageBytes + kQBytes + 2 * kMaxGroup * kPBytes +
+                            4 * (2 * 2 * 4 * 8 + 128 * 8 + 16) + 2 * kMaxStages * 8 + 1024;
         // Correctness: one launch on copy 0, splits merged on the host.
         PROBE_CHECK(cudaMemsetAsync(o_part, 0xff, size_t(splits) * kHeadsKv * kGqa * kDim * 4, stream));  // NaN
         PROBE_CHECK(cudaMemsetAsync(lse_part, 0xff, size_t(splits) * kHeadsKv * kGqa * 4, stream));
-        swapab_kernel<<<ctas, 384, smem, stream>>>(km[0], vm[0], p);
+        launch(group, ctas, smem, stream, km[0], vm[0], p);
         PROBE_CHECK(cudaGetLastError());
         PROBE_CHECK(cudaStreamSynchronize(stream));
         std::vector<float> ho(size_t(splits) * kHeadsKv * kGqa * kDim), hl(size_t(splits) * kHeadsKv * kGqa);
@@ -380,10 +419,10 @@ int main() {
         const bool ok = worst <= 1.0 && err_lse <= 1e-3;
         all_ok = all_ok && ok;
         const float us = probe::graph_us(stream, calls, replays, [&](int i) {
-          swapab_kernel<<<ctas, 384, smem, stream>>>(km[i % copies], vm[i % copies], p);
+          launch(group, ctas, smem, stream, km[i % copies], vm[i % copies], p);
         });
         const double cta_bytes = 2.0 * p.keys * kDim * 2;
-        std::printf("| %d | %d | %d | %d | %d | %d | %.2f | %.0f | %.2f | %.2e%s | %.2e |\n", stages,
+        std::printf("| %d | %d | %d | %d | %d | %d | %d | %.2f | %.0f | %.2f | %.2e%s | %.2e |\n", group, stages,
                     stages * kStageBytes / 1024, consumers, splits, ctas, p.keys, us, cta_bytes / us * 1e-3,
                     cta_bytes * ctas / us * 1e-6, err_o, ok ? "" : " **FAIL**", err_lse);
         std::fflush(stdout);

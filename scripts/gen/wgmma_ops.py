@@ -32,6 +32,10 @@ SS_USES = {
     # d > 128: A = the P^T / dS^T tile in smem (keys x query rows, K-major), B = dO / Q (N-major); N =
     # the warpgroup's share of the head dim (d 192: 128 + 64, d 256: 128 + 128).
     "backward d > 128 dV += P^T dO, dK += dS^T Q": [(128, K, MN), (64, K, MN)],
+    # Narrow decode tiles (fwd/narrow_rows.cuh), swapped: S^T = K Q^T with A = the K tile (keys are M),
+    # B = Q's first 8 rows; O^T += V^T P^T with A = the V tile read transposed (head-dim rows
+    # contiguous: MN), B = P^T (8 rows x 64 keys, K-major). N = 8 query rows.
+    "forward narrow S^T = K Q^T, O^T += V^T P^T (N = 8 query rows)": [(8, K, K), (8, MN, K)],
 }
 RS_USES = {
     "forward O += P V (N = head dim)": [(64, MN), (96, MN), (128, MN), (192, MN), (256, MN)],

@@ -19,10 +19,19 @@ std::atomic<int>& cluster_merge_setting() {
   }()};
   return allowed;
 }
+std::atomic<int>& narrow_tiles_setting() {
+  static std::atomic<int> allowed{[] {
+    const char* v = std::getenv("FASTATTN_NARROW_TILES");
+    return v != nullptr && std::strcmp(v, "0") == 0 ? 0 : 1;
+  }()};
+  return allowed;
+}
 }  // namespace
 
 bool cluster_merge_allowed() { return cluster_merge_setting().load(std::memory_order_relaxed) != 0; }
 void set_cluster_merge_allowed(bool allowed) { cluster_merge_setting().store(allowed ? 1 : 0, std::memory_order_relaxed); }
+bool narrow_tiles_allowed() { return narrow_tiles_setting().load(std::memory_order_relaxed) != 0; }
+void set_narrow_tiles_allowed(bool allowed) { narrow_tiles_setting().store(allowed ? 1 : 0, std::memory_order_relaxed); }
 
 Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b) {
   const detail::Problem& p = *lp.problem;

@@ -26,6 +26,12 @@ struct SplitBuffers {
 bool cluster_merge_allowed();
 void set_cluster_merge_allowed(bool allowed);
 
+// Whether split tiles of at most 8 stored rows run as narrow (swapped) tiles where the kernel has
+// them (sm90/fwd/launch_split.cuh: narrow_rows_fit): yes, unless the environment holds
+// FASTATTN_NARROW_TILES=0 (the 64-row tile always: A/B on one build) or a test set it off.
+bool narrow_tiles_allowed();
+void set_narrow_tiles_allowed(bool allowed);
+
 // Allocates the partials of `splits` splits of lp's problem on `stream`.
 Status split_buffers(const LaunchProblem& lp, int splits, cudaStream_t stream, SplitBuffers* b);
 

@@ -5,7 +5,7 @@
 // (packed and not), causal (bottom-right), local, softcap, varlen with empty sequences, seqused,
 // the heuristic (num_splits 0), CUDA-graph capture and replay, and proof that the split path ran;
 // the merge inside thread-block clusters against the reference and bitwise against the combine kernel;
-// d_qk 192 with d_v 128.
+// d_qk 192 with d_v 128; narrow (swapped) decode tiles against the 64-row tile's path.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -357,6 +357,62 @@ TEST_F(Sm90FwdSplit, ClusterMergeForBothDtypes) {
   EXPECT_EQ(split_workspace_high(DType::BF16, 6), 0u);
   EXPECT_EQ(split_workspace_high(DType::BF16, 5), 0u);
   EXPECT_EQ(split_workspace_high(DType::F16, 6), 0u);
+}
+
+// Narrow tiles (sm90/fwd/narrow_rows.cuh; the rule: sched/split_plan.h narrow_rows_fit): split tiles of
+// at most 8 stored rows run swapped (keys as the wgmma's M, the 8 rows as N), each consumer warpgroup on
+// one 64-key half of every block. Every case runs twice against the reference, narrow tiles allowed and
+// turned off (the 64-row tile): GQA packs of 4 and 8 heads at s_q 1 and of 2 heads at s_q 3 (7 stored
+// rows), unpacked s_q 1-8, and shapes at the rule's edges that keep the 64-row tile (s_q 2 x 8 heads,
+// s_q 9, varlen causal whose padding rows go first); keys 1, 17, 113, 4097 (a partial last block in one
+// warpgroup's half), splits that see no key, causal, windows, softcap, a rising max, NaN past seqused,
+// varlen with empty sequences, both dtypes, the cluster merge and the combine kernel.
+struct NarrowShape {
+  int sq, hq, hkv;
+};
+void narrow_both_ways(FwdCase c) {
+  run_fwd_case(c);
+  cuda_backend::set_narrow_tiles_allowed(false);
+  run_fwd_case(c);
+  cuda_backend::set_narrow_tiles_allowed(true);
+}
+
+TEST_F(Sm90FwdSplit, NarrowTiles) {
+  const NarrowShape shapes[] = {{1, 32, 8}, {1, 8, 1}, {3, 4, 2}, {1, 2, 2}, {8, 2, 2}, {5, 3, 3}, {2, 16, 2}, {9, 2, 2}};
+  int i = 0;
+  for (const NarrowShape& sh : shapes)
+    for (int sk : {1, 17, 113, 4097})
+      for (int splits : {0, 3, 8, 40}) {
+        FwdCase c = split_case(sh.sq, sk, sh.hq, sh.hkv, splits);
+        c.batch = 1 + i % 3;
+        c.dtype = i % 5 == 2 ? DType::F16 : DType::BF16;
+        c.causal = i % 4 == 1;
+        if (i % 4 == 2) {
+          c.wl = 100;
+          c.wr = 0;
+        }
+        if (i % 4 == 3) c.softcap = 30.f;
+        ++i;
+        narrow_both_ways(c);
+      }
+  FwdCase rising = split_case(1, 8193, 32, 8, 4);  // the running max rising across blocks and halves
+  rising.key_ramp = 20.f;
+  narrow_both_ways(rising);
+  FwdCase spike = split_case(1, 8193, 8, 1, 2);
+  spike.key_spike = 30.f;
+  narrow_both_ways(spike);
+  FwdCase used = split_case(1, 4097, 32, 8, 5);  // the KV-cache layout: seqused_k, NaN past it
+  used.batch = 3;
+  used.used_k = {4097, 0, 65};
+  used.nan_past = NanPast::All;
+  narrow_both_ways(used);
+  for (bool causal : {false, true}) {  // varlen (unpacked): causal puts padding rows first, the 64-row tile
+    FwdCase v = split_case(0, 0, 8, 2, 3);
+    v.lens_q = {1, 0, 8, 3};
+    v.lens_k = {4097, 17, 0, 300};
+    v.causal = causal;
+    narrow_both_ways(v);
+  }
 }
 
 }  // namespace

@@ -462,11 +462,11 @@ void ss_cases() {
 
 // Every N of wgmma_ops.inc's SS list, one atom of K (d = 64) and two (d = 128).
 TEST_F(PrimSm90, WgmmaSSBf16) {
-  ss_cases<bf16, 64, 80, 128, 192>();
+  ss_cases<bf16, 64, 8, 80, 128, 192>();
   ss_cases<bf16, 128, 80, 128, 192>();
 }
 TEST_F(PrimSm90, WgmmaSSF16) {
-  ss_cases<__half, 64, 80, 128, 192>();
+  ss_cases<__half, 64, 8, 80, 128, 192>();
   ss_cases<__half, 128, 80, 128, 192>();
 }
 

@@ -43,6 +43,17 @@ inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack
   return cluster_rows_fit(splits, pack, seqlen_q) && base_tiles >= 1 && base_tiles <= clusters_at_once;
 }
 
+// Whether a split launch's tiles store only rows 0-7 of their tile (their first 8), so that the
+// narrow (swapped) decode tile can run them (sm90/fwd/narrow_rows.cuh): GQA-packed tiles whose
+// (heads - 1) x R + s_q stored rows are at most 8; unpacked tiles of at most 8 query rows with no
+// padding rows above them (first_block_pad 0: a sequence's rows start at tile row 0).
+constexpr int kNarrowTileRows = 8;
+inline bool narrow_rows_fit(const GqaPack& pack, int seqlen_q, const TileSchedule& base) {
+  if (seqlen_q < 1) return false;
+  if (pack.rows > 0) return seqlen_q <= pack.rows && packed_tile_rows(pack, seqlen_q) <= kNarrowTileRows;
+  return seqlen_q <= kNarrowTileRows && base.first_block_pad == 0;
+}
+
 // The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors and HBM of
 // `hbm_bytes_per_s` peak bandwidth (0: unknown, or a kernel whose per-CTA stream rate the heuristic
 // was not measured on; a streaming decode then aims at half the SMs): its

@@ -81,6 +81,8 @@ struct FwdConfig {
   static constexpr bool kBias = false;
   // The bias staged in smem by the consumer warps (BiasConfig below): off.
   static constexpr bool kBiasStaged = false;
+  // Split tiles of at most 8 stored rows run swapped, keys as the wgmma's M (NarrowConfig below): off.
+  static constexpr bool kNarrowRows = false;
 };
 
 // A config with a narrower V than Q and K (d_v < d: DeepSeek's d_qk 192, d_v 128): V's tiles, the
@@ -119,6 +121,19 @@ struct SplitConfig : Base {
   static constexpr bool kSplit = true;
   static constexpr bool kPageHalves = PageHalves;
   static constexpr bool kClusterMerge = InCluster;
+};
+
+// A split config's narrow-tile twin (fwd/narrow_rows.cuh): a decode tile whose stored rows all lie in
+// its first 8 (launch_split.cuh: narrow_rows_fit) takes S^T = K Q^T and O^T += V^T P^T with N = 8, each
+// consumer warpgroup on its 64-key half of every block, instead of 64 rows of which 4 are real. A
+// different consumer, hence a type (the split kernels without it keep their code and symbols); the smem
+// layout and the producer are the base's.
+template <class Base>
+struct NarrowConfig : Base {
+  static_assert(Base::kSplit && Base::kBlockN == 128 && Base::kConsumerWarpgroups == 2 &&
+                    Base::kHeadDimV == Base::kHeadDim,
+                "narrow tiles: d = d_v split twins of the two-warpgroup 128-key configs");
+  static constexpr bool kNarrowRows = true;
 };
 
 // A config's block-sparse twin: each tile walks the kept key blocks of its block-sparse mask row

@@ -21,6 +21,7 @@
 #include "cuda/sm90/fwd/cluster_merge.cuh"
 #include "cuda/sm90/fwd/config.h"
 #include "cuda/sm90/fwd/mainloop.cuh"
+#include "cuda/sm90/fwd/narrow_rows.cuh"
 #include "cuda/sm90/fwd/params.h"
 #include "cuda/sm90/fwd/producer.cuh"
 #include "cuda/sm90/fwd/split_stamps.cuh"
@@ -95,7 +96,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       cluster_wait();
       if (warp == 4) announce_merge_bytes<Cfg>(sm, p);  // the first consumer warp
     }
-    consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
+    if constexpr (Cfg::kNarrowRows)
+      consume_narrow<T, Cfg>(sm, p, warp / 4 - 1);
+    else
+      consume<T, Cfg>(sm, p, &to, warp / 4 - 1);
     if (threadIdx.x % 128 == 0) tma_store_wait_all();  // the O stores have left smem and landed
     // Cluster-merge configs merge their splits in the cluster (cluster_merge.cuh): the partials
     // were pushed by the epilogue; the producer warpgroup has no part in it.

@@ -11,20 +11,37 @@ namespace fastattn::sm90 {
 // The splits merged in thread-block clusters where the plan fits (sched/split_plan.h:
 // merge_in_cluster; FASTATTN_SPLIT_MERGE=kernel turns it off), else by the combine kernel.
 // The plan's base tile space (planned on Base's rows) is the one both configs schedule.
-template <class T, class Base, bool PageHalves>
+// Wrap: the split config as launched (identity, or NarrowConfig for narrow tiles).
+template <class T, class Base, bool PageHalves, template <class> class Wrap>
 Status launch_split_merge(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
                           cudaStream_t stream) {
-  using Plain = SplitConfig<Base, PageHalves>;
+  using Plain = Wrap<SplitConfig<Base, PageHalves>>;
   const int splits = plan.splits;
   if constexpr (Plain::kQBuffers == 2) {
     if (cuda_backend::cluster_merge_allowed()) {
-      using InCluster = SplitConfig<Base, PageHalves, true>;
+      using InCluster = Wrap<SplitConfig<Base, PageHalves, true>>;
       const int clusters = clusters_at_once<T, InCluster>(fwd_smem_bytes<InCluster>(), splits);
       if (cuda_backend::merge_in_cluster(splits, plan.base.tiles, lp.pack, lp.attn.seqlen_q, clusters))
         return launch_cfg<T, InCluster>(lp, stream, splits, &plan.base);
     }
   }
   return launch_cfg<T, Plain>(lp, stream, splits, &plan.base);
+}
+
+template <class Cfg>
+using AsLaunched = Cfg;
+
+// Decode tiles of at most 8 stored rows (sched/split_plan.h: narrow_rows_fit) run as narrow tiles
+// (fwd/narrow_rows.cuh) where the base config has them: d = d_v = 128, 128-key tiles, two warpgroups.
+template <class T, class Base, bool PageHalves>
+Status launch_split_tiles(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
+                          cudaStream_t stream) {
+  if constexpr (Base::kHeadDim == 128 && Base::kHeadDimV == 128 && Base::kBlockN == 128 &&
+                Base::kConsumerWarpgroups == 2) {
+    if (cuda_backend::narrow_tiles_allowed() && cuda_backend::narrow_rows_fit(lp.pack, lp.attn.seqlen_q, plan.base.s))
+      return launch_split_merge<T, Base, PageHalves, NarrowConfig>(lp, plan, stream);
+  }
+  return launch_split_merge<T, Base, PageHalves, AsLaunched>(lp, plan, stream);
 }
 
 // d = 128 over a paged cache whose pages hold half a key block (page 64, 192, ...): the key-half
@@ -38,9 +55,9 @@ Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backen
   if constexpr (D == 128 && DV == 128 && Base::kBlockN == 128) {
     const bool half_pages = lp.kv.page_table != nullptr && std::gcd(int(lp.kv.page_size.d), Base::kBlockN) == 64 &&
                             lp.problem->head_dim_v == D;
-    if (half_pages) return launch_split_merge<T, Base, true>(lp, plan, stream);
+    if (half_pages) return launch_split_tiles<T, Base, true>(lp, plan, stream);
   }
-  return launch_split_merge<T, Base, false>(lp, plan, stream);
+  return launch_split_tiles<T, Base, false>(lp, plan, stream);
 }
 
 #ifdef FASTATTN_SPLIT_STAMPS

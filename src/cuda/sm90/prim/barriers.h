@@ -7,10 +7,14 @@ namespace fastattn::sm90 {
 
 // The forward (sm90/fwd): consumer warpgroup w (0..2) waits on kPingPongBar + w for its turn to
 // issue, and syncs its four warps on kStoreBar + w once its O rows are staged in smem for TMA.
+// Narrow tiles (fwd/narrow_rows.cuh, no ping-pong): warpgroup w syncs its warps on kNarrowBar + w
+// (maxima, P^T, V's zeroed rows, sums), and both on kNarrowMergeBar to merge at the tile's end.
 enum FwdNamedBarrier : int {
   kPingPongBar = 1,  // 1..3
   kStoreBar = 4,     // 4..6
-  kFwdBarrierEnd = 7,
+  kNarrowBar = 1,    // 1..2: the ping-pong's ids, unused by a narrow kernel
+  kNarrowMergeBar = 7,
+  kFwdBarrierEnd = 8,
 };
 
 // The backward (sm90/bwd): both consumer warpgroups sync on kBwdDsBar once this step's dS^T (at
