@@ -71,13 +71,17 @@ __device__ __forceinline__ int swizzled(int row, int col) {
 
 __device__ __forceinline__ void wg_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
 
-template <int kGroup>
+// kHalves: 128-key stages, both consumers on every stage (each its 64-key half), as the library's narrow
+// tile; else 64-key stages, the consumers taking alternate steps of kGroup stages.
+template <int kGroup, bool kHalves>
 __global__ void __launch_bounds__(384, 1)
     swapab_kernel(const __grid_constant__ CUtensorMap k_map, const __grid_constant__ CUtensorMap v_map, Params p) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint8_t* ring = smem;
-  uint8_t* q_smem = ring + p.stages * kStageBytes;    // 1024-aligned: stages are 32 KB
+  constexpr int kSB = kHalves ? 2 * kStageBytes : kStageBytes;  // a stage's bytes
+  constexpr int kAS = kHalves ? 2 * kAtomBytes : kAtomBytes;     // its atoms' stride
+  uint8_t* q_smem = ring + p.stages * kSB;            // 1024-aligned: stages are 32 or 64 KB
   uint8_t* p_smem = q_smem + kQBytes;                 // one P^T buffer a consumer warpgroup
   float* red = reinterpret_cast<float*>(p_smem + 2 * kMaxGroup * kPBytes);  // [wg 2][parity 2][warp 4][col 8]
   float* merge = red + 2 * 2 * 4 * 8;                           // [128 d][8 cols] O^T, then m, l
@@ -85,12 +89,12 @@ __global__ void __launch_bounds__(384, 1)
   uint64_t* empty = full + kMaxStages;
 
   const int head = blockIdx.x % kHeadsKv, split = blockIdx.x / kHeadsKv, first_key = split * p.keys;
-  const int blocks = p.keys / kBlock;
+  const int blocks = p.keys / (kHalves ? 2 * kBlock : kBlock);
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   if (threadIdx.x == 0) {
     for (int s = 0; s < p.stages; ++s) {
       sm90::mbar_init(&full[s], 1);
-      sm90::mbar_init(&empty[s], 4);  // each warp of the stage's consumer, after its PVs
+      sm90::mbar_init(&empty[s], kHalves ? 8 : 4);  // each warp of the stage's consumer(s), after its PVs
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -108,12 +112,14 @@ __global__ void __launch_bounds__(384, 1)
     for (int j = 0; j < blocks; ++j) {
       const int s = j % p.stages, round = j / p.stages;
       sm90::mbar_wait(&empty[s], (round & 1) ^ 1);
-      sm90::mbar_expect_tx(&full[s], kStageBytes);
-      uint8_t* dst = ring + s * kStageBytes;
-      const int key = first_key + j * kBlock;
-      for (int a = 0; a < 2; ++a) {
-        sm90::tma_load_4d(dst + a * kAtomBytes, &k_map, 64 * a, key, head, 0, &full[s]);
-        sm90::tma_load_4d(dst + (2 + a) * kAtomBytes, &v_map, 64 * a, key, head, 0, &full[s]);
+      sm90::mbar_expect_tx(&full[s], kSB);
+      uint8_t* dst = ring + s * kSB;
+      for (int half = 0; half < (kHalves ? 2 : 1); ++half) {
+        const int key = first_key + (kHalves ? 2 * j + half : j) * kBlock;
+        for (int a = 0; a < 2; ++a) {
+          sm90::tma_load_4d(dst + a * kAS + half * kAtomBytes, &k_map, 64 * a, key, head, 0, &full[s]);
+          sm90::tma_load_4d(dst + (2 + a) * kAS + half * kAtomBytes, &v_map, 64 * a, key, head, 0, &full[s]);
+        }
       }
     }
     return;
@@ -137,7 +143,8 @@ __global__ void __launch_bounds__(384, 1)
   // stage with one consumer (a barrier is never waited on two phases ahead).
   // The group is a template argument: a wgmma under a run-time condition is serialised by ptxas (C7520).
   const int steps = blocks / kGroup;  // the host keeps blocks a multiple of the group
-  for (int q = c; q < steps; q += p.consumers, parity ^= 1) {
+  const int half_off = kHalves ? c * kAtomBytes : 0;
+  for (int q = kHalves ? 0 : c; q < steps; q += kHalves ? 1 : p.consumers, parity ^= 1) {
     const int j0 = q * kGroup;
     int st[kGroup];
 #pragma unroll
@@ -149,10 +156,10 @@ __global__ void __launch_bounds__(384, 1)
     sm90::wgmma_fence();
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
-      const uint32_t k_lo = sm90::desc_k_major_lo(ring + st[i] * kStageBytes);
+      const uint32_t k_lo = sm90::desc_k_major_lo(ring + st[i] * kSB + half_off);
 #pragma unroll
       for (int kk = 0; kk < kDim / 16; ++kk)
-        wgmma_m64n8k16<0>(sc[i], sm90::desc_k_major(k_lo, kAtomBytes, kk), sm90::desc_k_major(q_lo, 1024, kk), kk > 0);
+        wgmma_m64n8k16<0>(sc[i], sm90::desc_k_major(k_lo, kAS, kk), sm90::desc_k_major(q_lo, 1024, kk), kk > 0);
     }
     sm90::wgmma_commit();
     sm90::wgmma_wait<0>();
@@ -214,10 +221,10 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
       const uint32_t p_lo = sm90::desc_k_major_lo(my_p + i * kPBytes);
-      uint8_t* v_atoms = ring + st[i] * kStageBytes + 2 * kAtomBytes;
+      uint8_t* v_atoms = ring + st[i] * kSB + 2 * kAS + half_off;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint32_t v_lo = sm90::desc_mn_major_lo(v_atoms + h * kAtomBytes, kAtomBytes);
+        const uint32_t v_lo = sm90::desc_mn_major_lo(v_atoms + h * kAS, kAS);
 #pragma unroll
         for (int kk = 0; kk < kBlock / 16; ++kk)
           wgmma_m64n8k16<1>(o[h], sm90::desc_mn_major(v_lo, kk), sm90::desc_k_major(p_lo, kPBytes, kk), 1);
@@ -302,9 +309,9 @@ __global__ void __launch_bounds__(384, 1)
 
 void launch(int group, int ctas, size_t smem, cudaStream_t stream, const CUtensorMap& k, const CUtensorMap& v,
             const Params& p) {
-  if (group == 1) swapab_kernel<1><<<ctas, 384, smem, stream>>>(k, v, p);
-  if (group == 2) swapab_kernel<2><<<ctas, 384, smem, stream>>>(k, v, p);
-  if (group == 4) swapab_kernel<4><<<ctas, 384, smem, stream>>>(k, v, p);
+  if (group == 0) swapab_kernel<1, true><<<ctas, 384, smem, stream>>>(k, v, p);
+  if (group == 1) swapab_kernel<1, false><<<ctas, 384, smem, stream>>>(k, v, p);
+  if (group == 2) swapab_kernel<2, false><<<ctas, 384, smem, stream>>>(k, v, p);
 }
 
 int main() {
@@ -364,10 +371,10 @@ int main() {
     }
   }
 
-  const int smem_max = 200 * 1024 + kQBytes + 2 * kMaxGroup * kPBytes + 4096 + 2048;
-  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
-  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
-  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  const int smem_max = 227 * 1024;
+  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
+  PROBE_CHECK(cudaFuncSetAttribute(swapab_kernel<2, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_max));
   cudaStream_t stream;
   PROBE_CHECK(cudaStreamCreate(&stream));
   std::printf("# swap-AB decode probe (bench/proto/swapab_decode_probe.cu): b1, h 32/8, d 128 bf16, %d keys, "
@@ -375,15 +382,17 @@ int main() {
   std::printf("| group | stages | ring KB | consumers | splits | CTAs | keys a CTA | us a launch | GB/s a CTA | TB/s total | "
               "max |out - ref| | max |lse - ref| |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   bool all_ok = true;
-  // (group, stages, consumers): stages % (group x consumers) == 0 (each stage stays with one consumer).
-  const int configs[][3] = {{1, 4, 2}, {1, 6, 2}, {2, 4, 1}, {2, 6, 1}, {2, 4, 2}, {4, 4, 1}};
+  // (group, stages, consumers): stages % (group x consumers) == 0 (each stage stays with one consumer); group 0:
+  // 128-key stages whose halves both consumers take (the library's narrow tile, fwd/narrow_rows.cuh).
+  const int configs[][3] = {{0, 2, 2}, {0, 3, 2}, {1, 4, 2}, {1, 6, 2}, {2, 4, 1}};
   for (const auto& cfg : configs) {
     const int group = cfg[0], stages = cfg[1], consumers = cfg[2];
     {
       for (int splits : {4, 8, 16}) {
         Params p{stages, consumers, group, kKeys / splits, float(scale * 1.4426950408889634), dq, o_part, lse_part};
         const int ctas = kHeadsKv * splits;
-        const size_t smem = size_t(stages) * kStageBytes + kQBytes + 2 * kMaxGroup * kPBytes +
+        const int stage_bytes = (group == 0 ? 2 : 1) * kStageBytes;
+        const size_t smem = size_t(stages) * stage_bytes + kQBytes + 2 * kMaxGroup * kPBytes +
                             4 * (2 * 2 * 4 * 8 + 128 * 8 + 16) + 2 * kMaxStages * 8 + 1024;
         // Correctness: one launch on copy 0, splits merged on the host.
         PROBE_CHECK(cudaMemsetAsync(o_part, 0xff, size_t(splits) * kHeadsKv * kGqa * kDim * 4, stream));  // NaN
@@ -423,7 +432,7 @@ int main() {
         });
         const double cta_bytes = 2.0 * p.keys * kDim * 2;
         std::printf("| %d | %d | %d | %d | %d | %d | %d | %.2f | %.0f | %.2f | %.2e%s | %.2e |\n", group, stages,
-                    stages * kStageBytes / 1024, consumers, splits, ctas, p.keys, us, cta_bytes / us * 1e-3,
+                    stages * stage_bytes / 1024, consumers, splits, ctas, p.keys, us, cta_bytes / us * 1e-3,
                     cta_bytes * ctas / us * 1e-6, err_o, ok ? "" : " **FAIL**", err_lse);
         std::fflush(stdout);
       }

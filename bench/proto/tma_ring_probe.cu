@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include "probe_common.h"
@@ -99,8 +100,9 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace
 
-int main() {
-  const int total_keys = 8192, copies = 8, calls = 20, replays = 15;
+// argv[1]: keys a head (default 8192: b1 8k of bench/decode.py; 4096: b1 4k).
+int main(int argc, char** argv) {
+  const int total_keys = argc > 1 ? std::atoi(argv[1]) : 8192, copies = 8, calls = 20, replays = 15;
   const size_t tensor_bytes = size_t(total_keys) * kHeads * kDim * 2;
   std::vector<void*> k(copies), v(copies);
   for (int c = 0; c < copies; ++c) {

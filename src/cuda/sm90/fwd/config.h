@@ -124,15 +124,15 @@ struct SplitConfig : Base {
 };
 
 // A split config's narrow-tile twin (fwd/narrow_rows.cuh): a decode tile whose stored rows all lie in
-// its first 8 (launch_split.cuh: narrow_rows_fit) takes S^T = K Q^T and O^T += V^T P^T with N = 8, each
-// consumer warpgroup on its 64-key half of every block, instead of 64 rows of which 4 are real. A
+// its first 8 (sched/split_plan.h: narrow_rows_fit) takes S^T = K Q^T and O^T += V^T P^T with N = 8, the
+// two consumer warpgroups on alternate 64-key blocks, instead of 64 rows of which 4 are real. A
 // different consumer, hence a type (the split kernels without it keep their code and symbols); the smem
-// layout and the producer are the base's.
+// layout and the producer are the base's (launch_split.cuh: NarrowBase, 64 keys x 4 stages).
 template <class Base>
 struct NarrowConfig : Base {
-  static_assert(Base::kSplit && Base::kBlockN == 128 && Base::kConsumerWarpgroups == 2 &&
+  static_assert(Base::kSplit && Base::kBlockN == 64 && Base::kConsumerWarpgroups == 2 &&
                     Base::kHeadDimV == Base::kHeadDim,
-                "narrow tiles: d = d_v split twins of the two-warpgroup 128-key configs");
+                "narrow tiles: d = d_v split twins of a two-warpgroup 64-key config");
   static constexpr bool kNarrowRows = true;
 };
 

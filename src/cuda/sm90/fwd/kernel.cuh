@@ -56,12 +56,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       mbar_init(&sm.q_full[b], 1);
       mbar_init(&sm.q_empty[b], tma_out ? Cfg::kConsumerWarpgroups : 4 * Cfg::kConsumerWarpgroups);
     }
+    // A K/V stage's readers: every consumer warp, or a narrow tile's one warpgroup (alternate stages).
+    constexpr int kStageReaders = 4 * (Cfg::kNarrowRows ? 1 : Cfg::kConsumerWarpgroups);
 #pragma unroll
     for (int s = 0; s < Cfg::kStages; ++s) {
       mbar_init(&sm.k_full[s], 1);
       mbar_init(&sm.v_full[s], 1);
-      mbar_init(&sm.k_empty[s], 4 * Cfg::kConsumerWarpgroups);
-      mbar_init(&sm.v_empty[s], 4 * Cfg::kConsumerWarpgroups);
+      mbar_init(&sm.k_empty[s], kStageReaders);
+      mbar_init(&sm.v_empty[s], kStageReaders);
     }
     if constexpr (Cfg::kClusterMerge) mbar_init(&sm.merge.full, 1);
     cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);

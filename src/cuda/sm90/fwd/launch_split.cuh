@@ -31,33 +31,30 @@ Status launch_split_merge(const cuda_backend::LaunchProblem& lp, const cuda_back
 template <class Cfg>
 using AsLaunched = Cfg;
 
-// Decode tiles of at most 8 stored rows (sched/split_plan.h: narrow_rows_fit) run as narrow tiles
-// (fwd/narrow_rows.cuh) where the base config has them: d = d_v = 128, 128-key tiles, two warpgroups.
-template <class T, class Base, bool PageHalves>
-Status launch_split_tiles(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
-                          cudaStream_t stream) {
-  if constexpr (Base::kHeadDim == 128 && Base::kHeadDimV == 128 && Base::kBlockN == 128 &&
-                Base::kConsumerWarpgroups == 2) {
-    if (cuda_backend::narrow_tiles_allowed() && cuda_backend::narrow_rows_fit(lp.pack, lp.attn.seqlen_q, plan.base.s))
-      return launch_split_merge<T, Base, PageHalves, NarrowConfig>(lp, plan, stream);
-  }
-  return launch_split_merge<T, Base, PageHalves, AsLaunched>(lp, plan, stream);
-}
+// Narrow decode tiles (fwd/narrow_rows.cuh): 64-key blocks through a 4-stage ring (128 KB, as 4 x 32 KB
+// streamed 7 % faster than 2 x 64 KB in bench/proto/swapab_decode_probe.cu), two Q buffers (the cluster
+// merge's slots). The d = 128 narrow-window config's layout.
+using NarrowBase = FwdConfig<128, 64, 4, 2>;
 
 // d = 128 over a paged cache whose pages hold half a key block (page 64, 192, ...): the key-half
 // layout, 2 TMA copies a K or V tile instead of 4 (config.h, SplitConfig's PageHalves). The same
 // sums in the same order as the contiguous cache's kernel, so paged and contiguous calls stay
-// bitwise equal.
+// bitwise equal. Decode tiles of at most 8 stored rows (sched/split_plan.h: narrow_rows_fit) run as
+// narrow tiles where the kernel has them (d = d_v = 128), paged or not (64-key blocks: no key halves).
 template <class T, int D, int DV>
 Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
                         cudaStream_t stream) {
   using Base = typename SplitBase<D, DV>::type;
+  if constexpr (D == 128 && DV == 128) {
+    if (cuda_backend::narrow_tiles_allowed() && cuda_backend::narrow_rows_fit(lp.pack, lp.attn.seqlen_q, plan.base.s))
+      return launch_split_merge<T, NarrowBase, false, NarrowConfig>(lp, plan, stream);
+  }
   if constexpr (D == 128 && DV == 128 && Base::kBlockN == 128) {
     const bool half_pages = lp.kv.page_table != nullptr && std::gcd(int(lp.kv.page_size.d), Base::kBlockN) == 64 &&
                             lp.problem->head_dim_v == D;
-    if (half_pages) return launch_split_tiles<T, Base, true>(lp, plan, stream);
+    if (half_pages) return launch_split_merge<T, Base, true, AsLaunched>(lp, plan, stream);
   }
-  return launch_split_tiles<T, Base, false>(lp, plan, stream);
+  return launch_split_merge<T, Base, false, AsLaunched>(lp, plan, stream);
 }
 
 #ifdef FASTATTN_SPLIT_STAMPS

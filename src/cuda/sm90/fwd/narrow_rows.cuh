@@ -5,10 +5,12 @@
 //   column max over the 64 keys (lane shuffles, then the 4 warps through smem), P^T = exp2(...) -> smem
 //   O^T += V^T P^T     m64 n8 k16 over the 64 keys, for each 64-row atom of d (A = the V tile read transposed)
 // The 4 real rows of a GQA-4 decode padded to the 64-row M of the usual tile cost 16 x their work; here a
-// 128-key block costs 2 x 16 HGMMA.64x8x16, and the CTA streams K / V at the ring's rate instead of the
-// tensor cores' (bench/proto/swapab_decode_probe.cu; docs/notes/inference.md, session 53).
-// Each consumer warpgroup takes one 64-key half of every block with its own softmax state over its keys;
-// the two merge once, at the tile's end, through smem. Then the first warpgroup hands the merged rows to the
+// 64-key block costs 16 HGMMA.64x8x16, and the CTA streams K / V at the ring's rate instead of the tensor
+// cores' (bench/proto/swapab_decode_probe.cu; docs/notes/inference.md, session 53).
+// The tile is 64 keys deep with a 4-stage ring (NarrowBase, fwd/launch_split.cuh), and the two consumer
+// warpgroups take alternate blocks, each with its own softmax state over its blocks; the two merge once,
+// at the tile's end, through smem. (Both warpgroups on the 64-key halves of a 2-stage ring of 128-key
+// blocks streamed 7 % slower in the probe: a stage is refilled only when both are done with it.) Then the first warpgroup hands the merged rows to the
 // usual epilogue (store_rows: the split partials, or the cluster merge's pushes) as a 64-row fragment
 // whose rows past 8 are never stored. The producer is the usual one: it loads Q's whole 128-row box, of
 // which the QK reads rows 0-7; rows 64-127 of Q's first atom are this tile's scratch once q_full has passed.
@@ -63,14 +65,12 @@ __device__ __forceinline__ uint16_t narrow_bits(float x) {
 template <class T, class Cfg>
 __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams& p, int wg) {
   constexpr int D = Cfg::kHeadDim, DV = Cfg::kHeadDimV, N = Cfg::kBlockN;
-  static_assert(N == 128, "two 64-key halves a block, one a warpgroup");
-  static_assert(Cfg::kConsumerWarpgroups == 2 && Cfg::kSplit && !Cfg::kBias && !Cfg::kBlockList,
-                "narrow tiles: split twins of the two-warpgroup dense configs");
+  static_assert(N == 64, "a block is one wgmma's M");
+  static_assert(Cfg::kConsumerWarpgroups == 2 && Cfg::kStages % 2 == 0 && Cfg::kSplit && !Cfg::kPageHalves &&
+                    !Cfg::kBias && !Cfg::kBlockList,
+                "narrow tiles: two warpgroups on alternate stages of an even ring (each stage keeps its reader, so "
+                "none waits on a stage's phase while the other holds the phase before it)");
   constexpr bool kCM = Cfg::kClusterMerge;
-  // This warpgroup's half of a K or V tile: its first row, and the stride of the 64-column atoms.
-  constexpr int kAtomStride = Cfg::kPageHalves ? Cfg::kKVAtomBytes / 2 : Cfg::kKVAtomBytes;
-  const int half_offset = Cfg::kPageHalves ? wg * Cfg::kAtoms * (Cfg::kKVAtomBytes / 2) : wg * 64 * kAtomRowBytes;
-  const int half_offset_v = Cfg::kPageHalves ? wg * Cfg::kVAtoms * (Cfg::kKVAtomBytes / 2) : half_offset;
 
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
   // The m64 n8 fragment: rows (keys, or d in O^T) r0 and r0 + 8, columns (query rows) c0 and c0 + 1.
@@ -105,17 +105,18 @@ __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams
     float o[DV / 64][4];
 #pragma unroll
     for (int h = 0; h < DV / 64; ++h) o[h][0] = o[h][1] = o[h][2] = o[h][3] = 0.f;
-    int parity = 0;
-    for (int n = tile.blocks.first(); !tile.blocks.done(n); n = tile.blocks.next(n), parity ^= 1) {
-      const int stage = ps.stage(), key0 = tile.blocks.block(n) * N + 64 * wg;  // this half's first key
+    int parity = 0, walked = 0;
+    for (int n = tile.blocks.first(); !tile.blocks.done(n); n = tile.blocks.next(n), ++walked, ps.advance()) {
+      if ((walked & 1) != wg) continue;  // the other warpgroup's block
+      const int stage = ps.stage(), key0 = tile.blocks.block(n) * N;
       mbar_wait(&sm.k_full[stage], ps.phase());
       float s[4];
-      const uint32_t k_lo = desc_k_major_lo<kCM>(sm.k[stage] + half_offset);
+      const uint32_t k_lo = desc_k_major_lo<kCM>(sm.k[stage]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk)
-        WgmmaSS<T, kNarrowRows>::run(s, desc_k_major(k_lo, kAtomStride, kk), desc_k_major(q_lo, Cfg::kQAtomBytes, kk),
-                                     kk > 0);
+        WgmmaSS<T, kNarrowRows>::run(s, desc_k_major(k_lo, Cfg::kKVAtomBytes, kk),
+                                     desc_k_major(q_lo, Cfg::kQAtomBytes, kk), kk > 0);
       wgmma_commit();
       wgmma_wait<0>();
       fence_operands(s);
@@ -162,8 +163,8 @@ __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams
           o[h][e + 2] *= alpha;
         }
       }
-      // P^T: row c, key k at k's 16-byte chunk XOR c (128-byte swizzle), the PVs' B operand. The previous
-      // block's PVs have read it: every warp waited for them before the barrier above.
+      // P^T: row c, key k at k's 16-byte chunk XOR c (128-byte swizzle), the PVs' B operand. This warpgroup's
+      // previous block's PVs have read it: each of its warps waited for them before the barrier above.
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int c = c0 + i % 2, k = r0 + 8 * (i / 2);
@@ -179,9 +180,9 @@ __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams
       wgmma_fence();
 #pragma unroll
       for (int h = 0; h < DV / 64; ++h) {
-        const uint32_t v_lo = desc_n_major_lo<kCM>(sm.v[stage] + half_offset_v + h * kAtomStride, kAtomStride);
+        const uint32_t v_lo = desc_n_major_lo<kCM>(sm.v[stage] + h * Cfg::kKVAtomBytes, Cfg::kKVAtomBytes);
 #pragma unroll
-        for (int kk = 0; kk < 64 / 16; ++kk)
+        for (int kk = 0; kk < N / 16; ++kk)
           WgmmaSS<T, kNarrowRows, Major::MN, Major::K>::run(o[h], desc_mn_major(v_lo, kk),
                                                             desc_k_major(pt_lo, kAtomRowBytes * kNarrowRows, kk), 1);
       }
@@ -190,7 +191,7 @@ __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams
 #pragma unroll
       for (int h = 0; h < DV / 64; ++h) fence_operands(o[h]);
       release(&sm.v_empty[stage]);
-      ps.advance();
+      parity ^= 1;
     }
 
     // The sums over the warpgroup: the lanes of a column, then its 4 warps.
