@@ -29,3 +29,4 @@ done
 timeout 120 python3 bench/decode.py --lib $L --sweep --sweep-batches 1,2 --sweep-sk 4096,8192 \
   --sweep-counts 2,4,6,8,12,16,0 --label "s53C narrow ${FASTATTN_COMMIT:-}" --out "$OUT/sweep.md" > "$OUT/sweep.log" 2>&1
 echo "sweep rc $?"; grep '^|' "$OUT/sweep.md"; el sweep
+( cd "$OUT" && tar czf all.tgz ./*.log ./*.md && rm -f ./*.log ./*.md )  # one file back (the tool returns at most 8)
