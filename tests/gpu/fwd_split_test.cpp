@@ -415,5 +415,22 @@ TEST_F(Sm90FwdSplit, NarrowTiles) {
   }
 }
 
+// A few small narrow-tile launches for the sanitizers (gpu-check's memcheck and racecheck): the cluster
+// merge (GQA-4 pack, 3 splits), the combine kernel (12 splits), unpacked rows, varlen with an empty sequence.
+TEST_F(Sm90FwdSplit, NarrowTilesSmall) {
+  FwdCase c = split_case(1, 300, 8, 2, 3);
+  run_fwd_case(c);
+  c.num_splits = 12;
+  c.causal = true;
+  run_fwd_case(c);
+  FwdCase u = split_case(3, 130, 2, 2, 2);
+  u.softcap = 30.f;
+  run_fwd_case(u);
+  FwdCase v = split_case(0, 0, 4, 2, 2);
+  v.lens_q = {1, 2, 0};
+  v.lens_k = {200, 0, 65};
+  run_fwd_case(v);
+}
+
 }  // namespace
 }  // namespace fastattn::gputest
