@@ -349,5 +349,32 @@ TEST(SplitPlan, MergeInCluster) {
   EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(4, 1, true), 1, 16));
 }
 
+// The narrow decode tile's rule (sched/split_plan.h: narrow_rows_fit): stored rows only in a tile's first 8,
+// and at most 2048 keys of the longest sequence a split.
+TEST(SplitPlan, NarrowRows) {
+  using cuda_backend::choose_gqa_pack;
+  using cuda_backend::narrow_rows_fit;
+  cuda_backend::TileSchedule flat;  // first_block_pad 0
+  cuda_backend::TileSchedule padded;
+  padded.first_block_pad = -1;  // varlen causal: a sequence's padding rows first
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 4096, 8));   // h 32/8 decode: 4 rows
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(8, 1, false), 1, flat, 4096, 8));   // 8 heads x 1 row: 8
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(16, 1, false), 1, flat, 4096, 8)); // 16 rows
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(2, 3, false), 3, flat, 4096, 8));   // R 4: 1 x 4 + 3 = 7
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(2, 5, false), 5, flat, 4096, 8));  // R 8: 1 x 8 + 5 = 13
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(4, 2, false), 2, flat, 4096, 8));   // R 2, G 4: 3 x 2 + 2 = 8
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(1, 8, false), 8, flat, 4096, 8));   // unpacked s_q 8
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(1, 9, false), 9, flat, 4096, 8));
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(4, 1, true), 1, flat, 4096, 8));    // varlen: unpacked
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, true), 1, padded, 4096, 8));
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 0, flat, 4096, 8));  // no query rows
+  // Key shares: ceil(s_k / splits) <= 2048.
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 16384, 8));
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 16385, 8));
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 32768, 8));
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 2048, 1));
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 4096, 0));
+}
+
 }  // namespace
 }  // namespace fastattn::testing

@@ -43,13 +43,18 @@ inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack
   return cluster_rows_fit(splits, pack, seqlen_q) && base_tiles >= 1 && base_tiles <= clusters_at_once;
 }
 
-// Whether a split launch's tiles store only rows 0-7 of their tile (their first 8), so that the
-// narrow (swapped) decode tile can run them (sm90/fwd/narrow_rows.cuh): GQA-packed tiles whose
-// (heads - 1) x R + s_q stored rows are at most 8; unpacked tiles of at most 8 query rows with no
-// padding rows above them (first_block_pad 0: a sequence's rows start at tile row 0).
+// Whether a split launch runs narrow (swapped) decode tiles (sm90/fwd/narrow_rows.cuh): its tiles store
+// only rows 0-7 of their tile: GQA-packed tiles whose (heads - 1) x R + s_q stored rows are at most 8, or
+// unpacked tiles of at most 8 query rows with no padding rows above them (first_block_pad 0: a sequence's
+// rows start at tile row 0); and each split's share of the longest sequence's keys is at most
+// kNarrowSplitKeys. Past that the narrow tile's 64-key blocks cost a paged cache (page 64) 5-13 % against
+// the 64-row tile's key halves (H200, b 1 s 32k, b 4 s 8k-32k: 4096-16384 keys a split), while at 512-2048
+// keys a split they gained 1-10 % paged and 6-16 % contiguous (docs/notes/inference.md, session 53). The
+// rule does not look at the paging, so a paged call and its contiguous twin run the same sums.
 constexpr int kNarrowTileRows = 8;
-inline bool narrow_rows_fit(const GqaPack& pack, int seqlen_q, const TileSchedule& base) {
-  if (seqlen_q < 1) return false;
+constexpr int64_t kNarrowSplitKeys = 2048;
+inline bool narrow_rows_fit(const GqaPack& pack, int seqlen_q, const TileSchedule& base, int seqlen_k, int splits) {
+  if (seqlen_q < 1 || splits < 1 || (int64_t(seqlen_k) + splits - 1) / splits > kNarrowSplitKeys) return false;
   if (pack.rows > 0) return seqlen_q <= pack.rows && packed_tile_rows(pack, seqlen_q) <= kNarrowTileRows;
   return seqlen_q <= kNarrowTileRows && base.first_block_pad == 0;
 }

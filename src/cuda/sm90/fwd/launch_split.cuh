@@ -39,17 +39,16 @@ using NarrowBase = FwdConfig<128, 64, 4, 2>;
 // d = 128 over a paged cache whose pages hold half a key block (page 64, 192, ...): the key-half
 // layout, 2 TMA copies a K or V tile instead of 4 (config.h, SplitConfig's PageHalves). The same
 // sums in the same order as the contiguous cache's kernel, so paged and contiguous calls stay
-// bitwise equal. Decode tiles of at most 8 stored rows (sched/split_plan.h: narrow_rows_fit) over a
-// contiguous cache run as narrow tiles where the kernel has them (d = d_v = 128). Not over a paged one:
-// there its 64-key blocks took 1.10-1.21 x the contiguous cache's time at b 1-4 (page 64, H200), against
-// 1.01-1.05 x for the 64-row tile's key halves (docs/notes/inference.md, session 53).
+// bitwise equal. Decode tiles of at most 8 stored rows and short key shares (sched/split_plan.h:
+// narrow_rows_fit; the same rule paged or not, so both caches keep one kernel's sums) run as narrow
+// tiles where the kernel has them (d = d_v = 128).
 template <class T, int D, int DV>
 Status launch_fwd_split(const cuda_backend::LaunchProblem& lp, const cuda_backend::SplitPlan& plan,
                         cudaStream_t stream) {
   using Base = typename SplitBase<D, DV>::type;
   if constexpr (D == 128 && DV == 128) {
-    if (cuda_backend::narrow_tiles_allowed() && lp.kv.page_table == nullptr &&
-        cuda_backend::narrow_rows_fit(lp.pack, lp.attn.seqlen_q, plan.base.s))
+    if (cuda_backend::narrow_tiles_allowed() &&
+        cuda_backend::narrow_rows_fit(lp.pack, lp.attn.seqlen_q, plan.base.s, lp.attn.seqlen_k, plan.splits))
       return launch_split_merge<T, NarrowBase, false, NarrowConfig>(lp, plan, stream);
   }
   if constexpr (D == 128 && DV == 128 && Base::kBlockN == 128) {
