@@ -4,15 +4,18 @@
 //
 // Problem: batch 1, s_q 1, 32 query heads on 8 KV heads (GQA 4: a KV head's 4 query rows, padded to 8),
 // d 128, bf16, 8192 keys, no mask. CTA = (KV head, split of the keys). Warpgroup 0: one thread issues the
-// K / V ring by TMA (stages of 64 keys: K's and V's two 64-column atoms, 32 KB). Warpgroups 1 and 2 take
-// alternate stages, each keeping its own softmax state over its blocks:
-//   S^T = K Q^T        m64 n8 k16 x 8 (A = K, K-major; B = Q, K-major; keys are M)
-//   column max over the block's 64 keys (lane shuffles, then the 4 warps through smem), p = exp2(...)
-//   P^T -> smem        8 rows x 64 keys, the B operand of
-//   O^T += V^T P^T     m64 n8 k16 x 4 for each of d's two 64-row halves (A = V, MN-major: transposed)
-// At the end the two warpgroups merge through smem; the CTA writes its rows' normalised O and log2-sum-exp,
-// and the host merges the splits. Each configuration is timed as a CUDA graph of 20 launches over 8 K / V
-// copies (HBM reads, as bench/decode.py), median of 15 replays.
+// K / V ring by TMA. Warpgroups 1 and 2 each keep their own softmax state over their blocks, and per step:
+//   S^T = K Q^T        m64 n8 k16 x 8 per block (A = K, K-major; B = Q, K-major; keys are M)
+//   column max over the step's keys (lane shuffles, then the 4 warps through smem), p = exp2(...)
+//   P^T -> smem        8 rows x 64 keys a block, the B operand of
+//   O^T += V^T P^T     m64 n8 k16 x 4 per block for each of d's two 64-row halves (A = V, MN-major: transposed)
+// Modes (the table's "group" column): 1 or 2 = 64-key stages, the consumers taking alternate steps of that
+// many stages (a template argument: under a run-time condition ptxas serialised every wgmma, C7520);
+// 0 = 128-key stages whose two 64-key halves the two consumers take (the layout of the library's 128-key
+// tile). At the end the two warpgroups merge through smem; the CTA writes its rows' normalised O and
+// log2-sum-exp, and the host merges the splits. Each configuration is timed as a CUDA graph of 20 launches
+// over 8 K / V copies (HBM reads, as bench/decode.py), median of 15 replays. Results: docs/notes/inference.md,
+// sessions 52-53; the library's form: src/cuda/sm90/fwd/narrow_rows.cuh.
 //
 // Build and run (device machine):
 //   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -I src bench/proto/swapab_decode_probe.cu -lcuda -o /tmp/swapab_probe
