@@ -363,8 +363,8 @@ TEST_F(Sm90FwdSplit, ClusterMergeForBothDtypes) {
 // at most 8 stored rows run swapped (keys as the wgmma's M, the 8 rows as N), each consumer warpgroup on
 // one 64-key half of every block. Every case runs twice against the reference, narrow tiles allowed and
 // turned off (the 64-row tile): GQA packs of 4 and 8 heads at s_q 1 and of 2 heads at s_q 3 (7 stored
-// rows), unpacked s_q 1-8, and shapes at the rule's edges that keep the 64-row tile (s_q 2 x 8 heads,
-// s_q 9, varlen causal whose padding rows go first); keys 1, 17, 113, 4097 (a partial last block in one
+// rows), varlen s_q 1-8 (unpacked), and shapes that keep the 64-row tile (s_q 2 x 8 heads, s_q 9, MHA at
+// fixed length and varlen causal, whose padding rows go first); keys 1, 17, 113, 4097 (a partial last block in one
 // warpgroup's half), splits that see no key, causal, windows, softcap, a rising max, NaN past seqused,
 // varlen with empty sequences, both dtypes, the cluster merge and the combine kernel.
 struct NarrowShape {

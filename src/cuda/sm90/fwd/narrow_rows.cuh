@@ -1,5 +1,5 @@
 // Narrow split tiles (Cfg::kNarrowRows): a decode tile whose stored rows all lie in its first 8 (GQA-packed
-// s_q x heads <= 8, or an unpacked s_q <= 8; the launch's rule: fwd/launch_split.cuh narrow_rows_fit) runs
+// s_q x heads <= 8, or varlen s_q <= 8 without causal; the rule: sched/split_plan.h narrow_rows_fit) runs
 // with the operands swapped, so that the keys are the wgmma's M and the 8 query rows its N:
 //   S^T = K Q^T        m64 n8 k16 over d   (A = this warpgroup's 64 keys of the K tile; B = Q's rows 0-7)
 //   column max over the 64 keys (lane shuffles, then the 4 warps through smem), P^T = exp2(...) -> smem
