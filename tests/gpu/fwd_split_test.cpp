@@ -360,13 +360,14 @@ TEST_F(Sm90FwdSplit, ClusterMergeForBothDtypes) {
 }
 
 // Narrow tiles (sm90/fwd/narrow_rows.cuh; the rule: sched/split_plan.h narrow_rows_fit): split tiles of
-// at most 8 stored rows run swapped (keys as the wgmma's M, the 8 rows as N), each consumer warpgroup on
-// one 64-key half of every block. Every case runs twice against the reference, narrow tiles allowed and
-// turned off (the 64-row tile): GQA packs of 4 and 8 heads at s_q 1 and of 2 heads at s_q 3 (7 stored
-// rows), varlen s_q 1-8 (unpacked), and shapes that keep the 64-row tile (s_q 2 x 8 heads, s_q 9, MHA at
-// fixed length and varlen causal, whose padding rows go first); keys 1, 17, 113, 4097 (a partial last block in one
-// warpgroup's half), splits that see no key, causal, windows, softcap, a rising max, NaN past seqused,
-// varlen with empty sequences, both dtypes, the cluster merge and the combine kernel.
+// at most 8 stored rows run swapped (keys as the wgmma's M, the 8 rows as N), the two consumer warpgroups on
+// alternate 64-key blocks. Every case runs twice against the reference, narrow tiles allowed and turned off
+// (the 64-row tile): GQA packs of 4 and 8 heads at s_q 1 and of 2 heads at s_q 3 (7 stored rows), unpacked
+// s_q 1-8 (narrow under a window or varlen without causal; unmasked or causal at fixed length their padding rows
+// come first and they keep the 64-row tile), shapes past the rule (s_q 2 x 8 heads, s_q 9), splits of more than
+// 2048 keys; keys 1, 17, 113, 4097 (a partial last block), splits that see no key, causal, windows, softcap, a
+// rising max, a spike, NaN past seqused, varlen with empty sequences, both dtypes, the cluster merge and the
+// combine kernel.
 struct NarrowShape {
   int sq, hq, hkv;
 };

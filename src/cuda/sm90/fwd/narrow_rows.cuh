@@ -1,5 +1,5 @@
 // Narrow split tiles (Cfg::kNarrowRows): a decode tile whose stored rows all lie in its first 8 (GQA-packed
-// s_q x heads <= 8, or varlen s_q <= 8 without causal; the rule: sched/split_plan.h narrow_rows_fit) runs
+// s_q x heads <= 8, or unpacked s_q <= 8 whose rows start at tile row 0; the rule: sched/split_plan.h narrow_rows_fit) runs
 // with the operands swapped, so that the keys are the wgmma's M and the 8 query rows its N:
 //   S^T = K Q^T        m64 n8 k16 over d   (A = this warpgroup's 64 keys of the K tile; B = Q's rows 0-7)
 //   column max over the 64 keys (lane shuffles, then the 4 warps through smem), P^T = exp2(...) -> smem
@@ -66,10 +66,13 @@ template <class T, class Cfg>
 __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams& p, int wg) {
   constexpr int D = Cfg::kHeadDim, DV = Cfg::kHeadDimV, N = Cfg::kBlockN;
   static_assert(N == 64, "a block is one wgmma's M");
+  // Alternate blocks on an even ring: within a tile each stage keeps one reader, so neither warpgroup waits on a
+  // stage's phase while the other still holds the phase before it. Across tiles (one of an odd block count) a
+  // stage may change reader; the merge barrier (kNarrowMergeBar, a sync for both) at every keyed tile's end is
+  // what keeps the new reader behind the old one's last wait there: it must stay a sync on both sides.
   static_assert(Cfg::kConsumerWarpgroups == 2 && Cfg::kStages % 2 == 0 && Cfg::kSplit && !Cfg::kPageHalves &&
                     !Cfg::kBias && !Cfg::kBlockList,
-                "narrow tiles: two warpgroups on alternate stages of an even ring (each stage keeps its reader, so "
-                "none waits on a stage's phase while the other holds the phase before it)");
+                "narrow tiles: two warpgroups on alternate stages of an even ring");
   constexpr bool kCM = Cfg::kClusterMerge;
 
   const int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
@@ -260,6 +263,8 @@ __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams
       lse[1] = -INFINITY;
       store_rows<T, Cfg>(sm, p, tile, row_in_tile, quad_col, frag, inv, lse);
     }
+    // The scratch's generic writes before the producer's next TMA load of this buffer (async proxy) overwrites them.
+    fence_smem_for_tma();
     release(&sm.q_empty[qs.stage()]);  // the scratch is read: the producer may load the buffer's next tile
     qs.advance();
   }
