@@ -25,6 +25,7 @@
 #include "cuda/common/softcap.cuh"
 #include "cuda/sm90/fwd/config.h"
 #include "cuda/sm90/fwd/epilogue.cuh"
+#include "cuda/sm90/fwd/split_stamps.cuh"
 #include "cuda/sm90/fwd/tile.cuh"
 #include "cuda/sm90/prim/barriers.h"
 #include "cuda/sm90/prim/mbarrier.cuh"
@@ -113,6 +114,7 @@ __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams
       if ((walked & 1) != wg) continue;  // the other warpgroup's block
       const int stage = ps.stage(), key0 = tile.blocks.block(n) * N;
       mbar_wait(&sm.k_full[stage], ps.phase());
+      if (threadIdx.x == 128 && n == tile.blocks.first()) split_stamp<Cfg>(kStampFirstK);  // stamp builds only
       float s[4];
       const uint32_t k_lo = desc_k_major_lo<kCM>(sm.k[stage]);
       wgmma_fence();
@@ -197,6 +199,7 @@ __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams
       parity ^= 1;
     }
 
+    if (threadIdx.x == 128) split_stamp<Cfg>(kStampLastPv);
     // The sums over the warpgroup: the lanes of a column, then its 4 warps.
 #pragma unroll
     for (int e = 0; e < 2; ++e)
@@ -262,6 +265,7 @@ __device__ __forceinline__ void consume_narrow(FwdSmem<Cfg>& sm, const FwdParams
       inv[1] = 0.f;
       lse[1] = -INFINITY;
       store_rows<T, Cfg>(sm, p, tile, row_in_tile, quad_col, frag, inv, lse);
+      if (threadIdx.x == 128) split_stamp<Cfg>(kStampStored);
     }
     // The scratch's generic writes before the producer's next TMA load of this buffer (async proxy) overwrites them.
     fence_smem_for_tma();
