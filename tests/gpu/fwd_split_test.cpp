@@ -379,7 +379,8 @@ void narrow_both_ways(FwdCase c) {
 }
 
 TEST_F(Sm90FwdSplit, NarrowTiles) {
-  const NarrowShape shapes[] = {{1, 32, 8}, {1, 8, 1}, {3, 4, 2}, {1, 2, 2}, {8, 2, 2}, {5, 3, 3}, {2, 16, 2}, {9, 2, 2}};
+  const NarrowShape shapes[] = {{1, 32, 8}, {1, 8, 1}, {3, 4, 2}, {1, 2, 2},
+                                {8, 2, 2}, {5, 3, 3}, {2, 16, 2}, {9, 2, 2}};
   int i = 0;
   for (const NarrowShape& sh : shapes)
     for (int sk : {1, 17, 113, 4097})

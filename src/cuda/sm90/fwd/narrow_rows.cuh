@@ -1,19 +1,20 @@
 // Narrow split tiles (Cfg::kNarrowRows): a decode tile whose stored rows all lie in its first 8 (GQA-packed
-// s_q x heads <= 8, or unpacked s_q <= 8 whose rows start at tile row 0; the rule: sched/split_plan.h narrow_rows_fit) runs
-// with the operands swapped, so that the keys are the wgmma's M and the 8 query rows its N:
-//   S^T = K Q^T        m64 n8 k16 over d   (A = this warpgroup's 64 keys of the K tile; B = Q's rows 0-7)
+// s_q x heads <= 8, or unpacked s_q <= 8 whose rows start at tile row 0; the rule: sched/split_plan.h
+// narrow_rows_fit) runs with the operands swapped, so that the keys are the wgmma's M and the 8 query rows its N:
+//   S^T = K Q^T        m64 n8 k16 over d   (A = this warpgroup's 64-key K tile; B = Q's rows 0-7)
 //   column max over the 64 keys (lane shuffles, then the 4 warps through smem), P^T = exp2(...) -> smem
 //   O^T += V^T P^T     m64 n8 k16 over the 64 keys, for each 64-row atom of d (A = the V tile read transposed)
 // The 4 real rows of a GQA-4 decode padded to the 64-row M of the usual tile cost 16 x their work; here a
 // 64-key block costs 16 HGMMA.64x8x16, and the CTA streams K / V at the ring's rate instead of the tensor
 // cores' (bench/proto/swapab_decode_probe.cu; docs/notes/inference.md, session 53).
 // The tile is 64 keys deep with a 4-stage ring (NarrowBase, fwd/launch_split.cuh), and the two consumer
-// warpgroups take alternate blocks, each with its own softmax state over its blocks; the two merge once,
-// at the tile's end, through smem. (Both warpgroups on the 64-key halves of a 2-stage ring of 128-key
-// blocks streamed 7 % slower in the probe: a stage is refilled only when both are done with it.) Then the first warpgroup hands the merged rows to the
-// usual epilogue (store_rows: the split partials, or the cluster merge's pushes) as a 64-row fragment
-// whose rows past 8 are never stored. The producer is the usual one: it loads Q's whole 128-row box, of
-// which the QK reads rows 0-7; rows 64-127 of Q's first atom are this tile's scratch once q_full has passed.
+// warpgroups take alternate blocks, each with its own softmax state over its blocks; the two merge once, at
+// the tile's end, through smem. (Both warpgroups on the 64-key halves of a 2-stage ring of 128-key blocks
+// streamed 7 % slower in the probe: a stage is refilled only when both are done with it.) Then the first
+// warpgroup hands the merged rows to the usual epilogue (store_rows: the split partials, or the cluster
+// merge's pushes) as a 64-row fragment whose rows past 8 are never stored. The producer is the usual one: it
+// loads Q's whole 128-row box, of which the QK reads rows 0-7; rows 64-127 of Q's first atom are this tile's
+// scratch once q_full has passed.
 #pragma once
 
 #include <cfloat>
