@@ -48,10 +48,11 @@ inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack
 // unpacked tiles of at most 8 query rows with no padding rows above them (first_block_pad 0: a sequence's
 // rows start at tile row 0: varlen without causal, and fixed-length windowed calls; unmasked and causal
 // fixed-length unpacked tiles, and varlen causal ones, put their padding rows first, tile_space.h); and each
-// split's share of the longest sequence's keys is at most kNarrowSplitKeys. Past that the narrow tile's 64-key blocks cost a paged cache (page 64) 5-13 % against
-// the 64-row tile's key halves (H200, b 1 s 32k, b 4 s 8k-32k: 4096-16384 keys a split), while at 512-2048
-// keys a split they gained 1-10 % paged and 6-16 % contiguous (docs/notes/inference.md, session 53). The
-// rule does not look at the paging, so a paged call and its contiguous twin run the same sums.
+// split's share of the longest sequence's keys is at most kNarrowSplitKeys. Past that the narrow tile's
+// 64-key blocks cost a paged cache (page 64) 5-13 % against the 64-row tile's key halves (H200, b 1 s 32k,
+// b 4 s 8k-32k: 4096-16384 keys a split), while at 512-2048 keys a split they gained 1-10 % paged and
+// 6-16 % contiguous (docs/notes/inference.md, session 53). The rule does not look at the paging, so a paged
+// call and its contiguous twin run the same sums.
 constexpr int kNarrowTileRows = 8;
 constexpr int64_t kNarrowSplitKeys = 2048;
 inline bool narrow_rows_fit(const GqaPack& pack, int seqlen_q, const TileSchedule& base, int seqlen_k, int splits) {
