@@ -16,6 +16,8 @@ import sys
 
 import numpy as np
 
+from cuda_timing import median_ms  # bench/cuda_timing.py (the script's folder)
+
 B, S, H, D, DOCS = 4, 8192, 32, 128, 8
 
 
@@ -48,21 +50,6 @@ def write_masks(out_dir, doc_ids, rand):
     kept["docs_causal"] = float(np.mean([((doc_ids[b][:, None] == doc_ids[b][None, :]) & causal).mean()
                                          for b in range(B)]))
     return kept
-
-
-def median_ms(torch, fn, runs=20):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(runs):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def main():

@@ -11,6 +11,8 @@ mask_mod). Prints a markdown table (median of 20 calls, CUDA events).
 """
 import sys
 
+from cuda_timing import median_ms  # bench/cuda_timing.py (the script's folder)
+
 B, S, H, D, BLK = 4, 8192, 32, 128, 128
 NB = S // BLK
 DENSITIES = [("1", 1.0), ("0.5", 0.5), ("0.25", 0.25), ("0.1", 0.1), ("0", 0.0)]
@@ -50,21 +52,6 @@ def block_mask(torch, m, causal):
         def mask_mod(b, h, qi, kv):
             return qi >= kv
     return BlockMask.from_kv_blocks(part_n, part_i, full_n, full_i, BLOCK_SIZE=BLK, mask_mod=mask_mod)
-
-
-def median_ms(torch, fn, runs=20):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(runs):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1))
-    times.sort()
-    return times[len(times) // 2]
 
 
 def main():

@@ -15,6 +15,9 @@ import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # bench/
+from cuda_timing import median_ms  # noqa: E402
+
 SHAPES = ((2, 8192, 16, 128), (4, 4096, 16, 128))  # (b, s, h, d): #29's d 128 full shapes
 
 
@@ -32,19 +35,8 @@ def child(site, shape, iters):
 
     def run():
         return fa4._flash_attn_bwd(q, k, v, out, dout, lse, softmax_scale=scale, causal=False)[:3]
-    for _ in range(3):  # the first call compiles
-        run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(iters):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        run()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1))
+    ms = median_ms(torch, run, runs=iters)  # its first calls compile
     flops = 2.5 * 4 * b * h * s * s * d  # backward = 2.5 x the forward's 4 b h s^2 d
-    ms = statistics.median(times)
     print(f"RESULT {b}x{s}x{h}x{d} {ms:.4f} ms {flops / ms / 1e9:.1f} TFLOPS", flush=True)
 
 

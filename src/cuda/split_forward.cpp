@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "cuda/env_switch.h"
 #include "cuda/sched/split_plan.h"
 #include "cuda/split_combine.h"
 #include "cuda/stream_alloc.h"
@@ -20,10 +21,7 @@ std::atomic<int>& cluster_merge_setting() {
   return allowed;
 }
 std::atomic<int>& narrow_tiles_setting() {
-  static std::atomic<int> allowed{[] {
-    const char* v = std::getenv("FASTATTN_NARROW_TILES");
-    return v != nullptr && std::strcmp(v, "0") == 0 ? 0 : 1;
-  }()};
+  static std::atomic<int> allowed{env_switch("FASTATTN_NARROW_TILES", true) ? 1 : 0};
   return allowed;
 }
 }  // namespace
