@@ -3,7 +3,8 @@
 path, SDPA-cuDNN and the HBM floor, GPU time only.
 
 Problem: q (b, s_q, 32, 128), k/v (b, s_k, 8, 128), bf16, no mask (s_q 1, 4, 16 against s_k
-1k-128k, batch 1-128; cases whose K/V exceed --max-kv-gib are left out).
+1k-128k, batch 1-128; cases whose K/V exceed --max-kv-gib are left out). --heads-kv 32: MHA (each
+q head its own K/V: unpacked tiles).
 
 Method
 - GPU time per call: a CUDA graph of --calls calls (captured once per peer and case), replayed
@@ -125,6 +126,7 @@ def main():
                          "between two attention calls; a graph of the memsets alone runs interleaved with the peers "
                          "and its time is subtracted")
     ap.add_argument("--max-kv-gib", type=float, default=24.0)
+    ap.add_argument("--heads-kv", type=int, default=H_KV, help="KV heads (of 32 q heads): 8 GQA 4, 32 MHA")
     ap.add_argument("--flashinfer", action="store_true",
                     help="also FlashInfer (s_q 1: its batch decode, CUDA-core and tensor-core kernels; s_q > 1: its paged "
                          "prefill on the fa2 backend) when importable")
@@ -146,6 +148,10 @@ def main():
     ap.add_argument("--trace", help="--timeline: run the cases under the torch profiler and write its chrome "
                                     "trace (every graph node's kernel) to this file")
     args = ap.parse_args()
+    global H_KV
+    if args.heads_kv < 1 or H % args.heads_kv:
+        ap.error(f"--heads-kv must divide {H}")
+    H_KV = args.heads_kv
 
     import torch
     import torch.nn.functional as F

@@ -311,42 +311,57 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   EXPECT_EQ(cuda_backend::split_workspace_bytes(1, 3, 8), 256 + 12);
 }
 
-// Where the splits merge inside thread-block clusters (merge_in_cluster): GQA-packed tiles whose
-// stored rows ((heads - 1) x R + s_q), rounded up to a multiple of the splits (each row's owner
-// takes a whole group of `splits` slots), are at most 64; 2-8 splits, every cluster in one wave.
+// Where the splits merge inside thread-block clusters (merge_in_cluster): tiles whose stored rows
+// (GQA-packed: (heads - 1) x R + s_q; unpacked: s_q from tile row 0), rounded up to a multiple of the
+// splits (each row's owner takes a whole group of `splits` slots), are at most 64; 2-8 splits, every
+// cluster in one wave.
 TEST(SplitPlan, MergeInCluster) {
   using cuda_backend::choose_gqa_pack;
   using cuda_backend::merge_in_cluster;
+  auto space = [](int64_t tiles) {  // a base tile space of `tiles` tiles, rows from tile row 0
+    cuda_backend::TileSpace t;
+    t.tiles = tiles;
+    return t;
+  };
   const cuda_backend::GqaPack decode = choose_gqa_pack(4, 1, false);  // h 32/8 s_q 1: 4 rows a tile
-  EXPECT_TRUE(merge_in_cluster(8, 8, decode, 1, 16));   // b1: 8 clusters of 8
-  EXPECT_TRUE(merge_in_cluster(2, 32, decode, 1, 66));  // b4: 32 clusters of 2
-  EXPECT_TRUE(merge_in_cluster(2, 1, decode, 1, 1));
-  EXPECT_FALSE(merge_in_cluster(1, 8, decode, 1, 16));   // unsplit
-  EXPECT_FALSE(merge_in_cluster(9, 8, decode, 1, 16));   // past the portable cluster size
-  EXPECT_FALSE(merge_in_cluster(13, 8, decode, 1, 16));
-  EXPECT_FALSE(merge_in_cluster(8, 17, decode, 1, 16));  // more clusters than fit at once
-  EXPECT_FALSE(merge_in_cluster(8, 8, decode, 1, 0));    // the device runs none of this size
-  EXPECT_FALSE(merge_in_cluster(8, 0, decode, 1, 16));
+  EXPECT_TRUE(merge_in_cluster(8, space(8), decode, 1, 16));   // b1: 8 clusters of 8
+  EXPECT_TRUE(merge_in_cluster(2, space(32), decode, 1, 66));  // b4: 32 clusters of 2
+  EXPECT_TRUE(merge_in_cluster(2, space(1), decode, 1, 1));
+  EXPECT_FALSE(merge_in_cluster(1, space(8), decode, 1, 16));   // unsplit
+  EXPECT_FALSE(merge_in_cluster(9, space(8), decode, 1, 16));   // past the portable cluster size
+  EXPECT_FALSE(merge_in_cluster(13, space(8), decode, 1, 16));
+  EXPECT_FALSE(merge_in_cluster(8, space(17), decode, 1, 16));  // more clusters than fit at once
+  EXPECT_FALSE(merge_in_cluster(8, space(8), decode, 1, 0));    // the device runs none of this size
+  EXPECT_FALSE(merge_in_cluster(8, space(0), decode, 1, 16));
   // Stored rows: (G - 1) x R + s_q <= 64.
-  EXPECT_TRUE(merge_in_cluster(4, 4, choose_gqa_pack(16, 4, false), 4, 16));   // 15 x 4 + 4 = 64
-  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(32, 4, false), 4, 16));  // 31 x 4 + 4 = 128
-  EXPECT_TRUE(merge_in_cluster(4, 4, choose_gqa_pack(4, 16, false), 16, 16));  // 3 x 16 + 16 = 64
-  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(4, 17, false), 17, 16)); // 3 x 32 + 17 = 113
-  EXPECT_TRUE(merge_in_cluster(4, 4, choose_gqa_pack(2, 32, false), 32, 16));   // 1 x 32 + 32 = 64
-  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(6, 32, false), 32, 16));  // 2 groups of G 3: 96
+  EXPECT_TRUE(merge_in_cluster(4, space(4), choose_gqa_pack(16, 4, false), 4, 16));   // 15 x 4 + 4 = 64
+  EXPECT_FALSE(merge_in_cluster(4, space(4), choose_gqa_pack(32, 4, false), 4, 16));  // 31 x 4 + 4 = 128
+  EXPECT_TRUE(merge_in_cluster(4, space(4), choose_gqa_pack(4, 16, false), 16, 16));  // 3 x 16 + 16 = 64
+  EXPECT_FALSE(merge_in_cluster(4, space(4), choose_gqa_pack(4, 17, false), 17, 16)); // 3 x 32 + 17 = 113
+  EXPECT_TRUE(merge_in_cluster(4, space(4), choose_gqa_pack(2, 32, false), 32, 16));   // 1 x 32 + 32 = 64
+  EXPECT_FALSE(merge_in_cluster(4, space(4), choose_gqa_pack(6, 32, false), 32, 16));  // 2 groups of G 3: 96
   // Rounded up to the splits: 64 rows need 66 slots at 3 splits (row 63's owner holds slots 63-65).
-  EXPECT_TRUE(merge_in_cluster(2, 4, choose_gqa_pack(16, 4, false), 4, 16));   // 64
-  EXPECT_TRUE(merge_in_cluster(8, 4, choose_gqa_pack(16, 4, false), 4, 16));   // 64
-  EXPECT_FALSE(merge_in_cluster(3, 4, choose_gqa_pack(16, 4, false), 4, 16));  // 66
-  EXPECT_FALSE(merge_in_cluster(5, 4, choose_gqa_pack(16, 4, false), 4, 16));  // 65
-  EXPECT_FALSE(merge_in_cluster(7, 4, choose_gqa_pack(16, 4, false), 4, 16));  // 70
-  EXPECT_TRUE(merge_in_cluster(3, 4, choose_gqa_pack(16, 3, false), 3, 16));   // 15 x 4 + 3 = 63
-  EXPECT_TRUE(merge_in_cluster(7, 4, choose_gqa_pack(16, 3, false), 3, 16));   // 63
-  EXPECT_FALSE(merge_in_cluster(5, 4, choose_gqa_pack(16, 3, false), 3, 16));  // 65
-  EXPECT_TRUE(merge_in_cluster(5, 4, choose_gqa_pack(16, 2, false), 2, 16));   // 15 x 2 + 2 = 32 -> 35
-  // Unpacked tiles (MHA, varlen) keep the combine kernel: their stored rows may sit at a tile's bottom.
-  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(1, 1, false), 1, 16));
-  EXPECT_FALSE(merge_in_cluster(4, 4, choose_gqa_pack(4, 1, true), 1, 16));
+  EXPECT_TRUE(merge_in_cluster(2, space(4), choose_gqa_pack(16, 4, false), 4, 16));   // 64
+  EXPECT_TRUE(merge_in_cluster(8, space(4), choose_gqa_pack(16, 4, false), 4, 16));   // 64
+  EXPECT_FALSE(merge_in_cluster(3, space(4), choose_gqa_pack(16, 4, false), 4, 16));  // 66
+  EXPECT_FALSE(merge_in_cluster(5, space(4), choose_gqa_pack(16, 4, false), 4, 16));  // 65
+  EXPECT_FALSE(merge_in_cluster(7, space(4), choose_gqa_pack(16, 4, false), 4, 16));  // 70
+  EXPECT_TRUE(merge_in_cluster(3, space(4), choose_gqa_pack(16, 3, false), 3, 16));   // 15 x 4 + 3 = 63
+  EXPECT_TRUE(merge_in_cluster(7, space(4), choose_gqa_pack(16, 3, false), 3, 16));   // 63
+  EXPECT_FALSE(merge_in_cluster(5, space(4), choose_gqa_pack(16, 3, false), 3, 16));  // 65
+  EXPECT_TRUE(merge_in_cluster(5, space(4), choose_gqa_pack(16, 2, false), 2, 16));   // 15 x 2 + 2 = 32 -> 35
+  // Unpacked tiles (MHA, varlen): s_q rows from tile row 0 (plan_splits's one m-block), else the whole
+  // tile (rows at its bottom: the combine kernel).
+  EXPECT_TRUE(merge_in_cluster(4, space(4), choose_gqa_pack(1, 1, false), 1, 16));
+  EXPECT_TRUE(merge_in_cluster(4, space(4), choose_gqa_pack(4, 1, true), 1, 16));
+  EXPECT_TRUE(merge_in_cluster(8, space(4), choose_gqa_pack(1, 64, false), 64, 16));
+  EXPECT_FALSE(merge_in_cluster(3, space(4), choose_gqa_pack(1, 64, false), 64, 16));  // 66 slots
+  EXPECT_FALSE(merge_in_cluster(4, space(4), choose_gqa_pack(1, 65, false), 65, 16));
+  cuda_backend::TileSpace padded = space(4);
+  padded.s.first_block_pad = 127;
+  EXPECT_FALSE(merge_in_cluster(4, padded, choose_gqa_pack(1, 1, false), 1, 16));
+  padded.s.first_block_pad = -1;  // varlen causal, longest first
+  EXPECT_FALSE(merge_in_cluster(4, padded, choose_gqa_pack(4, 1, true), 1, 16));
 }
 
 // The narrow decode tile's rule (sched/split_plan.h: narrow_rows_fit): stored rows only in a tile's first 8,
@@ -374,6 +389,37 @@ TEST(SplitPlan, NarrowRows) {
   EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 32768, 8));
   EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 2048, 1));
   EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 4096, 0));
+  // plan_splits keeps an unpacked tile's rows at tile row 0 where the tile space has one m-block (MHA decode,
+  // causal or not; varlen causal), so those run narrow; longer query rows keep the padding-first order.
+  using cuda_backend::AttnParams;
+  using cuda_backend::MaskClass;
+  AttnParams mha;
+  mha.batch = 1;
+  mha.heads_q = mha.heads_kv = 32;
+  mha.q_per_kv = 1;
+  mha.seqlen_k = 4096;
+  for (MaskClass mask : {MaskClass::None, MaskClass::Causal})
+    for (int sq : {1, 8, 9, 64, 128}) {
+      mha.seqlen_q = sq;
+      const cuda_backend::SplitPlan p = cuda_backend::plan_splits(0, mha, mask, cuda_backend::GqaPack{}, 128, 128, 132, 4.8e12);
+      ASSERT_EQ(p.base.s.m_blocks, 1) << sq;
+      EXPECT_EQ(p.base.s.first_block_pad, 0) << sq;
+      EXPECT_EQ(p.base.s.heavy_first, 0) << sq;
+      EXPECT_EQ(narrow_rows_fit(cuda_backend::GqaPack{}, sq, p.base.s, 4096, p.splits), sq <= 8) << sq;
+      EXPECT_GE(p.splits, 2) << sq;
+    }
+  mha.seqlen_q = 200;  // two m-blocks, causal: the first holds the 56 padding rows
+  const cuda_backend::SplitPlan two = cuda_backend::plan_splits(4, mha, MaskClass::Causal, cuda_backend::GqaPack{}, 128, 128, 132, 4.8e12);
+  EXPECT_EQ(two.base.s.first_block_pad, 56);
+  EXPECT_EQ(two.base.s.heavy_first, 1);
+  AttnParams v = mha;  // varlen causal, at most 5 rows a sequence
+  static const int32_t cu[3] = {0, 5, 7};
+  v.cu_seqlens_q = cu;
+  v.batch = 2;
+  v.seqlen_q = 5;
+  const cuda_backend::SplitPlan vp = cuda_backend::plan_splits(4, v, MaskClass::Causal, choose_gqa_pack(1, 5, true), 128, 128, 132, 4.8e12);
+  EXPECT_EQ(vp.base.s.first_block_pad, 0);
+  EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(1, 5, true), 5, vp.base.s, 4096, 4));
 }
 
 }  // namespace

@@ -341,10 +341,43 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
   // GQA 16: 63 stored rows fit 3 splits' slot groups (clusters); 64 would need 66 slots.
   EXPECT_EQ(split_workspace_high(DType::BF16, 3, 3, 16), 0u);
   EXPECT_GE(split_workspace_high(DType::BF16, 3, 4, 16), 3 * b * 16 * 4 * (d + 1) * 4);
+  // Unpacked (MHA: one q head a KV head): s_q rows from tile row 0, clusters up to 64 rows (66 slots at 3 splits).
+  EXPECT_EQ(split_workspace_high(DType::BF16, 4, 4, 1), 0u);
+  EXPECT_EQ(split_workspace_high(DType::BF16, 4, 64, 1), 0u);
+  EXPECT_GE(split_workspace_high(DType::BF16, 3, 64, 1), 3 * b * 64 * (d + 1) * 4);
+  EXPECT_GE(split_workspace_high(DType::BF16, 4, 65, 1), 4 * b * 65 * (d + 1) * 4);
   cuda_backend::set_cluster_merge_allowed(false);
   const uint64_t rows = b * 4 * 4;
   EXPECT_GE(split_workspace_high(DType::BF16, 4), 4 * rows * (d + 1) * 4);
   cuda_backend::set_cluster_merge_allowed(true);
+}
+
+// Unpacked tiles (MHA, varlen) merged in clusters: plan_splits keeps the rows of a tile space of one m-block at
+// tile row 0, so tiles of at most 64 query rows (rounded up to the splits) fit the slots. Against the reference
+// and bitwise the combine kernel's, at d 64 / 128 / 256 (d 128 at s_q <= 8: the narrow tile), s_q 1 / 5 / 17 / 64
+// (64 at 3 splits: 66 slots, the combine kernel), causal, s_k 113 / 4097, varlen with empty sequences.
+TEST_F(Sm90FwdSplit, ClusterMergeUnpacked) {
+  int i = 0;
+  for (int d : {64, 128, 256})
+    for (int sq : {1, 5, 17, 64})
+      for (int splits : {2, 3, 8}) {
+        FwdCase c = split_case(sq, i % 2 == 1 ? 4097 : 113, 4, 4, splits);
+        c.d = d;
+        c.batch = 1 + i % 3;
+        c.causal = i % 3 == 1;
+        c.dtype = i % 5 == 2 ? DType::F16 : DType::BF16;
+        c.same_bits_as_combine_kernel = true;
+        ++i;
+        run_fwd_case(c);
+      }
+  for (bool causal : {false, true}) {
+    FwdCase v = split_case(0, 0, 4, 4, 4);
+    v.lens_q = {17, 0, 64, 3};
+    v.lens_k = {4097, 17, 0, 300};
+    v.causal = causal;
+    v.same_bits_as_combine_kernel = true;
+    run_fwd_case(v);
+  }
 }
 
 // Both dtypes merge in clusters whichever asks first for a split count: the cluster occupancy query is per
@@ -363,8 +396,8 @@ TEST_F(Sm90FwdSplit, ClusterMergeForBothDtypes) {
 // at most 8 stored rows run swapped (keys as the wgmma's M, the 8 rows as N), the two consumer warpgroups on
 // alternate 64-key blocks. Every case runs twice against the reference, narrow tiles allowed and turned off
 // (the 64-row tile): GQA packs of 4 and 8 heads at s_q 1 and of 2 heads at s_q 3 (7 stored rows), unpacked
-// s_q 1-8 (narrow under a window or varlen without causal; unmasked or causal at fixed length their padding rows
-// come first and they keep the 64-row tile), shapes past the rule (s_q 2 x 8 heads, s_q 9), splits of more than
+// s_q 1-8 (MHA and varlen, causal or not: plan_splits keeps their rows at tile row 0), shapes past the rule
+// (s_q 2 x 8 heads, s_q 9), splits of more than
 // 2048 keys; keys 1, 17, 113, 4097 (a partial last block), splits that see no key, causal, windows, softcap, a
 // rising max, a spike, NaN past seqused, varlen with empty sequences, both dtypes, the cluster merge and the
 // combine kernel.
@@ -408,7 +441,7 @@ TEST_F(Sm90FwdSplit, NarrowTiles) {
   used.used_k = {4097, 0, 65};
   used.nan_past = NanPast::All;
   narrow_both_ways(used);
-  for (bool causal : {false, true}) {  // varlen (unpacked): causal puts padding rows first, the 64-row tile
+  for (bool causal : {false, true}) {  // varlen (unpacked), rows from tile row 0
     FwdCase v = split_case(0, 0, 8, 2, 3);
     v.lens_q = {1, 0, 8, 3};
     v.lens_k = {4097, 17, 0, 300};

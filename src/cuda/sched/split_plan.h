@@ -25,12 +25,21 @@ inline int64_t packed_tile_rows(const GqaPack& pack, int seqlen_q) {
   return int64_t(pack.heads - 1) * pack.rows + seqlen_q;
 }
 
-// Whether the rows of a split tile fit the cluster merge's slots at `splits`: GQA-packed tiles
-// (decode) whose (heads - 1) x R + s_q stored rows, rounded up to a multiple of `splits`, are at
-// most 64, with 2-8 splits. Unpacked tiles (their rows may sit at a tile's bottom) do not.
-inline bool cluster_rows_fit(int splits, const GqaPack& pack, int seqlen_q) {
-  if (splits < 2 || splits > kClusterMaxSplits || pack.rows <= 0 || seqlen_q < 1 || seqlen_q > pack.rows) return false;
-  const int64_t rows = packed_tile_rows(pack, seqlen_q);
+// The tile rows a split tile's stored rows can reach (rows [0, bound) of the tile): GQA-packed,
+// (heads - 1) x R + s_q (the last head's rows end at s_q); unpacked, s_q where a sequence's rows start
+// at tile row 0 (first_block_pad 0, as plan_splits plans a tile space of one m-block), else the whole
+// tile (its rows may sit at the bottom).
+inline int64_t stored_rows_bound(const GqaPack& pack, int seqlen_q, const TileSchedule& base) {
+  if (pack.rows > 0) return packed_tile_rows(pack, seqlen_q);
+  return base.first_block_pad == 0 ? std::min(seqlen_q, base.tile_rows) : base.tile_rows;
+}
+
+// Whether the rows of a split tile fit the cluster merge's slots at `splits`: stored rows
+// (stored_rows_bound), rounded up to a multiple of `splits`, at most 64, with 2-8 splits.
+inline bool cluster_rows_fit(int splits, const GqaPack& pack, int seqlen_q, const TileSchedule& base) {
+  if (splits < 2 || splits > kClusterMaxSplits || seqlen_q < 1) return false;
+  if (pack.rows > 0 && seqlen_q > pack.rows) return false;
+  const int64_t rows = stored_rows_bound(pack, seqlen_q, base);
   return (rows + splits - 1) / splits * splits <= kClusterKeptRows;
 }
 
@@ -38,27 +47,25 @@ inline bool cluster_rows_fit(int splits, const GqaPack& pack, int seqlen_q) {
 // split tile then has its own CTA and every cluster runs in the first wave (`base_tiles` clusters
 // of `splits` CTAs, at most `clusters_at_once` of them co-resident: cudaOccupancyMaxActiveClusters),
 // and the tiles' rows fit the slots (cluster_rows_fit). Elsewhere (more splits, more clusters than
-// a wave, tiles that store more rows, unpacked tiles) the combine kernel merges.
-inline bool merge_in_cluster(int splits, int64_t base_tiles, const GqaPack& pack, int seqlen_q, int clusters_at_once) {
-  return cluster_rows_fit(splits, pack, seqlen_q) && base_tiles >= 1 && base_tiles <= clusters_at_once;
+// a wave, tiles that store more rows or rows at a tile's bottom) the combine kernel merges.
+inline bool merge_in_cluster(int splits, const TileSpace& base, const GqaPack& pack, int seqlen_q, int clusters_at_once) {
+  return cluster_rows_fit(splits, pack, seqlen_q, base.s) && base.tiles >= 1 && base.tiles <= clusters_at_once;
 }
 
 // Whether a split launch runs narrow (swapped) decode tiles (sm90/fwd/narrow_rows.cuh): its tiles store
-// only rows 0-7 of their tile: GQA-packed tiles whose (heads - 1) x R + s_q stored rows are at most 8, or
-// unpacked tiles of at most 8 query rows with no padding rows above them (first_block_pad 0: a sequence's
-// rows start at tile row 0: varlen without causal, and fixed-length windowed calls; unmasked and causal
-// fixed-length unpacked tiles, and varlen causal ones, put their padding rows first, tile_space.h); and each
-// split's share of the longest sequence's keys is at most kNarrowSplitKeys. Past that the narrow tile's
-// 64-key blocks cost a paged cache (page 64) 5-13 % against the 64-row tile's key halves (H200, b 1 s 32k,
-// b 4 s 8k-32k: 4096-16384 keys a split), while at 512-2048 keys a split they gained 1-10 % paged and
-// 6-16 % contiguous (docs/notes/inference.md, session 53). The rule does not look at the paging, so a paged
-// call and its contiguous twin run the same sums.
+// only rows 0-7 of their tile (stored_rows_bound <= 8: GQA-packed tiles of at most 8 stored rows, or
+// unpacked ones of at most 8 query rows, which plan_splits keeps at tile row 0), and each split's share
+// of the longest sequence's keys is at most kNarrowSplitKeys. Past that the narrow tile's 64-key blocks
+// cost a paged cache (page 64) 5-13 % against the 64-row tile's key halves (H200, b 1 s 32k, b 4 s 8k-32k:
+// 4096-16384 keys a split), while at 512-2048 keys a split they gained 1-10 % paged and 6-16 % contiguous
+// (docs/notes/inference.md, session 53). The rule does not look at the paging, so a paged call and its
+// contiguous twin run the same sums.
 constexpr int kNarrowTileRows = 8;
 constexpr int64_t kNarrowSplitKeys = 2048;
 inline bool narrow_rows_fit(const GqaPack& pack, int seqlen_q, const TileSchedule& base, int seqlen_k, int splits) {
   if (seqlen_q < 1 || splits < 1 || (int64_t(seqlen_k) + splits - 1) / splits > kNarrowSplitKeys) return false;
-  if (pack.rows > 0) return seqlen_q <= pack.rows && packed_tile_rows(pack, seqlen_q) <= kNarrowTileRows;
-  return seqlen_q <= kNarrowTileRows && base.first_block_pad == 0;
+  if (pack.rows > 0 && seqlen_q > pack.rows) return false;
+  return stored_rows_bound(pack, seqlen_q, base) <= kNarrowTileRows;
 }
 
 // The split plan of a launch on `tile_rows` x `block_n` tiles over `sms` multiprocessors and HBM of
@@ -82,6 +89,12 @@ inline SplitPlan plan_splits(int requested, const AttnParams& a, MaskClass mask,
                              int block_n, int sms, double hbm_bytes_per_s) {
   SplitPlan p;
   p.base = plan_tile_space(a, mask, pack, tile_rows, true);
+  // A tile space of one m-block has no order to choose (every tile of a slot is its only one): its
+  // rows stay at tile row 0, padding last, where the narrow tile and the cluster merge can take them.
+  if (p.base.s.m_blocks == 1) {
+    p.base.s.heavy_first = 0;
+    p.base.s.first_block_pad = 0;
+  }
   if (requested > 0) {
     p.splits = requested;
     return p;

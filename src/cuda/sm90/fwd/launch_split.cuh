@@ -21,7 +21,7 @@ Status launch_split_merge(const cuda_backend::LaunchProblem& lp, const cuda_back
     if (cuda_backend::cluster_merge_allowed()) {
       using InCluster = Wrap<SplitConfig<Base, PageHalves, true>>;
       const int clusters = clusters_at_once<T, InCluster>(fwd_smem_bytes<InCluster>(), splits);
-      if (cuda_backend::merge_in_cluster(splits, plan.base.tiles, lp.pack, lp.attn.seqlen_q, clusters))
+      if (cuda_backend::merge_in_cluster(splits, plan.base, lp.pack, lp.attn.seqlen_q, clusters))
         return launch_cfg<T, InCluster>(lp, stream, splits, &plan.base);
     }
   }
