@@ -109,6 +109,7 @@ def cases(quick, sqs=None, batches=None, sks=None):
 
 
 def main():
+    global H_KV
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lib", required=True, help="libfastattn.so")
     ap.add_argument("--fa3-lib", default=os.environ.get("FASTATTN_FA3_DECODE_LIB"), help="libfa3decode.so")
@@ -148,7 +149,6 @@ def main():
     ap.add_argument("--trace", help="--timeline: run the cases under the torch profiler and write its chrome "
                                     "trace (every graph node's kernel) to this file")
     args = ap.parse_args()
-    global H_KV
     if args.heads_kv < 1 or H % args.heads_kv:
         ap.error(f"--heads-kv must divide {H}")
     H_KV = args.heads_kv
