@@ -127,6 +127,7 @@ def main():
                          "between two attention calls; a graph of the memsets alone runs interleaved with the peers "
                          "and its time is subtracted")
     ap.add_argument("--max-kv-gib", type=float, default=24.0)
+    ap.add_argument("--splits", type=int, default=0, help="the fastattn column's num_splits (0: its heuristic)")
     ap.add_argument("--heads-kv", type=int, default=H_KV, help="KV heads (of 32 q heads): 8 GQA 4, 32 MHA")
     ap.add_argument("--flashinfer", action="store_true",
                     help="also FlashInfer (s_q 1: its batch decode, CUDA-core and tensor-core kernels; s_q > 1: its paged "
@@ -463,7 +464,8 @@ def main():
         pick = [i % copies for i in range(args.calls)]
         row = {"sq": sq, "b": b, "sk": sk, "floor": kv_bytes / copy_bw * 1e6}
         ev = between is not None
-        graphs = {"fastattn": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa"][i], lses[i], 0) for i in pick], ev),
+        graphs = {"fastattn": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa"][i], lses[i], args.splits)
+                                        for i in pick], ev),
                   "fastattn-1": graph_of([fastattn_call(qs[i], ks[i], vs[i], outs["fa1"][i], lses[i], 1) for i in pick],
                                          ev)}
         if ev:

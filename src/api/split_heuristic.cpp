@@ -22,6 +22,12 @@ constexpr double kStreamBytesPerCta = 72e9;
 constexpr double kStreamBytesPerCtaBothWarpgroups = 50e9;
 constexpr double kStreamingCtas = 0.5;
 constexpr int64_t kMinStreamingBlocks = 4;
+// Long streams that round to one split although the tiles are fewer than the CTAs the bandwidth
+// needs (H200 b8 GQA 4 or b2 MHA: 64 tiles, 67 CTAs) take two where each keeps this many key
+// blocks and both fit one wave: one CTA per tile left half the SMs idle and read 1-3 % (32k keys)
+// to 7-9 % (64k) slower than two, and 7-15 % slower at 32k after another library's kernels (the
+// half-filled grid's SM placement); at <= 16k keys the two counts tied within 2 % (session 54).
+constexpr int64_t kLongStreamBlocks = 128;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -33,8 +39,9 @@ int32_t choose_num_splits(const SplitShape& s) {
     // Rounded to the nearest count where the bandwidth is known (H200 batch 8: 98 / 64 CTAs, 2 splits
     // ran 13 % under 1), down where it is not.
     const double per_cta = s.one_warpgroup ? kStreamBytesPerCta : kStreamBytesPerCtaBothWarpgroups;
-    const int64_t want = s.hbm_bytes_per_s > 0 ? std::llround(std::min<double>(s.hbm_bytes_per_s / per_cta, s.sms) / s.tiles)
-                                               : int64_t(kStreamingCtas * s.sms) / s.tiles;
+    const double ctas = s.hbm_bytes_per_s > 0 ? std::min<double>(s.hbm_bytes_per_s / per_cta, s.sms) : 0;
+    int64_t want = s.hbm_bytes_per_s > 0 ? std::llround(ctas / s.tiles) : int64_t(kStreamingCtas * s.sms) / s.tiles;
+    if (want <= 1 && ctas > s.tiles && 2 * s.tiles <= s.sms && s.key_blocks >= 2 * kLongStreamBlocks) want = 2;
     return int32_t(std::max<int64_t>(1, std::min<int64_t>({want, s.max_splits, s.key_blocks / kMinStreamingBlocks})));
   }
   if (double(s.tiles) >= kFullEnough * s.sms) return 1;

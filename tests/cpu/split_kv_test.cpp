@@ -176,7 +176,11 @@ TEST(SplitHeuristic, KnownShapes) {
   };
   EXPECT_EQ(streaming_at(4.81e12, 8, 1024), 8);    // 66.8 CTAs: 8.35
   EXPECT_EQ(streaming_at(4.81e12, 24, 1024), 3);   // 2.78
-  EXPECT_EQ(streaming_at(4.81e12, 64, 1024), 1);   // 1.04
+  EXPECT_EQ(streaming_at(4.81e12, 64, 255), 1);    // 1.04
+  EXPECT_EQ(streaming_at(4.81e12, 64, 256), 2);    // 1.04, long streams: 2 splits fill one wave
+  EXPECT_EQ(streaming_at(4.81e12, 66, 1024), 2);   // 1.01: 132 CTAs, one wave
+  EXPECT_EQ(streaming_at(4.81e12, 67, 256), 1);    // 0.997: not fewer tiles than CTAs
+  EXPECT_EQ(streaming_at(4.81e12, 34, 1024), 2);   // 1.96 rounds to 2 anyway
   EXPECT_EQ(streaming_at(4.81e12, 2, 1024), 33);
   EXPECT_EQ(streaming_at(4.81e12, 2, 32), 8);      // 4 key blocks a split at least
   EXPECT_EQ(streaming_at(3.35e12, 8, 1024), 6);    // 46.5 CTAs: 5.8
@@ -274,10 +278,12 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
     double hbm;
     int batch, keys, splits;
   };
-  const Count counts[] = {{kH200, 1, 4096, 8},  {kH200, 1, 32768, 8}, {kH200, 2, 4096, 4},  {kH200, 2, 32768, 4},
-                          {kH200, 4, 8192, 2},  {kH200, 4, 32768, 2}, {kH200, 8, 4096, 1},  {kH200, 8, 32768, 1},
-                          {kH100, 1, 4096, 6},  {kH100, 1, 32768, 6}, {kH100, 2, 8192, 3},  {kH100, 4, 16384, 1},
-                          {kH100, 8, 16384, 1}};  // b8 on the H200: 67 / 64 CTAs rounds to 1
+  // 67 / 64 CTAs (H200 b8) and 46 / 32 (H100 b4) round to 1, and take 2 from 256 key blocks (128 a split).
+  const Count counts[] = {{kH200, 1, 4096, 8},  {kH200, 1, 32768, 8},  {kH200, 2, 4096, 4},  {kH200, 2, 32768, 4},
+                          {kH200, 4, 8192, 2},  {kH200, 4, 32768, 2},  {kH200, 8, 4096, 1},  {kH200, 8, 16384, 1},
+                          {kH200, 8, 32768, 2}, {kH200, 8, 32640, 1},  {kH200, 8, 65536, 2},  {kH200, 16, 65536, 1},
+                          {kH100, 1, 4096, 6},  {kH100, 1, 32768, 6},  {kH100, 2, 8192, 3},  {kH100, 4, 16384, 1},
+                          {kH100, 4, 32768, 2}, {kH100, 8, 65536, 1}};
   for (const Count& c : counts)
     EXPECT_EQ(decode_on(c.hbm, c.batch, c.keys), c.splits) << c.hbm << " B/s, b" << c.batch << " x " << c.keys;
   // Rows that fill both warpgroups (GQA 8 at s_q 16: 7 x 16 + 16 = 128) stream 50 GB/s a CTA: 96 CTAs on
