@@ -330,8 +330,10 @@ def main():
 
     if args.sweep:
         counts = [int(x) for x in args.sweep_counts.split(",")]
-        lines = ["| s_q | batch | s_k | floor us | " + " | ".join(f"ns{n}" for n in counts) + " | best |",
-                 "|---|---|---|---|" + "---|" * (len(counts) + 1)]
+        # With --fa3-lib, FA3's decode replays in the same rounds (a peer's kernels in the rotation, as in the main table).
+        extra = ["fa3"] if fa3 is not None else []
+        lines = ["| s_q | batch | s_k | floor us | " + " | ".join([f"ns{n}" for n in counts] + extra) + " | best |",
+                 "|---|---|---|---|" + "---|" * (len(counts) + len(extra) + 1)]
         for sq, b, sk in ((sq, b, sk) for sq in (args.sq or [1]) for b in (int(x) for x in args.sweep_batches.split(","))
                           for sk in (int(x) for x in args.sweep_sk.split(","))):
             kv_bytes = 2 * b * sk * H_KV * D * 2
@@ -341,12 +343,15 @@ def main():
             lses = [torch.empty(b, H, sq, device=dev, dtype=torch.float32) for _ in range(copies)]
             pick = [i % copies for i in range(args.calls)]
             graphs = {n: graph_of([fastattn_call(qs[i], ks[i], vs[i], outs[i], lses[i], n) for i in pick]) for n in counts}
+            if extra:
+                outs3 = [torch.empty_like(qs[0]) for _ in range(copies)]
+                graphs["fa3"] = graph_of([fa3_call(qs[i], ks[i], vs[i], outs3[i], lses[i]) for i in pick])
             per = interleaved_us(graphs)
             del graphs
             t = [per[n] for n in counts]
             best = counts[t.index(min(t))]
-            lines.append(f"| {sq} | {b} | {sk} | {kv_bytes / copy_bw * 1e6:.1f} | " + " | ".join(f"{x:.1f}" for x in t) +
-                         f" | {best} |")
+            lines.append(f"| {sq} | {b} | {sk} | {kv_bytes / copy_bw * 1e6:.1f} | " +
+                         " | ".join(f"{x:.1f}" for x in t + [per[e] for e in extra]) + f" | {best} |")
             print(lines[-1], flush=True)
             del qs, ks, vs, outs, lses
             torch.cuda.empty_cache()

@@ -24,10 +24,11 @@ constexpr double kStreamingCtas = 0.5;
 constexpr int64_t kMinStreamingBlocks = 4;
 // Long streams that round to one split although the tiles are fewer than the CTAs the bandwidth
 // needs (H200 b8 GQA 4 or b2 MHA: 64 tiles, 67 CTAs) take two where each keeps this many key
-// blocks and both fit one wave: one CTA per tile left half the SMs idle and read 1-3 % (32k keys)
-// to 7-9 % (64k) slower than two, and 7-15 % slower at 32k after another library's kernels (the
-// half-filled grid's SM placement); at <= 16k keys the two counts tied within 2 % (session 54).
-constexpr int64_t kLongStreamBlocks = 128;
+// blocks and both fit one wave. One CTA per tile leaves half the SMs idle, and such a grid read
+// 2-9 % slower than two splits at 16k-64k keys alone, 7-19 % slower after another library's
+// kernels (FA3's in the same process: the half-filled grid's SM placement); at 8k keys the two
+// counts tied (H200, session 54, bench/results/2026-11-29-s54.md).
+constexpr int64_t kLongStreamBlocks = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -37,7 +38,8 @@ int32_t choose_num_splits(const SplitShape& s) {
   if (s.tiles <= 0 || s.key_blocks <= 1 || s.sms <= 0) return 1;
   if (s.streams_kv) {
     // Rounded to the nearest count where the bandwidth is known (H200 batch 8: 98 / 64 CTAs, 2 splits
-    // ran 13 % under 1), down where it is not.
+    // ran 13 % under 1, session 47, before the idle second warpgroup), down where it is not; then the
+    // long-stream step (kLongStreamBlocks).
     const double per_cta = s.one_warpgroup ? kStreamBytesPerCta : kStreamBytesPerCtaBothWarpgroups;
     const double ctas = s.hbm_bytes_per_s > 0 ? std::min<double>(s.hbm_bytes_per_s / per_cta, s.sms) : 0;
     int64_t want = s.hbm_bytes_per_s > 0 ? std::llround(ctas / s.tiles) : int64_t(kStreamingCtas * s.sms) / s.tiles;

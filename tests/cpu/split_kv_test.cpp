@@ -176,10 +176,10 @@ TEST(SplitHeuristic, KnownShapes) {
   };
   EXPECT_EQ(streaming_at(4.81e12, 8, 1024), 8);    // 66.8 CTAs: 8.35
   EXPECT_EQ(streaming_at(4.81e12, 24, 1024), 3);   // 2.78
-  EXPECT_EQ(streaming_at(4.81e12, 64, 255), 1);    // 1.04
-  EXPECT_EQ(streaming_at(4.81e12, 64, 256), 2);    // 1.04, long streams: 2 splits fill one wave
+  EXPECT_EQ(streaming_at(4.81e12, 64, 127), 1);    // 1.04
+  EXPECT_EQ(streaming_at(4.81e12, 64, 128), 2);    // 1.04, long streams: 2 splits fill one wave
   EXPECT_EQ(streaming_at(4.81e12, 66, 1024), 2);   // 1.01: 132 CTAs, one wave
-  EXPECT_EQ(streaming_at(4.81e12, 67, 256), 1);    // 0.997: not fewer tiles than CTAs
+  EXPECT_EQ(streaming_at(4.81e12, 67, 1024), 1);   // 0.997: not fewer tiles than CTAs
   EXPECT_EQ(streaming_at(4.81e12, 34, 1024), 2);   // 1.96 rounds to 2 anyway
   EXPECT_EQ(streaming_at(4.81e12, 2, 1024), 33);
   EXPECT_EQ(streaming_at(4.81e12, 2, 32), 8);      // 4 key blocks a split at least
@@ -256,7 +256,7 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
   EXPECT_EQ(decode(2, 4096), 4);
   EXPECT_EQ(decode(2, 32768), 4);
   EXPECT_EQ(decode(4, 16384), 2);
-  EXPECT_EQ(decode(8, 16384), 1);   // 64 tiles: unsplit
+  EXPECT_EQ(decode(8, 16384), 1);   // 64 tiles: unsplit (bandwidth unknown: no long-stream step)
   AttnParams m = a;                 // the same tiles unpacked (MHA: 16 tiles streaming K/V)
   m.batch = 2;
   m.heads_q = m.heads_kv = 8;
@@ -278,12 +278,12 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
     double hbm;
     int batch, keys, splits;
   };
-  // 67 / 64 CTAs (H200 b8) and 46 / 32 (H100 b4) round to 1, and take 2 from 256 key blocks (128 a split).
+  // 67 / 64 CTAs (H200 b8) and 46 / 32 (H100 b4) round to 1, and take 2 from 128 key blocks (64 a split).
   const Count counts[] = {{kH200, 1, 4096, 8},  {kH200, 1, 32768, 8},  {kH200, 2, 4096, 4},  {kH200, 2, 32768, 4},
-                          {kH200, 4, 8192, 2},  {kH200, 4, 32768, 2},  {kH200, 8, 4096, 1},  {kH200, 8, 16384, 1},
-                          {kH200, 8, 32768, 2}, {kH200, 8, 32640, 1},  {kH200, 8, 65536, 2},  {kH200, 16, 65536, 1},
-                          {kH100, 1, 4096, 6},  {kH100, 1, 32768, 6},  {kH100, 2, 8192, 3},  {kH100, 4, 16384, 1},
-                          {kH100, 4, 32768, 2}, {kH100, 8, 65536, 1}};
+                          {kH200, 4, 8192, 2},  {kH200, 4, 32768, 2},  {kH200, 8, 8192, 1},  {kH200, 8, 16384, 2},
+                          {kH200, 8, 32768, 2}, {kH200, 8, 16256, 1},  {kH200, 8, 65536, 2},  {kH200, 16, 65536, 1},
+                          {kH100, 1, 4096, 6},  {kH100, 1, 32768, 6},  {kH100, 2, 8192, 3},  {kH100, 4, 8192, 1},
+                          {kH100, 4, 16384, 2}, {kH100, 4, 32768, 2},  {kH100, 8, 65536, 1}};
   for (const Count& c : counts)
     EXPECT_EQ(decode_on(c.hbm, c.batch, c.keys), c.splits) << c.hbm << " B/s, b" << c.batch << " x " << c.keys;
   // Rows that fill both warpgroups (GQA 8 at s_q 16: 7 x 16 + 16 = 128) stream 50 GB/s a CTA: 96 CTAs on
@@ -404,18 +404,22 @@ TEST(SplitPlan, NarrowRows) {
   mha.heads_q = mha.heads_kv = 32;
   mha.q_per_kv = 1;
   mha.seqlen_k = 4096;
+  const cuda_backend::GqaPack none{};
+  auto plan_of = [&](int requested, const AttnParams& a, MaskClass mask, const cuda_backend::GqaPack& pack) {
+    return cuda_backend::plan_splits(requested, a, mask, pack, 128, 128, 132, 4.8e12);
+  };
   for (MaskClass mask : {MaskClass::None, MaskClass::Causal})
     for (int sq : {1, 8, 9, 64, 128}) {
       mha.seqlen_q = sq;
-      const cuda_backend::SplitPlan p = cuda_backend::plan_splits(0, mha, mask, cuda_backend::GqaPack{}, 128, 128, 132, 4.8e12);
+      const cuda_backend::SplitPlan p = plan_of(0, mha, mask, none);
       ASSERT_EQ(p.base.s.m_blocks, 1) << sq;
       EXPECT_EQ(p.base.s.first_block_pad, 0) << sq;
       EXPECT_EQ(p.base.s.heavy_first, 0) << sq;
-      EXPECT_EQ(narrow_rows_fit(cuda_backend::GqaPack{}, sq, p.base.s, 4096, p.splits), sq <= 8) << sq;
+      EXPECT_EQ(narrow_rows_fit(none, sq, p.base.s, 4096, p.splits), sq <= 8) << sq;
       EXPECT_GE(p.splits, 2) << sq;
     }
   mha.seqlen_q = 200;  // two m-blocks, causal: the first holds the 56 padding rows
-  const cuda_backend::SplitPlan two = cuda_backend::plan_splits(4, mha, MaskClass::Causal, cuda_backend::GqaPack{}, 128, 128, 132, 4.8e12);
+  const cuda_backend::SplitPlan two = plan_of(4, mha, MaskClass::Causal, none);
   EXPECT_EQ(two.base.s.first_block_pad, 56);
   EXPECT_EQ(two.base.s.heavy_first, 1);
   AttnParams v = mha;  // varlen causal, at most 5 rows a sequence
@@ -423,7 +427,7 @@ TEST(SplitPlan, NarrowRows) {
   v.cu_seqlens_q = cu;
   v.batch = 2;
   v.seqlen_q = 5;
-  const cuda_backend::SplitPlan vp = cuda_backend::plan_splits(4, v, MaskClass::Causal, choose_gqa_pack(1, 5, true), 128, 128, 132, 4.8e12);
+  const cuda_backend::SplitPlan vp = plan_of(4, v, MaskClass::Causal, choose_gqa_pack(1, 5, true));
   EXPECT_EQ(vp.base.s.first_block_pad, 0);
   EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(1, 5, true), 5, vp.base.s, 4096, 4));
 }

@@ -48,7 +48,8 @@ inline bool cluster_rows_fit(int splits, const GqaPack& pack, int seqlen_q, cons
 // of `splits` CTAs, at most `clusters_at_once` of them co-resident: cudaOccupancyMaxActiveClusters),
 // and the tiles' rows fit the slots (cluster_rows_fit). Elsewhere (more splits, more clusters than
 // a wave, tiles that store more rows or rows at a tile's bottom) the combine kernel merges.
-inline bool merge_in_cluster(int splits, const TileSpace& base, const GqaPack& pack, int seqlen_q, int clusters_at_once) {
+inline bool merge_in_cluster(int splits, const TileSpace& base, const GqaPack& pack, int seqlen_q,
+                             int clusters_at_once) {
   return cluster_rows_fit(splits, pack, seqlen_q, base.s) && base.tiles >= 1 && base.tiles <= clusters_at_once;
 }
 
