@@ -22,12 +22,13 @@ constexpr double kStreamBytesPerCta = 72e9;
 constexpr double kStreamBytesPerCtaBothWarpgroups = 50e9;
 constexpr double kStreamingCtas = 0.5;
 constexpr int64_t kMinStreamingBlocks = 4;
-// Long streams that round to one split although the tiles are fewer than the CTAs the bandwidth
-// needs (H200 b8 GQA 4 or b2 MHA: 64 tiles, 67 CTAs) take two where each keeps this many key
-// blocks and both fit one wave. One CTA per tile leaves half the SMs idle, and such a grid read
-// 2-9 % slower than two splits at 16k-64k keys alone, 7-19 % slower after another library's
-// kernels (FA3's in the same process: the half-filled grid's SM placement); at 8k keys the two
-// counts tied (H200, session 54, bench/results/2026-11-29-s54.md).
+// Long streams whose rounded count fills half the SMs or fewer (H200 GQA 4 b4 or MHA b1: 32 tiles,
+// 2 splits; b8 or MHA b2: 64 tiles, 1) take the count of one full wave (sms / tiles: 4, 2) where the
+// longest sequence has at least this many key blocks. A half-filled grid read 2-9 % slower than the
+// full wave at 8k-64k keys (b4 32k: 133.9 against 126.4 us), 7-19 % after another library's kernels
+// (FA3's in the same process: the half-filled grid's SM placement); at 4k keys the two counts tied or
+// the smaller won (b4 4k: 21.2 against 22.1 us) (H200, session 54, bench/results/2026-11-29-s54.md).
+// Counts of 3 and more rounded stay (b1 / b2 GQA 4: 8 / 4 splits, the cluster merge's measured best).
 constexpr int64_t kLongStreamBlocks = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -43,7 +44,8 @@ int32_t choose_num_splits(const SplitShape& s) {
     const double per_cta = s.one_warpgroup ? kStreamBytesPerCta : kStreamBytesPerCtaBothWarpgroups;
     const double ctas = s.hbm_bytes_per_s > 0 ? std::min<double>(s.hbm_bytes_per_s / per_cta, s.sms) : 0;
     int64_t want = s.hbm_bytes_per_s > 0 ? std::llround(ctas / s.tiles) : int64_t(kStreamingCtas * s.sms) / s.tiles;
-    if (want <= 1 && ctas > s.tiles && 2 * s.tiles <= s.sms && s.key_blocks >= 2 * kLongStreamBlocks) want = 2;
+    const int64_t full_wave = s.sms / s.tiles;
+    if (s.hbm_bytes_per_s > 0 && want <= 2 && full_wave > want && s.key_blocks >= kLongStreamBlocks) want = full_wave;
     return int32_t(std::max<int64_t>(1, std::min<int64_t>({want, s.max_splits, s.key_blocks / kMinStreamingBlocks})));
   }
   if (double(s.tiles) >= kFullEnough * s.sms) return 1;

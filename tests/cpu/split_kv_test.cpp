@@ -176,11 +176,16 @@ TEST(SplitHeuristic, KnownShapes) {
   };
   EXPECT_EQ(streaming_at(4.81e12, 8, 1024), 8);    // 66.8 CTAs: 8.35
   EXPECT_EQ(streaming_at(4.81e12, 24, 1024), 3);   // 2.78
-  EXPECT_EQ(streaming_at(4.81e12, 64, 127), 1);    // 1.04
-  EXPECT_EQ(streaming_at(4.81e12, 64, 128), 2);    // 1.04, long streams: 2 splits fill one wave
-  EXPECT_EQ(streaming_at(4.81e12, 66, 1024), 2);   // 1.01: 132 CTAs, one wave
-  EXPECT_EQ(streaming_at(4.81e12, 67, 1024), 1);   // 0.997: not fewer tiles than CTAs
-  EXPECT_EQ(streaming_at(4.81e12, 34, 1024), 2);   // 1.96 rounds to 2 anyway
+  // Long streams (>= 64 key blocks) whose count fills half the SMs or fewer: one full wave (132 / tiles).
+  EXPECT_EQ(streaming_at(4.81e12, 64, 63), 1);     // 1.04
+  EXPECT_EQ(streaming_at(4.81e12, 64, 64), 2);     // 1.04 -> 2 x 64 = 128 CTAs
+  EXPECT_EQ(streaming_at(4.81e12, 32, 64), 4);     // 2.09 -> 4 x 32
+  EXPECT_EQ(streaming_at(4.81e12, 32, 63), 2);
+  EXPECT_EQ(streaming_at(4.81e12, 34, 1024), 3);   // 1.96 -> 3 x 34 = 102
+  EXPECT_EQ(streaming_at(4.81e12, 66, 1024), 2);   // 1.01 -> 132
+  EXPECT_EQ(streaming_at(4.81e12, 67, 1024), 1);   // 0.997: a wave is 1 split already
+  EXPECT_EQ(streaming_at(4.81e12, 16, 1024), 4);   // 4.2: counts from 3 stay (b2 GQA 4)
+  EXPECT_EQ(streaming_at(0, 32, 1024), 2);         // bandwidth unknown: half the SMs, no step
   EXPECT_EQ(streaming_at(4.81e12, 2, 1024), 33);
   EXPECT_EQ(streaming_at(4.81e12, 2, 32), 8);      // 4 key blocks a split at least
   EXPECT_EQ(streaming_at(3.35e12, 8, 1024), 6);    // 46.5 CTAs: 5.8
@@ -278,12 +283,13 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
     double hbm;
     int batch, keys, splits;
   };
-  // 67 / 64 CTAs (H200 b8) and 46 / 32 (H100 b4) round to 1, and take 2 from 128 key blocks (64 a split).
+  // From 64 key blocks (8192 keys), counts that fill half the SMs or fewer take one full wave: H200 b4 (32
+  // tiles, 2.09) 4, b8 (64 tiles, 1.04) 2; H100 b4 (1.45) 4, b8 (0.73) 2.
   const Count counts[] = {{kH200, 1, 4096, 8},  {kH200, 1, 32768, 8},  {kH200, 2, 4096, 4},  {kH200, 2, 32768, 4},
-                          {kH200, 4, 8192, 2},  {kH200, 4, 32768, 2},  {kH200, 8, 8192, 1},  {kH200, 8, 16384, 2},
-                          {kH200, 8, 32768, 2}, {kH200, 8, 16256, 1},  {kH200, 8, 65536, 2},  {kH200, 16, 65536, 1},
-                          {kH100, 1, 4096, 6},  {kH100, 1, 32768, 6},  {kH100, 2, 8192, 3},  {kH100, 4, 8192, 1},
-                          {kH100, 4, 16384, 2}, {kH100, 4, 32768, 2},  {kH100, 8, 65536, 1}};
+                          {kH200, 4, 4096, 2},  {kH200, 4, 8192, 4},   {kH200, 4, 32768, 4},  {kH200, 8, 4096, 1},
+                          {kH200, 8, 8192, 2},  {kH200, 8, 8064, 1},   {kH200, 8, 65536, 2},  {kH200, 16, 65536, 1},
+                          {kH100, 1, 4096, 6},  {kH100, 1, 32768, 6},  {kH100, 2, 8192, 3},  {kH100, 4, 4096, 1},
+                          {kH100, 4, 8192, 4},  {kH100, 8, 4096, 1},   {kH100, 8, 65536, 2}};
   for (const Count& c : counts)
     EXPECT_EQ(decode_on(c.hbm, c.batch, c.keys), c.splits) << c.hbm << " B/s, b" << c.batch << " x " << c.keys;
   // Rows that fill both warpgroups (GQA 8 at s_q 16: 7 x 16 + 16 = 128) stream 50 GB/s a CTA: 96 CTAs on
