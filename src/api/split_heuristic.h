@@ -25,7 +25,9 @@ struct SplitShape {
 };
 
 // Streaming K/V (decode): enough CTAs to saturate HBM (the device's bandwidth over what one CTA
-// streams; half the SMs where the bandwidth is unknown), with at least 4 key blocks per split.
+// streams; half the SMs where the bandwidth is unknown), with at least 4 key blocks per split; where
+// the bandwidth is known, a count of at most 2 that fills half the SMs or fewer becomes one full
+// wave (SMs / tiles) from 64 key blocks (split_heuristic.cpp: kLongStreamBlocks).
 // Otherwise 1 when the unsplit launch already fills the machine; else the fewest splits whose last
 // wave is nearly as full as the best choice's (within 85 %), among counts that change the blocks
 // per split.

@@ -191,12 +191,19 @@ TEST(SplitHeuristic, KnownShapes) {
   EXPECT_EQ(streaming_at(3.35e12, 8, 1024), 6);    // 46.5 CTAs: 5.8
   EXPECT_EQ(streaming_at(3.35e12, 128, 1024), 1);  // 0.36: at least 1
   EXPECT_EQ(streaming_at(20e12, 2, 1024), 66);    // never more CTAs than SMs
-  // Never more splits than key blocks or max_splits.
-  for (int64_t tiles : {1, 3, 8, 40}) {
-    for (int64_t blocks : {2, 7, 33, 1000}) {
-      const int32_t n = choose_num_splits({tiles, blocks, 132, 64});
-      EXPECT_GE(n, 1);
-      EXPECT_LE(n, std::min<int64_t>(blocks, 64)) << tiles << " tiles, " << blocks << " blocks";
+  // Never more splits than key blocks or max_splits, streaming or not, the bandwidth known or not.
+  for (int64_t tiles : {1, 3, 8, 40, 64, 200}) {
+    for (int64_t blocks : {2, 7, 33, 64, 1000}) {
+      for (double hbm : {0.0, 3.35e12, 4.81e12}) {
+        detail::SplitShape s{tiles, blocks, 132, 64};
+        s.hbm_bytes_per_s = hbm;
+        for (bool streams : {false, true}) {
+          s.streams_kv = streams;
+          const int32_t n = choose_num_splits(s);
+          EXPECT_GE(n, 1);
+          EXPECT_LE(n, std::min<int64_t>(blocks, 64)) << tiles << " tiles, " << blocks << " blocks, " << hbm;
+        }
+      }
     }
   }
 }
@@ -436,6 +443,11 @@ TEST(SplitPlan, NarrowRows) {
   const cuda_backend::SplitPlan vp = plan_of(4, v, MaskClass::Causal, choose_gqa_pack(1, 5, true));
   EXPECT_EQ(vp.base.s.first_block_pad, 0);
   EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(1, 5, true), 5, vp.base.s, 4096, 4));
+  // The same plans' cluster rule: MHA causal s_q 1 and varlen causal merge in clusters, rows from tile row 0.
+  mha.seqlen_q = 1;
+  EXPECT_TRUE(cuda_backend::merge_in_cluster(4, plan_of(4, mha, MaskClass::Causal, none).base, none, 1, 64));
+  EXPECT_TRUE(cuda_backend::merge_in_cluster(4, vp.base, choose_gqa_pack(1, 5, true), 5, 64));
+  EXPECT_FALSE(cuda_backend::merge_in_cluster(4, two.base, none, 200, 64));
 }
 
 }  // namespace

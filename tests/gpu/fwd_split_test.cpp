@@ -134,6 +134,9 @@ TEST_F(Sm90FwdSplit, GraphCaptureAndReplay) {
   v.lens_k = {4097, 17, 0};
   v.graph = true;
   run_fwd_case(v);
+  cuda_backend::set_cluster_merge_allowed(false);  // varlen rows merge in clusters: the combine kernel's replay too
+  run_fwd_case(v);
+  cuda_backend::set_cluster_merge_allowed(true);
 }
 
 // The merge inside thread-block clusters (sm90/fwd/cluster_merge.cuh; sched/split_plan.h:
@@ -269,8 +272,9 @@ TEST_F(Sm90FwdSplit, NarrowV192x128) {
 
 // Varlen q and out with token rows past cu_seqlens_q[batch] (a tensor larger than its sequences):
 // checked, the call is refused; unchecked (check_index_arrays off, as under CUDA graphs) no
-// sequence owns them, the split kernel writes no partial for them, and the combine must leave them
-// as they are (the unsplit kernel never touches them), not merge unwritten partials into them.
+// sequence owns them, the split kernel writes no partial for them, and the merge must leave them
+// as they are (the unsplit kernel never touches them), not merge unwritten partials into them: the
+// cluster merge (these unpacked rows start at tile row 0) and the combine kernel.
 TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
   const int hq = 8, hkv = 2, d = 128, tail = 7;
   const std::vector<int32_t> cu_q = {0, 1, 5}, cu_k = {0, 3000, 4097};
@@ -280,8 +284,10 @@ TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
   for (const DeviceBuffer* x : {&q, &k, &v}) FA_CUDA_OK(cudaMemset(x->get(), 0x3C, x->bytes()));
   cq.upload(cu_q.data());
   ck.upload(cu_k.data());
-  for (int splits : {1, 6}) {
-    SCOPED_TRACE("splits " + std::to_string(splits));
+  for (int run = 0; run < 3; ++run) {
+    const int splits = run == 0 ? 1 : 6;
+    cuda_backend::set_cluster_merge_allowed(run != 2);
+    SCOPED_TRACE("splits " + std::to_string(splits) + (run == 2 ? ", combine kernel" : ""));
     o.poison();
     lse.poison();
     AttnArgs a;
@@ -312,12 +318,13 @@ TEST_F(Sm90FwdSplit, VarlenRowsOutsideEverySequenceUntouched) {
     EXPECT_EQ(inside_poisoned, 0u) << "rows of a sequence not written";
     EXPECT_EQ(tail_written, 0u) << "rows outside every sequence were written";
   }
+  cuda_backend::set_cluster_merge_allowed(true);
 }
 
-// The workspace high-water mark of one split call (b 2, s_k 1000, 1 KV head, d 128; s_q x hq rows a KV head,
-// zero inputs): the combine kernel's partials, or nothing where the splits merge in clusters.
-uint64_t split_workspace_high(DType dt, int splits, int sq = 4, int hq = 4) {
-  const int b = 2, sk = 1000, hkv = 1, d = 128;
+// The workspace high-water mark of one split call (b 2, s_k 1000, 1 KV head, d 128 unless given; s_q x hq rows
+// a KV head, zero inputs): the combine kernel's partials, or nothing where the splits merge in clusters.
+uint64_t split_workspace_high(DType dt, int splits, int sq = 4, int hq = 4, int d = 128, bool causal = false) {
+  const int b = 2, sk = 1000, hkv = 1;
   DeviceBuffer q(size_t(b) * sq * hq * d * 2), k(size_t(b) * sk * hkv * d * 2), v(k.bytes()), o(q.bytes());
   for (const DeviceBuffer* x : {&q, &k, &v}) EXPECT_EQ(cudaMemset(x->get(), 0, x->bytes()), cudaSuccess);
   AttnArgs a;
@@ -326,6 +333,7 @@ uint64_t split_workspace_high(DType dt, int splits, int sq = 4, int hq = 4) {
   a.v = make_tensor(v.get(), dt, {b, sk, hkv, d}, Device::CUDA);
   a.out = make_tensor(o.get(), dt, {b, sq, hq, d}, Device::CUDA);
   a.num_splits = splits;
+  a.causal = causal;
   return workspace_high_water([&] { return forward(a, nullptr); });
 }
 
@@ -346,6 +354,9 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
   EXPECT_EQ(split_workspace_high(DType::BF16, 4, 64, 1), 0u);
   EXPECT_GE(split_workspace_high(DType::BF16, 3, 64, 1), 3 * b * 64 * (d + 1) * 4);
   EXPECT_GE(split_workspace_high(DType::BF16, 4, 65, 1), 4 * b * 65 * (d + 1) * 4);
+  EXPECT_EQ(split_workspace_high(DType::BF16, 4, 4, 1, 128, true), 0u);  // causal
+  EXPECT_EQ(split_workspace_high(DType::BF16, 4, 17, 1, 64), 0u);        // d 64
+  EXPECT_GE(split_workspace_high(DType::BF16, 4, 4, 1, 256), 4 * b * 4 * 257 * 4);  // one Q buffer: no slots
   cuda_backend::set_cluster_merge_allowed(false);
   const uint64_t rows = b * 4 * 4;
   EXPECT_GE(split_workspace_high(DType::BF16, 4), 4 * rows * (d + 1) * 4);
@@ -354,8 +365,10 @@ TEST_F(Sm90FwdSplit, SplitCallUsesTheWorkspace) {
 
 // Unpacked tiles (MHA, varlen) merged in clusters: plan_splits keeps the rows of a tile space of one m-block at
 // tile row 0, so tiles of at most 64 query rows (rounded up to the splits) fit the slots. Against the reference
-// and bitwise the combine kernel's, at d 64 / 128 / 256 (d 128 at s_q <= 8: the narrow tile), s_q 1 / 5 / 17 / 64
-// (64 at 3 splits: 66 slots, the combine kernel), causal, s_k 113 / 4097, varlen with empty sequences.
+// and bitwise the combine kernel's, at d 64 / 128 (d 128 at s_q <= 8: the narrow tile) and d 256 (one Q buffer:
+// the combine kernel either way), s_q 1 / 5 / 17 / 64 (64 at 3 splits: 66 slots, the combine kernel), causal or
+// not at each split count, s_k 113 / 4097, varlen with empty sequences and with seqused_q. That the merge ran in
+// clusters (no workspace): SplitCallUsesTheWorkspace.
 TEST_F(Sm90FwdSplit, ClusterMergeUnpacked) {
   int i = 0;
   for (int d : {64, 128, 256})
@@ -363,8 +376,8 @@ TEST_F(Sm90FwdSplit, ClusterMergeUnpacked) {
       for (int splits : {2, 3, 8}) {
         FwdCase c = split_case(sq, i % 2 == 1 ? 4097 : 113, 4, 4, splits);
         c.d = d;
-        c.batch = 1 + i % 3;
-        c.causal = i % 3 == 1;
+        c.batch = 1 + (i / 2) % 3;
+        c.causal = (i / 3) % 2 == 1;
         c.dtype = i % 5 == 2 ? DType::F16 : DType::BF16;
         c.same_bits_as_combine_kernel = true;
         ++i;
@@ -378,6 +391,12 @@ TEST_F(Sm90FwdSplit, ClusterMergeUnpacked) {
     v.same_bits_as_combine_kernel = true;
     run_fwd_case(v);
   }
+  FwdCase u = split_case(0, 0, 4, 4, 4);  // seqused_q: rows past it come out exactly 0 from the merge
+  u.lens_q = {17, 0, 64, 3};
+  u.lens_k = {4097, 17, 0, 300};
+  u.used_q = {5, 0, 40, 3};
+  u.same_bits_as_combine_kernel = true;
+  run_fwd_case(u);
 }
 
 // Both dtypes merge in clusters whichever asks first for a split count: the cluster occupancy query is per
@@ -451,7 +470,8 @@ TEST_F(Sm90FwdSplit, NarrowTiles) {
 }
 
 // A few small narrow-tile launches for the sanitizers (gpu-check's memcheck and racecheck): the cluster
-// merge (GQA-4 pack, 3 splits), the combine kernel (12 splits), unpacked rows, varlen with an empty sequence.
+// merge (GQA-4 pack, 3 splits), the combine kernel (12 splits), unpacked rows and varlen with an empty sequence
+// (both merged in clusters, then by the combine kernel).
 TEST_F(Sm90FwdSplit, NarrowTilesSmall) {
   FwdCase c = split_case(1, 300, 8, 2, 3);
   run_fwd_case(c);
@@ -465,6 +485,10 @@ TEST_F(Sm90FwdSplit, NarrowTilesSmall) {
   v.lens_q = {1, 2, 0};
   v.lens_k = {200, 0, 65};
   run_fwd_case(v);
+  cuda_backend::set_cluster_merge_allowed(false);  // the unpacked rows through the combine kernel too
+  run_fwd_case(u);
+  run_fwd_case(v);
+  cuda_backend::set_cluster_merge_allowed(true);
 }
 
 }  // namespace

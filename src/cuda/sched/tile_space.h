@@ -53,7 +53,8 @@ inline int64_t plan_tile_space(const AttnParams& a, MaskClass mask, const GqaPac
 }
 
 // A tile space planned once and handed on (the split launch: its split count, cluster rule and
-// schedule all start from it): plan_tile_space's fields, its count and the flag it was planned with.
+// schedule all start from it): plan_tile_space's fields (plan_splits clears the order of a space of
+// one m-block: split_plan.h), its count and the flag it was planned with.
 struct TileSpace {
   TileSchedule s;
   int64_t tiles = 0;  // may exceed an int (s.tiles is then 0): plan_schedule refuses it

@@ -96,7 +96,8 @@ Status launch_plain_or_decode(const cuda_backend::LaunchProblem& lp, cudaStream_
     const cuda_backend::SplitPlan plan = cuda_backend::plan_splits(lp.num_splits, lp.attn, lp.mask, cuda_backend::GqaPack{},
                                                                    Decode::kBlockM, Decode::kBlockN, sms * per_sm,
                                                                    /*hbm: rate measured on sm90 only*/ 0);
-    // (plan.base is planned with a padded first block, which the sm80 kernel does not take: its own plan)
+    // (plan.base is the sm90 split kernel's, which may put padding rows first (pad_first_ok): the sm80
+    // kernel plans its own)
     if (plan.splits > 1) return launch_cfg<T, Decode, true>(lp, stream, plan.splits);
   }
   if (lp.kv.batch_idx != nullptr || lp.kv.leftpad != nullptr || lp.kv.page_table != nullptr)
