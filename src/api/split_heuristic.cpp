@@ -29,8 +29,8 @@ constexpr int64_t kMinStreamingBlocks = 4;
 // (FA3's in the same process: the half-filled grid's SM placement); at 4k keys the two counts tied or
 // the smaller won (b4 4k: 21.2 against 22.1 us) (H200, session 54, bench/results/2026-11-29-s54.md).
 // Counts of 3 and more rounded stay (b1 / b2 GQA 4: 8 / 4 splits, the cluster merge's measured best).
-// On the H100 (46 CTAs) the step takes b3-b5 GQA 4 (19-33 tiles) to 4-6 splits and b8 to 2: by the
-// same reasoning, not measured there.
+// On the H100 (46 CTAs) the step takes GQA 4 (h_kv 8) b3 / b4 / b5 from 2 / 1 / 1 to 5 / 4 / 3 splits
+// and b6-b8 from 1 to 2 (H200: b5 2 -> 3, b6-b8 1 -> 2): by the same reasoning, not measured there.
 constexpr int64_t kLongStreamBlocks = 64;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }

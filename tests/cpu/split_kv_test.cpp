@@ -296,7 +296,8 @@ TEST(SplitPlan, CountsOfTheCudaLaunch) {
                           {kH200, 4, 4096, 2},  {kH200, 4, 8192, 4},   {kH200, 4, 32768, 4},  {kH200, 8, 4096, 1},
                           {kH200, 8, 8192, 2},  {kH200, 8, 8064, 1},   {kH200, 8, 65536, 2},  {kH200, 16, 65536, 1},
                           {kH100, 1, 4096, 6},  {kH100, 1, 32768, 6},  {kH100, 2, 8192, 3},  {kH100, 4, 4096, 1},
-                          {kH100, 4, 8192, 4},  {kH100, 8, 4096, 1},   {kH100, 8, 65536, 2}};
+                          {kH100, 4, 8192, 4},  {kH100, 8, 4096, 1},   {kH100, 8, 65536, 2},  {kH100, 3, 8192, 5},
+                          {kH100, 5, 8192, 3},  {kH200, 5, 8192, 3},   {kH200, 6, 8192, 2},   {kH200, 3, 8192, 3}};
   for (const Count& c : counts)
     EXPECT_EQ(decode_on(c.hbm, c.batch, c.keys), c.splits) << c.hbm << " B/s, b" << c.batch << " x " << c.keys;
   // Rows that fill both warpgroups (GQA 8 at s_q 16: 7 x 16 + 16 = 128) stream 50 GB/s a CTA: 96 CTAs on
