@@ -43,11 +43,13 @@ int32_t choose_num_splits(const SplitShape& s) {
     // Rounded to the nearest count where the bandwidth is known (H200 batch 8: 98 / 64 CTAs, 2 splits
     // ran 13 % under 1, session 47, before the idle second warpgroup), down where it is not; then the
     // long-stream step (kLongStreamBlocks).
-    const double per_cta = s.one_warpgroup ? kStreamBytesPerCta : kStreamBytesPerCtaBothWarpgroups;
-    const double ctas = s.hbm_bytes_per_s > 0 ? std::min<double>(s.hbm_bytes_per_s / per_cta, s.sms) : 0;
-    int64_t want = s.hbm_bytes_per_s > 0 ? std::llround(ctas / s.tiles) : int64_t(kStreamingCtas * s.sms) / s.tiles;
-    const int64_t full_wave = s.sms / s.tiles;
-    if (s.hbm_bytes_per_s > 0 && want <= 2 && full_wave > want && s.key_blocks >= kLongStreamBlocks) want = full_wave;
+    int64_t want = int64_t(kStreamingCtas * s.sms) / s.tiles;
+    if (s.hbm_bytes_per_s > 0) {
+      const double per_cta = s.one_warpgroup ? kStreamBytesPerCta : kStreamBytesPerCtaBothWarpgroups;
+      want = std::llround(std::min<double>(s.hbm_bytes_per_s / per_cta, s.sms) / s.tiles);
+      const int64_t full_wave = s.sms / s.tiles;
+      if (want <= 2 && full_wave > want && s.key_blocks >= kLongStreamBlocks) want = full_wave;
+    }
     return int32_t(std::max<int64_t>(1, std::min<int64_t>({want, s.max_splits, s.key_blocks / kMinStreamingBlocks})));
   }
   if (double(s.tiles) >= kFullEnough * s.sms) return 1;

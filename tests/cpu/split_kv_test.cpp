@@ -353,6 +353,7 @@ TEST(SplitPlan, MergeInCluster) {
   EXPECT_FALSE(merge_in_cluster(8, space(17), decode, 1, 16));  // more clusters than fit at once
   EXPECT_FALSE(merge_in_cluster(8, space(8), decode, 1, 0));    // the device runs none of this size
   EXPECT_FALSE(merge_in_cluster(8, space(0), decode, 1, 16));
+  EXPECT_FALSE(merge_in_cluster(2, space(8), decode, 2, 16));   // s_q past the pack's R
   // Stored rows: (G - 1) x R + s_q <= 64.
   EXPECT_TRUE(merge_in_cluster(4, space(4), choose_gqa_pack(16, 4, false), 4, 16));   // 15 x 4 + 4 = 64
   EXPECT_FALSE(merge_in_cluster(4, space(4), choose_gqa_pack(32, 4, false), 4, 16));  // 31 x 4 + 4 = 128
@@ -403,6 +404,7 @@ TEST(SplitPlan, NarrowRows) {
   EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(4, 1, true), 1, flat, 4096, 8));    // varlen: unpacked
   EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, true), 1, padded, 4096, 8));
   EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 0, flat, 4096, 8));  // no query rows
+  EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 2, flat, 4096, 8));  // s_q past the pack's R
   // Key shares: ceil(s_k / splits) <= 2048.
   EXPECT_TRUE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 16384, 8));
   EXPECT_FALSE(narrow_rows_fit(choose_gqa_pack(4, 1, false), 1, flat, 16385, 8));

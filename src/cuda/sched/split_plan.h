@@ -27,10 +27,10 @@ inline int64_t packed_tile_rows(const GqaPack& pack, int seqlen_q) {
 
 // The tile rows a split tile's stored rows can reach (rows [0, bound) of the tile): GQA-packed,
 // (heads - 1) x R + s_q (the last head's rows end at s_q); unpacked, s_q where a sequence's rows start
-// at tile row 0 (first_block_pad 0, as plan_splits plans a tile space of one m-block), else the whole
-// tile (its rows may sit at the bottom).
+// at tile row 0 (first_block_pad 0, as plan_splits plans a tile space of one m-block); else (rows at
+// the tile's bottom, or a pack whose R is short of s_q) the whole tile.
 inline int64_t stored_rows_bound(const GqaPack& pack, int seqlen_q, const TileSchedule& base) {
-  if (pack.rows > 0) return packed_tile_rows(pack, seqlen_q);
+  if (pack.rows > 0) return seqlen_q <= pack.rows ? packed_tile_rows(pack, seqlen_q) : base.tile_rows;
   return base.first_block_pad == 0 ? std::min(seqlen_q, base.tile_rows) : base.tile_rows;
 }
 
@@ -38,7 +38,6 @@ inline int64_t stored_rows_bound(const GqaPack& pack, int seqlen_q, const TileSc
 // (stored_rows_bound), rounded up to a multiple of `splits`, at most 64, with 2-8 splits.
 inline bool cluster_rows_fit(int splits, const GqaPack& pack, int seqlen_q, const TileSchedule& base) {
   if (splits < 2 || splits > kClusterMaxSplits || seqlen_q < 1) return false;
-  if (pack.rows > 0 && seqlen_q > pack.rows) return false;
   const int64_t rows = stored_rows_bound(pack, seqlen_q, base);
   return (rows + splits - 1) / splits * splits <= kClusterKeptRows;
 }
@@ -65,7 +64,6 @@ constexpr int kNarrowTileRows = 8;
 constexpr int64_t kNarrowSplitKeys = 2048;
 inline bool narrow_rows_fit(const GqaPack& pack, int seqlen_q, const TileSchedule& base, int seqlen_k, int splits) {
   if (seqlen_q < 1 || splits < 1 || (int64_t(seqlen_k) + splits - 1) / splits > kNarrowSplitKeys) return false;
-  if (pack.rows > 0 && seqlen_q > pack.rows) return false;
   return stored_rows_bound(pack, seqlen_q, base) <= kNarrowTileRows;
 }
 
