@@ -11,7 +11,7 @@
 // splits=N forces num_splits for both caches (default 0: the heuristic's count for each);
 // batches= times only those batches (default 1,4,16,64).
 // A build with -DFASTATTN_SPLIT_STAMPS (library and bench; cuda/sm90/fwd/split_stamps.cuh) also
-// takes `stamps`: after each contiguous timing it prints the last split launch's CTA timeline.
+// takes `stamps`: after each timing it prints the last split launch's CTA timeline.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -99,7 +99,7 @@ double time_step(KvCacheArgs a, cudaStream_t s) {
 // The CTAs of the last bf16 d 128 split launch (those that started within 100 us of the last
 // start: the array keeps older launches' CTAs past this grid) as quantiles over CTAs of each phase,
 // in ns (SM clocks at `ghz`), and the launch's span from the first start to the last store.
-void print_stamps(int b, int sk, double ghz) {
+void print_stamps(const char* cache, int b, int sk, double ghz) {
   using namespace fastattn::sm90;
   std::vector<unsigned long long> w(size_t(kStampCtas) * kStampWords);
   CHECK_CUDA((read_split_stamps<__nv_bfloat16, 128>(w.data(), kStampCtas)));
@@ -134,8 +134,8 @@ void print_stamps(int b, int sk, double ghz) {
     v[8].push_back(ns(kStampStart, kStampStored));
     v[9].push_back(skew + ns(kStampStart, kStampStored));
   }
-  std::printf("\nstamps b%d s_k %d: %zu CTAs (ns; SM clock %.2f GHz): phase | min | median | max\n", b, sk,
-              ctas.size(), ghz);
+  std::printf("\nstamps %s b%d s_k %d: %zu CTAs (ns; SM clock %.2f GHz): phase | min | median | max\n", cache, b,
+              sk, ctas.size(), ghz);
   for (int i = 0; i < kRows; ++i) {
     std::sort(v[i].begin(), v[i].end());
     if (v[i].empty()) continue;
@@ -199,7 +199,7 @@ int main(int argc, char** argv) {
       a.num_splits = splits;
       const double contiguous = time_step(a, s);
 #ifdef FASTATTN_SPLIT_STAMPS
-      if (stamps) print_stamps(b, sk, ghz);
+      if (stamps) print_stamps("contiguous", b, sk, ghz);
 #endif
 
       const double floor = 2.0 * b * sk * row / kHbmBytesPerUs;
@@ -218,6 +218,9 @@ int main(int argc, char** argv) {
       a.v_cache = bf16(vc.p, {int64_t(table.size()), page, kHeadsKv, kDim});
       a.page_table = {static_cast<const int32_t*>(pt.p), b, pages_per_seq};
       const double paged = time_step(a, s);
+#ifdef FASTATTN_SPLIT_STAMPS
+      if (stamps) print_stamps("paged", b, sk, ghz);
+#endif
       std::printf("| %d | %d | %.1f | %.1f | %.3f | %.1f |\n", b, sk, contiguous, paged, paged / contiguous, floor);
       std::fflush(stdout);
     }

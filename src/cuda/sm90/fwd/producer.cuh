@@ -82,12 +82,14 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTileFor<Cfg>&
   // Paged: where each box of block `row` lies into the slot's kv_boxes, before its K tile waits
   // for the slot. The page-table loads go two at a time (read-only path; all eight of a block of
   // 16-key pages at once spilled the producer's 24 registers), both issued before either is used,
-  // so a block of two boxes pays one load latency, under the wait; the block's V tile reuses them. A box from the sequence's last
-  // key on gets page -1, which TMA fills with zeros (counting its bytes): no page-table entry past
-  // the used pages is read, no memory touched.
+  // so a block of two boxes pays one load latency; the block's V tile reuses them. A box from the
+  // sequence's last key on gets page -1, which TMA fills with zeros (counting its bytes): no
+  // page-table entry past the used pages is read, no memory touched.
+  auto page_entry = [&](int pos) {  // key `pos`'s page-table entry
+    return kv.page_table + int64_t(seq) * kv.pages_per_seq + kv.page_size.div(uint32_t(pos));
+  };
   auto look_up_boxes = [&](int stage, int row) {
-    const int32_t* pages = kv.page_table + int64_t(seq) * kv.pages_per_seq;
-    auto page_at = [&](int pos) { return pos < t.seq.len_k ? __ldg(pages + kv.page_size.div(uint32_t(pos))) : -1; };
+    auto page_at = [&](int pos) { return pos < t.seq.len_k ? __ldg(page_entry(pos)) : -1; };
     auto at = [&](int page, int pos) { return make_int2(page, int(kv.page_size.mod(uint32_t(pos)))); };
     for (int r = 0, j = 0; r < Cfg::kBlockN; r += 2 * kv.box_rows, j += 2) {
       const bool pair = r + kv.box_rows < Cfg::kBlockN;
@@ -140,9 +142,9 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTileFor<Cfg>&
         load_box(atoms, map, dst, r, sm.kv_boxes[stage][j], full);
     }
   };
-  // K's tile of block `row`; its boxes looked up first when paged.
-  auto load_k = [&](const PipeState<Cfg::kStages>& s, int row) {
-    if (kv.page_table != nullptr) look_up_boxes(s.stage(), row);
+  // K's tile of block `row`; its boxes looked up first when paged (unless `looked_up`).
+  auto load_k = [&](const PipeState<Cfg::kStages>& s, int row, bool looked_up = false) {
+    if (kv.page_table != nullptr && !looked_up) look_up_boxes(s.stage(), row);
     load_tile(kKAtoms, tk, sm.k[s.stage()], &sm.k_empty[s.stage()], &sm.k_full[s.stage()], s.phase(), row,
               s.stage());
   };
@@ -177,13 +179,32 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTileFor<Cfg>&
     }
     return;
   }
+  // Paged, one box a block (pages a multiple of kBlockN), 3 or more ring slots: block n + 2's
+  // page-table entry is copied into its slot's box (cp.async) after K(n + 1)'s issue and waited
+  // for before K(n + 2)'s, so its latency passes under V(n)'s wait. Looked up in line, the load
+  // stood between V(n)'s issue and K(n + 2)'s: the narrow decode tile's paged calls ran 2-3 % slower
+  // at 16-32 blocks a split (docs/notes/inference.md, session 55). The slot is free: its last reader,
+  // V(n + 2 - kStages), has issued (only this thread reads kv_boxes, at the issue). A copy, not a
+  // register: the page carried across the wait spilled the producer's 24 registers.
+  const bool pages_ahead = Cfg::kStages >= 3 && kv.page_table != nullptr && kv.box_rows == Cfg::kBlockN;
+  auto fetch_box = [&](int stage, int row) {
+    sm.kv_boxes[stage][0].y = int(kv.page_size.mod(uint32_t(row)));
+    if (row < t.seq.len_k)
+      cp_async_u32(smem_addr(&sm.kv_boxes[stage][0].x), page_entry(row));
+    else
+      sm.kv_boxes[stage][0].x = -1;
+  };
   load_k(pk, row_of(b.first()));
   split_stamp<Cfg>(kStampIssued);
   pk.advance();
+  if (pages_ahead && b.has_next(b.first())) fetch_box(pk.stage(), row_of(b.next(b.first())));
   for (int it = b.first(); !b.done(it); it = b.next(it), ps.advance()) {
     if (b.has_next(it)) {
-      load_k(pk, row_of(b.next(it)));
+      const int next = b.next(it);
+      if (pages_ahead) cp_async_wait_all();  // block `next`'s page, fetched an iteration ago
+      load_k(pk, row_of(next), pages_ahead);
       pk.advance();
+      if (pages_ahead && b.has_next(next)) fetch_box(pk.stage(), row_of(b.next(next)));
     }
     load_tile(kVAtoms, tv, sm.v[ps.stage()], &sm.v_empty[ps.stage()], &sm.v_full[ps.stage()], ps.phase(),
               row_of(it), ps.stage());
