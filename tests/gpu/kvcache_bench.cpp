@@ -3,11 +3,12 @@
 // captured in a CUDA graph of kStepsPerGraph calls; the time is the median over replays (CUDA
 // events) divided by the calls. Only the public API, so the same file also times another build
 // of the library (the contiguous baseline of an earlier commit).
-//   fastattn_kvcache_bench [page_size] [in-order] [splits=N] [batches=B,B,...]
+//   fastattn_kvcache_bench [page_size] [in-order] [no-append] [splits=N] [batches=B,B,...]
 // page_size: default 64; 0: the contiguous cache only. Prints a markdown table. The pages lie in a
 // random order in the pool, as a server's do; `in-order` lays them out in sequence order instead, so
 // that the paged cache occupies the same bytes as the contiguous one: what the paged call costs then
 // is the kernel's own work (lookups, TMA boxes), without the scattered placement's memory effects.
+// `no-append`: no new token (the cache read as it is: the attention launch alone, no append launch).
 // splits=N forces num_splits for both caches (default 0: the heuristic's count for each);
 // batches= times only those batches (default 1,4,16,64).
 // A build with -DFASTATTN_SPLIT_STAMPS (library and bench; cuda/sm90/fwd/split_stamps.cuh) also
@@ -149,7 +150,7 @@ void print_stamps(const char* cache, int b, int sk, double ghz) {
 
 int main(int argc, char** argv) {
   int page = 64, splits = 0;
-  bool in_order = false;
+  bool in_order = false, append = true;
   [[maybe_unused]] bool stamps = false;
   [[maybe_unused]] double ghz = 1.98;  // the H100's SM clock under load (stamps only)
   if (const char* g = std::getenv("FASTATTN_STAMP_GHZ")) ghz = std::atof(g);
@@ -158,6 +159,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "in-order") {
       in_order = true;
+    } else if (arg == "no-append") {
+      append = false;
     } else if (arg == "stamps") {
       stamps = true;
     } else if (arg.rfind("splits=", 0) == 0) {
@@ -174,6 +177,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaStreamCreate(&s));
   std::mt19937 rng(1);
   if (splits > 0) std::printf("num_splits forced to %d\n\n", splits);
+  if (!append) std::printf("no token appended: the attention launch alone\n\n");
   std::printf("| batch | s_k | contiguous us | paged %d%s us | paged / contiguous | K+V floor us |\n", page,
               in_order ? " in order" : "");
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
@@ -183,15 +187,17 @@ int main(int argc, char** argv) {
       DeviceMem q(size_t(b) * kHeadsQ * kDim * 2), out(size_t(b) * kHeadsQ * kDim * 2);
       DeviceMem kn(size_t(b) * row), vn(size_t(b) * row);
       DeviceMem kc(size_t(b) * sk * row), vc(size_t(b) * sk * row);
-      std::vector<int32_t> seqlens(size_t(b), sk - 1);
+      std::vector<int32_t> seqlens(size_t(b), append ? sk - 1 : sk);
       DeviceMem seq(seqlens.size() * 4);
       CHECK_CUDA(cudaMemcpy(seq.p, seqlens.data(), seqlens.size() * 4, cudaMemcpyHostToDevice));
 
       KvCacheArgs a;
       a.q = bf16(q.p, {b, 1, kHeadsQ, kDim});
       a.out = bf16(out.p, {b, 1, kHeadsQ, kDim});
-      a.k_new = bf16(kn.p, {b, 1, kHeadsKv, kDim});
-      a.v_new = bf16(vn.p, {b, 1, kHeadsKv, kDim});
+      if (append) {
+        a.k_new = bf16(kn.p, {b, 1, kHeadsKv, kDim});
+        a.v_new = bf16(vn.p, {b, 1, kHeadsKv, kDim});
+      }
       a.k_cache = bf16(kc.p, {b, sk, kHeadsKv, kDim});
       a.v_cache = bf16(vc.p, {b, sk, kHeadsKv, kDim});
       a.cache_seqlens = {static_cast<const int32_t*>(seq.p), b};
