@@ -85,8 +85,9 @@ TEST_F(KvCachePagedGpu, LocalWindowsAndSoftcap) {
   check_paged_equals_contiguous(s, {64, 128});
 }
 
-// The other key-block sizes: d 64 (192-key blocks, three consumer warpgroups: boxes of
-// gcd(page, 192)) and d 256 (80-key blocks: boxes of 16 for every page size but 80's multiples).
+// The other key-block sizes: d 64 (128-key blocks, three consumer warpgroups: boxes of
+// gcd(page, 128); pages 128 and 256 take the page fetched a block ahead) and d 256 (80-key blocks:
+// boxes of 16 for every page size but 80's multiples).
 TEST_F(KvCachePagedGpu, OtherHeadDims) {
   KvSpec s = long_decode(4);
   s.batch = 3;

@@ -182,10 +182,10 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTileFor<Cfg>&
   // Paged, one box a block (pages a multiple of kBlockN), 3 or more ring slots: block n + 2's
   // page-table entry is copied into its slot's box (cp.async) after K(n + 1)'s issue and waited
   // for before K(n + 2)'s, so its latency passes under V(n)'s wait. Looked up in line, the load
-  // stood between V(n)'s issue and K(n + 2)'s: the narrow decode tile's paged calls ran 2-3 % slower
+  // stood between V(n)'s issue and K(n + 2)'s: the narrow decode tile's paged calls ran 1-2.5 % slower
   // at 16-32 blocks a split (docs/notes/inference.md, session 55). The slot is free: its last reader,
-  // V(n + 2 - kStages), has issued (only this thread reads kv_boxes, at the issue). A copy, not a
-  // register: the page carried across the wait spilled the producer's 24 registers.
+  // V(n + 2 - kStages), has issued (only this thread reads kv_boxes, in program order before each
+  // issue). A copy, not a register: the page carried across the wait spilled the producer's 24 registers.
   const bool pages_ahead = Cfg::kStages >= 3 && kv.page_table != nullptr && kv.box_rows == Cfg::kBlockN;
   auto fetch_box = [&](int stage, int row) {
     sm.kv_boxes[stage][0].y = int(kv.page_size.mod(uint32_t(row)));
