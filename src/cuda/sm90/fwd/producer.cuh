@@ -187,6 +187,8 @@ __device__ __forceinline__ void produce(FwdSmem<Cfg>& sm, const FwdTileFor<Cfg>&
   // V(n + 2 - kStages), has issued (only this thread reads kv_boxes, in program order before each
   // issue). A copy, not a register: the page carried across the wait spilled the producer's 24 registers.
   const bool pages_ahead = Cfg::kStages >= 3 && kv.page_table != nullptr && kv.box_rows == Cfg::kBlockN;
+  // row < len_k always holds here (a tile's blocks end by len_k); the guard only keeps the page table
+  // unread past the used pages should that change.
   auto fetch_box = [&](int stage, int row) {
     sm.kv_boxes[stage][0].y = int(kv.page_size.mod(uint32_t(row)));
     if (row < t.seq.len_k)
