@@ -47,13 +47,15 @@ def main():
     ap.add_argument("--dump", default="fa4-dump", help="cubins of the ptxas runs (CUTE_DSL_KEEP_CUBIN)")
     ap.add_argument("--rounds", type=int, default=2, help="process pairs, alternating which compiler goes first")
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--shapes", default="all", help="'all', or indices into SHAPES, comma-separated (0: b2 s8k, 1: b4 s4k)")
     ap.add_argument("--child", nargs=4, type=int, metavar=("B", "S", "H", "D"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         child(args.site, tuple(args.child), args.iters)
         return
+    shapes = SHAPES if args.shapes == "all" else tuple(SHAPES[int(i)] for i in args.shapes.split(","))
     results = {}
-    for shape in SHAPES:
+    for shape in shapes:
         for r in range(args.rounds):
             for kind in (("embedded", "ptxas") if r % 2 == 0 else ("ptxas", "embedded")):
                 env = dict(os.environ, FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED="0")  # compile in every process
@@ -73,7 +75,7 @@ def main():
                 print(f"{kind:8s} {line}", flush=True)
                 results.setdefault((shape, kind), []).append(float(line.split()[2]))
     print("\n| b x s x h x d | embedded ms | ptxas ms | ptxas / embedded |\n|---|---|---|---|")
-    for shape in SHAPES:
+    for shape in shapes:
         e, p = results.get((shape, "embedded")), results.get((shape, "ptxas"))
         if e and p:
             em, pm = statistics.median(e), statistics.median(p)

@@ -9,6 +9,11 @@ set(_all_gencode "")
 foreach(arch ${FASTATTN_CUDA_ARCHS})
   list(APPEND _all_gencode "-gencode=arch=compute_${arch},code=sm_${arch}")
 endforeach()
+# Without 90a, the shared kernels (append, combine, ...) carry compute_80 PTX as the sm80 family does, so
+# an "80" build runs whole on a Hopper GPU too (the forced sm80 path; it had no append image there).
+if(NOT "90a" IN_LIST FASTATTN_CUDA_ARCHS AND "80" IN_LIST FASTATTN_CUDA_ARCHS)
+  list(APPEND _all_gencode "-gencode=arch=compute_80,code=compute_80")
+endif()
 set(_cuda_common_flags --expt-relaxed-constexpr -lineinfo -Xptxas=--warn-on-spills
     -Xcompiler=-Wall,-Wno-unused-parameter)
 
