@@ -8,6 +8,12 @@ JIT's first call; the cubins of the ptxas runs are kept under --dump (CUTE_DSL_K
 beside ours with fastattn-sass.
 
     python3 bench/fa4/bwd_compiler_ab.py --site /tmp/site-fa4 --ptxas /usr/local/cuda/bin/ptxas --dump $OUT/fa4
+
+With --vs-site instead of --ptxas, the other side is the same wheels with the DSL's cu13 libs (install.sh
+install-cu13), both with their embedded compilers: the CUDA 12 against the CUDA 13 build of the DSL's compiler
+(session 56: the cu12 DSL segfaulted loading a ptxas 13.0 cubin). Both sides' cubins go under --dump/<side>.
+
+    python3 bench/fa4/bwd_compiler_ab.py --site /tmp/site-fa4 --vs-site /tmp/site-fa4-cu13 --dump $OUT/fa4
 """
 import argparse
 import os
@@ -43,8 +49,10 @@ def child(site, shape, iters):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--site", required=True, help="where bench/fa4/install.sh put FA4 (/tmp/site-fa4)")
-    ap.add_argument("--ptxas", required=True, help="the ptxas to compare with FA4's embedded compiler")
-    ap.add_argument("--dump", default="fa4-dump", help="cubins of the ptxas runs (CUTE_DSL_KEEP_CUBIN)")
+    side = ap.add_mutually_exclusive_group(required=True)
+    side.add_argument("--ptxas", help="the ptxas to compare with FA4's embedded compiler")
+    side.add_argument("--vs-site", help="FA4 with the DSL's cu13 libs (/tmp/site-fa4-cu13), embedded compilers both")
+    ap.add_argument("--dump", default="fa4-dump", help="cubins (CUTE_DSL_KEEP_CUBIN): the ptxas runs', or both sites'")
     ap.add_argument("--rounds", type=int, default=2, help="process pairs, alternating which compiler goes first")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--shapes", default="all", help="'all', or indices into SHAPES, comma-separated (0: b2 s8k, 1: b4 s4k)")
@@ -54,18 +62,21 @@ def main():
         child(args.site, tuple(args.child), args.iters)
         return
     shapes = SHAPES if args.shapes == "all" else tuple(SHAPES[int(i)] for i in args.shapes.split(","))
+    other = "ptxas" if args.ptxas else "cu13"
     results = {}
     for shape in shapes:
         for r in range(args.rounds):
-            for kind in (("embedded", "ptxas") if r % 2 == 0 else ("ptxas", "embedded")):
+            for kind in (("embedded", other) if r % 2 == 0 else (other, "embedded")):
                 env = dict(os.environ, FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED="0")  # compile in every process
+                env.pop("CUTE_DSL_PTXAS_PATH", None)
+                site = args.vs_site if kind == "cu13" else args.site
+                if kind != "embedded" or args.vs_site:
+                    dump = os.path.join(args.dump, kind) if args.vs_site else args.dump
+                    os.makedirs(dump, exist_ok=True)
+                    env.update(CUTE_DSL_KEEP_CUBIN="1", CUTE_DSL_KEEP_PTX="1", CUTE_DSL_DUMP_DIR=dump)
                 if kind == "ptxas":
-                    os.makedirs(args.dump, exist_ok=True)
-                    env.update(CUTE_DSL_PTXAS_PATH=args.ptxas, CUTE_DSL_KEEP_CUBIN="1", CUTE_DSL_KEEP_PTX="1",
-                               CUTE_DSL_DUMP_DIR=args.dump)
-                else:
-                    env.pop("CUTE_DSL_PTXAS_PATH", None)
-                p = subprocess.run([sys.executable, __file__, "--site", args.site, "--ptxas", args.ptxas,
+                    env.update(CUTE_DSL_PTXAS_PATH=args.ptxas)
+                p = subprocess.run([sys.executable, __file__, "--site", site, "--ptxas", "-",
                                     "--iters", str(args.iters), "--child", *map(str, shape)],
                                    env=env, capture_output=True, text=True, timeout=600)
                 line = next((x for x in p.stdout.splitlines() if x.startswith("RESULT")), None)
@@ -74,9 +85,9 @@ def main():
                     continue
                 print(f"{kind:8s} {line}", flush=True)
                 results.setdefault((shape, kind), []).append(float(line.split()[2]))
-    print("\n| b x s x h x d | embedded ms | ptxas ms | ptxas / embedded |\n|---|---|---|---|")
+    print(f"\n| b x s x h x d | embedded ms | {other} ms | {other} / embedded |\n|---|---|---|---|")
     for shape in shapes:
-        e, p = results.get((shape, "embedded")), results.get((shape, "ptxas"))
+        e, p = results.get((shape, "embedded")), results.get((shape, other))
         if e and p:
             em, pm = statistics.median(e), statistics.median(p)
             print(f"| {'x'.join(map(str, shape))} | {em:.4f} | {pm:.4f} | {pm / em:.4f} |")

@@ -32,5 +32,16 @@ rm "$libs"
 mv "$tmp"/nvidia_cutlass_dsl_libs_base-*.whl "$tmp"/nvidia_cutlass_dsl_libs_core-*.whl "$tmp"/quack_kernels-*.whl \
   "$dest/fa4a/"
 mv "$tmp"/*.whl "$dest/fa4b/"
-du -sh "$dest/fa4a" "$dest/fa4b"
+# The same DSL's cu13 libs (its embedded compiler from CUDA 13), for the compiler A/B of bench/fa4/bwd_compiler_ab.py
+# --vs-site: halves in DEST/fa4c13a, DEST/fa4c13b (install.sh park-cu13 / install-cu13).
+get nvidia-cutlass-dsl-libs-cu13==4.8.1
+libs=$(ls "$tmp"/nvidia_cutlass_dsl_libs_cu13-*.whl)
+rm -rf "$dest/fa4c13a" "$dest/fa4c13b"
+mkdir -p "$dest/fa4c13a" "$dest/fa4c13b"
+(cd "$tmp" && sha256sum "$(basename "$libs")") > "$dest/fa4c13b/cu13.sha256"
+split -n 2 -d -a 1 "$libs" "$tmp/cu13.part-"
+mv "$tmp/cu13.part-0" "$dest/fa4c13a/cu13.part-aa"
+mv "$tmp/cu13.part-1" "$dest/fa4c13b/cu13.part-ab"
+rm "$libs"
+du -sh "$dest/fa4a" "$dest/fa4b" "$dest/fa4c13a" "$dest/fa4c13b"
 echo "carry [\"$dest/fa4a\"] in one call, [\"$dest/fa4b\"] in the next (bench/fa4/install.sh says how)"

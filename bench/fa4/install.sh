@@ -3,6 +3,9 @@
 # machine stays warm (it is released ~30 s after a call):
 #   call 1 (carry [".devwt/fa4a"]):  bench/fa4/install.sh park     (copies the first half to /tmp/fa4)
 #   call 2 (carry [".devwt/fa4b"]):  bench/fa4/install.sh install  (joins, checks the sha256, installs)
+#   for the cu13 libs (the DSL's CUDA 13 build, fetch-wheels.sh's fa4c13a / fa4c13b), after those two:
+#   call 3 (carry [".devwt/fa4c13a"]): bench/fa4/install.sh park-cu13
+#   call 4 (carry [".devwt/fa4c13b"]): bench/fa4/install.sh install-cu13  (the same wheels, cu13 libs: /tmp/site-fa4-cu13)
 # then Python finds it with PYTHONPATH=/tmp/site-fa4 (or site.addsitedir("/tmp/site-fa4"), which also reads the
 # DSL's .pth file). SRC: where the halves are (default .devwt).
 set -euo pipefail
@@ -20,5 +23,17 @@ case ${1:-} in
     cp "$src"/fa4b/*.whl /tmp/fa4/
     python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-fa4 /tmp/fa4/*.whl
     echo "fa4: installed into /tmp/site-fa4" ;;
-  *) echo "usage: bench/fa4/install.sh park|install" >&2; exit 2 ;;
+  park-cu13)
+    mkdir -p /tmp/fa4c13 && cp "$src"/fa4c13a/* /tmp/fa4c13/ && echo "fa4: cu13 first half parked" ;;
+  install-cu13)
+    [ -f /tmp/fa4c13/cu13.part-aa ] || { echo "fa4: the cu13 first half is not parked (run 'park-cu13' first)"; exit 1; }
+    ls /tmp/fa4/flash_attn_4-*.whl >/dev/null || { echo "fa4: run 'install' first (its wheels are reused)"; exit 1; }
+    w=$(awk '{print $2}' "$src/fa4c13b/cu13.sha256")
+    cat /tmp/fa4c13/cu13.part-aa "$src/fa4c13b/cu13.part-ab" > "/tmp/fa4c13/$w"
+    (cd /tmp/fa4c13 && sha256sum -c "$OLDPWD/$src/fa4c13b/cu13.sha256")
+    rm -f /tmp/fa4c13/cu13.part-aa
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site-fa4-cu13 /tmp/fa4c13/*.whl \
+      $(ls /tmp/fa4/*.whl | grep -v nvidia_cutlass_dsl_libs_cu12)
+    echo "fa4: installed with the cu13 libs into /tmp/site-fa4-cu13" ;;
+  *) echo "usage: bench/fa4/install.sh park|install|park-cu13|install-cu13" >&2; exit 2 ;;
 esac
