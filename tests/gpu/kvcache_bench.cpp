@@ -3,12 +3,15 @@
 // captured in a CUDA graph of kStepsPerGraph calls; the time is the median over replays (CUDA
 // events) divided by the calls. Only the public API, so the same file also times another build
 // of the library (the contiguous baseline of an earlier commit).
-//   fastattn_kvcache_bench [page_size] [in-order] [no-append] [splits=N] [batches=B,B,...]
+//   fastattn_kvcache_bench [page_size] [in-order] [no-append] [rotate] [splits=N] [batches=B,B,...]
 // page_size: default 64; 0: the contiguous cache only. Prints a markdown table. The pages lie in a
 // random order in the pool, as a server's do; `in-order` lays them out in sequence order instead, so
 // that the paged cache occupies the same bytes as the contiguous one: what the paged call costs then
 // is the kernel's own work (lookups, TMA boxes), without the scattered placement's memory effects.
 // `no-append`: no new token (the cache read as it is: the attention launch alone, no append launch).
+// `rotate`: the calls of a graph rotate over copies of the cache (>= 200 MiB in all, at most 8, as
+// bench/decode.py does), so that each call reads its K/V from HBM, as a decode step over many layers
+// does; without it every call after the first finds a cache of up to ~50 MB in the L2.
 // splits=N forces num_splits for both caches (default 0: the heuristic's count for each);
 // batches= times only those batches (default 1,4,16,64).
 // A build with -DFASTATTN_SPLIT_STAMPS (library and bench; cuda/sm90/fwd/split_stamps.cuh) also
@@ -19,6 +22,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -59,21 +63,25 @@ struct DeviceMem {
 
 Tensor bf16(void* p, std::initializer_list<int64_t> shape) { return make_tensor(p, DType::BF16, shape, Device::CUDA, 0); }
 
-// Median us per call of `a` replayed from a graph.
-double time_step(KvCacheArgs a, cudaStream_t s) {
-  DeviceMem ws(kvcache_workspace_bytes(a));
-  a.workspace = ws.p;
-  a.workspace_bytes = kvcache_workspace_bytes(a);
-  Status st = forward_kvcache(a, s);  // checked once, with the index arrays read
-  if (!st.ok()) {
-    std::fprintf(stderr, "forward_kvcache: %s\n", st.message.c_str());
-    std::exit(1);
+// Median us per call replayed from a graph whose calls take `calls` in turn (one call's arguments
+// per cache copy; they share one workspace).
+double time_step(std::vector<KvCacheArgs> calls, cudaStream_t s) {
+  const size_t ws_bytes = kvcache_workspace_bytes(calls[0]);
+  DeviceMem ws(ws_bytes);
+  for (KvCacheArgs& a : calls) {
+    a.workspace = ws.p;
+    a.workspace_bytes = ws_bytes;
+    Status st = forward_kvcache(a, s);  // checked once, with the index arrays read
+    if (!st.ok()) {
+      std::fprintf(stderr, "forward_kvcache: %s\n", st.message.c_str());
+      std::exit(1);
+    }
+    a.check_index_arrays = false;
   }
-  a.check_index_arrays = false;
   cudaGraph_t g;
   cudaGraphExec_t ge;
   CHECK_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < kStepsPerGraph; ++i) forward_kvcache(a, s);
+  for (int i = 0; i < kStepsPerGraph; ++i) forward_kvcache(calls[size_t(i) % calls.size()], s);
   CHECK_CUDA(cudaStreamEndCapture(s, &g));
   CHECK_CUDA(cudaGraphInstantiate(&ge, g, 0));
   for (int i = 0; i < 3; ++i) CHECK_CUDA(cudaGraphLaunch(ge, s));
@@ -150,7 +158,7 @@ void print_stamps(const char* cache, int b, int sk, double ghz) {
 
 int main(int argc, char** argv) {
   int page = 64, splits = 0;
-  bool in_order = false, append = true;
+  bool in_order = false, append = true, rotate = false;
   [[maybe_unused]] bool stamps = false;
   [[maybe_unused]] double ghz = 1.98;  // the H100's SM clock under load (stamps only)
   if (const char* g = std::getenv("FASTATTN_STAMP_GHZ")) ghz = std::atof(g);
@@ -161,6 +169,8 @@ int main(int argc, char** argv) {
       in_order = true;
     } else if (arg == "no-append") {
       append = false;
+    } else if (arg == "rotate") {
+      rotate = true;
     } else if (arg == "stamps") {
       stamps = true;
     } else if (arg.rfind("splits=", 0) == 0) {
@@ -178,6 +188,7 @@ int main(int argc, char** argv) {
   std::mt19937 rng(1);
   if (splits > 0) std::printf("num_splits forced to %d\n\n", splits);
   if (!append) std::printf("no token appended: the attention launch alone\n\n");
+  if (rotate) std::printf("calls rotate over cache copies of >= 200 MiB in all (K/V read from HBM)\n\n");
   std::printf("| batch | s_k | contiguous us | paged %d%s us | paged / contiguous | K+V floor us |\n", page,
               in_order ? " in order" : "");
   std::printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n");
@@ -186,7 +197,15 @@ int main(int argc, char** argv) {
       const size_t row = size_t(kHeadsKv) * kDim * 2;  // bytes of one position's K (or V)
       DeviceMem q(size_t(b) * kHeadsQ * kDim * 2), out(size_t(b) * kHeadsQ * kDim * 2);
       DeviceMem kn(size_t(b) * row), vn(size_t(b) * row);
-      DeviceMem kc(size_t(b) * sk * row), vc(size_t(b) * sk * row);
+      // The cache's copies (one without `rotate`), each of its K and V.
+      const size_t cache_bytes = size_t(b) * sk * row;
+      const size_t per_copy = 2 * cache_bytes, want = size_t(200) << 20;
+      const size_t copies = rotate ? std::clamp<size_t>((want + per_copy - 1) / per_copy, 1, 8) : 1;
+      std::vector<std::unique_ptr<DeviceMem>> kc, vc;
+      for (size_t c = 0; c < copies; ++c) {
+        kc.push_back(std::make_unique<DeviceMem>(cache_bytes));
+        vc.push_back(std::make_unique<DeviceMem>(cache_bytes));
+      }
       std::vector<int32_t> seqlens(size_t(b), append ? sk - 1 : sk);
       DeviceMem seq(seqlens.size() * 4);
       CHECK_CUDA(cudaMemcpy(seq.p, seqlens.data(), seqlens.size() * 4, cudaMemcpyHostToDevice));
@@ -198,12 +217,19 @@ int main(int argc, char** argv) {
         a.k_new = bf16(kn.p, {b, 1, kHeadsKv, kDim});
         a.v_new = bf16(vn.p, {b, 1, kHeadsKv, kDim});
       }
-      a.k_cache = bf16(kc.p, {b, sk, kHeadsKv, kDim});
-      a.v_cache = bf16(vc.p, {b, sk, kHeadsKv, kDim});
       a.cache_seqlens = {static_cast<const int32_t*>(seq.p), b};
       a.causal = true;
       a.num_splits = splits;
-      const double contiguous = time_step(a, s);
+      // One call's arguments per copy, its cache viewed as `shape`.
+      auto over_copies = [&](std::initializer_list<int64_t> shape) {
+        std::vector<KvCacheArgs> calls(copies, a);
+        for (size_t c = 0; c < copies; ++c) {
+          calls[c].k_cache = bf16(kc[c]->p, shape);
+          calls[c].v_cache = bf16(vc[c]->p, shape);
+        }
+        return calls;
+      };
+      const double contiguous = time_step(over_copies({b, sk, kHeadsKv, kDim}), s);
 #ifdef FASTATTN_SPLIT_STAMPS
       if (stamps) print_stamps("contiguous", b, sk, ghz);
 #endif
@@ -220,10 +246,8 @@ int main(int argc, char** argv) {
       if (!in_order) std::shuffle(table.begin(), table.end(), rng);
       DeviceMem pt(table.size() * 4);
       CHECK_CUDA(cudaMemcpy(pt.p, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
-      a.k_cache = bf16(kc.p, {int64_t(table.size()), page, kHeadsKv, kDim});
-      a.v_cache = bf16(vc.p, {int64_t(table.size()), page, kHeadsKv, kDim});
       a.page_table = {static_cast<const int32_t*>(pt.p), b, pages_per_seq};
-      const double paged = time_step(a, s);
+      const double paged = time_step(over_copies({int64_t(table.size()), page, kHeadsKv, kDim}), s);
 #ifdef FASTATTN_SPLIT_STAMPS
       if (stamps) print_stamps("paged", b, sk, ghz);
 #endif
