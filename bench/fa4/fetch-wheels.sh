@@ -18,30 +18,28 @@ get() {
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --platform manylinux_2_28_x86_64 -d "$tmp" "$@"
 }
+# halves LIBS A B: the downloaded libs wheel (LIBS cu12 / cu13) split in two, into DEST/A and DEST/B (with its sha256).
+halves() {
+  local libs
+  libs=$(ls "$tmp"/nvidia_cutlass_dsl_libs_"$1"-*.whl)
+  rm -rf "$dest/$2" "$dest/$3"
+  mkdir -p "$dest/$2" "$dest/$3"
+  (cd "$tmp" && sha256sum "$(basename "$libs")") > "$dest/$3/$1.sha256"
+  split -n 2 -d -a 1 "$libs" "$tmp/$1.part-"
+  mv "$tmp/$1.part-0" "$dest/$2/$1.part-aa"
+  mv "$tmp/$1.part-1" "$dest/$3/$1.part-ab"
+  rm "$libs"
+}
 get flash-attn-4==4.0.0b36 nvidia-cutlass-dsl==4.8.1 nvidia-cutlass-dsl-libs-base==4.8.1 \
   nvidia-cutlass-dsl-libs-core==4.8.1 nvidia-cutlass-dsl-libs-cu12==4.8.1 quack-kernels==0.6.5 einops==0.8.2 \
   apache-tvm-ffi==0.1.15.post2 torch-c-dlpack-ext==0.1.5
-rm -rf "$dest/fa4a" "$dest/fa4b"
-mkdir -p "$dest/fa4a" "$dest/fa4b"
-libs=$(ls "$tmp"/nvidia_cutlass_dsl_libs_cu12-*.whl)
-(cd "$tmp" && sha256sum "$(basename "$libs")") > "$dest/fa4b/cu12.sha256"
-split -n 2 -d -a 1 "$libs" "$tmp/cu12.part-"
-mv "$tmp/cu12.part-0" "$dest/fa4a/cu12.part-aa"
-mv "$tmp/cu12.part-1" "$dest/fa4b/cu12.part-ab"
-rm "$libs"
+halves cu12 fa4a fa4b
 mv "$tmp"/nvidia_cutlass_dsl_libs_base-*.whl "$tmp"/nvidia_cutlass_dsl_libs_core-*.whl "$tmp"/quack_kernels-*.whl \
   "$dest/fa4a/"
 mv "$tmp"/*.whl "$dest/fa4b/"
 # The same DSL's cu13 libs (its embedded compiler from CUDA 13), for the compiler A/B of bench/fa4/bwd_compiler_ab.py
 # --vs-site: halves in DEST/fa4c13a, DEST/fa4c13b (install.sh park-cu13 / install-cu13).
 get nvidia-cutlass-dsl-libs-cu13==4.8.1
-libs=$(ls "$tmp"/nvidia_cutlass_dsl_libs_cu13-*.whl)
-rm -rf "$dest/fa4c13a" "$dest/fa4c13b"
-mkdir -p "$dest/fa4c13a" "$dest/fa4c13b"
-(cd "$tmp" && sha256sum "$(basename "$libs")") > "$dest/fa4c13b/cu13.sha256"
-split -n 2 -d -a 1 "$libs" "$tmp/cu13.part-"
-mv "$tmp/cu13.part-0" "$dest/fa4c13a/cu13.part-aa"
-mv "$tmp/cu13.part-1" "$dest/fa4c13b/cu13.part-ab"
-rm "$libs"
+halves cu13 fa4c13a fa4c13b
 du -sh "$dest/fa4a" "$dest/fa4b" "$dest/fa4c13a" "$dest/fa4c13b"
 echo "carry [\"$dest/fa4a\"] in one call, [\"$dest/fa4b\"] in the next (bench/fa4/install.sh says how)"
